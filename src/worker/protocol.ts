@@ -1,0 +1,208 @@
+// The JSON contract between the TypeScript CLI and the Python worker (`python -m kforge_worker`).
+// The worker receives one EvalRequest on stdin and writes WorkerMessages, one JSON object per line, to
+// the private result channel (its original stdout; the candidate's own prints are redirected to stderr).
+// `npm run schemas` exports these as JSON Schema into python/kforge_worker/schemas/ so the Python tests
+// validate what the worker writes against the same definitions.
+import { z } from "zod";
+
+export const PROTOCOL_VERSION = 1;
+
+export const Precision = z.enum(["fp32", "fp16", "bf16"]);
+export type Precision = z.infer<typeof Precision>;
+
+export const Verdict = z.enum([
+  "no_code",
+  "import_error",
+  "compile_error",
+  "runtime_error",
+  "timeout",
+  "shape_mismatch",
+  "incorrect",
+  "cheating",
+  "correct",
+]);
+export type Verdict = z.infer<typeof Verdict>;
+
+/** Where the candidate's code came from: a plain .py file, or one fenced block of an LLM transcript. */
+export const CandidateOrigin = z.object({
+  kind: z.enum(["file", "transcript"]),
+  sourcePath: z.string(),
+  blockIndex: z.number().int().nonnegative().nullable(),
+  blockCount: z.number().int().nonnegative().nullable(),
+  note: z.string().nullable(),
+});
+export type CandidateOrigin = z.infer<typeof CandidateOrigin>;
+
+export const TimingOptions = z.object({
+  enabled: z.boolean(),
+  warmupIters: z.number().int().nonnegative(),
+  minIters: z.number().int().positive(),
+  maxIters: z.number().int().positive(),
+  /** Seconds of timed work after which timing stops once minIters are done. */
+  budgetSeconds: z.number().positive(),
+  /** Stop early when the speedup's 95% confidence half-width falls under this fraction. */
+  targetRelativeCi: z.number().positive(),
+});
+export type TimingOptions = z.infer<typeof TimingOptions>;
+
+export const EvalRequest = z.object({
+  protocol: z.literal(PROTOCOL_VERSION),
+  problem: z.object({
+    path: z.string(),
+    name: z.string(),
+    atol: z.number().positive().nullable(),
+    rtol: z.number().positive().nullable(),
+  }),
+  candidate: z.object({
+    /** A .py file holding the candidate's code (for transcripts: the extracted block, written by the CLI). */
+    path: z.string(),
+    label: z.string(),
+    origin: CandidateOrigin,
+  }),
+  options: z.object({
+    trials: z.number().int().positive(),
+    seed: z.number().int().nonnegative(),
+    precision: Precision.nullable(),
+    /** "cuda" on a GPU host; "cpu" runs the same pipeline on CPU tensors (tests, CPU-only problems). */
+    device: z.enum(["cuda", "cpu"]),
+    timing: TimingOptions,
+    cacheDir: z.string(),
+    /** Names of extra verification checks to run (see checks in the result); empty runs the defaults. */
+    checks: z.array(z.string()),
+  }),
+});
+export type EvalRequest = z.infer<typeof EvalRequest>;
+
+export const ErrorStats = z.object({
+  maxAbs: z.number().nullable(),
+  relL2: z.number().nullable(),
+});
+
+export const OutputComparison = z.object({
+  index: z.number().int().nonnegative(),
+  shape: z.array(z.number().int()),
+  refShape: z.array(z.number().int()),
+  dtype: z.string(),
+  refDtype: z.string(),
+  allclose: z.boolean(),
+  nonFinite: z.number().int().nonnegative(),
+  /** Candidate vs reference (the pass mark's view). */
+  vsRef: ErrorStats,
+  /** Candidate vs a float64 evaluation of the reference on the same inputs. */
+  candVsFp64: ErrorStats,
+  /** The reference itself vs float64: how far PyTorch's own answer is from exact. */
+  refVsFp64: ErrorStats,
+});
+export type OutputComparison = z.infer<typeof OutputComparison>;
+
+export const Trial = z.object({
+  seed: z.number().int(),
+  passed: z.boolean(),
+  outputs: z.array(OutputComparison),
+  message: z.string().nullable(),
+});
+export type Trial = z.infer<typeof Trial>;
+
+export const TimingStats = z.object({
+  n: z.number().int().nonnegative(),
+  medianMs: z.number(),
+  meanMs: z.number(),
+  minMs: z.number(),
+  maxMs: z.number(),
+  p25Ms: z.number(),
+  p75Ms: z.number(),
+  stdMs: z.number(),
+  samplesMs: z.array(z.number()),
+});
+export type TimingStats = z.infer<typeof TimingStats>;
+
+export const Timing = z.object({
+  ref: TimingStats,
+  cand: TimingStats,
+  speedup: z.number(),
+  /** 95% confidence interval of the speedup (bootstrap over paired iterations). */
+  speedupCi: z.tuple([z.number(), z.number()]),
+  l2FlushBytes: z.number().int().nonnegative(),
+  method: z.string(),
+  smClockMhz: z.object({ start: z.number().nullable(), end: z.number().nullable() }),
+});
+export type Timing = z.infer<typeof Timing>;
+
+export const CheckOutcome = z.enum(["pass", "fail", "warn", "skip"]);
+
+/** One named verification check (anti-cheat, state semantics, ...): what it found and why. */
+export const Check = z.object({
+  name: z.string(),
+  outcome: CheckOutcome,
+  /** The verdict a failure of this check implies (e.g. "cheating", "incorrect"). */
+  failVerdict: Verdict.nullable(),
+  evidence: z.string(),
+});
+export type Check = z.infer<typeof Check>;
+
+export const CompileCall = z.object({
+  name: z.string(),
+  seconds: z.number(),
+  ok: z.boolean(),
+  log: z.string(),
+});
+
+export const Environment = z.object({
+  python: z.string(),
+  torch: z.string().nullable(),
+  cuda: z.string().nullable(),
+  driver: z.string().nullable(),
+  gpu: z.string().nullable(),
+  device: z.enum(["cuda", "cpu"]),
+});
+export type Environment = z.infer<typeof Environment>;
+
+export const EvalResult = z.object({
+  protocol: z.literal(PROTOCOL_VERSION),
+  problem: z.string(),
+  candidate: z.string(),
+  origin: CandidateOrigin,
+  verdict: Verdict,
+  /** First useful lines of the cause for every failing verdict; null when correct. */
+  reason: z.string().nullable(),
+  environment: Environment,
+  precision: Precision.nullable(),
+  /** How ModelNew got the reference's parameters. */
+  paramSync: z.object({ mode: z.enum(["state_dict", "seed"]), detail: z.string() }),
+  compile: z.array(CompileCall),
+  tolerance: z.object({ atol: z.number(), rtol: z.number() }),
+  trials: z.array(Trial),
+  timing: Timing.nullable(),
+  checks: z.array(Check),
+  seconds: z.number(),
+});
+export type EvalResult = z.infer<typeof EvalResult>;
+
+export const ProgressMessage = z.object({
+  type: z.literal("progress"),
+  stage: z.enum(["import", "compile", "check", "time", "verify"]),
+  detail: z.string(),
+  /** Fraction done within the stage, when known. */
+  fraction: z.number().min(0).max(1).nullable(),
+});
+export type ProgressMessage = z.infer<typeof ProgressMessage>;
+
+export const ResultMessage = z.object({ type: z.literal("result"), result: EvalResult });
+
+export const WorkerMessage = z.discriminatedUnion("type", [ProgressMessage, ResultMessage]);
+export type WorkerMessage = z.infer<typeof WorkerMessage>;
+
+/** `python -m kforge_worker --probe`: what the Python side has, for `kforge doctor`. */
+export const ProbeResult = z.object({
+  python: z.string(),
+  executable: z.string(),
+  torch: z.string().nullable(),
+  torchError: z.string().nullable(),
+  torchCuda: z.string().nullable(),
+  cudaAvailable: z.boolean(),
+  gpu: z.string().nullable(),
+  driver: z.string().nullable(),
+  ninja: z.string().nullable(),
+  nvcc: z.string().nullable(),
+});
+export type ProbeResult = z.infer<typeof ProbeResult>;
