@@ -1,0 +1,134 @@
+import { writeFileSync } from "node:fs";
+import { type Command, InvalidArgumentError, Option } from "commander";
+import { checkCandidateArg } from "../../candidate/load.ts";
+import { UsageError } from "../../errors.ts";
+import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../../eval.ts";
+import { cacheDir } from "../../paths.ts";
+import { resolveProblem } from "../../problem/problems.ts";
+import { writeHtmlReport } from "../../report/html.ts";
+import { createProgress } from "../../report/progress.ts";
+import { formatResultsTable, useColor } from "../../report/table.ts";
+import type { EvalResult, Precision } from "../../worker/protocol.ts";
+import { choosePython, probePython } from "../../worker/python.ts";
+
+interface EvalFlags {
+  json?: string;
+  html?: string;
+  trials: number;
+  timeout: number;
+  python?: string;
+  precision?: Precision;
+  device: "cuda" | "cpu";
+  timing: boolean;
+  iters: number;
+  budget: number;
+  seed?: number;
+  atol?: number;
+  rtol?: number;
+  verbose?: boolean;
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError("expected a positive integer");
+  return n;
+}
+
+function positiveNumber(value: string): number {
+  const n = Number(value);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a positive number");
+  return n;
+}
+
+function nonNegativeInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
+  return n;
+}
+
+/** Stops early, in one line, when the Python side cannot run this evaluation at all. */
+async function requireWorker(pythonFlag: string | undefined, device: "cuda" | "cpu"): Promise<string> {
+  const python = choosePython(pythonFlag);
+  const still = "kforge problems, emit and report still work";
+  const outcome = await probePython(python);
+  if (!outcome.ok) throw new UsageError(`${outcome.error}; ${still}`);
+  const p = outcome.probe;
+  if (p.torch === null) {
+    throw new UsageError(
+      `torch is not importable by ${p.executable} (${python.source}): ${p.torchError}; install PyTorch there or pass --python; ${still}`,
+    );
+  }
+  if (device === "cuda" && !p.cudaAvailable) {
+    const build = p.torchCuda ? `CUDA ${p.torchCuda} build` : "a CPU-only build";
+    throw new UsageError(
+      `no CUDA GPU visible to torch ${p.torch} (${build}) at ${p.executable}; GPU problems need one (--device cpu runs CPU problems); ${still}`,
+    );
+  }
+  return python.executable;
+}
+
+export function registerEvalCommand(program: Command): void {
+  program
+    .command("eval")
+    .description("check candidate ModelNew files (or LLM transcripts) against a problem and time them")
+    .argument("<problem>", "a built-in problem name (see kforge problems) or a KernelBench-format .py file")
+    .argument("<candidates...>", "ModelNew .py files or transcripts (.md/.txt with ```python blocks)")
+    .option("--json <file>", "write the results as JSON (- for stdout, which also silences the table)")
+    .option("--html <file>", "write a self-contained HTML report")
+    .option("--trials <n>", "correctness trials, each on fresh random inputs", positiveInt, 5)
+    .option("--timeout <seconds>", "per-candidate limit, compile included", positiveNumber, 900)
+    .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, ./.venv, python3)")
+    .addOption(new Option("--precision <dtype>", "cast floating inputs and both models").choices(["fp32", "fp16", "bf16"]))
+    .addOption(new Option("--device <device>", "where to run").choices(["cuda", "cpu"]).default("cuda"))
+    .option("--no-timing", "check correctness only")
+    .option("--iters <n>", "minimum timed iterations per model", positiveInt, DEFAULT_TIMING.minIters)
+    .option("--budget <seconds>", "timing budget per candidate", positiveNumber, DEFAULT_TIMING.budgetSeconds)
+    .option("--seed <n>", "base seed for the trials' inputs (default: random)", nonNegativeInt)
+    .option("--atol <x>", "absolute tolerance override", positiveNumber)
+    .option("--rtol <x>", "relative tolerance override", positiveNumber)
+    .option("--verbose", "stream the worker's log (compiler output, candidate prints) to stderr")
+    .action(async (problemArg: string, candidateArgs: string[], flags: EvalFlags) => {
+      const problem = resolveProblem(problemArg);
+      for (const arg of candidateArgs) checkCandidateArg(arg);
+      const python = await requireWorker(flags.python, flags.device);
+      const options: EvalOptions = {
+        python,
+        cacheDir: cacheDir(),
+        trials: flags.trials,
+        timeoutSeconds: flags.timeout,
+        device: flags.device,
+        precision: flags.precision ?? null,
+        seed: flags.seed,
+        atol: flags.atol,
+        rtol: flags.rtol,
+        timing: {
+          ...DEFAULT_TIMING,
+          enabled: flags.timing,
+          minIters: flags.iters,
+          maxIters: Math.max(DEFAULT_TIMING.maxIters, flags.iters),
+          budgetSeconds: flags.budget,
+        },
+      };
+      const jsonToStdout = flags.json === "-";
+      const progress = createProgress({ enabled: !jsonToStdout, stream: process.stderr });
+      let results: EvalResult[];
+      try {
+        results = await evaluate(problem, candidateArgs, options, {
+          candidateStarted: (label, index, total) => progress.candidateStarted(label, index, total),
+          progress: (message) => progress.update(message),
+          candidateFinished: (result) => progress.candidateFinished(result),
+          log: flags.verbose ? (line) => process.stderr.write(`  | ${line}\n`) : undefined,
+        });
+      } finally {
+        progress.stop();
+      }
+      const payload = `${JSON.stringify({ results }, null, 2)}\n`;
+      if (jsonToStdout) process.stdout.write(payload);
+      else {
+        process.stdout.write(`${formatResultsTable(results, { color: useColor(process.stdout) })}\n`);
+        if (flags.json) writeFileSync(flags.json, payload);
+      }
+      if (flags.html) writeHtmlReport(results, flags.html);
+      process.exitCode = results.every((r) => r.verdict === "correct") ? 0 : 1;
+    });
+}
