@@ -1,0 +1,348 @@
+// Terminal views of eval results: a summary table that fits the terminal (100 columns by default) and a
+// per-candidate detail. Colour is decided by the caller (see useColor) so piped output stays plain.
+import Table from "cli-table3";
+import pc from "picocolors";
+import type { EvalResult, Verdict } from "../worker/protocol.ts";
+import {
+  formatDuration,
+  formatError,
+  formatMs,
+  formatSpeedup,
+  formatSpeedupWithCi,
+  truncate,
+  verdictLabel,
+  wrap,
+} from "./format.ts";
+import {
+  checkCounts,
+  compileLogExcerpt,
+  errorSummary,
+  firstReasonLine,
+  groupByProblem,
+  speedupClass,
+} from "./summary.ts";
+
+export interface TableOptions {
+  color: boolean;
+  /** Columns available; the table never exceeds it. Default 100. */
+  width?: number;
+}
+
+type Colors = ReturnType<typeof pc.createColors>;
+
+interface ColorStream {
+  isTTY?: boolean;
+}
+
+/**
+ * Whether to colour output written to `stream`. FORCE_COLOR wins (as in Node itself: "0" or "false"
+ * turn colour off, anything else on); then NO_COLOR (any non-empty value) and TERM=dumb turn it off;
+ * otherwise colour only a TTY.
+ */
+export function useColor(stream: ColorStream, env: NodeJS.ProcessEnv = process.env): boolean {
+  const force = env.FORCE_COLOR;
+  if (force !== undefined) return !(force === "0" || force.toLowerCase() === "false");
+  if (env.NO_COLOR !== undefined && env.NO_COLOR !== "") return false;
+  if (env.TERM === "dumb") return false;
+  return stream.isTTY === true;
+}
+
+export function verdictColor(colors: Colors, verdict: Verdict): (s: string) => string {
+  switch (verdict) {
+    case "correct":
+      return colors.green;
+    case "cheating":
+      return (s) => colors.bold(colors.magenta(s));
+    case "incorrect":
+    case "shape_mismatch":
+      return colors.red;
+    case "compile_error":
+    case "import_error":
+    case "runtime_error":
+      return colors.yellow;
+    case "timeout":
+      return colors.yellow;
+    case "no_code":
+      return colors.dim;
+  }
+}
+
+function speedupCell(colors: Colors, result: EvalResult, withCi = true): string {
+  const t = result.timing;
+  if (!t) return "–";
+  const text = withCi ? formatSpeedupWithCi(t.speedup, t.speedupCi) : formatSpeedup(t.speedup);
+  switch (speedupClass(result)) {
+    case "faster":
+      return colors.green(text);
+    case "slower":
+      return colors.red(text);
+    default:
+      return text;
+  }
+}
+
+// No vertical or horizontal rules: spaces between columns, and a rule under the header drawn by us.
+function borderless(gap: string): Partial<Record<Table.CharName, string>> {
+  const none = [
+    "top",
+    "top-mid",
+    "top-left",
+    "top-right",
+    "bottom",
+    "bottom-mid",
+    "bottom-left",
+    "bottom-right",
+  ];
+  const sides = ["left", "left-mid", "mid", "mid-mid", "right", "right-mid"];
+  return Object.fromEntries([...none, ...sides].map((k) => [k, ""]).concat([["middle", gap]]));
+}
+
+const HEADERS = [
+  "problem",
+  "candidate",
+  "verdict",
+  "speedup\n(95% CI)",
+  "ref\nms",
+  "cand\nms",
+  "ref err\nvs fp64",
+  "cand err\nvs fp64",
+];
+const FLEXIBLE = new Set([0, 1]);
+const MIN_FLEXIBLE = 8;
+
+function visibleWidth(text: string): number {
+  return Math.max(...text.split("\n").map((l) => Array.from(l).length));
+}
+
+interface Layout {
+  widths: number[];
+  gap: number;
+  withCi: boolean;
+}
+
+function plainRow(r: EvalResult, withCi: boolean): string[] {
+  const err = errorSummary(r);
+  const t = r.timing;
+  return [
+    r.problem,
+    r.candidate,
+    verdictLabel(r.verdict),
+    t ? (withCi ? formatSpeedupWithCi(t.speedup, t.speedupCi) : formatSpeedup(t.speedup)) : "–",
+    formatMs(t?.ref.medianMs),
+    formatMs(t?.cand.medianMs),
+    formatError(err.refVsFp64),
+    formatError(err.candVsFp64),
+  ];
+}
+
+/**
+ * Column widths that fit `width`: the number columns keep their natural width, problem and candidate
+ * share the rest. When that leaves them too little, the gaps shrink to one space, then the CI goes.
+ */
+function fitColumns(results: EvalResult[], width: number): Layout {
+  let layout: Layout | null = null;
+  for (const [gap, withCi] of [
+    [2, true],
+    [1, true],
+    [1, false],
+  ] as const) {
+    const rows = results.map((r) => plainRow(r, withCi));
+    const headers = withCi ? HEADERS : HEADERS.map((h, i) => (i === 3 ? "speedup" : h));
+    const natural = headers.map((h, col) =>
+      Math.max(visibleWidth(h), ...rows.map((r) => visibleWidth(r[col] ?? ""))),
+    );
+    const fixed = natural.reduce((sum, w, col) => (FLEXIBLE.has(col) ? sum : sum + w), 0);
+    const room = width - gap * (headers.length - 1) - fixed;
+    const problemWant = natural[0] ?? 0;
+    const candidateWant = natural[1] ?? 0;
+    const widths = [...natural];
+    if (problemWant + candidateWant > room) {
+      // Split the room evenly when both want more than half; either gives the other what it does not need.
+      const problem = Math.min(problemWant, Math.max(Math.floor(room / 2), room - candidateWant));
+      widths[0] = Math.max(MIN_FLEXIBLE, problem);
+      widths[1] = Math.max(MIN_FLEXIBLE, room - problem);
+    }
+    layout = { widths, gap, withCi };
+    if (room >= 2 * MIN_FLEXIBLE) break;
+  }
+  return layout as Layout;
+}
+
+/**
+ * The summary table: one row per candidate, grouped by problem, with the first line of the reason on a
+ * line of its own under every result that has one (so the numbers keep their columns at 100 wide).
+ */
+export function formatResultsTable(results: EvalResult[], opts: TableOptions): string {
+  const width = opts.width ?? 100;
+  const colors = pc.createColors(opts.color);
+  if (results.length === 0) return "no results\n";
+
+  const ordered = [...groupByProblem(results).values()].flat();
+  const { widths, gap, withCi } = fitColumns(ordered, width);
+  const tableWidth = widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1);
+  const headers = withCi ? HEADERS : HEADERS.map((h, i) => (i === 3 ? "speedup" : h));
+
+  const table = new Table({
+    head: headers.map((h) => colors.bold(h)),
+    chars: borderless(" ".repeat(gap)),
+    colWidths: widths,
+    colAligns: ["left", "left", "left", "right", "right", "right", "right", "right"],
+    style: { head: [], border: [], "padding-left": 0, "padding-right": 0 },
+    wordWrap: false,
+  });
+
+  let previousProblem: string | null = null;
+  for (const r of ordered) {
+    const plain = plainRow(r, withCi);
+    const sameProblem = r.problem === previousProblem;
+    previousProblem = r.problem;
+    table.push([
+      sameProblem ? "" : truncate(r.problem, widths[0] ?? MIN_FLEXIBLE),
+      truncate(r.candidate, widths[1] ?? MIN_FLEXIBLE),
+      verdictColor(colors, r.verdict)(plain[2] ?? ""),
+      speedupCell(colors, r, withCi),
+      plain[4] ?? "",
+      plain[5] ?? "",
+      plain[6] ?? "",
+      plain[7] ?? "",
+    ]);
+    const reason = firstReasonLine(r);
+    if (reason) {
+      const prefix = "  ↳ ";
+      table.push([
+        {
+          colSpan: headers.length,
+          content: colors.dim(prefix + truncate(reason, Math.min(width, tableWidth) - prefix.length)),
+        },
+      ]);
+    }
+  }
+
+  // Draw the rule under the (two-line) header ourselves: cli-table3 would draw one between every row.
+  const lines = table.toString().split("\n");
+  const headerHeight = Math.max(...headers.map((h) => h.split("\n").length));
+  lines.splice(headerHeight, 0, colors.dim("─".repeat(Math.min(width, tableWidth))));
+  const summary = wrap(summaryLine(colors, results), width);
+  return `${lines.map((l) => l.trimEnd()).join("\n")}\n${summary.join("\n")}\n`;
+}
+
+function summaryLine(colors: Colors, results: EvalResult[]): string {
+  const counts = new Map<Verdict, number>();
+  for (const r of results) counts.set(r.verdict, (counts.get(r.verdict) ?? 0) + 1);
+  const parts = [...counts.entries()].map(([v, n]) => verdictColor(colors, v)(`${n} ${verdictLabel(v)}`));
+  const faster = results.filter((r) => r.verdict === "correct" && speedupClass(r) === "faster").length;
+  const n = results.length;
+  return `${n} candidate${n === 1 ? "" : "s"}: ${parts.join(", ")}; ${faster} correct and faster than the reference (95% CI above 1×)`;
+}
+
+const DETAIL_LOG_LINES = 12;
+
+/** Everything about one candidate worth reading in a terminal: trials, failed checks, compile errors. */
+export function formatResultDetail(result: EvalResult, opts: TableOptions): string {
+  const width = opts.width ?? 100;
+  const c = pc.createColors(opts.color);
+  const out: string[] = [];
+  const line = (text = "") => out.push(truncate(text, width));
+  const heading = (text: string) => {
+    line();
+    line(c.bold(text));
+  };
+
+  line(
+    `${c.bold(result.candidate)} on ${c.bold(result.problem)}: ${verdictColor(c, result.verdict)(verdictLabel(result.verdict))}`,
+  );
+  const o = result.origin;
+  const originText =
+    o.kind === "transcript" && o.blockIndex !== null
+      ? `block ${o.blockIndex + 1} of ${o.blockCount ?? "?"} in transcript ${o.sourcePath}`
+      : `${o.kind} ${o.sourcePath}`;
+  line(`  code from ${originText}${o.note ? ` (${o.note})` : ""}`);
+  const env = result.environment;
+  line(
+    `  ${env.device}${env.gpu ? ` ${env.gpu}` : ""}, torch ${env.torch ?? "?"}, CUDA ${env.cuda ?? "–"}, ` +
+      `precision ${result.precision ?? "as given"}, ${formatDuration(result.seconds)}`,
+  );
+  line(`  parameters: ${result.paramSync.mode} (${result.paramSync.detail})`);
+  line(`  tolerance: atol ${result.tolerance.atol}, rtol ${result.tolerance.rtol}`);
+
+  if (result.reason) {
+    heading("reason");
+    for (const l of result.reason.split("\n").slice(0, DETAIL_LOG_LINES)) line(`  ${l}`);
+  }
+
+  if (result.trials.length > 0) {
+    heading(`trials (${result.trials.filter((t) => t.passed).length}/${result.trials.length} passed)`);
+    const trialTable = new Table({
+      head: [
+        "seed",
+        "out",
+        "shape",
+        "dtype",
+        "allclose",
+        "max|Δref|",
+        "cand vs fp64",
+        "ref vs fp64",
+        "non-finite",
+      ].map((h) => c.bold(h)),
+      chars: borderless("  "),
+      style: { head: [], border: [], "padding-left": 0, "padding-right": 0 },
+    });
+    for (const t of result.trials) {
+      if (t.outputs.length === 0) {
+        trialTable.push([String(t.seed), { colSpan: 8, content: t.message ?? "no outputs compared" }]);
+      }
+      for (const o of t.outputs) {
+        trialTable.push([
+          String(t.seed),
+          String(o.index),
+          truncate(`[${o.shape.join(",")}]`, 18),
+          o.dtype,
+          o.allclose ? c.green("yes") : c.red("no"),
+          formatError(o.vsRef.maxAbs),
+          formatError(o.candVsFp64.maxAbs),
+          formatError(o.refVsFp64.maxAbs),
+          o.nonFinite > 0 ? c.red(String(o.nonFinite)) : "0",
+        ]);
+      }
+    }
+    for (const l of trialTable.toString().split("\n")) line(`  ${l.trimEnd()}`);
+    for (const t of result.trials)
+      if (t.message && t.outputs.length > 0) line(`  seed ${t.seed}: ${t.message}`);
+  }
+
+  const timing = result.timing;
+  if (timing) {
+    heading("timing");
+    const stat = (name: string, s: typeof timing.ref) =>
+      line(
+        `  ${name.padEnd(9)} median ${formatMs(s.medianMs)} ms  p25–p75 ${formatMs(s.p25Ms)}–${formatMs(s.p75Ms)} ms  n=${s.n}`,
+      );
+    stat("reference", timing.ref);
+    stat("candidate", timing.cand);
+    line(`  speedup ${speedupCell(c, result)} [95% CI], ${timing.method}`);
+  }
+
+  const counts = checkCounts(result);
+  const notable = result.checks.filter((ch) => ch.outcome === "fail" || ch.outcome === "warn");
+  if (result.checks.length > 0) {
+    heading(
+      `checks (${counts.pass} passed, ${counts.fail} failed, ${counts.warn} warned, ${counts.skip} skipped)`,
+    );
+    for (const ch of notable) {
+      const mark = ch.outcome === "fail" ? c.red("FAIL") : c.yellow("WARN");
+      line(`  ${mark} ${ch.name}${ch.failVerdict && ch.outcome === "fail" ? ` → ${ch.failVerdict}` : ""}`);
+      for (const l of ch.evidence.split("\n").slice(0, 4)) line(`       ${l}`);
+    }
+    if (notable.length === 0) {
+      for (const l of wrap(`all ran clean: ${result.checks.map((ch) => ch.name).join(", ")}`, width - 2))
+        line(`  ${l}`);
+    }
+  }
+
+  const failedCompiles = result.compile.filter((cc) => !cc.ok);
+  for (const cc of failedCompiles) {
+    heading(`compile log: ${cc.name} (failed after ${cc.seconds.toFixed(1)} s)`);
+    for (const l of compileLogExcerpt(cc.log, DETAIL_LOG_LINES)) line(`  ${l}`);
+  }
+  return `${out.join("\n")}\n`;
+}
