@@ -2,7 +2,13 @@
 import { randomInt } from "node:crypto";
 import { loadCandidate } from "./candidate/load.ts";
 import type { Problem } from "./problem/problems.ts";
-import type { EvalRequest, EvalResult, Precision, ProgressMessage, TimingOptions } from "./worker/protocol.ts";
+import type {
+  EvalRequest,
+  EvalResult,
+  Precision,
+  ProgressMessage,
+  TimingOptions,
+} from "./worker/protocol.ts";
 import { PROTOCOL_VERSION } from "./worker/protocol.ts";
 import { failedResult } from "./worker/results.ts";
 import { runWorker } from "./worker/run.ts";
@@ -44,7 +50,12 @@ export function buildRequest(
 ): EvalRequest {
   return {
     protocol: PROTOCOL_VERSION,
-    problem: { path: problem.path, name: problem.name, atol: options.atol ?? null, rtol: options.rtol ?? null },
+    problem: {
+      path: problem.path,
+      name: problem.name,
+      atol: options.atol ?? null,
+      rtol: options.rtol ?? null,
+    },
     candidate: { path: candidate.codePath, label: candidate.label, origin: candidate.origin },
     options: {
       trials: options.trials,

@@ -72,7 +72,9 @@ export function extractCandidate(sourcePath: string, content: string): Extracted
     };
   }
   const blocks = fencedBlocks(content);
-  const usable = blocks.filter((b) => PYTHON_LANGS.has(b.lang) && b.complete && DEFINES_MODEL_NEW.test(b.text));
+  const usable = blocks.filter(
+    (b) => PYTHON_LANGS.has(b.lang) && b.complete && DEFINES_MODEL_NEW.test(b.text),
+  );
   const chosen = usable.at(-1);
   const origin: CandidateOrigin = {
     kind: "transcript",

@@ -42,6 +42,6 @@ export function loadCandidate(arg: string, cacheRoot: string): LoadedCandidate {
   const dir = join(cacheRoot, "candidates");
   mkdirSync(dir, { recursive: true });
   const codePath = join(dir, `${basename(path, extname(path))}_block${origin.blockIndex}_${digest}.py`);
-  writeFileSync(codePath, code);
+  writeFileSync(codePath, code.endsWith("\n") ? code : `${code}\n`);
   return { label, codePath, origin };
 }

@@ -24,7 +24,8 @@ export function expandSource(dir: string, file: string, seen: Set<string> = new 
 }
 
 function pythonRawLiteral(source: string, file: string): string {
-  if (source.includes('"""')) throw new UsageError(`${file} contains """ and cannot be embedded as a Python string`);
+  if (source.includes('"""'))
+    throw new UsageError(`${file} contains """ and cannot be embedded as a Python string`);
   if (source.endsWith("\\")) throw new UsageError(`${file} ends with a backslash and cannot be a raw string`);
   return `r"""\n${source}"""`;
 }

@@ -36,7 +36,9 @@ export function loadRecipe(name: string, kernelsDir: string = KERNELS_DIR): Reci
   const parsed = RecipeManifest.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new UsageError(`${manifestPath}: ${issue?.path.join(".") || "manifest"} ${issue?.message ?? "is invalid"}`);
+    throw new UsageError(
+      `${manifestPath}: ${issue?.path.join(".") || "manifest"} ${issue?.message ?? "is invalid"}`,
+    );
   }
   return { ...parsed.data, dir };
 }

@@ -1,8 +1,7 @@
-// Finds the Python that runs the worker: --python, then $KFORGE_PYTHON, then the repo's .venv, then python3.
-import { existsSync } from "node:fs";
-import { join } from "node:path";
+// Finds the Python that runs the worker: --python, then $KFORGE_PYTHON, then python3 on PATH.
+// No implicit virtualenv: the test setup's CPU-only .venv must never shadow a GPU host's CUDA torch.
 import { execa } from "execa";
-import { REPO_ROOT, WORKER_PYTHONPATH } from "../paths.ts";
+import { WORKER_PYTHONPATH } from "../paths.ts";
 import { ProbeResult } from "./protocol.ts";
 
 export interface PythonChoice {
@@ -14,8 +13,6 @@ export interface PythonChoice {
 export function choosePython(explicit?: string, env: NodeJS.ProcessEnv = process.env): PythonChoice {
   if (explicit) return { executable: explicit, source: "--python" };
   if (env.KFORGE_PYTHON) return { executable: env.KFORGE_PYTHON, source: "$KFORGE_PYTHON" };
-  const venv = join(REPO_ROOT, ".venv", "bin", "python");
-  if (existsSync(venv)) return { executable: venv, source: "the repository's .venv" };
   return { executable: "python3", source: "python3 on PATH" };
 }
 

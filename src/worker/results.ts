@@ -1,7 +1,12 @@
 // Results the CLI writes itself, when no worker result exists (no code to run, timeout, crash).
 import { type EvalRequest, type EvalResult, PROTOCOL_VERSION, type Verdict } from "./protocol.ts";
 
-export function failedResult(request: EvalRequest, verdict: Verdict, reason: string, seconds = 0): EvalResult {
+export function failedResult(
+  request: EvalRequest,
+  verdict: Verdict,
+  reason: string,
+  seconds = 0,
+): EvalResult {
   return {
     protocol: PROTOCOL_VERSION,
     problem: request.problem.name,
@@ -9,7 +14,14 @@ export function failedResult(request: EvalRequest, verdict: Verdict, reason: str
     origin: request.candidate.origin,
     verdict,
     reason,
-    environment: { python: "unknown", torch: null, cuda: null, driver: null, gpu: null, device: request.options.device },
+    environment: {
+      python: "unknown",
+      torch: null,
+      cuda: null,
+      driver: null,
+      gpu: null,
+      device: request.options.device,
+    },
     precision: request.options.precision,
     paramSync: { mode: "seed", detail: "not reached" },
     compile: [],

@@ -65,7 +65,9 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
       }
       const message = WorkerMessage.safeParse(parsed);
       if (!message.success) {
-        protocolErrors.push(`invalid message: ${message.error.issues[0]?.message ?? "?"} in ${line.slice(0, 200)}`);
+        protocolErrors.push(
+          `invalid message: ${message.error.issues[0]?.message ?? "?"} in ${line.slice(0, 200)}`,
+        );
       } else if (message.data.type === "progress") {
         options.onProgress?.(message.data);
       } else {
@@ -96,7 +98,12 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
   const seconds = (Date.now() - started) / 1000;
 
   if (timedOut) {
-    return failedResult(request, "timeout", `killed after ${options.timeoutMs / 1000} s without finishing`, seconds);
+    return failedResult(
+      request,
+      "timeout",
+      `killed after ${options.timeoutMs / 1000} s without finishing`,
+      seconds,
+    );
   }
   const finished = result as EvalResult | null;
   if (finished) {
@@ -116,5 +123,10 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
   }
   const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
   const detail = lastUsefulLines(stderrTail) || protocolErrors.slice(-3).join("\n");
-  return failedResult(request, "runtime_error", `worker ${how} before reporting a result\n${detail}`.trim(), seconds);
+  return failedResult(
+    request,
+    "runtime_error",
+    `worker ${how} before reporting a result\n${detail}`.trim(),
+    seconds,
+  );
 }

@@ -24,7 +24,11 @@ export async function doctorLines(pythonFlag?: string): Promise<Line[]> {
   const python = choosePython(pythonFlag);
   const outcome = await probePython(python);
   if (!outcome.ok) {
-    lines.push({ ok: false, what: "python", detail: `${outcome.error} — pass --python or set KFORGE_PYTHON` });
+    lines.push({
+      ok: false,
+      what: "python",
+      detail: `${outcome.error} — pass --python or set KFORGE_PYTHON`,
+    });
     return lines;
   }
   const p = outcome.probe;
@@ -32,7 +36,8 @@ export async function doctorLines(pythonFlag?: string): Promise<Line[]> {
   lines.push({
     ok: p.torch !== null,
     what: "torch",
-    detail: p.torch ?? `not importable (${p.torchError ?? "unknown error"}) — install PyTorch into this Python`,
+    detail:
+      p.torch ?? `not importable (${p.torchError ?? "unknown error"}) — install PyTorch into this Python`,
   });
   lines.push({
     ok: p.torchCuda !== null,
@@ -66,7 +71,7 @@ export function registerDoctorCommand(program: Command): void {
   program
     .command("doctor")
     .description("check node, python, torch and its CUDA, the GPU, nvcc and ninja")
-    .option("--python <path>", "Python interpreter with torch (default: $KFORGE_PYTHON, ./.venv, python3)")
+    .option("--python <path>", "Python interpreter with torch (default: $KFORGE_PYTHON, then python3)")
     .action(async (flags: { python?: string }) => {
       const color = useColor(process.stdout);
       const lines = await doctorLines(flags.python);

@@ -77,8 +77,14 @@ export function registerEvalCommand(program: Command): void {
     .option("--html <file>", "write a self-contained HTML report")
     .option("--trials <n>", "correctness trials, each on fresh random inputs", positiveInt, 5)
     .option("--timeout <seconds>", "per-candidate limit, compile included", positiveNumber, 900)
-    .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, ./.venv, python3)")
-    .addOption(new Option("--precision <dtype>", "cast floating inputs and both models").choices(["fp32", "fp16", "bf16"]))
+    .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, then python3)")
+    .addOption(
+      new Option("--precision <dtype>", "cast floating inputs and both models").choices([
+        "fp32",
+        "fp16",
+        "bf16",
+      ]),
+    )
     .addOption(new Option("--device <device>", "where to run").choices(["cuda", "cpu"]).default("cuda"))
     .option("--no-timing", "check correctness only")
     .option("--iters <n>", "minimum timed iterations per model", positiveInt, DEFAULT_TIMING.minIters)

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates .venv with what the worker's tests need on a CPU-only machine: CPU torch, numpy, pytest, ninja,
+# and the CUDA runtime/cuBLAS/cuSPARSE headers (nvidia-* wheels) so emitted CUDA can be compile-checked
+# with nvcc. Idempotent: a second run only verifies. GPU hosts do not need this (kforge uses their python3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ -d /opt/pypi/simple ] && [ -z "${PIP_INDEX_URL:-}" ]; then
+  # This workplace's offline package mirror: without it pip would wait on an unreachable index first.
+  export PIP_INDEX_URL=file:///opt/pypi/simple
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+if ! .venv/bin/python -c 'import torch, numpy, pytest, ninja' 2>/dev/null; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check torch numpy pytest ninja
+fi
+if ! .venv/bin/python -c 'import nvidia.cu13' 2>/dev/null; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check nvidia-cuda-runtime nvidia-cublas nvidia-cusparse
+fi
+.venv/bin/python -c 'import torch; print("python venv ready: torch", torch.__version__)'
