@@ -1,6 +1,7 @@
 // kforge's command line: parse, dispatch, and turn user mistakes into one-line errors with a non-zero exit.
 import { Command, CommanderError } from "commander";
 import { UsageError } from "../errors.ts";
+import { registerBenchCommand } from "./commands/bench.ts";
 import { registerDoctorCommand } from "./commands/doctor.ts";
 import { registerEmitCommand } from "./commands/emit.ts";
 import { registerEvalCommand } from "./commands/eval.ts";
@@ -18,6 +19,7 @@ export function buildProgram(): Command {
   registerDoctorCommand(program);
   registerProblemsCommand(program);
   registerEvalCommand(program);
+  registerBenchCommand(program);
   registerEmitCommand(program);
   registerReportCommand(program);
   return program;

@@ -1,5 +1,5 @@
 import { writeFileSync } from "node:fs";
-import { type Command, InvalidArgumentError, Option } from "commander";
+import { type Command, Option } from "commander";
 import { checkCandidateArg } from "../../candidate/load.ts";
 import { UsageError } from "../../errors.ts";
 import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../../eval.ts";
@@ -10,6 +10,7 @@ import { createProgress } from "../../report/progress.ts";
 import { formatResultsTable, useColor } from "../../report/table.ts";
 import type { EvalResult, Precision } from "../../worker/protocol.ts";
 import { choosePython, probePython } from "../../worker/python.ts";
+import { nonNegativeInt, positiveInt, positiveNumber } from "../args.ts";
 
 interface EvalFlags {
   json?: string;
@@ -28,26 +29,8 @@ interface EvalFlags {
   verbose?: boolean;
 }
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError("expected a positive integer");
-  return n;
-}
-
-function positiveNumber(value: string): number {
-  const n = Number(value);
-  if (!Number.isFinite(n) || n <= 0) throw new InvalidArgumentError("expected a positive number");
-  return n;
-}
-
-function nonNegativeInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError("expected a non-negative integer");
-  return n;
-}
-
 /** Stops early, in one line, when the Python side cannot run this evaluation at all. */
-async function requireWorker(pythonFlag: string | undefined, device: "cuda" | "cpu"): Promise<string> {
+export async function requireWorker(pythonFlag: string | undefined, device: "cuda" | "cpu"): Promise<string> {
   const python = choosePython(pythonFlag);
   const still = "kforge problems, emit and report still work";
   const outcome = await probePython(python);

@@ -1,0 +1,107 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { basename, extname, join } from "node:path";
+import { type Command, InvalidArgumentError } from "commander";
+import { type BenchCandidate, discoverCandidates } from "../../bench/discover.ts";
+import { recordFileName, toBenchRecord } from "../../bench/records.ts";
+import { UsageError } from "../../errors.ts";
+import { DEFAULT_TIMING, evaluate } from "../../eval.ts";
+import { cacheDir } from "../../paths.ts";
+import { builtInProblems, type Problem, resolveProblem } from "../../problem/problems.ts";
+import { writeHtmlReport } from "../../report/html.ts";
+import { createProgress } from "../../report/progress.ts";
+import { formatResultsTable, useColor } from "../../report/table.ts";
+import type { EvalResult } from "../../worker/protocol.ts";
+import { positiveInt, positiveNumber } from "../args.ts";
+import { requireWorker } from "./eval.ts";
+
+interface BenchFlags {
+  records?: string;
+  json?: string;
+  html?: string;
+  candidate: string[];
+  trials: number;
+  timeout: number;
+  python?: string;
+  budget: number;
+}
+
+function collectPair(value: string, previous: string[]): string[] {
+  if (!/^[^=]+=.+$/.test(value)) throw new InvalidArgumentError("expected PROBLEM=PATH");
+  return [...previous, value];
+}
+
+export function registerBenchCommand(program: Command): void {
+  program
+    .command("bench")
+    .description("evaluate every included and generated candidate of built-in problems; write bench records")
+    .argument("[problems...]", "problems to bench (default: all built-in problems)")
+    .option(
+      "--candidate <problem=path>",
+      "also bench this file for that problem (repeatable)",
+      collectPair,
+      [],
+    )
+    .option("--records <dir>", "write one bench record JSON per (problem, variant) into this folder")
+    .option("--json <file>", "write the full results as JSON")
+    .option("--html <file>", "write a self-contained HTML report")
+    .option("--trials <n>", "correctness trials", positiveInt, 5)
+    .option("--timeout <seconds>", "per-candidate limit", positiveNumber, 900)
+    .option("--budget <seconds>", "timing budget per candidate", positiveNumber, DEFAULT_TIMING.budgetSeconds)
+    .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, then python3)")
+    .action(async (problemArgs: string[], flags: BenchFlags) => {
+      const problems: Problem[] = problemArgs.length
+        ? problemArgs.map((p) => resolveProblem(p))
+        : builtInProblems();
+      const plan = new Map<Problem, BenchCandidate[]>(problems.map((p) => [p, discoverCandidates(p)]));
+      for (const pair of flags.candidate) {
+        const [name, path] = pair.split(/=(.*)/s) as [string, string];
+        const problem = problems.find((p) => p.name === name);
+        if (!problem)
+          throw new UsageError(`--candidate names ${name}, which is not among the benched problems`);
+        plan.get(problem)?.push({ path, variant: basename(path, extname(path)) });
+      }
+      const python = await requireWorker(flags.python, "cuda");
+      const progress = createProgress({ enabled: true, stream: process.stderr });
+      const all: EvalResult[] = [];
+      try {
+        for (const [problem, candidates] of plan) {
+          if (candidates.length === 0) continue;
+          const results = await evaluate(
+            problem,
+            candidates.map((c) => c.path),
+            {
+              python,
+              cacheDir: cacheDir(),
+              trials: flags.trials,
+              timeoutSeconds: flags.timeout,
+              device: "cuda",
+              precision: null,
+              timing: { ...DEFAULT_TIMING, budgetSeconds: flags.budget },
+            },
+            {
+              candidateStarted: (label, i, n) => progress.candidateStarted(`${problem.name}: ${label}`, i, n),
+              progress: (m) => progress.update(m),
+              candidateFinished: (r) => progress.candidateFinished(r),
+            },
+          );
+          if (flags.records) {
+            mkdirSync(flags.records, { recursive: true });
+            for (const [i, result] of results.entries()) {
+              const record = toBenchRecord(result, candidates[i]?.variant ?? result.candidate);
+              writeFileSync(
+                join(flags.records, recordFileName(record)),
+                `${JSON.stringify(record, null, 2)}\n`,
+              );
+            }
+          }
+          all.push(...results);
+        }
+      } finally {
+        progress.stop();
+      }
+      process.stdout.write(`${formatResultsTable(all, { color: useColor(process.stdout) })}\n`);
+      if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ results: all }, null, 2)}\n`);
+      if (flags.html) writeHtmlReport(all, flags.html);
+      process.exitCode = all.length > 0 && all.every((r) => r.verdict === "correct") ? 0 : 1;
+    });
+}
