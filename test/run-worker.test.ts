@@ -1,0 +1,133 @@
+// The worker runner against stand-in workers: protocol parsing, crashes, timeouts and leftover processes.
+import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { toBenchRecord } from "../src/bench/records.ts";
+import type { EvalRequest, ProgressMessage } from "../src/worker/protocol.ts";
+import { failedResult } from "../src/worker/results.ts";
+import { runWorker } from "../src/worker/run.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "kforge-run-"));
+
+const request: EvalRequest = {
+  protocol: 1,
+  problem: { path: "/p.py", name: "tiny", atol: null, rtol: null },
+  candidate: {
+    path: "/c.py",
+    label: "c.py",
+    origin: { kind: "file", sourcePath: "/c.py", blockIndex: null, blockCount: null, note: null },
+  },
+  options: {
+    trials: 5,
+    seed: 1,
+    precision: null,
+    device: "cpu",
+    timing: {
+      enabled: false,
+      warmupIters: 1,
+      minIters: 1,
+      maxIters: 1,
+      budgetSeconds: 1,
+      targetRelativeCi: 0.02,
+    },
+    cacheDir: dir,
+    checks: [],
+  },
+};
+
+const correct = { ...failedResult(request, "correct", ""), reason: null };
+const resultLine = JSON.stringify({ type: "result", result: correct });
+const progressLine = JSON.stringify({ type: "progress", stage: "check", detail: "trial 1/5", fraction: 0.2 });
+
+/** A stand-in for `python -m kforge_worker`: a shell script that ignores its arguments. */
+function fakeWorker(name: string, body: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, `#!/bin/sh\ncat > /dev/null\n${body}\n`);
+  chmodSync(path, 0o755);
+  return path;
+}
+
+test("progress lines reach the callback and the result line is returned", async () => {
+  const python = fakeWorker("ok.sh", `echo '${progressLine}'\necho 'compiling...' >&2\necho '${resultLine}'`);
+  const seen: ProgressMessage[] = [];
+  const logs: string[] = [];
+  const result = await runWorker(request, {
+    python,
+    timeoutMs: 10_000,
+    onProgress: (m) => seen.push(m),
+    onLog: (l) => logs.push(l),
+  });
+  assert.equal(result.verdict, "correct");
+  assert.deepEqual(
+    seen.map((m) => m.detail),
+    ["trial 1/5"],
+  );
+  assert.deepEqual(logs, ["compiling..."]);
+});
+
+test("a worker that dies without a result is a runtime_error with its exit code and last stderr lines", async () => {
+  const python = fakeWorker("dies.sh", "echo 'not json'\necho 'Traceback: boom' >&2\nexit 3");
+  const result = await runWorker(request, { python, timeoutMs: 10_000 });
+  assert.equal(result.verdict, "runtime_error");
+  assert.match(result.reason ?? "", /exited with code 3/);
+  assert.match(result.reason ?? "", /Traceback: boom/);
+});
+
+test("a worker past its time limit is killed and reported as a timeout", async () => {
+  const python = fakeWorker("sleeps.sh", "sleep 30");
+  const started = Date.now();
+  const result = await runWorker(request, { python, timeoutMs: 1_000 });
+  assert.equal(result.verdict, "timeout");
+  assert.ok(Date.now() - started < 10_000, "killed promptly");
+});
+
+test("a correct result with processes left behind becomes cheating with a failed process_leftovers check", async () => {
+  const python = fakeWorker("leaves.sh", `(sleep 60 >/dev/null 2>&1 &)\necho '${resultLine}'`);
+  const result = await runWorker(request, { python, timeoutMs: 10_000 });
+  assert.equal(result.verdict, "cheating");
+  assert.ok(result.checks.some((c) => c.name === "process_leftovers" && c.outcome === "fail"));
+});
+
+test("bench records carry the required fields and correct only for a correct verdict", () => {
+  const timed = {
+    ...correct,
+    environment: { ...correct.environment, gpu: "NVIDIA H100 80GB HBM3", torch: "2.11.0", cuda: "13.0" },
+    timing: {
+      ref: {
+        n: 3,
+        medianMs: 2,
+        meanMs: 2,
+        minMs: 2,
+        maxMs: 2,
+        p25Ms: 2,
+        p75Ms: 2,
+        stdMs: 0,
+        samplesMs: [2, 2, 2],
+      },
+      cand: {
+        n: 3,
+        medianMs: 1,
+        meanMs: 1,
+        minMs: 1,
+        maxMs: 1,
+        p25Ms: 1,
+        p75Ms: 1,
+        stdMs: 0,
+        samplesMs: [1, 1, 1],
+      },
+      speedup: 2,
+      speedupCi: [1.9, 2.1] as [number, number],
+      l2FlushBytes: 0,
+      method: "cuda-events",
+      smClockMhz: { start: null, end: null },
+    },
+  };
+  const record = toBenchRecord(timed, "identity", new Date("2026-11-22T05:00:00Z"));
+  assert.equal(record.device, "NVIDIA H100 80GB HBM3");
+  assert.equal(record.date, "2026-11-22");
+  assert.deepEqual([record.ref_ms, record.ours_ms, record.speedup, record.correct], [2, 1, 2, true]);
+  const wrong = toBenchRecord({ ...timed, verdict: "incorrect" }, "identity");
+  assert.equal(wrong.correct, false);
+});
