@@ -1,0 +1,62 @@
+"""Entry point: ``python -m kforge_worker [--probe] [--request FILE]``.
+
+Reads one EvalRequest (stdin, or --request FILE) and writes progress lines and exactly one result line
+to the private channel; logs go to stderr. Exit status: 0 when a result was written, 2 when the
+request itself is invalid (one line on stderr says why).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .channel import open_private_channel
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m kforge_worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--probe", action="store_true", help="print a ProbeResult JSON line and exit")
+    parser.add_argument("--request", metavar="FILE", help="read the EvalRequest from FILE instead of stdin")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = _parse_args(argv)
+    channel = open_private_channel()
+    if args.probe:
+        from .probe import probe
+
+        channel.send(probe())
+        return 0
+
+    from .request import RequestError, parse_request
+
+    try:
+        text = open(args.request, encoding="utf-8").read() if args.request else sys.stdin.read()
+        request = parse_request(json.loads(text))
+    except (OSError, ValueError, RequestError) as exc:
+        print(f"kforge_worker: invalid request: {exc}", file=sys.stderr, flush=True)
+        return 2
+
+    from .pipeline import evaluate, initial_result
+
+    result = None
+    try:
+        result = evaluate(request, channel)
+    except BaseException as exc:  # noqa: BLE001 — the result line must go out whatever happened
+        result = initial_result(request)
+        result["reason"] = f"kforge_worker internal error: {type(exc).__name__}: {exc}"
+    finally:
+        if not channel.result_sent:
+            channel.result(result if result is not None else initial_result(request))
+    return 0
+
+
+if __name__ == "__main__":
+    code = main(sys.argv[1:])
+    sys.stderr.flush()
+    # Skip interpreter teardown: a candidate's non-daemon threads, atexit hooks or a poisoned CUDA
+    # context must not hang or crash the process after its result is out.
+    os._exit(code)

@@ -1,0 +1,207 @@
+"""Output comparison: the KernelBench pass mark plus error measures against a float64 reference.
+
+Pass mark (KernelBench-compatible): same shape and dtype, ``torch.allclose(out, ref, atol, rtol)``, and
+never a NaN/Inf in the candidate (allclose alone would accept inf == inf). The error measures — max
+absolute error and relative L2 error — are reported for candidate vs reference, candidate vs float64
+and reference vs float64, so "is it as accurate as PyTorch?" can be answered, not only "does it pass".
+
+Everything is computed in chunks: the attention problem's output has half a billion elements, and
+float64 temporaries of that size would cost gigabytes each.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+CHUNK = 1 << 24
+DEFAULT_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
+FP32_TOLERANCE = 1e-4
+PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+class OutputStructureError(Exception):
+    """Candidate and reference outputs differ in count or kind (a shape_mismatch)."""
+
+
+def flatten_outputs(value: Any, where: str = "output") -> list[torch.Tensor]:
+    """A forward's result as a flat list of tensors: tuples/lists element by element, scalars as 0-d."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        out: list[torch.Tensor] = []
+        for item in value:
+            out.extend(flatten_outputs(item, where))
+        return out
+    if isinstance(value, (bool, int, float)):
+        return [torch.as_tensor(value)]
+    raise OutputStructureError(f"{where} contains a {type(value).__name__}, not a tensor")
+
+
+def default_tolerance(dtypes: list[torch.dtype]) -> float:
+    """1e-2 when any floating tensor involved is half precision, else 1e-4 (KernelBench's marks)."""
+    return max((DEFAULT_TOLERANCE.get(d, FP32_TOLERANCE) for d in dtypes if d.is_floating_point), default=FP32_TOLERANCE)
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+@dataclass
+class ErrorStats:
+    max_abs: float | None
+    rel_l2: float | None
+    worst_index: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"maxAbs": _finite(self.max_abs), "relL2": _finite(self.rel_l2)}
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+NO_STATS = ErrorStats(None, None)
+
+
+def error_stats(out: torch.Tensor, ref: torch.Tensor) -> ErrorStats:
+    """max |out - ref| and ‖out - ref‖₂ / ‖ref‖₂ in float64; NaN when a NaN is involved."""
+    if out.shape != ref.shape:
+        return NO_STATS
+    a, b = out.detach().reshape(-1), ref.detach().reshape(-1)
+    n = a.numel()
+    if n == 0:
+        return ErrorStats(0.0, 0.0)
+    max_abs, worst, diff_sq, ref_sq = -1.0, 0, 0.0, 0.0
+    for start in range(0, n, CHUNK):
+        x = a[start : start + CHUNK].to(torch.float64)
+        y = b[start : start + CHUNK].to(b.device, torch.float64)
+        d = (x - y).abs_()
+        if d.isnan().any():
+            chunk_max, chunk_arg = math.nan, int(d.isnan().nonzero()[0].item())
+        else:
+            chunk_arg = int(d.argmax().item())
+            chunk_max = float(d[chunk_arg].item())
+        if math.isnan(chunk_max) or chunk_max > max_abs:
+            if not math.isnan(max_abs):
+                max_abs, worst = chunk_max, start + chunk_arg
+        diff_sq += float(d.square_().sum().item())
+        ref_sq += float(y.square().sum().item())  # y may alias ref64: no in-place
+        del x, y, d
+    if ref_sq > 0:
+        rel = math.sqrt(diff_sq) / math.sqrt(ref_sq)
+    else:
+        rel = 0.0 if diff_sq == 0 else math.inf
+    return ErrorStats(max_abs, rel, worst)
+
+
+def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float) -> tuple[int, int]:
+    """(elements failing torch.isclose — the allclose criterion, NaN never close; non-finite in out)."""
+    a, b = out.detach().reshape(-1), ref.detach().reshape(-1)
+    bad, non_finite = 0, 0
+    for start in range(0, a.numel(), CHUNK):
+        x, y = a[start : start + CHUNK], b[start : start + CHUNK]
+        if x.is_floating_point() or x.is_complex():
+            non_finite += int((~torch.isfinite(x)).sum().item())
+        bad += int((~torch.isclose(x, y, rtol=rtol, atol=atol)).sum().item())
+    return bad, non_finite
+
+
+def _index(flat: int, shape: torch.Size) -> list[int]:
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return list(reversed(idx))
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+@dataclass
+class OutputVerdict:
+    """One output element's comparison (protocol's OutputComparison) and why it failed, if it did."""
+
+    json: dict[str, Any]
+    passed: bool
+    structural: bool  # a shape or dtype mismatch, not a numerical one
+    message: str | None
+
+
+def compare_output(
+    index: int,
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    ref64: torch.Tensor | None,
+    atol: float,
+    rtol: float,
+) -> OutputVerdict:
+    same_shape = tuple(out.shape) == tuple(ref.shape)
+    same_dtype = out.dtype == ref.dtype
+    if same_shape and out.device != ref.device:
+        out = out.to(ref.device)
+    vs_ref = error_stats(out, ref) if same_shape else NO_STATS
+    cand64 = error_stats(out, ref64) if ref64 is not None and same_shape else NO_STATS
+    ref_vs64 = error_stats(ref, ref64) if ref64 is not None else NO_STATS
+    non_finite = 0
+    message = None
+    structural = not (same_shape and same_dtype)
+    if same_shape and same_dtype:
+        bad, non_finite = count_not_close(out, ref, atol, rtol)
+        passed = bad == 0 and non_finite == 0
+        if not passed:
+            message = _numeric_message(index, out, ref, vs_ref, ref_vs64, bad, non_finite, atol, rtol)
+    else:
+        if out.is_floating_point():
+            non_finite = int((~torch.isfinite(out)).sum().item()) if out.numel() else 0
+        passed = False
+        if not same_shape:
+            message = f"output {index}: shape {list(out.shape)} vs reference {list(ref.shape)}"
+        else:
+            message = f"output {index}: dtype {dtype_name(out.dtype)} vs reference {dtype_name(ref.dtype)}"
+        if not same_shape and not same_dtype:
+            message += f" (dtype {dtype_name(out.dtype)} vs {dtype_name(ref.dtype)})"
+    json = {
+        "index": index,
+        "shape": list(out.shape),
+        "refShape": list(ref.shape),
+        "dtype": dtype_name(out.dtype),
+        "refDtype": dtype_name(ref.dtype),
+        "allclose": passed,
+        "nonFinite": non_finite,
+        "vsRef": vs_ref.to_json(),
+        "candVsFp64": cand64.to_json(),
+        "refVsFp64": ref_vs64.to_json(),
+    }
+    return OutputVerdict(json, passed, structural, message)
+
+
+def _numeric_message(
+    index: int,
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    vs_ref: ErrorStats,
+    ref_vs64: ErrorStats,
+    bad: int,
+    non_finite: int,
+    atol: float,
+    rtol: float,
+) -> str:
+    n = out.numel()
+    parts = [f"output {index}:"]
+    if non_finite:
+        parts.append(f"{non_finite} non-finite (NaN/Inf) of {n} elements;")
+    if bad:
+        parts.append(f"max abs err {_fmt(vs_ref.max_abs)} > atol+rtol·|ref| ({atol:g}+{rtol:g}·|ref|) at {bad} of {n} elements")
+    if vs_ref.worst_index is not None and n:
+        at = _index(vs_ref.worst_index, out.shape)
+        got = out.reshape(-1)[vs_ref.worst_index].item()
+        want = ref.reshape(-1)[vs_ref.worst_index].item()
+        parts.append(f"(worst at {at}: {got:.6g} vs {want:.6g}); rel L2 err {_fmt(_finite(vs_ref.rel_l2))}")
+    if ref_vs64.rel_l2 is not None:
+        parts.append(f"(reference's own rel L2 err vs fp64 {_fmt(_finite(ref_vs64.rel_l2))})")
+    return " ".join(parts)

@@ -1,0 +1,487 @@
+"""The evaluation pipeline: explicit stages run in order, each free to end the run with a verdict.
+
+    load_problem → load_candidate → build_models → check_correctness → verify → time
+
+A stage ends the run by raising StageFailure(verdict, reason). Every call into the problem's or the
+candidate's code goes through ``ctx.guard_reference``/``ctx.guard_candidate``, which catch
+BaseException (a candidate's sys.exit or KeyboardInterrupt included) and turn it into a verdict with
+the traceback's useful lines — compile_error when the exception came out of a load_inline/load call.
+New stages (e.g. more verification) slot into STAGES; checks go in ``kforge_worker.checks`` (see verify).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from . import PROTOCOL_VERSION
+from .channel import Channel
+from .compile_capture import CompileCall, CompileRecorder, extension_dir
+from .errors import summarize_exception
+from .loading import LoadError, check_candidate, check_problem, has_code, import_path, read_source
+from .request import EvalRequest
+
+FP64 = "float64"
+
+
+class StageFailure(Exception):
+    """Ends the pipeline with this verdict and reason."""
+
+    def __init__(self, verdict: str, reason: str) -> None:
+        super().__init__(f"{verdict}: {reason}")
+        self.verdict = verdict
+        self.reason = reason
+
+
+def trial_seed(base: int, trial: int | str) -> int:
+    """A distinct, reproducible 31-bit seed per trial (and for timing) derived from the request's seed."""
+    digest = hashlib.sha256(f"kforge:{base}:{trial}".encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def initial_result(request: EvalRequest) -> dict[str, Any]:
+    """An EvalResult (protocol.ts) that is valid before anything ran; stages fill it in."""
+    return {
+        "protocol": PROTOCOL_VERSION,
+        "problem": request.problem_name,
+        "candidate": request.candidate_label,
+        "origin": dict(request.origin),
+        "verdict": "runtime_error",
+        "reason": "kforge_worker did not finish",
+        "environment": {
+            "python": "",
+            "torch": None,
+            "cuda": None,
+            "driver": None,
+            "gpu": None,
+            "device": request.device,
+        },
+        "precision": request.precision,
+        "paramSync": {"mode": "seed", "detail": "models were not built"},
+        "compile": [],
+        "tolerance": {"atol": request.atol or 1e-4, "rtol": request.rtol or 1e-4},
+        "trials": [],
+        "timing": None,
+        "checks": [],
+        "seconds": 0.0,
+    }
+
+
+@dataclass
+class EvalContext:
+    """Everything the stages share; also what verification checks receive."""
+
+    request: EvalRequest
+    channel: Channel
+    recorder: CompileRecorder
+    result: dict[str, Any]
+    torch: Any = None
+    device: Any = None
+    dtype: Any = None  # the precision cast, or None to keep the problem's dtypes
+    problem: ModuleType | None = None
+    candidate: ModuleType | None = None
+    candidate_source: str = ""
+    init_inputs: list[Any] = field(default_factory=list)
+    ref_model: Any = None
+    new_model: Any = None
+    ref64_model: Any = None  # deep copy of the reference in float64, stepped in lockstep with it
+    atol: float = 1e-4
+    rtol: float = 1e-4
+
+    def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
+        self.channel.progress(stage, detail, fraction)
+
+    # -- calling foreign code ------------------------------------------------------------------
+    def guard_candidate(self, what: str, fn: Callable[[], Any], verdict: str = "runtime_error") -> Any:
+        try:
+            return fn()
+        except BaseException as exc:  # noqa: BLE001 — SystemExit/KeyboardInterrupt from a candidate too
+            raise self.candidate_failure(what, exc, verdict) from None
+
+    def guard_reference(self, what: str, fn: Callable[[], Any], verdict: str = "runtime_error") -> Any:
+        try:
+            return fn()
+        except BaseException as exc:  # noqa: BLE001
+            raise self.reference_failure(what, exc, verdict) from None
+
+    def candidate_failure(self, what: str, exc: BaseException, verdict: str = "runtime_error") -> StageFailure:
+        """compile_error when exc came out of a load_inline/load call, else ``verdict`` with the traceback."""
+        call = self.recorder.failure_for(exc)
+        if call is not None:
+            return StageFailure("compile_error", self.recorder.reason_for(call))
+        return StageFailure(verdict, f"{what}: {summarize_exception(exc)}")
+
+    def reference_failure(self, what: str, exc: BaseException, verdict: str = "runtime_error") -> StageFailure:
+        return StageFailure(verdict, f"problem {what}: {summarize_exception(exc)}")
+
+    # -- inputs and forward passes -------------------------------------------------------------
+    def prepare(self, value: Any) -> Any:
+        """To the request's device (as KernelBench moves CPU inputs to the GPU) and the precision."""
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            value = value.to(self.device)
+            if self.dtype is not None and value.is_floating_point():
+                value = value.to(self.dtype)
+        return value
+
+    def make_inputs(self, seed: int) -> list[Any]:
+        """``get_inputs()`` under ``torch.manual_seed(seed)``, moved and cast."""
+
+        def generate() -> list[Any]:
+            self.torch.manual_seed(seed)
+            raw = self.problem.get_inputs()  # type: ignore[union-attr]
+            items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+            return [self.prepare(x) for x in items]
+
+        return self.guard_reference("get_inputs()", generate)
+
+    def clone_inputs(self, inputs: list[Any]) -> list[Any]:
+        """What the candidate receives: copies, so it cannot alter the reference's inputs."""
+        torch = self.torch
+        return [x.clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
+
+    def synchronize(self) -> None:
+        if self.device is not None and self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def forward(self, model: Any, inputs: list[Any]) -> Any:
+        """One inference call (no autograd, as KernelBench), finished on the device before returning."""
+        with self.torch.no_grad():
+            out = model(*inputs)
+        self.synchronize()
+        return out
+
+    def forward_fp64(self, inputs: list[Any]) -> Any | None:
+        """The reference evaluated in float64 on the same inputs; None when that is impossible here."""
+        if self.ref64_model is None:
+            return None
+        torch = self.torch
+        wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        try:
+            return self.forward(self.ref64_model, wide)
+        except BaseException as exc:  # noqa: BLE001 — the fp64 view is extra evidence, never a verdict
+            print(f"kforge_worker: float64 reference unavailable: {summarize_exception(exc, 1)}", flush=True)
+            self.ref64_model = None
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Stages
+
+
+def load_problem(ctx: EvalContext) -> None:
+    path = ctx.request.problem_path
+    ctx.progress("import", f"importing problem {ctx.request.problem_name}")
+    try:
+        read_source(path, "problem")
+    except LoadError as exc:
+        raise StageFailure("import_error", str(exc)) from None
+    ctx.problem = ctx.guard_reference(
+        f"{os.path.basename(path)} failed to import", lambda: import_path(path, "problem"), "import_error"
+    )
+    try:
+        check_problem(ctx.problem, path)
+    except LoadError as exc:
+        raise StageFailure("import_error", str(exc)) from None
+
+
+def load_candidate(ctx: EvalContext) -> None:
+    path = ctx.request.candidate_path
+    ctx.progress("import", f"importing candidate {ctx.request.candidate_label}")
+    try:
+        ctx.candidate_source = read_source(path, "candidate")
+    except LoadError as exc:
+        raise StageFailure("import_error", str(exc)) from None
+    if not has_code(ctx.candidate_source):
+        raise StageFailure("no_code", f"candidate {os.path.basename(path)} has no code (empty, or only comments)")
+    ctx.candidate = ctx.guard_candidate(
+        f"candidate {os.path.basename(path)} failed to import", lambda: import_path(path, "candidate"), "import_error"
+    )
+    try:
+        check_candidate(ctx.candidate, path)
+    except LoadError as exc:
+        raise StageFailure("import_error", str(exc)) from None
+
+
+def build_models(ctx: EvalContext) -> None:
+    """Model and ModelNew from the same seed; the reference's state_dict loaded when keys match."""
+    torch, seed = ctx.torch, ctx.request.seed
+    problem, candidate = ctx.problem, ctx.candidate
+    init = ctx.guard_reference("get_init_inputs()", lambda: list(problem.get_init_inputs()), "import_error")
+    ctx.init_inputs = [x.to(ctx.device) if isinstance(x, torch.Tensor) else x for x in init]
+
+    def construct(cls: Any, args: list[Any]) -> Any:
+        torch.manual_seed(seed)
+        return cls(*args)
+
+    ctx.ref_model = ctx.guard_reference(
+        "Model(*get_init_inputs())", lambda: construct(problem.Model, copy.deepcopy(ctx.init_inputs)), "import_error"
+    )
+    ctx.progress("import", "constructing ModelNew")
+    ctx.new_model = ctx.guard_candidate(
+        "ModelNew(*get_init_inputs())", lambda: construct(candidate.ModelNew, copy.deepcopy(ctx.init_inputs))
+    )
+    if not isinstance(ctx.new_model, torch.nn.Module):
+        raise StageFailure("runtime_error", f"ModelNew(...) is a {type(ctx.new_model).__name__}, not a torch.nn.Module")
+    ctx.ref_model = ctx.guard_reference("Model.to(device)", lambda: _place(ctx, ctx.ref_model), "import_error")
+    ctx.new_model = ctx.guard_candidate("ModelNew.to(device)", lambda: _place(ctx, ctx.new_model))
+    ctx.result["paramSync"] = ctx.guard_candidate("load_state_dict", lambda: sync_parameters(ctx.ref_model, ctx.new_model))
+    if getattr(problem, "KFORGE_SKIP_FP64", False):
+        print("kforge_worker: problem sets KFORGE_SKIP_FP64; no float64 reference", flush=True)
+        return
+    try:
+        ctx.ref64_model = copy.deepcopy(ctx.ref_model).to(torch.float64)
+    except Exception as exc:  # noqa: BLE001 — evidence only
+        print(f"kforge_worker: cannot build a float64 reference: {summarize_exception(exc, 1)}", flush=True)
+
+
+def _place(ctx: EvalContext, model: Any) -> Any:
+    model = model.to(ctx.device)
+    return model.to(ctx.dtype) if ctx.dtype is not None else model
+
+
+def sync_parameters(ref: Any, new: Any, show: int = 4) -> dict[str, str]:
+    """Loads ref's state_dict into new (strict) when the keys and shapes match; else reports why not."""
+    ref_sd, new_sd = ref.state_dict(), new.state_dict()
+    only_ref = [k for k in ref_sd if k not in new_sd]
+    only_new = [k for k in new_sd if k not in ref_sd]
+
+    def few(keys: list[str]) -> str:
+        return ", ".join(keys[:show]) + (f" (+{len(keys) - show} more)" if len(keys) > show else "")
+
+    if only_ref or only_new:
+        parts = []
+        if only_ref:
+            parts.append(f"only in Model: {few(only_ref)}")
+        if only_new:
+            parts.append(f"only in ModelNew: {few(only_new)}")
+        return {"mode": "seed", "detail": "state_dict keys differ — " + "; ".join(parts) + "; parameters synced by seed only"}
+    shapes = [f"{k} {list(new_sd[k].shape)} vs {list(v.shape)}" for k, v in ref_sd.items() if hasattr(v, "shape") and new_sd[k].shape != v.shape]
+    if shapes:
+        return {"mode": "seed", "detail": f"state_dict shapes differ — {few(shapes)}; parameters synced by seed only"}
+    new.load_state_dict(ref_sd, strict=True)
+    if not ref_sd:
+        return {"mode": "state_dict", "detail": "neither model has parameters or buffers"}
+    return {"mode": "state_dict", "detail": f"{len(ref_sd)} tensors loaded from Model (strict)"}
+
+
+def tolerance_for(ctx: EvalContext, dtypes: list[Any]) -> tuple[float, float]:
+    """Request override, else the problem's KFORGE_ATOL/KFORGE_RTOL, else KernelBench's per-dtype mark."""
+    from .compare import default_tolerance
+
+    default = default_tolerance(dtypes)
+    problem = ctx.problem
+    atol = ctx.request.atol or getattr(problem, "KFORGE_ATOL", None) or default
+    rtol = ctx.request.rtol or getattr(problem, "KFORGE_RTOL", None) or default
+    return float(atol), float(rtol)
+
+
+def check_correctness(ctx: EvalContext) -> None:
+    from .compare import OutputStructureError, compare_output, flatten_outputs
+
+    torch, trials = ctx.torch, ctx.request.trials
+    first_failure: str | None = None
+    failed = 0
+    for t in range(trials):
+        ctx.progress("check", f"trial {t + 1}/{trials}", t / trials)
+        seed = trial_seed(ctx.request.seed, t)
+        inputs = ctx.make_inputs(seed)
+        ref64_out = ctx.forward_fp64(inputs)
+        ref_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
+        cand_inputs = ctx.clone_inputs(inputs)
+        cand_out = ctx.guard_candidate("ModelNew.forward", lambda: ctx.forward(ctx.new_model, cand_inputs))
+        ref_list = ctx.guard_reference("output", lambda: flatten_outputs(ref_out, "reference output"))
+        if t == 0:
+            dtypes = [x.dtype for x in inputs if isinstance(x, torch.Tensor)] + [o.dtype for o in ref_list]
+            ctx.atol, ctx.rtol = tolerance_for(ctx, dtypes)
+            ctx.result["tolerance"] = {"atol": ctx.atol, "rtol": ctx.rtol}
+        trial: dict[str, Any] = {"seed": seed, "passed": False, "outputs": [], "message": None}
+        ctx.result["trials"].append(trial)
+        try:
+            cand_list = flatten_outputs(cand_out, "ModelNew output")
+        except OutputStructureError as exc:
+            trial["message"] = str(exc)
+            raise StageFailure("shape_mismatch", f"trial {t}: {exc}") from None
+        if len(cand_list) != len(ref_list):
+            trial["message"] = f"ModelNew returned {len(cand_list)} output tensor(s), Model {len(ref_list)}"
+            raise StageFailure("shape_mismatch", f"trial {t}: {trial['message']}")
+        ref64_list = flatten_outputs(ref64_out) if ref64_out is not None else None
+        if ref64_list is not None and len(ref64_list) != len(ref_list):
+            ref64_list = None
+        verdicts = [
+            compare_output(k, c, r, ref64_list[k] if ref64_list else None, ctx.atol, ctx.rtol)
+            for k, (c, r) in enumerate(zip(cand_list, ref_list))
+        ]
+        trial["outputs"] = [v.json for v in verdicts]
+        trial["passed"] = all(v.passed for v in verdicts)
+        messages = [v.message for v in verdicts if v.message]
+        trial["message"] = "; ".join(messages) if messages else None
+        structural = next((v for v in verdicts if v.structural), None)
+        if structural is not None:
+            raise StageFailure("shape_mismatch", f"trial {t} {structural.message}")
+        if not trial["passed"]:
+            failed += 1
+            first_failure = first_failure or f"trial {t} {messages[0]}"
+        del inputs, cand_inputs, ref_out, cand_out, ref64_out, ref_list, cand_list, ref64_list
+        if ctx.device.type == "cuda":
+            torch.cuda.empty_cache()
+    ctx.progress("check", f"{trials - failed}/{trials} trials passed", 1.0)
+    if first_failure is not None:
+        raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
+
+
+def verify(ctx: EvalContext) -> None:
+    """Runs ``kforge_worker.checks.run_checks(ctx) -> list[Check]`` when that package exists.
+
+    A check with outcome "fail" and a failVerdict ends the run with that verdict and the check's
+    evidence as the reason. A crash inside the checks is recorded as a "warn" check, never a verdict.
+    """
+    try:
+        module = importlib.import_module(f"{__package__}.checks")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"{__package__}.checks":
+            return
+        raise
+    run_checks = getattr(module, "run_checks", None)
+    if run_checks is None:
+        return
+    ctx.progress("verify", "running verification checks")
+    try:
+        found = list(run_checks(ctx))
+    except StageFailure:
+        raise
+    except BaseException as exc:  # noqa: BLE001
+        found = [{"name": "checks", "outcome": "warn", "failVerdict": None, "evidence": f"checks crashed: {summarize_exception(exc)}"}]
+    ctx.result["checks"].extend(found)
+    for check in found:
+        if check.get("outcome") == "fail" and check.get("failVerdict") not in (None, "correct"):
+            raise StageFailure(check["failVerdict"], f"{check['name']}: {check['evidence']}")
+
+
+def time_models(ctx: EvalContext) -> None:
+    from .environment import sm_clock_mhz
+    from .timing import CpuClock, CudaClock, measure_interleaved
+
+    options = ctx.request.timing
+    if not options.enabled:
+        return
+    torch = ctx.torch
+    inputs = ctx.make_inputs(trial_seed(ctx.request.seed, "timing"))
+    cand_inputs = ctx.clone_inputs(inputs)
+    on_cuda = ctx.device.type == "cuda"
+    clock = CudaClock(ctx.device) if on_cuda else CpuClock()
+    side = {"now": "Model"}
+
+    def call(model: Any, args: list[Any], name: str) -> Callable[[], None]:
+        def run() -> None:
+            side["now"] = name
+            model(*args)
+
+        return run
+
+    ref_fn = call(ctx.ref_model, inputs, "Model")
+    cand_fn = call(ctx.new_model, cand_inputs, "ModelNew")
+    index = ctx.device.index if ctx.device.index is not None else (torch.cuda.current_device() if on_cuda else 0)
+    start_clock = sm_clock_mhz(index) if on_cuda else None
+    ctx.progress("time", f"timing ({clock.method})", 0.0)
+
+    def measure() -> dict[str, Any]:
+        with torch.no_grad():
+            return measure_interleaved(ref_fn, cand_fn, options, clock, lambda d, f: ctx.progress("time", d, f))
+
+    try:
+        timing = measure()
+    except BaseException as exc:  # noqa: BLE001 — attributed to whichever side was running
+        if side["now"] == "Model":
+            raise ctx.reference_failure("Model.forward during timing", exc) from None
+        raise ctx.candidate_failure("ModelNew.forward during timing", exc) from None
+    timing["smClockMhz"] = {"start": start_clock, "end": sm_clock_mhz(index) if on_cuda else None}
+    ctx.result["timing"] = timing
+    ctx.progress("time", f"speedup {timing['speedup']:.3f}x", 1.0)
+
+
+STAGES: list[Callable[[EvalContext], None]] = [
+    load_problem,
+    load_candidate,
+    build_models,
+    check_correctness,
+    verify,
+    time_models,
+]
+
+
+def evaluate(request: EvalRequest, channel: Channel) -> dict[str, Any]:
+    """Runs every stage and returns the EvalResult; never raises for anything a candidate does."""
+    started = time.perf_counter()
+    result = initial_result(request)
+    recorder = CompileRecorder(
+        on_start=lambda name: channel.progress("compile", f"building extension {name}"),
+        on_end=lambda call: channel.progress("compile", _compile_summary(call), 1.0),
+    )
+    ctx = EvalContext(request=request, channel=channel, recorder=recorder, result=result)
+    saved_ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    installed = False
+    try:
+        try:
+            import torch
+        except BaseException as exc:  # noqa: BLE001
+            raise StageFailure("runtime_error", f"cannot import torch: {summarize_exception(exc, 1)}") from None
+        from .environment import describe, ensure_tools_on_path
+
+        ctx.torch = torch
+        result["environment"] = describe(request.device)
+        if request.device == "cuda" and not torch.cuda.is_available():
+            raise StageFailure(
+                "runtime_error",
+                f"device cuda requested but torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU",
+            )
+        ctx.device = torch.device(request.device)
+        if request.precision is not None:
+            from .compare import PRECISION_DTYPES
+
+            ctx.dtype = PRECISION_DTYPES[request.precision]
+        ensure_tools_on_path()
+        os.environ["TORCH_EXTENSIONS_DIR"] = extension_dir(
+            request.cache_dir, _read_bytes(request.candidate_path), torch.__version__, torch.version.cuda
+        )
+        recorder.install()
+        installed = True
+        for stage in STAGES:
+            stage(ctx)
+        result["verdict"], result["reason"] = "correct", None
+    except StageFailure as failure:
+        result["verdict"], result["reason"] = failure.verdict, failure.reason
+    except BaseException as exc:  # noqa: BLE001 — a worker bug still yields a result line
+        result["verdict"] = "runtime_error"
+        result["reason"] = f"kforge_worker internal error: {summarize_exception(exc)}"
+    finally:
+        if installed:
+            recorder.uninstall()
+        if saved_ext_dir is None:
+            os.environ.pop("TORCH_EXTENSIONS_DIR", None)
+        else:
+            os.environ["TORCH_EXTENSIONS_DIR"] = saved_ext_dir
+        result["compile"] = [c.to_json() for c in recorder.calls]
+        result["seconds"] = time.perf_counter() - started
+    return result
+
+
+def _compile_summary(call: CompileCall) -> str:
+    return f"{call.name} {'built' if call.ok else 'FAILED'} in {call.seconds:.1f}s"
+
+
+def _read_bytes(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""

@@ -1,0 +1,46 @@
+"""``python -m kforge_worker --probe``: what this Python can do, for ``kforge doctor``.
+
+Must never print a traceback: every piece is optional and reported as null (torch's import error as a
+one-line string), so the CLI can say exactly what is missing.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from typing import Any
+
+from .environment import driver_version, ninja_version, nvcc_version
+
+
+def probe() -> dict[str, Any]:
+    """The protocol's ProbeResult."""
+    result: dict[str, Any] = {
+        "python": platform.python_version(),
+        "executable": sys.executable,
+        "torch": None,
+        "torchError": None,
+        "torchCuda": None,
+        "cudaAvailable": False,
+        "gpu": None,
+        "driver": None,
+        "ninja": None,
+        "nvcc": None,
+    }
+    try:
+        import torch
+
+        result["torch"] = str(torch.__version__)
+        result["torchCuda"] = torch.version.cuda
+        result["cudaAvailable"] = bool(torch.cuda.is_available())
+        if result["cudaAvailable"]:
+            result["gpu"] = torch.cuda.get_device_name(0)
+    except BaseException as exc:  # noqa: BLE001 — a broken torch install is a finding, not a crash
+        message = str(exc).strip().splitlines()
+        result["torchError"] = f"{type(exc).__name__}: {message[0] if message else ''}".rstrip(": ")
+    for key, fn in (("driver", driver_version), ("ninja", ninja_version), ("nvcc", nvcc_version)):
+        try:
+            result[key] = fn()
+        except Exception:  # noqa: BLE001
+            result[key] = None
+    return result

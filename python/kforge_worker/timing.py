@@ -1,0 +1,123 @@
+"""Side-by-side timing of reference and candidate in one process.
+
+Iterations alternate reference, candidate, reference, candidate … so slow drifts (clock boost, heat,
+other tenants) hit both alike. On CUDA each forward is bracketed by CUDA events, nothing else inside,
+and preceded by a write to a buffer ≥ 2× the L2 cache so no run starts with the other's data cached.
+On CPU (tests, CPU-only problems) the same loop runs with time.perf_counter and the same statistics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .request import TimingOptions
+from .stats import bootstrap_speedup_ci, relative_half_width, speedup, summarize
+
+DEFAULT_L2_FLUSH_BYTES = 256 * 1024 * 1024
+CI_RESAMPLES_WHILE_RUNNING = 1000
+
+
+class Clock(Protocol):
+    """Times one call of fn in milliseconds, with whatever cache hygiene the device needs."""
+
+    method: str
+    flush_bytes: int
+
+    def time_ms(self, fn: Callable[[], Any]) -> float: ...
+
+
+class CpuClock:
+    method = "cpu perf_counter, interleaved ref/cand"
+    flush_bytes = 0
+
+    def time_ms(self, fn: Callable[[], Any]) -> float:
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
+
+def l2_flush_bytes(device: Any) -> int:
+    """2× the device's L2 size when torch reports it, else 256 MB (larger than any current L2 × 2)."""
+    import torch
+
+    try:
+        l2 = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0))
+    except Exception:  # noqa: BLE001 — an old torch or odd device: use the safe default
+        l2 = 0
+    return 2 * l2 if l2 > 0 else DEFAULT_L2_FLUSH_BYTES
+
+
+class CudaClock:
+    """CUDA events around only the forward call; an L2-sized write and a sync before each."""
+
+    def __init__(self, device: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self.flush_bytes = l2_flush_bytes(device)
+        self._buffer = torch.empty(self.flush_bytes, dtype=torch.uint8, device=device)
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+        self.method = f"cuda events, interleaved ref/cand, L2 flush of {self.flush_bytes >> 20} MiB before each call"
+
+    def time_ms(self, fn: Callable[[], Any]) -> float:
+        self._buffer.zero_()
+        self._start.record()
+        fn()
+        self._end.record()
+        self._end.synchronize()
+        return float(self._start.elapsed_time(self._end))
+
+
+def measure_interleaved(
+    ref_fn: Callable[[], Any],
+    cand_fn: Callable[[], Any],
+    options: TimingOptions,
+    clock: Clock,
+    on_progress: Callable[[str, float], None] = lambda detail, fraction: None,
+    now: Callable[[], float] = time.perf_counter,
+) -> dict[str, Any]:
+    """Runs warm-up, then timed pairs until maxIters, the budget, or a tight enough speedup CI.
+
+    Stops at the earliest of: maxIters pairs; budgetSeconds of timing once minIters pairs are done; the
+    95% CI half-width falling under targetRelativeCi × speedup once minIters pairs are done.
+    Returns the protocol's Timing object less smClockMhz (the caller knows the device).
+    """
+    for _ in range(options.warmup_iters):
+        ref_fn()
+        cand_fn()
+    ref_ms: list[float] = []
+    cand_ms: list[float] = []
+    max_iters = max(options.max_iters, options.min_iters)
+    started = now()
+    next_ci_check = options.min_iters
+    stop_reason = "maxIters"
+    while len(ref_ms) < max_iters:
+        ref_ms.append(clock.time_ms(ref_fn))
+        cand_ms.append(clock.time_ms(cand_fn))
+        n = len(ref_ms)
+        elapsed = now() - started
+        if n % 10 == 0:
+            fraction = max(n / max_iters, elapsed / options.budget_seconds if n >= options.min_iters else 0.0)
+            on_progress(f"{n} iterations, speedup {speedup(ref_ms, cand_ms):.3f}x", min(fraction, 1.0))
+        if n < options.min_iters:
+            continue
+        if elapsed >= options.budget_seconds:
+            stop_reason = f"budget {options.budget_seconds:g}s"
+            break
+        if n >= next_ci_check:
+            ci = bootstrap_speedup_ci(ref_ms, cand_ms, resamples=CI_RESAMPLES_WHILE_RUNNING)
+            if relative_half_width(ci, speedup(ref_ms, cand_ms)) < options.target_relative_ci:
+                stop_reason = f"CI within ±{options.target_relative_ci:.1%}"
+                break
+            next_ci_check = n + max(10, n // 10)
+    return {
+        "ref": summarize(ref_ms),
+        "cand": summarize(cand_ms),
+        "speedup": speedup(ref_ms, cand_ms),
+        "speedupCi": list(bootstrap_speedup_ci(ref_ms, cand_ms)),
+        "l2FlushBytes": int(clock.flush_bytes),
+        "method": f"{clock.method}; warmup {options.warmup_iters}; {len(ref_ms)} pairs; stopped by {stop_reason}",
+    }
