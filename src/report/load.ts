@@ -1,23 +1,28 @@
 // Reading saved eval results: a file may hold one EvalResult, an array of them, or `{results: [...]}`
-// (what `kforge eval --json` writes). Every entry is validated against the protocol schema.
+// (what `kforge eval --json` writes). Every entry is validated against the protocol schema; the optional
+// report fields of extensions.ts are kept.
 import { readFileSync } from "node:fs";
 import { z } from "zod";
-import { EvalResult } from "../worker/protocol.ts";
+import { type ReportResult, ReportResult as ResultSchema } from "./extensions.ts";
 
 /** A results file that cannot be used; the message names the file and fits on one line. */
 export class ResultsFileError extends Error {
   override name = "ResultsFileError";
 }
 
-const ResultsFile = z.union([EvalResult, z.array(EvalResult), z.object({ results: z.array(EvalResult) })]);
+const ResultsFile = z.union([
+  ResultSchema,
+  z.array(ResultSchema),
+  z.object({ results: z.array(ResultSchema) }),
+]);
 
 function describeIssue(error: z.ZodError, data: unknown): string {
   // Explain against the shape the file most likely meant, so the path in the message is useful.
   const meant = Array.isArray(data)
-    ? z.array(EvalResult)
+    ? z.array(ResultSchema)
     : data !== null && typeof data === "object" && "results" in data
-      ? z.object({ results: z.array(EvalResult) })
-      : EvalResult;
+      ? z.object({ results: z.array(ResultSchema) })
+      : ResultSchema;
   const parsed = meant.safeParse(data);
   const issue = (parsed.success ? error : parsed.error).issues[0];
   if (!issue) return "not an EvalResult";
@@ -25,7 +30,7 @@ function describeIssue(error: z.ZodError, data: unknown): string {
   return `not an EvalResult${where}: ${issue.message}`;
 }
 
-export function parseResults(data: unknown, file: string): EvalResult[] {
+export function parseResults(data: unknown, file: string): ReportResult[] {
   const parsed = ResultsFile.safeParse(data);
   if (!parsed.success) throw new ResultsFileError(`${file}: ${describeIssue(parsed.error, data)}`);
   const value = parsed.data;
@@ -34,7 +39,7 @@ export function parseResults(data: unknown, file: string): EvalResult[] {
   return [value];
 }
 
-export function loadResultsFile(file: string): EvalResult[] {
+export function loadResultsFile(file: string): ReportResult[] {
   let text: string;
   try {
     text = readFileSync(file, "utf8");
@@ -52,6 +57,6 @@ export function loadResultsFile(file: string): EvalResult[] {
 }
 
 /** All results from all files, in order; the first bad file stops the load with a ResultsFileError. */
-export function loadResultsFiles(files: string[]): EvalResult[] {
+export function loadResultsFiles(files: string[]): ReportResult[] {
   return files.flatMap((f) => loadResultsFile(f));
 }

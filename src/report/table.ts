@@ -254,7 +254,7 @@ export function formatResultDetail(result: EvalResult, opts: TableOptions): stri
   const o = result.origin;
   const originText =
     o.kind === "transcript" && o.blockIndex !== null
-      ? `block ${o.blockIndex + 1} of ${o.blockCount ?? "?"} in transcript ${o.sourcePath}`
+      ? `block ${o.blockIndex} of ${o.blockCount ?? "?"} in transcript ${o.sourcePath}`
       : `${o.kind} ${o.sourcePath}`;
   line(`  code from ${originText}${o.note ? ` (${o.note})` : ""}`);
   const env = result.environment;
