@@ -13,6 +13,8 @@ export interface Progress {
   candidateStarted(label: string, index: number, total: number): void;
   update(msg: ProgressMessage): void;
   candidateFinished(result: EvalResult): void;
+  /** A line of other output (e.g. --verbose worker logs) printed without breaking the live bar. */
+  log(line: string): void;
   stop(): void;
 }
 
@@ -65,6 +67,7 @@ const silent: Progress = {
   candidateStarted() {},
   update() {},
   candidateFinished() {},
+  log() {},
   stop() {},
 };
 
@@ -109,6 +112,9 @@ function plainProgress(stream: NodeJS.WritableStream, intervalMs: number, now: (
       write(finishedLine(result, position, pc.createColors(false)).trim());
       current = null;
       lastText = "";
+    },
+    log(line) {
+      write(line);
     },
     stop() {
       current = null;
@@ -185,6 +191,9 @@ function ttyProgress(stream: NodeJS.WriteStream, now: () => number): Progress {
       if (bar) multibar.remove(bar);
       bar = null;
       current = null;
+    },
+    log(line) {
+      multibar.log(`${line}\n`);
     },
     stop() {
       multibar.stop();

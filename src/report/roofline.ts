@@ -17,17 +17,11 @@ export const KNOWN_WORKLOADS: Record<string, Workload> = {
     bytes: 4 * elems(32, 32, 512, 1024) * 2,
     note: "4·B·H·S²·D FLOPs; Q, K, V read and O written once in fp16 (B=32, H=32, S=512, D=1024)",
   },
-  // Linear(8192→8192) on 1024 rows, then BatchNorm1d, scale, softmax, fp32.
-  linear_bn_softmax: {
+  // Linear(8192→8192) on 1024 rows, then BatchNorm1d (training mode), scale, softmax, fp32.
+  gemm_bn_scale_softmax: {
     flops: 2 * elems(1024, 8192, 8192) + 10 * elems(1024, 8192),
     bytes: (elems(1024, 8192) * 2 + elems(8192, 8192) + 6 * 8192) * 4,
     note: "2·M·N·K for the GEMM plus ~10 FLOPs per output for BN, scale and softmax; x, W, bias, BN and the output once in fp32 (M=1024, N=K=8192)",
-  },
-  // LayerNorm over the last dimension of a 16384×4096 bf16 tensor.
-  layernorm_bf16: {
-    flops: 8 * elems(16384, 4096),
-    bytes: (2 * elems(16384, 4096) + 2 * 4096) * 2,
-    note: "~8 FLOPs per element (mean, variance, normalise, affine); input read and output written once in bf16 (16384×4096)",
   },
 };
 

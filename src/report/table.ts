@@ -107,17 +107,24 @@ const HEADERS = [
   "ref err\nvs fp64",
   "cand err\nvs fp64",
 ];
-const FLEXIBLE = new Set([0, 1]);
-const MIN_FLEXIBLE = 8;
+const MIN_CANDIDATE = 12;
+const INDENT = "  ";
 
 function visibleWidth(text: string): number {
   return Math.max(...text.split("\n").map((l) => Array.from(l).length));
 }
 
+/**
+ * How the table fits: with a problem column, or (when problem and candidate names do not both fit) with
+ * each problem on a line of its own above its candidates; two spaces between columns, else one; the
+ * speedup's CI dropped only as a last resort.
+ */
 interface Layout {
-  widths: number[];
+  grouped: boolean;
   gap: number;
   withCi: boolean;
+  headers: string[];
+  widths: number[];
 }
 
 function plainRow(r: EvalResult, withCi: boolean): string[] {
@@ -135,37 +142,42 @@ function plainRow(r: EvalResult, withCi: boolean): string[] {
   ];
 }
 
-/**
- * Column widths that fit `width`: the number columns keep their natural width, problem and candidate
- * share the rest. When that leaves them too little, the gaps shrink to one space, then the CI goes.
- */
+function tryLayout(results: EvalResult[], width: number, grouped: boolean, gap: number, withCi: boolean) {
+  const all = withCi ? HEADERS : HEADERS.map((h, i) => (i === 3 ? "speedup" : h));
+  const rows = results.map((r) => plainRow(r, withCi));
+  const natural = all.map((h, col) =>
+    Math.max(visibleWidth(h), ...rows.map((r) => visibleWidth(r[col] ?? ""))),
+  );
+  natural[1] = (natural[1] ?? 0) + (grouped ? INDENT.length : 0);
+  const headers = grouped ? [`problem\n${INDENT}candidate`, ...all.slice(2)] : all;
+  const widths = grouped ? natural.slice(1) : natural;
+  const fixed = widths.reduce((sum, w) => sum + w, 0) - (widths[0] ?? 0) - (grouped ? 0 : (widths[1] ?? 0));
+  const room = width - gap * (headers.length - 1) - fixed;
+  if (grouped) {
+    widths[0] = Math.max(MIN_CANDIDATE, Math.min(widths[0] ?? 0, room));
+    return { layout: { grouped, gap, withCi, headers, widths }, fitsFully: (natural[1] ?? 0) <= room, room };
+  }
+  return {
+    layout: { grouped, gap, withCi, headers, widths },
+    fitsFully: (natural[0] ?? 0) + (natural[1] ?? 0) <= room,
+    room,
+  };
+}
+
 function fitColumns(results: EvalResult[], width: number): Layout {
-  let layout: Layout | null = null;
+  const flat = tryLayout(results, width, false, 2, true);
+  if (flat.fitsFully) return flat.layout;
+  let last = flat.layout;
   for (const [gap, withCi] of [
     [2, true],
     [1, true],
     [1, false],
   ] as const) {
-    const rows = results.map((r) => plainRow(r, withCi));
-    const headers = withCi ? HEADERS : HEADERS.map((h, i) => (i === 3 ? "speedup" : h));
-    const natural = headers.map((h, col) =>
-      Math.max(visibleWidth(h), ...rows.map((r) => visibleWidth(r[col] ?? ""))),
-    );
-    const fixed = natural.reduce((sum, w, col) => (FLEXIBLE.has(col) ? sum : sum + w), 0);
-    const room = width - gap * (headers.length - 1) - fixed;
-    const problemWant = natural[0] ?? 0;
-    const candidateWant = natural[1] ?? 0;
-    const widths = [...natural];
-    if (problemWant + candidateWant > room) {
-      // Split the room evenly when both want more than half; either gives the other what it does not need.
-      const problem = Math.min(problemWant, Math.max(Math.floor(room / 2), room - candidateWant));
-      widths[0] = Math.max(MIN_FLEXIBLE, problem);
-      widths[1] = Math.max(MIN_FLEXIBLE, room - problem);
-    }
-    layout = { widths, gap, withCi };
-    if (room >= 2 * MIN_FLEXIBLE) break;
+    const grouped = tryLayout(results, width, true, gap, withCi);
+    last = grouped.layout;
+    if (grouped.room >= MIN_CANDIDATE + INDENT.length) return last;
   }
-  return layout as Layout;
+  return last;
 }
 
 /**
@@ -178,15 +190,24 @@ export function formatResultsTable(results: EvalResult[], opts: TableOptions): s
   if (results.length === 0) return "no results\n";
 
   const ordered = [...groupByProblem(results).values()].flat();
-  const { widths, gap, withCi } = fitColumns(ordered, width);
-  const tableWidth = widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1);
-  const headers = withCi ? HEADERS : HEADERS.map((h, i) => (i === 3 ? "speedup" : h));
+  const { grouped, gap, withCi, headers, widths } = fitColumns(ordered, width);
+  const tableWidth = Math.min(width, widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1));
+  const aligns: Table.HorizontalAlignment[] = [
+    "left",
+    "left",
+    "left",
+    "right",
+    "right",
+    "right",
+    "right",
+    "right",
+  ];
 
   const table = new Table({
     head: headers.map((h) => colors.bold(h)),
     chars: borderless(" ".repeat(gap)),
     colWidths: widths,
-    colAligns: ["left", "left", "left", "right", "right", "right", "right", "right"],
+    colAligns: grouped ? aligns.slice(1) : aligns,
     style: { head: [], border: [], "padding-left": 0, "padding-right": 0 },
     wordWrap: false,
   });
@@ -194,25 +215,30 @@ export function formatResultsTable(results: EvalResult[], opts: TableOptions): s
   let previousProblem: string | null = null;
   for (const r of ordered) {
     const plain = plainRow(r, withCi);
-    const sameProblem = r.problem === previousProblem;
+    const newProblem = r.problem !== previousProblem;
     previousProblem = r.problem;
-    table.push([
-      sameProblem ? "" : truncate(r.problem, widths[0] ?? MIN_FLEXIBLE),
-      truncate(r.candidate, widths[1] ?? MIN_FLEXIBLE),
+    const numbers = [
       verdictColor(colors, r.verdict)(plain[2] ?? ""),
       speedupCell(colors, r, withCi),
       plain[4] ?? "",
       plain[5] ?? "",
       plain[6] ?? "",
       plain[7] ?? "",
-    ]);
+    ];
+    if (grouped) {
+      if (newProblem)
+        table.push([{ colSpan: headers.length, content: colors.bold(truncate(r.problem, tableWidth)) }]);
+      table.push([INDENT + truncate(r.candidate, (widths[0] ?? MIN_CANDIDATE) - INDENT.length), ...numbers]);
+    } else {
+      table.push([newProblem ? r.problem : "", r.candidate, ...numbers]);
+    }
     const reason = firstReasonLine(r);
     if (reason) {
-      const prefix = "  ↳ ";
+      const prefix = grouped ? "    ↳ " : "  ↳ ";
       table.push([
         {
           colSpan: headers.length,
-          content: colors.dim(prefix + truncate(reason, Math.min(width, tableWidth) - prefix.length)),
+          content: colors.dim(prefix + truncate(reason, tableWidth - prefix.length)),
         },
       ]);
     }
@@ -221,7 +247,7 @@ export function formatResultsTable(results: EvalResult[], opts: TableOptions): s
   // Draw the rule under the (two-line) header ourselves: cli-table3 would draw one between every row.
   const lines = table.toString().split("\n");
   const headerHeight = Math.max(...headers.map((h) => h.split("\n").length));
-  lines.splice(headerHeight, 0, colors.dim("─".repeat(Math.min(width, tableWidth))));
+  lines.splice(headerHeight, 0, colors.dim("─".repeat(tableWidth)));
   const summary = wrap(summaryLine(colors, results), width);
   return `${lines.map((l) => l.trimEnd()).join("\n")}\n${summary.join("\n")}\n`;
 }
