@@ -1,0 +1,137 @@
+// Host side of the kforge attention recipe: input validation, kernel choice, launches.
+// Includes the kernels so that the emitter inlines every local file exactly once into one source.
+// Narrow ATen headers instead of torch/extension.h (pybind11 + the whole C++ API): this file builds in
+// a fraction of the time. c10's stream/guard headers rather than ATen/cuda/CUDAContext.h, which pulls in
+// cuSOLVER headers that the CPU CI machine (nvcc + the nvidia-* header wheels) does not have.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "attn_common.cuh"
+#include "attn_wgmma.cuh"
+#include "attn_general.cu"
+#include "attn_hopper.cu"
+
+namespace kforge_attn {
+
+// Kernel choice. kAuto picks the wgmma kernel when the whole key row fits its shared-memory P buffer.
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3 };
+
+constexpr int kMaxHeadDim = 1024;
+
+// Stride of a dimension that is only ever indexed at 0 does not matter; count it as 0 so that
+// batch or heads of size 1 with arbitrary strides still pass the alignment check.
+static int64_t used_stride(const at::Tensor& t, int d) { return t.size(d) > 1 ? t.stride(d) : 0; }
+
+static void check_operand(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_cuda(), "kforge attention: ", name, " must be a CUDA tensor, got ", t.device());
+  TORCH_CHECK(t.dim() == 4, "kforge attention: ", name, " must be 4-D (batch, heads, seq, head_dim), got ", t.dim(),
+              "-D");
+  TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16,
+              "kforge attention: ", name, " must be float16 or bfloat16, got ", t.scalar_type());
+  TORCH_CHECK(t.size(3) % 8 == 0 && t.size(3) >= 8 && t.size(3) <= kMaxHeadDim, "kforge attention: ", name,
+              " head dim must be a multiple of 8 in [8, 1024], got ", t.size(3));
+  TORCH_CHECK(t.size(3) == 1 || t.stride(3) == 1, "kforge attention: ", name,
+              " must have a contiguous head dim (stride 1), got stride ", t.stride(3));
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "kforge attention: ", name,
+              " data pointer must be 16-byte aligned");
+  for (int d = 0; d < 3; ++d) {
+    TORCH_CHECK(used_stride(t, d) % 8 == 0, "kforge attention: ", name, " stride of dim ", d,
+                " must be a multiple of 8 elements (16-byte rows), got ", t.stride(d));
+  }
+}
+
+template <typename T>
+static void launch(const AttnParams& p, int64_t path, cudaStream_t stream) {
+  if (path == kHopperWide || path == kHopperLong) {
+#if defined(KFORGE_ATTN_NO_SM90A)
+    TORCH_CHECK(false, "kforge attention: the wgmma kernel was not compiled in this build");
+#else
+    using LW = HopperLayout<2, 2>;
+    using LL = HopperLayout<1, 4>;
+    const bool wide = path == kHopperWide;
+    TORCH_CHECK(p.Sk <= (wide ? LW::kMaxKeys : LL::kMaxKeys), "kforge attention: the wgmma kernel holds at most ",
+                wide ? LW::kMaxKeys : LL::kMaxKeys, " keys per row, got S_k=", p.Sk);
+    auto kernel = wide ? attn_hopper_kernel<T, 2, 2> : attn_hopper_kernel<T, 1, 4>;
+    const int smem = wide ? LW::kSmemBytes : LL::kSmemBytes;
+    const int rows = wide ? LW::kRows : LL::kRows;
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const dim3 grid((p.Sq + rows - 1) / rows, p.H, p.B);
+    kernel<<<grid, wide ? LW::kThreads : LL::kThreads, smem, stream>>>(p);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+#endif
+    return;
+  }
+  // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
+  const bool narrow = p.Dv <= 64;
+  const int slice = narrow ? 64 : 128;
+  const int n_slices = (p.Dv + slice - 1) / slice;
+  const int smem = narrow ? gen_smem_bytes<64>(p.Dqk) : gen_smem_bytes<128>(p.Dqk);
+  auto kernel = narrow ? attn_general_kernel<T, 64> : attn_general_kernel<T, 128>;
+  TORCH_CHECK((int64_t)p.H * n_slices <= 65535, "kforge attention: heads x head-dim slices exceeds the grid limit");
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const dim3 grid((p.Sq + kGenBM - 1) / kGenBM, p.H * n_slices, p.B);
+  kernel<<<grid, kGenThreads, smem, stream>>>(p);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// out = softmax(q k^T * scale [+ causal mask]) v for q (B,H,Sq,Dqk), k (B,H,Sk,Dqk), v (B,H,Sk,Dv).
+at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
+                   int64_t path) {
+  check_operand(q, "query");
+  check_operand(k, "key");
+  check_operand(v, "value");
+  TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), "kforge attention: query, key and value must be on one device");
+  TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
+              "kforge attention: query, key and value must share one dtype");
+  TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1),
+              "kforge attention: batch and head counts of query, key and value must match (no broadcasting or GQA)");
+  TORCH_CHECK(k.size(3) == q.size(3), "kforge attention: key head dim ", k.size(3), " != query head dim ", q.size(3));
+  TORCH_CHECK(v.size(2) == k.size(2), "kforge attention: value length ", v.size(2), " != key length ", k.size(2));
+  TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
+  TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
+  TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
+  TORCH_CHECK(path >= kAuto && path <= kHopperLong, "kforge attention: unknown path ", path);
+
+  const c10::cuda::CUDAGuard guard(q.device());
+  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
+  if (out.numel() == 0) return out;
+
+  AttnParams p{};
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.o = out.data_ptr();
+  p.q_sb = used_stride(q, 0), p.q_sh = used_stride(q, 1), p.q_ss = used_stride(q, 2);
+  p.k_sb = used_stride(k, 0), p.k_sh = used_stride(k, 1), p.k_ss = used_stride(k, 2);
+  p.v_sb = used_stride(v, 0), p.v_sh = used_stride(v, 1), p.v_ss = used_stride(v, 2);
+  p.o_sb = out.stride(0), p.o_sh = out.stride(1), p.o_ss = out.stride(2);
+  p.B = (int)q.size(0), p.H = (int)q.size(1), p.Sq = (int)q.size(2), p.Sk = (int)k.size(2);
+  p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
+  p.scale_log2 = (float)(scale * (double)kLog2e);
+  p.causal = is_causal ? 1 : 0;
+
+  if (path == kAuto) {
+    int major = 0, minor = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q.get_device()));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
+    const bool hopper = major == 9 && minor == 0;
+    if (hopper && p.Sk <= HopperLayout<2, 2>::kMaxKeys) path = kHopperWide;
+    else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
+    else path = kGeneral;
+  }
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
+  if (q.scalar_type() == at::kHalf) launch<__half>(p, path, stream);
+  else launch<__nv_bfloat16>(p, path, stream);
+  return out;
+}
+
+}  // namespace kforge_attn
+
+at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
+                                    double scale, int64_t path) {
+  return kforge_attn::forward(q, k, v, is_causal, scale, path);
+}

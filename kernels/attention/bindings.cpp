@@ -1,0 +1,7 @@
+// Declaration seen by the extension's C++ translation unit; load_inline(functions=[...]) binds it.
+#include <torch/extension.h>
+
+// out = softmax(q k^T * scale, causal mask if is_causal) v. path: 0 auto, 1 general mma.sync kernel,
+// 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024 (the last two need an sm_90 GPU).
+at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
+                                    double scale, int64_t path);

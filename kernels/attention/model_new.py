@@ -1,0 +1,141 @@
+"""ModelNew: scaled dot-product attention with kforge's fused CUDA kernels.
+
+Drop-in for the reference Model (no parameters; forward(Q, K, V) -> softmax(Q K^T / sqrt(D)) V).
+The module-level `scaled_dot_product_attention` has torch.nn.functional's signature and can replace it.
+
+Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistics):
+  wgmma     S_k <= 1024: exact softmax over the whole key row; P = exp(S - max) staged in shared memory,
+            O produced in 256-wide head-dim chunks (the S x S matrix never reaches HBM).
+  general   any shape the recipe accepts: mma.sync, online softmax, O in 128-wide head-dim slices.
+Both: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
+arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
+is_causal (top-left, as SDPA), any scale, batch and heads of any size.
+
+PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
+flash/cuDNN kernels are faster there, measured), attn_mask, dropout_p > 0, enable_gqa, CPU tensors,
+float32 (PyTorch's own fp32 path; its error vs float64 is in bench/attention/NOTES.md), head dims not
+a multiple of 8 or above 1024, misaligned or non-unit-stride head dims, inputs requiring grad while
+autograd records, GPUs other than sm_90, and empty sequences.
+"""
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+_CUDA_SOURCE = "@@KFORGE_SOURCE:attention.cu@@"
+_CPP_SOURCE = "@@KFORGE_SOURCE:bindings.cpp@@"
+
+# Kernel choice passed to the extension (mirrors `Path` in attention.cu).
+PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024 = 0, 1, 2, 3
+# Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
+# our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
+PYTORCH_MAX_FAST_HEAD_DIM = 256
+MAX_HEAD_DIM = 1024
+
+_extension_module = None
+
+
+def _extension():
+    """Builds the CUDA extension once per process (torch caches the build on disk). A failed build raises."""
+    global _extension_module
+    if _extension_module is None:
+        from torch.utils.cpp_extension import load_inline
+
+        _extension_module = load_inline(
+            name="kforge_attention_v1",
+            cpp_sources=[_CPP_SOURCE],
+            cuda_sources=[_CUDA_SOURCE],
+            functions=["kforge_attention_forward"],
+            extra_cflags=["-O3"],
+            extra_cuda_cflags=["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"],
+            verbose=False,
+        )
+    return _extension_module
+
+
+def _is_sm90(device: torch.device) -> bool:
+    return torch.cuda.get_device_capability(device) == (9, 0)
+
+
+def _rows_aligned(t: torch.Tensor) -> bool:
+    """16-byte rows: what the kernels' cp.async loads need (size-1 dims' strides never matter)."""
+    if t.data_ptr() % 16 != 0:
+        return False
+    return all(t.stride(d) % 8 == 0 for d in range(t.dim() - 1) if t.size(d) > 1)
+
+
+def fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
+    """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can."""
+    tensors = (query, key, value)
+    if attn_mask is not None:
+        return "attn_mask"
+    if dropout_p != 0.0:
+        return "dropout"
+    if enable_gqa:
+        return "enable_gqa"
+    if not all(isinstance(t, torch.Tensor) for t in tensors):
+        return "non-tensor input"
+    if not all(t.is_cuda for t in tensors) or len({t.device for t in tensors}) != 1:
+        return "not all on one CUDA device"
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) != 1 or query.dtype not in (torch.float16, torch.bfloat16):
+        return f"dtype {query.dtype}" if len(dtypes) == 1 else "mixed dtypes"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return "autograd"
+    if not (query.dim() == key.dim() == value.dim() and query.dim() in (3, 4)):
+        return "rank"
+    if query.shape[:-2] != key.shape[:-2] or key.shape[:-2] != value.shape[:-2]:
+        return "batch/head broadcasting"
+    if key.shape[-1] != query.shape[-1] or value.shape[-2] != key.shape[-2]:
+        return "shape mismatch"  # PyTorch raises its own error
+    e, ev = query.shape[-1], value.shape[-1]
+    if e % 8 or ev % 8 or not (8 <= e <= MAX_HEAD_DIM and 8 <= ev <= MAX_HEAD_DIM):
+        return "head dim"
+    if max(e, ev) <= PYTORCH_MAX_FAST_HEAD_DIM:
+        return "small head dim: PyTorch's flash/cuDNN kernels are faster"
+    if query.shape[-2] == 0 or key.shape[-2] == 0 or query.numel() == 0:
+        return "empty"
+    lead = query.shape[:-2]
+    if len(lead) == 2 and (lead[0] > 65535 or lead[1] > 65535):
+        return "grid limits"
+    if any(t.stride(-1) != 1 for t in tensors) or not all(_rows_aligned(t) for t in tensors):
+        return "layout"
+    if not _is_sm90(query.device):
+        return "not an sm_90 GPU"
+    return None
+
+
+def kforge_attention(query, key, value, is_causal=False, scale=None, path=PATH_AUTO):
+    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    squeeze = query.dim() == 3
+    if squeeze:
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+    out = _extension().kforge_attention_forward(query, key, value, bool(is_causal), float(scale), int(path))
+    return out.squeeze(0) if squeeze else out
+
+
+def scaled_dot_product_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+):
+    """torch.nn.functional.scaled_dot_product_attention, on kforge kernels where they apply."""
+    if fallback_reason(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) is None:
+        return kforge_attention(query, key, value, is_causal=is_causal, scale=scale)
+    kwargs = {"attn_mask": attn_mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}
+    if enable_gqa:
+        kwargs["enable_gqa"] = True  # only passed when set: the keyword is newer than PyTorch 2.1
+    return F.scaled_dot_product_attention(query, key, value, **kwargs)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        # Build now when this process can run the kernels, so the first forward is not a compile.
+        if torch.cuda.is_available() and _is_sm90(torch.device("cuda", torch.cuda.current_device())):
+            _extension()
+
+    def forward(self, Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        return scaled_dot_product_attention(Q, K, V)
