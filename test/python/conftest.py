@@ -1,0 +1,145 @@
+"""Shared helpers for the kforge_worker tests: fixture paths, requests, and running the worker.
+
+Unit tests import kforge_worker directly (python/ is put on sys.path); end-to-end tests run
+``python -m kforge_worker`` as a subprocess, exactly as the CLI does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PYTHON_DIR = REPO / "python"
+FIXTURES = REPO / "test" / "fixtures" / "python"
+PROBLEMS = FIXTURES / "problems"
+CANDIDATES = FIXTURES / "candidates"
+
+if str(PYTHON_DIR) not in sys.path:
+    sys.path.insert(0, str(PYTHON_DIR))
+
+
+def problem(name: str) -> str:
+    return str(PROBLEMS / f"{name}.py")
+
+
+def candidate(name: str) -> str:
+    return str(CANDIDATES / f"{name}.py")
+
+
+def make_request(
+    problem_path: str,
+    candidate_path: str,
+    cache_dir: str,
+    *,
+    trials: int = 3,
+    seed: int = 0,
+    precision: str | None = None,
+    timing: bool = False,
+    atol: float | None = None,
+    rtol: float | None = None,
+    min_iters: int = 10,
+    max_iters: int = 40,
+    budget_seconds: float = 2.0,
+    target_relative_ci: float = 0.02,
+) -> dict[str, Any]:
+    """An EvalRequest (protocol.ts) for the CPU device."""
+    return {
+        "protocol": 1,
+        "problem": {"path": problem_path, "name": Path(problem_path).stem, "atol": atol, "rtol": rtol},
+        "candidate": {
+            "path": candidate_path,
+            "label": Path(candidate_path).stem,
+            "origin": {"kind": "file", "sourcePath": candidate_path, "blockIndex": None, "blockCount": None, "note": None},
+        },
+        "options": {
+            "trials": trials,
+            "seed": seed,
+            "precision": precision,
+            "device": "cpu",
+            "timing": {
+                "enabled": timing,
+                "warmupIters": 2,
+                "minIters": min_iters,
+                "maxIters": max_iters,
+                "budgetSeconds": budget_seconds,
+                "targetRelativeCi": target_relative_ci,
+            },
+            "cacheDir": cache_dir,
+            "checks": [],
+        },
+    }
+
+
+class WorkerRun:
+    """What one worker process wrote: parsed stdout lines, raw stdout/stderr, exit status."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.messages = [json.loads(line) for line in proc.stdout.splitlines()]
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        return [m["result"] for m in self.messages if m.get("type") == "result"]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert len(self.results) == 1, f"expected one result line, got {len(self.results)}:\n{self.stderr[-3000:]}"
+        return self.results[0]
+
+
+def run_worker(request: dict[str, Any] | None, args: tuple[str, ...] = (), timeout: float = 300) -> WorkerRun:
+    """``python -m kforge_worker`` with PYTHONPATH=python, the request on stdin."""
+    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+    proc = subprocess.run(
+        [sys.executable, "-m", "kforge_worker", *args],
+        input=json.dumps(request) if request is not None else "",
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(REPO),
+        check=False,
+    )
+    return WorkerRun(proc)
+
+
+def evaluate(request: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Runs the pipeline in this process: (result, progress messages)."""
+    from kforge_worker.channel import NullChannel
+    from kforge_worker.pipeline import evaluate as run_pipeline
+    from kforge_worker.request import parse_request
+
+    channel = NullChannel()
+    result = run_pipeline(parse_request(request), channel)
+    channel.result(result)
+    return result, channel.messages
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> str:
+    return str(tmp_path / "cache")
+
+
+@pytest.fixture(scope="session")
+def shared_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One cache for the session, so C++ extensions compile once across tests."""
+    return str(tmp_path_factory.mktemp("kforge-cache"))
+
+
+def assert_valid(message: dict[str, Any], schema_name: str = "WorkerMessage") -> None:
+    """Validates against the JSON Schema exported from protocol.ts (schemas/), required to exist."""
+    from kforge_worker.schema_check import load_schema, validate
+
+    schema = load_schema(schema_name)
+    assert schema is not None, f"python/kforge_worker/schemas/{schema_name}.json missing: run `npm run schemas`"
+    errors = validate(message, schema)
+    assert not errors, "\n".join(errors[:20])

@@ -1,0 +1,121 @@
+"""The pass mark and the error measures, on hand-made tensors whose answers are known."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from kforge_worker.compare import (
+    OutputStructureError,
+    compare_output,
+    count_not_close,
+    default_tolerance,
+    error_stats,
+    flatten_outputs,
+)
+
+
+def test_tolerance_follows_kernelbench_marks() -> None:
+    assert default_tolerance([torch.float32]) == 1e-4
+    assert default_tolerance([torch.float16]) == 1e-2
+    assert default_tolerance([torch.float32, torch.bfloat16]) == 1e-2
+    assert default_tolerance([torch.int64]) == 1e-4
+
+
+def test_flatten_outputs_walks_tuples_and_lists() -> None:
+    a, b, c = torch.zeros(2), torch.ones(3), torch.full((1,), 2.0)
+    flat = flatten_outputs((a, [b, c]))
+    assert [t.shape[0] for t in flat] == [2, 3, 1]
+    assert flatten_outputs(1.5)[0].item() == 1.5
+    with pytest.raises(OutputStructureError, match="NoneType"):
+        flatten_outputs((a, None))
+
+
+def test_error_stats_are_exact_on_known_differences() -> None:
+    ref = torch.tensor([3.0, 4.0, 0.0])
+    out = torch.tensor([3.0, 4.5, 0.0])
+    stats = error_stats(out, ref)
+    assert stats.max_abs == pytest.approx(0.5)
+    assert stats.rel_l2 == pytest.approx(0.5 / 5.0)
+    assert stats.worst_index == 1
+
+
+def test_error_stats_chunking_matches_a_direct_computation(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kforge_worker.compare as compare
+
+    monkeypatch.setattr(compare, "CHUNK", 7)  # force many chunks on a small tensor
+    torch.manual_seed(1)
+    ref = torch.randn(5, 11)
+    out = ref + 1e-3 * torch.randn(5, 11)
+    stats = compare.error_stats(out, ref)
+    diff = (out.double() - ref.double()).abs()
+    assert stats.max_abs == pytest.approx(diff.max().item())
+    assert stats.rel_l2 == pytest.approx((diff.norm() / ref.double().norm()).item())
+    assert stats.worst_index == int(diff.argmax())
+
+
+def test_count_not_close_agrees_with_torch_allclose() -> None:
+    torch.manual_seed(0)
+    ref = torch.randn(1000)
+    for scale in (1e-6, 5e-5, 2e-4, 1e-2):
+        out = ref + scale * torch.randn(1000)
+        bad, non_finite = count_not_close(out, ref, 1e-4, 1e-4)
+        assert (bad == 0) == torch.allclose(out, ref, atol=1e-4, rtol=1e-4)
+        assert non_finite == 0
+
+
+def test_nan_never_passes() -> None:
+    ref = torch.ones(4)
+    out = ref.clone()
+    out[2] = float("nan")
+    verdict = compare_output(0, out, ref, None, 1e-2, 1e-2)
+    assert not verdict.passed and not verdict.structural
+    assert verdict.json["nonFinite"] == 1
+    assert "non-finite" in verdict.message
+
+
+def test_inf_never_passes_even_where_the_reference_is_inf() -> None:
+    ref = torch.tensor([1.0, math.inf])
+    out = ref.clone()
+    assert torch.allclose(out, ref)  # why allclose alone is not the pass mark
+    verdict = compare_output(0, out, ref, None, 1e-4, 1e-4)
+    assert not verdict.passed
+    assert verdict.json["nonFinite"] == 1
+
+
+def test_shape_and_dtype_mismatches_are_structural() -> None:
+    ref = torch.zeros(2, 3)
+    shape = compare_output(0, torch.zeros(3, 2), ref, None, 1e-4, 1e-4)
+    assert shape.structural and not shape.passed
+    assert "shape [3, 2] vs reference [2, 3]" in shape.message
+    assert shape.json["vsRef"] == {"maxAbs": None, "relL2": None}
+    dtype = compare_output(0, torch.zeros(2, 3, dtype=torch.float64), ref, None, 1e-4, 1e-4)
+    assert dtype.structural and "dtype float64 vs reference float32" in dtype.message
+    assert dtype.json["vsRef"]["maxAbs"] == 0.0  # same shape: the numbers are still reported
+
+
+def test_failure_message_names_count_worst_element_and_fp64_view() -> None:
+    ref = torch.arange(8, dtype=torch.float32).reshape(2, 4)
+    out = ref.clone()
+    out[1, 2] += 0.5
+    ref64 = ref.double()
+    verdict = compare_output(0, out, ref, ref64, 1e-4, 1e-4)
+    assert not verdict.passed
+    assert "max abs err 0.5 > atol+rtol·|ref|" in verdict.message
+    assert "at 1 of 8 elements" in verdict.message
+    assert "worst at [1, 2]: 6.5 vs 6" in verdict.message
+    assert verdict.json["candVsFp64"]["maxAbs"] == pytest.approx(0.5)
+    assert verdict.json["refVsFp64"]["maxAbs"] == 0.0
+
+
+def test_reference_vs_fp64_shows_half_precision_rounding() -> None:
+    torch.manual_seed(0)
+    x64 = torch.rand(256, dtype=torch.float64)
+    ref = (x64.half() * 3).float().half()
+    verdict = compare_output(0, ref.clone(), ref, x64.half().double() * 3, 1e-2, 1e-2)
+    assert verdict.passed
+    rel = verdict.json["refVsFp64"]["relL2"]
+    assert 1e-5 < rel < 1e-2  # fp16 rounding is visible, and small
+    assert verdict.json["candVsFp64"] == verdict.json["refVsFp64"]

@@ -1,0 +1,71 @@
+"""``python -m kforge_worker`` as the CLI runs it: a subprocess, JSON lines on stdout, logs on stderr."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import assert_valid, candidate, make_request, problem, run_worker
+
+
+def test_worker_process_reports_a_correct_timed_candidate(cache_dir: str) -> None:
+    run = run_worker(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, trials=5, timing=True))
+    assert run.returncode == 0, run.stderr
+    for message in run.messages:
+        assert_valid(message)
+    assert run.messages[-1]["type"] == "result"  # the result is the last line
+    result = run.result
+    assert result["verdict"] == "correct"
+    assert result["environment"]["device"] == "cpu"
+    assert result["environment"]["torch"] and result["environment"]["python"].count(".") == 2
+    assert result["timing"]["ref"]["n"] >= 10
+    assert result["seconds"] > 0
+
+
+def test_candidate_output_never_reaches_the_protocol_channel(cache_dir: str) -> None:
+    run = run_worker(make_request(problem("tiny_linear"), candidate("noisy"), cache_dir, timing=True))
+    assert run.returncode == 0
+    lines = run.stdout.splitlines()
+    assert all(json.loads(line)["type"] in ("progress", "result") for line in lines)
+    assert run.result["verdict"] == "correct"
+    for forged in ("forged at import", '"forged": true', "child process output", "forward called", "to sys.__stdout__"):
+        assert forged not in run.stdout
+        assert forged in run.stderr
+    for message in run.messages:
+        assert_valid(message)
+
+
+def test_a_result_line_is_written_even_when_the_candidate_exits(cache_dir: str) -> None:
+    run = run_worker(make_request(problem("tiny_linear"), candidate("sys_exit"), cache_dir))
+    assert run.returncode == 0
+    assert run.result["verdict"] == "runtime_error"
+    assert "SystemExit: 3" in run.result["reason"]
+    assert_valid({"type": "result", "result": run.result})
+
+
+def test_invalid_request_is_one_line_on_stderr_and_exit_2(cache_dir: str) -> None:
+    request = make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir)
+    del request["options"]["trials"]
+    run = run_worker(request)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr.strip() == "kforge_worker: invalid request: request.options.trials: missing"
+    garbage = run_worker(None)
+    assert garbage.returncode == 2 and "invalid request" in garbage.stderr
+
+
+def test_probe_describes_the_python_side() -> None:
+    run = run_worker(None, ("--probe",))
+    assert run.returncode == 0
+    assert len(run.messages) == 1
+    probe = run.messages[0]
+    assert_valid(probe, "ProbeResult")
+    assert probe["torch"] and probe["torchError"] is None
+    assert probe["cudaAvailable"] in (True, False)
+    assert "Traceback" not in run.stderr
+
+
+def test_request_file_option(cache_dir: str, tmp_path) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(make_request(problem("tiny_tuple"), candidate("tuple_correct"), cache_dir)))
+    run = run_worker(None, ("--request", str(path)))
+    assert run.result["verdict"] == "correct"

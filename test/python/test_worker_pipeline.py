@@ -1,0 +1,167 @@
+"""The pipeline in-process on tiny CPU problems: every verdict, parameter sync, precision, tolerance."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_valid, candidate, evaluate, make_request, problem
+
+from kforge_worker.pipeline import sync_parameters, trial_seed
+
+
+def test_correct_candidate_with_state_dict_sync(cache_dir: str) -> None:
+    result, messages = evaluate(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, trials=5))
+    assert result["verdict"] == "correct" and result["reason"] is None
+    assert result["paramSync"] == {"mode": "state_dict", "detail": "2 tensors loaded from Model (strict)"}
+    assert result["tolerance"] == {"atol": 1e-4, "rtol": 1e-4}
+    assert len(result["trials"]) == 5
+    assert len({t["seed"] for t in result["trials"]}) == 5  # fresh inputs every trial
+    for trial in result["trials"]:
+        (out,) = trial["outputs"]
+        assert trial["passed"] and out["allclose"]
+        assert out["shape"] == out["refShape"] == [4, 8]
+        assert out["vsRef"] == {"maxAbs": 0.0, "relL2": 0.0}
+        assert 0 < out["refVsFp64"]["relL2"] < 1e-6  # fp32 rounding, measured against float64
+        assert out["candVsFp64"] == out["refVsFp64"]
+    stages = [m["stage"] for m in messages if m["type"] == "progress"]
+    assert stages[0] == "import" and "check" in stages
+    for message in messages:
+        assert_valid(message)
+
+
+def test_trial_seeds_derive_from_the_request_seed() -> None:
+    assert trial_seed(0, 0) != trial_seed(0, 1) != trial_seed(1, 0)
+    assert trial_seed(5, 2) == trial_seed(5, 2)
+    assert 0 <= trial_seed(2**40, "timing") < 2**31
+
+
+def test_different_attribute_names_fall_back_to_seed_sync(cache_dir: str) -> None:
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("linear_seed_only"), cache_dir))
+    assert result["verdict"] == "correct"  # same seed, same construction order, same weights
+    assert result["paramSync"]["mode"] == "seed"
+    assert "only in Model: fc.weight, fc.bias" in result["paramSync"]["detail"]
+    assert "only in ModelNew: proj.weight, proj.bias" in result["paramSync"]["detail"]
+
+
+def test_sync_parameters_reports_shape_differences_and_loads_matching_dicts() -> None:
+    ref, new = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    assert sync_parameters(ref, new)["mode"] == "state_dict"
+    assert torch.equal(ref.weight, new.weight)
+    odd = torch.nn.Linear(2, 3)
+    sync = sync_parameters(ref, odd)
+    assert sync["mode"] == "seed" and "weight [3, 2] vs [2, 3]" in sync["detail"]
+
+
+@pytest.mark.parametrize(
+    ("problem_name", "candidate_name", "verdict", "reason_parts"),
+    [
+        ("tiny_linear", "raising", "runtime_error", ["ModelNew.forward: RuntimeError: kernel launch failed", "raising.py:14 in finish"]),
+        ("tiny_linear", "sys_exit", "runtime_error", ["SystemExit: 3", "sys_exit.py:12 in forward"]),
+        ("tiny_linear", "keyboard_interrupt", "runtime_error", ["ModelNew(*get_init_inputs()): KeyboardInterrupt"]),
+        ("tiny_linear", "wrong_shape", "shape_mismatch", ["trial 0 output 0: shape [8, 4] vs reference [4, 8]"]),
+        ("tiny_linear", "wrong_dtype", "shape_mismatch", ["dtype float64 vs reference float32"]),
+        ("tiny_linear", "slightly_wrong", "incorrect", ["trial 0 output 0: max abs err 0.001 > atol+rtol·|ref|", "at 32 of 32 elements", "[3 of 3 trials failed]"]),
+        ("tiny_linear", "nan_output", "incorrect", ["1 non-finite (NaN/Inf) of 32 elements"]),
+        ("tiny_tuple", "tuple_second_wrong", "incorrect", ["output 1: max abs err"]),
+        ("tiny_tuple", "tuple_too_few", "shape_mismatch", ["ModelNew returned 1 output tensor(s), Model 2"]),
+    ],
+)
+def test_failing_candidates_get_their_verdict_and_reason(
+    cache_dir: str, problem_name: str, candidate_name: str, verdict: str, reason_parts: list[str]
+) -> None:
+    result, _ = evaluate(make_request(problem(problem_name), candidate(candidate_name), cache_dir))
+    assert result["verdict"] == verdict, result["reason"]
+    for part in reason_parts:
+        assert part in result["reason"]
+    assert "kforge_worker" not in result["reason"]  # the worker's own frames never show
+    assert_valid({"type": "result", "result": result})
+
+
+def test_runtime_error_reason_skips_nn_module_plumbing(cache_dir: str) -> None:
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("raising"), cache_dir))
+    assert "module.py" not in result["reason"]
+    assert len(result["reason"].splitlines()) <= 6
+
+
+def test_tuple_outputs_are_compared_element_by_element(cache_dir: str) -> None:
+    result, _ = evaluate(make_request(problem("tiny_tuple"), candidate("tuple_correct"), cache_dir))
+    assert result["verdict"] == "correct"
+    outs = result["trials"][0]["outputs"]
+    assert [o["index"] for o in outs] == [0, 1]
+    assert outs[0]["shape"] == [3, 5] and outs[1]["shape"] == [3]
+    wrong, _ = evaluate(make_request(problem("tiny_tuple"), candidate("tuple_second_wrong"), cache_dir))
+    first = wrong["trials"][0]["outputs"]
+    assert first[0]["allclose"] and not first[1]["allclose"]
+
+
+def test_candidate_gets_clones_of_the_inputs(cache_dir: str) -> None:
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("mutates_input"), cache_dir))
+    assert result["verdict"] == "correct"  # zeroing its copy changed nothing for the reference
+
+
+def test_batchnorm_buffers_are_synced_and_training_mode_kept(cache_dir: str) -> None:
+    result, _ = evaluate(make_request(problem("tiny_bn"), candidate("bn_correct"), cache_dir, trials=5, timing=True, min_iters=5, max_iters=10))
+    assert result["verdict"] == "correct", result["reason"]
+    assert result["paramSync"]["mode"] == "state_dict"
+    # fc weight/bias, bn weight/bias, running mean/var, num_batches_tracked
+    assert "7 tensors" in result["paramSync"]["detail"]
+
+
+def test_precision_casts_inputs_and_both_models(cache_dir: str) -> None:
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, precision="bf16"))
+    assert result["verdict"] == "correct"
+    assert result["precision"] == "bf16"
+    assert result["tolerance"] == {"atol": 1e-2, "rtol": 1e-2}
+    out = result["trials"][0]["outputs"][0]
+    assert out["dtype"] == out["refDtype"] == "bfloat16"
+    assert out["refVsFp64"]["relL2"] > 1e-4  # bf16 arithmetic is visibly coarser than fp32
+
+
+def test_half_precision_tolerance_accepts_what_fp32_rejects(cache_dir: str) -> None:
+    fp32, _ = evaluate(make_request(problem("tiny_linear"), candidate("slightly_wrong"), cache_dir))
+    bf16, _ = evaluate(make_request(problem("tiny_linear"), candidate("slightly_wrong"), cache_dir, precision="bf16"))
+    assert fp32["verdict"] == "incorrect"
+    assert bf16["verdict"] == "correct"
+
+
+def test_problem_metadata_and_request_override_the_tolerance(cache_dir: str) -> None:
+    loose, _ = evaluate(make_request(problem("tolerance_override"), candidate("times_three_off"), cache_dir))
+    assert loose["tolerance"] == {"atol": 5e-3, "rtol": 5e-3}
+    assert loose["verdict"] == "correct"
+    strict, _ = evaluate(
+        make_request(problem("tolerance_override"), candidate("times_three_off"), cache_dir, atol=1e-4, rtol=1e-4)
+    )
+    assert strict["tolerance"] == {"atol": 1e-4, "rtol": 1e-4}
+    assert strict["verdict"] == "incorrect"
+
+
+def test_cpu_timing_produces_statistics_and_a_speedup(cache_dir: str) -> None:
+    result, messages = evaluate(
+        make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, timing=True, min_iters=20, max_iters=60)
+    )
+    timing = result["timing"]
+    assert result["verdict"] == "correct"
+    assert 20 <= timing["ref"]["n"] == timing["cand"]["n"] <= 60
+    assert timing["ref"]["minMs"] <= timing["ref"]["p25Ms"] <= timing["ref"]["medianMs"] <= timing["ref"]["p75Ms"] <= timing["ref"]["maxMs"]
+    assert timing["speedup"] == pytest.approx(timing["ref"]["medianMs"] / timing["cand"]["medianMs"])
+    assert timing["speedupCi"][0] <= timing["speedup"] <= timing["speedupCi"][1]
+    assert timing["smClockMhz"] == {"start": None, "end": None}
+    assert timing["method"].startswith("cpu perf_counter")
+    assert any(m.get("stage") == "time" for m in messages)
+    assert_valid({"type": "result", "result": result})
+
+
+def test_no_timing_for_failing_candidates(cache_dir: str) -> None:
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("slightly_wrong"), cache_dir, timing=True))
+    assert result["verdict"] == "incorrect"
+    assert result["timing"] is None
+
+
+def test_pipeline_restores_the_process_state(cache_dir: str) -> None:
+    import os
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    before = (cpp_extension.load_inline, cpp_extension.load, os.environ.get("TORCH_EXTENSIONS_DIR"))
+    evaluate(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir))
+    assert (cpp_extension.load_inline, cpp_extension.load, os.environ.get("TORCH_EXTENSIONS_DIR")) == before
