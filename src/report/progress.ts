@@ -59,7 +59,7 @@ function finishedLine(
     parts.push(`speedup ${formatSpeedupWithCi(result.timing.speedup, result.timing.speedupCi)}`);
   parts.push(`(${formatDuration(result.seconds)})`);
   const reason = firstReasonLine(result);
-  if (reason) parts.push(`— ${truncate(reason, 100)}`);
+  if (reason) parts.push(`— ${truncate(reason, 160)}`);
   return parts.join(" ");
 }
 

@@ -154,7 +154,8 @@ function tryLayout(results: EvalResult[], width: number, grouped: boolean, gap: 
   const fixed = widths.reduce((sum, w) => sum + w, 0) - (widths[0] ?? 0) - (grouped ? 0 : (widths[1] ?? 0));
   const room = width - gap * (headers.length - 1) - fixed;
   if (grouped) {
-    widths[0] = Math.max(MIN_CANDIDATE, Math.min(widths[0] ?? 0, room));
+    // Below MIN_CANDIDATE only as the last resort, on terminals narrower than about 70 columns.
+    widths[0] = Math.max(INDENT.length + 2, Math.min(Math.max(widths[0] ?? 0, MIN_CANDIDATE), room));
     return { layout: { grouped, gap, withCi, headers, widths }, fitsFully: (natural[1] ?? 0) <= room, room };
   }
   return {

@@ -1,0 +1,468 @@
+// The reporting layer: terminal table and detail, progress, results loading, roofline maths, HTML report,
+// and the `kforge report` command, all on the fixture results in test/fixtures/results.
+import assert from "node:assert/strict";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { describe, test } from "node:test";
+import { execa } from "execa";
+import { renderHtmlReport } from "../src/report/html.ts";
+import { loadResultsFile, loadResultsFiles, ResultsFileError } from "../src/report/load.ts";
+import { createProgress } from "../src/report/progress.ts";
+import {
+  ceilingsFor,
+  effectivePrecision,
+  floorMs,
+  KNOWN_WORKLOADS,
+  rooflineEntry,
+} from "../src/report/roofline.ts";
+import { errorSummary } from "../src/report/summary.ts";
+import { formatResultDetail, formatResultsTable, useColor } from "../src/report/table.ts";
+import type { EvalResult, ProgressMessage } from "../src/worker/protocol.ts";
+
+const FIXTURES = join(import.meta.dirname, "fixtures", "results");
+const fixtureFiles = readdirSync(FIXTURES)
+  .filter((f) => f.endsWith(".json"))
+  .sort()
+  .map((f) => join(FIXTURES, f));
+const results = loadResultsFiles(fixtureFiles);
+// biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes start with ESC
+const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
+const visible = (line: string) => Array.from(line.replace(ANSI, "")).length;
+
+function byCandidate(name: string): EvalResult {
+  const r = results.find((x) => x.candidate === name);
+  assert.ok(r, `fixture ${name} exists`);
+  return r;
+}
+
+/** A copy of a fixture result with some fields replaced. */
+function variant(name: string, change: Partial<EvalResult>): EvalResult {
+  return { ...structuredClone(byCandidate(name)), ...change };
+}
+
+describe("fixtures", () => {
+  test("cover several problems and every kind of outcome the report must show", () => {
+    const problems = new Set(results.map((r) => r.problem));
+    assert.ok(problems.size >= 3);
+    const verdicts = new Set(results.map((r) => r.verdict));
+    for (const v of ["correct", "incorrect", "compile_error", "cheating", "runtime_error", "no_code"]) {
+      assert.ok(verdicts.has(v as EvalResult["verdict"]), `a ${v} fixture`);
+    }
+    assert.ok(
+      results.some((r) => (r.timing?.cand.samplesMs.length ?? 0) >= 100),
+      "timing samples present",
+    );
+  });
+});
+
+describe("terminal table", () => {
+  for (const width of [100, 80, 60]) {
+    for (const color of [false, true]) {
+      test(`every line fits ${width} columns (colour ${color ? "on" : "off"})`, () => {
+        const text = formatResultsTable(results, { color, width });
+        for (const line of text.split("\n"))
+          assert.ok(visible(line) <= width, `${visible(line)} > ${width}: ${line}`);
+      });
+    }
+  }
+
+  test("defaults to 100 columns and shows every problem, candidate, verdict and number", () => {
+    const text = formatResultsTable(results, { color: false });
+    for (const line of text.split("\n")) assert.ok(visible(line) <= 100);
+    for (const r of results) {
+      assert.ok(text.includes(r.problem), r.problem);
+      assert.ok(text.includes(r.candidate), r.candidate);
+    }
+    const sdpa = byCandidate("sdpa_fp16.kforge.py");
+    const line = text.split("\n").find((l) => l.includes("sdpa_fp16.kforge.py")) ?? "";
+    assert.match(line, /correct/);
+    assert.match(line, /1\.91× \(1\.88–1\.93\)/);
+    assert.ok(line.includes(sdpa.timing?.ref.medianMs.toPrecision(3) ?? "?"));
+    assert.match(line, /4\.9e-4\s+6\.1e-4$/, "reference and candidate error vs fp64");
+    const incorrect = text.split("\n").find((l) => l.includes("000_510f890c0e824915.txt")) ?? "";
+    assert.match(incorrect, /incorrect\s+–/, "untimed candidates show a dash, not a number");
+    assert.match(incorrect, /3\.8e0$/);
+  });
+
+  test("puts the first line of the reason, truncated, under failing results only", () => {
+    const lines = formatResultsTable(results, { color: false }).split("\n");
+    const reasons = lines.filter((l) => l.includes("↳"));
+    assert.equal(reasons.length, results.filter((r) => r.reason).length);
+    assert.ok(reasons.some((l) => l.includes("nvcc failed building flash_sdpa") && l.endsWith("…")));
+    assert.ok(!reasons.some((l) => l.includes("CUDA kernel errors might be")), "only the first line");
+    const afterCorrect = lines[lines.findIndex((l) => l.includes("sdpa_fp16.kforge.py")) + 1] ?? "";
+    assert.ok(!afterCorrect.includes("↳"));
+  });
+
+  test("keeps a problem column when names are short, and truncates what cannot fit", () => {
+    const short = results.map((r, i) => ({ ...r, problem: `p${i % 2}`, candidate: `c${i}` }));
+    const header = formatResultsTable(short, { color: false }).split("\n")[0] ?? "";
+    assert.match(header, /^problem\s+candidate\s+verdict/);
+    const long = [
+      variant("sdpa_fp16.kforge.py", { candidate: `${"very_long_candidate_name_".repeat(6)}.py` }),
+    ];
+    const text = formatResultsTable(long, { color: false, width: 100 });
+    for (const line of text.split("\n")) assert.ok(visible(line) <= 100);
+    assert.ok(text.includes("very_long_candidate_name_very_long"));
+    assert.ok(text.includes("…"));
+  });
+
+  test("colours verdicts and speedups only when asked", () => {
+    const plain = formatResultsTable(results, { color: false });
+    assert.doesNotMatch(plain, ANSI);
+    const colored = formatResultsTable(results, { color: true });
+    assert.ok(colored.includes("\x1b[32mcorrect\x1b[39m"), "correct in green");
+    assert.ok(colored.includes("\x1b[31mincorrect\x1b[39m"), "incorrect in red");
+    assert.ok(colored.includes("\x1b[35mcheating"), "cheating in magenta");
+    assert.ok(colored.includes("\x1b[31m0.75× (0.74–0.76)"), "a CI entirely below 1× in red");
+    assert.ok(
+      colored.includes("1.00× (0.99–1.01)") && !colored.includes("m1.00× (0.99–1.01)"),
+      "inconclusive uncoloured",
+    );
+    assert.equal(colored.replace(ANSI, ""), plain);
+  });
+
+  test("says so when there is nothing to show", () => {
+    assert.equal(formatResultsTable([], { color: false }), "no results\n");
+  });
+});
+
+describe("useColor", () => {
+  const tty = { isTTY: true };
+  const pipe = { isTTY: false };
+  test("colours a TTY and nothing else by default", () => {
+    assert.equal(useColor(tty, {}), true);
+    assert.equal(useColor(pipe, {}), false);
+    assert.equal(useColor({}, {}), false);
+  });
+  test("NO_COLOR (non-empty) and TERM=dumb turn it off", () => {
+    assert.equal(useColor(tty, { NO_COLOR: "1" }), false);
+    assert.equal(useColor(tty, { NO_COLOR: "" }), true);
+    assert.equal(useColor(tty, { TERM: "dumb" }), false);
+  });
+  test("FORCE_COLOR wins either way", () => {
+    assert.equal(useColor(pipe, { FORCE_COLOR: "1" }), true);
+    assert.equal(useColor(pipe, { FORCE_COLOR: "" }), true);
+    assert.equal(useColor(tty, { FORCE_COLOR: "0" }), false);
+    assert.equal(useColor(tty, { FORCE_COLOR: "false" }), false);
+    assert.equal(useColor(pipe, { FORCE_COLOR: "1", NO_COLOR: "1" }), true);
+  });
+});
+
+describe("result detail", () => {
+  test("shows failed and warned checks with their evidence", () => {
+    const text = formatResultDetail(byCandidate("side_stream_reply.md"), { color: false });
+    assert.match(text, /FAIL async_timing → cheating/);
+    assert.match(text, /stream 0x7f3a2c001e40/);
+    assert.match(text, /checks \(5 passed, 1 failed, 0 warned, 0 skipped\)/);
+    assert.match(text, /block 1 of 1 in transcript sources\/side_stream_reply\.md/);
+    const warned = formatResultDetail(byCandidate("layernorm_naive.py"), { color: false });
+    assert.match(warned, /WARN async_timing/);
+  });
+
+  test("shows the compile errors from a failed build's log", () => {
+    const text = formatResultDetail(byCandidate("002_e7edf580a2003a0e.txt"), { color: false });
+    assert.match(text, /compile log: flash_sdpa \(failed after 12\.7 s\)/);
+    assert.match(text, /cuda\.cu\(41\): error: no suitable conversion/);
+    assert.match(text, /cuda\.cu\(77\): error: identifier "hexp" is undefined/);
+  });
+
+  test("lists trials with errors against the reference and float64, within the width", () => {
+    const text = formatResultDetail(byCandidate("000_510f890c0e824915.txt"), { color: false, width: 100 });
+    assert.match(text, /trials \(0\/5 passed\)/);
+    assert.match(text, /1001\s+0\s+\[32,32,512,1024\]\s+float16\s+no\s+3\.8e0\s+3\.8e0\s+4\.9e-4/);
+    for (const line of text.split("\n")) assert.ok(visible(line) <= 100, line);
+    assert.doesNotMatch(text, ANSI);
+    assert.match(formatResultDetail(byCandidate("000_510f890c0e824915.txt"), { color: true }), ANSI);
+  });
+});
+
+class CaptureStream extends PassThrough {
+  text = "";
+  isTTY: boolean;
+  columns = 100;
+  constructor(isTTY: boolean) {
+    super();
+    this.isTTY = isTTY;
+    this.on("data", (chunk: Buffer) => {
+      this.text += chunk.toString();
+    });
+  }
+  // What cli-progress uses on a terminal.
+  cursorTo(x: number, _y?: number) {
+    this.write(`\x1b[${x + 1}G`);
+    return true;
+  }
+  moveCursor(dx: number, dy: number) {
+    if (dy) this.write(`\x1b[${Math.abs(dy)}${dy < 0 ? "A" : "B"}`);
+    if (dx) this.write(`\x1b[${Math.abs(dx)}${dx < 0 ? "D" : "C"}`);
+    return true;
+  }
+  clearLine() {
+    this.write("\x1b[2K");
+    return true;
+  }
+  clearScreenDown() {
+    this.write("\x1b[0J");
+    return true;
+  }
+}
+
+const msg = (stage: ProgressMessage["stage"], detail: string, fraction: number | null): ProgressMessage => ({
+  type: "progress",
+  stage,
+  detail,
+  fraction,
+});
+
+describe("progress", () => {
+  test("prints nothing when disabled", () => {
+    const stream = new CaptureStream(true);
+    const p = createProgress({ enabled: false, stream: stream as unknown as NodeJS.WriteStream });
+    p.candidateStarted("a.py", 0, 1);
+    p.update(msg("compile", "building", null));
+    p.candidateFinished(byCandidate("sdpa_fp16.kforge.py"));
+    p.log("x");
+    p.stop();
+    assert.equal(stream.text, "");
+  });
+
+  test("prints plain, rate-limited lines with no control codes when not a TTY", () => {
+    const stream = new CaptureStream(false);
+    let now = 0;
+    const p = createProgress({
+      enabled: true,
+      stream: stream as unknown as NodeJS.WriteStream,
+      plainIntervalMs: 1000,
+      now: () => now,
+    });
+    p.candidateStarted("000_510f890c0e824915.txt", 1, 3);
+    p.update(msg("compile", "building extension sdpa_cuda (ninja)", null));
+    now += 100;
+    p.update(msg("check", "trial 1/5", 0.2));
+    now += 100;
+    p.update(msg("check", "trial 2/5", 0.4)); // same stage within the interval: held back
+    now += 1000;
+    p.update(msg("check", "trial 3/5", 0.6));
+    p.candidateFinished(byCandidate("000_510f890c0e824915.txt"));
+    p.stop();
+    assert.ok(!stream.text.includes("\x1b"), "no control codes");
+    assert.deepEqual(stream.text.trimEnd().split("\n"), [
+      "[2/3] 000_510f890c0e824915.txt: started",
+      "[2/3] 000_510f890c0e824915.txt: compile: building extension sdpa_cuda (ninja)",
+      "[2/3] 000_510f890c0e824915.txt: trials 20%: trial 1/5",
+      "[2/3] 000_510f890c0e824915.txt: trials 60%: trial 3/5",
+      "[2/3] 000_510f890c0e824915.txt: incorrect (52.0 s) — output 0 differs from the reference in 5/5 trials: max |Δ| 3.81 at [3, 7, 100, 12] (atol 0.01, rtol 0.01)",
+    ]);
+  });
+
+  test("draws a live bar with the stage and detail on a TTY, and logs finished candidates above it", async () => {
+    const stream = new CaptureStream(true);
+    const p = createProgress({ enabled: true, stream: stream as unknown as NodeJS.WriteStream });
+    p.candidateStarted("sdpa_fp16.kforge.py", 0, 2);
+    p.update(msg("time", "iteration 120/200, CI ±1.7%", 0.6));
+    await new Promise((r) => setTimeout(r, 250));
+    p.log("worker: compiled in 41 s");
+    p.candidateFinished(byCandidate("sdpa_fp16.kforge.py"));
+    p.stop();
+    const text = stream.text.replace(ANSI, "");
+    assert.match(text, /\[1\/2\] sdpa_fp16\.kforge\.py █+░+\s+60% timing iteration 120\/200, CI ±1\.7%/);
+    assert.match(text, /worker: compiled in 41 s\n/);
+    assert.match(
+      text,
+      /\[1\/2\] sdpa_fp16\.kforge\.py: correct speedup 1\.91× \(1\.88–1\.93\) \(1 min 13 s\)\n/,
+    );
+  });
+});
+
+describe("results files", () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-report-load-"));
+  const one = byCandidate("sdpa_fp16.kforge.py");
+  test("accept one result, an array, or {results: [...]}", () => {
+    const shapes = { "one.json": one, "array.json": [one, one], "wrapped.json": { results: [one] } };
+    for (const [name, content] of Object.entries(shapes))
+      writeFileSync(join(dir, name), JSON.stringify(content));
+    assert.equal(loadResultsFile(join(dir, "one.json")).length, 1);
+    assert.equal(loadResultsFile(join(dir, "array.json")).length, 2);
+    assert.equal(loadResultsFile(join(dir, "wrapped.json"))[0]?.candidate, one.candidate);
+  });
+
+  test("keep the optional report fields (workload, optimize)", () => {
+    const ln = byCandidate("layernorm_bf16.kforge.py") as EvalResult & { workload?: unknown };
+    assert.ok(ln.workload, "workload survives validation");
+  });
+
+  test("reject a bad file with one line naming it and what is wrong", () => {
+    const cases: Array<[string, string, RegExp]> = [
+      ["garbage.json", "{not json", /garbage\.json: not valid JSON/],
+      [
+        "wrong.json",
+        JSON.stringify({ ...one, verdict: "great" }),
+        /wrong\.json: not an EvalResult at verdict/,
+      ],
+      [
+        "inarray.json",
+        JSON.stringify([one, { protocol: 1 }]),
+        /inarray\.json: not an EvalResult at 1\.problem/,
+      ],
+      [
+        "results.json",
+        JSON.stringify({ results: [{ ...one, timing: 3 }] }),
+        /results\.json: not an EvalResult at results\.0\.timing/,
+      ],
+    ];
+    for (const [name, content, expected] of cases) {
+      writeFileSync(join(dir, name), content);
+      assert.throws(
+        () => loadResultsFile(join(dir, name)),
+        (e: unknown) =>
+          e instanceof ResultsFileError && expected.test(e.message) && !e.message.includes("\n"),
+        name,
+      );
+    }
+    assert.throws(() => loadResultsFile(join(dir, "absent.json")), /absent\.json: no such file/);
+  });
+});
+
+describe("roofline", () => {
+  test("the floor is the larger of compute time and memory time on the device's ceilings", () => {
+    const sdpa = byCandidate("sdpa_fp16.kforge.py");
+    const ceilings = ceilingsFor(sdpa);
+    assert.equal(ceilings?.name, "H100 80GB HBM3");
+    const w = KNOWN_WORKLOADS.sdpa_fp16;
+    assert.ok(w && ceilings);
+    assert.equal(w.flops, 4 * 32 * 32 * 512 * 512 * 1024);
+    const compute = ceilings.compute.find((c) => c.precisions.includes("fp16"));
+    assert.ok(compute);
+    const expected = Math.max(w.flops / 778e12, w.bytes / 2.95e12) * 1000;
+    assert.ok(Math.abs(floorMs(w, ceilings, compute) - expected) < 1e-12);
+    const entry = rooflineEntry(sdpa);
+    assert.ok(entry.ok);
+    assert.ok(Math.abs(entry.cand.tflops - w.flops / (sdpa.timing?.cand.medianMs ?? 0) / 1e9) < 1e-9);
+  });
+
+  test("fp32 problems are held to the fp32 ceiling, not the tensor-core one", () => {
+    const entry = rooflineEntry(byCandidate("gemm_bn_scale_softmax.kforge.py"));
+    assert.ok(entry.ok);
+    assert.deepEqual(entry.compute.precisions, ["fp32"]);
+  });
+
+  test("explains results it cannot place", () => {
+    const unknown = rooflineEntry(variant("sdpa_fp16.kforge.py", { problem: "my_conv" }));
+    assert.equal(unknown.ok, false);
+    assert.match(!unknown.ok ? unknown.why : "", /no FLOP\/byte counts known for problem my_conv/);
+    const cpu = variant("sdpa_fp16.kforge.py", {});
+    cpu.environment = { ...cpu.environment, device: "cpu", gpu: null };
+    const cpuEntry = rooflineEntry(cpu);
+    assert.match(!cpuEntry.ok ? cpuEntry.why : "", /no measured ceilings for device cpu/);
+    assert.equal(rooflineEntry(byCandidate("softmax_rows.py")).ok, false);
+  });
+
+  test("precision falls back to the outputs' dtype", () => {
+    const r = variant("layernorm_naive.py", { precision: null });
+    assert.equal(effectivePrecision(r), "bf16");
+  });
+
+  test("error summary takes the worst over trials and outputs", () => {
+    const e = errorSummary(byCandidate("000_510f890c0e824915.txt"));
+    assert.equal(e.candVsFp64, 3.81);
+    assert.equal(e.refVsFp64, 0.00049);
+  });
+});
+
+describe("HTML report", () => {
+  const page = renderHtmlReport(results, { title: "fixtures", sourceDirs: [FIXTURES] });
+
+  test("has a summary row per result with verdict, speedup and errors vs float64", () => {
+    const rows = page.match(/<tr class="result-row"[^>]*>/g) ?? [];
+    assert.equal(rows.length, results.length);
+    const row = page.slice(page.indexOf('data-candidate="sdpa_fp16.kforge.py"'));
+    const cells = row.slice(0, row.indexOf("</tr>"));
+    assert.match(cells, /class="verdict"[^>]*>correct</);
+    assert.match(cells, /1\.91× \(1\.88–1\.93\)/);
+    assert.match(cells, /4\.9e-4/);
+    assert.match(cells, /6\.1e-4/);
+    assert.match(cells, /class="check pass"[^>]*>fresh_inputs</);
+  });
+
+  test("draws the charts as inline SVG: speedup, timing per timed problem, roofline", () => {
+    const svgs = page.match(/<svg[\s>]/g) ?? [];
+    const timedProblems = new Set(results.filter((r) => r.timing).map((r) => r.problem));
+    assert.equal(svgs.length, 1 + timedProblems.size + 1);
+    assert.match(page, /Speedup over PyTorch/);
+    assert.match(page, /Roofline: H100 80GB HBM3/);
+    assert.match(page, /gemm_bn_scale_softmax floor 2\.05 ms/);
+    assert.doesNotMatch(page, /<script|<link|src="http|url\(http/i, "no scripts, no external resources");
+  });
+
+  test("shows the evidence: reasons, failed checks, compile logs, the extracted code, fused regions", () => {
+    assert.match(page, /cuda\.cu\(77\): error: identifier &quot;hexp&quot; is undefined/);
+    assert.match(page, /extracted code: block 6 of 6 from transcript sources\/000_510f890c0e824915\.txt/);
+    assert.match(page, /class ModelNew/, "the transcript's block is shown");
+    assert.match(page, /source not found on this machine: \/home\/user\/kforge-out\/sdpa_fp16\.kforge\.py/);
+    assert.match(page, /attention\/fused_fwd/);
+    assert.match(page, /<details class="result" id="result-\d+"/);
+  });
+
+  test("escapes everything that comes from results, in the tables and in the charts", () => {
+    const evil = variant("sdpa_fp16.kforge.py", {
+      candidate: `<script>alert("x")</script>`,
+      problem: `p&<b>`,
+      reason: `<img src=x onerror=alert(1)>`,
+      verdict: "incorrect",
+    });
+    const html = renderHtmlReport([evil], {
+      source: () => ({ code: "</pre><script>bad()</script>", note: "n" }),
+    });
+    assert.doesNotMatch(html, /<script|<img|<b>/);
+    assert.match(html, /&lt;script&gt;alert\(&quot;x&quot;\)&lt;\/script&gt;/);
+    assert.match(html, /&lt;img src=x onerror=alert\(1\)&gt;/);
+    assert.match(html, /p&amp;&lt;b&gt;/);
+  });
+
+  test("says why instead of drawing a chart when there is no data for it", () => {
+    const untimed = results.filter((r) => !r.timing);
+    const html = renderHtmlReport(untimed, { source: () => ({ code: null, note: "-" }) });
+    assert.doesNotMatch(html, /<svg/);
+    assert.match(html, /No speedup chart: no candidate was timed/);
+    assert.match(html, /No roofline: no timed results/);
+    const unknown = renderHtmlReport([variant("sdpa_fp16.kforge.py", { problem: "my_conv" })], {
+      source: () => ({ code: null, note: "-" }),
+    });
+    assert.match(unknown, /No roofline: no FLOP\/byte counts known for problem my_conv/);
+    assert.equal((unknown.match(/<svg/g) ?? []).length, 2, "speedup and timing still drawn");
+  });
+});
+
+describe("kforge report", () => {
+  const kforge = (args: string[]) =>
+    execa("node", [join(import.meta.dirname, "..", "bin", "kforge.js"), "report", ...args], {
+      reject: false,
+      env: { NO_COLOR: "1" },
+    });
+  const dir = mkdtempSync(join(tmpdir(), "kforge-report-cmd-"));
+
+  test("writes the HTML report from several results files", async () => {
+    const out = join(dir, "sub", "report.html");
+    const run = await kforge([...fixtureFiles, "-o", out, "--title", "nightly <run>"]);
+    assert.equal(run.exitCode, 0, run.stderr);
+    assert.match(run.stderr, /wrote .*report\.html \(10 results, 3 problems\)/);
+    const html = readFileSync(out, "utf8");
+    assert.match(html, /<title>nightly &lt;run&gt;<\/title>/);
+    assert.equal((html.match(/<tr class="result-row"/g) ?? []).length, 10);
+    assert.match(html, /class ModelNew/, "relative transcript paths resolved next to the results files");
+  });
+
+  test("a bad file is one line naming it, exit 1, nothing written", async () => {
+    const bad = join(dir, "bad.json");
+    writeFileSync(bad, JSON.stringify([{ protocol: 1, problem: "x" }]));
+    const out = join(dir, "never.html");
+    const run = await kforge([fixtureFiles[0] ?? "", bad, "-o", out]);
+    assert.equal(run.exitCode, 1);
+    assert.equal(run.stderr.trim().split("\n").length, 1);
+    assert.match(run.stderr, /^kforge report: .*bad\.json: not an EvalResult at 0\.candidate/);
+    assert.equal(existsSync(out), false);
+  });
+});
