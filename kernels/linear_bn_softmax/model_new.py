@@ -1,0 +1,219 @@
+"""ModelNew: softmax(scale * BatchNorm1d(Linear(x)), dim=1) with custom CUDA kernels.
+
+Drop-in for the reference Model(in_features, out_features, bn_eps, bn_momentum, scale_shape): same
+submodules (gemm, bn, scale, softmax), same state_dict keys, same forward(x).
+
+CUDA path (fp32 CUDA input, no autograd recording):
+  Y = x W^T    cuBLAS on tensor cores. torch.backends.cuda.matmul.allow_tf32 off (PyTorch's default):
+               3xTF32 - x and W split into tf32 big + small parts by our kernel, Y = xs Wb^T + xb Ws^T
+               + xb Wb^T in fp32 - error at fp32 level. allow_tf32 on (or float32 matmul precision
+               'high'/'medium'): one TF32 GEMM, as PyTorch itself does then.
+  statistics   training (or no running stats): per-column batch mean / biased variance from row-tile
+               partials merged with Chan's formula in a fixed order (deterministic); running_mean,
+               running_var (unbiased) and num_batches_tracked updated as nn.BatchNorm1d does, momentum=None
+               included. Eval: the running statistics. Either way the per-column affine is rebuilt from
+               the live parameters and buffers on every call - nothing is folded at __init__.
+  row pass     z = (y - shift) * mult + add, softmax over the row, in place on Y.
+Anything else - CPU tensors, other dtypes, autograd recording, autocast, pre-Ampere GPUs, layouts the
+kernels do not cover, batch 1 in training (PyTorch raises its own error) - runs the original PyTorch
+ops, so the answer is never wrong.
+
+The weight's tf32 split (2 x the weight's size) is cached between calls when the weight is unchanged:
+the cache is keyed on the Parameter object and its version counter, which every in-place update
+(optimiser step, load_state_dict, copy_) bumps. Writes through `weight.data` bypass version counters:
+after such writes, or to save the memory, set `model.cache_weight_split = False` (the split is then
+rebuilt on every call).
+"""
+
+import glob
+import os
+import sys
+
+import torch
+import torch.nn as nn
+
+_CUDA_SOURCE = "@@KFORGE_SOURCE:host.cu@@"
+_CPP_SOURCE = "@@KFORGE_SOURCE:bindings.cpp@@"
+
+_extension_module = None
+
+
+def _cublas_link_flags():
+    """Linker flags for cuBLAS, matching the soname that torch itself loaded where possible.
+
+    pip-installed CUDA (nvidia-cublas wheels) ships only the versioned library (libcublas.so.13), so
+    `-lcublas` alone can fail to link; a toolkit install has the unversioned name in CUDA_HOME.
+    """
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    major = (torch.version.cuda or "").split(".")[0]
+    for base in sys.path:
+        for lib in sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib", f"libcublas.so.{major}*"))):
+            return [f"-L{os.path.dirname(lib)}", f"-l:{os.path.basename(lib)}"]
+    if CUDA_HOME:
+        for sub in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib")):
+            if os.path.exists(os.path.join(CUDA_HOME, sub, "libcublas.so")):
+                return [f"-L{os.path.join(CUDA_HOME, sub)}", "-lcublas"]
+    # Last resort: leave the symbols undefined; torch's CUDA build loads libcublas globally at import.
+    return []
+
+
+def _extension():
+    """Builds (once per process, cached on disk by torch) the CUDA extension. A failed build raises."""
+    global _extension_module
+    if _extension_module is None:
+        from torch.utils.cpp_extension import load_inline
+
+        _extension_module = load_inline(
+            name="kforge_linear_bn_softmax",
+            cpp_sources=[_CPP_SOURCE],
+            cuda_sources=[_CUDA_SOURCE],
+            functions=["forward", "split_tf32"],
+            extra_cflags=["-O3"],
+            extra_cuda_cflags=["-O3"],
+            extra_ldflags=_cublas_link_flags(),
+            verbose=False,
+        )
+    return _extension_module
+
+
+def _autocast_enabled():
+    try:
+        return torch.is_autocast_enabled("cuda")
+    except TypeError:  # PyTorch < 2.4: no device argument, the flag is CUDA's
+        return torch.is_autocast_enabled()
+
+
+_INT32_MAX = 2**31 - 1
+_DEFAULT_FP32_K_CHUNK = 1024
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features, bn_eps=1e-5, bn_momentum=0.1, scale_shape=(1,)):
+        super().__init__()
+        # Same construction order as the reference, so a seeded init gives identical parameters.
+        self.gemm = nn.Linear(in_features, out_features)
+        self.bn = nn.BatchNorm1d(out_features, eps=bn_eps, momentum=bn_momentum)
+        self.scale = nn.Parameter(torch.ones(scale_shape))
+        self.softmax = nn.Softmax(dim=1)
+        self.cache_weight_split = True
+        # 3xTF32: K-chunk length of the big*big product (see host.cu); 0 = a single GEMM.
+        self.fp32_k_chunk = _DEFAULT_FP32_K_CHUNK
+        self._weight_split_cache = None  # (weight Parameter, its _version, its (2, N, K) split)
+
+    def forward(self, x):
+        if self._cuda_path_applies(x):
+            return self._forward_cuda(x)
+        return self._forward_reference(x)
+
+    def _forward_reference(self, x):
+        x = self.gemm(x)
+        x = self.bn(x)
+        x = self.scale * x
+        x = self.softmax(x)
+        return x
+
+    def _cuda_path_applies(self, x):
+        gemm, bn = self.gemm, self.bn
+        if not (isinstance(x, torch.Tensor) and x.is_cuda and x.dtype == torch.float32 and x.dim() == 2):
+            return False
+        if type(gemm) is not nn.Linear or not isinstance(bn, nn.BatchNorm1d) or not isinstance(self.softmax, nn.Softmax):
+            return False
+        if self.softmax.dim not in (1, -1) or _autocast_enabled():
+            return False
+        tensors = [gemm.weight, self.scale]
+        tensors += [t for t in (gemm.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var) if t is not None]
+        if any(t.device != x.device or t.dtype != torch.float32 for t in tensors):
+            return False
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
+            return False  # autograd recording: the original ops build the graph
+        m, k = x.shape
+        n = gemm.out_features
+        if gemm.weight.shape != (n, k) or bn.num_features != n or min(m, n, k) == 0 or max(m, n, k) > _INT32_MAX:
+            return False
+        if (bn.running_mean is None) != (bn.running_var is None):
+            return False
+        if self._uses_batch_stats() and m < 2:
+            return False  # PyTorch's own error for batch 1 comes from the original ops
+        if not self._scale_supported(n):
+            return False
+        return torch.cuda.get_device_capability(x.device)[0] >= 8  # TF32 tensor cores
+
+    def _uses_batch_stats(self):
+        """Whether this call normalises with batch statistics (nn.BatchNorm1d's `bn_training`)."""
+        return self.bn.training or (self.bn.running_mean is None and self.bn.running_var is None)
+
+    def _scale_supported(self, n):
+        s = self.scale
+        if s.numel() == 1:
+            return s.dim() <= 2
+        # One value per output feature, broadcast along rows: (N,) or (1, N).
+        return s.shape[-1] == n and s.numel() == n and s.dim() <= 2
+
+    def _weight_split(self, ext):
+        if not self.cache_weight_split:
+            self._weight_split_cache = None
+            return None  # the extension splits the weight into scratch on this call
+        w = self.gemm.weight
+        try:
+            version = w._version
+        except RuntimeError:  # inference tensors carry no version counter: never cache them
+            return None
+        cache = self._weight_split_cache
+        if cache is not None and cache[0] is w and cache[1] == version and cache[2].device == w.device:
+            return cache[2]
+        self._weight_split_cache = None  # free the stale split before allocating the new one
+        split = ext.split_tf32(w.detach())
+        self._weight_split_cache = (w, version, split)
+        return split
+
+    def _forward_cuda(self, x):
+        ext = _extension()
+        gemm, bn = self.gemm, self.bn
+        use_batch_stats = self._uses_batch_stats()
+        update_running_stats = bn.training and bn.track_running_stats and bn.running_mean is not None
+
+        # nn.BatchNorm1d.forward: the counter is bumped before the factor is taken from it.
+        momentum, cumulative = (0.0 if bn.momentum is None else float(bn.momentum)), False
+        if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
+            bn.num_batches_tracked.add_(1)
+            cumulative = bn.momentum is None
+        if not update_running_stats:
+            cumulative = False
+
+        fp32_accurate = not torch.backends.cuda.matmul.allow_tf32
+        weight = gemm.weight.detach()
+        if not weight.is_contiguous():
+            weight = weight.contiguous()
+            weight_split = None
+        else:
+            weight_split = self._weight_split(ext) if fp32_accurate else None
+        scale = self.scale.detach().reshape(-1).contiguous()
+
+        # Buffers the kernels read (eval) or update in place (training); None where PyTorch passes None.
+        stats_in_use = (not use_batch_stats) or update_running_stats
+        running_mean = bn.running_mean if stats_in_use else None
+        running_var = bn.running_var if stats_in_use else None
+
+        def vec(t):
+            return None if t is None else t.detach()
+
+        return ext.forward(
+            x.contiguous(),
+            weight,
+            weight_split,
+            vec(gemm.bias),
+            vec(bn.weight),
+            vec(bn.bias),
+            scale,
+            running_mean,
+            running_var,
+            bn.num_batches_tracked if cumulative else None,
+            use_batch_stats,
+            update_running_stats,
+            momentum,
+            cumulative,
+            float(bn.eps),
+            fp32_accurate,
+            int(self.fp32_k_chunk),
+        )
