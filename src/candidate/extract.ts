@@ -1,5 +1,5 @@
 // Turns what a user points at — a .py file or an LLM answer in markdown / plain text — into candidate code.
-import { type Token, type Tokens, lexer } from "marked";
+import { lexer, type Token, type Tokens } from "marked";
 import type { CandidateOrigin } from "../worker/protocol.ts";
 
 export interface CodeBlock {

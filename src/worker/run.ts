@@ -3,8 +3,8 @@
 import { randomBytes } from "node:crypto";
 import { createInterface } from "node:readline";
 import { execa } from "execa";
-import { workerEnv } from "./python.ts";
 import { type EvalRequest, type EvalResult, type ProgressMessage, WorkerMessage } from "./protocol.ts";
+import { workerEnv } from "./python.ts";
 import { failedResult } from "./results.ts";
 
 export interface RunWorkerOptions {
