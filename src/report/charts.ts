@@ -48,7 +48,7 @@ const timed = (results: EvalResult[]) =>
 export function speedupChart(results: EvalResult[]): string | null {
   const rows = timed(results);
   if (rows.length === 0) return null;
-  const categories = rows.map((r) => `${shortLabel(r.candidate, 26)}  ·  ${shortLabel(r.problem, 18)}`);
+  const categories = rows.map((r) => `${shortLabel(r.candidate, 34)}  ·  ${shortLabel(r.problem, 24)}`);
   const verdicts = [...new Set(rows.map((r) => r.verdict))];
   const maxX = Math.max(1.2, ...rows.map((r) => r.timing.speedupCi[1])) * 1.12;
 
@@ -60,10 +60,11 @@ export function speedupChart(results: EvalResult[]): string | null {
     itemStyle: { color: VERDICT_COLORS[v], opacity: 0.85 },
     label: {
       show: true,
-      position: "right",
-      distance: 4,
+      position: "insideRight",
+      distance: 6,
       formatter: (p) => (typeof p.value === "number" ? formatSpeedup(p.value) : ""),
-      color: "#222",
+      color: "#fff",
+      fontWeight: "bold",
     },
     data: rows.map((r) => (r.verdict === v ? r.timing.speedup : "-")),
     ...(v === verdicts[0]
@@ -131,7 +132,7 @@ export function speedupChart(results: EvalResult[]): string | null {
       },
       series: [...bars, errorBars],
     },
-    900,
+    1100,
     height,
   );
 }

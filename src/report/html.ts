@@ -71,7 +71,13 @@ function verdictBadge(verdict: Verdict): Raw {
 function speedupText(r: EvalResult): Raw {
   if (!r.timing) return html`<span class="muted">not timed</span>`;
   const cls = speedupClass(r);
-  return html`<span class="speedup ${cls}" title="${cls === "inconclusive" ? "95% CI contains 1×" : `95% CI entirely ${cls === "faster" ? "above" : "below"} 1×`}">${formatSpeedupWithCi(r.timing.speedup, r.timing.speedupCi)}</span>`;
+  const titles: Record<string, string> = {
+    faster: "95% CI entirely above 1×",
+    slower: "95% CI entirely below 1×",
+    inconclusive: "95% CI contains 1×",
+    invalid: `not a valid speedup: the candidate is ${verdictLabel(r.verdict)}`,
+  };
+  return html`<span class="speedup ${cls}" title="${titles[cls] ?? ""}">${formatSpeedupWithCi(r.timing.speedup, r.timing.speedupCi)}</span>`;
 }
 
 function checksCell(r: EvalResult): Raw {
@@ -296,6 +302,7 @@ tr.reason-row td { color: #7a2e0e; background: #fff8f2; font-size: 12px; border-
 tr.bad td { background: #fff1f0; } span.bad { color: #c62828; }
 .verdict { color: #fff; border-radius: 10px; padding: 1px 8px; font-size: 12px; white-space: nowrap; }
 .speedup.faster { color: #1b5e20; font-weight: 600; } .speedup.slower { color: #b71c1c; }
+.speedup.invalid { color: var(--muted); text-decoration: line-through; }
 .checks { display: flex; flex-wrap: wrap; gap: 3px; }
 .check { border-radius: 3px; padding: 0 5px; font-size: 11px; border: 1px solid; white-space: nowrap; }
 .check.pass { color: #1b5e20; border-color: #a5d6a7; background: #f1f8e9; }
@@ -372,14 +379,15 @@ export function renderHtmlReport(results: EvalResult[], opts: HtmlReportOptions 
 <p class="muted">${results.length} result${results.length === 1 ? "" : "s"} · ${groups.size} problem${groups.size === 1 ? "" : "s"} · generated ${generatedAt.toISOString().replace("T", " ").slice(0, 19)} UTC</p>
 <div class="chips">${[...counts.entries()].map(([v, n]) => html`<span class="verdict" style="background:${VERDICT_COLORS[v]}">${n} ${verdictLabel(v)}</span>`)}</div>
 <p class="small muted">${environments.map((e, i) => html`${i > 0 ? raw("<br>") : ""}${e}`)}</p>
-<nav class="small"><a href="#summary">summary</a><a href="#charts">charts</a><a href="#roofline">roofline</a><a href="#details">details</a></nav>
+<nav class="small"><a href="#speedup">overview</a><a href="#summary">summary</a><a href="#timing">timing</a><a href="#roofline">roofline</a><a href="#details">details</a></nav>
 </header>
 <main>
+<h2 id="speedup">Overview</h2>
+${chartBlock("Speedup", speedupChart(results), "No speedup chart: no candidate was timed (only correct candidates are).")}
 <h2 id="summary">Summary</h2>
 <p class="small muted">Speedup = PyTorch median / candidate median, measured in the same process; the CI is a 95% bootstrap interval. Errors are the largest absolute differences over all trials and outputs; “vs fp64” compares with the reference evaluated in float64, so the reference column is PyTorch's own error.</p>
 ${summaries}
-<h2 id="charts">Charts</h2>
-${chartBlock("Speedup", speedupChart(results), "No speedup chart: no candidate was timed (only correct candidates are).")}
+<h2 id="timing">Timing distributions</h2>
 ${timingCharts}
 <h2 id="roofline">Roofline</h2>
 <p class="small muted">Achieved throughput counts the problem's floor FLOPs and bytes (not what a kernel actually moved) over the median time, against the device's measured ceilings. The red triangle marks the best any implementation could do.</p>

@@ -44,12 +44,16 @@ export function isFailure(verdict: Verdict): boolean {
   return verdict !== "correct";
 }
 
-/** Whether the 95% CI of the speedup lies entirely above 1 (faster), below 1 (slower), or straddles it. */
-export type SpeedupClass = "faster" | "slower" | "inconclusive" | "none";
+/**
+ * Whether the 95% CI of the speedup lies entirely above 1 (faster), below 1 (slower), or straddles it;
+ * "invalid" when the candidate was timed but did not pass (a cheat's speedup is no speedup).
+ */
+export type SpeedupClass = "faster" | "slower" | "inconclusive" | "invalid" | "none";
 
 export function speedupClass(result: EvalResult): SpeedupClass {
   const t = result.timing;
   if (!t) return "none";
+  if (result.verdict !== "correct") return "invalid";
   const [lo, hi] = t.speedupCi;
   if (lo > 1) return "faster";
   if (hi < 1) return "slower";

@@ -76,6 +76,8 @@ function speedupCell(colors: Colors, result: EvalResult, withCi = true): string 
       return colors.green(text);
     case "slower":
       return colors.red(text);
+    case "invalid":
+      return colors.dim(text);
     default:
       return text;
   }
