@@ -24,4 +24,4 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
 $SUDO apt-get install -y -q --no-install-recommends chromium fonts-dejavu-core
-echo "installed: $(/usr/bin/chromium --version)"
+echo "installed: $(/usr/bin/chromium --version 2>/dev/null)"

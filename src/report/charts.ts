@@ -274,11 +274,21 @@ export function rooflineChart(entries: Array<Extract<RooflineEntry, { ok: true }
     name: "problem floor (best possible)",
     symbol: "triangle",
     symbolSize: 13,
-    itemStyle: { color: "#d32f2f" },
-    label: { show: true, position: "left", formatter: "{b}", fontSize: 10, color: "#b71c1c" },
+    itemStyle: { color: "#d32f2f", opacity: 1 },
+    label: {
+      show: true,
+      position: "left",
+      formatter: "{b}",
+      fontSize: 10,
+      color: "#b71c1c",
+      backgroundColor: "#fff",
+      padding: [1, 3],
+    },
     data: problems.map((e) => ({
       name: `${e.result.problem} floor ${e.floorMs.toPrecision(3)} ms`,
       value: [e.cand.intensity, attainableTflops(e.cand.intensity, e.ceilings, e.compute)],
+      // On the flat compute roof a label to the left would sit on the line; above it is clear.
+      label: { position: e.cand.intensity * bw >= e.compute.flopsPerSecond ? "top" : "left" },
     })),
     markLine: {
       silent: true,
@@ -307,8 +317,15 @@ export function rooflineChart(entries: Array<Extract<RooflineEntry, { ok: true }
     name: "candidate",
     symbol: "diamond",
     symbolSize: 11,
-    itemStyle: { color: "#1565c0" },
-    label: { show: true, position: "right", formatter: "{b}", fontSize: 10 },
+    itemStyle: { color: "#1565c0", opacity: 1 },
+    label: {
+      show: true,
+      position: "right",
+      formatter: "{b}",
+      fontSize: 10,
+      backgroundColor: "#fff",
+      padding: [1, 3],
+    },
     labelLayout: { moveOverlap: "shiftY" },
     data: entries.map((e) => ({
       name: shortLabel(e.result.candidate, 22),
@@ -345,7 +362,7 @@ export function rooflineChart(entries: Array<Extract<RooflineEntry, { ok: true }
       yAxis: { type: "log", min: yMin, name: "achieved TFLOP/s", nameLocation: "middle", nameGap: 44 },
       series: [...roofs, floors, refPoints, candPoints],
     },
-    900,
+    1100,
     460,
   );
 }
