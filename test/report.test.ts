@@ -117,7 +117,9 @@ describe("terminal table", () => {
     assert.ok(colored.includes("\x1b[31mincorrect\x1b[39m"), "incorrect in red");
     assert.ok(colored.includes("\x1b[35mcheating"), "cheating in magenta");
     assert.ok(colored.includes("\x1b[31m0.75× (0.74–0.76)"), "a CI entirely below 1× in red");
-    assert.ok(colored.includes("\x1b[2m1.74× (1.71–1.77)"), "a cheat's speedup dimmed, never green");
+    const timedCheat = variant("sdpa_fp16.kforge.py", { verdict: "cheating" });
+    const cheatText = formatResultsTable([timedCheat], { color: true });
+    assert.ok(cheatText.includes("\x1b[2m1.91× (1.88–1.93)"), "a cheat's speedup dimmed, never green");
     assert.ok(
       colored.includes("1.00× (0.99–1.01)") && !colored.includes("m1.00× (0.99–1.01)"),
       "inconclusive uncoloured",
@@ -386,11 +388,10 @@ describe("HTML report", () => {
     assert.match(cells, /4\.9e-4/);
     assert.match(cells, /6\.1e-4/);
     assert.match(cells, /class="check pass"[^>]*>fresh_inputs</);
-    const cheat = page.slice(page.indexOf('data-candidate="side_stream_reply.md"'));
-    assert.match(
-      cheat.slice(0, cheat.indexOf("</tr>")),
-      /class="speedup invalid" title="not a valid speedup: the candidate is cheating"/,
-    );
+    const cheat = renderHtmlReport([variant("sdpa_fp16.kforge.py", { verdict: "cheating" })], {
+      source: () => ({ code: null, note: "-" }),
+    });
+    assert.match(cheat, /class="speedup invalid" title="not a valid speedup: the candidate is cheating"/);
   });
 
   test("draws the charts as inline SVG: speedup, timing per timed problem, roofline", () => {

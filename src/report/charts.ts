@@ -48,9 +48,12 @@ const timed = (results: EvalResult[]) =>
 export function speedupChart(results: EvalResult[]): string | null {
   const rows = timed(results);
   if (rows.length === 0) return null;
-  const categories = rows.map((r) => `${shortLabel(r.candidate, 34)}  ·  ${shortLabel(r.problem, 24)}`);
+  // Two-line labels: the candidate, and under it (grey) its problem. Category values must be unique.
+  const categories = rows.map(
+    (r, i) => `${i}\u0000${shortLabel(r.candidate, 40)}\u0000${shortLabel(r.problem, 40)}`,
+  );
   const verdicts = [...new Set(rows.map((r) => r.verdict))];
-  const maxX = Math.max(1.2, ...rows.map((r) => r.timing.speedupCi[1])) * 1.12;
+  const maxX = Math.max(1.2, ...rows.map((r) => r.timing.speedupCi[1])) * 1.05;
 
   const bars: echarts.SeriesOption[] = verdicts.map((v) => ({
     type: "bar",
@@ -106,7 +109,7 @@ export function speedupChart(results: EvalResult[]): string | null {
     z: 10,
   };
 
-  const height = 90 + rows.length * 34;
+  const height = 100 + rows.length * 42;
   return renderSvg(
     {
       title: {
@@ -119,7 +122,7 @@ export function speedupChart(results: EvalResult[]): string | null {
       xAxis: {
         type: "value",
         min: 0,
-        max: Number(maxX.toFixed(2)),
+        max: Math.ceil(maxX * 2) / 2,
         name: "speedup ×",
         nameLocation: "middle",
         nameGap: 24,
@@ -128,7 +131,13 @@ export function speedupChart(results: EvalResult[]): string | null {
         type: "category",
         data: categories,
         inverse: true,
-        axisLabel: { fontSize: 11, width: 260, overflow: "truncate" },
+        axisLabel: {
+          formatter: (value: string) => {
+            const [, candidate = "", problem = ""] = value.split("\u0000");
+            return `{c|${candidate}}\n{p|${problem}}`;
+          },
+          rich: { c: { fontSize: 11, color: "#222" }, p: { fontSize: 10, color: "#78909c" } },
+        },
       },
       series: [...bars, errorBars],
     },

@@ -259,7 +259,7 @@ function detailSection(r: EvalResult, index: number, source: CandidateSource): R
             (v) => html`<td class="num">${formatMs(v)}</td>`,
           )}<td class="num">${s.n}</td></tr>`,
       )}</tbody></table><p class="small">speedup ${formatSpeedupWithCi(t.speedup, t.speedupCi)} (95% CI) · ${t.method} · L2 flush ${(t.l2FlushBytes / 2 ** 20).toFixed(0)} MiB · SM clock ${t.smClockMhz.start ?? "?"}→${t.smClockMhz.end ?? "?"} MHz</p>`
-    : html`<p class="muted">not timed${r.verdict === "correct" ? "" : " (only correct candidates are timed)"}</p>`;
+    : html`<p class="muted">not timed${r.verdict === "correct" ? "" : " (the worker times only candidates that pass every check)"}</p>`;
   const optimize = optimizeInfoOf(r);
   const optimizeBlock = optimize
     ? html`<h4>fused regions (kforge optimize)</h4><table class="regions"><thead><tr><th>recipe</th><th>reference ops</th><th>kernel</th><th>note</th></tr></thead><tbody>${optimize.regions.map(
@@ -359,7 +359,7 @@ export function renderHtmlReport(results: EvalResult[], opts: HtmlReportOptions 
     return chartBlock(
       `Timing: ${problem}`,
       timingChart(problem, list),
-      `No timing for ${problem}: no candidate was timed (only correct candidates are).`,
+      `No timing for ${problem}: no candidate was timed (the worker times only candidates that pass every check).`,
       samples.length ? samples.join(" · ") : undefined,
     );
   });
@@ -383,7 +383,7 @@ export function renderHtmlReport(results: EvalResult[], opts: HtmlReportOptions 
 </header>
 <main>
 <h2 id="speedup">Overview</h2>
-${chartBlock("Speedup", speedupChart(results), "No speedup chart: no candidate was timed (only correct candidates are).")}
+${chartBlock("Speedup", speedupChart(results), "No speedup chart: no candidate was timed (the worker times only candidates that pass every check).")}
 <h2 id="summary">Summary</h2>
 <p class="small muted">Speedup = PyTorch median / candidate median, measured in the same process; the CI is a 95% bootstrap interval. Errors are the largest absolute differences over all trials and outputs; “vs fp64” compares with the reference evaluated in float64, so the reference column is PyTorch's own error.</p>
 ${summaries}
