@@ -68,6 +68,15 @@ def run_poisoned(fn, out_shape, dtype):
     return out, out.data_ptr() == ptr
 
 
+def kernel_paths(mod, sk):
+    paths = [("general", mod.PATH_GENERAL)]
+    if sk <= 512:
+        paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_mc", mod.PATH_WGMMA_512_MC)]
+    if sk <= 1024:
+        paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("wgmma1024_mc", mod.PATH_WGMMA_1024_MC)]
+    return paths
+
+
 def sweep(mod, quick):
     seqs = [1, 7, 77, 129, 1000, 4096]
     dims = [16, 40, 64, 96, 128, 256, 512, 1024]
@@ -95,11 +104,7 @@ def sweep(mod, quick):
                     ref = ref64(q, k, v, causal, scale)
                     torch_out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
                     torch_err = rel_err(torch_out, ref)
-                    paths = [("general", mod.PATH_GENERAL)]
-                    if sk <= 512:
-                        paths.append(("wgmma512", mod.PATH_WGMMA_512))
-                    if sk <= 1024:
-                        paths.append(("wgmma1024", mod.PATH_WGMMA_1024))
+                    paths = kernel_paths(mod, sk)
                     for name, path in paths:
                         out, poisoned = run_poisoned(
                             lambda: mod.kforge_attention(q, k, v, is_causal=causal, scale=scale, path=path),
@@ -115,7 +120,7 @@ def sweep(mod, quick):
         q, k, v = make_inputs(2, 2, 300, 450, d, dv, torch.float16, False, gen)
         ref = ref64(q, k, v, False, 1 / math.sqrt(d))
         torch_err = rel_err(F.scaled_dot_product_attention(q, k, v), ref)
-        for name, path in [("general", 1), ("wgmma512", 2)]:
+        for name, path in kernel_paths(mod, 450):
             out, poisoned = run_poisoned(lambda: mod.kforge_attention(q, k, v, path=path), (2, 2, 300, dv), q.dtype)
             err = rel_err(out, ref)
             results.append(dict(dtype="float16", b=2, h=2, sq=300, sk=450, d=d, dv=dv, causal=False, strided=False,
@@ -154,19 +159,22 @@ class Timer:
     def __init__(self):
         self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
 
-    def median_ms(self, fn, reps, warmup=3):
-        for _ in range(warmup):
-            fn()
-        times = []
+    def median_ms(self, variants, reps, warmup=2):
+        """Times all variants round-robin (rep by rep), so clock or thermal drift hits them alike."""
+        for fn in variants.values():
+            for _ in range(warmup):
+                fn()
+        times = {name: [] for name in variants}
         for _ in range(reps):
-            self.flush.zero_()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times), min(times), max(times)
+            for name, fn in variants.items():
+                self.flush.zero_()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                end.synchronize()
+                times[name].append(start.elapsed_time(end))
+        return {n: (statistics.median(v), min(v), max(v)) for n, v in times.items()}
 
 
 def unfused(q, k, v, causal, scale):
@@ -186,7 +194,9 @@ def bench(mod, quick, env):
     configs = [dict(b=32, h=32, s=512, d=1024, dtype=torch.float16, causal=False, tag="seed"),
                dict(b=32, h=32, s=512, d=1024, dtype=torch.bfloat16, causal=False, tag="seed"),
                dict(b=32, h=32, s=512, d=1024, dtype=torch.float16, causal=True, tag="seed")]
-    if not quick:
+    if quick:
+        configs += [dict(b=16, h=16, s=1024, d=512, dtype=torch.float16, causal=c, tag="grid") for c in (False, True)]
+    else:
         for d in (64, 128, 256, 512):
             for s in (1024, 4096):
                 for causal in (False, True):
@@ -208,25 +218,16 @@ def bench(mod, quick, env):
         variants = {"pytorch_sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                     "unfused": lambda: unfused(q, k, v, causal, scale),
                     "modelnew_dispatch": lambda: mod.scaled_dot_product_attention(q, k, v, is_causal=causal)}
-        ours = {"kforge_general": mod.PATH_GENERAL}
-        if s <= 512:
-            ours["kforge_wgmma512"] = mod.PATH_WGMMA_512
-        if s <= 1024:
-            ours["kforge_wgmma1024"] = mod.PATH_WGMMA_1024
+        ours = {f"kforge_{name}": path for name, path in kernel_paths(mod, s)}
+        if s * d > 512 * 1024:
+            del ours["kforge_general"]  # recomputes QK^T per 128-wide slice: not worth device time here
         errs = {}
         for name, path in ours.items():
             variants[name] = (lambda p: lambda: mod.kforge_attention(q, k, v, is_causal=causal, scale=scale, path=p))(path)
             errs[name] = rel_err(mod.kforge_attention(q[:1, sub], k[:1, sub], v[:1, sub], is_causal=causal,
                                                       scale=scale, path=path), ref)
-        times = {}
-        for name, fn in variants.items():
-            if name == "kforge_general" and d >= 512 and s >= 4096:
-                continue  # recomputes QK^T per 128-wide slice: far too slow to be worth device time
-            try:
-                times[name] = timer.median_ms(fn, reps)
-            except torch.OutOfMemoryError:
-                times[name] = None
-            torch.cuda.empty_cache()
+        times = timer.median_ms(variants, reps)
+        torch.cuda.empty_cache()
         ref_ms = times["pytorch_sdpa"][0]
         problem = f"sdpa B={b} H={h} S={s} D={d} {str(dtype).split('.')[-1]}{' causal' if causal else ''}"
         for name, t in times.items():
@@ -245,7 +246,8 @@ def bench(mod, quick, env):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="small sweep and benchmark set")
+    ap.add_argument("--quick-bench", action="store_true", help="full sweep, small benchmark set")
     ap.add_argument("--no-bench", action="store_true")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     args = ap.parse_args()
@@ -276,7 +278,7 @@ def main():
     print("fallback:", fb, flush=True)
 
     if not args.no_bench:
-        recs = bench(mod, args.quick, env)
+        recs = bench(mod, args.quick or args.quick_bench, env)
         (out_dir / "bench.json").write_text(json.dumps(recs, indent=1))
         print(f"\n{'problem':44s} {'variant':18s} {'ms':>8s} {'TFLOP/s':>8s} {'x sdpa':>7s} {'err':>9s}")
         for r in recs:

@@ -14,7 +14,8 @@ arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to 
 is_causal (top-left, as SDPA), any scale, batch and heads of any size.
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
-flash/cuDNN kernels are faster there, measured), attn_mask, dropout_p > 0, enable_gqa, CPU tensors,
+flash/cuDNN kernels are faster there, measured), key lengths above 1024 (our general kernel is slower
+than PyTorch's memory-efficient one there, measured; call `kforge_attention` to use it anyway), attn_mask, dropout_p > 0, enable_gqa, CPU tensors,
 float32 (PyTorch's own fp32 path; its error vs float64 is in bench/attention/NOTES.md), head dims not
 a multiple of 8 or above 1024, misaligned or non-unit-stride head dims, inputs requiring grad while
 autograd records, GPUs other than sm_90, and empty sequences.
@@ -29,12 +30,16 @@ import torch.nn.functional as F
 _CUDA_SOURCE = r"""
 // Host side of the kforge attention recipe: input validation, kernel choice, launches.
 // Includes the kernels so that the emitter inlines every local file exactly once into one source.
-#include <torch/extension.h>
-// c10's stream/guard headers rather than ATen/cuda/CUDAContext.h: the latter pulls in cuSOLVER headers,
-// which the CPU CI machine (nvcc + the nvidia-* header wheels) does not have.
+// Narrow ATen headers instead of torch/extension.h (pybind11 + the whole C++ API): this file builds in
+// a fraction of the time. c10's stream/guard headers rather than ATen/cuda/CUDAContext.h, which pulls in
+// cuSOLVER headers that the CPU CI machine (nvcc + the nvidia-* header wheels) does not have.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda.h>  // CUtensorMap types only: the driver is reached through the runtime (no -lcuda)
 
 // ---- begin attn_common.cuh ----
 // Shared device helpers for the attention kernels: element types, cp.async with zero fill,
@@ -134,6 +139,79 @@ template <> struct Mma16816<__nv_bfloat16> {
 };
 
 }  // namespace kforge_attn
+
+namespace kforge_attn {
+
+// ---- Hopper bulk-copy (TMA) and mbarrier helpers (sm_90) ----
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// Makes barrier initialisation visible to the async proxy and to the other CTAs of the cluster.
+__device__ __forceinline__ void fence_mbar_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Same wait with cluster-scope acquire: pairs with the peers' release-arrives on the "slot free" barrier.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT_%=:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
+  asm volatile(
+      "{\n"
+      ".reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "}\n" ::"r"(smem_u32(bar)),
+      "r"(cta_rank)
+      : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
+__device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+      "[%6];\n" ::"r"(smem_u32(dst)),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      : "memory");
+}
+// Same, delivered to the same offsets (data and barrier) in every CTA of `cta_mask` in the cluster.
+__device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tmap, uint64_t* bar, int c0, int c1,
+                                                      int c2, int c3, uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3, %4, %5}], [%6], %7;\n" ::"r"(smem_u32(dst)),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "h"(cta_mask)
+      : "memory");
+}
+
+}  // namespace kforge_attn
 // ---- end attn_common.cuh ----
 // ---- begin attn_wgmma.cuh ----
 // GENERATED by bench/attention/gen_wgmma_header.py: sm_90a warpgroup MMA wrappers. Do not edit by hand.
@@ -152,6 +230,16 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t lbo_
   d |= (uint64_t)((lbo_bytes & 0x3FFFF) >> 4) << 16;
   d |= (uint64_t)((sbo_bytes & 0x3FFFF) >> 4) << 32;
   d |= (uint64_t)1 << 62;
+  return d;
+}
+
+// 64B-swizzled K-major operand (rows of 32 16-bit elements): SBO = 512 (next 8-row atom), layout type 2.
+__device__ __forceinline__ uint64_t sw64_desc(uint32_t smem_addr, uint32_t sbo_bytes) {
+  uint64_t d = 0;
+  d |= (uint64_t)((smem_addr & 0x3FFFF) >> 4);
+  d |= (uint64_t)1 << 16;
+  d |= (uint64_t)((sbo_bytes & 0x3FFFF) >> 4) << 32;
+  d |= (uint64_t)2 << 62;
   return d;
 }
 
@@ -460,7 +548,7 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
 // Fast fused attention forward for Hopper (sm_90a: wgmma), for short key sequences and large head dims
 // (the seed shape: S=512, D=1024). Exact softmax over the whole key row, no online rescaling of O:
 //
-//   phase 1  for each 256-key block kb:  S = Q K_kb^T, accumulated over Dqk in 64-wide chunks
+//   phase 1  for each 256-key block kb:  S = Q K_kb^T, accumulated over Dqk in 32-wide chunks
 //            (m64n256k16 per warpgroup, 128 fp32 registers/thread); row max/sum update; P_kb =
 //            exp2(S - m_kb) written to shared memory as fp16/bf16 (the S x S matrix never leaves the SM).
 //   phase 2  for each 256-wide output head-dim chunk dc:  O_dc = sum_kb r_kb * P_kb V_kb[:, dc],
@@ -468,18 +556,28 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
 //            where the key index crosses a block, and by 1/l at the end; then the chunk is stored.
 //
 // CTA = NWG consumer warpgroups x 64 query rows; K/V tiles in shared memory are shared by the
-// warpgroups. Loads are cp.async (zero fill at every edge, any strides), two slots, prefetch distance
-// one, written in the 128B-swizzled layout wgmma reads. P for NWG*64 rows x NKB_MAX*256 keys must
-// fit in shared memory: NWG=2 handles S_k <= 512, NWG=1 handles S_k <= 1024.
+// warpgroups. Loads are TMA (4-D tensor maps over (D, S, H, B) with the tensors' own strides, zero fill
+// past every edge, swizzled = the layout wgmma reads) issued by thread 0 into a ring of slots that
+// complete on mbarriers: phase 1 uses 4 slots of 24 KB (Q and K chunks 32 wide, 64B swizzle), phase 2
+// 3 slots of 32 KB (V tiles, 128B swizzle) over the same 96 KB, so 2-3 loads are in flight while one
+// is consumed - enough bytes in flight to cover L2 latency. With CLUSTER=2, the two CTAs of a cluster (adjacent
+// query tiles of one head) each load half of every K/V tile and multicast it to both, halving L2->SM
+// traffic for K and V; a per-slot "free" mbarrier collects both CTAs' release before a slot is refilled.
+// P for NWG*64 rows x NKB_MAX*256 keys must fit in shared memory: NWG=2 handles S_k <= 512, NWG=1
+// handles S_k <= 1024.
 // (already inlined: attn_common.cuh)
 // (already inlined: attn_wgmma.cuh)
+#include <cuda.h>  // CUtensorMap
 
 namespace kforge_attn {
 
 constexpr int kHopKeyBlock = 256;  // keys per QK^T block: one m64n256 accumulator
-constexpr int kHopKeyTile = 64;    // keys per P.V pipeline step
+constexpr int kHopQkChunk = 32;    // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
+constexpr int kHopKeyTile = 64;    // keys per P.V stage
 constexpr int kHopDvChunk = 256;   // output columns per P.V pass: one m64n256 accumulator
-constexpr int kHopPanel = 64 * 128;
+constexpr int kHopPanel = 64 * 128;  // [64 rows x 64] 16-bit elements, 128B swizzle
+constexpr int kHopStages1 = 4;
+constexpr int kHopStages2 = 3;
 
 template <int NWG, int NKB_MAX>
 struct HopperLayout {
@@ -487,113 +585,137 @@ struct HopperLayout {
   static constexpr int kRows = NWG * 64;
   static constexpr int kPanelsPerWg = NKB_MAX * kHopKeyBlock / 64;
   static constexpr int kPBytes = NWG * kPanelsPerWg * kHopPanel;
-  static constexpr int kQChunk = kRows * 128;            // [rows x 64] 16-bit, swizzled
-  static constexpr int kKChunk = kHopKeyBlock * 128;     // [256 keys x 64]
+  static constexpr int kQChunk = kRows * kHopQkChunk * 2;
+  static constexpr int kKChunk = kHopKeyBlock * kHopQkChunk * 2;
+  static constexpr int kStage1 = kQChunk + kKChunk;
   static constexpr int kVTile = kHopKeyTile * kHopDvChunk * 2;  // 4 panels of [64 keys x 64 cols]
-  static constexpr int kSlot = (kQChunk + kKChunk) > kVTile ? (kQChunk + kKChunk) : kVTile;
+  static constexpr int kRing = (kHopStages1 * kStage1 > kHopStages2 * kVTile) ? kHopStages1 * kStage1 : kHopStages2 * kVTile;
   static constexpr int kStatsBytes = kRows * NKB_MAX * 4;  // (NKB_MAX-1) block ratios + 1/l per row
-  static constexpr int kAlignSlack = 1024;  // 128B-swizzle atoms must start on 1024-byte boundaries
-  static constexpr int kSmemBytes = kAlignSlack + kPBytes + 2 * kSlot + kStatsBytes;
+  static constexpr int kBarrierBytes = 2 * (kHopStages1 + kHopStages2) * 8;
+  static constexpr int kAlignSlack = 1024;  // swizzle atoms must start on 1024-byte boundaries
+  static constexpr int kSmemBytes = kAlignSlack + kPBytes + kRing + kStatsBytes + kBarrierBytes;
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
 };
 
-template <typename T, int NWG, int NKB_MAX>
-__global__ void __launch_bounds__(NWG * 128, 1) attn_hopper_kernel(const __grid_constant__ AttnParams p) {
+template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
+    attn_hopper_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
+                       const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   using L = HopperLayout<NWG, NKB_MAX>;
   static_assert(L::kSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "K/V multicast is written for clusters of 1 or 2 CTAs");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sP = smem;
-  unsigned char* sSlots = sP + L::kPBytes;
-  float* sRatio = reinterpret_cast<float*>(sSlots + 2 * L::kSlot);  // [NKB_MAX-1][kRows]
-  float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;                  // [kRows]
+  unsigned char* sRing = sP + L::kPBytes;
+  float* sRatio = reinterpret_cast<float*>(sRing + L::kRing);  // [NKB_MAX-1][kRows]
+  float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;            // [kRows]
+  uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);  // phase-1 slot landed
+  uint64_t* free1 = full1 + kHopStages1;                            // every CTA of the cluster is done with it
+  uint64_t* full2 = free1 + kHopStages1;
+  uint64_t* free2 = full2 + kHopStages2;
 
   const int tid = threadIdx.x;
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int m0 = blockIdx.x * L::kRows;
   const int h = blockIdx.y, b = blockIdx.z;
+  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
+  constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
 
-  const T* q = static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh;
-  const T* k = static_cast<const T*>(p.k) + b * p.k_sb + h * p.k_sh;
-  const T* v = static_cast<const T*>(p.v) + b * p.v_sb + h * p.v_sh;
   T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
 
-  const int k_end = p.causal ? min(p.Sk, m0 + L::kRows) : p.Sk;  // keys any row of this CTA can see
+  // Every CTA of a cluster must walk the same item sequence (they fill each other's slots), so the
+  // causal key range is the one of the cluster's last query tile; extra keys are masked anyway.
+  const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * L::kRows;
+  const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
   const int n_kb = (k_end + kHopKeyBlock - 1) / kHopKeyBlock;
   const int n_kt = (k_end + kHopKeyTile - 1) / kHopKeyTile;
-  const int n_c = (p.Dqk + 63) / 64;
+  const int n_c = (p.Dqk + kHopQkChunk - 1) / kHopQkChunk;
   const int n_dc = (p.Dv + kHopDvChunk - 1) / kHopDvChunk;
-  const int n_phase1 = n_kb * n_c;
-  const int n_items = n_phase1 + n_dc * n_kt;
+  const int n1 = n_kb * n_c;    // phase-1 items
+  const int n2 = n_dc * n_kt;   // phase-2 items
 
-  // Pipeline item i: phase 1 -> (Q chunk c, K block kb chunk c); phase 2 -> V tile (kt, dc).
-  auto issue = [&](int i) {
-    unsigned char* slot = sSlots + (i & 1) * L::kSlot;
-    if (i < n_phase1) {
-      const int kb = i / n_c, c = i % n_c;
-      const int d0 = c * 64;
-      for (int idx = tid; idx < L::kRows * 8; idx += L::kThreads) {
-        const int r = idx >> 3, cc = idx & 7;
-        const bool ok = (m0 + r < p.Sq) && (d0 + cc * 8 < p.Dqk);
-        const T* src = ok ? q + (int64_t)(m0 + r) * p.q_ss + d0 + cc * 8 : q;
-        cp_async_16(smem_u32(slot + swz128(r, cc)), src, ok);
-      }
-      unsigned char* sk = slot + L::kQChunk;
-      for (int idx = tid; idx < kHopKeyBlock * 8; idx += L::kThreads) {
-        const int r = idx >> 3, cc = idx & 7;
-        const int key = kb * kHopKeyBlock + r;
-        const bool ok = (key < k_end) && (d0 + cc * 8 < p.Dqk);
-        const T* src = ok ? k + (int64_t)key * p.k_ss + d0 + cc * 8 : k;
-        cp_async_16(smem_u32(sk + swz128(r, cc)), src, ok);
-      }
+  if (tid == 0) {
+    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&free1[s], CLUSTER);
+    for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&free2[s], CLUSTER);
+    fence_mbar_init();
+  }
+  if (CLUSTER > 1) cluster_sync();  // peers may multicast into this CTA only after its barriers exist
+  else __syncthreads();
+
+  // Producer side, thread 0 only. Tile edges past S or D arrive as zeros (TMA out-of-bounds fill).
+  auto issue1 = [&](int i) {  // Q chunk c + K block kb chunk c
+    const int s = i % kHopStages1, use = i / kHopStages1;
+    unsigned char* slot = sRing + s * L::kStage1;
+    if (CLUSTER > 1 && use > 0) mbar_wait_cluster(&free1[s], (use - 1) & 1);
+    const int kb = i / n_c, c = i % n_c;
+    mbar_arrive_expect_tx(&full1[s], L::kStage1);
+    tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
+    constexpr int rows = kHopKeyBlock / CLUSTER;
+    if (CLUSTER == 1) {
+      tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
     } else {
-      const int j = i - n_phase1;
-      const int dc = j / n_kt, kt = j % n_kt;
-      for (int idx = tid; idx < kHopKeyTile * (kHopDvChunk / 8); idx += L::kThreads) {
-        const int r = idx >> 5, cc = idx & 31;
-        const int key = kt * kHopKeyTile + r;
-        const int col = dc * kHopDvChunk + cc * 8;
-        const bool ok = (key < k_end) && (col < p.Dv);
-        const T* src = ok ? v + (int64_t)key * p.v_ss + col : v;
-        cp_async_16(smem_u32(slot + (cc >> 3) * kHopPanel + swz128(r, cc & 7)), src, ok);
+      tma_load_4d_multicast(slot + L::kQChunk + rank * rows * kHopQkChunk * 2, &tm_k, &full1[s], c * kHopQkChunk,
+                            kb * kHopKeyBlock + rank * rows, h, b, kAllCtas);
+    }
+  };
+  auto issue2 = [&](int j) {  // V tile kt, output columns chunk dc
+    const int s = j % kHopStages2, use = j / kHopStages2;
+    unsigned char* slot = sRing + s * L::kVTile;
+    if (CLUSTER > 1 && use > 0) mbar_wait_cluster(&free2[s], (use - 1) & 1);
+    const int dc = j / n_kt, kt = j % n_kt;
+    mbar_arrive_expect_tx(&full2[s], L::kVTile);
+    constexpr int rows = kHopKeyTile / CLUSTER;
+#pragma unroll
+    for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
+      if (CLUSTER == 1) {
+        tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
+      } else {
+        tma_load_4d_multicast(slot + pp * kHopPanel + rank * rows * 128, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64,
+                              kt * kHopKeyTile + rank * rows, h, b, kAllCtas);
       }
     }
-    cp_async_commit();
+  };
+  // Consumer side of one step: wait for the data; after the barrier every wgmma of the previous item has
+  // retired in this CTA, so thread 0 releases that slot to the cluster and refills it STAGES-1 items ahead.
+  auto release_and_refill = [&](int i, int n, int stages, uint64_t* free_bar, auto&& issue) {
+    if (tid == 0) {
+      if (CLUSTER > 1 && i >= 1) {
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&free_bar[(i - 1) % stages], r);
+      }
+      if (i + stages - 1 < n) issue(i + stages - 1);
+    }
   };
 
   float acc[128];
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.f, 0.f};
-  const int row_in_wg = warp * 16 + g;           // and row_in_wg + 8
-  const int row_cta = wg * 64 + row_in_wg;       // row index inside the CTA's block
+  const int row_in_wg = warp * 16 + g;      // and row_in_wg + 8
+  const int row_cta = wg * 64 + row_in_wg;  // row index inside the CTA's block
   const int row_glob = m0 + row_cta;
   unsigned char* sP_wg = sP + wg * L::kPanelsPerWg * kHopPanel;
 
-  // Top of every pipeline step: item i has landed for all threads, every wgmma of item i-1 has retired
-  // (each warpgroup waits for its own before reaching the barrier), so the slot of i-1 can be refilled.
-  auto step_begin = [&](int i) {
-    cp_async_wait<0>();
-    fence_proxy_async();  // cp.async and st.shared (P) writes -> visible to wgmma's async-proxy reads
-    __syncthreads();
-    if (i + 1 < n_items) issue(i + 1);
-    return sSlots + (i & 1) * L::kSlot;
-  };
-
-  issue(0);
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> smem ----------------
+  if (tid == 0) {
+    for (int i = 0; i < kHopStages1 - 1 && i < n1; ++i) issue1(i);
+  }
   for (int kb = 0; kb < n_kb; ++kb) {
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
     for (int c = 0; c < n_c; ++c) {
-      const unsigned char* slot = step_begin(kb * n_c + c);
-      const uint32_t a_base = smem_u32(slot + wg * 64 * 128);
+      const int i = kb * n_c + c;
+      mbar_wait(&full1[i % kHopStages1], (i / kHopStages1) & 1);
+      __syncthreads();
+      release_and_refill(i, n1, kHopStages1, free1, issue1);
+      const unsigned char* slot = sRing + (i % kHopStages1) * L::kStage1;
+      const uint32_t a_base = smem_u32(slot + wg * 64 * kHopQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + L::kQChunk);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        Wgmma<T>::template m64n256k16<0>(acc, sw128_desc(a_base + kk * 32, 16, 1024),
-                                         sw128_desc(b_base + kk * 32, 16, 1024));
+      for (int kk = 0; kk < kHopQkChunk / 16; ++kk) {
+        Wgmma<T>::template m64n256k16<0>(acc, sw64_desc(a_base + kk * 32, 512), sw64_desc(b_base + kk * 32, 512));
       }
       wgmma_commit();
       wgmma_wait<0>();
@@ -652,11 +774,23 @@ __global__ void __launch_bounds__(NWG * 128, 1) attn_hopper_kernel(const __grid_
   }
 
   // ---------------- phase 2: O_dc = sum over key tiles of P_kt V_kt[:, dc] ----------------
+  // The ring changes geometry: drain it in every CTA of the cluster first. The fence publishes this
+  // thread's P stores to wgmma's async proxy.
+  fence_proxy_async();
+  if (CLUSTER > 1) cluster_sync();
+  else __syncthreads();
+  if (tid == 0) {
+    for (int j = 0; j < kHopStages2 - 1 && j < n2; ++j) issue2(j);
+  }
   for (int dc = 0; dc < n_dc; ++dc) {
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
     for (int kt = 0; kt < n_kt; ++kt) {
-      const unsigned char* slot = step_begin(n_phase1 + dc * n_kt + kt);
+      const int j = dc * n_kt + kt;
+      mbar_wait(&full2[j % kHopStages2], (j / kHopStages2) & 1);
+      __syncthreads();
+      release_and_refill(j, n2, kHopStages2, free2, issue2);
+      const unsigned char* slot = sRing + (j % kHopStages2) * L::kVTile;
       if (kt > 0 && kt % (kHopKeyBlock / kHopKeyTile) == 0) {
         // Entering key block kb: bring the sum so far from max m_{kb-1} to m_kb.
         const int kb = kt / (kHopKeyBlock / kHopKeyTile);
@@ -696,6 +830,8 @@ __global__ void __launch_bounds__(NWG * 128, 1) attn_hopper_kernel(const __grid_
       }
     }
   }
+  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
+  if (CLUSTER > 1) cluster_sync();
 }
 
 }  // namespace kforge_attn
@@ -704,7 +840,9 @@ __global__ void __launch_bounds__(NWG * 128, 1) attn_hopper_kernel(const __grid_
 namespace kforge_attn {
 
 // Kernel choice. kAuto picks the wgmma kernel when the whole key row fits its shared-memory P buffer.
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3 };
+// Wide = 2 warpgroups x 64 rows (S_k <= 512), Long = 1 warpgroup (S_k <= 1024); *Mc = clusters of two
+// CTAs multicasting K/V tiles.
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -730,26 +868,80 @@ static void check_operand(const at::Tensor& t, const char* name) {
   }
 }
 
-template <typename T>
-static void launch(const AttnParams& p, int64_t path, cudaStream_t stream) {
-  if (path == kHopperWide || path == kHopperLong) {
-#if defined(KFORGE_ATTN_NO_SM90A)
-    TORCH_CHECK(false, "kforge attention: the wgmma kernel was not compiled in this build");
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static EncodeTiledFn encode_tiled() {
+  static const EncodeTiledFn fn = [] {
+    void* ptr = nullptr;
+#if CUDART_VERSION >= 12050
+    cudaDriverEntryPointQueryResult found{};
+    C10_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &found));
+    TORCH_CHECK(found == cudaDriverEntryPointSuccess, "kforge attention: driver has no cuTensorMapEncodeTiled");
 #else
-    using LW = HopperLayout<2, 2>;
-    using LL = HopperLayout<1, 4>;
-    const bool wide = path == kHopperWide;
-    TORCH_CHECK(p.Sk <= (wide ? LW::kMaxKeys : LL::kMaxKeys), "kforge attention: the wgmma kernel holds at most ",
-                wide ? LW::kMaxKeys : LL::kMaxKeys, " keys per row, got S_k=", p.Sk);
-    auto kernel = wide ? attn_hopper_kernel<T, 2, 2> : attn_hopper_kernel<T, 1, 4>;
-    const int smem = wide ? LW::kSmemBytes : LL::kSmemBytes;
-    const int rows = wide ? LW::kRows : LL::kRows;
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const dim3 grid((p.Sq + rows - 1) / rows, p.H, p.B);
-    kernel<<<grid, wide ? LW::kThreads : LL::kThreads, smem, stream>>>(p);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    C10_CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &ptr, cudaEnableDefault));
 #endif
-    return;
+    TORCH_CHECK(ptr != nullptr, "kforge attention: driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<EncodeTiledFn>(ptr);
+  }();
+  return fn;
+}
+
+// 4-D tensor map over (head_dim, seq, heads, batch) of a (B, H, S, D) view with its own strides; boxes
+// are [box_rows x box_cols] elements (rows of 64 or 128 bytes, swizzled to match), zero-filled out of bounds.
+static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_rows, const char* name) {
+  const int64_t es = t.element_size();
+  cuuint64_t dims[4] = {(cuuint64_t)t.size(3), (cuuint64_t)t.size(2), (cuuint64_t)t.size(1), (cuuint64_t)t.size(0)};
+  // A size-1 dimension is only read at coordinate 0; give it the packed stride so the map stays valid
+  // whatever stride the view reports for it.
+  int64_t st[3];
+  int64_t packed = t.size(3) * es;
+  for (int i = 0; i < 3; ++i) {
+    const int d = 2 - i;  // seq, heads, batch
+    st[i] = t.size(d) > 1 ? t.stride(d) * es : ((packed + 15) / 16) * 16;
+    packed = st[i] * t.size(d);
+  }
+  cuuint64_t strides[3] = {(cuuint64_t)st[0], (cuuint64_t)st[1], (cuuint64_t)st[2]};
+  cuuint32_t box[4] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1, 1};
+  const CUtensorMapSwizzle swizzle = box_cols * es == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  cuuint32_t elem[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = encode_tiled()(&map, t.scalar_type() == at::kHalf ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                    4, t.data_ptr(), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TORCH_CHECK(r == CUDA_SUCCESS, "kforge attention: cuTensorMapEncodeTiled failed for ", name, " (error ", (int)r,
+              "; sizes ", t.sizes(), ", strides ", t.strides(), ")");
+  return map;
+}
+
+template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          cudaStream_t stream) {
+  using L = HopperLayout<NWG, NKB_MAX>;
+  TORCH_CHECK(p.Sk <= L::kMaxKeys, "kforge attention: this wgmma kernel holds at most ", L::kMaxKeys,
+              " keys per row, got S_k=", p.Sk);
+  const CUtensorMap tm_q = make_tensor_map(q, kHopQkChunk, L::kRows, "query");
+  const CUtensorMap tm_k = make_tensor_map(k, kHopQkChunk, kHopKeyBlock / CLUSTER, "key");
+  const CUtensorMap tm_v = make_tensor_map(v, 64, kHopKeyTile / CLUSTER, "value");
+  auto kernel = attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
+  const int tiles = (p.Sq + L::kRows - 1) / L::kRows;
+  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
+  kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   cudaStream_t stream) {
+  switch (path) {
+    case kHopperWide: return launch_hopper<T, 2, 2, 1>(p, q, k, v, stream);
+    case kHopperLong: return launch_hopper<T, 1, 4, 1>(p, q, k, v, stream);
+    case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
+    case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
+    default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
   const bool narrow = p.Dv <= 64;
@@ -780,7 +972,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperLong, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperLongMc, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -810,8 +1002,8 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     else path = kGeneral;
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  if (q.scalar_type() == at::kHalf) launch<__half>(p, path, stream);
-  else launch<__nv_bfloat16>(p, path, stream);
+  if (q.scalar_type() == at::kHalf) launch<__half>(p, path, q, k, v, stream);
+  else launch<__nv_bfloat16>(p, path, q, k, v, stream);
   return out;
 }
 
@@ -832,12 +1024,16 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
                                     double scale, int64_t path);
 """
 
-# Kernel choice passed to the extension (mirrors `Path` in attention.cu).
-PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024 = 0, 1, 2, 3
+# Kernel choice passed to the extension (mirrors `Path` in attention.cu); *_MC: clusters of two CTAs
+# multicasting K/V tiles.
+PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256
 MAX_HEAD_DIM = 1024
+# Longer key rows do not fit the wgmma kernel's shared-memory P buffer; the general kernel then
+# recomputes QK^T per 128-wide output slice and measured slower than PyTorch (bench/attention/NOTES.md).
+WGMMA_MAX_KEYS = 1024
 
 _extension_module = None
 
@@ -902,6 +1098,8 @@ def fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
         return "small head dim: PyTorch's flash/cuDNN kernels are faster"
     if query.shape[-2] == 0 or key.shape[-2] == 0 or query.numel() == 0:
         return "empty"
+    if key.shape[-2] > WGMMA_MAX_KEYS:
+        return "key length above 1024: PyTorch's memory-efficient kernel is faster than our general kernel"
     lead = query.shape[:-2]
     if len(lead) == 2 and (lead[0] > 65535 or lead[1] > 65535):
         return "grid limits"

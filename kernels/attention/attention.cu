@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda.h>  // CUtensorMap types only: the driver is reached through the runtime (no -lcuda)
 
 #include "attn_common.cuh"
 #include "attn_wgmma.cuh"
@@ -18,7 +19,9 @@
 namespace kforge_attn {
 
 // Kernel choice. kAuto picks the wgmma kernel when the whole key row fits its shared-memory P buffer.
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3 };
+// Wide = 2 warpgroups x 64 rows (S_k <= 512), Long = 1 warpgroup (S_k <= 1024); *Mc = clusters of two
+// CTAs multicasting K/V tiles.
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -44,26 +47,80 @@ static void check_operand(const at::Tensor& t, const char* name) {
   }
 }
 
-template <typename T>
-static void launch(const AttnParams& p, int64_t path, cudaStream_t stream) {
-  if (path == kHopperWide || path == kHopperLong) {
-#if defined(KFORGE_ATTN_NO_SM90A)
-    TORCH_CHECK(false, "kforge attention: the wgmma kernel was not compiled in this build");
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static EncodeTiledFn encode_tiled() {
+  static const EncodeTiledFn fn = [] {
+    void* ptr = nullptr;
+#if CUDART_VERSION >= 12050
+    cudaDriverEntryPointQueryResult found{};
+    C10_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &found));
+    TORCH_CHECK(found == cudaDriverEntryPointSuccess, "kforge attention: driver has no cuTensorMapEncodeTiled");
 #else
-    using LW = HopperLayout<2, 2>;
-    using LL = HopperLayout<1, 4>;
-    const bool wide = path == kHopperWide;
-    TORCH_CHECK(p.Sk <= (wide ? LW::kMaxKeys : LL::kMaxKeys), "kforge attention: the wgmma kernel holds at most ",
-                wide ? LW::kMaxKeys : LL::kMaxKeys, " keys per row, got S_k=", p.Sk);
-    auto kernel = wide ? attn_hopper_kernel<T, 2, 2> : attn_hopper_kernel<T, 1, 4>;
-    const int smem = wide ? LW::kSmemBytes : LL::kSmemBytes;
-    const int rows = wide ? LW::kRows : LL::kRows;
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const dim3 grid((p.Sq + rows - 1) / rows, p.H, p.B);
-    kernel<<<grid, wide ? LW::kThreads : LL::kThreads, smem, stream>>>(p);
-    C10_CUDA_KERNEL_LAUNCH_CHECK();
+    C10_CUDA_CHECK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &ptr, cudaEnableDefault));
 #endif
-    return;
+    TORCH_CHECK(ptr != nullptr, "kforge attention: driver has no cuTensorMapEncodeTiled");
+    return reinterpret_cast<EncodeTiledFn>(ptr);
+  }();
+  return fn;
+}
+
+// 4-D tensor map over (head_dim, seq, heads, batch) of a (B, H, S, D) view with its own strides; boxes
+// are [box_rows x box_cols] elements (rows of 64 or 128 bytes, swizzled to match), zero-filled out of bounds.
+static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_rows, const char* name) {
+  const int64_t es = t.element_size();
+  cuuint64_t dims[4] = {(cuuint64_t)t.size(3), (cuuint64_t)t.size(2), (cuuint64_t)t.size(1), (cuuint64_t)t.size(0)};
+  // A size-1 dimension is only read at coordinate 0; give it the packed stride so the map stays valid
+  // whatever stride the view reports for it.
+  int64_t st[3];
+  int64_t packed = t.size(3) * es;
+  for (int i = 0; i < 3; ++i) {
+    const int d = 2 - i;  // seq, heads, batch
+    st[i] = t.size(d) > 1 ? t.stride(d) * es : ((packed + 15) / 16) * 16;
+    packed = st[i] * t.size(d);
+  }
+  cuuint64_t strides[3] = {(cuuint64_t)st[0], (cuuint64_t)st[1], (cuuint64_t)st[2]};
+  cuuint32_t box[4] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1, 1};
+  const CUtensorMapSwizzle swizzle = box_cols * es == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  cuuint32_t elem[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = encode_tiled()(&map, t.scalar_type() == at::kHalf ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                    4, t.data_ptr(), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                    swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TORCH_CHECK(r == CUDA_SUCCESS, "kforge attention: cuTensorMapEncodeTiled failed for ", name, " (error ", (int)r,
+              "; sizes ", t.sizes(), ", strides ", t.strides(), ")");
+  return map;
+}
+
+template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                          cudaStream_t stream) {
+  using L = HopperLayout<NWG, NKB_MAX>;
+  TORCH_CHECK(p.Sk <= L::kMaxKeys, "kforge attention: this wgmma kernel holds at most ", L::kMaxKeys,
+              " keys per row, got S_k=", p.Sk);
+  const CUtensorMap tm_q = make_tensor_map(q, kHopQkChunk, L::kRows, "query");
+  const CUtensorMap tm_k = make_tensor_map(k, kHopQkChunk, kHopKeyBlock / CLUSTER, "key");
+  const CUtensorMap tm_v = make_tensor_map(v, 64, kHopKeyTile / CLUSTER, "value");
+  auto kernel = attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
+  const int tiles = (p.Sq + L::kRows - 1) / L::kRows;
+  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
+  kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename T>
+static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   cudaStream_t stream) {
+  switch (path) {
+    case kHopperWide: return launch_hopper<T, 2, 2, 1>(p, q, k, v, stream);
+    case kHopperLong: return launch_hopper<T, 1, 4, 1>(p, q, k, v, stream);
+    case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
+    case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
+    default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
   const bool narrow = p.Dv <= 64;
@@ -94,7 +151,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperLong, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperLongMc, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -124,8 +181,8 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     else path = kGeneral;
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  if (q.scalar_type() == at::kHalf) launch<__half>(p, path, stream);
-  else launch<__nv_bfloat16>(p, path, stream);
+  if (q.scalar_type() == at::kHalf) launch<__half>(p, path, q, k, v, stream);
+  else launch<__nv_bfloat16>(p, path, q, k, v, stream);
   return out;
 }
 

@@ -1,7 +1,7 @@
 // Fast fused attention forward for Hopper (sm_90a: wgmma), for short key sequences and large head dims
 // (the seed shape: S=512, D=1024). Exact softmax over the whole key row, no online rescaling of O:
 //
-//   phase 1  for each 256-key block kb:  S = Q K_kb^T, accumulated over Dqk in 64-wide chunks
+//   phase 1  for each 256-key block kb:  S = Q K_kb^T, accumulated over Dqk in 32-wide chunks
 //            (m64n256k16 per warpgroup, 128 fp32 registers/thread); row max/sum update; P_kb =
 //            exp2(S - m_kb) written to shared memory as fp16/bf16 (the S x S matrix never leaves the SM).
 //   phase 2  for each 256-wide output head-dim chunk dc:  O_dc = sum_kb r_kb * P_kb V_kb[:, dc],
@@ -9,18 +9,28 @@
 //            where the key index crosses a block, and by 1/l at the end; then the chunk is stored.
 //
 // CTA = NWG consumer warpgroups x 64 query rows; K/V tiles in shared memory are shared by the
-// warpgroups. Loads are cp.async (zero fill at every edge, any strides), two slots, prefetch distance
-// one, written in the 128B-swizzled layout wgmma reads. P for NWG*64 rows x NKB_MAX*256 keys must
-// fit in shared memory: NWG=2 handles S_k <= 512, NWG=1 handles S_k <= 1024.
+// warpgroups. Loads are TMA (4-D tensor maps over (D, S, H, B) with the tensors' own strides, zero fill
+// past every edge, swizzled = the layout wgmma reads) issued by thread 0 into a ring of slots that
+// complete on mbarriers: phase 1 uses 4 slots of 24 KB (Q and K chunks 32 wide, 64B swizzle), phase 2
+// 3 slots of 32 KB (V tiles, 128B swizzle) over the same 96 KB, so 2-3 loads are in flight while one
+// is consumed - enough bytes in flight to cover L2 latency. With CLUSTER=2, the two CTAs of a cluster (adjacent
+// query tiles of one head) each load half of every K/V tile and multicast it to both, halving L2->SM
+// traffic for K and V; a per-slot "free" mbarrier collects both CTAs' release before a slot is refilled.
+// P for NWG*64 rows x NKB_MAX*256 keys must fit in shared memory: NWG=2 handles S_k <= 512, NWG=1
+// handles S_k <= 1024.
 #include "attn_common.cuh"
 #include "attn_wgmma.cuh"
+#include <cuda.h>  // CUtensorMap
 
 namespace kforge_attn {
 
 constexpr int kHopKeyBlock = 256;  // keys per QK^T block: one m64n256 accumulator
-constexpr int kHopKeyTile = 64;    // keys per P.V pipeline step
+constexpr int kHopQkChunk = 32;    // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
+constexpr int kHopKeyTile = 64;    // keys per P.V stage
 constexpr int kHopDvChunk = 256;   // output columns per P.V pass: one m64n256 accumulator
-constexpr int kHopPanel = 64 * 128;
+constexpr int kHopPanel = 64 * 128;  // [64 rows x 64] 16-bit elements, 128B swizzle
+constexpr int kHopStages1 = 4;
+constexpr int kHopStages2 = 3;
 
 template <int NWG, int NKB_MAX>
 struct HopperLayout {
@@ -28,113 +38,137 @@ struct HopperLayout {
   static constexpr int kRows = NWG * 64;
   static constexpr int kPanelsPerWg = NKB_MAX * kHopKeyBlock / 64;
   static constexpr int kPBytes = NWG * kPanelsPerWg * kHopPanel;
-  static constexpr int kQChunk = kRows * 128;            // [rows x 64] 16-bit, swizzled
-  static constexpr int kKChunk = kHopKeyBlock * 128;     // [256 keys x 64]
+  static constexpr int kQChunk = kRows * kHopQkChunk * 2;
+  static constexpr int kKChunk = kHopKeyBlock * kHopQkChunk * 2;
+  static constexpr int kStage1 = kQChunk + kKChunk;
   static constexpr int kVTile = kHopKeyTile * kHopDvChunk * 2;  // 4 panels of [64 keys x 64 cols]
-  static constexpr int kSlot = (kQChunk + kKChunk) > kVTile ? (kQChunk + kKChunk) : kVTile;
+  static constexpr int kRing = (kHopStages1 * kStage1 > kHopStages2 * kVTile) ? kHopStages1 * kStage1 : kHopStages2 * kVTile;
   static constexpr int kStatsBytes = kRows * NKB_MAX * 4;  // (NKB_MAX-1) block ratios + 1/l per row
-  static constexpr int kAlignSlack = 1024;  // 128B-swizzle atoms must start on 1024-byte boundaries
-  static constexpr int kSmemBytes = kAlignSlack + kPBytes + 2 * kSlot + kStatsBytes;
+  static constexpr int kBarrierBytes = 2 * (kHopStages1 + kHopStages2) * 8;
+  static constexpr int kAlignSlack = 1024;  // swizzle atoms must start on 1024-byte boundaries
+  static constexpr int kSmemBytes = kAlignSlack + kPBytes + kRing + kStatsBytes + kBarrierBytes;
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
 };
 
-template <typename T, int NWG, int NKB_MAX>
-__global__ void __launch_bounds__(NWG * 128, 1) attn_hopper_kernel(const __grid_constant__ AttnParams p) {
+template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
+    attn_hopper_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
+                       const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   using L = HopperLayout<NWG, NKB_MAX>;
   static_assert(L::kSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "K/V multicast is written for clusters of 1 or 2 CTAs");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sP = smem;
-  unsigned char* sSlots = sP + L::kPBytes;
-  float* sRatio = reinterpret_cast<float*>(sSlots + 2 * L::kSlot);  // [NKB_MAX-1][kRows]
-  float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;                  // [kRows]
+  unsigned char* sRing = sP + L::kPBytes;
+  float* sRatio = reinterpret_cast<float*>(sRing + L::kRing);  // [NKB_MAX-1][kRows]
+  float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;            // [kRows]
+  uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);  // phase-1 slot landed
+  uint64_t* free1 = full1 + kHopStages1;                            // every CTA of the cluster is done with it
+  uint64_t* full2 = free1 + kHopStages1;
+  uint64_t* free2 = full2 + kHopStages2;
 
   const int tid = threadIdx.x;
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int m0 = blockIdx.x * L::kRows;
   const int h = blockIdx.y, b = blockIdx.z;
+  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
+  constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
 
-  const T* q = static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh;
-  const T* k = static_cast<const T*>(p.k) + b * p.k_sb + h * p.k_sh;
-  const T* v = static_cast<const T*>(p.v) + b * p.v_sb + h * p.v_sh;
   T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
 
-  const int k_end = p.causal ? min(p.Sk, m0 + L::kRows) : p.Sk;  // keys any row of this CTA can see
+  // Every CTA of a cluster must walk the same item sequence (they fill each other's slots), so the
+  // causal key range is the one of the cluster's last query tile; extra keys are masked anyway.
+  const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * L::kRows;
+  const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
   const int n_kb = (k_end + kHopKeyBlock - 1) / kHopKeyBlock;
   const int n_kt = (k_end + kHopKeyTile - 1) / kHopKeyTile;
-  const int n_c = (p.Dqk + 63) / 64;
+  const int n_c = (p.Dqk + kHopQkChunk - 1) / kHopQkChunk;
   const int n_dc = (p.Dv + kHopDvChunk - 1) / kHopDvChunk;
-  const int n_phase1 = n_kb * n_c;
-  const int n_items = n_phase1 + n_dc * n_kt;
+  const int n1 = n_kb * n_c;    // phase-1 items
+  const int n2 = n_dc * n_kt;   // phase-2 items
 
-  // Pipeline item i: phase 1 -> (Q chunk c, K block kb chunk c); phase 2 -> V tile (kt, dc).
-  auto issue = [&](int i) {
-    unsigned char* slot = sSlots + (i & 1) * L::kSlot;
-    if (i < n_phase1) {
-      const int kb = i / n_c, c = i % n_c;
-      const int d0 = c * 64;
-      for (int idx = tid; idx < L::kRows * 8; idx += L::kThreads) {
-        const int r = idx >> 3, cc = idx & 7;
-        const bool ok = (m0 + r < p.Sq) && (d0 + cc * 8 < p.Dqk);
-        const T* src = ok ? q + (int64_t)(m0 + r) * p.q_ss + d0 + cc * 8 : q;
-        cp_async_16(smem_u32(slot + swz128(r, cc)), src, ok);
-      }
-      unsigned char* sk = slot + L::kQChunk;
-      for (int idx = tid; idx < kHopKeyBlock * 8; idx += L::kThreads) {
-        const int r = idx >> 3, cc = idx & 7;
-        const int key = kb * kHopKeyBlock + r;
-        const bool ok = (key < k_end) && (d0 + cc * 8 < p.Dqk);
-        const T* src = ok ? k + (int64_t)key * p.k_ss + d0 + cc * 8 : k;
-        cp_async_16(smem_u32(sk + swz128(r, cc)), src, ok);
-      }
+  if (tid == 0) {
+    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&free1[s], CLUSTER);
+    for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&free2[s], CLUSTER);
+    fence_mbar_init();
+  }
+  if (CLUSTER > 1) cluster_sync();  // peers may multicast into this CTA only after its barriers exist
+  else __syncthreads();
+
+  // Producer side, thread 0 only. Tile edges past S or D arrive as zeros (TMA out-of-bounds fill).
+  auto issue1 = [&](int i) {  // Q chunk c + K block kb chunk c
+    const int s = i % kHopStages1, use = i / kHopStages1;
+    unsigned char* slot = sRing + s * L::kStage1;
+    if (CLUSTER > 1 && use > 0) mbar_wait_cluster(&free1[s], (use - 1) & 1);
+    const int kb = i / n_c, c = i % n_c;
+    mbar_arrive_expect_tx(&full1[s], L::kStage1);
+    tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
+    constexpr int rows = kHopKeyBlock / CLUSTER;
+    if (CLUSTER == 1) {
+      tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
     } else {
-      const int j = i - n_phase1;
-      const int dc = j / n_kt, kt = j % n_kt;
-      for (int idx = tid; idx < kHopKeyTile * (kHopDvChunk / 8); idx += L::kThreads) {
-        const int r = idx >> 5, cc = idx & 31;
-        const int key = kt * kHopKeyTile + r;
-        const int col = dc * kHopDvChunk + cc * 8;
-        const bool ok = (key < k_end) && (col < p.Dv);
-        const T* src = ok ? v + (int64_t)key * p.v_ss + col : v;
-        cp_async_16(smem_u32(slot + (cc >> 3) * kHopPanel + swz128(r, cc & 7)), src, ok);
+      tma_load_4d_multicast(slot + L::kQChunk + rank * rows * kHopQkChunk * 2, &tm_k, &full1[s], c * kHopQkChunk,
+                            kb * kHopKeyBlock + rank * rows, h, b, kAllCtas);
+    }
+  };
+  auto issue2 = [&](int j) {  // V tile kt, output columns chunk dc
+    const int s = j % kHopStages2, use = j / kHopStages2;
+    unsigned char* slot = sRing + s * L::kVTile;
+    if (CLUSTER > 1 && use > 0) mbar_wait_cluster(&free2[s], (use - 1) & 1);
+    const int dc = j / n_kt, kt = j % n_kt;
+    mbar_arrive_expect_tx(&full2[s], L::kVTile);
+    constexpr int rows = kHopKeyTile / CLUSTER;
+#pragma unroll
+    for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
+      if (CLUSTER == 1) {
+        tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
+      } else {
+        tma_load_4d_multicast(slot + pp * kHopPanel + rank * rows * 128, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64,
+                              kt * kHopKeyTile + rank * rows, h, b, kAllCtas);
       }
     }
-    cp_async_commit();
+  };
+  // Consumer side of one step: wait for the data; after the barrier every wgmma of the previous item has
+  // retired in this CTA, so thread 0 releases that slot to the cluster and refills it STAGES-1 items ahead.
+  auto release_and_refill = [&](int i, int n, int stages, uint64_t* free_bar, auto&& issue) {
+    if (tid == 0) {
+      if (CLUSTER > 1 && i >= 1) {
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&free_bar[(i - 1) % stages], r);
+      }
+      if (i + stages - 1 < n) issue(i + stages - 1);
+    }
   };
 
   float acc[128];
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.f, 0.f};
-  const int row_in_wg = warp * 16 + g;           // and row_in_wg + 8
-  const int row_cta = wg * 64 + row_in_wg;       // row index inside the CTA's block
+  const int row_in_wg = warp * 16 + g;      // and row_in_wg + 8
+  const int row_cta = wg * 64 + row_in_wg;  // row index inside the CTA's block
   const int row_glob = m0 + row_cta;
   unsigned char* sP_wg = sP + wg * L::kPanelsPerWg * kHopPanel;
 
-  // Top of every pipeline step: item i has landed for all threads, every wgmma of item i-1 has retired
-  // (each warpgroup waits for its own before reaching the barrier), so the slot of i-1 can be refilled.
-  auto step_begin = [&](int i) {
-    cp_async_wait<0>();
-    fence_proxy_async();  // cp.async and st.shared (P) writes -> visible to wgmma's async-proxy reads
-    __syncthreads();
-    if (i + 1 < n_items) issue(i + 1);
-    return sSlots + (i & 1) * L::kSlot;
-  };
-
-  issue(0);
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> smem ----------------
+  if (tid == 0) {
+    for (int i = 0; i < kHopStages1 - 1 && i < n1; ++i) issue1(i);
+  }
   for (int kb = 0; kb < n_kb; ++kb) {
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
     for (int c = 0; c < n_c; ++c) {
-      const unsigned char* slot = step_begin(kb * n_c + c);
-      const uint32_t a_base = smem_u32(slot + wg * 64 * 128);
+      const int i = kb * n_c + c;
+      mbar_wait(&full1[i % kHopStages1], (i / kHopStages1) & 1);
+      __syncthreads();
+      release_and_refill(i, n1, kHopStages1, free1, issue1);
+      const unsigned char* slot = sRing + (i % kHopStages1) * L::kStage1;
+      const uint32_t a_base = smem_u32(slot + wg * 64 * kHopQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + L::kQChunk);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        Wgmma<T>::template m64n256k16<0>(acc, sw128_desc(a_base + kk * 32, 16, 1024),
-                                         sw128_desc(b_base + kk * 32, 16, 1024));
+      for (int kk = 0; kk < kHopQkChunk / 16; ++kk) {
+        Wgmma<T>::template m64n256k16<0>(acc, sw64_desc(a_base + kk * 32, 512), sw64_desc(b_base + kk * 32, 512));
       }
       wgmma_commit();
       wgmma_wait<0>();
@@ -193,11 +227,23 @@ __global__ void __launch_bounds__(NWG * 128, 1) attn_hopper_kernel(const __grid_
   }
 
   // ---------------- phase 2: O_dc = sum over key tiles of P_kt V_kt[:, dc] ----------------
+  // The ring changes geometry: drain it in every CTA of the cluster first. The fence publishes this
+  // thread's P stores to wgmma's async proxy.
+  fence_proxy_async();
+  if (CLUSTER > 1) cluster_sync();
+  else __syncthreads();
+  if (tid == 0) {
+    for (int j = 0; j < kHopStages2 - 1 && j < n2; ++j) issue2(j);
+  }
   for (int dc = 0; dc < n_dc; ++dc) {
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
     for (int kt = 0; kt < n_kt; ++kt) {
-      const unsigned char* slot = step_begin(n_phase1 + dc * n_kt + kt);
+      const int j = dc * n_kt + kt;
+      mbar_wait(&full2[j % kHopStages2], (j / kHopStages2) & 1);
+      __syncthreads();
+      release_and_refill(j, n2, kHopStages2, free2, issue2);
+      const unsigned char* slot = sRing + (j % kHopStages2) * L::kVTile;
       if (kt > 0 && kt % (kHopKeyBlock / kHopKeyTile) == 0) {
         // Entering key block kb: bring the sum so far from max m_{kb-1} to m_kb.
         const int kb = kt / (kHopKeyBlock / kHopKeyTile);
@@ -237,6 +283,8 @@ __global__ void __launch_bounds__(NWG * 128, 1) attn_hopper_kernel(const __grid_
       }
     }
   }
+  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
+  if (CLUSTER > 1) cluster_sync();
 }
 
 }  // namespace kforge_attn

@@ -12,7 +12,8 @@ arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to 
 is_causal (top-left, as SDPA), any scale, batch and heads of any size.
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
-flash/cuDNN kernels are faster there, measured), attn_mask, dropout_p > 0, enable_gqa, CPU tensors,
+flash/cuDNN kernels are faster there, measured), key lengths above 1024 (our general kernel is slower
+than PyTorch's memory-efficient one there, measured; call `kforge_attention` to use it anyway), attn_mask, dropout_p > 0, enable_gqa, CPU tensors,
 float32 (PyTorch's own fp32 path; its error vs float64 is in bench/attention/NOTES.md), head dims not
 a multiple of 8 or above 1024, misaligned or non-unit-stride head dims, inputs requiring grad while
 autograd records, GPUs other than sm_90, and empty sequences.
@@ -27,12 +28,16 @@ import torch.nn.functional as F
 _CUDA_SOURCE = "@@KFORGE_SOURCE:attention.cu@@"
 _CPP_SOURCE = "@@KFORGE_SOURCE:bindings.cpp@@"
 
-# Kernel choice passed to the extension (mirrors `Path` in attention.cu).
-PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024 = 0, 1, 2, 3
+# Kernel choice passed to the extension (mirrors `Path` in attention.cu); *_MC: clusters of two CTAs
+# multicasting K/V tiles.
+PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256
 MAX_HEAD_DIM = 1024
+# Longer key rows do not fit the wgmma kernel's shared-memory P buffer; the general kernel then
+# recomputes QK^T per 128-wide output slice and measured slower than PyTorch (bench/attention/NOTES.md).
+WGMMA_MAX_KEYS = 1024
 
 _extension_module = None
 
@@ -97,6 +102,8 @@ def fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
         return "small head dim: PyTorch's flash/cuDNN kernels are faster"
     if query.shape[-2] == 0 or key.shape[-2] == 0 or query.numel() == 0:
         return "empty"
+    if key.shape[-2] > WGMMA_MAX_KEYS:
+        return "key length above 1024: PyTorch's memory-efficient kernel is faster than our general kernel"
     lead = query.shape[:-2]
     if len(lead) == 2 and (lead[0] > 65535 or lead[1] > 65535):
         return "grid limits"
