@@ -163,7 +163,7 @@ class IntegritySnapshot:
                 continue
             if now is _MISSING:
                 problems.append(f"{qual} was deleted")
-            elif now is not value:
+            elif now is not value and not _torch_own_wrapper(now, value):
                 problems.append(f"{qual} was replaced by {_describe(now)}")
         for name, ident in self.modules.items():
             module = current_modules.get(name)
@@ -182,6 +182,25 @@ class IntegritySnapshot:
 
 
 _MISSING = object()
+
+
+def _torch_own_wrapper(now: Any, original: Any) -> bool:
+    """torch wraps some functions lazily on first use (e.g. dynamo's disable wrapper around manual_seed):
+    allowed when the new function's code lives in torch's own package and it wraps the original."""
+    import torch
+
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    code = getattr(now, "__code__", None)
+    if code is None or not os.path.abspath(code.co_filename).startswith(torch_dir + os.sep):
+        return False
+    seen = 0
+    probe = now
+    while probe is not None and seen < 8:
+        if probe is original:
+            return True
+        probe = getattr(probe, "__wrapped__", None)
+        seen += 1
+    return False
 
 
 def _important_module(name: str) -> bool:
@@ -284,7 +303,10 @@ class AuditMonitor:
     def _caller(self) -> tuple[str | None, bool, bool]:
         """(nearest candidate frame as file:line, whether the candidate made the call itself, torch builder)."""
         frame = sys._getframe(3)  # 0 _caller, 1 _classify, 2 _hook, 3 whoever raised the event
-        immediate = frame is not None and os.path.abspath(frame.f_code.co_filename) in self.candidate_files
+        probe = frame
+        while probe is not None and os.sep + "ctypes" + os.sep in probe.f_code.co_filename:
+            probe = probe.f_back  # ctypes.CDLL(...) raises from inside the ctypes package
+        immediate = probe is not None and os.path.abspath(probe.f_code.co_filename) in self.candidate_files
         where: str | None = None
         builder = False
         depth = 0

@@ -425,7 +425,8 @@ class _Scanner(ast.NodeVisitor):
         callee = self.resolve(node.func)
         if callee:
             family = py_family(callee)
-            if family and family in self.condemned:
+            constructor = callee.split(".")[-1][:1].isupper()  # nn.Linear(...) builds a module, runs nothing
+            if family and family in self.condemned and not constructor:
                 return callee
             short = callee.split(".")[-1]
             if callee.endswith("super.forward") or (callee.split(".")[0] in self.reference_names and short == "forward"):

@@ -1,0 +1,101 @@
+"""kforge verification checks: static scan, harness integrity, runtime anti-cheat and state semantics.
+
+The worker pipeline (pipeline.py) calls these hooks with its EvalContext:
+
+    before_import(ctx)   before the candidate is imported: static scan, harness snapshot, audit hook,
+                         extension-call counting around load_inline
+    after_import(ctx)    the import left the harness intact?
+    run_checks(ctx)      the verify stage: every runtime check; returns protocol Check dicts, the
+                         failures that decide the verdict first
+    after_timing(ctx)    roofline floor and harness integrity after timing; returns Check dicts
+    on_failure(ctx, verdict)  when correctness already failed: still run the checks, so a cheat that also
+                         gets the numbers wrong is named as cheating rather than merely incorrect
+
+`request.options.checks` selects runtime check groups (RUNTIME_CHECKS); "-name" drops one, "none" drops
+all of them (the static scan and integrity checks always run). `standalone` runs the same checks around a
+minimal loop for the corpus and tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .result import CheckResult, verdict_from_checks
+from .verifier import RUNTIME_CHECKS, Verifier
+
+__all__ = ["CheckResult", "RUNTIME_CHECKS", "Verifier", "verdict_from_checks", "before_import", "after_import",
+           "run_checks", "after_timing", "on_failure", "selected_checks"]
+
+
+def selected_checks(requested: list[str] | None) -> list[str]:
+    names = list(requested or [])
+    if "none" in names:
+        return []
+    chosen = [n for n in names if not n.startswith("-") and n in RUNTIME_CHECKS] or list(RUNTIME_CHECKS)
+    dropped = {n[1:] for n in names if n.startswith("-")}
+    return [n for n in chosen if n not in dropped]
+
+
+def _verifier(ctx: Any) -> Verifier:
+    verifier = getattr(ctx, "kforge_verifier", None)
+    if verifier is None:
+        request = ctx.request
+        verifier = Verifier(request.problem_path, request.candidate_path, ctx.device,
+                            selected_checks(getattr(request, "checks", None)) or ["__none__"])
+        ctx.kforge_verifier = verifier
+    return verifier
+
+
+def before_import(ctx: Any) -> None:
+    _verifier(ctx).before_import()
+
+
+def after_import(ctx: Any) -> None:
+    verifier = _verifier(ctx)
+    if verifier.scan is None:
+        verifier.before_import()
+    verifier.after_import()
+
+
+def _ordered(verifier: Verifier) -> list[dict[str, Any]]:
+    checks = verifier.results()
+    rank = {"cheating": 0}
+    return sorted(checks, key=lambda c: (c["outcome"] != "fail", rank.get(c["failVerdict"] or "", 1)))
+
+
+def _run(ctx: Any, trials_passed: bool) -> Verifier:
+    verifier = _verifier(ctx)
+    if verifier.scan is None:  # hooks before import not wired: the static scan still runs
+        verifier.before_import()
+    if ctx.ref_model is not None and ctx.new_model is not None and not getattr(ctx, "kforge_checks_ran", False):
+        ctx.kforge_checks_ran = True
+        verifier.run_checks(ctx.ref_model, ctx.new_model, ctx.make_inputs, ctx.atol, ctx.rtol, trials_passed)
+    return verifier
+
+
+def run_checks(ctx: Any) -> list[dict[str, Any]]:
+    return _ordered(_run(ctx, trials_passed=True))
+
+
+def after_timing(ctx: Any) -> list[dict[str, Any]]:
+    verifier = _verifier(ctx)
+    timing = ctx.result.get("timing") or {}
+    median = (timing.get("cand") or {}).get("medianMs")
+    gpu = (ctx.result.get("environment") or {}).get("gpu")
+    before = {c["name"] for c in verifier.results()}
+    verifier.after_timing(median, gpu, ctx.ref_model, ctx.make_inputs)
+    return [c for c in _ordered(verifier) if c["name"] not in before or c["name"] in ("roofline", "harness_integrity",
+                                                                                      "runtime_audit", "thread_count")]
+
+
+def on_failure(ctx: Any, verdict: str) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
+    """Checks after a failed correctness stage; returns (checks, (verdict, reason) when cheating was found)."""
+    if verdict not in ("incorrect", "shape_mismatch", "runtime_error"):
+        return [], None
+    verifier = _run(ctx, trials_passed=False)
+    verifier.close()
+    found, check = verifier.verdict()
+    checks = _ordered(verifier)
+    if found == "cheating" and check is not None:
+        return checks, ("cheating", f"{check.name}: {check.evidence}")
+    return checks, None

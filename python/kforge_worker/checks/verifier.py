@@ -1,0 +1,201 @@
+"""The verification stage the worker pipeline calls into, at four points:
+
+    verifier = Verifier(problem_path, candidate_path, device)
+    verifier.before_import()          # static scan; snapshot harness functions, flags, threads; audit hook
+    ... import the candidate, build models, correctness trials ...
+    verifier.after_import()           # harness unchanged by the import?
+    verifier.run_checks(ref, cand, make_inputs, atol, rtol)   # the runtime checks (train/eval, replay, ...)
+    ... timing ...
+    verifier.after_timing(cand_median_ms, gpu_name, ref, make_inputs)   # roofline, harness after timing
+    verifier.results()                # list of protocol Check objects
+
+Every check is named; a failure names the verdict it implies (`cheating` or `incorrect`), and
+`verdict()` returns the strongest one. A check that crashes in harness code is reported as `warn`
+(never a false flag); an exception raised from the candidate's own code is its `runtime_error`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import runtime
+from .instrument import ExtensionRecorder
+from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount, open_descriptors
+from .result import CheckResult, failed, passed, verdict_from_checks, warned
+from .roofline import check_roofline, floor_for
+from .static_scan import ScanReport, reference_info, scan_source, static_checks
+
+# Runtime checks in the order they run; cheap and decisive ones first. Names are what `--checks` selects.
+RUNTIME_CHECKS = (
+    "output_contract",  # output_type, output_aliasing, input_mutation, degenerate_output
+    "tolerance",  # tolerance_sanity (+ tight_tolerance)
+    "ops",  # banned_ops, custom_kernel_used, silent_fallback
+    "replay",  # replay_cache, determinism
+    "uninitialized",
+    "sensitivity",
+    "distribution",
+    "shapes",
+    "timed",
+    "precision",
+    "state",
+    "cuda_profile",  # side_stream, kernel_launch
+    "timing_cross",
+)
+
+
+class Verifier:
+    def __init__(self, problem_path: str, candidate_path: str, device: str | torch.device,
+                 enabled: list[str] | None = None) -> None:
+        self.problem_path = problem_path
+        self.candidate_path = candidate_path
+        self.device = torch.device(device)
+        self.enabled = set(enabled) if enabled else set(RUNTIME_CHECKS)
+        self.checks: list[CheckResult] = []
+        self.extensions = ExtensionRecorder()
+        self.audit: AuditMonitor | None = None
+        self.snapshot: IntegritySnapshot | None = None
+        self.threads_before: ThreadCount | None = None
+        self.scan: ScanReport | None = None
+        self.ref_families: frozenset[str] = frozenset()
+        self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
+        self.context: runtime.VerifyContext | None = None
+        self._fds_before: dict[int, bool] = {}
+
+    # ------------------------------------------------------------------------------------ stage hooks
+    def before_import(self) -> None:
+        with open(self.problem_path, encoding="utf-8", errors="replace") as f:
+            problem_source = f.read()
+        with open(self.candidate_path, encoding="utf-8", errors="replace") as f:
+            candidate_source = f.read()
+        try:
+            self.ref_families, reference_names = reference_info(problem_source)
+        except SyntaxError:
+            self.ref_families, reference_names = frozenset(), {"Model"}
+        self.scan = scan_source(candidate_source, os.path.basename(self.candidate_path), self.ref_families,
+                                reference_names | {"Model"})
+        self.checks.extend(static_checks(self.scan))
+        self._fds_before = open_descriptors()
+        self.extensions.install()
+        self.audit = AuditMonitor.install()
+        self.audit.watch(self.candidate_path)
+        self.audit.active = True
+        self.snapshot = IntegritySnapshot.take()
+        self.threads_before = ThreadCount.now()
+
+    def after_import(self) -> None:
+        self._stage_integrity("import")
+        leaked = sorted(fd for fd, inheritable in self._fds_before.items() if fd > 2 and inheritable)
+        if leaked:
+            self.checks.append(warned("fd_hygiene", f"descriptors {leaked} were inherited by the worker and stay "
+                                                    "inheritable (harness setup, not the candidate)"))
+        else:
+            self.checks.append(passed("fd_hygiene", "only stdin/stdout/stderr are inheritable in the worker"))
+
+    def run_checks(self, ref: nn.Module, cand: nn.Module, make_inputs: Callable[[int], list[Any]],
+                   atol: float, rtol: float, trials_passed: bool = True) -> None:
+        """trials_passed: whether the pipeline's correctness trials passed (a candidate wrong only in the
+        timing-like loop is then behaving differently when timed)."""
+        assert self.scan is not None, "before_import() first"
+        ctx = runtime.VerifyContext(
+            ref=ref, cand=cand, make_inputs=make_inputs, device=self.device, atol=atol, rtol=rtol, scan=self.scan,
+            extensions=self.extensions, audit=self.audit, snapshot=self.snapshot, rng=self.rng,
+            ref_families=self.ref_families, threads_before=self.threads_before,
+        )
+        ctx.notes["trials_passed"] = trials_passed
+        self.context = ctx
+        steps: dict[str, Callable[[], Any]] = {
+            "output_contract": lambda: runtime.check_output_contract(ctx),
+            "tolerance": lambda: [runtime.check_tolerance(ctx), runtime.check_tight_tolerance(ctx)],
+            "ops": lambda: runtime.check_ops(ctx),
+            "replay": lambda: runtime.check_replay(ctx),
+            "uninitialized": lambda: runtime.check_uninitialized(ctx),
+            "sensitivity": lambda: runtime.check_input_sensitivity(ctx),
+            "distribution": lambda: runtime.check_input_distribution(ctx),
+            "shapes": lambda: runtime.check_extra_shapes(ctx),
+            "timed": lambda: runtime.check_timed_outputs(ctx),
+            "precision": lambda: runtime.check_precision(ctx),
+            "state": lambda: runtime.check_state(ctx),
+            "cuda_profile": lambda: runtime.check_cuda_profile(ctx),
+            "timing_cross": lambda: runtime.check_timing_cross(ctx),
+        }
+        for name in RUNTIME_CHECKS:
+            if name not in self.enabled:
+                continue
+            with runtime.preserved_state(ref, cand):
+                try:
+                    produced = steps[name]()
+                except Exception as exc:  # noqa: BLE001 — classified below
+                    produced = [self._crashed(name, exc)]
+            for item in produced if isinstance(produced, list) else [produced]:
+                if item is not None:
+                    self.checks.append(item)
+        self._stage_integrity("runtime checks")
+
+    def after_timing(self, cand_median_ms: float | None, gpu_name: str | None, ref: nn.Module | None = None,
+                     make_inputs: Callable[[int], list[Any]] | None = None) -> None:
+        floor = None
+        if ref is not None and make_inputs is not None and cand_median_ms is not None:
+            try:
+                inputs = make_inputs(self.rng.randrange(1, 2**31))
+                with runtime.preserved_state(ref):
+                    outputs = runtime.tensors(runtime.run(ref, runtime.clone_inputs(inputs)))
+                    floor = floor_for(ref, inputs, outputs, gpu_name)
+            except Exception as exc:  # noqa: BLE001
+                self.checks.append(warned("roofline", f"could not count the problem's work: {type(exc).__name__}: {exc}"))
+                floor = None
+                cand_median_ms = None
+        if cand_median_ms is not None or ref is None:
+            self.checks.append(check_roofline(cand_median_ms, floor, gpu_name))
+        self._stage_integrity("timing")
+
+    # ------------------------------------------------------------------------------------------ output
+    def results(self) -> list[dict[str, Any]]:
+        return [c.to_json() for c in self._merged()]
+
+    def verdict(self) -> tuple[str | None, CheckResult | None]:
+        return verdict_from_checks(self._merged())
+
+    def reason(self) -> str | None:
+        _, check = self.verdict()
+        return f"{check.name}: {check.evidence}" if check else None
+
+    def close(self) -> None:
+        self.extensions.uninstall()
+        if self.audit is not None:
+            self.audit.active = False
+
+    # ---------------------------------------------------------------------------------------- internals
+    def _stage_integrity(self, stage: str) -> None:
+        ctx = self.context or runtime.VerifyContext(
+            ref=nn.Identity(), cand=nn.Identity(), make_inputs=lambda s: [], device=self.device, atol=0, rtol=0,
+            scan=self.scan or ScanReport("", frozenset()), extensions=self.extensions, audit=self.audit,
+            snapshot=self.snapshot, threads_before=self.threads_before,
+        )
+        self.checks.extend(runtime.check_integrity(ctx, stage))
+
+    def _crashed(self, name: str, exc: BaseException) -> CheckResult:
+        frames = traceback.extract_tb(exc.__traceback__)
+        cand = os.path.abspath(self.candidate_path)
+        in_candidate = any(os.path.abspath(f.filename) == cand for f in frames)
+        where = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames)), "?")
+        text = f"{type(exc).__name__}: {str(exc)[:240]} (at {where})"
+        if in_candidate:
+            return failed(name, f"the candidate raised during this check: {text}", "runtime_error")
+        return warned(name, f"check could not run: {text}")
+
+    def _merged(self) -> list[CheckResult]:
+        """One entry per check name: the worst outcome wins (a fail after any stage is kept)."""
+        rank = {"fail": 0, "warn": 1, "pass": 2, "skip": 3}
+        merged: dict[str, CheckResult] = {}
+        for c in self.checks:
+            prior = merged.get(c.name)
+            if prior is None or rank[c.outcome] < rank[prior.outcome]:
+                merged[c.name] = c
+        return list(merged.values())

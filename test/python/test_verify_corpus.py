@@ -1,0 +1,46 @@
+"""Every CPU-runnable corpus entry, each in its own worker process, must get exactly its label.
+
+The manifest (test/verify/manifest.json) names, per entry, the verdict it must get and the check that must
+fail with it; honest entries must come out `correct` with no failing check. GPU-only entries run in the
+device script (bench/verify/run_corpus.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_spec = importlib.util.spec_from_file_location("kforge_verify_corpus", os.path.join(ROOT, "test", "verify", "corpus.py"))
+corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpus)  # type: ignore[union-attr]
+
+ENTRIES = [e for e in corpus.load_manifest() if e["cpu"]]
+
+
+def test_manifest_covers_every_pattern_and_enough_honest_entries():
+    entries = corpus.load_manifest()
+    patterns = {p for e in entries for p in e["patterns"]}
+    assert patterns == set(range(1, 24)), f"patterns without an entry: {sorted(set(range(1, 24)) - patterns)}"
+    adversarial = [e for e in entries if e["expect"] != "correct"]
+    honest = [e for e in entries if e["expect"] == "correct"]
+    assert len(adversarial) >= 20 and len(honest) >= 6
+    for e in entries:
+        assert os.path.exists(os.path.join(ROOT, e["problem"])), e["problem"]
+        assert os.path.exists(os.path.join(ROOT, e["candidate"])) or e.get("optional"), e["candidate"]
+        assert (e["check"] is None) == (e["expect"] == "correct"), e["id"]
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["id"] for e in ENTRIES])
+def test_corpus_entry_gets_its_label(entry):
+    if not os.path.exists(os.path.join(ROOT, entry["candidate"])):
+        pytest.skip(f"{entry['candidate']} not generated yet")
+    outcome = corpus.run_entry(entry, "cpu", python=sys.executable)
+    assert outcome.verdict == entry["expect"], f"{entry['id']}: {outcome.verdict} ({outcome.reason})"
+    if entry["expect"] == "correct":
+        assert outcome.failing == [], f"{entry['id']}: false flag(s) {outcome.failing}: {outcome.reason}"
+    else:
+        assert entry["check"] in outcome.failing, f"{entry['id']}: {entry['check']} did not fail; failing {outcome.failing}"

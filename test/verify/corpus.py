@@ -1,0 +1,109 @@
+"""The verification corpus: load the manifest, run entries in fresh processes, judge the labels.
+
+An entry passes when the verdict equals `expect` exactly and, for a non-clean entry, the named `check`
+failed with that verdict (other checks may fail too: they are listed). Honest entries (`expect: correct`)
+must have no failing check at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MANIFEST = os.path.join(ROOT, "test", "verify", "manifest.json")
+
+
+def load_manifest(path: str = MANIFEST) -> list[dict[str, Any]]:
+    with open(path) as f:
+        return json.load(f)["entries"]
+
+
+@dataclass
+class Outcome:
+    entry: dict[str, Any]
+    verdict: str | None
+    failing: list[str]
+    reason: str | None
+    seconds: float
+    result: dict[str, Any] | None
+
+    @property
+    def ok(self) -> bool:
+        expect = self.entry["expect"]
+        if self.verdict != expect:
+            return False
+        if expect == "correct":
+            return not self.failing
+        return self.entry["check"] in self.failing
+
+    def row(self) -> dict[str, Any]:
+        return {"id": self.entry["id"], "patterns": self.entry.get("patterns", []), "expected": self.entry["expect"],
+                "got": self.verdict, "check": self.entry.get("check"), "failing": self.failing, "ok": self.ok,
+                "reason": (self.reason or "")[:300], "seconds": round(self.seconds, 2)}
+
+
+def run_entry(entry: dict[str, Any], device: str = "cpu", timeout: float = 300, timing: bool | None = None,
+              python: str = sys.executable) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="kforge-verify-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        cmd = [python, "-m", "kforge_worker.checks.standalone", "--problem", os.path.join(ROOT, entry["problem"]),
+               "--candidate", os.path.join(ROOT, entry["candidate"]), "--device", device, "--out", out]
+        if timing if timing is not None else entry.get("time"):
+            cmd.append("--time")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+        env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(tempfile.gettempdir(), "kforge-verify-extensions"))
+        try:
+            proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=timeout,
+                                  start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return Outcome(entry, "timeout", [], f"no result within {timeout}s", timeout, None)
+        if not os.path.exists(out):
+            tail = (proc.stderr or "")[-800:]
+            return Outcome(entry, "runtime_error", [], f"worker exited {proc.returncode} without a result: {tail}", 0.0,
+                           None)
+        with open(out) as f:
+            result = json.load(f)
+    failing = [c["name"] for c in result["checks"] if c["outcome"] == "fail"]
+    return Outcome(entry, result["verdict"], failing, result.get("reason"), result.get("seconds", 0.0), result)
+
+
+def run_all(entries: list[dict[str, Any]], device: str = "cpu", jobs: int = 2, **kwargs: Any) -> list[Outcome]:
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(lambda e: run_entry(e, device, **kwargs), entries))
+
+
+def table(outcomes: list[Outcome]) -> str:
+    lines = [f"{'entry':32} {'pat':>6} {'expected':10} {'got':14} {'check':22} ok", "-" * 92]
+    for o in outcomes:
+        r = o.row()
+        pats = ",".join(str(p) for p in r["patterns"]) or "-"
+        lines.append(f"{r['id'][:32]:32} {pats:>6} {r['expected']:10} {str(r['got']):14} {str(r['check'] or '-'):22} "
+                     f"{'ok' if r['ok'] else 'MISS'}")
+    good = sum(o.ok for o in outcomes)
+    lines.append(f"{good}/{len(outcomes)} entries labelled as expected")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--only", default="")
+    parser.add_argument("--jobs", type=int, default=2)
+    args = parser.parse_args()
+    entries = [e for e in load_manifest() if (args.device != "cpu" or e["cpu"])
+               and (not args.only or any(s in e["id"] for s in args.only.split(",")))]
+    outcomes = run_all(entries, args.device, args.jobs)
+    print(table(outcomes))
+    for o in outcomes:
+        if not o.ok:
+            print(f"\n{o.entry['id']}: got {o.verdict}, failing {o.failing}\n  reason: {o.reason}")
