@@ -303,8 +303,15 @@ def study_gemm_precision(ext):
 
 def study_chunk_sweep(Ref, New, flush, iters):
     rows = []
-    init = [8192, 8192, 1e-5, 0.1, (1,)]
-    for chunk in (0, 4096, 2048, 1024, 512):
+    for k_features, chunks in ((8192, (0, 2048, 1024)), (4096, (0, 2048, 1024, 512))):
+        rows += chunk_sweep(Ref, New, flush, iters, k_features, chunks)
+    return rows
+
+
+def chunk_sweep(Ref, New, flush, iters, kf, chunks):
+    rows = []
+    init = [kf, kf, 1e-5, 0.1, (1,)]
+    for chunk in chunks:
         set_tf32(False)
         e = {}
         for train in (True, False):
@@ -316,18 +323,18 @@ def study_chunk_sweep(Ref, New, flush, iters):
             ref64 = copy.deepcopy(ref).double()
             for mod in (ref, new, ref64):
                 mod.train(train)
-            x = torch.rand(1024, 8192, device="cuda")
+            x = torch.rand(1024, kf, device="cuda")
             with torch.no_grad():
                 out64 = ref64(x.double())
                 e[train] = (rel_err(new(x), out64), rel_err(ref(x), out64))
             del ref64
         ref, new = make_pair(Ref, New, init, 57)
         new.fp32_k_chunk = chunk
-        inputs = [torch.rand(1024, 8192, device="cuda") for _ in range(2)]
+        inputs = [torch.rand(1024, kf, device="cuda") for _ in range(2)]
         with torch.no_grad():
             r = time_fn(ref, inputs, iters, 3, flush)
             o = time_fn(new, inputs, iters, 3, flush)
-        row = {"k_chunk": chunk, "train_err": e[True][0], "train_err_torch": e[True][1], "eval_err": e[False][0],
+        row = {"k": kf, "k_chunk": chunk, "train_err": e[True][0], "train_err_torch": e[True][1], "eval_err": e[False][0],
                "eval_err_torch": e[False][1], "ref_ms": r, "ours_ms": o, "speedup": r / o}
         print("chunk sweep", json.dumps(row), flush=True)
         rows.append(row)
@@ -544,6 +551,7 @@ def main():
                     if r["ours_weight_split_uncached_ms"] is None
                     else round(r["ref_ms"] / r["ours_weight_split_uncached_ms"], 3),
                     "correct": bool(all_correct and r["ok"]),
+                    "fp32_k_chunk": None if tf32 else module._big_product_k_chunk(k),
                     "timing": f"CUDA events, L2 flushed (256 MB) before each call, {ARGS.iters} calls x 2 runs, medians",
                 }
                 records.append(rec)

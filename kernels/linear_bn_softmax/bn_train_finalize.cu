@@ -3,7 +3,7 @@
 // per-column affine that the row pass applies:  z = (y - shift) * mult + add, where
 //   shift = batch mean of x W^T (the Linear bias cancels in y - mean),
 //   mult  = scale * gamma / sqrt(biased_var + eps),   add = scale * beta.
-// One thread per column; the merge runs in double in a fixed tile order (deterministic).
+// One thread per column (small CTAs, so the N columns spread over many SMs).
 #include "common.cuh"
 #include "bn_params.cuh"
 
@@ -16,17 +16,24 @@ bn_train_finalize_kernel(const float* __restrict__ tile_mean, const float* __res
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kFinalizeThreads + threadIdx.x;
   if (col >= cols) return;
 
-  // Chan et al.: (n_a, mean_a, M2_a) + (n_b, mean_b, M2_b).
-  double n = 0.0, mean = 0.0, m2 = 0.0;
+  // All tiles merged at once (Chan's pairwise update unrolled over the tiles):
+  //   mean = sum_t n_t mean_t / n,   M2 = sum_t [M2_t + n_t (mean_t - mean)^2].
+  // Two passes of independent loads instead of a serial chain with a division per tile; double
+  // accumulation in a fixed tile order, so the result is deterministic and exact to ~1e-16.
+  const double n = static_cast<double>(rows_total);
+  double weighted_sum = 0.0;
+#pragma unroll 8
   for (int64_t t = 0; t < tiles; ++t) {
-    const double nb = static_cast<double>(rows_in_tile(rows_total, t * kStatsRowsPerTile));
-    const double mean_b = tile_mean[t * cols + col];
-    const double m2_b = tile_m2[t * cols + col];
-    const double n_ab = n + nb;
-    const double delta = mean_b - mean;
-    mean += delta * (nb / n_ab);
-    m2 += m2_b + delta * delta * (n * nb / n_ab);
-    n = n_ab;
+    const double n_t = static_cast<double>(rows_in_tile(rows_total, t * kStatsRowsPerTile));
+    weighted_sum += n_t * static_cast<double>(tile_mean[t * cols + col]);
+  }
+  const double mean = weighted_sum / n;
+  double m2 = 0.0;
+#pragma unroll 8
+  for (int64_t t = 0; t < tiles; ++t) {
+    const double n_t = static_cast<double>(rows_in_tile(rows_total, t * kStatsRowsPerTile));
+    const double d = static_cast<double>(tile_mean[t * cols + col]) - mean;
+    m2 += static_cast<double>(tile_m2[t * cols + col]) + n_t * d * d;
   }
   const double var_biased = m2 / n;
   const double inv_std = 1.0 / sqrt(var_biased + bn.eps);

@@ -6,8 +6,9 @@ submodules (gemm, bn, scale, softmax), same state_dict keys, same forward(x).
 CUDA path (fp32 CUDA input, no autograd recording):
   Y = x W^T    cuBLAS on tensor cores. torch.backends.cuda.matmul.allow_tf32 off (PyTorch's default):
                3xTF32 - x and W split into tf32 big + small parts by our kernel, Y = xs Wb^T + xb Ws^T
-               + xb Wb^T in fp32 - error at fp32 level. allow_tf32 on (or float32 matmul precision
-               'high'/'medium'): one TF32 GEMM, as PyTorch itself does then.
+               + xb Wb^T in fp32, the big*big product accumulated in K-chunks - error at fp32 level.
+               allow_tf32 on (or float32 matmul precision 'high'/'medium'): one TF32 GEMM, as PyTorch
+               itself does then.
   statistics   training (or no running stats): per-column batch mean / biased variance from row-tile
                partials merged with Chan's formula in a fixed order (deterministic); running_mean,
                running_var (unbiased) and num_batches_tracked updated as nn.BatchNorm1d does, momentum=None
@@ -26,6 +27,7 @@ rebuilt on every call).
 """
 
 import glob
+import math
 import os
 import sys
 
@@ -85,7 +87,21 @@ def _autocast_enabled():
 
 
 _INT32_MAX = 2**31 - 1
-_DEFAULT_FP32_K_CHUNK = 1024
+
+
+def _big_product_k_chunk(k):
+    """K-chunk length for 3xTF32's big*big product.
+
+    Measured on an H100 (bench/linear_bn/NOTES.md): the tensor cores' accumulator truncates, so the
+    GEMM's error grows linearly with the accumulation length (systematically, shrinking |y|), while a
+    CUDA-core SGEMM's grows like sqrt(K). Chunks of ~23*sqrt(K) keep our GEMM error within ~3x of
+    SGEMM's, which after BatchNorm and softmax put the output at 0.5-1x PyTorch fp32's error at
+    K = 8192 (chunk 2048). Powers of two, 256 to 2048: shorter chunks cost GEMM efficiency.
+    """
+    chunk = 256
+    while chunk * 2 <= min(2048, 23 * math.sqrt(k)):
+        chunk *= 2
+    return chunk if chunk < k else 0
 
 
 class ModelNew(nn.Module):
@@ -97,8 +113,9 @@ class ModelNew(nn.Module):
         self.scale = nn.Parameter(torch.ones(scale_shape))
         self.softmax = nn.Softmax(dim=1)
         self.cache_weight_split = True
-        # 3xTF32: K-chunk length of the big*big product (see host.cu); 0 = a single GEMM.
-        self.fp32_k_chunk = _DEFAULT_FP32_K_CHUNK
+        # 3xTF32: K-chunk length of the big*big product (see host.cu and _big_product_k_chunk);
+        # None = chosen from K, 0 = one GEMM over all of K.
+        self.fp32_k_chunk = None
         self._weight_split_cache = None  # (weight Parameter, its _version, its (2, N, K) split)
 
     def forward(self, x):
@@ -215,5 +232,5 @@ class ModelNew(nn.Module):
             cumulative,
             float(bn.eps),
             fp32_accurate,
-            int(self.fp32_k_chunk),
+            _big_product_k_chunk(x.shape[1]) if self.fp32_k_chunk is None else int(self.fp32_k_chunk),
         )
