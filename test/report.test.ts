@@ -447,7 +447,12 @@ describe("kforge report", () => {
   const kforge = (args: string[]) =>
     execa("node", [join(import.meta.dirname, "..", "bin", "kforge.js"), "report", ...args], {
       reject: false,
-      env: { NO_COLOR: "1" },
+      // Node warns on stderr when FORCE_COLOR and NO_COLOR are both set; keep the child's stderr ours.
+      extendEnv: false,
+      env: {
+        ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "FORCE_COLOR")),
+        NO_COLOR: "1",
+      },
     });
   const dir = mkdtempSync(join(tmpdir(), "kforge-report-cmd-"));
 
