@@ -110,6 +110,7 @@ const HEADERS = [
   "cand err\nvs fp64",
 ];
 const MIN_CANDIDATE = 12;
+const REASON_MARK = "\u0000reason:";
 const INDENT = "  ";
 
 function visibleWidth(text: string): number {
@@ -215,6 +216,7 @@ export function formatResultsTable(results: EvalResult[], opts: TableOptions): s
     wordWrap: false,
   });
 
+  const reasonLines: string[] = [];
   let previousProblem: string | null = null;
   for (const r of ordered) {
     const plain = plainRow(r, withCi);
@@ -237,18 +239,22 @@ export function formatResultsTable(results: EvalResult[], opts: TableOptions): s
     }
     const reason = firstReasonLine(r);
     if (reason) {
+      // The reason may use the terminal's whole width, wider than the table: a placeholder row keeps
+      // its place and is replaced after rendering (cli-table3 cuts a spanning cell at the table's width).
       const prefix = grouped ? "    ↳ " : "  ↳ ";
-      table.push([
-        {
-          colSpan: headers.length,
-          content: colors.dim(prefix + truncate(reason, tableWidth - prefix.length)),
-        },
-      ]);
+      reasonLines.push(colors.dim(prefix + truncate(reason, width - prefix.length)));
+      table.push([{ colSpan: headers.length, content: `${REASON_MARK}${reasonLines.length - 1}` }]);
     }
   }
 
   // Draw the rule under the (two-line) header ourselves: cli-table3 would draw one between every row.
-  const lines = table.toString().split("\n");
+  const lines = table
+    .toString()
+    .split("\n")
+    .map((line) => {
+      const at = line.indexOf(REASON_MARK);
+      return at < 0 ? line : (reasonLines[Number(line.slice(at + REASON_MARK.length).trim())] ?? "");
+    });
   const headerHeight = Math.max(...headers.map((h) => h.split("\n").length));
   lines.splice(headerHeight, 0, colors.dim("─".repeat(tableWidth)));
   const summary = wrap(summaryLine(colors, results), width);
