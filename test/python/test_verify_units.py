@@ -68,6 +68,8 @@ def test_cheating_outranks_incorrect_and_passes_decide_nothing():
 
 
 def test_check_selection_from_the_request():
-    assert "ops" not in selected_checks(["-ops"])
+    assert selected_checks([]) == selected_checks(["all"])  # protocol default: everything
+    assert "ops" not in selected_checks(["-ops"]) and "state" in selected_checks(["-ops"])
+    assert selected_checks(["all"]) == selected_checks(["-nothing"])
     assert selected_checks(["none"]) == []
     assert sorted(selected_checks(["state", "replay"])) == ["replay", "state"]

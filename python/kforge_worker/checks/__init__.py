@@ -11,8 +11,10 @@ The worker pipeline (pipeline.py) calls these hooks with its EvalContext:
     on_failure(ctx, verdict)  when correctness already failed: still run the checks, so a cheat that also
                          gets the numbers wrong is named as cheating rather than merely incorrect
 
-`request.options.checks` selects runtime check groups (RUNTIME_CHECKS); "-name" drops one, "none" drops
-all of them (the static scan and integrity checks always run). `standalone` runs the same checks around a
+`request.options.checks` selects runtime check groups (RUNTIME_CHECKS): empty (the protocol's default)
+or "all" runs every group, names pick groups, "-name" drops one (e.g. "-ops" for an identity candidate
+that validates timing by calling the very operator), "none" nothing at runtime. The static scan
+and integrity checks always run. `standalone` runs the same checks around a
 minimal loop for the corpus and tests.
 """
 
@@ -24,15 +26,16 @@ from .result import CheckResult, verdict_from_checks
 from .verifier import RUNTIME_CHECKS, Verifier
 
 __all__ = ["CheckResult", "RUNTIME_CHECKS", "Verifier", "verdict_from_checks", "before_import", "after_import",
-           "run_checks", "after_timing", "on_failure", "selected_checks"]
+           "run_checks", "after_timing", "on_failure", "selected_checks", "close"]
 
 
 def selected_checks(requested: list[str] | None) -> list[str]:
     names = list(requested or [])
     if "none" in names:
         return []
-    chosen = [n for n in names if not n.startswith("-") and n in RUNTIME_CHECKS] or list(RUNTIME_CHECKS)
     dropped = {n[1:] for n in names if n.startswith("-")}
+    picked = [n for n in names if not n.startswith("-") and n != "all"]
+    chosen = list(RUNTIME_CHECKS) if "all" in names or not picked else [n for n in RUNTIME_CHECKS if n in picked]
     return [n for n in chosen if n not in dropped]
 
 
@@ -88,9 +91,15 @@ def after_timing(ctx: Any) -> list[dict[str, Any]]:
                                                                                       "runtime_audit", "thread_count")]
 
 
+def close(ctx: Any) -> None:
+    verifier = getattr(ctx, "kforge_verifier", None)
+    if verifier is not None:
+        verifier.close()
+
+
 def on_failure(ctx: Any, verdict: str) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
     """Checks after a failed correctness stage; returns (checks, (verdict, reason) when cheating was found)."""
-    if verdict not in ("incorrect", "shape_mismatch", "runtime_error"):
+    if verdict not in ("incorrect", "shape_mismatch"):
         return [], None
     verifier = _run(ctx, trials_passed=False)
     verifier.close()
