@@ -285,8 +285,9 @@ def study_gemm_precision(ext):
     rows["fp32 sgemm"] = metrics(x @ w.T)
     set_tf32(True)
     rows["tf32"] = metrics(x @ w.T)
-    xs2, ws2 = ext.split_tf32(x), ext.split_tf32(w)
-    xb, xs, wb, ws = xs2[0], xs2[1], ws2[0], ws2[1]
+    # split_weight_tf32x3 with one chunk gives [big | small | big] for any 2-D tensor
+    xs3, ws3 = ext.split_weight_tf32x3(x, 0), ext.split_weight_tf32x3(w, 0)
+    xb, xs, wb, ws = xs3[:, :k], xs3[:, k : 2 * k], ws3[:, :k], ws3[:, k : 2 * k]
     for chunk in (0, 4096, 2048, 1024, 512, 256):
         y = xs @ ws.T * 0  # allocate
         torch.mm(xs, wb.T, out=y)
@@ -303,7 +304,7 @@ def study_gemm_precision(ext):
 
 def study_chunk_sweep(Ref, New, flush, iters):
     rows = []
-    for k_features, chunks in ((8192, (0, 2048, 1024)), (4096, (0, 2048, 1024, 512))):
+    for k_features, chunks in ((8192, (0, 2048, 1024, 512)), (4096, (0, 1024, 512))):
         rows += chunk_sweep(Ref, New, flush, iters, k_features, chunks)
     return rows
 
@@ -551,7 +552,7 @@ def main():
                     if r["ours_weight_split_uncached_ms"] is None
                     else round(r["ref_ms"] / r["ours_weight_split_uncached_ms"], 3),
                     "correct": bool(all_correct and r["ok"]),
-                    "fp32_k_chunk": None if tf32 else module._big_product_k_chunk(k),
+                    "fp32_k_chunk": None if tf32 else module._k_chunk_for(k),
                     "timing": f"CUDA events, L2 flushed (256 MB) before each call, {ARGS.iters} calls x 2 runs, medians",
                 }
                 records.append(rec)

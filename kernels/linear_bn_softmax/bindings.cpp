@@ -1,7 +1,7 @@
 // Declarations for load_inline's generated pybind11 module; the definitions live in host.cu.
 #include <torch/extension.h>
 
-at::Tensor split_tf32(const at::Tensor& src);
+at::Tensor split_weight_tf32x3(const at::Tensor& weight, int64_t chunk);
 
 at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& weight_split,
                    const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& gamma,
@@ -9,4 +9,4 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
                    const c10::optional<at::Tensor>& running_mean, const c10::optional<at::Tensor>& running_var,
                    const c10::optional<at::Tensor>& num_batches_tracked, bool use_batch_stats,
                    bool update_running_stats, double momentum, bool cumulative_average, double eps,
-                   bool fp32_accurate, int64_t big_product_k_chunk);
+                   bool fp32_accurate, int64_t k_chunk);

@@ -1,8 +1,8 @@
 // Host side of the recipe: input checks, the cuBLAS GEMMs and the kernel launches, all on the current
 // stream with no device synchronisation. Allocations: the output (which doubles as the GEMM result Y,
 // the row pass runs in place) and documented scratch from PyTorch's caching allocator -
-//   fp32-accurate mode: the tf32 split of x (2*M*K floats) and, when the caller passes no cached
-//                       split, the split of the weight (2*N*K floats);
+//   fp32-accurate mode: the 3xTF32 split of x (3*M*K floats) and, when the caller passes no cached
+//                       split, the split of the weight (3*N*K floats);
 //   training mode:      row-tile partials (2*ceil(M/32)*N floats);
 //   always:             the per-column affine (3*N floats).
 // API used exists in PyTorch 2.1 / CUDA 12.1 as well.
@@ -102,35 +102,45 @@ void gemm_tf32_nt(cublasHandle_t handle, const float* a, const float* b, float* 
                                     CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
 }
 
-void launch_split(const at::Tensor& src, float* big, float* small, cudaStream_t stream) {
-  const int device = src.get_device();
-  const int64_t n = src.numel();
-  if (n == 0) return;
-  const float* s = src.data_ptr<float>();
-  if (n % 4 == 0 && aligned16(s) && aligned16(big) && aligned16(small)) {
-    split_tf32_kernel<true><<<launch_blocks_for(n / 4, kSplitThreads, device), kSplitThreads, 0, stream>>>(s, big, small, n);
+// src (rows x k, contiguous) -> dst (rows x 3k) in split_tf32.cu's interleaved layout.
+void launch_split_interleaved(const float* src, float* dst, int64_t rows, int64_t k, int64_t chunk, bool a_side,
+                              cudaStream_t stream) {
+  if (rows == 0 || k == 0) return;
+  const bool vec4 = k % 4 == 0 && chunk % 4 == 0 && aligned16(src) && aligned16(dst);
+  const int64_t units = vec4 ? k / 4 : k;
+  const dim3 grid(static_cast<unsigned>((units + kSplitThreads - 1) / kSplitThreads),
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+  if (vec4) {
+    split_tf32_interleaved_kernel<true><<<grid, kSplitThreads, 0, stream>>>(
+        src, dst, rows, static_cast<int>(k), static_cast<int>(chunk), a_side);
   } else {
-    split_tf32_kernel<false><<<launch_blocks_for(n, kSplitThreads, device), kSplitThreads, 0, stream>>>(s, big, small, n);
+    split_tf32_interleaved_kernel<false><<<grid, kSplitThreads, 0, stream>>>(
+        src, dst, rows, static_cast<int>(k), static_cast<int>(chunk), a_side);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
+
+int64_t effective_chunk(int64_t chunk, int64_t k) { return chunk > 0 && chunk < k ? chunk : k; }
 
 }  // namespace
 
 }  // namespace lbs
 
-// (2, *src.shape): [0] = tf32(src), [1] = tf32(src - [0]). Used by the Python side to build (and cache,
-// keyed on the weight's identity and version counter) the weight's split.
-at::Tensor split_tf32(const at::Tensor& src) {
-  TORCH_CHECK(src.is_cuda(), "split_tf32: src must be a CUDA tensor");
-  TORCH_CHECK(src.scalar_type() == at::kFloat, "split_tf32: src must be float32, got ", src.scalar_type());
-  TORCH_CHECK(src.is_contiguous(), "split_tf32: src must be contiguous");
-  const c10::cuda::CUDAGuard guard(src.device());
-  std::vector<int64_t> shape{2};
-  shape.insert(shape.end(), src.sizes().begin(), src.sizes().end());
-  at::Tensor out = at::empty(shape, src.options());
-  float* base = out.data_ptr<float>();
-  lbs::launch_split(src, base, base + src.numel(), c10::cuda::getCurrentCUDAStream());
+// (rows, 3 * k): the weight's 3xTF32 split in the K-interleaved B-side layout for this chunk length
+// (split_tf32.cu). The Python side caches it, keyed on the weight's identity, version counter and
+// the chunk length, and passes it back to forward() as weight_split.
+at::Tensor split_weight_tf32x3(const at::Tensor& weight, int64_t chunk) {
+  TORCH_CHECK(weight.is_cuda(), "split_weight_tf32x3: weight must be a CUDA tensor");
+  TORCH_CHECK(weight.scalar_type() == at::kFloat, "split_weight_tf32x3: weight must be float32, got ",
+              weight.scalar_type());
+  TORCH_CHECK(weight.dim() == 2 && weight.is_contiguous(), "split_weight_tf32x3: weight must be contiguous 2-D");
+  TORCH_CHECK(weight.size(1) <= INT_MAX / 3, "split_weight_tf32x3: too many input features");
+  const c10::cuda::CUDAGuard guard(weight.device());
+  const int64_t n = weight.size(0), k = weight.size(1);
+  at::Tensor out = at::empty({n, 3 * k}, weight.options());
+  lbs::launch_split_interleaved(weight.data_ptr<float>(), out.data_ptr<float>(), n, k,
+                                lbs::effective_chunk(chunk, k), /*a_side=*/false,
+                                c10::cuda::getCurrentCUDAStream());
   return out;
 }
 
@@ -139,14 +149,15 @@ at::Tensor split_tf32(const at::Tensor& src) {
 //   update_running_stats: also update running_mean / running_var (the caller has already bumped
 //                         num_batches_tracked, as nn.BatchNorm1d does before computing the factor)
 //   fp32_accurate:        3xTF32 (error at fp32 level); otherwise one TF32 GEMM (allow_tf32 semantics)
-//   big_product_k_chunk:  3xTF32 only: K-chunk length for the big*big product (<= 0: one GEMM)
+//   k_chunk:              3xTF32 only: K-chunk length of the interleaved layout (<= 0: all of K)
+//   weight_split:         3xTF32 only: split_weight_tf32x3(weight, k_chunk), or None to split here
 at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& weight_split,
                    const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& gamma,
                    const c10::optional<at::Tensor>& beta, const at::Tensor& scale,
                    const c10::optional<at::Tensor>& running_mean, const c10::optional<at::Tensor>& running_var,
                    const c10::optional<at::Tensor>& num_batches_tracked, bool use_batch_stats,
                    bool update_running_stats, double momentum, bool cumulative_average, double eps,
-                   bool fp32_accurate, int64_t big_product_k_chunk) {
+                   bool fp32_accurate, int64_t k_chunk) {
   using namespace lbs;
   TORCH_CHECK(x.is_cuda(), "linear_bn_softmax: x must be a CUDA tensor");
   TORCH_CHECK(x.scalar_type() == at::kFloat, "linear_bn_softmax: x must be float32, got ", x.scalar_type());
@@ -187,34 +198,32 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
     cublasHandle_t handle = blas_handle(x.get_device(), stream);
     float* yp = y.data_ptr<float>();
     if (fp32_accurate) {
-      at::Tensor x_split = at::empty({2, m, k}, x.options());
-      float* const xb = x_split.data_ptr<float>();
-      float* const xs = xb + m * k;
-      launch_split(x, xb, xs, stream);
+      TORCH_CHECK(k <= INT_MAX / 3, "linear_bn_softmax: too many input features for the 3xTF32 layout");
+      const int64_t chunk = effective_chunk(k_chunk, k);
+      at::Tensor x_split = at::empty({m, 3 * k}, x.options());
+      launch_split_interleaved(x.data_ptr<float>(), x_split.data_ptr<float>(), m, k, chunk, /*a_side=*/true, stream);
       at::Tensor w_split;
       if (weight_split.has_value()) {
         w_split = *weight_split;
         TORCH_CHECK(w_split.device() == x.device() && w_split.scalar_type() == at::kFloat &&
-                        w_split.is_contiguous() && w_split.dim() == 3 && w_split.size(0) == 2 &&
-                        w_split.size(1) == n && w_split.size(2) == k,
-                    "linear_bn_softmax: weight_split must be the contiguous (2, ", n, ", ", k,
-                    ") float32 split of the weight");
+                        w_split.is_contiguous() && w_split.dim() == 2 && w_split.size(0) == n &&
+                        w_split.size(1) == 3 * k,
+                    "linear_bn_softmax: weight_split must be split_weight_tf32x3(weight, k_chunk), shape (", n,
+                    ", ", 3 * k, ")");
       } else {
-        w_split = at::empty({2, n, k}, x.options());
-        launch_split(weight, w_split.data_ptr<float>(), w_split.data_ptr<float>() + n * k, stream);
+        w_split = at::empty({n, 3 * k}, x.options());
+        launch_split_interleaved(weight.data_ptr<float>(), w_split.data_ptr<float>(), n, k, chunk,
+                                 /*a_side=*/false, stream);
       }
-      const float* const wb = w_split.data_ptr<float>();
-      const float* const ws = wb + n * k;
-      // Small cross terms first, the dominant big*big term last, so the fp32 sums add small to large.
-      gemm_tf32_nt(handle, xs, wb, yp, m, n, k, 0.0f, k);
-      gemm_tf32_nt(handle, xb, ws, yp, m, n, k, 1.0f, k);
-      // The tensor cores' fp32 accumulator does not round to nearest, and its error grows with the
-      // number of accumulation steps: over K = 8192 the big*big product alone ends up less accurate
-      // than a CUDA-core SGEMM. Accumulating it in K-chunks, each added to Y by the fp32 epilogue
-      // (beta = 1, round to nearest), bounds that error by the chunk length instead.
-      const int64_t chunk = big_product_k_chunk > 0 ? big_product_k_chunk : k;
+      // One GEMM per K-chunk over its 3*len interleaved columns (small*big, big*small, big*big), the
+      // chunks summed into Y by the fp32 epilogue (beta = 1, round to nearest). The tensor cores'
+      // accumulator truncates, so its error grows with the accumulation length: over all of K = 8192
+      // the result would be less accurate than a CUDA-core SGEMM; the chunk length bounds it.
+      const float* const xs = x_split.data_ptr<float>();
+      const float* const ws = w_split.data_ptr<float>();
       for (int64_t k0 = 0; k0 < k; k0 += chunk) {
-        gemm_tf32_nt(handle, xb + k0, wb + k0, yp, m, n, std::min(chunk, k - k0), 1.0f, k);
+        const int64_t len = std::min(chunk, k - k0);
+        gemm_tf32_nt(handle, xs + 3 * k0, ws + 3 * k0, yp, m, n, 3 * len, k0 == 0 ? 0.0f : 1.0f, 3 * k);
       }
     } else {
       gemm_tf32_nt(handle, x.data_ptr<float>(), weight.data_ptr<float>(), yp, m, n, k, 0.0f, k);

@@ -19,7 +19,7 @@ Anything else - CPU tensors, other dtypes, autograd recording, autocast, pre-Amp
 kernels do not cover, batch 1 in training (PyTorch raises its own error) - runs the original PyTorch
 ops, so the answer is never wrong.
 
-The weight's tf32 split (2 x the weight's size) is cached between calls when the weight is unchanged:
+The weight's 3xTF32 split (3 x the weight's size, 805 MB at 8192 x 8192) is cached between calls when the weight is unchanged:
 the cache is keyed on the Parameter object and its version counter, which every in-place update
 (optimiser step, load_state_dict, copy_) bumps. Writes through `weight.data` bypass version counters:
 after such writes, or to save the memory, set `model.cache_weight_split = False` (the split is then
@@ -70,7 +70,7 @@ def _extension():
             name="kforge_linear_bn_softmax",
             cpp_sources=[_CPP_SOURCE],
             cuda_sources=[_CUDA_SOURCE],
-            functions=["forward", "split_tf32"],
+            functions=["forward", "split_weight_tf32x3"],
             extra_cflags=["-O3"],
             extra_cuda_cflags=["-O3"],
             extra_ldflags=_cublas_link_flags(),
@@ -89,8 +89,8 @@ def _autocast_enabled():
 _INT32_MAX = 2**31 - 1
 
 
-def _big_product_k_chunk(k):
-    """K-chunk length for 3xTF32's big*big product.
+def _k_chunk_for(k):
+    """K-chunk length of the 3xTF32 layout (split_tf32.cu): one GEMM per chunk of K.
 
     Measured on an H100 (bench/linear_bn/NOTES.md): the tensor cores' accumulator truncates, so the
     GEMM's error grows linearly with the accumulation length (systematically, shrinking |y|), while a
@@ -113,10 +113,10 @@ class ModelNew(nn.Module):
         self.scale = nn.Parameter(torch.ones(scale_shape))
         self.softmax = nn.Softmax(dim=1)
         self.cache_weight_split = True
-        # 3xTF32: K-chunk length of the big*big product (see host.cu and _big_product_k_chunk);
-        # None = chosen from K, 0 = one GEMM over all of K.
+        # 3xTF32: K-chunk length (see split_tf32.cu and _k_chunk_for); None = chosen from K,
+        # 0 = one GEMM over all of K.
         self.fp32_k_chunk = None
-        self._weight_split_cache = None  # (weight Parameter, its _version, its (2, N, K) split)
+        self._weight_split_cache = None  # (weight Parameter, (_version, k_chunk, device), (N, 3K) split)
 
     def forward(self, x):
         if self._cuda_path_applies(x):
@@ -167,7 +167,7 @@ class ModelNew(nn.Module):
         # One value per output feature, broadcast along rows: (N,) or (1, N).
         return s.shape[-1] == n and s.numel() == n and s.dim() <= 2
 
-    def _weight_split(self, ext):
+    def _weight_split(self, ext, k_chunk):
         if not self.cache_weight_split:
             self._weight_split_cache = None
             return None  # the extension splits the weight into scratch on this call
@@ -177,11 +177,11 @@ class ModelNew(nn.Module):
         except RuntimeError:  # inference tensors carry no version counter: never cache them
             return None
         cache = self._weight_split_cache
-        if cache is not None and cache[0] is w and cache[1] == version and cache[2].device == w.device:
+        if cache is not None and cache[0] is w and cache[1] == (version, k_chunk, w.device):
             return cache[2]
         self._weight_split_cache = None  # free the stale split before allocating the new one
-        split = ext.split_tf32(w.detach())
-        self._weight_split_cache = (w, version, split)
+        split = ext.split_weight_tf32x3(w.detach(), k_chunk)
+        self._weight_split_cache = (w, (version, k_chunk, w.device), split)
         return split
 
     def _forward_cuda(self, x):
@@ -199,12 +199,13 @@ class ModelNew(nn.Module):
             cumulative = False
 
         fp32_accurate = not torch.backends.cuda.matmul.allow_tf32
+        k_chunk = _k_chunk_for(x.shape[1]) if self.fp32_k_chunk is None else int(self.fp32_k_chunk)
         weight = gemm.weight.detach()
         if not weight.is_contiguous():
             weight = weight.contiguous()
             weight_split = None
         else:
-            weight_split = self._weight_split(ext) if fp32_accurate else None
+            weight_split = self._weight_split(ext, k_chunk) if fp32_accurate else None
         scale = self.scale.detach().reshape(-1).contiguous()
 
         # Buffers the kernels read (eval) or update in place (training); None where PyTorch passes None.
@@ -232,5 +233,5 @@ class ModelNew(nn.Module):
             cumulative,
             float(bn.eps),
             fp32_accurate,
-            _big_product_k_chunk(x.shape[1]) if self.fp32_k_chunk is None else int(self.fp32_k_chunk),
+            k_chunk,
         )

@@ -161,36 +161,38 @@ def test_autograd_through_fallback(reference, model_new):
 
 
 class _CountingSplitExtension:
-    """Stands in for the CUDA extension's split_tf32 to observe the weight-split cache on CPU."""
+    """Stands in for the CUDA extension's weight split to observe the weight-split cache on CPU."""
 
     def __init__(self):
         self.calls = 0
 
-    def split_tf32(self, w):
+    def split_weight_tf32x3(self, w, chunk):
         self.calls += 1
-        return torch.stack([w.clone(), torch.zeros_like(w)])
+        return torch.cat([w, torch.zeros_like(w), w], dim=1)
 
 
 def test_weight_split_cache_follows_every_weight_change(model_new):
     model = model_new.ModelNew(8, 6)
     ext = _CountingSplitExtension()
-    first = model._weight_split(ext)
-    assert model._weight_split(ext) is first and ext.calls == 1  # unchanged weight: reused
+    first = model._weight_split(ext, 0)
+    assert model._weight_split(ext, 0) is first and ext.calls == 1  # unchanged weight: reused
+    assert model._weight_split(ext, 4) is not first and ext.calls == 2  # another chunk length
+    ext.calls = 1
 
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     model(torch.rand(4, 8)).sum().backward()
     opt.step()  # in-place update bumps the version counter
-    assert torch.equal(model._weight_split(ext)[0], model.gemm.weight.detach()) and ext.calls == 2
+    assert torch.equal(model._weight_split(ext, 4)[:, :8], model.gemm.weight.detach()) and ext.calls == 2
 
     model.load_state_dict(copy.deepcopy(model_new.ModelNew(8, 6).state_dict()))
-    assert torch.equal(model._weight_split(ext)[0], model.gemm.weight.detach()) and ext.calls == 3
+    assert torch.equal(model._weight_split(ext, 4)[:, :8], model.gemm.weight.detach()) and ext.calls == 3
 
     model.gemm.weight = nn.Parameter(torch.randn(6, 8))  # a new Parameter object
-    assert torch.equal(model._weight_split(ext)[0], model.gemm.weight.detach()) and ext.calls == 4
+    assert torch.equal(model._weight_split(ext, 4)[:, :8], model.gemm.weight.detach()) and ext.calls == 4
 
     with torch.no_grad():
         model.gemm.weight.mul_(2)
-    assert torch.equal(model._weight_split(ext)[0], model.gemm.weight.detach()) and ext.calls == 5
+    assert torch.equal(model._weight_split(ext, 4)[:, :8], model.gemm.weight.detach()) and ext.calls == 5
 
     model.cache_weight_split = False
-    assert model._weight_split(ext) is None and model._weight_split_cache is None
+    assert model._weight_split(ext, 4) is None and model._weight_split_cache is None

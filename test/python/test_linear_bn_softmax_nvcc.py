@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO / "bench" / "linear_bn"))
 import dev_loader  # noqa: E402
 
 EXPECTED_KERNELS = {
-    "split_tf32_kernel",
+    "split_tf32_interleaved_kernel",
     "column_stats_partial_kernel",
     "bn_train_finalize_kernel",
     "bn_eval_params_kernel",
