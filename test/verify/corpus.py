@@ -101,6 +101,7 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     entries = [e for e in load_manifest() if (args.device != "cpu" or e["cpu"])
+               and os.path.exists(os.path.join(ROOT, e["candidate"]))
                and (not args.only or any(s in e["id"] for s in args.only.split(",")))]
     outcomes = run_all(entries, args.device, args.jobs)
     print(table(outcomes))
