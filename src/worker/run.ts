@@ -90,11 +90,16 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
     killGroup(child.pid);
   }, options.timeoutMs);
 
-  const exit = await child;
+  // Wait for the worker itself to exit, not for its pipes to close: a process the candidate forked may hold
+  // them open. Anything it left running dies with the group, which also closes the pipes.
+  await new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once("exit", () => resolve());
+  });
   clearTimeout(timer);
-  await Promise.all([stdoutDone, stderrDone]);
-  // Anything the candidate forked that outlived the worker dies with the group.
   const leftovers = !timedOut && killGroup(child.pid);
+  const exit = await child;
+  await Promise.all([stdoutDone, stderrDone]);
   const seconds = (Date.now() - started) / 1000;
 
   if (timedOut) {
