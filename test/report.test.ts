@@ -161,12 +161,14 @@ describe("useColor", () => {
 describe("result detail", () => {
   test("shows failed and warned checks with their evidence", () => {
     const text = formatResultDetail(byCandidate("side_stream_reply.md"), { color: false });
-    assert.match(text, /FAIL async_timing → cheating/);
+    assert.match(text, /FAIL side_stream → cheating/);
     assert.match(text, /stream 0x7f3a2c001e40/);
-    assert.match(text, /checks \(5 passed, 1 failed, 0 warned, 0 skipped\)/);
+    assert.match(text, /checks \(32 passed, 1 failed, 1 warned, 0 skipped\)/);
+    assert.match(text, /WARN static_side_stream/);
     assert.match(text, /block 1 of 1 in transcript sources\/side_stream_reply\.md/);
     const warned = formatResultDetail(byCandidate("layernorm_naive.py"), { color: false });
-    assert.match(warned, /WARN async_timing/);
+    assert.match(warned, /WARN timing_cross_check/);
+    assert.match(warned, /torch::cuda::synchronize\(\) itself/);
   });
 
   test("shows the compile errors from a failed build's log", () => {
@@ -391,7 +393,16 @@ describe("HTML report", () => {
     assert.match(cells, /1\.91× \(1\.88–1\.93\)/);
     assert.match(cells, /4\.9e-4/);
     assert.match(cells, /6\.1e-4/);
-    assert.match(cells, /class="check pass"[^>]*>fresh_inputs</);
+    assert.match(cells, /class="check pass"[^>]*>banned_ops</);
+    assert.match(cells, /34 ran: 34 pass/);
+    const cheatRow = page.slice(page.indexOf('data-candidate="side_stream_reply.md"'));
+    const cheatCells = cheatRow.slice(0, cheatRow.indexOf("</tr>"));
+    // Failed and warned checks are shown up front; the full list sits behind a disclosure.
+    const upFront = cheatCells.slice(0, cheatCells.indexOf('<details class="all-checks">'));
+    assert.match(upFront, /class="check fail"[^>]*>side_stream</);
+    assert.match(upFront, /class="check warn"[^>]*>static_side_stream</);
+    assert.doesNotMatch(upFront, /class="check pass"/);
+    assert.match(cheatCells, /34 ran: 32 pass, 1 fail, 1 warn/);
     const cheat = renderHtmlReport([variant("sdpa_fp16.kforge.py", { verdict: "cheating" })], {
       source: () => ({ code: null, note: "-" }),
     });

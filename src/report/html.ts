@@ -80,12 +80,13 @@ function speedupText(r: EvalResult): Raw {
   return html`<span class="speedup ${cls}" title="${titles[cls] ?? ""}">${formatSpeedupWithCi(r.timing.speedup, r.timing.speedupCi)}</span>`;
 }
 
+/** Failed and warned checks up front; every check that ran, with its outcome, one click away. */
 function checksCell(r: EvalResult): Raw {
   if (r.checks.length === 0) return html`<span class="muted">none ran</span>`;
   const counts = checkCounts(r);
-  const pills = r.checks.map(
-    (c) => html`<span class="check ${c.outcome}" title="${c.outcome}: ${c.evidence}">${c.name}</span>`,
-  );
+  const pill = (c: EvalResult["checks"][number]) =>
+    html`<span class="check ${c.outcome}" title="${c.outcome}: ${c.evidence}">${c.name}</span>`;
+  const notable = r.checks.filter((c) => c.outcome === "fail" || c.outcome === "warn");
   const summary = [
     `${counts.pass} pass`,
     counts.fail ? `${counts.fail} fail` : "",
@@ -94,7 +95,7 @@ function checksCell(r: EvalResult): Raw {
   ]
     .filter(Boolean)
     .join(", ");
-  return html`<div class="checks">${pills}</div><div class="muted small">${r.checks.length} ran: ${summary}</div>`;
+  return html`${notable.length ? html`<div class="checks">${notable.map(pill)}</div>` : ""}<details class="all-checks"><summary>${r.checks.length} ran: ${summary}</summary><div class="checks">${r.checks.map(pill)}</div></details>`;
 }
 
 function originText(r: EvalResult): string {
@@ -309,6 +310,8 @@ tr.bad td { background: #fff1f0; } span.bad { color: #c62828; }
 .check.fail { color: #fff; border-color: #c62828; background: #c62828; }
 .check.warn { color: #6d4c00; border-color: #ffca28; background: #fff8e1; }
 .check.skip { color: var(--muted); border-color: var(--line); background: #fafafa; }
+details.all-checks > summary { cursor: pointer; font-size: 12px; color: var(--muted); margin-top: 2px; }
+details.all-checks .checks { margin-top: 4px; }
 .chips { display: flex; gap: 6px; flex-wrap: wrap; margin: 10px 0; }
 figure.chart { margin: 12px 0; } figcaption { font-weight: 600; margin-bottom: 4px; }
 figure.chart svg { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
