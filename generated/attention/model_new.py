@@ -162,37 +162,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-// Same wait with cluster-scope acquire: pairs with the peers' release-arrives on the "slot free" barrier.
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster.
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(cta_rank)
-      : "memory");
-}
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
 // 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
   asm volatile(
@@ -201,16 +170,17 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_
       "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
       : "memory");
 }
-// Same, delivered to the same offsets (data and barrier) in every CTA of `cta_mask` in the cluster.
-__device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tmap, uint64_t* bar, int c0, int c1,
-                                                      int c2, int c3, uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
-      "%3, %4, %5}], [%6], %7;\n" ::"r"(smem_u32(dst)),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "h"(cta_mask)
-      : "memory");
-}
 
+}  // namespace kforge_attn
+
+namespace kforge_attn {
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
+__device__ __forceinline__ void warpgroup_bar(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+}
 }  // namespace kforge_attn
 // ---- end attn_common.cuh ----
 // ---- begin attn_wgmma.cuh ----
@@ -545,8 +515,8 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
 }  // namespace kforge_attn
 // ---- end attn_general.cu ----
 // ---- begin attn_hopper.cu ----
-// Fast fused attention forward for Hopper (sm_90a: wgmma), for short key sequences and large head dims
-// (the seed shape: S=512, D=1024). Exact softmax over the whole key row, no online rescaling of O:
+// Fast fused attention forward for Hopper (sm_90a: wgmma + TMA), for short key sequences and large head
+// dims (the seed shape: S=512, D=1024). Exact softmax over the whole key row, no online rescaling of O:
 //
 //   phase 1  for each 256-key block kb:  S = Q K_kb^T, accumulated over Dqk in 32-wide chunks
 //            (m64n256k16 per warpgroup, 128 fp32 registers/thread); row max/sum update; P_kb =
@@ -555,14 +525,13 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
 //            streaming V in [64 keys x 256] tiles; the accumulator is rescaled by r = exp2(m_kb - m_kb+1)
 //            where the key index crosses a block, and by 1/l at the end; then the chunk is stored.
 //
-// CTA = NWG consumer warpgroups x 64 query rows; K/V tiles in shared memory are shared by the
-// warpgroups. Loads are TMA (4-D tensor maps over (D, S, H, B) with the tensors' own strides, zero fill
-// past every edge, swizzled = the layout wgmma reads) issued by thread 0 into a ring of slots that
-// complete on mbarriers: phase 1 uses 4 slots of 24 KB (Q and K chunks 32 wide, 64B swizzle), phase 2
-// 3 slots of 32 KB (V tiles, 128B swizzle) over the same 96 KB, so 2-3 loads are in flight while one
-// is consumed - enough bytes in flight to cover L2 latency. With CLUSTER=2, the two CTAs of a cluster (adjacent
-// query tiles of one head) each load half of every K/V tile and multicast it to both, halving L2->SM
-// traffic for K and V; a per-slot "free" mbarrier collects both CTAs' release before a slot is refilled.
+// Roles: NWG consumer warpgroups x 64 query rows (the K/V tiles in shared memory serve all of them) and
+// one producer warp. The producer issues TMA loads (4-D tensor maps over (D, S, H, B) with the tensors'
+// own strides, zero fill past every edge, swizzled = the layout wgmma reads) into a ring of slots:
+// phase 1 uses 4 slots of 24 KB (Q and K chunks 32 wide, 64B swizzle), phase 2 3 slots of 32 KB (V
+// tiles, 128B swizzle) over the same 96 KB. Slots complete on "full" mbarriers; each consumer warp
+// releases a slot on its "empty" mbarrier once the MMAs reading it retired. Consumers keep one wgmma
+// group in flight (wait_group 1) so the tensor cores are not drained between slots.
 // P for NWG*64 rows x NKB_MAX*256 keys must fit in shared memory: NWG=2 handles S_k <= 512, NWG=1
 // handles S_k <= 1024.
 // (already inlined: attn_common.cuh)
@@ -571,17 +540,18 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
 
 namespace kforge_attn {
 
-constexpr int kHopKeyBlock = 256;  // keys per QK^T block: one m64n256 accumulator
-constexpr int kHopQkChunk = 32;    // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
-constexpr int kHopKeyTile = 64;    // keys per P.V stage
-constexpr int kHopDvChunk = 256;   // output columns per P.V pass: one m64n256 accumulator
+constexpr int kHopKeyBlock = 256;    // keys per QK^T block: one m64n256 accumulator
+constexpr int kHopQkChunk = 32;      // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
+constexpr int kHopKeyTile = 64;      // keys per P.V stage
+constexpr int kHopDvChunk = 256;     // output columns per P.V pass: one m64n256 accumulator
 constexpr int kHopPanel = 64 * 128;  // [64 rows x 64] 16-bit elements, 128B swizzle
 constexpr int kHopStages1 = 4;
 constexpr int kHopStages2 = 3;
 
 template <int NWG, int NKB_MAX>
 struct HopperLayout {
-  static constexpr int kThreads = NWG * 128;
+  static constexpr int kConsumerThreads = NWG * 128;
+  static constexpr int kThreads = kConsumerThreads + 32;  // + one producer warp
   static constexpr int kRows = NWG * 64;
   static constexpr int kPanelsPerWg = NKB_MAX * kHopKeyBlock / 64;
   static constexpr int kPBytes = NWG * kPanelsPerWg * kHopPanel;
@@ -589,105 +559,84 @@ struct HopperLayout {
   static constexpr int kKChunk = kHopKeyBlock * kHopQkChunk * 2;
   static constexpr int kStage1 = kQChunk + kKChunk;
   static constexpr int kVTile = kHopKeyTile * kHopDvChunk * 2;  // 4 panels of [64 keys x 64 cols]
-  static constexpr int kRing = (kHopStages1 * kStage1 > kHopStages2 * kVTile) ? kHopStages1 * kStage1 : kHopStages2 * kVTile;
+  static constexpr int kRing =
+      (kHopStages1 * kStage1 > kHopStages2 * kVTile) ? kHopStages1 * kStage1 : kHopStages2 * kVTile;
   static constexpr int kStatsBytes = kRows * NKB_MAX * 4;  // (NKB_MAX-1) block ratios + 1/l per row
   static constexpr int kBarrierBytes = 2 * (kHopStages1 + kHopStages2) * 8;
   static constexpr int kAlignSlack = 1024;  // swizzle atoms must start on 1024-byte boundaries
   static constexpr int kSmemBytes = kAlignSlack + kPBytes + kRing + kStatsBytes + kBarrierBytes;
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
+  static constexpr int kEmptyArrivals = NWG * 4;  // every consumer warp releases every slot
 };
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
+template <typename T, int NWG, int NKB_MAX>
+__global__ void __launch_bounds__(NWG * 128 + 32, 1)
     attn_hopper_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                        const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   using L = HopperLayout<NWG, NKB_MAX>;
   static_assert(L::kSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  static_assert(CLUSTER == 1 || CLUSTER == 2, "K/V multicast is written for clusters of 1 or 2 CTAs");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sP = smem;
   unsigned char* sRing = sP + L::kPBytes;
   float* sRatio = reinterpret_cast<float*>(sRing + L::kRing);  // [NKB_MAX-1][kRows]
   float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;            // [kRows]
-  uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);  // phase-1 slot landed
-  uint64_t* free1 = full1 + kHopStages1;                            // every CTA of the cluster is done with it
-  uint64_t* full2 = free1 + kHopStages1;
-  uint64_t* free2 = full2 + kHopStages2;
+  uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);
+  uint64_t* empty1 = full1 + kHopStages1;
+  uint64_t* full2 = empty1 + kHopStages1;
+  uint64_t* empty2 = full2 + kHopStages2;
 
   const int tid = threadIdx.x;
-  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-  const int g = lane / 4, t = lane % 4;
   const int m0 = blockIdx.x * L::kRows;
   const int h = blockIdx.y, b = blockIdx.z;
-  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
-  constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
-
-  T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
-
-  // Every CTA of a cluster must walk the same item sequence (they fill each other's slots), so the
-  // causal key range is the one of the cluster's last query tile; extra keys are masked anyway.
-  const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * L::kRows;
-  const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
+  const int k_end = p.causal ? min(p.Sk, m0 + L::kRows) : p.Sk;  // keys any row of this CTA can see
   const int n_kb = (k_end + kHopKeyBlock - 1) / kHopKeyBlock;
   const int n_kt = (k_end + kHopKeyTile - 1) / kHopKeyTile;
   const int n_c = (p.Dqk + kHopQkChunk - 1) / kHopQkChunk;
   const int n_dc = (p.Dv + kHopDvChunk - 1) / kHopDvChunk;
-  const int n1 = n_kb * n_c;    // phase-1 items
-  const int n2 = n_dc * n_kt;   // phase-2 items
+  const int n1 = n_kb * n_c;  // phase-1 items
+  const int n2 = n_dc * n_kt; // phase-2 items
 
   if (tid == 0) {
-    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&free1[s], CLUSTER);
-    for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&free2[s], CLUSTER);
+    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], L::kEmptyArrivals);
+    for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], L::kEmptyArrivals);
     fence_mbar_init();
   }
-  if (CLUSTER > 1) cluster_sync();  // peers may multicast into this CTA only after its barriers exist
-  else __syncthreads();
+  __syncthreads();  // the only CTA-wide barrier: the producer warp leaves the consumers' barriers alone
 
-  // Producer side, thread 0 only. Tile edges past S or D arrive as zeros (TMA out-of-bounds fill).
-  auto issue1 = [&](int i) {  // Q chunk c + K block kb chunk c
-    const int s = i % kHopStages1, use = i / kHopStages1;
-    unsigned char* slot = sRing + s * L::kStage1;
-    if (CLUSTER > 1 && use > 0) mbar_wait_cluster(&free1[s], (use - 1) & 1);
-    const int kb = i / n_c, c = i % n_c;
-    mbar_arrive_expect_tx(&full1[s], L::kStage1);
-    tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
-    constexpr int rows = kHopKeyBlock / CLUSTER;
-    if (CLUSTER == 1) {
-      tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
-    } else {
-      tma_load_4d_multicast(slot + L::kQChunk + rank * rows * kHopQkChunk * 2, &tm_k, &full1[s], c * kHopQkChunk,
-                            kb * kHopKeyBlock + rank * rows, h, b, kAllCtas);
-    }
-  };
-  auto issue2 = [&](int j) {  // V tile kt, output columns chunk dc
-    const int s = j % kHopStages2, use = j / kHopStages2;
-    unsigned char* slot = sRing + s * L::kVTile;
-    if (CLUSTER > 1 && use > 0) mbar_wait_cluster(&free2[s], (use - 1) & 1);
-    const int dc = j / n_kt, kt = j % n_kt;
-    mbar_arrive_expect_tx(&full2[s], L::kVTile);
-    constexpr int rows = kHopKeyTile / CLUSTER;
+  if (tid >= L::kConsumerThreads) {
+    // ---------------- producer warp: one thread issues every load ----------------
+    if (tid == L::kConsumerThreads) {
+      for (int i = 0; i < n1; ++i) {  // Q chunk c + K block kb chunk c
+        const int s = i % kHopStages1, use = i / kHopStages1;
+        if (use > 0) mbar_wait(&empty1[s], (use - 1) & 1);
+        unsigned char* slot = sRing + s * L::kStage1;
+        const int kb = i / n_c, c = i % n_c;
+        mbar_arrive_expect_tx(&full1[s], L::kStage1);
+        tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
+        tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
+      }
+      // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 slot is consumed.
+      for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
+      for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
+        const int s = j % kHopStages2, use = j / kHopStages2;
+        if (use > 0) mbar_wait(&empty2[s], (use - 1) & 1);
+        unsigned char* slot = sRing + s * L::kVTile;
+        const int dc = j / n_kt, kt = j % n_kt;
+        mbar_arrive_expect_tx(&full2[s], L::kVTile);
 #pragma unroll
-    for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
-      if (CLUSTER == 1) {
-        tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
-      } else {
-        tma_load_4d_multicast(slot + pp * kHopPanel + rank * rows * 128, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64,
-                              kt * kHopKeyTile + rank * rows, h, b, kAllCtas);
+        for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
+          tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
+        }
       }
     }
-  };
-  // Consumer side of one step: wait for the data; after the barrier every wgmma of the previous item has
-  // retired in this CTA, so thread 0 releases that slot to the cluster and refills it STAGES-1 items ahead.
-  auto release_and_refill = [&](int i, int n, int stages, uint64_t* free_bar, auto&& issue) {
-    if (tid == 0) {
-      if (CLUSTER > 1 && i >= 1) {
-#pragma unroll
-        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&free_bar[(i - 1) % stages], r);
-      }
-      if (i + stages - 1 < n) issue(i + stages - 1);
-    }
-  };
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
 
   float acc[128];
   float m_run[2] = {-INFINITY, -INFINITY};
@@ -696,20 +645,21 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
   const int row_cta = wg * 64 + row_in_wg;  // row index inside the CTA's block
   const int row_glob = m0 + row_cta;
   unsigned char* sP_wg = sP + wg * L::kPanelsPerWg * kHopPanel;
+  // This warp's reads of a slot are over once the MMA group that used it retired: release it then.
+  auto release = [&](uint64_t* empty, int slot) {
+    if (lane == 0) mbar_arrive(&empty[slot]);
+  };
 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> smem ----------------
-  if (tid == 0) {
-    for (int i = 0; i < kHopStages1 - 1 && i < n1; ++i) issue1(i);
-  }
   for (int kb = 0; kb < n_kb; ++kb) {
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
+    int pending = -1;  // slot whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
       const int i = kb * n_c + c;
-      mbar_wait(&full1[i % kHopStages1], (i / kHopStages1) & 1);
-      __syncthreads();
-      release_and_refill(i, n1, kHopStages1, free1, issue1);
-      const unsigned char* slot = sRing + (i % kHopStages1) * L::kStage1;
+      const int s = i % kHopStages1;
+      mbar_wait(&full1[s], (i / kHopStages1) & 1);
+      const unsigned char* slot = sRing + s * L::kStage1;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kHopQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + L::kQChunk);
       wgmma_fence();
@@ -718,9 +668,14 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
         Wgmma<T>::template m64n256k16<0>(acc, sw64_desc(a_base + kk * 32, 512), sw64_desc(b_base + kk * 32, 512));
       }
       wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(acc);
+      wgmma_wait<1>();  // the previous chunk's group retired: its slot can be refilled
+      if (pending >= 0) release(empty1, pending);
+      pending = s;
     }
+    wgmma_wait<0>();
+    reg_fence(acc);
+    release(empty1, pending);
+
     // Masking is needed only in a block that reaches past S_k or crosses the causal diagonal.
     const int key0 = kb * kHopKeyBlock + 2 * t;
     const bool need_mask = (kb + 1) * kHopKeyBlock > p.Sk || (p.causal && (kb + 1) * kHopKeyBlock - 1 > m0);
@@ -772,27 +727,25 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     if (t == 0) sInvL[row_cta + r * 8] = l > 0.f ? 1.f / l : 0.f;
   }
+  // A warpgroup reads only its own rows of P and of the statistics: publish its P stores to the async
+  // proxy (wgmma) and everything to its own threads.
+  fence_proxy_async();
+  warpgroup_bar(wg);
 
   // ---------------- phase 2: O_dc = sum over key tiles of P_kt V_kt[:, dc] ----------------
-  // The ring changes geometry: drain it in every CTA of the cluster first. The fence publishes this
-  // thread's P stores to wgmma's async proxy.
-  fence_proxy_async();
-  if (CLUSTER > 1) cluster_sync();
-  else __syncthreads();
-  if (tid == 0) {
-    for (int j = 0; j < kHopStages2 - 1 && j < n2; ++j) issue2(j);
-  }
   for (int dc = 0; dc < n_dc; ++dc) {
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
+    int pending = -1;
     for (int kt = 0; kt < n_kt; ++kt) {
       const int j = dc * n_kt + kt;
-      mbar_wait(&full2[j % kHopStages2], (j / kHopStages2) & 1);
-      __syncthreads();
-      release_and_refill(j, n2, kHopStages2, free2, issue2);
-      const unsigned char* slot = sRing + (j % kHopStages2) * L::kVTile;
+      const int s = j % kHopStages2;
       if (kt > 0 && kt % (kHopKeyBlock / kHopKeyTile) == 0) {
-        // Entering key block kb: bring the sum so far from max m_{kb-1} to m_kb.
+        // Entering key block kb: bring the sum so far from max m_{kb-1} to m_kb (MMAs drained first).
+        wgmma_wait<0>();
+        reg_fence(acc);
+        release(empty2, pending);
+        pending = -1;
         const int kb = kt / (kHopKeyBlock / kHopKeyTile);
         const float r0 = sRatio[(kb - 1) * L::kRows + row_cta];
         const float r1 = sRatio[(kb - 1) * L::kRows + row_cta + 8];
@@ -804,8 +757,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
           acc[4 * jn + 3] *= r1;
         }
       }
+      mbar_wait(&full2[s], (j / kHopStages2) & 1);
       const uint32_t a_base = smem_u32(sP_wg + kt * kHopPanel);
-      const uint32_t b_base = smem_u32(slot);
+      const uint32_t b_base = smem_u32(sRing + s * L::kVTile);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -814,9 +768,13 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
                                          sw128_desc(b_base + kk * 16 * 128, kHopPanel, 1024));
       }
       wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(acc);
+      wgmma_wait<1>();
+      if (pending >= 0) release(empty2, pending);
+      pending = s;
     }
+    wgmma_wait<0>();
+    reg_fence(acc);
+    release(empty2, pending);
     const float il0 = sInvL[row_cta], il1 = sInvL[row_cta + 8];
     const bool ok0 = row_glob < p.Sq, ok1 = row_glob + 8 < p.Sq;
     T* o0 = o + (int64_t)row_glob * p.o_ss + dc * kHopDvChunk + 2 * t;
@@ -830,8 +788,6 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
       }
     }
   }
-  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
-  if (CLUSTER > 1) cluster_sync();
 }
 
 }  // namespace kforge_attn
@@ -840,9 +796,8 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
 namespace kforge_attn {
 
 // Kernel choice. kAuto picks the wgmma kernel when the whole key row fits its shared-memory P buffer.
-// Wide = 2 warpgroups x 64 rows (S_k <= 512), Long = 1 warpgroup (S_k <= 1024); *Mc = clusters of two
-// CTAs multicasting K/V tiles.
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5 };
+// Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024).
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -916,19 +871,18 @@ static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_ro
   return map;
 }
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+template <typename T, int NWG, int NKB_MAX>
 static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           cudaStream_t stream) {
   using L = HopperLayout<NWG, NKB_MAX>;
   TORCH_CHECK(p.Sk <= L::kMaxKeys, "kforge attention: this wgmma kernel holds at most ", L::kMaxKeys,
               " keys per row, got S_k=", p.Sk);
   const CUtensorMap tm_q = make_tensor_map(q, kHopQkChunk, L::kRows, "query");
-  const CUtensorMap tm_k = make_tensor_map(k, kHopQkChunk, kHopKeyBlock / CLUSTER, "key");
-  const CUtensorMap tm_v = make_tensor_map(v, 64, kHopKeyTile / CLUSTER, "value");
-  auto kernel = attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>;
+  const CUtensorMap tm_k = make_tensor_map(k, kHopQkChunk, kHopKeyBlock, "key");
+  const CUtensorMap tm_v = make_tensor_map(v, 64, kHopKeyTile, "value");
+  auto kernel = attn_hopper_kernel<T, NWG, NKB_MAX>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
-  const int tiles = (p.Sq + L::kRows - 1) / L::kRows;
-  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
+  const dim3 grid((p.Sq + L::kRows - 1) / L::kRows, p.H, p.B);
   kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -937,10 +891,8 @@ template <typename T>
 static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    cudaStream_t stream) {
   switch (path) {
-    case kHopperWide: return launch_hopper<T, 2, 2, 1>(p, q, k, v, stream);
-    case kHopperLong: return launch_hopper<T, 1, 4, 1>(p, q, k, v, stream);
-    case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
-    case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
+    case kHopperWide: return launch_hopper<T, 2, 2>(p, q, k, v, stream);
+    case kHopperLong: return launch_hopper<T, 1, 4>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -972,7 +924,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperLongMc, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperLong, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -1024,9 +976,8 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
                                     double scale, int64_t path);
 """
 
-# Kernel choice passed to the extension (mirrors `Path` in attention.cu); *_MC: clusters of two CTAs
-# multicasting K/V tiles.
-PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
+# Kernel choice passed to the extension (mirrors `Path` in attention.cu).
+PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024 = 0, 1, 2, 3
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256

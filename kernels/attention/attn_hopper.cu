@@ -1,5 +1,5 @@
-// Fast fused attention forward for Hopper (sm_90a: wgmma), for short key sequences and large head dims
-// (the seed shape: S=512, D=1024). Exact softmax over the whole key row, no online rescaling of O:
+// Fast fused attention forward for Hopper (sm_90a: wgmma + TMA), for short key sequences and large head
+// dims (the seed shape: S=512, D=1024). Exact softmax over the whole key row, no online rescaling of O:
 //
 //   phase 1  for each 256-key block kb:  S = Q K_kb^T, accumulated over Dqk in 32-wide chunks
 //            (m64n256k16 per warpgroup, 128 fp32 registers/thread); row max/sum update; P_kb =
@@ -8,14 +8,13 @@
 //            streaming V in [64 keys x 256] tiles; the accumulator is rescaled by r = exp2(m_kb - m_kb+1)
 //            where the key index crosses a block, and by 1/l at the end; then the chunk is stored.
 //
-// CTA = NWG consumer warpgroups x 64 query rows; K/V tiles in shared memory are shared by the
-// warpgroups. Loads are TMA (4-D tensor maps over (D, S, H, B) with the tensors' own strides, zero fill
-// past every edge, swizzled = the layout wgmma reads) issued by thread 0 into a ring of slots that
-// complete on mbarriers: phase 1 uses 4 slots of 24 KB (Q and K chunks 32 wide, 64B swizzle), phase 2
-// 3 slots of 32 KB (V tiles, 128B swizzle) over the same 96 KB, so 2-3 loads are in flight while one
-// is consumed - enough bytes in flight to cover L2 latency. With CLUSTER=2, the two CTAs of a cluster (adjacent
-// query tiles of one head) each load half of every K/V tile and multicast it to both, halving L2->SM
-// traffic for K and V; a per-slot "free" mbarrier collects both CTAs' release before a slot is refilled.
+// Roles: NWG consumer warpgroups x 64 query rows (the K/V tiles in shared memory serve all of them) and
+// one producer warp. The producer issues TMA loads (4-D tensor maps over (D, S, H, B) with the tensors'
+// own strides, zero fill past every edge, swizzled = the layout wgmma reads) into a ring of slots:
+// phase 1 uses 4 slots of 24 KB (Q and K chunks 32 wide, 64B swizzle), phase 2 3 slots of 32 KB (V
+// tiles, 128B swizzle) over the same 96 KB. Slots complete on "full" mbarriers; each consumer warp
+// releases a slot on its "empty" mbarrier once the MMAs reading it retired. Consumers keep one wgmma
+// group in flight (wait_group 1) so the tensor cores are not drained between slots.
 // P for NWG*64 rows x NKB_MAX*256 keys must fit in shared memory: NWG=2 handles S_k <= 512, NWG=1
 // handles S_k <= 1024.
 #include "attn_common.cuh"
@@ -24,17 +23,18 @@
 
 namespace kforge_attn {
 
-constexpr int kHopKeyBlock = 256;  // keys per QK^T block: one m64n256 accumulator
-constexpr int kHopQkChunk = 32;    // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
-constexpr int kHopKeyTile = 64;    // keys per P.V stage
-constexpr int kHopDvChunk = 256;   // output columns per P.V pass: one m64n256 accumulator
+constexpr int kHopKeyBlock = 256;    // keys per QK^T block: one m64n256 accumulator
+constexpr int kHopQkChunk = 32;      // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
+constexpr int kHopKeyTile = 64;      // keys per P.V stage
+constexpr int kHopDvChunk = 256;     // output columns per P.V pass: one m64n256 accumulator
 constexpr int kHopPanel = 64 * 128;  // [64 rows x 64] 16-bit elements, 128B swizzle
 constexpr int kHopStages1 = 4;
 constexpr int kHopStages2 = 3;
 
 template <int NWG, int NKB_MAX>
 struct HopperLayout {
-  static constexpr int kThreads = NWG * 128;
+  static constexpr int kConsumerThreads = NWG * 128;
+  static constexpr int kThreads = kConsumerThreads + 32;  // + one producer warp
   static constexpr int kRows = NWG * 64;
   static constexpr int kPanelsPerWg = NKB_MAX * kHopKeyBlock / 64;
   static constexpr int kPBytes = NWG * kPanelsPerWg * kHopPanel;
@@ -42,105 +42,84 @@ struct HopperLayout {
   static constexpr int kKChunk = kHopKeyBlock * kHopQkChunk * 2;
   static constexpr int kStage1 = kQChunk + kKChunk;
   static constexpr int kVTile = kHopKeyTile * kHopDvChunk * 2;  // 4 panels of [64 keys x 64 cols]
-  static constexpr int kRing = (kHopStages1 * kStage1 > kHopStages2 * kVTile) ? kHopStages1 * kStage1 : kHopStages2 * kVTile;
+  static constexpr int kRing =
+      (kHopStages1 * kStage1 > kHopStages2 * kVTile) ? kHopStages1 * kStage1 : kHopStages2 * kVTile;
   static constexpr int kStatsBytes = kRows * NKB_MAX * 4;  // (NKB_MAX-1) block ratios + 1/l per row
   static constexpr int kBarrierBytes = 2 * (kHopStages1 + kHopStages2) * 8;
   static constexpr int kAlignSlack = 1024;  // swizzle atoms must start on 1024-byte boundaries
   static constexpr int kSmemBytes = kAlignSlack + kPBytes + kRing + kStatsBytes + kBarrierBytes;
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
+  static constexpr int kEmptyArrivals = NWG * 4;  // every consumer warp releases every slot
 };
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
+template <typename T, int NWG, int NKB_MAX>
+__global__ void __launch_bounds__(NWG * 128 + 32, 1)
     attn_hopper_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                        const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   using L = HopperLayout<NWG, NKB_MAX>;
   static_assert(L::kSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  static_assert(CLUSTER == 1 || CLUSTER == 2, "K/V multicast is written for clusters of 1 or 2 CTAs");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sP = smem;
   unsigned char* sRing = sP + L::kPBytes;
   float* sRatio = reinterpret_cast<float*>(sRing + L::kRing);  // [NKB_MAX-1][kRows]
   float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;            // [kRows]
-  uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);  // phase-1 slot landed
-  uint64_t* free1 = full1 + kHopStages1;                            // every CTA of the cluster is done with it
-  uint64_t* full2 = free1 + kHopStages1;
-  uint64_t* free2 = full2 + kHopStages2;
+  uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);
+  uint64_t* empty1 = full1 + kHopStages1;
+  uint64_t* full2 = empty1 + kHopStages1;
+  uint64_t* empty2 = full2 + kHopStages2;
 
   const int tid = threadIdx.x;
-  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
-  const int g = lane / 4, t = lane % 4;
   const int m0 = blockIdx.x * L::kRows;
   const int h = blockIdx.y, b = blockIdx.z;
-  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
-  constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
-
-  T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
-
-  // Every CTA of a cluster must walk the same item sequence (they fill each other's slots), so the
-  // causal key range is the one of the cluster's last query tile; extra keys are masked anyway.
-  const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * L::kRows;
-  const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
+  const int k_end = p.causal ? min(p.Sk, m0 + L::kRows) : p.Sk;  // keys any row of this CTA can see
   const int n_kb = (k_end + kHopKeyBlock - 1) / kHopKeyBlock;
   const int n_kt = (k_end + kHopKeyTile - 1) / kHopKeyTile;
   const int n_c = (p.Dqk + kHopQkChunk - 1) / kHopQkChunk;
   const int n_dc = (p.Dv + kHopDvChunk - 1) / kHopDvChunk;
-  const int n1 = n_kb * n_c;    // phase-1 items
-  const int n2 = n_dc * n_kt;   // phase-2 items
+  const int n1 = n_kb * n_c;  // phase-1 items
+  const int n2 = n_dc * n_kt; // phase-2 items
 
   if (tid == 0) {
-    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&free1[s], CLUSTER);
-    for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&free2[s], CLUSTER);
+    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], L::kEmptyArrivals);
+    for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], L::kEmptyArrivals);
     fence_mbar_init();
   }
-  if (CLUSTER > 1) cluster_sync();  // peers may multicast into this CTA only after its barriers exist
-  else __syncthreads();
+  __syncthreads();  // the only CTA-wide barrier: the producer warp leaves the consumers' barriers alone
 
-  // Producer side, thread 0 only. Tile edges past S or D arrive as zeros (TMA out-of-bounds fill).
-  auto issue1 = [&](int i) {  // Q chunk c + K block kb chunk c
-    const int s = i % kHopStages1, use = i / kHopStages1;
-    unsigned char* slot = sRing + s * L::kStage1;
-    if (CLUSTER > 1 && use > 0) mbar_wait_cluster(&free1[s], (use - 1) & 1);
-    const int kb = i / n_c, c = i % n_c;
-    mbar_arrive_expect_tx(&full1[s], L::kStage1);
-    tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
-    constexpr int rows = kHopKeyBlock / CLUSTER;
-    if (CLUSTER == 1) {
-      tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
-    } else {
-      tma_load_4d_multicast(slot + L::kQChunk + rank * rows * kHopQkChunk * 2, &tm_k, &full1[s], c * kHopQkChunk,
-                            kb * kHopKeyBlock + rank * rows, h, b, kAllCtas);
-    }
-  };
-  auto issue2 = [&](int j) {  // V tile kt, output columns chunk dc
-    const int s = j % kHopStages2, use = j / kHopStages2;
-    unsigned char* slot = sRing + s * L::kVTile;
-    if (CLUSTER > 1 && use > 0) mbar_wait_cluster(&free2[s], (use - 1) & 1);
-    const int dc = j / n_kt, kt = j % n_kt;
-    mbar_arrive_expect_tx(&full2[s], L::kVTile);
-    constexpr int rows = kHopKeyTile / CLUSTER;
+  if (tid >= L::kConsumerThreads) {
+    // ---------------- producer warp: one thread issues every load ----------------
+    if (tid == L::kConsumerThreads) {
+      for (int i = 0; i < n1; ++i) {  // Q chunk c + K block kb chunk c
+        const int s = i % kHopStages1, use = i / kHopStages1;
+        if (use > 0) mbar_wait(&empty1[s], (use - 1) & 1);
+        unsigned char* slot = sRing + s * L::kStage1;
+        const int kb = i / n_c, c = i % n_c;
+        mbar_arrive_expect_tx(&full1[s], L::kStage1);
+        tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
+        tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
+      }
+      // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 slot is consumed.
+      for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
+      for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
+        const int s = j % kHopStages2, use = j / kHopStages2;
+        if (use > 0) mbar_wait(&empty2[s], (use - 1) & 1);
+        unsigned char* slot = sRing + s * L::kVTile;
+        const int dc = j / n_kt, kt = j % n_kt;
+        mbar_arrive_expect_tx(&full2[s], L::kVTile);
 #pragma unroll
-    for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
-      if (CLUSTER == 1) {
-        tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
-      } else {
-        tma_load_4d_multicast(slot + pp * kHopPanel + rank * rows * 128, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64,
-                              kt * kHopKeyTile + rank * rows, h, b, kAllCtas);
+        for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
+          tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
+        }
       }
     }
-  };
-  // Consumer side of one step: wait for the data; after the barrier every wgmma of the previous item has
-  // retired in this CTA, so thread 0 releases that slot to the cluster and refills it STAGES-1 items ahead.
-  auto release_and_refill = [&](int i, int n, int stages, uint64_t* free_bar, auto&& issue) {
-    if (tid == 0) {
-      if (CLUSTER > 1 && i >= 1) {
-#pragma unroll
-        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&free_bar[(i - 1) % stages], r);
-      }
-      if (i + stages - 1 < n) issue(i + stages - 1);
-    }
-  };
+    return;
+  }
+
+  // ---------------- consumers ----------------
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int g = lane / 4, t = lane % 4;
+  T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
 
   float acc[128];
   float m_run[2] = {-INFINITY, -INFINITY};
@@ -149,20 +128,21 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
   const int row_cta = wg * 64 + row_in_wg;  // row index inside the CTA's block
   const int row_glob = m0 + row_cta;
   unsigned char* sP_wg = sP + wg * L::kPanelsPerWg * kHopPanel;
+  // This warp's reads of a slot are over once the MMA group that used it retired: release it then.
+  auto release = [&](uint64_t* empty, int slot) {
+    if (lane == 0) mbar_arrive(&empty[slot]);
+  };
 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> smem ----------------
-  if (tid == 0) {
-    for (int i = 0; i < kHopStages1 - 1 && i < n1; ++i) issue1(i);
-  }
   for (int kb = 0; kb < n_kb; ++kb) {
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
+    int pending = -1;  // slot whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
       const int i = kb * n_c + c;
-      mbar_wait(&full1[i % kHopStages1], (i / kHopStages1) & 1);
-      __syncthreads();
-      release_and_refill(i, n1, kHopStages1, free1, issue1);
-      const unsigned char* slot = sRing + (i % kHopStages1) * L::kStage1;
+      const int s = i % kHopStages1;
+      mbar_wait(&full1[s], (i / kHopStages1) & 1);
+      const unsigned char* slot = sRing + s * L::kStage1;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kHopQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + L::kQChunk);
       wgmma_fence();
@@ -171,9 +151,14 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
         Wgmma<T>::template m64n256k16<0>(acc, sw64_desc(a_base + kk * 32, 512), sw64_desc(b_base + kk * 32, 512));
       }
       wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(acc);
+      wgmma_wait<1>();  // the previous chunk's group retired: its slot can be refilled
+      if (pending >= 0) release(empty1, pending);
+      pending = s;
     }
+    wgmma_wait<0>();
+    reg_fence(acc);
+    release(empty1, pending);
+
     // Masking is needed only in a block that reaches past S_k or crosses the causal diagonal.
     const int key0 = kb * kHopKeyBlock + 2 * t;
     const bool need_mask = (kb + 1) * kHopKeyBlock > p.Sk || (p.causal && (kb + 1) * kHopKeyBlock - 1 > m0);
@@ -225,27 +210,25 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     if (t == 0) sInvL[row_cta + r * 8] = l > 0.f ? 1.f / l : 0.f;
   }
+  // A warpgroup reads only its own rows of P and of the statistics: publish its P stores to the async
+  // proxy (wgmma) and everything to its own threads.
+  fence_proxy_async();
+  warpgroup_bar(wg);
 
   // ---------------- phase 2: O_dc = sum over key tiles of P_kt V_kt[:, dc] ----------------
-  // The ring changes geometry: drain it in every CTA of the cluster first. The fence publishes this
-  // thread's P stores to wgmma's async proxy.
-  fence_proxy_async();
-  if (CLUSTER > 1) cluster_sync();
-  else __syncthreads();
-  if (tid == 0) {
-    for (int j = 0; j < kHopStages2 - 1 && j < n2; ++j) issue2(j);
-  }
   for (int dc = 0; dc < n_dc; ++dc) {
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
+    int pending = -1;
     for (int kt = 0; kt < n_kt; ++kt) {
       const int j = dc * n_kt + kt;
-      mbar_wait(&full2[j % kHopStages2], (j / kHopStages2) & 1);
-      __syncthreads();
-      release_and_refill(j, n2, kHopStages2, free2, issue2);
-      const unsigned char* slot = sRing + (j % kHopStages2) * L::kVTile;
+      const int s = j % kHopStages2;
       if (kt > 0 && kt % (kHopKeyBlock / kHopKeyTile) == 0) {
-        // Entering key block kb: bring the sum so far from max m_{kb-1} to m_kb.
+        // Entering key block kb: bring the sum so far from max m_{kb-1} to m_kb (MMAs drained first).
+        wgmma_wait<0>();
+        reg_fence(acc);
+        release(empty2, pending);
+        pending = -1;
         const int kb = kt / (kHopKeyBlock / kHopKeyTile);
         const float r0 = sRatio[(kb - 1) * L::kRows + row_cta];
         const float r1 = sRatio[(kb - 1) * L::kRows + row_cta + 8];
@@ -257,8 +240,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
           acc[4 * jn + 3] *= r1;
         }
       }
+      mbar_wait(&full2[s], (j / kHopStages2) & 1);
       const uint32_t a_base = smem_u32(sP_wg + kt * kHopPanel);
-      const uint32_t b_base = smem_u32(slot);
+      const uint32_t b_base = smem_u32(sRing + s * L::kVTile);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
@@ -267,9 +251,13 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
                                          sw128_desc(b_base + kk * 16 * 128, kHopPanel, 1024));
       }
       wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(acc);
+      wgmma_wait<1>();
+      if (pending >= 0) release(empty2, pending);
+      pending = s;
     }
+    wgmma_wait<0>();
+    reg_fence(acc);
+    release(empty2, pending);
     const float il0 = sInvL[row_cta], il1 = sInvL[row_cta + 8];
     const bool ok0 = row_glob < p.Sq, ok1 = row_glob + 8 < p.Sq;
     T* o0 = o + (int64_t)row_glob * p.o_ss + dc * kHopDvChunk + 2 * t;
@@ -283,8 +271,6 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128, 1)
       }
     }
   }
-  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
-  if (CLUSTER > 1) cluster_sync();
 }
 
 }  // namespace kforge_attn
