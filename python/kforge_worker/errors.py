@@ -13,6 +13,13 @@ _WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
 # nn.Module's call plumbing appears in every forward traceback and says nothing.
 _NOISE = (os.path.join("torch", "nn", "modules", "module.py"),)
 _MAX_MESSAGE_LINES = 4
+# Advice torch appends to every CUDA error; it pushes the actual cause out of a short reason.
+_BOILERPLATE = (
+    "CUDA kernel errors might be asynchronously reported",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+    "Compile with `TORCH_USE_CUDA_DSA`",
+    "Search for `cuda",
+)
 _MAX_LINE = 300
 
 
@@ -27,7 +34,9 @@ def exception_headline(exc: BaseException) -> str:
         where = f"{os.path.basename(exc.filename or '?')}, line {exc.lineno}"
         text = f"\n    {exc.text.strip()}" if exc.text else ""
         return f"{name}: {exc.msg} ({where}){text}"
-    lines = [ln.rstrip() for ln in str(exc).splitlines() if ln.strip()]
+    lines = [
+        ln.rstrip() for ln in str(exc).splitlines() if ln.strip() and not ln.strip().startswith(_BOILERPLATE)
+    ]
     if not lines:
         return name
     head = [_clip(ln) for ln in lines[:_MAX_MESSAGE_LINES]]

@@ -6,7 +6,10 @@ A stage ends the run by raising StageFailure(verdict, reason). Every call into t
 candidate's code goes through ``ctx.guard_reference``/``ctx.guard_candidate``, which catch
 BaseException (a candidate's sys.exit or KeyboardInterrupt included) and turn it into a verdict with
 the traceback's useful lines — compile_error when the exception came out of a load_inline/load call.
-New stages (e.g. more verification) slot into STAGES; checks go in ``kforge_worker.checks`` (see verify).
+New stages slot into STAGES. Verification lives in ``kforge_worker.checks`` (owned by the verification
+work); the pipeline calls its hooks through ``call_checks`` at fixed points: before_import/after_import
+around the candidate's import, run_checks (the verify stage), after_timing, on_failure when correctness
+failed, close at the end. Without that package (or with ``use_checks=False``) the hooks are skipped.
 """
 
 from __future__ import annotations
@@ -24,11 +27,17 @@ from typing import Any
 from . import PROTOCOL_VERSION
 from .channel import Channel
 from .compile_capture import CompileCall, CompileRecorder, extension_dir
-from .errors import summarize_exception
+from .errors import exception_headline, summarize_exception
 from .loading import LoadError, check_candidate, check_problem, has_code, import_path, read_source
 from .request import EvalRequest
 
 FP64 = "float64"
+# Verdicts after which the checks may still name a cheat (on_failure): the candidate ran but was wrong.
+CORRECTNESS_FAILURES = ("incorrect", "shape_mismatch", "runtime_error")
+
+
+class AsyncDeviceError(RuntimeError):
+    """A CUDA error surfaced by the synchronisation after a forward: the forward's kernels caused it."""
 
 
 class StageFailure(Exception):
@@ -94,6 +103,7 @@ class EvalContext:
     ref64_model: Any = None  # deep copy of the reference in float64, stepped in lockstep with it
     atol: float = 1e-4
     rtol: float = 1e-4
+    checks: ModuleType | None = None  # kforge_worker.checks, when present and enabled
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
@@ -155,7 +165,12 @@ class EvalContext:
         """One inference call (no autograd, as KernelBench), finished on the device before returning."""
         with self.torch.no_grad():
             out = model(*inputs)
-        self.synchronize()
+        try:
+            self.synchronize()
+        except BaseException as exc:  # noqa: BLE001 — say it was the forward's kernels, not the sync
+            raise AsyncDeviceError(
+                f"the device failed after forward returned (an error in the kernels it launched): {exception_headline(exc)}"
+            ) from exc
         return out
 
     def forward_fp64(self, inputs: list[Any]) -> Any | None:
@@ -178,38 +193,36 @@ class EvalContext:
 # Stages
 
 
+def _loading(fn: Callable[[], Any]) -> Any:
+    """Runs a loading step; its LoadError (a one-line reason) becomes import_error."""
+    try:
+        return fn()
+    except LoadError as exc:
+        raise StageFailure("import_error", str(exc)) from None
+
+
 def load_problem(ctx: EvalContext) -> None:
     path = ctx.request.problem_path
     ctx.progress("import", f"importing problem {ctx.request.problem_name}")
-    try:
-        read_source(path, "problem")
-    except LoadError as exc:
-        raise StageFailure("import_error", str(exc)) from None
+    _loading(lambda: read_source(path, "problem"))
     ctx.problem = ctx.guard_reference(
         f"{os.path.basename(path)} failed to import", lambda: import_path(path, "problem"), "import_error"
     )
-    try:
-        check_problem(ctx.problem, path)
-    except LoadError as exc:
-        raise StageFailure("import_error", str(exc)) from None
+    _loading(lambda: check_problem(ctx.problem, path))
 
 
 def load_candidate(ctx: EvalContext) -> None:
     path = ctx.request.candidate_path
     ctx.progress("import", f"importing candidate {ctx.request.candidate_label}")
-    try:
-        ctx.candidate_source = read_source(path, "candidate")
-    except LoadError as exc:
-        raise StageFailure("import_error", str(exc)) from None
+    ctx.candidate_source = _loading(lambda: read_source(path, "candidate"))
     if not has_code(ctx.candidate_source):
         raise StageFailure("no_code", f"candidate {os.path.basename(path)} has no code (empty, or only comments)")
+    call_checks(ctx, "before_import")
     ctx.candidate = ctx.guard_candidate(
         f"candidate {os.path.basename(path)} failed to import", lambda: import_path(path, "candidate"), "import_error"
     )
-    try:
-        check_candidate(ctx.candidate, path)
-    except LoadError as exc:
-        raise StageFailure("import_error", str(exc)) from None
+    call_checks(ctx, "after_import")
+    _loading(lambda: check_candidate(ctx.candidate, path))
 
 
 def build_models(ctx: EvalContext) -> None:
@@ -339,32 +352,52 @@ def check_correctness(ctx: EvalContext) -> None:
         raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
 
 
-def verify(ctx: EvalContext) -> None:
-    """Runs ``kforge_worker.checks.run_checks(ctx) -> list[Check]`` when that package exists.
-
-    A check with outcome "fail" and a failVerdict ends the run with that verdict and the check's
-    evidence as the reason. A crash inside the checks is recorded as a "warn" check, never a verdict.
-    """
+def load_checks() -> ModuleType | None:
+    """The verification package, or None when this checkout has none."""
     try:
-        module = importlib.import_module(f"{__package__}.checks")
+        return importlib.import_module(f"{__package__}.checks")
     except ModuleNotFoundError as exc:
         if exc.name == f"{__package__}.checks":
-            return
+            return None
         raise
-    run_checks = getattr(module, "run_checks", None)
-    if run_checks is None:
-        return
-    ctx.progress("verify", "running verification checks")
+
+
+def call_checks(ctx: EvalContext, hook: str, *args: Any) -> Any:
+    """Calls ``checks.<hook>(ctx, *args)`` if the package defines it; a crash there becomes a "warn" check.
+
+    Returned Check dicts are added to the result (a later check of the same name replaces an earlier
+    one); the raw return value is handed back for hooks that return more than checks.
+    """
+    fn = getattr(ctx.checks, hook, None) if ctx.checks is not None else None
+    if fn is None:
+        return None
     try:
-        found = list(run_checks(ctx))
+        value = fn(ctx, *args)
     except StageFailure:
         raise
-    except BaseException as exc:  # noqa: BLE001
-        found = [{"name": "checks", "outcome": "warn", "failVerdict": None, "evidence": f"checks crashed: {summarize_exception(exc)}"}]
-    ctx.result["checks"].extend(found)
-    for check in found:
+    except BaseException as exc:  # noqa: BLE001 — a bug in a check is never the candidate's verdict
+        value = [{"name": f"checks.{hook}", "outcome": "warn", "failVerdict": None, "evidence": f"crashed: {summarize_exception(exc)}"}]
+    found = value[0] if hook == "on_failure" and isinstance(value, tuple) else value
+    if isinstance(found, list):
+        names = {c.get("name") for c in found}
+        ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") not in names] + found
+    return value
+
+
+def fail_on_checks(ctx: EvalContext) -> None:
+    """Ends the run with the first failed check's failVerdict (the checks order them, cheating first)."""
+    for check in ctx.result["checks"]:
         if check.get("outcome") == "fail" and check.get("failVerdict") not in (None, "correct"):
             raise StageFailure(check["failVerdict"], f"{check['name']}: {check['evidence']}")
+
+
+def verify(ctx: EvalContext) -> None:
+    """The verification checks on a candidate that passed every trial; a failed check gives its verdict."""
+    if ctx.checks is None or not hasattr(ctx.checks, "run_checks"):
+        return
+    ctx.progress("verify", "running verification checks")
+    call_checks(ctx, "run_checks")
+    fail_on_checks(ctx)
 
 
 def time_models(ctx: EvalContext) -> None:
@@ -407,6 +440,8 @@ def time_models(ctx: EvalContext) -> None:
     timing["smClockMhz"] = {"start": start_clock, "end": sm_clock_mhz(index) if on_cuda else None}
     ctx.result["timing"] = timing
     ctx.progress("time", f"speedup {timing['speedup']:.3f}x", 1.0)
+    call_checks(ctx, "after_timing")
+    fail_on_checks(ctx)
 
 
 STAGES: list[Callable[[EvalContext], None]] = [
@@ -419,8 +454,11 @@ STAGES: list[Callable[[EvalContext], None]] = [
 ]
 
 
-def evaluate(request: EvalRequest, channel: Channel) -> dict[str, Any]:
-    """Runs every stage and returns the EvalResult; never raises for anything a candidate does."""
+def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) -> dict[str, Any]:
+    """Runs every stage and returns the EvalResult; never raises for anything a candidate does.
+
+    use_checks=False skips the verification hooks (the worker's own tests of its stages).
+    """
     started = time.perf_counter()
     result = initial_result(request)
     recorder = CompileRecorder(
@@ -455,15 +493,19 @@ def evaluate(request: EvalRequest, channel: Channel) -> dict[str, Any]:
         )
         recorder.install()
         installed = True
+        ctx.checks = load_checks() if use_checks else None
         for stage in STAGES:
             stage(ctx)
         result["verdict"], result["reason"] = "correct", None
     except StageFailure as failure:
         result["verdict"], result["reason"] = failure.verdict, failure.reason
+        if failure.verdict in CORRECTNESS_FAILURES and ctx.new_model is not None:
+            _checks_after_failure(ctx, failure)
     except BaseException as exc:  # noqa: BLE001 — a worker bug still yields a result line
         result["verdict"] = "runtime_error"
         result["reason"] = f"kforge_worker internal error: {summarize_exception(exc)}"
     finally:
+        call_checks(ctx, "close")
         if installed:
             recorder.uninstall()
         if saved_ext_dir is None:
@@ -473,6 +515,17 @@ def evaluate(request: EvalRequest, channel: Channel) -> dict[str, Any]:
         result["compile"] = [c.to_json() for c in recorder.calls]
         result["seconds"] = time.perf_counter() - started
     return result
+
+
+def _checks_after_failure(ctx: EvalContext, failure: StageFailure) -> None:
+    """Lets the checks name a cheat that also failed correctness (cheating outranks incorrect)."""
+    try:
+        value = call_checks(ctx, "on_failure", failure.verdict)
+    except StageFailure:
+        return
+    override = value[1] if isinstance(value, tuple) and len(value) == 2 else None
+    if override is not None:
+        ctx.result["verdict"], ctx.result["reason"] = override
 
 
 def _compile_summary(call: CompileCall) -> str:

@@ -48,6 +48,7 @@ def make_request(
     max_iters: int = 40,
     budget_seconds: float = 2.0,
     target_relative_ci: float = 0.02,
+    checks: list[str] | None = None,
 ) -> dict[str, Any]:
     """An EvalRequest (protocol.ts) for the CPU device."""
     return {
@@ -72,7 +73,7 @@ def make_request(
                 "targetRelativeCi": target_relative_ci,
             },
             "cacheDir": cache_dir,
-            "checks": [],
+            "checks": list(checks or []),
         },
     }
 
@@ -112,14 +113,18 @@ def run_worker(request: dict[str, Any] | None, args: tuple[str, ...] = (), timeo
     return WorkerRun(proc)
 
 
-def evaluate(request: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Runs the pipeline in this process: (result, progress messages)."""
+def evaluate(request: dict[str, Any], use_checks: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Runs the pipeline in this process: (result, progress messages).
+
+    The verification checks (kforge_worker.checks, tested on their own) are off unless asked for, so
+    these tests pin down the pipeline's own stages.
+    """
     from kforge_worker.channel import NullChannel
     from kforge_worker.pipeline import evaluate as run_pipeline
     from kforge_worker.request import parse_request
 
     channel = NullChannel()
-    result = run_pipeline(parse_request(request), channel)
+    result = run_pipeline(parse_request(request), channel, use_checks=use_checks)
     channel.result(result)
     return result, channel.messages
 

@@ -20,7 +20,7 @@ from kforge_worker.compile_capture import capture_fds, extension_dir, first_diag
 @pytest.fixture(scope="module")
 def cpp_runs(shared_cache_dir: str) -> tuple[WorkerRun, WorkerRun]:
     """The same load_inline candidate evaluated twice with one cache directory."""
-    request = make_request(problem("tiny_add"), candidate("add_cpp_ok"), shared_cache_dir, trials=5)
+    request = make_request(problem("tiny_add"), candidate("add_cpp_ok"), shared_cache_dir, trials=5, checks=["none"])
     return run_worker(request), run_worker(request)
 
 
@@ -47,7 +47,7 @@ def test_second_run_reuses_the_content_keyed_extension_cache(
 
 
 def test_compile_failure_is_a_compile_error_quoting_the_compiler(cache_dir: str) -> None:
-    run = run_worker(make_request(problem("tiny_add"), candidate("add_cpp_broken"), cache_dir))
+    run = run_worker(make_request(problem("tiny_add"), candidate("add_cpp_broken"), cache_dir, checks=["none"]))
     result = run.result
     assert result["verdict"] == "compile_error"
     reason = result["reason"]

@@ -1,4 +1,8 @@
-"""``python -m kforge_worker`` as the CLI runs it: a subprocess, JSON lines on stdout, logs on stderr."""
+"""``python -m kforge_worker`` as the CLI runs it: a subprocess, JSON lines on stdout, logs on stderr.
+
+These runs include the verification package with its runtime groups off (checks: ["none"]): its static
+scan and integrity checks still run, as in every real evaluation.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,11 @@ import json
 
 from conftest import assert_valid, candidate, make_request, problem, run_worker
 
+QUIET = ["none"]
+
 
 def test_worker_process_reports_a_correct_timed_candidate(cache_dir: str) -> None:
-    run = run_worker(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, trials=5, timing=True))
+    run = run_worker(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, trials=5, timing=True, checks=QUIET))
     assert run.returncode == 0, run.stderr
     for message in run.messages:
         assert_valid(message)
@@ -22,11 +28,12 @@ def test_worker_process_reports_a_correct_timed_candidate(cache_dir: str) -> Non
 
 
 def test_candidate_output_never_reaches_the_protocol_channel(cache_dir: str) -> None:
-    run = run_worker(make_request(problem("tiny_linear"), candidate("noisy"), cache_dir, timing=True))
+    run = run_worker(make_request(problem("tiny_linear"), candidate("noisy"), cache_dir, timing=True, checks=QUIET))
     assert run.returncode == 0
     lines = run.stdout.splitlines()
     assert all(json.loads(line)["type"] in ("progress", "result") for line in lines)
-    assert run.result["verdict"] == "correct"
+    # Forging protocol lines is itself a cheat the checks may name; either way the channel stays clean.
+    assert run.result["verdict"] in ("correct", "cheating")
     for forged in ("forged at import", '"forged": true', "child process output", "forward called", "to sys.__stdout__"):
         assert forged not in run.stdout
         assert forged in run.stderr
@@ -35,7 +42,7 @@ def test_candidate_output_never_reaches_the_protocol_channel(cache_dir: str) -> 
 
 
 def test_a_result_line_is_written_even_when_the_candidate_exits(cache_dir: str) -> None:
-    run = run_worker(make_request(problem("tiny_linear"), candidate("sys_exit"), cache_dir))
+    run = run_worker(make_request(problem("tiny_linear"), candidate("sys_exit"), cache_dir, checks=QUIET))
     assert run.returncode == 0
     assert run.result["verdict"] == "runtime_error"
     assert "SystemExit: 3" in run.result["reason"]
@@ -66,6 +73,6 @@ def test_probe_describes_the_python_side() -> None:
 
 def test_request_file_option(cache_dir: str, tmp_path) -> None:
     path = tmp_path / "request.json"
-    path.write_text(json.dumps(make_request(problem("tiny_tuple"), candidate("tuple_correct"), cache_dir)))
+    path.write_text(json.dumps(make_request(problem("tiny_tuple"), candidate("tuple_correct"), cache_dir, checks=QUIET)))
     run = run_worker(None, ("--request", str(path)))
     assert run.result["verdict"] == "correct"

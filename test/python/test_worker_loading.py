@@ -85,3 +85,16 @@ def test_candidate_with_any_suffix_is_imported(cache_dir: str, tmp_path) -> None
     block.write_text(open(candidate("linear_correct")).read())
     result, _ = evaluate(make_request(problem("tiny_linear"), str(block), cache_dir))
     assert result["verdict"] == "correct", result["reason"]
+
+
+def test_cuda_error_boilerplate_is_dropped_from_reasons() -> None:
+    from kforge_worker.errors import exception_headline
+
+    exc = RuntimeError(
+        "CUDA error: an illegal memory access was encountered\n"
+        "Search for `cudaErrorIllegalAddress' in https://docs.nvidia.com/cuda/ for more information.\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+    )
+    assert exception_headline(exc) == "RuntimeError: CUDA error: an illegal memory access was encountered"

@@ -165,3 +165,81 @@ def test_pipeline_restores_the_process_state(cache_dir: str) -> None:
     before = (cpp_extension.load_inline, cpp_extension.load, os.environ.get("TORCH_EXTENSIONS_DIR"))
     evaluate(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir))
     assert (cpp_extension.load_inline, cpp_extension.load, os.environ.get("TORCH_EXTENSIONS_DIR")) == before
+
+
+class FakeChecks:
+    """Stands in for kforge_worker.checks: records the hook calls, returns scripted checks."""
+
+    def __init__(self, fail: str | None = None, crash: bool = False) -> None:
+        self.calls: list[str] = []
+        self.fail, self.crash = fail, crash
+
+    def before_import(self, ctx) -> None:
+        self.calls.append("before_import" + (":imported" if ctx.candidate is not None else ""))
+
+    def after_import(self, ctx) -> None:
+        self.calls.append("after_import" + (":imported" if ctx.candidate is not None else ""))
+
+    def run_checks(self, ctx) -> list[dict]:
+        self.calls.append("run_checks")
+        if self.crash:
+            raise ValueError("bug in a check")
+        outcome = "fail" if self.fail else "pass"
+        return [{"name": "fake", "outcome": outcome, "failVerdict": self.fail, "evidence": "scripted"}]
+
+    def after_timing(self, ctx) -> list[dict]:
+        self.calls.append("after_timing")
+        return [{"name": "fake", "outcome": "pass", "failVerdict": None, "evidence": "after timing"}]
+
+    def on_failure(self, ctx, verdict: str):
+        self.calls.append(f"on_failure:{verdict}")
+        return [], ("cheating", "fake: named on failure")
+
+    def close(self, ctx) -> None:
+        self.calls.append("close")
+
+
+def _with_fake_checks(monkeypatch: pytest.MonkeyPatch, fake: FakeChecks) -> None:
+    import kforge_worker.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "load_checks", lambda: fake)
+
+
+def test_checks_hooks_run_in_order_and_a_later_check_replaces_an_earlier_one(
+    cache_dir: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeChecks()
+    _with_fake_checks(monkeypatch, fake)
+    result, messages = evaluate(
+        make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, timing=True, min_iters=5, max_iters=5),
+        use_checks=True,
+    )
+    assert fake.calls == ["before_import", "after_import:imported", "run_checks", "after_timing", "close"]
+    assert result["verdict"] == "correct"
+    assert result["checks"] == [{"name": "fake", "outcome": "pass", "failVerdict": None, "evidence": "after timing"}]
+    assert any(m.get("stage") == "verify" for m in messages)
+
+
+def test_a_failed_check_sets_the_verdict_and_skips_timing(cache_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_fake_checks(monkeypatch, FakeChecks(fail="cheating"))
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, timing=True), use_checks=True)
+    assert result["verdict"] == "cheating"
+    assert result["reason"] == "fake: scripted"
+    assert result["timing"] is None
+
+
+def test_a_crashing_check_is_a_warning_not_a_verdict(cache_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_fake_checks(monkeypatch, FakeChecks(crash=True))
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir), use_checks=True)
+    assert result["verdict"] == "correct"
+    (check,) = result["checks"]
+    assert check["name"] == "checks.run_checks" and check["outcome"] == "warn"
+    assert "ValueError: bug in a check" in check["evidence"]
+
+
+def test_checks_may_rename_a_failed_candidate_as_cheating(cache_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeChecks()
+    _with_fake_checks(monkeypatch, fake)
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("slightly_wrong"), cache_dir), use_checks=True)
+    assert "on_failure:incorrect" in fake.calls
+    assert (result["verdict"], result["reason"]) == ("cheating", "fake: named on failure")
