@@ -444,6 +444,17 @@ describe("HTML report", () => {
     assert.match(html, /p&amp;&lt;b&gt;/);
   });
 
+  test("keeps huge compile logs to their head and tail", () => {
+    const noisy = variant("002_e7edf580a2003a0e.txt", {});
+    const log = `FIRST LINE\n${"cuda.cu(1): error: x\n".repeat(20000)}LAST LINE`;
+    noisy.compile = [{ name: "flash_sdpa", seconds: 1, ok: false, log }];
+    const html = renderHtmlReport([noisy], { source: () => ({ code: null, note: "-" }) });
+    assert.ok(html.length < 200_000, `${html.length} characters`);
+    assert.match(html, /FIRST LINE/);
+    assert.match(html, /LAST LINE/);
+    assert.match(html, /characters cut/);
+  });
+
   test("says why instead of drawing a chart when there is no data for it", () => {
     const untimed = results.filter((r) => !r.timing);
     const html = renderHtmlReport(untimed, { source: () => ({ code: null, note: "-" }) });
@@ -480,6 +491,16 @@ describe("kforge report", () => {
     assert.match(html, /<title>nightly &lt;run&gt;<\/title>/);
     assert.equal((html.match(/<tr class="result-row"/g) ?? []).length, 10);
     assert.match(html, /class ModelNew/, "relative transcript paths resolved next to the results files");
+  });
+
+  test("prints the table and the failing results' evidence when asked", async () => {
+    const run = await kforge([...fixtureFiles, "-o", join(dir, "t.html"), "--table", "--details"]);
+    assert.equal(run.exitCode, 0, run.stderr);
+    for (const line of run.stdout.split("\n")) assert.ok(visible(line) <= 100, line);
+    assert.match(run.stdout, /^problem\s/);
+    assert.match(run.stdout, /compile log: flash_sdpa \(failed after 12\.7 s\)/);
+    assert.doesNotMatch(run.stdout, /sdpa_fp16\.kforge\.py on sdpa_fp16/, "no details for correct results");
+    assert.ok(!run.stdout.includes("\x1b"), "no colour when piped");
   });
 
   test("a bad file is one line naming it, exit 1, nothing written", async () => {

@@ -64,6 +64,16 @@ function html(strings: TemplateStringsArray, ...values: Part[]): Raw {
 
 const anchorOf = (index: number) => `result-${index + 1}`;
 
+// A build that fails on every template instantiation can log megabytes; the head and the tail carry
+// the story, and the report must stay small enough to open.
+const LOG_CAP = 64 * 1024;
+
+function capLog(log: string): string {
+  if (log.length <= LOG_CAP) return log;
+  const half = LOG_CAP / 2;
+  return `${log.slice(0, half)}\n… ${log.length - LOG_CAP} characters cut …\n${log.slice(-half)}`;
+}
+
 function verdictBadge(verdict: Verdict): Raw {
   return html`<span class="verdict" style="background:${VERDICT_COLORS[verdict]}">${verdictLabel(verdict)}</span>`;
 }
@@ -247,7 +257,7 @@ function detailSection(r: EvalResult, index: number, source: CandidateSource): R
               c.ok
                 ? ""
                 : html`<p class="small">first error lines:</p><pre class="excerpt">${compileLogExcerpt(c.log, 8).join("\n")}</pre><p class="small">full log:</p>`
-            }<pre>${c.log}</pre></details>`,
+            }<pre>${capLog(c.log)}</pre></details>`,
         );
   const t = r.timing;
   const timing = t
