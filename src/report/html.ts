@@ -1,12 +1,13 @@
 // The self-contained HTML report: summary tables per problem, charts rendered to static SVG by ECharts
 // (charts.ts), and the evidence (reasons, checks, compile logs, the code judged) in collapsible sections.
-// One file, no scripts, no network. Everything that comes from results is HTML-escaped.
+// One file, no scripts, no network. Everything that comes from results is HTML-escaped (html-escape.ts).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import type { EvalResult, Verdict } from "../worker/protocol.ts";
 import { rooflineChart, speedupChart, timingChart, VERDICT_COLORS } from "./charts.ts";
 import { optimizeInfoOf } from "./extensions.ts";
 import { formatDuration, formatError, formatMs, formatSpeedupWithCi, verdictLabel } from "./format.ts";
+import { escapeHtml, html, type Part, type Raw, raw } from "./html-escape.ts";
 import { type RooflineEntry, rooflineEntry } from "./roofline.ts";
 import { type CandidateSource, readCandidateSource } from "./sources.ts";
 import {
@@ -26,40 +27,6 @@ export interface HtmlReportOptions {
   sourceDirs?: string[];
   /** Where each candidate's code comes from; default reads origin.sourcePath (see sources.ts). */
   source?: (result: EvalResult) => CandidateSource;
-}
-
-const ESCAPES: Record<string, string> = {
-  "&": "&amp;",
-  "<": "&lt;",
-  ">": "&gt;",
-  '"': "&quot;",
-  "'": "&#39;",
-};
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ESCAPES[c] ?? c);
-}
-
-/** Tagged template: interpolated values are escaped unless wrapped in raw(). */
-class Raw {
-  constructor(readonly html: string) {}
-}
-const raw = (html: string) => new Raw(html);
-type Part = string | number | Raw | null | undefined | Part[];
-
-function render(part: Part): string {
-  if (part === null || part === undefined) return "";
-  if (part instanceof Raw) return part.html;
-  if (Array.isArray(part)) return part.map(render).join("");
-  return escapeHtml(String(part));
-}
-
-function html(strings: TemplateStringsArray, ...values: Part[]): Raw {
-  let out = strings[0] ?? "";
-  values.forEach((v, i) => {
-    out += render(v) + (strings[i + 1] ?? "");
-  });
-  return raw(out);
 }
 
 const anchorOf = (index: number) => `result-${index + 1}`;
@@ -419,3 +386,5 @@ export function writeHtmlReport(results: EvalResult[], file: string, opts: HtmlR
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, renderHtmlReport(results, opts));
 }
+
+export { escapeHtml };
