@@ -46,6 +46,28 @@ interface Current {
   stageStartedAt: number;
 }
 
+function startCandidate(label: string, index: number, total: number, t: number): Current {
+  return {
+    label,
+    position: `[${index + 1}/${total}]`,
+    stage: null,
+    detail: "",
+    fraction: null,
+    startedAt: t,
+    stageStartedAt: t,
+  };
+}
+
+/** Records a worker message; true when it opens a new stage. */
+function advance(current: Current, msg: ProgressMessage, t: number): boolean {
+  const newStage = msg.stage !== current.stage;
+  if (newStage) current.stageStartedAt = t;
+  current.stage = msg.stage;
+  current.detail = msg.detail;
+  current.fraction = msg.fraction;
+  return newStage;
+}
+
 function finishedLine(
   result: EvalResult,
   position: string,
@@ -79,26 +101,13 @@ function plainProgress(stream: NodeJS.WritableStream, intervalMs: number, now: (
   const write = (text: string) => stream.write(`${text}\n`);
   return {
     candidateStarted(label, index, total) {
-      const t = now();
-      current = {
-        label,
-        position: `[${index + 1}/${total}]`,
-        stage: null,
-        detail: "",
-        fraction: null,
-        startedAt: t,
-        stageStartedAt: t,
-      };
+      current = startCandidate(label, index, total, now());
       write(`${current.position} ${label}: started`);
     },
     update(msg) {
       if (!current) return;
       const t = now();
-      const newStage = msg.stage !== current.stage;
-      if (newStage) current.stageStartedAt = t;
-      current.stage = msg.stage;
-      current.detail = msg.detail;
-      current.fraction = msg.fraction;
+      const newStage = advance(current, msg, t);
       const percent = msg.fraction === null ? "" : ` ${Math.round(msg.fraction * 100)}%`;
       const text = `${current.position} ${current.label}: ${STAGE_NAMES[msg.stage]}${percent}: ${msg.detail}`;
       if (text === lastText) return;
@@ -164,25 +173,13 @@ function ttyProgress(stream: NodeJS.WriteStream, now: () => number): Progress {
 
   return {
     candidateStarted(label, index, total) {
-      const t = now();
-      current = {
-        label,
-        position: `[${index + 1}/${total}]`,
-        stage: null,
-        detail: "",
-        fraction: null,
-        startedAt: t,
-        stageStartedAt: t,
-      };
+      current = startCandidate(label, index, total, now());
       if (bar) multibar.remove(bar);
       bar = multibar.create(1, 0);
     },
     update(msg) {
       if (!current || !bar) return;
-      if (msg.stage !== current.stage) current.stageStartedAt = now();
-      current.stage = msg.stage;
-      current.detail = msg.detail;
-      current.fraction = msg.fraction;
+      advance(current, msg, now());
       bar.update(msg.fraction ?? 0);
     },
     candidateFinished(result) {
