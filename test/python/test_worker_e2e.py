@@ -34,8 +34,11 @@ def test_candidate_output_never_reaches_the_protocol_channel(cache_dir: str) -> 
     assert all(json.loads(line)["type"] in ("progress", "result") for line in lines)
     # Forging protocol lines is itself a cheat the checks may name; either way the channel stays clean.
     assert run.result["verdict"] in ("correct", "cheating")
+    assert not any("forged" in m for m in run.messages)  # the raw fd-1 write did not become a message
+    assert isinstance(run.result, dict)  # exactly one result, ours: a print inside it would break its JSON
+    progress = [line for line in lines if json.loads(line)["type"] == "progress"]
     for forged in ("forged at import", '"forged": true', "child process output", "forward called", "to sys.__stdout__"):
-        assert forged not in run.stdout
+        assert not any(forged in line for line in progress)  # (check evidence may quote the source; not here)
         assert forged in run.stderr
     for message in run.messages:
         assert_valid(message)
