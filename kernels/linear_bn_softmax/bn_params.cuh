@@ -20,7 +20,7 @@ struct BatchNormParams {
   int64_t scale_stride;       // 0 for a single scale value, 1 for one per column
   float* running_mean;        // nullptr when the module tracks no running statistics
   float* running_var;
-  const int64_t* num_batches_tracked;  // read on the device for momentum=None (no host sync)
+  const int64_t* num_batches_tracked;  // momentum=None: read on the device (no host sync), already bumped
   double momentum;
   bool cumulative_average;    // momentum=None: factor = 1 / num_batches_tracked
   double eps;

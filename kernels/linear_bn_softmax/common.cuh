@@ -9,9 +9,12 @@
 
 namespace lbs {
 
-// Column statistics: each CTA row-tile covers this many rows of Y; a thread keeps one column's
-// tile in registers, so the tile mean and M2 come from an exact two-pass over registers.
-constexpr int kStatsRowsPerTile = 32;
+// Column statistics: a thread owns one column of a 128-row tile, read as 4 register blocks of 32
+// rows (32 loads in flight; an exact two-pass mean / M2 per block, merged with Chan's formula), and
+// writes one partial per tile: at batch 1024 the finalize kernel then merges only 8 partials.
+constexpr int kStatsRowsPerBlock = 32;
+constexpr int kStatsBlocksPerTile = 4;
+constexpr int kStatsRowsPerTile = kStatsRowsPerBlock * kStatsBlocksPerTile;
 constexpr int kStatsThreads = 256;
 
 // Rows of the statistics tile that starts at row0 (the last tile may be short).

@@ -146,8 +146,9 @@ at::Tensor split_weight_tf32x3(const at::Tensor& weight, int64_t chunk) {
 
 // softmax(scale * BatchNorm1d(x W^T + b), dim=1) for fp32 CUDA tensors.
 //   use_batch_stats:      normalise with this batch's statistics (training, or no running stats)
-//   update_running_stats: also update running_mean / running_var (the caller has already bumped
-//                         num_batches_tracked, as nn.BatchNorm1d does before computing the factor)
+//   update_running_stats: also update running_mean / running_var
+//   num_batches_tracked:  given exactly when nn.BatchNorm1d would bump it (training with tracked
+//                         stats): this call adds 1 on the device, before momentum=None reads it
 //   fp32_accurate:        3xTF32 (error at fp32 level); otherwise one TF32 GEMM (allow_tf32 semantics)
 //   k_chunk:              3xTF32 only: K-chunk length of the interleaved layout (<= 0: all of K)
 //   weight_split:         3xTF32 only: split_weight_tf32x3(weight, k_chunk), or None to split here
@@ -184,11 +185,14 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
   TORCH_CHECK(scale.device() == x.device() && scale.scalar_type() == at::kFloat && scale.is_contiguous() &&
                   (scale.numel() == 1 || scale.numel() == n),
               "linear_bn_softmax: scale must be a contiguous float32 tensor of 1 or ", n, " values on ", x.device());
-  if (update_running_stats && cumulative_average) {
-    TORCH_CHECK(num_batches_tracked.has_value() && num_batches_tracked->device() == x.device() &&
-                    num_batches_tracked->scalar_type() == at::kLong && num_batches_tracked->numel() == 1,
-                "linear_bn_softmax: momentum=None needs num_batches_tracked (int64 scalar on ", x.device(), ")");
+  if (num_batches_tracked.has_value()) {
+    TORCH_CHECK(use_batch_stats, "linear_bn_softmax: num_batches_tracked is only bumped in training");
+    TORCH_CHECK(num_batches_tracked->device() == x.device() && num_batches_tracked->scalar_type() == at::kLong &&
+                    num_batches_tracked->numel() == 1,
+                "linear_bn_softmax: num_batches_tracked must be an int64 scalar on ", x.device());
   }
+  TORCH_CHECK(!(update_running_stats && cumulative_average) || num_batches_tracked.has_value(),
+              "linear_bn_softmax: momentum=None needs num_batches_tracked");
   const c10::cuda::CUDAGuard guard(x.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
 
@@ -238,8 +242,8 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
   bn.scale_stride = scale.numel() == 1 ? 0 : 1;
   bn.running_mean = update_running_stats || !use_batch_stats ? running_mean->data_ptr<float>() : nullptr;
   bn.running_var = update_running_stats || !use_batch_stats ? running_var->data_ptr<float>() : nullptr;
-  bn.num_batches_tracked =
-      update_running_stats && cumulative_average ? num_batches_tracked->data_ptr<int64_t>() : nullptr;
+  int64_t* const nbt_to_bump = num_batches_tracked.has_value() ? num_batches_tracked->data_ptr<int64_t>() : nullptr;
+  bn.num_batches_tracked = update_running_stats && cumulative_average ? nbt_to_bump : nullptr;
   bn.momentum = momentum;
   bn.cumulative_average = cumulative_average;
   bn.eps = eps;
@@ -256,7 +260,8 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((n + kStatsThreads - 1) / kStatsThreads));
     float* const tile_mean = partials.data_ptr<float>();
     float* const tile_m2 = tile_mean + tiles * n;
-    column_stats_partial_kernel<<<grid, kStatsThreads, 0, stream>>>(y.data_ptr<float>(), m, n, tile_mean, tile_m2);
+    column_stats_partial_kernel<<<grid, kStatsThreads, 0, stream>>>(y.data_ptr<float>(), m, n, tile_mean, tile_m2,
+                                                                    nbt_to_bump);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     bn_train_finalize_kernel<<<col_blocks, kFinalizeThreads, 0, stream>>>(tile_mean, tile_m2, tiles, m, n, bn, out);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

@@ -190,10 +190,11 @@ class ModelNew(nn.Module):
         use_batch_stats = self._uses_batch_stats()
         update_running_stats = bn.training and bn.track_running_stats and bn.running_mean is not None
 
-        # nn.BatchNorm1d.forward: the counter is bumped before the factor is taken from it.
+        # As nn.BatchNorm1d.forward: num_batches_tracked is bumped (here by the statistics kernel, on
+        # the device) whenever training with tracked stats, before momentum=None's 1/count is read.
         momentum, cumulative = (0.0 if bn.momentum is None else float(bn.momentum)), False
-        if bn.training and bn.track_running_stats and bn.num_batches_tracked is not None:
-            bn.num_batches_tracked.add_(1)
+        bump_counter = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
+        if bump_counter:
             cumulative = bn.momentum is None
         if not update_running_stats:
             cumulative = False
@@ -226,7 +227,7 @@ class ModelNew(nn.Module):
             scale,
             running_mean,
             running_var,
-            bn.num_batches_tracked if cumulative else None,
+            bn.num_batches_tracked if bump_counter else None,
             use_batch_stats,
             update_running_stats,
             momentum,
