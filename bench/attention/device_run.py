@@ -71,9 +71,9 @@ def run_poisoned(fn, out_shape, dtype):
 def kernel_paths(mod, sk):
     paths = [("general", mod.PATH_GENERAL)]
     if sk <= 512:
-        paths += [("wgmma512", mod.PATH_WGMMA_512)]
+        paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_mc", mod.PATH_WGMMA_512_MC)]
     if sk <= 1024:
-        paths += [("wgmma1024", mod.PATH_WGMMA_1024)]
+        paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("wgmma1024_mc", mod.PATH_WGMMA_1024_MC)]
     return paths
 
 

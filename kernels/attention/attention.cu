@@ -19,8 +19,9 @@
 namespace kforge_attn {
 
 // Kernel choice. kAuto picks the wgmma kernel when the whole key row fits its shared-memory P buffer.
-// Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024).
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3 };
+// Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
+// *Mc = clusters of two CTAs multicasting K/V tiles.
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -94,18 +95,19 @@ static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_ro
   return map;
 }
 
-template <typename T, int NWG, int NKB_MAX>
+template <typename T, int NWG, int NKB_MAX, int CLUSTER>
 static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           cudaStream_t stream) {
   using L = HopperLayout<NWG, NKB_MAX>;
   TORCH_CHECK(p.Sk <= L::kMaxKeys, "kforge attention: this wgmma kernel holds at most ", L::kMaxKeys,
               " keys per row, got S_k=", p.Sk);
   const CUtensorMap tm_q = make_tensor_map(q, kHopQkChunk, L::kRows, "query");
-  const CUtensorMap tm_k = make_tensor_map(k, kHopQkChunk, kHopKeyBlock, "key");
-  const CUtensorMap tm_v = make_tensor_map(v, 64, kHopKeyTile, "value");
-  auto kernel = attn_hopper_kernel<T, NWG, NKB_MAX>;
+  const CUtensorMap tm_k = make_tensor_map(k, kHopQkChunk, kHopKeyBlock / CLUSTER, "key");
+  const CUtensorMap tm_v = make_tensor_map(v, 64, kHopKeyTile / CLUSTER, "value");
+  auto kernel = attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmemBytes));
-  const dim3 grid((p.Sq + L::kRows - 1) / L::kRows, p.H, p.B);
+  const int tiles = (p.Sq + L::kRows - 1) / L::kRows;
+  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
   kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -114,8 +116,10 @@ template <typename T>
 static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    cudaStream_t stream) {
   switch (path) {
-    case kHopperWide: return launch_hopper<T, 2, 2>(p, q, k, v, stream);
-    case kHopperLong: return launch_hopper<T, 1, 4>(p, q, k, v, stream);
+    case kHopperWide: return launch_hopper<T, 2, 2, 1>(p, q, k, v, stream);
+    case kHopperLong: return launch_hopper<T, 1, 4, 1>(p, q, k, v, stream);
+    case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
+    case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -147,7 +151,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperLong, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperLongMc, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());

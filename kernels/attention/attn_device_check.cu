@@ -11,12 +11,20 @@ template __global__ void attn_general_kernel<__half, 64>(const __grid_constant__
 template __global__ void attn_general_kernel<__half, 128>(const __grid_constant__ AttnParams);
 template __global__ void attn_general_kernel<__nv_bfloat16, 64>(const __grid_constant__ AttnParams);
 template __global__ void attn_general_kernel<__nv_bfloat16, 128>(const __grid_constant__ AttnParams);
-template __global__ void attn_hopper_kernel<__half, 2, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+template __global__ void attn_hopper_kernel<__half, 2, 2, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__half, 1, 4>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+template __global__ void attn_hopper_kernel<__half, 2, 2, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+template __global__ void attn_hopper_kernel<__half, 1, 4, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__nv_bfloat16, 1, 4>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+template __global__ void attn_hopper_kernel<__half, 1, 4, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
+template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
+template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
+template __global__ void attn_hopper_kernel<__nv_bfloat16, 1, 4, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
+template __global__ void attn_hopper_kernel<__nv_bfloat16, 1, 4, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
 }  // namespace kforge_attn

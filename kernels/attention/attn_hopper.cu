@@ -15,6 +15,9 @@
 // tiles, 128B swizzle) over the same 96 KB. Slots complete on "full" mbarriers; each consumer warp
 // releases a slot on its "empty" mbarrier once the MMAs reading it retired. Consumers keep one wgmma
 // group in flight (wait_group 1) so the tensor cores are not drained between slots.
+// With CLUSTER=2 the two CTAs of a cluster (adjacent query tiles of one head) each load half of every
+// K/V tile and multicast it to both, halving L2->SM traffic for K and V; a slot is then refilled only
+// after the consumer warps of both CTAs released it (remote arrives on the "empty" barriers).
 // P for NWG*64 rows x NKB_MAX*256 keys must fit in shared memory: NWG=2 handles S_k <= 512, NWG=1
 // handles S_k <= 1024.
 #include "attn_common.cuh"
@@ -49,15 +52,23 @@ struct HopperLayout {
   static constexpr int kAlignSlack = 1024;  // swizzle atoms must start on 1024-byte boundaries
   static constexpr int kSmemBytes = kAlignSlack + kPBytes + kRing + kStatsBytes + kBarrierBytes;
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
-  static constexpr int kEmptyArrivals = NWG * 4;  // every consumer warp releases every slot
 };
 
-template <typename T, int NWG, int NKB_MAX>
-__global__ void __launch_bounds__(NWG * 128 + 32, 1)
+template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
+                                        float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
+                                        uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
+                                        int n_dc);
+
+template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32, 1)
     attn_hopper_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                        const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   using L = HopperLayout<NWG, NKB_MAX>;
   static_assert(L::kSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "K/V multicast is written for clusters of 1 or 2 CTAs");
+  constexpr int kEmptyArrivals = CLUSTER * NWG * 4;  // every consumer warp of the cluster releases every slot
+  constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sP = smem;
@@ -72,7 +83,11 @@ __global__ void __launch_bounds__(NWG * 128 + 32, 1)
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * L::kRows;
   const int h = blockIdx.y, b = blockIdx.z;
-  const int k_end = p.causal ? min(p.Sk, m0 + L::kRows) : p.Sk;  // keys any row of this CTA can see
+  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
+  // The CTAs of a cluster fill each other's slots, so they walk one item sequence: the causal key range
+  // is that of the cluster's last query tile (extra keys are masked anyway).
+  const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * L::kRows;
+  const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
   const int n_kb = (k_end + kHopKeyBlock - 1) / kHopKeyBlock;
   const int n_kt = (k_end + kHopKeyTile - 1) / kHopKeyTile;
   const int n_c = (p.Dqk + kHopQkChunk - 1) / kHopQkChunk;
@@ -81,40 +96,70 @@ __global__ void __launch_bounds__(NWG * 128 + 32, 1)
   const int n2 = n_dc * n_kt; // phase-2 items
 
   if (tid == 0) {
-    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], L::kEmptyArrivals);
-    for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], L::kEmptyArrivals);
+    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], kEmptyArrivals);
+    for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], kEmptyArrivals);
     fence_mbar_init();
   }
-  __syncthreads();  // the only CTA-wide barrier: the producer warp leaves the consumers' barriers alone
+  // Peers may multicast into this CTA and arrive on its barriers only once they exist.
+  if (CLUSTER > 1) cluster_sync();
+  else __syncthreads();
 
   if (tid >= L::kConsumerThreads) {
     // ---------------- producer warp: one thread issues every load ----------------
     if (tid == L::kConsumerThreads) {
       for (int i = 0; i < n1; ++i) {  // Q chunk c + K block kb chunk c
         const int s = i % kHopStages1, use = i / kHopStages1;
-        if (use > 0) mbar_wait(&empty1[s], (use - 1) & 1);
+        if (use > 0) mbar_wait_cluster(&empty1[s], (use - 1) & 1);
         unsigned char* slot = sRing + s * L::kStage1;
         const int kb = i / n_c, c = i % n_c;
-        mbar_arrive_expect_tx(&full1[s], L::kStage1);
+        mbar_arrive_expect_tx(&full1[s], L::kStage1);  // own Q chunk + the whole K chunk (both halves)
         tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
-        tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
+        if (CLUSTER == 1) {
+          tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
+        } else {
+          constexpr int rows = kHopKeyBlock / CLUSTER;
+          tma_load_4d_multicast(slot + L::kQChunk + rank * rows * kHopQkChunk * 2, &tm_k, &full1[s], c * kHopQkChunk,
+                                kb * kHopKeyBlock + rank * rows, h, b, kAllCtas);
+        }
       }
       // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 slot is consumed.
-      for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
+      for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait_cluster(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
       for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
         const int s = j % kHopStages2, use = j / kHopStages2;
-        if (use > 0) mbar_wait(&empty2[s], (use - 1) & 1);
+        if (use > 0) mbar_wait_cluster(&empty2[s], (use - 1) & 1);
         unsigned char* slot = sRing + s * L::kVTile;
         const int dc = j / n_kt, kt = j % n_kt;
         mbar_arrive_expect_tx(&full2[s], L::kVTile);
+        constexpr int rows = kHopKeyTile / CLUSTER;
 #pragma unroll
         for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
-          tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
+          if (CLUSTER == 1) {
+            tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
+          } else {
+            tma_load_4d_multicast(slot + pp * kHopPanel + rank * rows * 128, &tm_v, &full2[s],
+                                  dc * kHopDvChunk + pp * 64, kt * kHopKeyTile + rank * rows, h, b, kAllCtas);
+          }
         }
       }
     }
-    return;
+  } else {
+    consume<T, NWG, NKB_MAX, CLUSTER>(p, sP, sRing, sRatio, sInvL, full1, empty1, full2, empty2, m0, h, b, k_end,
+                                      n_kb, n_kt, n_c, n_dc);
   }
+  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
+  // (__syncwarp: the producer warp's lanes diverged above; the cluster barrier wants whole warps.)
+  __syncwarp();
+  if (CLUSTER > 1) cluster_sync();
+}
+
+// Consumer warpgroups: everything but the loads.
+template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
+                                        float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
+                                        uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
+                                        int n_dc) {
+  using L = HopperLayout<NWG, NKB_MAX>;
+  const int tid = threadIdx.x;
 
   // ---------------- consumers ----------------
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
@@ -130,7 +175,14 @@ __global__ void __launch_bounds__(NWG * 128 + 32, 1)
   unsigned char* sP_wg = sP + wg * L::kPanelsPerWg * kHopPanel;
   // This warp's reads of a slot are over once the MMA group that used it retired: release it then.
   auto release = [&](uint64_t* empty, int slot) {
-    if (lane == 0) mbar_arrive(&empty[slot]);
+    if (lane == 0) {
+      if (CLUSTER == 1) {
+        mbar_arrive(&empty[slot]);
+      } else {
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&empty[slot], r);
+      }
+    }
   };
 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> smem ----------------

@@ -1,0 +1,56 @@
+"""Turns one device run (bench.json + sweep.json from device_run.py) into committed bench records:
+one JSON file per measured configuration under bench/attention/records/.
+
+Usage: python3 bench/attention/write_records.py RUN_DIR [RUN_LABEL]
+
+Each record's headline is what a user gets from the generated ModelNew (`modelnew_dispatch`): ref_ms is
+PyTorch's SDPA, ours_ms the ModelNew call, speedup their ratio, all from the same process. `correct` is
+true only when the run's whole correctness sweep passed and the timed kernel matched the float64
+reference within 2x PyTorch's own error on the timed inputs. Every timed variant (each kforge kernel,
+the unfused baddbmm -> softmax -> bmm peer) is kept under `variants`.
+"""
+
+import json
+import re
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main():
+    run = Path(sys.argv[1])
+    label = sys.argv[2] if len(sys.argv) > 2 else run.name
+    bench = json.loads((run / "bench.json").read_text())
+    sweep = json.loads((run / "sweep.json").read_text())
+    sweep_ok = all(c["ok"] for c in sweep["cases"]) and all(f["equal"] for f in sweep["fallback"])
+    by_problem = {}
+    for r in bench:
+        by_problem.setdefault(r["problem"], []).append(r)
+    out_dir = HERE / "records"
+    out_dir.mkdir(exist_ok=True)
+    for problem, recs in by_problem.items():
+        v = {r["variant"]: r for r in recs}
+        head = v["modelnew_dispatch"]
+        # The dispatcher runs one of our kernels (or PyTorch); its correctness is that kernel's.
+        kernel_errs = [r for name, r in v.items() if name.startswith("kforge_") and r["err"] is not None]
+        kernel_ok = all(r["correct"] for r in kernel_errs)
+        record = {
+            "device": head["device"], "date": head["date"], "problem": problem,
+            "variant": "kforge ModelNew (generated/attention/model_new.py)",
+            "ref_ms": head["ref_ms"], "ours_ms": head["ours_ms"], "speedup": head["speedup"],
+            "correct": bool(sweep_ok and kernel_ok),
+            "torch": head["torch"], "cuda": head["cuda"], "run": label, "config": head["config"],
+            "peer_unfused_ms": v["unfused"]["ours_ms"] if "unfused" in v else None,
+            "speedup_vs_unfused": v["unfused"]["ours_ms"] / head["ours_ms"] if "unfused" in v else None,
+            "torch_err": head["torch_err"],
+            "variants": [{k: r[k] for k in ("variant", "ours_ms", "min_ms", "max_ms", "speedup", "tflops", "err",
+                                            "correct")} for r in recs],
+        }
+        slug = re.sub(r"[^A-Za-z0-9]+", "_", problem).strip("_").lower()
+        (out_dir / f"{slug}.json").write_text(json.dumps(record, indent=1) + "\n")
+        print(f"{slug}: {record['ours_ms']:.3f} ms, {record['speedup']:.2f}x sdpa, correct={record['correct']}")
+
+
+if __name__ == "__main__":
+    main()
