@@ -50,7 +50,11 @@ def l2_flush_bytes(device: Any) -> int:
 
 
 class CudaClock:
-    """CUDA events around only the forward call; an L2-sized write and a sync before each."""
+    """CUDA events around the forward call and a device-wide sync; an L2-sized write before each.
+
+    For launch-bound problems (many microsecond kernels) CUDA-graph timing — capture one forward, time its
+    replays — removes the launch gaps from both sides; it is an option to add, not the default, since it
+    also hides a candidate's real per-call host overhead."""
 
     def __init__(self, device: Any) -> None:
         import torch
@@ -66,6 +70,9 @@ class CudaClock:
         self._buffer.zero_()
         self._start.record()
         fn()
+        # Device-wide sync inside the timed region (verification): work a candidate leaves running on a side
+        # stream or enqueues from another thread is counted, not hidden behind the end event.
+        self._torch.cuda.synchronize()
         self._end.record()
         self._end.synchronize()
         return float(self._start.elapsed_time(self._end))
