@@ -128,14 +128,9 @@ test("processes a candidate leaves behind are killed and flagged", async () => {
   assert.notEqual(result?.verdict, "correct");
   assert.ok(existsSync(pidFile), "the fixture recorded its child's pid");
   const pid = Number(readFileSync(pidFile, "utf8"));
-  const alive = (() => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  })();
+  // A killed process nobody has reaped yet is a zombie: it no longer runs.
+  const stat = existsSync(`/proc/${pid}/stat`) ? readFileSync(`/proc/${pid}/stat`, "utf8") : "";
+  const alive = stat !== "" && !/^\d+ \(.*\) Z/.test(stat);
   assert.equal(alive, false, `process ${pid} outlived the worker`);
   assert.ok(
     result?.checks.some((c) => c.outcome === "fail"),
