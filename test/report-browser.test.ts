@@ -133,6 +133,10 @@ describe("HTML report in headless Chromium", { skip }, () => {
     const roofline = charts.at(-1);
     assert.match(roofline?.text ?? "", /sdpa_fp16 floor 1\.46 ms/);
     assert.match(roofline?.text ?? "", /778 TFLOP\/s/);
+    // Hover text rides on the marks as SVG <title> elements (no script needed).
+    const tooltips = await page.$$eval("figure.chart svg title", (ts) => ts.map((t) => t.textContent ?? ""));
+    assert.ok(tooltips.some((t) => t.startsWith("sdpa_fp16.kforge.py on sdpa_fp16: correct, 1.91×")));
+    assert.ok(tooltips.some((t) => /^PyTorch \(timed beside .*\): median/.test(t)));
   });
 
   test("opens the evidence: compile log, failed checks, extracted code", async () => {

@@ -419,6 +419,22 @@ describe("HTML report", () => {
     assert.doesNotMatch(page, /<script|<link|src="http|url\(http/i, "no scripts, no external resources");
   });
 
+  test("gives chart marks native hover text (SVG <title>) with the numbers behind them", () => {
+    assert.match(
+      page,
+      /<title>sdpa_fp16\.kforge\.py on sdpa_fp16: correct, 1\.91× \(1\.88–1\.93\) \(95% CI\); median 6\.43 ms PyTorch, 3\.37 ms candidate<\/title>/,
+    );
+    assert.match(page, /<title>layernorm_naive\.py: median 0\.189 ms, quartiles [^<]*n=200<\/title>/);
+    assert.match(
+      page,
+      /<title>sdpa_fp16: floor 1\.46 ms \(1100 GFLOP, 4295 MB; fp16\/bf16 tensor\)<\/title>/,
+    );
+    assert.match(
+      page,
+      /<title>sdpa_fp16\.kforge\.py on sdpa_fp16: 326\.\d TFLOP\/s, \d+ GB\/s, 3\.37 ms \(floor ÷ time 43%\)<\/title>/,
+    );
+  });
+
   test("shows the evidence: reasons, failed checks, compile logs, the extracted code, fused regions", () => {
     assert.match(page, /cuda\.cu\(77\): error: identifier &quot;hexp&quot; is undefined/);
     assert.match(page, /extracted code: block 6 of 6 from transcript sources\/000_510f890c0e824915\.txt/);

@@ -2,7 +2,8 @@
 // needs no script and no network to show them, and a browser test can find them as <svg> elements.
 import * as echarts from "echarts";
 import type { EvalResult, TimingStats, Verdict } from "../worker/protocol.ts";
-import { formatSpeedup, verdictLabel } from "./format.ts";
+import { formatMs, formatSpeedup, formatSpeedupWithCi, verdictLabel } from "./format.ts";
+import { escapeHtml } from "./html-escape.ts";
 import { attainableTflops, type RooflineEntry } from "./roofline.ts";
 
 export const VERDICT_COLORS: Record<Verdict, string> = {
@@ -21,13 +22,34 @@ const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-
 
 let chartCounter = 0;
 
+/** Hover text for the mark of one data item, by ECharts series and data index; null for none. */
+type Tooltip = (seriesIndex: number, dataIndex: number) => string | null;
+
+// ECharts' SSR output tags each data mark with its series and data index; a <title> child gives it a
+// native browser tooltip, with no script in the page.
+const DATA_MARK =
+  /<(path|rect|circle|polyline|polygon|text)\b([^>]*?\becmeta_series_index="(\d+)" ecmeta_data_index="(\d+)" ecmeta_ssr_type="chart"[^>]*?)(\/?)>/g;
+
+function addTooltips(svg: string, tooltip: Tooltip): string {
+  return svg.replace(
+    DATA_MARK,
+    (mark, tag: string, attrs: string, series: string, data: string, selfClosing: string) => {
+      const text = tooltip(Number(series), Number(data));
+      if (text === null) return mark;
+      const title = `<title>${escapeHtml(text)}</title>`;
+      return selfClosing ? `<${tag}${attrs}>${title}</${tag}>` : `<${tag}${attrs}>${title}`;
+    },
+  );
+}
+
 /** Renders one ECharts option to an SVG string; ids are made unique so several charts share a page. */
-function renderSvg(option: echarts.EChartsOption, width: number, height: number): string {
+function renderSvg(option: echarts.EChartsOption, width: number, height: number, tooltip?: Tooltip): string {
   const chart = echarts.init(null, null, { renderer: "svg", ssr: true, width, height });
   try {
     chart.setOption({ animation: false, textStyle: { fontFamily: FONT }, ...option });
     const id = `kfc${++chartCounter}`;
-    return chart.renderToSVGString().replace(/\bzr\d+-/g, `${id}-`);
+    const svg = chart.renderToSVGString().replace(/\bzr\d+-/g, `${id}-`);
+    return tooltip ? addTooltips(svg, tooltip) : svg;
   } finally {
     // Without dispose the renderer keeps timers alive and Node never exits.
     chart.dispose();
@@ -143,6 +165,12 @@ export function speedupChart(results: EvalResult[]): string | null {
     },
     1100,
     height,
+    (_series, i) => {
+      const r = rows[i];
+      if (!r) return null;
+      const t = r.timing;
+      return `${r.candidate} on ${r.problem}: ${verdictLabel(r.verdict)}, ${formatSpeedupWithCi(t.speedup, t.speedupCi)} (95% CI); median ${formatMs(t.ref.medianMs)} ms PyTorch, ${formatMs(t.cand.medianMs)} ms candidate`;
+    },
   );
 }
 
@@ -233,6 +261,15 @@ export function timingChart(problem: string, results: EvalResult[]): string | nu
     },
     Math.max(560, Math.min(1100, 160 + rows.length * 220)),
     360,
+    (series, i) => {
+      if (series !== 0) return null;
+      const r = rows[Math.floor(i / 2)];
+      const stats = i % 2 === 0 ? r?.timing.ref : r?.timing.cand;
+      const b = boxes[i];
+      if (!r || !stats || !b) return null;
+      const who = i % 2 === 0 ? `PyTorch (timed beside ${r.candidate})` : r.candidate;
+      return `${who}: median ${formatMs(stats.medianMs)} ms, quartiles ${formatMs(stats.p25Ms)}–${formatMs(stats.p75Ms)} ms, whiskers ${formatMs(b.box[0])}–${formatMs(b.box[4])} ms, ${b.outliers.length} outliers, n=${stats.n}`;
+    },
   );
 }
 
@@ -373,5 +410,27 @@ export function rooflineChart(entries: Array<Extract<RooflineEntry, { ok: true }
     },
     1100,
     460,
+    (series, i) => {
+      const at = series - roofs.length;
+      const point = (e: (typeof entries)[number], p: typeof e.cand, who: string, ms: number | undefined) =>
+        `${who}: ${p.tflops.toFixed(1)} TFLOP/s, ${p.gbps.toFixed(0)} GB/s, ${formatMs(ms)} ms (floor ÷ time ${((e.floorMs / (ms ?? Number.NaN)) * 100).toFixed(0)}%)`;
+      if (at === 0) {
+        const e = problems[i];
+        return e
+          ? `${e.result.problem}: floor ${e.floorMs.toPrecision(3)} ms (${(e.workload.flops / 1e9).toPrecision(4)} GFLOP, ${(e.workload.bytes / 1e6).toPrecision(4)} MB; ${e.compute.label})`
+          : null;
+      }
+      if (at === 1) {
+        const e = problems[i];
+        return e ? point(e, e.ref, `PyTorch on ${e.result.problem}`, e.result.timing?.ref.medianMs) : null;
+      }
+      if (at === 2) {
+        const e = entries[i];
+        return e
+          ? point(e, e.cand, `${e.result.candidate} on ${e.result.problem}`, e.result.timing?.cand.medianMs)
+          : null;
+      }
+      return null;
+    },
   );
 }
