@@ -81,11 +81,11 @@ def make_request(
 class WorkerRun:
     """What one worker process wrote: parsed stdout lines, raw stdout/stderr, exit status."""
 
-    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
-        self.returncode = proc.returncode
-        self.stdout = proc.stdout
-        self.stderr = proc.stderr
-        self.messages = [json.loads(line) for line in proc.stdout.splitlines()]
+    def __init__(self, returncode: int, stdout: str, stderr: str) -> None:
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+        self.messages = [json.loads(line) for line in stdout.splitlines()]
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -97,20 +97,34 @@ class WorkerRun:
         return self.results[0]
 
 
+class StartedWorker:
+    """A worker process running in the background (to overlap slow compiles); ``wait()`` collects it."""
+
+    def __init__(self, request: dict[str, Any] | None, args: tuple[str, ...] = ()) -> None:
+        env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "kforge_worker", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=str(REPO),
+        )
+        self._input = json.dumps(request) if request is not None else ""
+
+    def wait(self, timeout: float = 300) -> WorkerRun:
+        try:
+            stdout, stderr = self._proc.communicate(self._input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            raise
+        return WorkerRun(self._proc.returncode, stdout, stderr)
+
+
 def run_worker(request: dict[str, Any] | None, args: tuple[str, ...] = (), timeout: float = 300) -> WorkerRun:
     """``python -m kforge_worker`` with PYTHONPATH=python, the request on stdin."""
-    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
-    proc = subprocess.run(
-        [sys.executable, "-m", "kforge_worker", *args],
-        input=json.dumps(request) if request is not None else "",
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=str(REPO),
-        check=False,
-    )
-    return WorkerRun(proc)
+    return StartedWorker(request, args).wait(timeout)
 
 
 def evaluate(request: dict[str, Any], use_checks: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:

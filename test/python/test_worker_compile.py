@@ -12,19 +12,22 @@ import subprocess
 import sys
 
 import pytest
-from conftest import WorkerRun, assert_valid, candidate, make_request, problem, run_worker
+from conftest import StartedWorker, WorkerRun, assert_valid, candidate, make_request, problem, run_worker
 
 from kforge_worker.compile_capture import capture_fds, extension_dir, first_diagnostics
 
 
 @pytest.fixture(scope="module")
-def cpp_runs(shared_cache_dir: str) -> tuple[WorkerRun, WorkerRun]:
-    """The same load_inline candidate evaluated twice with one cache directory."""
-    request = make_request(problem("tiny_add"), candidate("add_cpp_ok"), shared_cache_dir, trials=5, checks=["none"])
-    return run_worker(request), run_worker(request)
+def cpp_runs(shared_cache_dir: str) -> tuple[WorkerRun, WorkerRun, WorkerRun]:
+    """A good load_inline candidate evaluated twice with one cache, and a broken one built alongside."""
+    good = make_request(problem("tiny_add"), candidate("add_cpp_ok"), shared_cache_dir, trials=5, checks=["none"])
+    broken = make_request(problem("tiny_add"), candidate("add_cpp_broken"), shared_cache_dir, checks=["none"])
+    first, failing = StartedWorker(good), StartedWorker(broken)  # two builds at once: one per core
+    first_run, failing_run = first.wait(), failing.wait()
+    return first_run, run_worker(good), failing_run
 
 
-def test_load_inline_candidate_compiles_on_cpu_and_is_correct(cpp_runs: tuple[WorkerRun, WorkerRun]) -> None:
+def test_load_inline_candidate_compiles_on_cpu_and_is_correct(cpp_runs: tuple[WorkerRun, ...]) -> None:
     first = cpp_runs[0].result
     assert first["verdict"] == "correct", first["reason"]
     (call,) = first["compile"]
@@ -36,9 +39,9 @@ def test_load_inline_candidate_compiles_on_cpu_and_is_correct(cpp_runs: tuple[Wo
 
 
 def test_second_run_reuses_the_content_keyed_extension_cache(
-    cpp_runs: tuple[WorkerRun, WorkerRun], shared_cache_dir: str
+    cpp_runs: tuple[WorkerRun, ...], shared_cache_dir: str
 ) -> None:
-    first, second = (run.result["compile"][0] for run in cpp_runs)
+    first, second = (run.result["compile"][0] for run in cpp_runs[:2])
     assert second["ok"] and cpp_runs[1].result["verdict"] == "correct"
     assert "no work to do" in second["log"]
     assert second["seconds"] < first["seconds"] / 2
@@ -46,9 +49,8 @@ def test_second_run_reuses_the_content_keyed_extension_cache(
     assert len(built) == 1
 
 
-def test_compile_failure_is_a_compile_error_quoting_the_compiler(cache_dir: str) -> None:
-    run = run_worker(make_request(problem("tiny_add"), candidate("add_cpp_broken"), cache_dir, checks=["none"]))
-    result = run.result
+def test_compile_failure_is_a_compile_error_quoting_the_compiler(cpp_runs: tuple[WorkerRun, ...]) -> None:
+    result = cpp_runs[2].result
     assert result["verdict"] == "compile_error"
     reason = result["reason"]
     assert reason.startswith("load_inline:kforge_test_add_broken failed")
