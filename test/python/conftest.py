@@ -100,8 +100,9 @@ class WorkerRun:
 class StartedWorker:
     """A worker process running in the background (to overlap slow compiles); ``wait()`` collects it."""
 
-    def __init__(self, request: dict[str, Any] | None, args: tuple[str, ...] = ()) -> None:
-        env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+    def __init__(self, request: dict[str, Any] | None, args: tuple[str, ...] = (), path_first: str | None = None) -> None:
+        paths = [path_first, str(PYTHON_DIR)] if path_first else [str(PYTHON_DIR)]
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths))
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "kforge_worker", *args],
             stdin=subprocess.PIPE,
@@ -122,9 +123,11 @@ class StartedWorker:
         return WorkerRun(self._proc.returncode, stdout, stderr)
 
 
-def run_worker(request: dict[str, Any] | None, args: tuple[str, ...] = (), timeout: float = 300) -> WorkerRun:
-    """``python -m kforge_worker`` with PYTHONPATH=python, the request on stdin."""
-    return StartedWorker(request, args).wait(timeout)
+def run_worker(
+    request: dict[str, Any] | None, args: tuple[str, ...] = (), timeout: float = 300, path_first: str | None = None
+) -> WorkerRun:
+    """``python -m kforge_worker`` with PYTHONPATH=python (after path_first, if given), the request on stdin."""
+    return StartedWorker(request, args, path_first).wait(timeout)
 
 
 def evaluate(request: dict[str, Any], use_checks: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:

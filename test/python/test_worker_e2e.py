@@ -79,3 +79,19 @@ def test_request_file_option(cache_dir: str, tmp_path) -> None:
     path.write_text(json.dumps(make_request(problem("tiny_tuple"), candidate("tuple_correct"), cache_dir, checks=QUIET)))
     run = run_worker(None, ("--request", str(path)))
     assert run.result["verdict"] == "correct"
+
+
+def test_a_broken_torch_is_reported_not_a_traceback(cache_dir: str, tmp_path) -> None:
+    fake = tmp_path / "torch"  # shadows the real torch for the worker process
+    fake.mkdir()
+    (fake / "__init__.py").write_text("raise ImportError('libcudart.so.13: cannot open shared object file')\n")
+    probe = run_worker(None, ("--probe",), path_first=str(tmp_path))
+    assert probe.returncode == 0 and "Traceback" not in probe.stderr
+    (message,) = probe.messages
+    assert_valid(message, "ProbeResult")
+    assert message["torch"] is None
+    assert message["torchError"] == "ImportError: libcudart.so.13: cannot open shared object file"
+    run = run_worker(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir), path_first=str(tmp_path))
+    assert run.result["verdict"] == "runtime_error"
+    assert run.result["reason"].startswith("cannot import torch: ImportError: libcudart.so.13")
+    assert_valid({"type": "result", "result": run.result})

@@ -243,3 +243,34 @@ def test_checks_may_rename_a_failed_candidate_as_cheating(cache_dir: str, monkey
     result, _ = evaluate(make_request(problem("tiny_linear"), candidate("slightly_wrong"), cache_dir), use_checks=True)
     assert "on_failure:incorrect" in fake.calls
     assert (result["verdict"], result["reason"]) == ("cheating", "fake: named on failure")
+
+
+def test_a_lazy_build_failing_inside_forward_is_a_compile_error(cache_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder wraps whatever load_inline is installed; here a stand-in that fails like a compiler."""
+    import os
+
+    import torch.utils.cpp_extension as cpp_extension
+
+    def failing_build(name, cpp_sources, cuda_sources=None, functions=None, verbose=False, **kwargs):
+        assert verbose is True  # forced, so ninja prints the compiler output
+        os.write(1, b"[1/2] c++ -c main.cpp -o main.o\n/tmp/x/main.cpp:3:5: error: fake diagnostic from fd 1\n")
+        raise RuntimeError(f"Error building extension '{name}'")
+
+    monkeypatch.setattr(cpp_extension, "load_inline", failing_build)
+    result, messages = evaluate(make_request(problem("tiny_linear"), candidate("lazy_compile"), cache_dir))
+    assert result["verdict"] == "compile_error"
+    assert result["reason"].startswith("load_inline:kforge_lazy failed")
+    assert "main.cpp:3:5: error: fake diagnostic from fd 1" in result["reason"]
+    (call,) = result["compile"]
+    assert not call["ok"] and "fake diagnostic" in call["log"]
+    assert [m["detail"] for m in messages if m.get("stage") == "compile"][0] == "building extension kforge_lazy"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only host's answer")
+def test_cuda_requested_without_a_gpu_is_one_clear_reason(cache_dir: str) -> None:
+    request = make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir)
+    request["options"]["device"] = "cuda"
+    result, _ = evaluate(request)
+    assert result["verdict"] == "runtime_error"
+    assert result["reason"].startswith("device cuda requested but torch")
+    assert "sees no GPU" in result["reason"]
