@@ -162,7 +162,9 @@ function ttyProgress(stream: NodeJS.WriteStream, now: () => number): Progress {
     stream,
     format,
     barsize: 20,
-    hideCursor: true,
+    // Hiding the cursor would leave it hidden after a Ctrl-C (cli-progress restores it only on stop, and
+    // its gracefulExit would swallow SIGINT).
+    hideCursor: false,
     clearOnComplete: true,
     fps: 10,
     barCompleteChar: "█",
