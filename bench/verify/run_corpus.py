@@ -68,6 +68,8 @@ def main() -> int:
     parser.add_argument("--seeds", default=os.path.join(ROOT, "test", "fixtures", "seeds"))
     parser.add_argument("--only", default="")
     parser.add_argument("--timeout", type=float, default=420)
+    parser.add_argument("--deadline", type=float, default=540, help="seconds; entries not started by then are skipped")
+    parser.add_argument("--via", choices=["worker", "standalone"], default="worker")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     started = time.time()
@@ -85,9 +87,29 @@ def main() -> int:
         if os.path.exists(src) and extract_seed(src, dest):
             seeds.append({"id": "seed_" + name[:3], "problem": problem, "candidate": dest, "expect": "any",
                           "check": None, "patterns": [], "cpu": False, "time": False, "note": "seed transcript"})
-    outcomes = corpus.run_all(small, "cuda", args.jobs, timeout=args.timeout)
-    outcomes += corpus.run_all(large, "cuda", 1, timeout=args.timeout)
-    seed_outcomes = corpus.run_all(seeds, "cuda", 1, timeout=args.timeout)
+    deadline = started + args.deadline
+
+    def batch(items: list, jobs: int) -> list:
+        def one(entry: dict) -> corpus.Outcome:
+            if time.time() > deadline:
+                return corpus.Outcome(entry, "not_run", [], "device deadline reached before it started", 0.0, None)
+            return corpus.run_entry(entry, "cuda", timeout=min(args.timeout, max(30.0, deadline + 60 - time.time())),
+                                    via=args.via)
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = list(pool.map(one, items))
+        for o in done:
+            print(f"{o.entry['id']:34} {str(o.verdict):14} {'ok' if o.ok else 'MISS'} {(o.reason or '')[:100]}",
+                  flush=True)
+        return done
+
+    # seeds compile their own (mostly broken) CUDA: run them beside the small entries, on spare cores
+    outcomes = batch(small, args.jobs)
+    seed_outcomes = batch(seeds, 3)
+    large.sort(key=lambda e: (not e["id"].startswith("generated"), e["id"]))
+    outcomes += batch(large, 1)
     rows = [o.row() for o in outcomes]
     seed_rows = []
     for o in seed_outcomes:

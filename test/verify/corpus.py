@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +50,62 @@ class Outcome:
                 "reason": (self.reason or "")[:300], "seconds": round(self.seconds, 2)}
 
 
+def worker_request(entry: dict[str, Any], device: str, cache_dir: str, timing: bool) -> dict[str, Any]:
+    """An EvalRequest (src/worker/protocol.ts) for one entry, every verification check enabled."""
+    candidate = os.path.join(ROOT, entry["candidate"])
+    return {
+        "protocol": 1,
+        "problem": {"path": os.path.join(ROOT, entry["problem"]), "name": os.path.basename(entry["problem"])[:-3],
+                    "atol": None, "rtol": None},
+        "candidate": {"path": candidate, "label": entry["id"],
+                      "origin": {"kind": "file", "sourcePath": candidate, "blockIndex": None, "blockCount": None,
+                                 "note": None}},
+        "options": {"trials": 5, "seed": int.from_bytes(os.urandom(3), "little"), "precision": None, "device": device,
+                    "timing": {"enabled": timing, "warmupIters": 5, "minIters": 20, "maxIters": 200,
+                               "budgetSeconds": 4, "targetRelativeCi": 0.02},
+                    "cacheDir": cache_dir, "checks": ["all"]},
+    }
+
+
+def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float = 300, timing: bool | None = None,
+                     python: str = sys.executable) -> Outcome:
+    """Through the real worker (`python -m kforge_worker`, request on stdin, result on stdout)."""
+    cache_dir = os.environ.get("KFORGE_VERIFY_CACHE", os.path.join(tempfile.gettempdir(), "kforge-verify-cache"))
+    request = worker_request(entry, device, cache_dir, bool(timing if timing is not None else entry.get("time")))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="kforge-verify-") as tmp:
+        try:
+            proc = subprocess.run([python, "-m", "kforge_worker"], input=json.dumps(request), cwd=tmp, env=env,
+                                  capture_output=True, text=True, timeout=timeout, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return Outcome(entry, "timeout", [], f"no result within {timeout}s", timeout, None)
+    result = None
+    for line in proc.stdout.splitlines():
+        try:
+            message = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and message.get("type") == "result":
+            result = message.get("result")
+    if not isinstance(result, dict) or "verdict" not in result:
+        tail = (proc.stderr or "")[-800:]
+        return Outcome(entry, "runtime_error", [], f"worker exited {proc.returncode} without a result: {tail}",
+                       time.perf_counter() - started, None)
+    failing = [c["name"] for c in result.get("checks", []) if c["outcome"] == "fail"]
+    return Outcome(entry, result["verdict"], failing, result.get("reason"), result.get("seconds", 0.0), result)
+
+
 def run_entry(entry: dict[str, Any], device: str = "cpu", timeout: float = 300, timing: bool | None = None,
-              python: str = sys.executable) -> Outcome:
+              python: str = sys.executable, via: str = "worker") -> Outcome:
+    if via == "worker":
+        return run_entry_worker(entry, device, timeout, timing, python)
+    return run_entry_standalone(entry, device, timeout, timing, python)
+
+
+def run_entry_standalone(entry: dict[str, Any], device: str = "cpu", timeout: float = 300,
+                         timing: bool | None = None, python: str = sys.executable) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="kforge-verify-") as tmp:
         out = os.path.join(tmp, "result.json")
         cmd = [python, "-m", "kforge_worker.checks.standalone", "--problem", os.path.join(ROOT, entry["problem"]),
@@ -99,11 +154,12 @@ if __name__ == "__main__":
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--only", default="")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--via", choices=["worker", "standalone"], default="worker")
     args = parser.parse_args()
     entries = [e for e in load_manifest() if (args.device != "cpu" or e["cpu"])
                and os.path.exists(os.path.join(ROOT, e["candidate"]))
                and (not args.only or any(s in e["id"] for s in args.only.split(",")))]
-    outcomes = run_all(entries, args.device, args.jobs)
+    outcomes = run_all(entries, args.device, args.jobs, via=args.via)
     print(table(outcomes))
     for o in outcomes:
         if not o.ok:
