@@ -50,8 +50,24 @@ def main(argv: list[str]) -> int:
         result["reason"] = f"kforge_worker internal error: {type(exc).__name__}: {exc}"
     finally:
         if not channel.result_sent:
-            channel.result(result if result is not None else initial_result(request))
+            final = result if result is not None else initial_result(request)
+            _warn_if_off_schema(final)
+            channel.result(final)
     return 0
+
+
+def _warn_if_off_schema(result: dict) -> None:
+    """Logs (never blocks) a result that the CLI's zod schema would reject, naming the bad fields."""
+    try:
+        from .channel import json_safe
+        from .schema_check import load_schema, validate
+
+        schema = load_schema("EvalResult")
+        problems = validate(json_safe(result), schema) if schema is not None else []
+    except Exception as exc:  # noqa: BLE001 — a diagnostic must not cost the result
+        problems = [f"schema check itself failed: {exc}"]
+    if problems:
+        print("kforge_worker: result does not match schemas/EvalResult.json: " + "; ".join(problems[:5]), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -95,3 +95,18 @@ def test_a_broken_torch_is_reported_not_a_traceback(cache_dir: str, tmp_path) ->
     assert run.result["verdict"] == "runtime_error"
     assert run.result["reason"].startswith("cannot import torch: ImportError: libcudart.so.13")
     assert_valid({"type": "result", "result": run.result})
+
+
+def test_worker_logs_a_result_that_breaks_the_schema(capsys) -> None:
+    from kforge_worker.__main__ import _warn_if_off_schema
+    from kforge_worker.pipeline import initial_result
+    from kforge_worker.request import parse_request
+
+    result = initial_result(parse_request(make_request(problem("a"), candidate("b"), "/c")))
+    _warn_if_off_schema(result)
+    assert capsys.readouterr().err == ""
+    result["checks"].append({"name": "x", "outcome": "maybe"})
+    _warn_if_off_schema(result)
+    err = capsys.readouterr().err
+    assert "result does not match schemas/EvalResult.json" in err
+    assert "$.checks[0].outcome" in err and "$.checks[0].evidence: missing" in err
