@@ -31,7 +31,6 @@ from .errors import exception_headline, summarize_exception
 from .loading import LoadError, check_candidate, check_problem, has_code, import_path, read_source
 from .request import EvalRequest
 
-FP64 = "float64"
 # Verdicts after which the checks may still name a cheat (on_failure): the candidate ran but was wrong.
 CORRECTNESS_FAILURES = ("incorrect", "shape_mismatch", "runtime_error")
 
