@@ -184,7 +184,16 @@ describe("result detail", () => {
     assert.match(text, /1001\s+0\s+\[32,32,512,1024\]\s+float16\s+no\s+3\.8e0\s+3\.8e0\s+4\.9e-4/);
     for (const line of text.split("\n")) assert.ok(visible(line) <= 100, line);
     assert.doesNotMatch(text, ANSI);
-    assert.match(formatResultDetail(byCandidate("000_510f890c0e824915.txt"), { color: true }), ANSI);
+    const colored = formatResultDetail(byCandidate("000_510f890c0e824915.txt"), { color: true, width: 60 });
+    assert.match(colored, ANSI);
+    for (const l of colored.split("\n")) {
+      assert.ok(visible(l) <= 60, l);
+      // Every line that opens a colour closes it: a cut never strands the terminal in bold or red.
+      const codes = l.match(ANSI) ?? [];
+      const opens = codes.filter((code) => /\[(1|2|3[0-7])m$/.test(code)).length;
+      const closes = codes.filter((code) => /\[(22|39)m$/.test(code)).length;
+      assert.equal(opens, closes, l);
+    }
   });
 });
 

@@ -71,3 +71,10 @@ export function wrap(text: string, width: number): string[] {
   if (current !== "") lines.push(current);
   return lines;
 }
+
+/** Like truncate, for text that may hold colour codes: they take no columns, and a cut line loses its colour
+ * rather than ending inside an escape sequence. */
+export function truncateVisible(text: string, width: number): string {
+  if (visibleLength(text) <= width) return text;
+  return truncate(text.replace(ANSI, ""), width);
+}

@@ -10,6 +10,7 @@ import {
   formatSpeedup,
   formatSpeedupWithCi,
   truncate,
+  truncateVisible,
   verdictLabel,
   wrap,
 } from "./format.ts";
@@ -277,7 +278,7 @@ export function formatResultDetail(result: EvalResult, opts: TableOptions): stri
   const width = opts.width ?? 100;
   const c = pc.createColors(opts.color);
   const out: string[] = [];
-  const line = (text = "") => out.push(truncate(text, width));
+  const line = (text = "") => out.push(truncateVisible(text, width));
   const heading = (text: string) => {
     line();
     line(c.bold(text));
