@@ -16,6 +16,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _spec = importlib.util.spec_from_file_location("kforge_verify_corpus", os.path.join(ROOT, "test", "verify", "corpus.py"))
 corpus = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = corpus  # dataclasses look their module up there
 _spec.loader.exec_module(corpus)  # type: ignore[union-attr]
 
 ENTRIES = [e for e in corpus.load_manifest() if e["cpu"]]
