@@ -7,6 +7,9 @@ Not an optimisation: it exists to validate kforge's timing, which must report a 
 import torch
 import torch.nn as nn
 
+# Declares a PyTorch baseline: kforge discloses that it runs the reference operator instead of flagging it.
+KFORGE_BASELINE = True
+
 
 class ModelNew(nn.Module):
     def __init__(self):
