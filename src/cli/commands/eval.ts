@@ -106,7 +106,7 @@ export function registerEvalCommand(program: Command): void {
           candidateStarted: (label, index, total) => progress.candidateStarted(label, index, total),
           progress: (message) => progress.update(message),
           candidateFinished: (result) => progress.candidateFinished(result),
-          log: flags.verbose ? (line) => process.stderr.write(`  | ${line}\n`) : undefined,
+          log: flags.verbose ? (line) => progress.log(`  | ${line}`) : undefined,
         });
       } finally {
         progress.stop();
