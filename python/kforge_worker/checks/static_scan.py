@@ -165,6 +165,12 @@ _CUDA_SOURCE_PATTERNS = [
 ]
 
 
+
+# A kernel declaration: `__global__`, optional qualifiers and attributes such as __launch_bounds__(...) or
+# __cluster_dims__(...) on either side of `void`, then the kernel's name.
+_KERNEL_ATTRS = r"(?:(?:static|inline|__launch_bounds__\s*\([^)]*\)|__cluster_dims__\s*\([^)]*\))\s+)*"
+_KERNEL_DECL = re.compile(r"__global__\s+" + _KERNEL_ATTRS + r"void\s+" + _KERNEL_ATTRS + r"(\w+)")
+
 @dataclass
 class Finding:
     rule: str  # check it feeds: shortcut, reference_reuse, fallback, evasion, tamper, side_stream, seed, timer
@@ -560,8 +566,7 @@ class _Scanner(ast.NodeVisitor):
     def scan_strings(self) -> set[str]:
         kernels: set[str] = set()
         for lineno, text in self.string_constants:
-            kernels.update(re.findall(r"__global__\s+(?:static\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+"
-                                      r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)", text))
+            kernels.update(_KERNEL_DECL.findall(text))
             if "__global__" not in text and "#include" not in text and "torch::" not in text:
                 continue
             stripped = re.sub(r"//[^\n]*|/\*.*?\*/", "", text, flags=re.S)

@@ -6,7 +6,8 @@ from torch.utils.cpp_extension import load_inline
 _SOURCE = r"""
 #include <torch/extension.h>
 torch::Tensor relu_out(torch::Tensor x) {
-  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat, "relu_out: contiguous float32 input");
+  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous() && x.scalar_type() == torch::kFloat,
+              "relu_out: contiguous float32 CPU input");
   auto y = torch::empty_like(x);
   const float* src = x.data_ptr<float>();
   float* dst = y.data_ptr<float>();

