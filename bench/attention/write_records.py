@@ -1,7 +1,9 @@
 """Turns one device run (bench.json + sweep.json from device_run.py) into committed bench records:
 one JSON file per measured configuration under bench/attention/records/.
 
-Usage: python3 bench/attention/write_records.py RUN_DIR [RUN_LABEL]
+Usage: python3 bench/attention/write_records.py RUN_DIR [RUN_LABEL] [PROBLEM_REGEX]
+(PROBLEM_REGEX: only configurations whose problem string matches, e.g. to take each configuration
+from the run that measured the committed code.)
 
 Each record's headline is what a user gets from the generated ModelNew (`modelnew_dispatch`): ref_ms is
 PyTorch's SDPA, ours_ms the ModelNew call, speedup their ratio, all from the same process. `correct` is
@@ -21,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 def main():
     run = Path(sys.argv[1])
     label = sys.argv[2] if len(sys.argv) > 2 else run.name
+    only = re.compile(sys.argv[3]) if len(sys.argv) > 3 else None
     bench = json.loads((run / "bench.json").read_text())
     sweep = json.loads((run / "sweep.json").read_text())
     sweep_ok = all(c["ok"] for c in sweep["cases"]) and all(f["equal"] for f in sweep["fallback"])
@@ -30,6 +33,8 @@ def main():
     out_dir = HERE / "records"
     out_dir.mkdir(exist_ok=True)
     for problem, recs in by_problem.items():
+        if only and not only.search(problem):
+            continue
         v = {r["variant"]: r for r in recs}
         head = v["modelnew_dispatch"]
         # The dispatcher runs one of our kernels (or PyTorch); its correctness is that kernel's.

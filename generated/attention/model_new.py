@@ -65,7 +65,6 @@ struct AttnParams {
   int B, H, Sq, Sk, Dqk, Dv;
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
-  int l2_ahead;      // wgmma kernel: pipeline items prefetched into L2 ahead of their load (0 = off)
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -225,16 +224,6 @@ __device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tma
       "%3, %4, %5}], [%6], %7;\n" ::"r"(smem_u32(dst)),
       "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "h"(cta_mask)
       : "memory");
-}
-}  // namespace kforge_attn
-
-namespace kforge_attn {
-// Pulls a tensor-map box into L2 only (no shared memory, no barrier): issued several pipeline items
-// ahead, it turns the HBM latency of a first touch into L2-hit latency for the real load.
-__device__ __forceinline__ void tma_prefetch_l2_4d(const void* tmap, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(tmap), "r"(c0),
-               "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
 }
 }  // namespace kforge_attn
 // ---- end attn_common.cuh ----
@@ -605,7 +594,6 @@ constexpr int kHopDvChunk = 256;     // output columns per P.V pass: one m64n256
 constexpr int kHopPanel = 64 * 128;  // [64 rows x 64] 16-bit elements, 128B swizzle
 constexpr int kHopStages1 = 4;
 constexpr int kHopStages2 = 3;
-constexpr int kHopL2Ahead = 8;  // default: pipeline items prefetched into L2 ahead of their shared-memory load
 
 template <int NWG, int NKB_MAX>
 struct HopperLayout {
@@ -625,19 +613,13 @@ struct HopperLayout {
   static constexpr int kAlignSlack = 1024;  // swizzle atoms must start on 1024-byte boundaries
   static constexpr int kSmemBytes = kAlignSlack + kPBytes + kRing + kStatsBytes + kBarrierBytes;
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
-  // Byte offsets from the 1024-aligned base (constants, so no pointer has to stay live in registers).
-  static constexpr int kOffRing = kPBytes;
-  static constexpr int kOffRatio = kOffRing + kRing;
-  static constexpr int kOffInvL = kOffRatio + (NKB_MAX - 1) * kRows * 4;
-  static constexpr int kOffFull1 = kOffInvL + kRows * 4;
-  static constexpr int kOffEmpty1 = kOffFull1 + kHopStages1 * 8;
-  static constexpr int kOffFull2 = kOffEmpty1 + kHopStages1 * 8;
-  static constexpr int kOffEmpty2 = kOffFull2 + kHopStages2 * 8;
 };
 
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* smem, int m0, int h, int b, int n_kb,
-                                        int n_kt, int n_c, int n_dc);
+__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
+                                        float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
+                                        uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
+                                        int n_dc);
 
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32, 1)
@@ -650,11 +632,14 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  unsigned char* sRing = smem + L::kOffRing;  // P at offset 0: [NWG][panels][64 x 64]; stats after the ring
-  uint64_t* full1 = reinterpret_cast<uint64_t*>(smem + L::kOffFull1);
-  uint64_t* empty1 = reinterpret_cast<uint64_t*>(smem + L::kOffEmpty1);
-  uint64_t* full2 = reinterpret_cast<uint64_t*>(smem + L::kOffFull2);
-  uint64_t* empty2 = reinterpret_cast<uint64_t*>(smem + L::kOffEmpty2);
+  unsigned char* sP = smem;
+  unsigned char* sRing = sP + L::kPBytes;
+  float* sRatio = reinterpret_cast<float*>(sRing + L::kRing);  // [NKB_MAX-1][kRows]
+  float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;            // [kRows]
+  uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);
+  uint64_t* empty1 = full1 + kHopStages1;
+  uint64_t* full2 = empty1 + kHopStages1;
+  uint64_t* empty2 = full2 + kHopStages2;
 
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * L::kRows;
@@ -683,24 +668,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
   if (tid >= L::kConsumerThreads) {
     // ---------------- producer warp: one thread issues every load ----------------
     if (tid == L::kConsumerThreads) {
-      constexpr int k_rows = kHopKeyBlock / CLUSTER, v_rows = kHopKeyTile / CLUSTER;
-      // L2 prefetch of pipeline item `item` (items n1.. are phase 2's V tiles), issued p.l2_ahead items
-      // ahead of its shared-memory load; p.l2_ahead = 0 turns it off (an A/B switch for benchmarks).
-      auto prefetch = [&](int item) {
-        if (item < n1) {
-          tma_prefetch_l2_4d(&tm_q, (item % n_c) * kHopQkChunk, m0, h, b);
-          tma_prefetch_l2_4d(&tm_k, (item % n_c) * kHopQkChunk, (item / n_c) * kHopKeyBlock + rank * k_rows, h, b);
-        } else if (item < n1 + n2) {
-          const int dc = (item - n1) / n_kt, kt = (item - n1) % n_kt;
-#pragma unroll 1
-          for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
-            tma_prefetch_l2_4d(&tm_v, dc * kHopDvChunk + pp * 64, kt * kHopKeyTile + rank * v_rows, h, b);
-          }
-        }
-      };
-      for (int i = 0; i < p.l2_ahead; ++i) prefetch(i);
       for (int i = 0; i < n1; ++i) {  // Q chunk c + K block kb chunk c
-        if (p.l2_ahead > 0) prefetch(i + p.l2_ahead);
         const int s = i % kHopStages1, use = i / kHopStages1;
         if (use > 0) mbar_wait_cluster(&empty1[s], (use - 1) & 1);
         unsigned char* slot = sRing + s * L::kStage1;
@@ -718,7 +686,6 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
       // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 slot is consumed.
       for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait_cluster(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
       for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
-        if (p.l2_ahead > 0) prefetch(n1 + j + p.l2_ahead);
         const int s = j % kHopStages2, use = j / kHopStages2;
         if (use > 0) mbar_wait_cluster(&empty2[s], (use - 1) & 1);
         unsigned char* slot = sRing + s * L::kVTile;
@@ -737,7 +704,8 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
       }
     }
   } else {
-    consume<T, NWG, NKB_MAX, CLUSTER>(p, smem, m0, h, b, n_kb, n_kt, n_c, n_dc);
+    consume<T, NWG, NKB_MAX, CLUSTER>(p, sP, sRing, sRatio, sInvL, full1, empty1, full2, empty2, m0, h, b, k_end,
+                                      n_kb, n_kt, n_c, n_dc);
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
   // (__syncwarp: the producer warp's lanes diverged above; the cluster barrier wants whole warps.)
@@ -747,17 +715,11 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
 
 // Consumer warpgroups: everything but the loads.
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* smem, int m0, int h, int b, int n_kb,
-                                        int n_kt, int n_c, int n_dc) {
+__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
+                                        float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
+                                        uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
+                                        int n_dc) {
   using L = HopperLayout<NWG, NKB_MAX>;
-  unsigned char* sP = smem;
-  unsigned char* sRing = smem + L::kOffRing;
-  float* sRatio = reinterpret_cast<float*>(smem + L::kOffRatio);
-  float* sInvL = reinterpret_cast<float*>(smem + L::kOffInvL);
-  uint64_t* full1 = reinterpret_cast<uint64_t*>(smem + L::kOffFull1);
-  uint64_t* empty1 = reinterpret_cast<uint64_t*>(smem + L::kOffEmpty1);
-  uint64_t* full2 = reinterpret_cast<uint64_t*>(smem + L::kOffFull2);
-  uint64_t* empty2 = reinterpret_cast<uint64_t*>(smem + L::kOffEmpty2);
   const int tid = threadIdx.x;
 
   // ---------------- consumers ----------------
@@ -933,8 +895,6 @@ namespace kforge_attn {
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
 // *Mc = clusters of two CTAs multicasting K/V tiles.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5 };
-// OR-ed into a path: the wgmma kernel without its L2 prefetch (for A/B measurements only).
-constexpr int64_t kNoL2Prefetch = 16;
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -1064,8 +1024,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  const bool l2_prefetch = (path & kNoL2Prefetch) == 0;
-  path &= ~kNoL2Prefetch;
   TORCH_CHECK(path >= kAuto && path <= kHopperLongMc, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
@@ -1085,7 +1043,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
-  p.l2_ahead = l2_prefetch ? kHopL2Ahead : 0;
 
   if (path == kAuto) {
     int major = 0, minor = 0;

@@ -22,8 +22,6 @@ namespace kforge_attn {
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
 // *Mc = clusters of two CTAs multicasting K/V tiles.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5 };
-// OR-ed into a path: the wgmma kernel without its L2 prefetch (for A/B measurements only).
-constexpr int64_t kNoL2Prefetch = 16;
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -153,8 +151,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  const bool l2_prefetch = (path & kNoL2Prefetch) == 0;
-  path &= ~kNoL2Prefetch;
   TORCH_CHECK(path >= kAuto && path <= kHopperLongMc, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
@@ -174,7 +170,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
-  p.l2_ahead = l2_prefetch ? kHopL2Ahead : 0;
 
   if (path == kAuto) {
     int major = 0, minor = 0;

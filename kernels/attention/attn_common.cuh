@@ -21,7 +21,6 @@ struct AttnParams {
   int B, H, Sq, Sk, Dqk, Dv;
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
-  int l2_ahead;      // wgmma kernel: pipeline items prefetched into L2 ahead of their load (0 = off)
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -181,15 +180,5 @@ __device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tma
       "%3, %4, %5}], [%6], %7;\n" ::"r"(smem_u32(dst)),
       "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "h"(cta_mask)
       : "memory");
-}
-}  // namespace kforge_attn
-
-namespace kforge_attn {
-// Pulls a tensor-map box into L2 only (no shared memory, no barrier): issued several pipeline items
-// ahead, it turns the HBM latency of a first touch into L2-hit latency for the real load.
-__device__ __forceinline__ void tma_prefetch_l2_4d(const void* tmap, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(tmap), "r"(c0),
-               "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
 }
 }  // namespace kforge_attn

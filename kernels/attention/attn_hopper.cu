@@ -33,7 +33,6 @@ constexpr int kHopDvChunk = 256;     // output columns per P.V pass: one m64n256
 constexpr int kHopPanel = 64 * 128;  // [64 rows x 64] 16-bit elements, 128B swizzle
 constexpr int kHopStages1 = 4;
 constexpr int kHopStages2 = 3;
-constexpr int kHopL2Ahead = 8;  // default: pipeline items prefetched into L2 ahead of their shared-memory load
 
 template <int NWG, int NKB_MAX>
 struct HopperLayout {
@@ -53,19 +52,13 @@ struct HopperLayout {
   static constexpr int kAlignSlack = 1024;  // swizzle atoms must start on 1024-byte boundaries
   static constexpr int kSmemBytes = kAlignSlack + kPBytes + kRing + kStatsBytes + kBarrierBytes;
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
-  // Byte offsets from the 1024-aligned base (constants, so no pointer has to stay live in registers).
-  static constexpr int kOffRing = kPBytes;
-  static constexpr int kOffRatio = kOffRing + kRing;
-  static constexpr int kOffInvL = kOffRatio + (NKB_MAX - 1) * kRows * 4;
-  static constexpr int kOffFull1 = kOffInvL + kRows * 4;
-  static constexpr int kOffEmpty1 = kOffFull1 + kHopStages1 * 8;
-  static constexpr int kOffFull2 = kOffEmpty1 + kHopStages1 * 8;
-  static constexpr int kOffEmpty2 = kOffFull2 + kHopStages2 * 8;
 };
 
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* smem, int m0, int h, int b, int n_kb,
-                                        int n_kt, int n_c, int n_dc);
+__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
+                                        float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
+                                        uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
+                                        int n_dc);
 
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
 __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32, 1)
@@ -78,11 +71,14 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  unsigned char* sRing = smem + L::kOffRing;  // P at offset 0: [NWG][panels][64 x 64]; stats after the ring
-  uint64_t* full1 = reinterpret_cast<uint64_t*>(smem + L::kOffFull1);
-  uint64_t* empty1 = reinterpret_cast<uint64_t*>(smem + L::kOffEmpty1);
-  uint64_t* full2 = reinterpret_cast<uint64_t*>(smem + L::kOffFull2);
-  uint64_t* empty2 = reinterpret_cast<uint64_t*>(smem + L::kOffEmpty2);
+  unsigned char* sP = smem;
+  unsigned char* sRing = sP + L::kPBytes;
+  float* sRatio = reinterpret_cast<float*>(sRing + L::kRing);  // [NKB_MAX-1][kRows]
+  float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;            // [kRows]
+  uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);
+  uint64_t* empty1 = full1 + kHopStages1;
+  uint64_t* full2 = empty1 + kHopStages1;
+  uint64_t* empty2 = full2 + kHopStages2;
 
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * L::kRows;
@@ -111,24 +107,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
   if (tid >= L::kConsumerThreads) {
     // ---------------- producer warp: one thread issues every load ----------------
     if (tid == L::kConsumerThreads) {
-      constexpr int k_rows = kHopKeyBlock / CLUSTER, v_rows = kHopKeyTile / CLUSTER;
-      // L2 prefetch of pipeline item `item` (items n1.. are phase 2's V tiles), issued p.l2_ahead items
-      // ahead of its shared-memory load; p.l2_ahead = 0 turns it off (an A/B switch for benchmarks).
-      auto prefetch = [&](int item) {
-        if (item < n1) {
-          tma_prefetch_l2_4d(&tm_q, (item % n_c) * kHopQkChunk, m0, h, b);
-          tma_prefetch_l2_4d(&tm_k, (item % n_c) * kHopQkChunk, (item / n_c) * kHopKeyBlock + rank * k_rows, h, b);
-        } else if (item < n1 + n2) {
-          const int dc = (item - n1) / n_kt, kt = (item - n1) % n_kt;
-#pragma unroll 1
-          for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
-            tma_prefetch_l2_4d(&tm_v, dc * kHopDvChunk + pp * 64, kt * kHopKeyTile + rank * v_rows, h, b);
-          }
-        }
-      };
-      for (int i = 0; i < p.l2_ahead; ++i) prefetch(i);
       for (int i = 0; i < n1; ++i) {  // Q chunk c + K block kb chunk c
-        if (p.l2_ahead > 0) prefetch(i + p.l2_ahead);
         const int s = i % kHopStages1, use = i / kHopStages1;
         if (use > 0) mbar_wait_cluster(&empty1[s], (use - 1) & 1);
         unsigned char* slot = sRing + s * L::kStage1;
@@ -146,7 +125,6 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
       // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 slot is consumed.
       for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait_cluster(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
       for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
-        if (p.l2_ahead > 0) prefetch(n1 + j + p.l2_ahead);
         const int s = j % kHopStages2, use = j / kHopStages2;
         if (use > 0) mbar_wait_cluster(&empty2[s], (use - 1) & 1);
         unsigned char* slot = sRing + s * L::kVTile;
@@ -165,7 +143,8 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
       }
     }
   } else {
-    consume<T, NWG, NKB_MAX, CLUSTER>(p, smem, m0, h, b, n_kb, n_kt, n_c, n_dc);
+    consume<T, NWG, NKB_MAX, CLUSTER>(p, sP, sRing, sRatio, sInvL, full1, empty1, full2, empty2, m0, h, b, k_end,
+                                      n_kb, n_kt, n_c, n_dc);
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
   // (__syncwarp: the producer warp's lanes diverged above; the cluster barrier wants whole warps.)
@@ -175,17 +154,11 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
 
 // Consumer warpgroups: everything but the loads.
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* smem, int m0, int h, int b, int n_kb,
-                                        int n_kt, int n_c, int n_dc) {
+__device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
+                                        float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
+                                        uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
+                                        int n_dc) {
   using L = HopperLayout<NWG, NKB_MAX>;
-  unsigned char* sP = smem;
-  unsigned char* sRing = smem + L::kOffRing;
-  float* sRatio = reinterpret_cast<float*>(smem + L::kOffRatio);
-  float* sInvL = reinterpret_cast<float*>(smem + L::kOffInvL);
-  uint64_t* full1 = reinterpret_cast<uint64_t*>(smem + L::kOffFull1);
-  uint64_t* empty1 = reinterpret_cast<uint64_t*>(smem + L::kOffEmpty1);
-  uint64_t* full2 = reinterpret_cast<uint64_t*>(smem + L::kOffFull2);
-  uint64_t* empty2 = reinterpret_cast<uint64_t*>(smem + L::kOffEmpty2);
   const int tid = threadIdx.x;
 
   // ---------------- consumers ----------------
