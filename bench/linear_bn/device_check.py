@@ -563,7 +563,15 @@ def main():
                 records.append(rec)
                 print(json.dumps(rec), flush=True)
 
+    headline = records[0]  # fp32, training, 1024x8192->8192
     summary = {
+        **{key: env[key] for key in ("device", "date", "torch", "cuda")},
+        "problem": "gemm_bn_scale_softmax",
+        "variant": "device_check summary (headline: fp32 train 1024x8192->8192; all timings in records)",
+        "ref_ms": headline["ref_ms"],
+        "ours_ms": headline["ours_ms"],
+        "speedup": headline["speedup"],
+        "correct": all_correct,
         "env": env,
         "floors": fl,
         "checks": CHECKS,
