@@ -182,4 +182,6 @@ class CompileRecorder:
         if not diagnostics:
             tail = [ln for ln in call.log.splitlines() if ln.strip()][-3:]
             diagnostics = tail or ["(no compiler output)"]
-        return f"{call.name} failed after {call.seconds:.1f}s:\n" + "\n".join(diagnostics)
+        # The first diagnostic leads: a one-line view (the terminal table) should show the cause itself.
+        first, *rest = diagnostics
+        return "\n".join([f"{first}  [{call.name} failed after {call.seconds:.1f}s]", *rest])
