@@ -21,11 +21,11 @@ Anything else - CPU tensors, other dtypes, autograd recording, autocast, pre-Amp
 kernels do not cover, batch 1 in training (PyTorch raises its own error) - runs the original PyTorch
 ops, so the answer is never wrong.
 
-The weight's 3xTF32 split (3 x the weight's size, 805 MB at 8192 x 8192) is cached between calls when the weight is unchanged:
-the cache is keyed on the Parameter object and its version counter, which every in-place update
-(optimiser step, load_state_dict, copy_) bumps. Writes through `weight.data` bypass version counters:
-after such writes, or to save the memory, set `model.cache_weight_split = False` (the split is then
-rebuilt on every call).
+The weight's 3xTF32 split (3x the weight's size: 805 MB at 8192 x 8192) is cached between calls while
+the weight is unchanged: the cache is keyed on the Parameter object and its version counter, which
+every in-place update (optimiser step, load_state_dict, copy_) bumps. Writes through `weight.data`
+bypass version counters: after such writes, or to save the memory, set
+`model.cache_weight_split = False` (the split is then rebuilt on every call).
 """
 
 import glob
@@ -42,7 +42,7 @@ _CUDA_SOURCE = r"""
 // the row pass runs in place) and documented scratch from PyTorch's caching allocator -
 //   fp32-accurate mode: the 3xTF32 split of x (3*M*K floats) and, when the caller passes no cached
 //                       split, the split of the weight (3*N*K floats);
-//   training mode:      row-tile partials (2*ceil(M/32)*N floats);
+//   training mode:      row-tile partials (2*ceil(M/128)*N floats);
 //   always:             the per-column affine (3*N floats).
 // API used exists in PyTorch 2.1 / CUDA 12.1 as well.
 // Light ATen headers only (the binding file includes torch/extension.h): keeps this nvcc compile short.

@@ -3,7 +3,7 @@
 // the row pass runs in place) and documented scratch from PyTorch's caching allocator -
 //   fp32-accurate mode: the 3xTF32 split of x (3*M*K floats) and, when the caller passes no cached
 //                       split, the split of the weight (3*N*K floats);
-//   training mode:      row-tile partials (2*ceil(M/32)*N floats);
+//   training mode:      row-tile partials (2*ceil(M/128)*N floats);
 //   always:             the per-column affine (3*N floats).
 // API used exists in PyTorch 2.1 / CUDA 12.1 as well.
 // Light ATen headers only (the binding file includes torch/extension.h): keeps this nvcc compile short.
