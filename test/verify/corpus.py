@@ -74,6 +74,7 @@ def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float 
     request = worker_request(entry, device, cache_dir, bool(timing if timing is not None else entry.get("time")))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(entry.get("env", {}) if device == "cpu" else {})
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kforge-verify-") as tmp:
         try:

@@ -43,7 +43,7 @@ class Floor:
         return max(self.flops / self.peak_flops, self.bytes / self.peak_bw) * 1e3
 
     def describe(self) -> str:
-        return (f"{self.flops / 1e9:.3g} GFLOP at {self.peak_flops / 1e12:.0f} TFLOP/s, {self.bytes / 1e6:.4g} MB at "
+        return (f"{self.flops / 1e9:.3g} GFLOP at {self.peak_flops / 1e12:.3g} TFLOP/s, {self.bytes / 1e6:.4g} MB at "
                 f"{self.peak_bw / 1e12:.2f} TB/s -> floor {self.ms:.4g} ms")
 
 
@@ -78,8 +78,21 @@ def min_bytes(model: nn.Module, inputs: list, outputs: list) -> float:
     return float(total)
 
 
-def floor_for(model: nn.Module, inputs: list, outputs: list, gpu_name: str | None) -> Floor | None:
-    peaks = ceilings_for(gpu_name)
+def peaks_from_env(value: str | None) -> tuple[float, float] | None:
+    """KFORGE_PEAKS="FLOPS,BYTES_PER_S": ceilings for a device the table does not know (a CPU in tests, a
+    new GPU). Read by the worker before the candidate is imported, so a candidate cannot loosen them."""
+    if not value:
+        return None
+    try:
+        flops, bw = (float(x) for x in value.split(","))
+    except ValueError:
+        return None
+    return (flops, bw) if flops > 0 and bw > 0 else None
+
+
+def floor_for(model: nn.Module, inputs: list, outputs: list, gpu_name: str | None,
+              override: tuple[float, float] | None = None) -> Floor | None:
+    peaks = ceilings_for(gpu_name) or override
     if peaks is None:
         return None
     return Floor(count_flops(model, inputs), min_bytes(model, inputs, outputs), *peaks)
