@@ -100,6 +100,7 @@ class EvalContext:
     ref_model: Any = None
     new_model: Any = None
     ref64_model: Any = None  # deep copy of the reference in float64, stepped in lockstep with it
+    timed_outputs: Any = None  # {"Model"|"ModelNew": {input set: last timed output}} for the checks
     atol: float = 1e-4
     rtol: float = 1e-4
     checks: ModuleType | None = None  # kforge_worker.checks, when present and enabled
@@ -408,20 +409,28 @@ def time_models(ctx: EvalContext) -> None:
         return
     torch = ctx.torch
     inputs = ctx.make_inputs(trial_seed(ctx.request.seed, "timing"))
-    cand_inputs = ctx.clone_inputs(inputs)
+    # Verification: a rotating pool of input sets (a cache keyed on one input set cannot serve the timed
+    # calls) and the last timed output of each set kept, spot-checked against the reference's afterwards.
+    pool = [inputs] + [ctx.make_inputs(trial_seed(ctx.request.seed, f"timing{k}")) for k in range(1, _pool_size(inputs))]
+    cand_pool = [ctx.clone_inputs(p) for p in pool]
     on_cuda = ctx.device.type == "cuda"
     clock = CudaClock(ctx.device) if on_cuda else CpuClock()
     side = {"now": "Model"}
+    kept: dict[str, dict[int, Any]] = {"Model": {}, "ModelNew": {}}
 
-    def call(model: Any, args: list[Any], name: str) -> Callable[[], None]:
+    def call(model: Any, sets: list[list[Any]], name: str) -> Callable[[], None]:
+        turn = {"n": 0}
+
         def run() -> None:
             side["now"] = name
-            model(*args)
+            k = turn["n"] % len(sets)
+            turn["n"] += 1
+            kept[name][k] = model(*sets[k])
 
         return run
 
-    ref_fn = call(ctx.ref_model, inputs, "Model")
-    cand_fn = call(ctx.new_model, cand_inputs, "ModelNew")
+    ref_fn = call(ctx.ref_model, pool, "Model")
+    cand_fn = call(ctx.new_model, cand_pool, "ModelNew")
     index = ctx.device.index if ctx.device.index is not None else (torch.cuda.current_device() if on_cuda else 0)
     start_clock = sm_clock_mhz(index) if on_cuda else None
     ctx.progress("time", f"timing ({clock.method})", 0.0)
@@ -437,10 +446,20 @@ def time_models(ctx: EvalContext) -> None:
             raise ctx.reference_failure("Model.forward during timing", exc) from None
         raise ctx.candidate_failure("ModelNew.forward during timing", exc) from None
     timing["smClockMhz"] = {"start": start_clock, "end": sm_clock_mhz(index) if on_cuda else None}
+    timing["method"] += f"; {len(pool)} rotating input sets, each set's last output spot-checked"
     ctx.result["timing"] = timing
+    ctx.timed_outputs = kept  # the checks' after_timing spot-checks them (timed_spot_check)
     ctx.progress("time", f"speedup {timing['speedup']:.3f}x", 1.0)
     call_checks(ctx, "after_timing")
+    ctx.timed_outputs = None
     fail_on_checks(ctx)
+
+
+def _pool_size(inputs: list[Any], budget_bytes: int = 4 << 30) -> int:
+    """How many input sets the timing rotates through: 4, or 2 when four (twice: reference and candidate
+    copies) would not fit in a few GB."""
+    size = sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "element_size"))
+    return 4 if 8 * size <= budget_bytes else 2
 
 
 STAGES: list[Callable[[EvalContext], None]] = [
