@@ -61,7 +61,7 @@ def worker_request(entry: dict[str, Any], device: str, cache_dir: str, timing: b
                       "origin": {"kind": "file", "sourcePath": candidate, "blockIndex": None, "blockCount": None,
                                  "note": None}},
         "options": {"trials": 5, "seed": int.from_bytes(os.urandom(3), "little"), "precision": None, "device": device,
-                    "timing": {"enabled": timing, "warmupIters": 5, "minIters": 20, "maxIters": 200,
+                    "timing": {"enabled": timing, "warmupIters": 5, "minIters": 40, "maxIters": 200,
                                "budgetSeconds": 4, "targetRelativeCi": 0.02},
                     "cacheDir": cache_dir, "checks": ["all"]},
     }

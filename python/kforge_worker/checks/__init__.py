@@ -86,9 +86,10 @@ def after_timing(ctx: Any) -> list[dict[str, Any]]:
     median = (timing.get("cand") or {}).get("medianMs")
     gpu = (ctx.result.get("environment") or {}).get("gpu")
     before = {c["name"] for c in verifier.results()}
+    verifier.spot_check_timed(getattr(ctx, "timed_outputs", None), ctx.atol, ctx.rtol)
     verifier.after_timing(median, gpu, ctx.ref_model, ctx.make_inputs)
-    return [c for c in _ordered(verifier) if c["name"] not in before or c["name"] in ("roofline", "harness_integrity",
-                                                                                      "runtime_audit", "thread_count")]
+    return [c for c in _ordered(verifier) if c["name"] not in before or c["name"] in (
+        "roofline", "timed_spot_check", "harness_integrity", "runtime_audit", "thread_count")]
 
 
 def close(ctx: Any) -> None:
