@@ -33,7 +33,8 @@ export async function probePython(python: PythonChoice, timeoutMs = 120_000): Pr
       reject: false,
     });
     if (run.failed && run.exitCode === undefined) {
-      const why = run.code === "ENOENT" ? "no such program" : (run.shortMessage?.split("\n")[0] ?? "failed to start");
+      const why =
+        run.code === "ENOENT" ? "no such program" : (run.shortMessage?.split("\n")[0] ?? "failed to start");
       return { ok: false, error: `cannot run ${python.executable} (${python.source}): ${why}` };
     }
     const line = run.stdout.trim().split("\n").at(-1) ?? "";
