@@ -2,10 +2,11 @@
 
     python -m kforge_worker.checks.standalone --problem P.py --candidate C.py --device cpu --out result.json
 
-Used by the adversarial corpus tests and the device corpus script, independent of the full worker
-pipeline: import the problem, start the Verifier, import the candidate, build both models from the same
-seed, copy the reference's state_dict when keys match, five correctness trials on secret-seeded inputs,
-then the runtime checks (and, with --time, a short interleaved timing for the roofline and cross checks).
+A debugging harness for the checks, independent of the worker pipeline (the corpus runs through the real
+worker by default; `test/verify/corpus.py --via standalone` uses this): import the problem, start the
+Verifier, import the candidate, build both models from the same seed, copy the reference's state_dict when
+keys match, five correctness trials on secret-seeded inputs, then the runtime checks (and, with --time, a
+short interleaved timing with a device-wide sync for the roofline).
 The result carries the protocol's `verdict`, `reason` and `checks` fields.
 """
 
