@@ -20,6 +20,7 @@ export interface EvalOptions {
   timeoutSeconds: number;
   device: "cuda" | "cpu";
   precision: Precision | null;
+  allowTf32?: boolean;
   seed?: number;
   timing: TimingOptions;
   atol?: number;
@@ -61,6 +62,7 @@ export function buildRequest(
       trials: options.trials,
       seed: options.seed ?? randomInt(0, 2 ** 31 - 1),
       precision: options.precision,
+      allowTf32: options.allowTf32 ?? false,
       device: options.device,
       timing: options.timing,
       cacheDir: options.cacheDir,

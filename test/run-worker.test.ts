@@ -23,6 +23,7 @@ const request: EvalRequest = {
     trials: 5,
     seed: 1,
     precision: null,
+    allowTf32: false,
     device: "cpu",
     timing: {
       enabled: false,

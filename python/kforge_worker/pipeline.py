@@ -72,6 +72,7 @@ def initial_result(request: EvalRequest) -> dict[str, Any]:
             "device": request.device,
         },
         "precision": request.precision,
+        "allowTf32": request.allow_tf32,
         "paramSync": {"mode": "seed", "detail": "models were not built"},
         "compile": [],
         "tolerance": {"atol": request.atol or 1e-4, "rtol": request.rtol or 1e-4},
@@ -501,6 +502,9 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
                 f"device cuda requested but torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU",
             )
         ctx.device = torch.device(request.device)
+        # PyTorch's own precision switch, set before either model exists, as a user's script would.
+        torch.backends.cuda.matmul.allow_tf32 = request.allow_tf32
+        torch.backends.cudnn.allow_tf32 = request.allow_tf32 or torch.backends.cudnn.allow_tf32
         if request.precision is not None:
             from .compare import PRECISION_DTYPES
 

@@ -41,6 +41,7 @@ class EvalRequest:
     trials: int
     seed: int
     precision: str | None
+    allow_tf32: bool
     device: str
     timing: TimingOptions
     cache_dir: str
@@ -102,6 +103,14 @@ def _origin(obj: Any, where: str) -> dict[str, Any]:
     return {k: origin[k] for k in ("kind", "sourcePath", "blockIndex", "blockCount", "note")}
 
 
+def _allow_tf32(options: Any) -> bool:
+    """Optional for hand-written requests (absent means PyTorch's default, off)."""
+    value = options.get("allowTf32", False) if isinstance(options, dict) else False
+    if not isinstance(value, bool):
+        raise RequestError("request.options.allowTf32: expected a boolean")
+    return value
+
+
 def parse_request(data: Any) -> EvalRequest:
     """Validates a decoded EvalRequest and returns it typed; raises RequestError naming the field."""
     protocol = _get(data, "protocol", "request")
@@ -128,6 +137,7 @@ def parse_request(data: Any) -> EvalRequest:
         trials=_int(options, "trials", "request.options", 1),
         seed=_int(options, "seed", "request.options", 0),
         precision=_choice(options, "precision", "request.options", PRECISIONS, nullable=True),
+        allow_tf32=_allow_tf32(options),
         device=_choice(options, "device", "request.options", DEVICES),  # type: ignore[arg-type]
         timing=TimingOptions(
             enabled=timing["enabled"],

@@ -63,6 +63,9 @@ export const EvalRequest = z.object({
     trials: z.number().int().positive(),
     seed: z.number().int().nonnegative(),
     precision: Precision.nullable(),
+    /** Set torch.backends.cuda.matmul.allow_tf32 (and cuDNN's) before either model runs: PyTorch's own
+     * switch for TF32 float32 matmuls, which candidates must follow. */
+    allowTf32: z.boolean(),
     /** "cuda" on a GPU host; "cpu" runs the same pipeline on CPU tensors (tests, CPU-only problems). */
     device: z.enum(["cuda", "cpu"]),
     timing: TimingOptions,
@@ -167,6 +170,8 @@ export const EvalResult = z.object({
   reason: z.string().nullable(),
   environment: Environment,
   precision: Precision.nullable(),
+  /** Whether TF32 float32 matmuls were allowed for this run (absent in results of older workers). */
+  allowTf32: z.boolean().optional(),
   /** How ModelNew got the reference's parameters. */
   paramSync: z.object({ mode: z.enum(["state_dict", "seed"]), detail: z.string() }),
   compile: z.array(CompileCall),

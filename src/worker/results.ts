@@ -23,6 +23,7 @@ export function failedResult(
       device: request.options.device,
     },
     precision: request.options.precision,
+    allowTf32: request.options.allowTf32,
     paramSync: { mode: "seed", detail: "not reached" },
     compile: [],
     tolerance: { atol: request.problem.atol ?? 0, rtol: request.problem.rtol ?? 0 },

@@ -41,6 +41,7 @@ def make_request(
     trials: int = 3,
     seed: int = 0,
     precision: str | None = None,
+    allow_tf32: bool = False,
     timing: bool = False,
     atol: float | None = None,
     rtol: float | None = None,
@@ -63,6 +64,7 @@ def make_request(
             "trials": trials,
             "seed": seed,
             "precision": precision,
+            "allowTf32": allow_tf32,
             "device": "cpu",
             "timing": {
                 "enabled": timing,

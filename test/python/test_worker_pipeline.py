@@ -117,6 +117,19 @@ def test_precision_casts_inputs_and_both_models(cache_dir: str) -> None:
     assert out["refVsFp64"]["relL2"] > 1e-4  # bf16 arithmetic is visibly coarser than fp32
 
 
+def test_allow_tf32_sets_pytorchs_switch_before_the_models_run(cache_dir: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The candidate raises unless the switch is what this test asked for.
+    import torch
+
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", torch.backends.cuda.matmul.allow_tf32)
+    for allow in (False, True, False):
+        monkeypatch.setenv("KFORGE_TEST_EXPECT_TF32", "1" if allow else "0")
+        request = make_request(problem("tiny_linear"), candidate("tf32_switch_probe"), cache_dir, allow_tf32=allow)
+        result, _ = evaluate(request)
+        assert result["allowTf32"] is allow
+        assert result["verdict"] == "correct", result["reason"]
+
+
 def test_half_precision_tolerance_accepts_what_fp32_rejects(cache_dir: str) -> None:
     fp32, _ = evaluate(make_request(problem("tiny_linear"), candidate("slightly_wrong"), cache_dir))
     bf16, _ = evaluate(make_request(problem("tiny_linear"), candidate("slightly_wrong"), cache_dir, precision="bf16"))

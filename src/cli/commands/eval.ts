@@ -19,6 +19,7 @@ interface EvalFlags {
   timeout: number;
   python?: string;
   precision?: Precision;
+  allowTf32?: boolean;
   device: "cuda" | "cpu";
   timing: boolean;
   iters: number;
@@ -68,6 +69,10 @@ export function registerEvalCommand(program: Command): void {
         "bf16",
       ]),
     )
+    .option(
+      "--allow-tf32",
+      "allow TF32 float32 matmuls (torch.backends.cuda.matmul.allow_tf32) in both models",
+    )
     .addOption(new Option("--device <device>", "where to run").choices(["cuda", "cpu"]).default("cuda"))
     .option("--no-timing", "check correctness only")
     .option("--iters <n>", "minimum timed iterations per model", positiveInt, DEFAULT_TIMING.minIters)
@@ -87,6 +92,7 @@ export function registerEvalCommand(program: Command): void {
         timeoutSeconds: flags.timeout,
         device: flags.device,
         precision: flags.precision ?? null,
+        allowTf32: flags.allowTf32 ?? false,
         seed: flags.seed,
         atol: flags.atol,
         rtol: flags.rtol,
