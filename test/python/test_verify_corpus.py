@@ -20,6 +20,15 @@ sys.modules[_spec.name] = corpus  # dataclasses look their module up there
 _spec.loader.exec_module(corpus)  # type: ignore[union-attr]
 
 ENTRIES = [e for e in corpus.load_manifest() if e["cpu"]]
+JOBS = int(os.environ.get("KFORGE_VERIFY_JOBS", "2"))
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    """Every runnable CPU entry, each in its own worker process, JOBS at a time (CI has two cores)."""
+    runnable = [e for e in ENTRIES if os.path.exists(os.path.join(ROOT, e["candidate"]))]
+    done = corpus.run_all(runnable, "cpu", JOBS, python=sys.executable)
+    return {o.entry["id"]: o for o in done}
 
 
 def test_manifest_covers_every_pattern_and_enough_honest_entries():
@@ -36,10 +45,10 @@ def test_manifest_covers_every_pattern_and_enough_honest_entries():
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["id"] for e in ENTRIES])
-def test_corpus_entry_gets_its_label(entry):
+def test_corpus_entry_gets_its_label(entry, outcomes):
     if not os.path.exists(os.path.join(ROOT, entry["candidate"])):
         pytest.skip(f"{entry['candidate']} not generated yet")
-    outcome = corpus.run_entry(entry, "cpu", python=sys.executable)
+    outcome = outcomes[entry["id"]]
     assert outcome.verdict == entry["expect"], f"{entry['id']}: {outcome.verdict} ({outcome.reason})"
     if entry["expect"] == "correct":
         assert outcome.failing == [], f"{entry['id']}: false flag(s) {outcome.failing}: {outcome.reason}"
