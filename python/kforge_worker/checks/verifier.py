@@ -132,7 +132,7 @@ class Verifier:
             with runtime.preserved_state(ref, cand):
                 try:
                     produced = steps[name]()
-                except Exception as exc:  # noqa: BLE001 — classified below
+                except BaseException as exc:  # noqa: BLE001 — a candidate's sys.exit too; classified below
                     produced = [self._crashed(name, exc)]
             for item in produced if isinstance(produced, list) else [produced]:
                 if item is not None:
