@@ -151,3 +151,18 @@ def test_honest_corpus_and_generated_files_have_no_failing_static_finding():
     for path in paths:
         report = scan_source(path.read_text(), path.name, ("gemm", "attention"))
         assert [f for f in report.findings if f.severity == "fail"] == [], path
+
+
+def test_probing_the_harness_instruments_fails():
+    report = scan(
+        """
+        import torch
+        from torch.utils._python_dispatch import _get_current_dispatch_mode
+        def forward(x, w):
+            if torch._C._len_torch_dispatch_stack() or torch.autograd.profiler._is_profiler_enabled:
+                return (x[:, None] * w[None]).sum(-1)
+            return torch.nn.functional.linear(x, w)
+        """
+    )
+    failing = rules(report, "fail")
+    assert ("evasion", 3) in failing and ("evasion", 5) in failing

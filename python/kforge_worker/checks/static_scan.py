@@ -115,6 +115,12 @@ _TAMPER_CALLS = {
     "torch.utils._python_dispatch.TorchDispatchMode": "intercepts every aten call",
     "torch._C._set_grad_enabled": "changes autograd state",
 }
+# Introspection of the harness's instruments (dispatch/function modes, the profiler, graph capture state):
+# a candidate that asks whether it is being recorded means to behave differently when it is.
+_INSTRUMENT_PROBES = ("_len_torch_dispatch_stack", "_len_torch_function_stack", "_python_dispatch",
+                      "_is_profiler_enabled", "_profiler_enabled", "_get_current_dispatch_mode",
+                      "_get_current_function_mode", "_is_torch_function_mode_enabled", "_get_dispatch_mode",
+                      "_get_function_stack_at", "_get_dispatch_stack_at", "_is_key_in_tls")
 _FRAME_ATTRS = {"f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gi_frame", "cr_frame", "f_code"}
 _SIDE_STREAM_CALLS = {
     "torch.cuda.Stream": "creates a CUDA stream",
@@ -300,6 +306,8 @@ class _Scanner(ast.NodeVisitor):
             self._check_module(node, module)
         for alias in node.names:
             full = f"{module}.{alias.name}" if module else alias.name
+            if alias.name in _INSTRUMENT_PROBES or "_python_dispatch" in module:
+                self.add("evasion", "fail", node, f"imports {full}: inspects the harness's instrumentation")
             if node.level == 0 and (alias.name in _EVASION_MODULES or alias.name in _TAMPER_MODULES):
                 self._check_module(node, alias.name)
             self.aliases[alias.asname or alias.name] = full
@@ -530,7 +538,9 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if node.attr in _FRAME_ATTRS:
+        if node.attr in _INSTRUMENT_PROBES or (node.attr == "TorchDispatchMode"):
+            self.add("evasion", "fail", node, f"inspects the harness's instrumentation ({node.attr})")
+        elif node.attr in _FRAME_ATTRS:
             self.add("tamper", "fail", node, f"reads .{node.attr} (stack frames or code objects)")
         elif node.attr in {"__builtins__", "__subclasses__", "__globals__", "__closure__", "__code__"}:
             self.add("evasion", "fail", node, f"reaches {node.attr} (interpreter internals)")
