@@ -737,6 +737,16 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     kernels, side = _profile_kernels(prof)
     ctx.notes["kernels"] = kernels[:40]
     results = []
+    # The profiler's own op record (a second witness beside the dispatch-mode one in check_ops).
+    condemned = _condemned(ctx)
+    try:
+        ops = sorted({e.name for e in prof.events() if str(getattr(e, "name", "")).startswith("aten::")
+                      and aten_family(e.name) in condemned})
+    except Exception:  # noqa: BLE001 — an older profiler API: the dispatch record in check_ops stands
+        ops = []
+    if ops and not _declared_baseline(ctx):
+        results.append(failed("banned_ops", f"the profiler saw {', '.join(ops[:4])} — the very operator "
+                              f"({', '.join(sorted(ctx.ref_families))}) the candidate should replace — in its forward"))
     if side:
         results.append(failed("side_stream", f"kernels ran on stream(s) other than the caller's current stream: {side}"))
     elif kernels:
