@@ -1,5 +1,5 @@
 // `kforge eval` as a library: one problem, several candidates, each in its own worker process.
-import { randomInt } from "node:crypto";
+import { randomBytes, randomInt } from "node:crypto";
 import { loadCandidate } from "./candidate/load.ts";
 import type { Problem } from "./problem/problems.ts";
 import type {
@@ -51,6 +51,7 @@ export function buildRequest(
 ): EvalRequest {
   return {
     protocol: PROTOCOL_VERSION,
+    nonce: randomBytes(16).toString("hex"),
     problem: {
       path: problem.path,
       name: problem.name,

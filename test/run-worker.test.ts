@@ -91,6 +91,29 @@ test("a correct result with processes left behind becomes cheating with a failed
   assert.ok(result.checks.some((c) => c.name === "process_leftovers" && c.outcome === "fail"));
 });
 
+test("with a nonce, an unstamped result line is a forgery and the candidate is cheating", async () => {
+  const nonce = "0123456789abcdef0123456789abcdef";
+  const stamped = JSON.stringify({ type: "result", nonce, result: correct });
+  const python = fakeWorker("forged.sh", `echo '${resultLine}'\necho '${stamped}'`);
+  const result = await runWorker({ ...request, nonce }, { python, timeoutMs: 10_000 });
+  assert.equal(result.verdict, "cheating");
+  assert.match(result.reason ?? "", /^result_channel: a result message without this run's nonce/);
+});
+
+test("two stamped result lines are tampering; one is accepted", async () => {
+  const nonce = "fedcba9876543210fedcba9876543210";
+  const stamped = JSON.stringify({ type: "result", nonce, result: correct });
+  const once = await runWorker(
+    { ...request, nonce },
+    { python: fakeWorker("once.sh", `echo '${stamped}'`), timeoutMs: 10_000 },
+  );
+  assert.equal(once.verdict, "correct");
+  const twice = fakeWorker("twice.sh", `echo '${stamped}'\necho '${stamped}'`);
+  const result = await runWorker({ ...request, nonce }, { python: twice, timeoutMs: 10_000 });
+  assert.equal(result.verdict, "cheating");
+  assert.match(result.reason ?? "", /2 result messages/);
+});
+
 test("bench records carry the required fields and correct only for a correct verdict", () => {
   const timed = {
     ...correct,

@@ -35,10 +35,17 @@ def main(argv: list[str]) -> int:
 
     try:
         text = open(args.request, encoding="utf-8").read() if args.request else sys.stdin.read()
-        request = parse_request(json.loads(text))
+        data = json.loads(text)
+        request = parse_request(data)
+        nonce = data.get("nonce")
+        if nonce is not None and not isinstance(nonce, str):
+            raise RequestError("request.nonce: expected a string")
     except (OSError, ValueError, RequestError) as exc:
         print(f"kforge_worker: invalid request: {exc}", file=sys.stderr, flush=True)
         return 2
+    channel.nonce = nonce
+    # Keep the nonce only in the channel: the raw request is dropped before any candidate code runs.
+    del data, text
 
     from .pipeline import evaluate, initial_result
 

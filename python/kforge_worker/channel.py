@@ -36,9 +36,14 @@ class Channel:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self.result_sent = False
+        # The request's per-run nonce, stamped on every message so the CLI can tell ours from forgeries.
+        self.nonce: str | None = None
+
+    def stamp(self, message: dict[str, Any]) -> dict[str, Any]:
+        return message if self.nonce is None else {**message, "nonce": self.nonce}
 
     def send(self, message: dict[str, Any]) -> None:
-        self._stream.write(encode_line(message) + "\n")
+        self._stream.write(encode_line(self.stamp(message)) + "\n")
         self._stream.flush()
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
@@ -62,6 +67,7 @@ class NullChannel(Channel):
         self.messages: list[dict[str, Any]] = []
 
     def send(self, message: dict[str, Any]) -> None:
+        message = self.stamp(message)
         json.loads(encode_line(message))  # same strictness as the real channel
         self.messages.append(message)
 

@@ -47,6 +47,9 @@ export type TimingOptions = z.infer<typeof TimingOptions>;
 
 export const EvalRequest = z.object({
   protocol: z.literal(PROTOCOL_VERSION),
+  /** Random per run; the worker stamps every message with it, so a line forged by the candidate (which
+   * cannot see stdin, read before it is imported) is recognised. Absent in hand-written requests. */
+  nonce: z.string().min(16).optional(),
   problem: z.object({
     path: z.string(),
     name: z.string(),
@@ -185,6 +188,7 @@ export type EvalResult = z.infer<typeof EvalResult>;
 
 export const ProgressMessage = z.object({
   type: z.literal("progress"),
+  nonce: z.string().optional(),
   stage: z.enum(["import", "compile", "check", "time", "verify"]),
   detail: z.string(),
   /** Fraction done within the stage, when known. */
@@ -192,7 +196,11 @@ export const ProgressMessage = z.object({
 });
 export type ProgressMessage = z.infer<typeof ProgressMessage>;
 
-export const ResultMessage = z.object({ type: z.literal("result"), result: EvalResult });
+export const ResultMessage = z.object({
+  type: z.literal("result"),
+  nonce: z.string().optional(),
+  result: EvalResult,
+});
 
 export const WorkerMessage = z.discriminatedUnion("type", [ProgressMessage, ResultMessage]);
 export type WorkerMessage = z.infer<typeof WorkerMessage>;

@@ -49,6 +49,8 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
   });
 
   let result: EvalResult | null = null;
+  let resultCount = 0;
+  const forged: string[] = [];
   const protocolErrors: string[] = [];
   const stderrTail: string[] = [];
 
@@ -68,9 +70,12 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
         protocolErrors.push(
           `invalid message: ${message.error.issues[0]?.message ?? "?"} in ${line.slice(0, 200)}`,
         );
+      } else if (request.nonce !== undefined && message.data.nonce !== request.nonce) {
+        forged.push(`a ${message.data.type} message without this run's nonce: ${line.slice(0, 160)}`);
       } else if (message.data.type === "progress") {
         options.onProgress?.(message.data);
       } else {
+        resultCount += 1;
         result = message.data.result;
       }
     }
@@ -111,6 +116,13 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
     );
   }
   const finished = result as EvalResult | null;
+  if (finished && (forged.length > 0 || resultCount > 1)) {
+    // Only code inside the worker process can write to its protocol channel: the candidate wrote there.
+    const evidence = forged[0] ?? `${resultCount} result messages where the worker sends exactly one`;
+    finished.checks.push({ name: "result_channel", outcome: "fail", failVerdict: "cheating", evidence });
+    finished.verdict = "cheating";
+    finished.reason = `result_channel: ${evidence}`;
+  }
   if (finished) {
     if (leftovers) {
       finished.checks.push({

@@ -44,6 +44,14 @@ def test_candidate_output_never_reaches_the_protocol_channel(cache_dir: str) -> 
         assert_valid(message)
 
 
+def test_every_message_carries_the_requests_nonce(cache_dir: str) -> None:
+    request = make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, checks=QUIET)
+    request["nonce"] = "5f0c7d9e1a2b3c4d5e6f708192a3b4c5"
+    run = run_worker(request)
+    assert run.result["verdict"] == "correct", run.result["reason"]
+    assert run.messages and all(m.get("nonce") == request["nonce"] for m in run.messages)
+
+
 def test_a_result_line_is_written_even_when_the_candidate_exits(cache_dir: str) -> None:
     run = run_worker(make_request(problem("tiny_linear"), candidate("sys_exit"), cache_dir, checks=QUIET))
     assert run.returncode == 0
