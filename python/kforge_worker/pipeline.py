@@ -48,9 +48,16 @@ class StageFailure(Exception):
         self.reason = reason
 
 
-def trial_seed(base: int, trial: int | str) -> int:
-    """A distinct, reproducible 31-bit seed per trial (and for timing) derived from the request's seed."""
-    digest = hashlib.sha256(f"kforge:{base}:{trial}".encode()).digest()
+# Drawn once per worker process and never written anywhere: the request's seed fixes how both models are
+# constructed (the candidate sees it), so the trials' input seeds must not be computable from it alone.
+# Each trial's seed is recorded in the result, which is what reproducing a trial needs.
+_PROCESS_SALT = os.urandom(16).hex()
+
+
+def trial_seed(base: int, trial: int | str, salt: str | None = None) -> int:
+    """A distinct 31-bit seed per trial (and for timing) from the request's seed and the process salt."""
+    mix = _PROCESS_SALT if salt is None else salt
+    digest = hashlib.sha256(f"kforge:{base}:{trial}:{mix}".encode()).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
@@ -147,7 +154,12 @@ class EvalContext:
 
         def generate() -> list[Any]:
             self.torch.manual_seed(seed)
-            raw = self.problem.get_inputs()  # type: ignore[union-attr]
+            try:
+                raw = self.problem.get_inputs()  # type: ignore[union-attr]
+            finally:
+                # Leave the generators on a fresh random seed: torch.initial_seed() and the RNG state
+                # the candidate sees must not reveal the seed its inputs came from.
+                self.torch.seed()
             items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
             return [self.prepare(x) for x in items]
 
@@ -235,7 +247,10 @@ def build_models(ctx: EvalContext) -> None:
 
     def construct(cls: Any, args: list[Any]) -> Any:
         torch.manual_seed(seed)
-        return cls(*args)
+        try:
+            return cls(*args)
+        finally:
+            torch.seed()
 
     ctx.ref_model = ctx.guard_reference(
         "Model(*get_init_inputs())", lambda: construct(problem.Model, copy.deepcopy(ctx.init_inputs)), "import_error"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from conftest import assert_valid, candidate, evaluate, make_request, problem
@@ -29,10 +31,13 @@ def test_correct_candidate_with_state_dict_sync(cache_dir: str) -> None:
         assert_valid(message)
 
 
-def test_trial_seeds_derive_from_the_request_seed() -> None:
+def test_trial_seeds_derive_from_the_request_seed_and_a_process_salt() -> None:
     assert trial_seed(0, 0) != trial_seed(0, 1) != trial_seed(1, 0)
     assert trial_seed(5, 2) == trial_seed(5, 2)
     assert 0 <= trial_seed(2**40, "timing") < 2**31
+    # Knowing the request's seed is not enough to know the inputs: another salt, other seeds.
+    assert trial_seed(5, 2, salt="a") == trial_seed(5, 2, salt="a") != trial_seed(5, 2, salt="b")
+    assert trial_seed(5, 2) not in {trial_seed(5, 2, salt=""), trial_seed(5, 2, salt="a")}
 
 
 def test_different_attribute_names_fall_back_to_seed_sync(cache_dir: str) -> None:
@@ -128,6 +133,20 @@ def test_allow_tf32_sets_pytorchs_switch_before_the_models_run(cache_dir: str, m
         result, _ = evaluate(request)
         assert result["allowTf32"] is allow
         assert result["verdict"] == "correct", result["reason"]
+
+
+def test_the_candidate_cannot_read_the_input_seed_from_torch(
+    cache_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "seeds.log"
+    monkeypatch.setenv("KFORGE_TEST_SEED_LOG", str(log))
+    result, _ = evaluate(make_request(problem("tiny_linear"), candidate("seed_peeker"), cache_dir, trials=3, seed=1234))
+    assert result["verdict"] == "correct", result["reason"]
+    construction, *calls = [int(line) for line in log.read_text().split()]
+    # Construction runs under the request's seed (both models get the same parameters) ...
+    assert construction == 1234 and len(calls) >= 3
+    # ... but no forward sees it or its trial's seed, and those are not computable from it alone.
+    assert not ({t["seed"] for t in result["trials"]} | {1234}) & set(calls)
 
 
 def test_half_precision_tolerance_accepts_what_fp32_rejects(cache_dir: str) -> None:

@@ -77,7 +77,11 @@ export function registerEvalCommand(program: Command): void {
     .option("--no-timing", "check correctness only")
     .option("--iters <n>", "minimum timed iterations per model", positiveInt, DEFAULT_TIMING.minIters)
     .option("--budget <seconds>", "timing budget per candidate", positiveNumber, DEFAULT_TIMING.budgetSeconds)
-    .option("--seed <n>", "base seed for the trials' inputs (default: random)", nonNegativeInt)
+    .option(
+      "--seed <n>",
+      "seed for building both models; trials' input seeds also mix in a per-run secret and are recorded (default: random)",
+      nonNegativeInt,
+    )
     .option("--atol <x>", "absolute tolerance override", positiveNumber)
     .option("--rtol <x>", "relative tolerance override", positiveNumber)
     .option("--verbose", "stream the worker's log (compiler output, candidate prints) to stderr")
