@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import exception_chain, exception_headline
+from .extension_patch import CppExtensionPatch
 
 _LOG_LIMIT = 64_000
 _DIAGNOSTIC = re.compile(r"(\berror\b|undefined reference|undefined symbol|cannot find -l)", re.IGNORECASE)
@@ -100,7 +101,7 @@ class CompileCall:
 
 
 @dataclass
-class CompileRecorder:
+class CompileRecorder(CppExtensionPatch):
     """Wraps torch.utils.cpp_extension.load_inline/load while installed; restores them on uninstall."""
 
     on_start: Callable[[str], None] = lambda name: None
@@ -109,21 +110,6 @@ class CompileRecorder:
     _failures: list[tuple[BaseException, CompileCall]] = field(default_factory=list)
     _originals: dict[str, Callable[..., Any]] = field(default_factory=dict)
     _depth: int = 0
-
-    def install(self) -> None:
-        import torch.utils.cpp_extension as cpp_extension
-
-        for fn_name in ("load_inline", "load"):
-            original = getattr(cpp_extension, fn_name)
-            self._originals[fn_name] = original
-            setattr(cpp_extension, fn_name, self._wrap(fn_name, original))
-
-    def uninstall(self) -> None:
-        import torch.utils.cpp_extension as cpp_extension
-
-        for fn_name, original in self._originals.items():
-            setattr(cpp_extension, fn_name, original)
-        self._originals.clear()
 
     def _wrap(self, fn_name: str, original: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(original)

@@ -22,6 +22,8 @@ from typing import Any
 
 import torch
 
+from ..extension_patch import CppExtensionPatch
+
 
 @dataclass
 class ExtensionLoad:
@@ -69,26 +71,11 @@ class _ExtensionProxy(types.ModuleType):
 
 
 @dataclass
-class ExtensionRecorder:
+class ExtensionRecorder(CppExtensionPatch):
     loads: list[ExtensionLoad] = field(default_factory=list)
     calls: Counter = field(default_factory=Counter)
     raised: Counter = field(default_factory=Counter)
     _originals: dict[str, Any] = field(default_factory=dict)
-
-    def install(self) -> None:
-        import torch.utils.cpp_extension as cpp_extension
-
-        for fn_name in ("load_inline", "load"):
-            original = getattr(cpp_extension, fn_name)
-            self._originals[fn_name] = original
-            setattr(cpp_extension, fn_name, self._wrap(fn_name, original))
-
-    def uninstall(self) -> None:
-        import torch.utils.cpp_extension as cpp_extension
-
-        for fn_name, original in self._originals.items():
-            setattr(cpp_extension, fn_name, original)
-        self._originals.clear()
 
     def _wrap(self, fn_name: str, original: Any) -> Any:
         recorder = self
