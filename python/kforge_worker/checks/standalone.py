@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from .result import CheckResult, verdict_from_checks
-from .runtime import clone_inputs, compare, run, sync, tensors
+from .context import clone_inputs, compare, run, sync, tensors
 from .verifier import Verifier
 
 

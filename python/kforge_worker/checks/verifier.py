@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import runtime
+from . import context, execution_checks, harness_checks, input_checks, output_checks, state_checks
 from .instrument import ExtensionRecorder
 from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount, open_descriptors
 from .result import CheckResult, failed, passed, verdict_from_checks, warned
@@ -65,7 +65,7 @@ class Verifier:
         self.scan: ScanReport | None = None
         self.ref_families: frozenset[str] = frozenset()
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
-        self.context: runtime.VerifyContext | None = None
+        self.context: context.VerifyContext | None = None
         self._fds_before: dict[int, bool] = {}
         self.peaks_override = peaks_from_env(os.environ.get("KFORGE_PEAKS"))
 
@@ -104,7 +104,7 @@ class Verifier:
         """trials_passed: whether the pipeline's correctness trials passed (a candidate wrong only in the
         timing-like loop is then behaving differently when timed)."""
         assert self.scan is not None, "before_import() first"
-        ctx = runtime.VerifyContext(
+        ctx = context.VerifyContext(
             ref=ref, cand=cand, make_inputs=make_inputs, device=self.device, atol=atol, rtol=rtol, scan=self.scan,
             extensions=self.extensions, audit=self.audit, snapshot=self.snapshot, rng=self.rng,
             ref_families=self.ref_families, threads_before=self.threads_before,
@@ -112,24 +112,24 @@ class Verifier:
         ctx.notes["trials_passed"] = trials_passed
         self.context = ctx
         steps: dict[str, Callable[[], Any]] = {
-            "output_contract": lambda: runtime.check_output_contract(ctx),
-            "tolerance": lambda: [runtime.check_tolerance(ctx), runtime.check_tight_tolerance(ctx)],
-            "ops": lambda: runtime.check_ops(ctx),
-            "replay": lambda: runtime.check_replay(ctx),
-            "uninitialized": lambda: runtime.check_uninitialized(ctx),
-            "sensitivity": lambda: runtime.check_input_sensitivity(ctx),
-            "distribution": lambda: runtime.check_input_distribution(ctx),
-            "shapes": lambda: runtime.check_extra_shapes(ctx),
-            "timed": lambda: runtime.check_timed_outputs(ctx),
-            "precision": lambda: runtime.check_precision(ctx),
-            "state": lambda: runtime.check_state(ctx),
-            "cuda_profile": lambda: runtime.check_cuda_profile(ctx),
-            "timing_cross": lambda: runtime.check_timing_cross(ctx),
+            "output_contract": lambda: output_checks.check_output_contract(ctx),
+            "tolerance": lambda: [output_checks.check_tolerance(ctx), output_checks.check_tight_tolerance(ctx)],
+            "ops": lambda: execution_checks.check_ops(ctx),
+            "replay": lambda: input_checks.check_replay(ctx),
+            "uninitialized": lambda: output_checks.check_uninitialized(ctx),
+            "sensitivity": lambda: input_checks.check_input_sensitivity(ctx),
+            "distribution": lambda: input_checks.check_input_distribution(ctx),
+            "shapes": lambda: input_checks.check_extra_shapes(ctx),
+            "timed": lambda: input_checks.check_timed_outputs(ctx),
+            "precision": lambda: output_checks.check_precision(ctx),
+            "state": lambda: state_checks.check_state(ctx),
+            "cuda_profile": lambda: execution_checks.check_cuda_profile(ctx),
+            "timing_cross": lambda: execution_checks.check_timing_cross(ctx),
         }
         for name in RUNTIME_CHECKS:
             if name not in self.enabled:
                 continue
-            with runtime.preserved_state(ref, cand):
+            with context.preserved_state(ref, cand):
                 try:
                     produced = steps[name]()
                 except BaseException as exc:  # noqa: BLE001 — a candidate's sys.exit too; classified below
@@ -145,8 +145,8 @@ class Verifier:
         if ref is not None and make_inputs is not None and cand_median_ms is not None:
             try:
                 inputs = make_inputs(self.rng.randrange(1, 2**31))
-                with runtime.preserved_state(ref):
-                    outputs = runtime.tensors(runtime.run(ref, runtime.clone_inputs(inputs)))
+                with context.preserved_state(ref):
+                    outputs = context.tensors(context.run(ref, context.clone_inputs(inputs)))
                     floor = floor_for(ref, inputs, outputs, gpu_name, self.peaks_override)
                     if gpu_name is None and floor is not None:
                         gpu_name = f"{self.device.type} (KFORGE_PEAKS)"
@@ -168,7 +168,7 @@ class Verifier:
             ref = kept.get("Model", {}).get(k)
             if ref is None:
                 continue
-            c = runtime.compare(out, ref, atol, rtol)
+            c = context.compare(out, ref, atol, rtol)
             if not c.ok:
                 problems.append(f"input set {k}: {c.message}")
         n = len(kept["ModelNew"])
@@ -197,12 +197,12 @@ class Verifier:
 
     # ---------------------------------------------------------------------------------------- internals
     def _stage_integrity(self, stage: str) -> None:
-        ctx = self.context or runtime.VerifyContext(
+        ctx = self.context or context.VerifyContext(
             ref=nn.Identity(), cand=nn.Identity(), make_inputs=lambda s: [], device=self.device, atol=0, rtol=0,
             scan=self.scan or ScanReport("", frozenset()), extensions=self.extensions, audit=self.audit,
             snapshot=self.snapshot, threads_before=self.threads_before,
         )
-        self.checks.extend(runtime.check_integrity(ctx, stage))
+        self.checks.extend(harness_checks.check_integrity(ctx, stage))
 
     def _crashed(self, name: str, exc: BaseException) -> CheckResult:
         frames = traceback.extract_tb(exc.__traceback__)

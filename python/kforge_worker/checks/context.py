@@ -1,0 +1,190 @@
+"""What every runtime check receives: the verification context, and the helpers they share.
+
+Every check takes a `VerifyContext` (models, an input factory keyed by secret seeds, tolerance, device,
+the static scan, the instruments) and returns `CheckResult`s. Checks never leave the models changed:
+parameters, buffers and train/eval mode are restored afterwards (`preserved_state`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .instrument import ExtensionRecorder
+from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount
+from .static_scan import ScanReport
+
+Inputs = list[Any]
+_CHUNK = 1 << 24
+# Bound before any candidate is imported: a candidate that patches torch.isclose/equal cannot fool these.
+_isclose = torch.isclose
+_equal = torch.equal
+
+
+@dataclass
+class VerifyContext:
+    ref: nn.Module
+    cand: nn.Module
+    make_inputs: Callable[[int], Inputs]  # secret-seeded fresh inputs on the problem's device
+    device: torch.device
+    atol: float
+    rtol: float
+    scan: ScanReport
+    extensions: ExtensionRecorder
+    audit: AuditMonitor | None = None
+    snapshot: IntegritySnapshot | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random())
+    ref_families: frozenset[str] = frozenset()
+    threads_before: ThreadCount | None = None
+    # Filled by the checks for later ones (tolerance tightening, ops seen).
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def seed(self) -> int:
+        return self.rng.randrange(1, 2**31 - 1)
+
+
+# --------------------------------------------------------------------------------------------- helpers
+def flatten(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        out: list[Any] = []
+        for item in value:
+            out.extend(flatten(item))
+        return out
+    return [value]
+
+
+def clone_inputs(inputs: Inputs) -> Inputs:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def run(model: nn.Module, inputs: Inputs) -> Any:
+    with torch.no_grad():
+        return model(*inputs)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def tensors(value: Any) -> list[torch.Tensor]:
+    return [t for t in flatten(value) if isinstance(t, torch.Tensor)]
+
+
+@dataclass
+class Closeness:
+    ok: bool
+    message: str
+    max_abs: float = 0.0
+    rel_l2: float = 0.0
+
+
+def compare(out: Any, ref: Any, atol: float, rtol: float) -> Closeness:
+    """allclose per output (NaN never passes), with the worst error, over flattened outputs."""
+    outs, refs = flatten(out), flatten(ref)
+    if len(outs) != len(refs):
+        return Closeness(False, f"{len(outs)} outputs vs reference {len(refs)}")
+    worst, worst_rel = 0.0, 0.0
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        if not isinstance(r, torch.Tensor):
+            if o != r:
+                return Closeness(False, f"output {i}: {o!r} vs {r!r}")
+            continue
+        if not isinstance(o, torch.Tensor):
+            return Closeness(False, f"output {i}: {type(o).__name__}, not a tensor")
+        if tuple(o.shape) != tuple(r.shape):
+            return Closeness(False, f"output {i}: shape {list(o.shape)} vs {list(r.shape)}")
+        o2 = torch.Tensor.to(torch.Tensor.detach(o), r.device)
+        if not r.is_floating_point():
+            if not _equal(o2.to(r.dtype), r):
+                return Closeness(False, f"output {i}: integer outputs differ")
+            continue
+        bad, nan, max_abs, diff_sq, ref_sq = 0, 0, 0.0, 0.0, 0.0
+        flat_o, flat_r = o2.reshape(-1), r.detach().reshape(-1)
+        for start in range(0, flat_o.numel(), _CHUNK):
+            a = flat_o[start : start + _CHUNK].double()
+            b = flat_r[start : start + _CHUNK].double()
+            diff = (a - b).abs().nan_to_num_(nan=math.inf)
+            nan += int(torch.isnan(a).sum())
+            bad += int((~_isclose(a, b, rtol=rtol, atol=atol)).sum())
+            if diff.numel():
+                max_abs = max(max_abs, float(diff.max()))
+            diff_sq += float(diff.square().sum())
+            ref_sq += float(b.square().sum())
+            del a, b, diff
+        rel = math.sqrt(diff_sq) / (math.sqrt(ref_sq) or 1.0)
+        worst, worst_rel = max(worst, max_abs), max(worst_rel, rel)
+        if bad:
+            extra = f", {nan} NaN" if nan else ""
+            return Closeness(False, f"output {i}: {bad}/{o.numel()} elements off (max abs err {max_abs:.3g}, "
+                                    f"rel L2 {rel:.3g}{extra}; atol {atol:g}, rtol {rtol:g})", max_abs, rel)
+    return Closeness(True, f"max abs err {worst:.3g}, rel L2 {worst_rel:.3g}", worst, worst_rel)
+
+
+def bitwise_equal(a: Any, b: Any) -> bool:
+    fa, fb = tensors(a), tensors(b)
+    if len(fa) != len(fb) or not fa:
+        return False
+    for x, y in zip(fa, fb):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if not _equal(torch.nan_to_num(x.detach().to(y.device)), torch.nan_to_num(y.detach())):
+            return False
+    return True
+
+
+def detached_copy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return torch.Tensor.clone(torch.Tensor.detach(value)) if type(value) is torch.Tensor else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(detached_copy(v) for v in value)
+    return value
+
+
+@contextlib.contextmanager
+def preserved_state(*models: nn.Module) -> Iterator[None]:
+    saved = []
+    for m in models:
+        state = {k: v.detach().clone() for k, v in m.state_dict(keep_vars=True).items() if isinstance(v, torch.Tensor)}
+        modes = {name: sub.training for name, sub in m.named_modules()}
+        saved.append((m, state, modes))
+    try:
+        yield
+    finally:
+        for m, state, modes in saved:
+            current = m.state_dict(keep_vars=True)
+            with torch.no_grad():
+                for k, v in state.items():
+                    if k in current and isinstance(current[k], torch.Tensor) and current[k].shape == v.shape:
+                        current[k].copy_(v)
+            for name, sub in m.named_modules():
+                if name in modes:
+                    sub.training = modes[name]
+
+
+def _storage_span(t: torch.Tensor) -> tuple[int, int] | None:
+    try:
+        storage = t.untyped_storage()
+        return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+    except Exception:  # noqa: BLE001 — subclasses and odd tensors
+        return None
+
+
+def _overlaps(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
+    return a is not None and b is not None and a[0] < b[1] and b[0] < a[1] and a[1] > a[0] and b[1] > b[0]
+
+
+def has_dropout(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0 and m.training for m in model.modules())
+
+
+def mode_dependent(model: nn.Module) -> list[str]:
+    kinds = (nn.modules.batchnorm._NormBase, nn.modules.dropout._DropoutNd)
+    return sorted({type(m).__name__ for m in model.modules() if isinstance(m, kinds)})

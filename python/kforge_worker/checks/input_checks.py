@@ -1,0 +1,251 @@
+"""Checks that feed inputs the candidate cannot predict: replayed caches, perturbed and re-drawn
+inputs, derived shapes, and outputs produced while being timed."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from .context import (
+    bitwise_equal,
+    clone_inputs,
+    compare,
+    detached_copy,
+    has_dropout,
+    Inputs,
+    preserved_state,
+    run,
+    sync,
+    tensors,
+    VerifyContext,
+)
+from .result import CheckResult, failed, passed, skipped, warned
+
+
+def check_replay(ctx: VerifyContext) -> list[CheckResult]:
+    """Cached or replayed outputs: new data in the same storage, same data in new storage, run twice."""
+    a = ctx.make_inputs(ctx.seed())
+    b = ctx.make_inputs(ctx.seed())
+    ref_a = run(ctx.ref, clone_inputs(a))
+    ref_b = run(ctx.ref, clone_inputs(b))
+    refs_differ = not bitwise_equal(ref_a, ref_b)
+    cand_a_inputs = clone_inputs(a)
+    out_a = detached_copy(run(ctx.cand, cand_a_inputs))
+    out_a_twice = detached_copy(run(ctx.cand, clone_inputs(a)))
+    # same storage, new contents (pointer-keyed caches, stale CUDA graphs)
+    for x, y in zip(cand_a_inputs, b):
+        if isinstance(x, torch.Tensor) and x.shape == y.shape:
+            x.copy_(y)
+    out_b_same_ptr = detached_copy(run(ctx.cand, cand_a_inputs))
+    out_b_new = detached_copy(run(ctx.cand, clone_inputs(b)))
+    sync(ctx.device)
+    replays, wrong = [], []
+    if refs_differ:
+        if bitwise_equal(out_b_same_ptr, out_a):
+            replays.append("new inputs written into the same tensors gave back the previous output (cache keyed "
+                           "by pointer/shape, or a replayed graph)")
+        if bitwise_equal(out_b_new, out_a):
+            replays.append("new inputs in new tensors gave back the previous output (output does not depend on "
+                           "the inputs: precomputed or cached by shape)")
+    for label, out in (("same storage", out_b_same_ptr), ("new storage", out_b_new)):
+        c = compare(out, ref_b, ctx.atol, ctx.rtol)
+        if not c.ok:
+            wrong.append(f"{label}: {c.message}")
+    results: list[CheckResult] = []
+    if replays:
+        results.append(failed("replay_cache", "; ".join(replays)))
+    elif wrong:
+        results.append(failed("replay_cache", "wrong on fresh inputs after an earlier call — " + "; ".join(wrong),
+                              "incorrect"))
+    else:
+        results.append(passed("replay_cache", "fresh inputs (same storage and new storage) give fresh, correct "
+                                              "outputs"))
+    if has_dropout(ctx.ref):
+        results.append(skipped("determinism", "the model has active dropout", "incorrect"))
+    else:
+        c = compare(out_a_twice, out_a, ctx.atol, ctx.rtol)
+        if c.ok:
+            results.append(passed("determinism", f"same inputs twice agree ({c.message})", "incorrect"))
+        else:
+            results.append(failed("determinism", f"same inputs twice disagree: {c.message}", "incorrect"))
+    return results
+
+
+def _perturbed(inputs: Inputs, rng: random.Random) -> Inputs:
+    out = clone_inputs(inputs)
+    for x in out:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel() > 0:
+            flat = x.view(-1) if x.is_contiguous() else None
+            if flat is None:
+                continue
+            n = flat.numel()
+            count = max(1, n // 100)
+            start = rng.randrange(0, max(1, n - count))
+            lo, hi = float(x.min()), float(x.max())
+            if hi <= lo:
+                hi = lo + 1.0
+            gen = torch.Generator(device="cpu").manual_seed(rng.randrange(2**31))
+            fresh = torch.rand(count, generator=gen, dtype=torch.float64) * (hi - lo) + lo
+            flat[start : start + count] = fresh.to(flat.dtype).to(flat.device)
+    return out
+
+
+def check_input_sensitivity(ctx: VerifyContext) -> CheckResult:
+    """Change ~1% of every input in one random block: outputs must follow (catches subsampling and caches
+    keyed on a sample of the data)."""
+    base = ctx.make_inputs(ctx.seed())
+    out_base = detached_copy(run(ctx.cand, clone_inputs(base)))
+    problems = []
+    for trial in range(2):
+        pert = _perturbed(base, ctx.rng)
+        ref_p = run(ctx.ref, clone_inputs(pert))
+        out_p = run(ctx.cand, clone_inputs(pert))
+        ref_base = run(ctx.ref, clone_inputs(base))
+        if bitwise_equal(out_p, out_base) and not bitwise_equal(ref_p, ref_base):
+            return failed("input_sensitivity", f"perturbing 1% of the inputs (trial {trial}) left the output "
+                          "bitwise unchanged while the reference's changed: cached or never read")
+        c = compare(out_p, ref_p, ctx.atol, ctx.rtol)
+        if not c.ok:
+            problems.append(f"trial {trial}: {c.message}")
+    if problems:
+        return failed("input_sensitivity", "wrong after perturbing 1% of the inputs (skipped or partial work) — "
+                      + "; ".join(problems), "incorrect")
+    return passed("input_sensitivity", "outputs follow a 1% perturbation of the inputs", "incorrect")
+
+
+def check_input_distribution(ctx: VerifyContext) -> CheckResult:
+    """The same shapes from other distributions (standard normal ×1 and ×4): skipped work that only
+    passes because the benchmark's inputs make the problem near-degenerate (e.g. uniform attention)."""
+    base = ctx.make_inputs(ctx.seed())
+    results = []
+    for scale in (1.0, 4.0):
+        gen = torch.Generator(device=ctx.device).manual_seed(ctx.seed())
+        variant = [
+            (torch.randn(x.shape, generator=gen, dtype=torch.float32, device=ctx.device) * scale).to(x.dtype)
+            .to(x.device) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            for x in base
+        ]
+        try:
+            ref_out = run(ctx.ref, clone_inputs(variant))
+        except Exception as exc:  # noqa: BLE001 — the reference does not accept this distribution
+            results.append(f"randn×{scale:g}: reference raised {type(exc).__name__}, skipped")
+            continue
+        if any(not bool(torch.isfinite(t).all()) for t in tensors(ref_out) if t.is_floating_point()):
+            results.append(f"randn×{scale:g}: reference not finite, skipped")
+            continue
+        try:
+            out = run(ctx.cand, clone_inputs(variant))
+        except Exception as exc:  # noqa: BLE001
+            return failed("input_distribution", f"randn×{scale:g} inputs: candidate raised "
+                          f"{type(exc).__name__}: {str(exc)[:200]}", "incorrect")
+        c = compare(out, ref_out, ctx.atol, ctx.rtol)
+        if not c.ok:
+            return failed("input_distribution", f"correct on get_inputs()'s distribution but wrong on randn×{scale:g} "
+                          f"inputs of the same shapes (skipped/specialised work): {c.message}", "incorrect")
+        results.append(f"randn×{scale:g}: {c.message}")
+    return passed("input_distribution", "; ".join(results), "incorrect")
+
+
+def _shape_variants(inputs: Inputs) -> list[tuple[str, dict[int, int]]]:
+    """Size substitutions: each distinct dimension size (batch first) replaced everywhere by an odd,
+    smaller size. The reference decides which are valid."""
+    sizes: list[int] = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            for s in x.shape:
+                if s > 2 and s not in sizes:
+                    sizes.append(s)
+    variants = []
+    for s in sizes[:4]:
+        new = max(2, (s * 3) // 4 + 1) if s > 3 else s - 1
+        if new == s:
+            new = s - 1
+        variants.append((f"{s}->{new}", {s: new}))
+    return variants
+
+
+def _resize_inputs(inputs: Inputs, mapping: dict[int, int], gen: torch.Generator) -> Inputs:
+    out = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            shape = [mapping.get(s, s) for s in x.shape]
+            out.append(torch.rand(shape, generator=gen, dtype=torch.float32, device=gen.device).to(x.dtype).to(x.device))
+        elif isinstance(x, torch.Tensor):
+            shape = [mapping.get(s, s) for s in x.shape]
+            lo, hi = (int(x.min()), int(x.max()) + 1) if x.numel() else (0, 2)
+            out.append(torch.randint(lo, max(hi, lo + 1), shape, generator=gen, device=gen.device).to(x.dtype)
+                       .to(x.device))
+        else:
+            out.append(x)
+    return out
+
+
+def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28) -> CheckResult:
+    base = ctx.make_inputs(ctx.seed())
+    tried = []
+    for label, mapping in _shape_variants(base):
+        gen = torch.Generator(device=ctx.device).manual_seed(ctx.seed())
+        variant = _resize_inputs(base, mapping, gen)
+        if sum(x.numel() for x in variant if isinstance(x, torch.Tensor)) > max_elements:
+            continue
+        try:
+            with preserved_state(ctx.ref):
+                ref_out = run(ctx.ref, clone_inputs(variant))
+        except Exception:  # noqa: BLE001 — this size is fixed by the model (weights): not a free dimension
+            continue
+        try:
+            with preserved_state(ctx.cand):
+                out = run(ctx.cand, clone_inputs(variant))
+        except Exception as exc:  # noqa: BLE001
+            tried.append(f"{label}: candidate raised {type(exc).__name__} (specialised, but not wrong)")
+            continue
+        c = compare(out, ref_out, ctx.atol, ctx.rtol)
+        if not c.ok:
+            return failed("extra_shapes", f"sizes {label} (the reference accepts them): {c.message} — code "
+                          "specialised to the benchmark's shapes", "incorrect")
+        tried.append(f"{label}: ok")
+    if not tried:
+        return skipped("extra_shapes", "no dimension of the inputs can change (the reference rejects every variant)",
+                       "incorrect")
+    if any("raised" in t for t in tried):
+        return warned("extra_shapes", "; ".join(tried), "incorrect")
+    return passed("extra_shapes", "; ".join(tried), "incorrect")
+
+
+def check_timed_outputs(ctx: VerifyContext, pool_size: int = 4, iters: int = 24) -> CheckResult:
+    """A timing-like loop (warm-up, rotating pool of fresh inputs, events and L2 writes on CUDA), every
+    output kept and compared afterwards: a candidate that behaves differently once it is being timed."""
+    pool = [ctx.make_inputs(ctx.seed()) for _ in range(pool_size)]
+    refs = [detached_copy(run(ctx.ref, clone_inputs(p))) for p in pool]
+    cand_pool = [clone_inputs(p) for p in pool]
+    flush = None
+    events = None
+    if ctx.device.type == "cuda":
+        flush = torch.empty(64 << 20, dtype=torch.uint8, device=ctx.device)
+        events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+    bad = []
+    for i in range(iters):
+        k = i % pool_size
+        if flush is not None and events is not None:
+            flush.zero_()
+            events[0].record()
+            out = run(ctx.cand, cand_pool[k])
+            events[1].record()
+            events[1].synchronize()
+        else:
+            out = run(ctx.cand, cand_pool[k])
+        sync(ctx.device)
+        c = compare(out, refs[k], ctx.atol, ctx.rtol)  # outside the timed span, before the next call
+        del out
+        if not c.ok:
+            bad.append((i, c.message))
+    if bad:
+        first_bad, message = bad[0]
+        cheat = ctx.notes.get("trials_passed", True)
+        return failed("timed_outputs", f"{len(bad)}/{iters} outputs of the timing-like loop are wrong, first at "
+                      f"iteration {first_bad}: {message}"
+                      + (" — correct while checked, wrong once called repeatedly" if cheat else ""),
+                      "cheating" if cheat else "incorrect")
+    return passed("timed_outputs", f"{iters} outputs of a timing-like loop over {pool_size} rotating input sets "
+                                   "all correct")

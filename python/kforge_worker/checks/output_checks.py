@@ -1,0 +1,273 @@
+"""Checks on what the candidate returns: the output contract (type, storage, aliasing, degenerate
+answers), tolerance sanity, uninitialised memory, and precision against float64."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from .context import (
+    _CHUNK,
+    _equal,
+    _isclose,
+    _overlaps,
+    _storage_span,
+    clone_inputs,
+    compare,
+    flatten,
+    Inputs,
+    preserved_state,
+    run,
+    sync,
+    tensors,
+    VerifyContext,
+)
+from .instrument import poisoned_allocations
+from .result import CheckResult, failed, passed, skipped, warned
+
+
+def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
+    """output_type, output_aliasing, input_mutation, degenerate_output on one fresh input set."""
+    inputs = ctx.make_inputs(ctx.seed())
+    ref_in = clone_inputs(inputs)
+    before_ref = clone_inputs(ref_in)
+    ref_out = run(ctx.ref, ref_in)
+    ref_mutates = not all(
+        _equal(a, b) for a, b in zip(ref_in, before_ref) if isinstance(a, torch.Tensor)
+    )
+    cand_in = clone_inputs(inputs)
+    pristine = clone_inputs(cand_in)
+    layout = [(x.data_ptr(), tuple(x.shape), x.stride(), x.dtype) if isinstance(x, torch.Tensor) else None
+              for x in cand_in]
+    out = run(ctx.cand, cand_in)
+    sync(ctx.device)
+    results: list[CheckResult] = []
+
+    # output_type: a plain tensor (no subclass, no lazy wrapper), dense, on the device, materialised.
+    bad_types = [f"output {i}: {type(o).__module__}.{type(o).__qualname__}" for i, o in enumerate(flatten(out))
+                 if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor]
+    not_tensor = [f"output {i}: {type(o).__name__}" for i, o in enumerate(flatten(out))
+                  if not isinstance(o, torch.Tensor) and isinstance(flatten(ref_out)[i] if i < len(flatten(ref_out))
+                                                                    else None, torch.Tensor)]
+    weird = [f"output {i}: layout {o.layout}, device {o.device}" for i, o in enumerate(tensors(out))
+             if type(o) is torch.Tensor and (o.layout != torch.strided or o.is_meta)]
+    if bad_types or not_tensor or weird:
+        results.append(failed("output_type", "type(out) is not torch.Tensor — " + "; ".join(bad_types + not_tensor + weird)))
+    else:
+        results.append(passed("output_type", f"{len(tensors(out))} plain torch.Tensor output(s)"))
+
+    # output_aliasing: own storage — not an input's, not a parameter's or buffer's, not the reference's output.
+    outs = [o for o in tensors(out) if type(o) is torch.Tensor]
+    ref_alias_inputs = any(_overlaps(_storage_span(r), _storage_span(x)) for r in tensors(ref_out)
+                           for x in ref_in if isinstance(x, torch.Tensor))
+    problems = []
+    for i, o in enumerate(outs):
+        span = _storage_span(o)
+        for j, x in enumerate(cand_in):
+            if isinstance(x, torch.Tensor) and _overlaps(span, _storage_span(x)) and not ref_alias_inputs:
+                problems.append(f"output {i} shares storage with input {j}")
+        for name, p in list(ctx.cand.named_parameters()) + list(ctx.cand.named_buffers()):
+            if _overlaps(span, _storage_span(p)):
+                problems.append(f"output {i} is a view of the module's own tensor {name}")
+        for r in tensors(ref_out):
+            if _overlaps(span, _storage_span(r)):
+                problems.append(f"output {i} is the reference's own output")
+    # a second call must not hand back the same storage while the first output is still alive
+    out2 = run(ctx.cand, clone_inputs(inputs))
+    sync(ctx.device)
+    for i, (a, b) in enumerate(zip(outs, [o for o in tensors(out2) if type(o) is torch.Tensor])):
+        if _overlaps(_storage_span(a), _storage_span(b)):
+            problems.append(f"output {i} of two calls is the same storage (a buffer the candidate keeps and "
+                            "rewrites: the first result changes under the caller)")
+    if problems:
+        results.append(failed("output_aliasing", "; ".join(sorted(set(problems)))))
+    else:
+        results.append(passed("output_aliasing", "outputs own their storage (no input, parameter, buffer, "
+                                                 "reference-output or cross-call aliasing)"))
+
+    # input_mutation: the candidate's inputs are bitwise unchanged (unless the reference mutates its own).
+    changed = []
+    for j, (x, before, lay) in enumerate(zip(cand_in, pristine, layout)):
+        if not isinstance(x, torch.Tensor):
+            continue
+        now = (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype)
+        if now != lay:
+            changed.append(f"input {j} was resized/re-pointed ({lay[1]} -> {now[1]})")
+        elif not _equal(torch.nan_to_num(x), torch.nan_to_num(before)):
+            n = int((x != before).sum())
+            changed.append(f"input {j}: {n}/{x.numel()} elements overwritten")
+    if changed and not ref_mutates:
+        results.append(failed("input_mutation", "; ".join(changed)))
+    elif changed:
+        results.append(passed("input_mutation", "inputs changed, as the reference's own forward changes them"))
+    else:
+        results.append(passed("input_mutation", "inputs bitwise unchanged after the call"))
+
+    results.append(_degenerate(out, ref_out, cand_in, ctx))
+    return results
+
+
+def _degenerate(out: Any, ref_out: Any, inputs: Inputs, ctx: VerifyContext) -> CheckResult:
+    """Zero, constant or input-copy outputs where the reference's output is none of those."""
+    findings = []
+    for i, (o, r) in enumerate(zip(tensors(out), tensors(ref_out))):
+        if not r.is_floating_point() or r.numel() < 2 or o.shape != r.shape:
+            continue
+        r_const = bool((r == r.reshape(-1)[0]).all())
+        if r_const:
+            continue
+        o2 = o.detach().to(r.device)
+        if o2.numel() and bool((o2 == o2.reshape(-1)[0]).all()):
+            findings.append(f"output {i} is the constant {float(o2.reshape(-1)[0]):.6g} everywhere "
+                            f"(reference spans {float(r.min()):.4g}..{float(r.max()):.4g})")
+            continue
+        for j, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and x.shape == r.shape and x.dtype == o2.dtype and _equal(o2, x) \
+                    and not _equal(r, x):
+                findings.append(f"output {i} is a copy of input {j}")
+    if findings:
+        return failed("degenerate_output", "; ".join(findings))
+    return passed("degenerate_output", "outputs are neither constant nor copies of an input")
+
+
+def check_tolerance(ctx: VerifyContext) -> CheckResult:
+    """Would zeros, a constant or an input pass this problem's tolerance? Then tighten it and say so."""
+    inputs = ctx.make_inputs(ctx.seed())
+    ref_out = run(ctx.ref, clone_inputs(inputs))
+    passing = []
+    for i, r in enumerate(tensors(ref_out)):
+        if not r.is_floating_point() or r.numel() == 0:
+            continue
+        mean = float(_chunked_sum(r, lambda c: c)) / r.numel()
+        mean_abs = float(_chunked_sum(r, lambda c: c.abs())) / r.numel()
+        trivial: dict[str, Any] = {"zeros": 0.0, "its mean": mean}
+        for j, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and x.shape == r.shape:
+                trivial[f"input {j}"] = x
+        for label, t in trivial.items():
+            if _all_close_chunked(t, r, ctx.atol, ctx.rtol):
+                passing.append((i, label, mean_abs))
+    if not passing:
+        ctx.notes["tight_atol"] = ctx.atol
+        return passed("tolerance_sanity", f"zeros, constants and inputs all fail atol {ctx.atol:g}/rtol {ctx.rtol:g}")
+    scale = min(m for _, _, m in passing) or 1.0
+    tight = min(ctx.atol, 1e-3 * scale)
+    ctx.notes["tight_atol"] = tight
+    which = ", ".join(f"{label} (output {i})" for i, label, _ in passing)
+    return warned("tolerance_sanity", f"{which} would pass atol {ctx.atol:g}/rtol {ctx.rtol:g} on this problem "
+                                      f"(mean |ref| {scale:.3g}); verification uses atol {tight:.3g} instead",
+                  "incorrect")
+
+
+def _chunked_sum(t: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> float:
+    flat = t.detach().reshape(-1)
+    return sum(float(fn(flat[i : i + _CHUNK].double()).sum()) for i in range(0, flat.numel(), _CHUNK))
+
+
+def _all_close_chunked(value: Any, r: torch.Tensor, atol: float, rtol: float) -> bool:
+    """isclose(value, r).all() in float64 chunks; value is a scalar or a tensor of r's shape."""
+    flat_r = r.detach().reshape(-1)
+    flat_v = value.detach().reshape(-1) if isinstance(value, torch.Tensor) else None
+    for i in range(0, flat_r.numel(), _CHUNK):
+        rc = flat_r[i : i + _CHUNK].double()
+        vc = flat_v[i : i + _CHUNK].double().to(rc.device) if flat_v is not None else torch.full_like(rc, value)
+        if not bool(_isclose(vc, rc, rtol=rtol, atol=atol).all()):
+            return False
+    return True
+
+
+def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    """‖a − b‖ / ‖b‖ in float64 chunks."""
+    fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
+    num = den = 0.0
+    for i in range(0, fb.numel(), _CHUNK):
+        x = fa[i : i + _CHUNK].double().to(fb.device)
+        y = fb[i : i + _CHUNK].double()
+        num += float((x - y).square().sum())
+        den += float(y.square().sum())
+    return math.sqrt(num) / (math.sqrt(den) or 1.0)
+
+
+def check_tight_tolerance(ctx: VerifyContext) -> CheckResult | None:
+    tight = ctx.notes.get("tight_atol")
+    if tight is None or tight >= ctx.atol:
+        return None
+    inputs = ctx.make_inputs(ctx.seed())
+    ref_out = run(ctx.ref, clone_inputs(inputs))
+    out = run(ctx.cand, clone_inputs(inputs))
+    c = compare(out, ref_out, tight, ctx.rtol)
+    if c.ok:
+        return passed("tight_tolerance", f"passes the tightened atol {tight:.3g}: {c.message}", "incorrect")
+    return failed("tight_tolerance", f"fails the tightened atol {tight:.3g} (the problem's own tolerance would "
+                                     f"accept a trivial output): {c.message}", "incorrect")
+
+
+def check_uninitialized(ctx: VerifyContext) -> CheckResult:
+    inputs = ctx.make_inputs(ctx.seed())
+    ref_out = run(ctx.ref, clone_inputs(inputs))  # kept alive on purpose: its memory is not free to reuse
+    sizes = sorted({t.numel() * t.element_size() for t in tensors(ref_out) + [x for x in inputs
+                                                                            if isinstance(x, torch.Tensor)]})
+    with poisoned_allocations(ctx.device, sizes):
+        out = run(ctx.cand, clone_inputs(inputs))
+        sync(ctx.device)
+    findings = []
+    fully = False
+    for i, (o, r) in enumerate(zip(tensors(out), tensors(ref_out))):
+        if not o.is_floating_point() or o.shape != r.shape:
+            continue
+        o2 = o.detach().to(r.device)
+        poisoned = int((torch.isnan(o2) & ~torch.isnan(r)).sum())
+        if poisoned:
+            fully = fully or poisoned == o2.numel()
+            findings.append(f"output {i}: {poisoned}/{o2.numel()} elements come back as the poison (NaN) when "
+                            "freed memory is poisoned")
+    if not findings:
+        return passed("uninitialized_memory", "outputs fully written with the allocator poisoned (NaN)", "incorrect")
+    if fully:
+        return failed("uninitialized_memory", "; ".join(findings) + " — the output is never written: it passes only "
+                      "by returning memory that still holds an earlier (the reference's) result")
+    return failed("uninitialized_memory", "; ".join(findings) + " — reads or returns uninitialised memory",
+                  "incorrect")
+
+
+def check_precision(ctx: VerifyContext) -> CheckResult:
+    """Candidate's error against float64 vs PyTorch's own error: lower precision than the dtype allows."""
+    inputs = ctx.make_inputs(ctx.seed())
+    if not any(isinstance(x, torch.Tensor) and x.is_floating_point() for x in inputs):
+        return skipped("precision", "no floating-point inputs", "incorrect")
+    ref_out = run(ctx.ref, clone_inputs(inputs))
+    out = run(ctx.cand, clone_inputs(inputs))
+    try:
+        ref64_model = _float64_copy(ctx.ref)
+    except Exception as exc:  # noqa: BLE001
+        return skipped("precision", f"no float64 copy of the reference ({type(exc).__name__})", "incorrect")
+    with preserved_state(ref64_model):
+        ref64 = run(ref64_model, [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                                  for x in clone_inputs(inputs)])
+    tf32 = bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+    lines = []
+    for i, (o, r, r64) in enumerate(zip(tensors(out), tensors(ref_out), tensors(ref64))):
+        if not r.is_floating_point() or o.shape != r.shape:
+            continue
+        cand_err = _rel_err(o, r64)
+        ref_err = _rel_err(r, r64)
+        floor = {torch.float32: 3e-3 if tf32 else 5e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2,
+                 torch.float64: 1e-12}.get(r.dtype, 1e-3)
+        lines.append(f"output {i} ({str(r.dtype).replace('torch.', '')}): rel L2 vs fp64 {cand_err:.3g}, "
+                     f"PyTorch's own {ref_err:.3g}")
+        if not math.isfinite(cand_err) or (cand_err > 10 * ref_err and cand_err > floor):
+            return failed("precision", f"{lines[-1]} — over 10× PyTorch's error and above {floor:g} for this dtype"
+                          f"{' (TF32 allowed)' if tf32 else ' (TF32 off)'}: computed in lower precision",
+                          "incorrect")
+    return passed("precision", "; ".join(lines) or "no floating outputs", "incorrect")
+
+
+def _float64_copy(model: nn.Module) -> nn.Module:
+    import copy
+
+    clone = copy.deepcopy(model)
+    return clone.double()

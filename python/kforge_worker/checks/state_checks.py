@@ -1,0 +1,131 @@
+"""State semantics: train/eval modes, reloading fresh parameters, and buffers after several calls."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from .context import (
+    _equal,
+    clone_inputs,
+    compare,
+    has_dropout,
+    mode_dependent,
+    preserved_state,
+    run,
+    VerifyContext,
+)
+from .result import CheckResult, failed, passed, skipped
+
+
+def check_state(ctx: VerifyContext) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    ref_keys = set(ctx.ref.state_dict().keys())
+    cand_keys = set(ctx.cand.state_dict().keys())
+    same_keys = ref_keys == cand_keys and bool(ref_keys)
+    dependent = mode_dependent(ctx.ref)
+
+    # train/eval
+    if dependent:
+        bad = []
+        with preserved_state(ctx.ref, ctx.cand):
+            for mode in ("eval", "train"):
+                getattr(ctx.ref, mode)()
+                getattr(ctx.cand, mode)()
+                if mode == "train" and has_dropout(ctx.ref):
+                    continue
+                inputs = ctx.make_inputs(ctx.seed())
+                c = compare(run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)), ctx.atol, ctx.rtol)
+                if not c.ok:
+                    bad.append(f"{mode} mode: {c.message}")
+        if bad:
+            results.append(failed("state_train_eval", "; ".join(bad) + f" (mode-dependent layers: {', '.join(dependent)})",
+                                  "incorrect"))
+        else:
+            results.append(passed("state_train_eval", f"train and eval mode both match ({', '.join(dependent)})",
+                                  "incorrect"))
+    else:
+        results.append(skipped("state_train_eval", "no mode-dependent layers", "incorrect"))
+
+    # load_state_dict with fresh random parameters
+    if not same_keys:
+        results.append(skipped("state_reload", "state_dict keys differ from the reference's: parameters cannot be "
+                               "swapped", "incorrect"))
+    else:
+        with preserved_state(ctx.ref, ctx.cand):
+            gen = torch.Generator(device="cpu").manual_seed(ctx.seed())
+            fresh = {}
+            for k, v in ctx.ref.state_dict().items():
+                if v.is_floating_point():
+                    noise = torch.randn(v.shape, generator=gen, dtype=torch.float32)
+                    scale = float(v.float().std()) if v.numel() > 1 and float(v.float().std()) > 0 else 0.5
+                    mean = float(v.float().mean()) if v.numel() else 0.0
+                    if "running_var" in k or k.endswith(".var"):
+                        value = (noise.abs() * 0.5 + 0.5)
+                    else:
+                        value = noise * scale + mean + (0.3 if v.numel() == 1 else 0.0)
+                    fresh[k] = value.to(v.dtype).to(v.device)
+                else:
+                    fresh[k] = v.clone()
+            try:
+                ctx.ref.load_state_dict(fresh)
+                ctx.cand.load_state_dict(fresh)
+            except Exception as exc:  # noqa: BLE001
+                results.append(failed("state_reload", f"load_state_dict failed: {type(exc).__name__}: {exc}"[:300],
+                                      "incorrect"))
+            else:
+                bad = []
+                modes = ("train", "eval") if dependent else ("current",)
+                for mode in modes:
+                    if mode != "current":
+                        ctx.ref.train(mode == "train")
+                        ctx.cand.train(mode == "train")
+                    if mode == "train" and has_dropout(ctx.ref):
+                        continue
+                    inputs = ctx.make_inputs(ctx.seed())
+                    c = compare(run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)),
+                                ctx.atol, ctx.rtol)
+                    if not c.ok:
+                        bad.append(f"{mode}: {c.message}")
+                if bad:
+                    results.append(failed("state_reload", "after load_state_dict with fresh random parameters the "
+                                          "output is wrong (parameters folded or cached at __init__): " + "; ".join(bad),
+                                          "incorrect"))
+                else:
+                    results.append(passed("state_reload", "matches after load_state_dict with fresh random parameters",
+                                          "incorrect"))
+
+    # buffers after a sequence of training-mode calls
+    buffers = [k for k, _ in ctx.ref.named_buffers()]
+    if not buffers or not same_keys:
+        results.append(skipped("state_buffers", "no buffers" if not buffers else "state_dict keys differ",
+                               "incorrect"))
+    else:
+        with preserved_state(ctx.ref, ctx.cand):
+            ctx.cand.load_state_dict(ctx.ref.state_dict())
+            ctx.ref.train()
+            ctx.cand.train()
+            for _ in range(3):
+                inputs = ctx.make_inputs(ctx.seed())
+                run(ctx.ref, clone_inputs(inputs))
+                run(ctx.cand, clone_inputs(inputs))
+            ref_state = dict(ctx.ref.named_buffers())
+            cand_state = dict(ctx.cand.named_buffers())
+            bad = []
+            for k in buffers:
+                r, c = ref_state[k], cand_state.get(k)
+                if c is None:
+                    bad.append(f"{k} missing")
+                    continue
+                if r.is_floating_point():
+                    if not torch.allclose(c.double().to(r.device), r.double(), atol=1e-5, rtol=1e-4):
+                        bad.append(f"{k}: max diff {float((c.double().to(r.device) - r.double()).abs().max()):.3g}")
+                elif not _equal(c.to(r.device), r):
+                    bad.append(f"{k}: {c.tolist() if c.numel() == 1 else '...'} vs {r.tolist() if r.numel() == 1 else '...'}")
+        if bad:
+            results.append(failed("state_buffers", "after 3 training-mode calls: " + "; ".join(bad[:4]), "incorrect"))
+        else:
+            results.append(passed("state_buffers", f"{len(buffers)} buffer(s) match after 3 training-mode calls",
+                                  "incorrect"))
+    return results
