@@ -12,6 +12,7 @@ PyTorch's SDPA and the unfused baddbmm -> softmax -> bmm peer timed in the same 
 """
 
 import argparse
+import faulthandler
 import importlib.util
 import json
 import math
@@ -71,7 +72,8 @@ def run_poisoned(fn, out_shape, dtype):
 def kernel_paths(mod, sk):
     paths = [("general", mod.PATH_GENERAL)]
     if sk <= 512:
-        paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_mc", mod.PATH_WGMMA_512_MC)]
+        paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_mc", mod.PATH_WGMMA_512_MC),
+                  ("wgmma512_mc4", mod.PATH_WGMMA_512_MC4)]
     if sk <= 1024:
         paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("wgmma1024_mc", mod.PATH_WGMMA_1024_MC)]
     return paths
@@ -231,12 +233,9 @@ def bench(mod, quick, env):
         variants = {"pytorch_sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
                     "unfused": lambda: unfused(q, k, v, causal, scale),
                     "modelnew_dispatch": lambda: mod.scaled_dot_product_attention(q, k, v, is_causal=causal)}
-        ours = {f"kforge_{name}": path for name, path in kernel_paths(mod, s) if not name.endswith("_mc")}
+        ours = {f"kforge_{name}": path for name, path in kernel_paths(mod, s)}
         if s * d > 512 * 1024:
             del ours["kforge_general"]  # recomputes QK^T per 128-wide slice: not worth device time here
-        if d >= 512:  # A/B of the wgmma kernel's L2 prefetch (path flag 16 turns it off)
-            for name in [n for n in ours if n.startswith("kforge_wgmma")]:
-                ours[name + "_nol2pf"] = ours[name] | 16
         errs = {}
         for name, path in ours.items():
             variants[name] = (lambda p: lambda: mod.kforge_attention(q, k, v, is_causal=causal, scale=scale, path=p))(path)
@@ -261,6 +260,7 @@ def bench(mod, quick, env):
 
 
 def main():
+    faulthandler.enable()
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="small sweep and benchmark set")
     ap.add_argument("--quick-bench", action="store_true", help="full sweep, small benchmark set")

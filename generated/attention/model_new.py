@@ -185,29 +185,27 @@ __device__ __forceinline__ void warpgroup_bar(int wg) {
 
 namespace kforge_attn {
 // ---- cluster helpers (K/V multicast between the CTAs of a cluster) ----
-// Wait with cluster-scope acquire: pairs with the peers' release-arrives on a slot's "empty" barrier.
-__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
-// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster.
+// Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster. Default
+// (.release.cta) semantics on purpose: the arriving warp only says "my MMAs that read this slot retired";
+// there are no generic-proxy writes for the peer to see. A .release.cluster arrive compiles to a cluster-
+// wide memory barrier per release (measured: 45% of all warp stall cycles, the multicast kernel ran at half
+// the speed of the plain one); the producer's wait is likewise a plain CTA-scope try_wait (an acquire.cluster
+// wait invalidates L1 on every poll).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
   asm volatile(
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(smem_u32(bar)),
       "r"(cta_rank)
       : "memory");
 }
+// Warpgroup-wide register reallocation (sm_90): every warp of the warpgroup executes it.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -570,7 +568,7 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
 //            where the key index crosses a block, and by 1/l at the end; then the chunk is stored.
 //
 // Roles: NWG consumer warpgroups x 64 query rows (the K/V tiles in shared memory serve all of them) and
-// one producer warp. The producer issues TMA loads (4-D tensor maps over (D, S, H, B) with the tensors'
+// one producer warpgroup (registers handed to the consumers with setmaxnreg). The producer issues TMA loads (4-D tensor maps over (D, S, H, B) with the tensors'
 // own strides, zero fill past every edge, swizzled = the layout wgmma reads) into a ring of slots:
 // phase 1 uses 4 slots of 24 KB (Q and K chunks 32 wide, 64B swizzle), phase 2 3 slots of 32 KB (V
 // tiles, 128B swizzle) over the same 96 KB. Slots complete on "full" mbarriers; each consumer warp
@@ -598,7 +596,12 @@ constexpr int kHopStages2 = 3;
 template <int NWG, int NKB_MAX>
 struct HopperLayout {
   static constexpr int kConsumerThreads = NWG * 128;
-  static constexpr int kThreads = kConsumerThreads + 32;  // + one producer warp
+  // + one producer warpgroup (one thread issues the loads). A whole warpgroup, so setmaxnreg can move its
+  // registers to the consumers: a 9-warp block was capped at 168 registers per thread (3 warps on one SM
+  // sub-partition's 16K-register file).
+  static constexpr int kThreads = kConsumerThreads + 128;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = NWG == 2 ? 232 : 240;  // 2*128*232 + 128*40 <= 65536
   static constexpr int kRows = NWG * 64;
   static constexpr int kPanelsPerWg = NKB_MAX * kHopKeyBlock / 64;
   static constexpr int kPBytes = NWG * kPanelsPerWg * kHopPanel;
@@ -615,6 +618,51 @@ struct HopperLayout {
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
 };
 
+// Epilogue: the accumulator (rows g and g+8 of this warp, columns jn*8 + 2t, +1) scaled by 1/l, stored as
+// 16-byte vectors. A quad's 4 x 4 transpose (3 shuffle rounds) gives thread t the 8 consecutive columns
+// (4q + t) * 8 .. +7 of each 32-column block q, so every store instruction writes whole 32-byte sectors
+// (64 contiguous bytes per row) instead of 4 bytes per thread: a quarter of the store instructions and
+// half of the L2 write sectors.
+// x[i] for a lane-dependent i without dynamic register indexing (which would go to local memory).
+__device__ __forceinline__ uint32_t pick4(const uint32_t* x, int i) {
+  return i == 0 ? x[0] : i == 1 ? x[1] : i == 2 ? x[2] : x[3];
+}
+
+template <typename T>
+__device__ __forceinline__ void store_o_chunk(const float* acc, float il0, float il1, T* row0, int64_t row_stride,
+                                              bool ok0, bool ok1, int cols_left, int t) {
+  // Column blocks outermost, so each block's accumulator registers die as soon as it is stored.
+#pragma unroll
+  for (int q = 0; q < 8; ++q) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float il = half ? il1 : il0;
+      const bool row_ok = half ? ok1 : ok0;  // the shuffles below need every lane: only the store is guarded
+      T* row = row0 + (half ? 8 * row_stride : 0);
+      uint32_t x[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int e = 4 * (4 * q + j) + 2 * half;
+        x[j] = Pack2<T>::from_floats(acc[e] * il, acc[e + 1] * il);
+      }
+      // out[s] = thread s's x[t]: our own x[t] for s == t, from partner t ^ k in shuffle round k otherwise.
+      uint32_t out[4];
+      const uint32_t own = pick4(x, t);
+#pragma unroll
+      for (int s = 0; s < 4; ++s) out[s] = own;
+#pragma unroll
+      for (int k = 1; k < 4; ++k) {
+        const int partner = t ^ k;
+        const uint32_t got = __shfl_xor_sync(0xffffffffu, pick4(x, partner), k);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) out[s] = (s == partner) ? got : out[s];
+      }
+      const int col = (4 * q + t) * 8;
+      if (row_ok && col < cols_left) *reinterpret_cast<uint4*>(row + col) = make_uint4(out[0], out[1], out[2], out[3]);
+    }
+  }
+}
+
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
 __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
                                         float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
@@ -622,12 +670,12 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
                                         int n_dc);
 
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32, 1)
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 128, 1)
     attn_hopper_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                        const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   using L = HopperLayout<NWG, NKB_MAX>;
   static_assert(L::kSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  static_assert(CLUSTER == 1 || CLUSTER == 2, "K/V multicast is written for clusters of 1 or 2 CTAs");
+  static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "K/V multicast is written for clusters of 1, 2 or 4 CTAs");
   constexpr int kEmptyArrivals = CLUSTER * NWG * 4;  // every consumer warp of the cluster releases every slot
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   extern __shared__ unsigned char smem_raw[];
@@ -666,11 +714,12 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
   else __syncthreads();
 
   if (tid >= L::kConsumerThreads) {
-    // ---------------- producer warp: one thread issues every load ----------------
+    // ---------------- producer warpgroup: one thread issues every load ----------------
+    setmaxnreg_dec<L::kProducerRegs>();
     if (tid == L::kConsumerThreads) {
       for (int i = 0; i < n1; ++i) {  // Q chunk c + K block kb chunk c
         const int s = i % kHopStages1, use = i / kHopStages1;
-        if (use > 0) mbar_wait_cluster(&empty1[s], (use - 1) & 1);
+        if (use > 0) mbar_wait(&empty1[s], (use - 1) & 1);
         unsigned char* slot = sRing + s * L::kStage1;
         const int kb = i / n_c, c = i % n_c;
         mbar_arrive_expect_tx(&full1[s], L::kStage1);  // own Q chunk + the whole K chunk (both halves)
@@ -684,10 +733,10 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
         }
       }
       // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 slot is consumed.
-      for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait_cluster(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
+      for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
       for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
         const int s = j % kHopStages2, use = j / kHopStages2;
-        if (use > 0) mbar_wait_cluster(&empty2[s], (use - 1) & 1);
+        if (use > 0) mbar_wait(&empty2[s], (use - 1) & 1);
         unsigned char* slot = sRing + s * L::kVTile;
         const int dc = j / n_kt, kt = j % n_kt;
         mbar_arrive_expect_tx(&full2[s], L::kVTile);
@@ -704,11 +753,12 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 32
       }
     }
   } else {
+    setmaxnreg_inc<L::kConsumerRegs>();
     consume<T, NWG, NKB_MAX, CLUSTER>(p, sP, sRing, sRatio, sInvL, full1, empty1, full2, empty2, m0, h, b, k_end,
                                       n_kb, n_kt, n_c, n_dc);
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
-  // (__syncwarp: the producer warp's lanes diverged above; the cluster barrier wants whole warps.)
+  // (__syncwarp: the producer's lanes diverged above; the cluster barrier wants whole warps.)
   __syncwarp();
   if (CLUSTER > 1) cluster_sync();
 }
@@ -872,17 +922,8 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
     reg_fence(acc);
     release(empty2, pending);
     const float il0 = sInvL[row_cta], il1 = sInvL[row_cta + 8];
-    const bool ok0 = row_glob < p.Sq, ok1 = row_glob + 8 < p.Sq;
-    T* o0 = o + (int64_t)row_glob * p.o_ss + dc * kHopDvChunk + 2 * t;
-    T* o1 = o0 + 8 * p.o_ss;
-    const int cols_left = p.Dv - dc * kHopDvChunk - 2 * t;
-#pragma unroll
-    for (int jn = 0; jn < 32; ++jn) {
-      if (jn * 8 < cols_left) {
-        if (ok0) *reinterpret_cast<uint32_t*>(o0 + jn * 8) = Pack2<T>::from_floats(acc[4 * jn] * il0, acc[4 * jn + 1] * il0);
-        if (ok1) *reinterpret_cast<uint32_t*>(o1 + jn * 8) = Pack2<T>::from_floats(acc[4 * jn + 2] * il1, acc[4 * jn + 3] * il1);
-      }
-    }
+    store_o_chunk<T>(acc, il0, il1, o + (int64_t)row_glob * p.o_ss + dc * kHopDvChunk, p.o_ss, row_glob < p.Sq,
+                     row_glob + 8 < p.Sq, p.Dv - dc * kHopDvChunk, t);
   }
 }
 
@@ -894,7 +935,8 @@ namespace kforge_attn {
 // Kernel choice. kAuto picks the wgmma kernel when the whole key row fits its shared-memory P buffer.
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
 // *Mc = clusters of two CTAs multicasting K/V tiles.
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5 };
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
+                      kHopperWideMc4 = 6 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -993,6 +1035,7 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperLong: return launch_hopper<T, 1, 4, 1>(p, q, k, v, stream);
     case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
     case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
+    case kHopperWideMc4: return launch_hopper<T, 2, 2, 4>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -1024,7 +1067,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperLongMc, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideMc4, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -1079,6 +1122,7 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
 # Kernel choice passed to the extension (mirrors `Path` in attention.cu); *_MC: clusters of two CTAs
 # multicasting K/V tiles.
 PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
+PATH_WGMMA_512_MC4 = 6
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256

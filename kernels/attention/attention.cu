@@ -21,7 +21,8 @@ namespace kforge_attn {
 // Kernel choice. kAuto picks the wgmma kernel when the whole key row fits its shared-memory P buffer.
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
 // *Mc = clusters of two CTAs multicasting K/V tiles.
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5 };
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
+                      kHopperWideMc4 = 6 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -120,6 +121,7 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperLong: return launch_hopper<T, 1, 4, 1>(p, q, k, v, stream);
     case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
     case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
+    case kHopperWideMc4: return launch_hopper<T, 2, 2, 4>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -151,7 +153,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperLongMc, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideMc4, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());

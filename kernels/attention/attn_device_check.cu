@@ -15,6 +15,8 @@ template __global__ void attn_hopper_kernel<__half, 2, 2, 1>(const __grid_consta
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
 template __global__ void attn_hopper_kernel<__half, 2, 2, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
+template __global__ void attn_hopper_kernel<__half, 2, 2, 4>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
 template __global__ void attn_hopper_kernel<__half, 1, 4, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
 template __global__ void attn_hopper_kernel<__half, 1, 4, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
@@ -22,6 +24,8 @@ template __global__ void attn_hopper_kernel<__half, 1, 4, 2>(const __grid_consta
 template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
 template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
+    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
+template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2, 4>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
 template __global__ void attn_hopper_kernel<__nv_bfloat16, 1, 4, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
     const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
