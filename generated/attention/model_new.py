@@ -587,10 +587,11 @@ namespace kforge_attn {
 
 constexpr int kHopKeyBlock = 256;    // keys per QK^T block: one m64n256 accumulator
 constexpr int kHopQkChunk = 32;      // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
-constexpr int kHopKeyTile = 64;      // keys per P.V stage
+constexpr int kHopKeyTile = 64;      // keys per P.V stage (32-key tiles, 6 of 16 KB: phase 2 measured 14% slower)
 constexpr int kHopDvChunk = 256;     // output columns per P.V pass: one m64n256 accumulator
-constexpr int kHopPanel = 64 * 128;  // [64 rows x 64] 16-bit elements, 128B swizzle
-constexpr int kHopStages1 = 4;
+constexpr int kHopPanel = 64 * 128;  // [64 rows x 64] 16-bit elements, 128B swizzle (P)
+constexpr int kHopVPanel = kHopKeyTile * 128;  // [64 keys x 64 cols] of a V tile, 128B swizzle
+constexpr int kHopRingStages1 = 4;   // phase-1 slots in the ring
 constexpr int kHopStages2 = 3;
 
 template <int NWG, int NKB_MAX>
@@ -609,10 +610,15 @@ struct HopperLayout {
   static constexpr int kKChunk = kHopKeyBlock * kHopQkChunk * 2;
   static constexpr int kStage1 = kQChunk + kKChunk;
   static constexpr int kVTile = kHopKeyTile * kHopDvChunk * 2;  // 4 panels of [64 keys x 64 cols]
-  static constexpr int kRing =
-      (kHopStages1 * kStage1 > kHopStages2 * kVTile) ? kHopStages1 * kStage1 : kHopStages2 * kVTile;
+  static constexpr int kRing = (kHopRingStages1 * kStage1 > kHopStages2 * kVTile) ? kHopRingStages1 * kStage1
+                                                                                  : kHopStages2 * kVTile;
+  // Phase 1 also borrows each warpgroup's P area of the last key block (written only once phase 1 is
+  // over): one more slot per warpgroup, so more bytes are in flight while Q K^T streams.
+  static constexpr int kLastBlockP = (NKB_MAX - 1) * 4 * kHopPanel;  // offset inside a warpgroup's P
+  static constexpr int kStages1 = kHopRingStages1 + NWG;
   static constexpr int kStatsBytes = kRows * NKB_MAX * 4;  // (NKB_MAX-1) block ratios + 1/l per row
-  static constexpr int kBarrierBytes = 2 * (kHopStages1 + kHopStages2) * 8;
+  static constexpr int kBarrierBytes = 2 * (kStages1 + kHopStages2) * 8;
+  static_assert(4 * kHopPanel >= kStage1, "a borrowed P block must hold one phase-1 slot");
   static constexpr int kAlignSlack = 1024;  // swizzle atoms must start on 1024-byte boundaries
   static constexpr int kSmemBytes = kAlignSlack + kPBytes + kRing + kStatsBytes + kBarrierBytes;
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
@@ -663,6 +669,14 @@ __device__ __forceinline__ void store_o_chunk(const float* acc, float il0, float
   }
 }
 
+// Phase-1 slot s: the ring's first kHopRingStages1 slots, then one in each warpgroup's last-block P area.
+template <int NWG, int NKB_MAX>
+__device__ __forceinline__ unsigned char* stage1_slot(unsigned char* sP, unsigned char* sRing, int s) {
+  using L = HopperLayout<NWG, NKB_MAX>;
+  return s < kHopRingStages1 ? sRing + s * L::kStage1
+                             : sP + (s - kHopRingStages1) * L::kPanelsPerWg * kHopPanel + L::kLastBlockP;
+}
+
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
 __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
                                         float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
@@ -685,8 +699,8 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
   float* sRatio = reinterpret_cast<float*>(sRing + L::kRing);  // [NKB_MAX-1][kRows]
   float* sInvL = sRatio + (NKB_MAX - 1) * L::kRows;            // [kRows]
   uint64_t* full1 = reinterpret_cast<uint64_t*>(sInvL + L::kRows);
-  uint64_t* empty1 = full1 + kHopStages1;
-  uint64_t* full2 = empty1 + kHopStages1;
+  uint64_t* empty1 = full1 + L::kStages1;
+  uint64_t* full2 = empty1 + L::kStages1;
   uint64_t* empty2 = full2 + kHopStages2;
 
   const int tid = threadIdx.x;
@@ -705,7 +719,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
   const int n2 = n_dc * n_kt; // phase-2 items
 
   if (tid == 0) {
-    for (int s = 0; s < kHopStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], kEmptyArrivals);
+    for (int s = 0; s < L::kStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], kEmptyArrivals);
     for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], kEmptyArrivals);
     fence_mbar_init();
   }
@@ -718,9 +732,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
     setmaxnreg_dec<L::kProducerRegs>();
     if (tid == L::kConsumerThreads) {
       for (int i = 0; i < n1; ++i) {  // Q chunk c + K block kb chunk c
-        const int s = i % kHopStages1, use = i / kHopStages1;
+        const int s = i % L::kStages1, use = i / L::kStages1;
         if (use > 0) mbar_wait(&empty1[s], (use - 1) & 1);
-        unsigned char* slot = sRing + s * L::kStage1;
+        unsigned char* slot = stage1_slot<NWG, NKB_MAX>(sP, sRing, s);
         const int kb = i / n_c, c = i % n_c;
         mbar_arrive_expect_tx(&full1[s], L::kStage1);  // own Q chunk + the whole K chunk (both halves)
         tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
@@ -732,8 +746,8 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
                                 kb * kHopKeyBlock + rank * rows, h, b, kAllCtas);
         }
       }
-      // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 slot is consumed.
-      for (int s = 0; s < kHopStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / kHopStages1) & 1);
+      // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 ring slot is consumed.
+      for (int s = 0; s < kHopRingStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / L::kStages1) & 1);
       for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
         const int s = j % kHopStages2, use = j / kHopStages2;
         if (use > 0) mbar_wait(&empty2[s], (use - 1) & 1);
@@ -744,9 +758,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
 #pragma unroll
         for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
           if (CLUSTER == 1) {
-            tma_load_4d(slot + pp * kHopPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
+            tma_load_4d(slot + pp * kHopVPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
           } else {
-            tma_load_4d_multicast(slot + pp * kHopPanel + rank * rows * 128, &tm_v, &full2[s],
+            tma_load_4d_multicast(slot + pp * kHopVPanel + rank * rows * 128, &tm_v, &full2[s],
                                   dc * kHopDvChunk + pp * 64, kt * kHopKeyTile + rank * rows, h, b, kAllCtas);
           }
         }
@@ -803,9 +817,9 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
     int pending = -1;  // slot whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
       const int i = kb * n_c + c;
-      const int s = i % kHopStages1;
-      mbar_wait(&full1[s], (i / kHopStages1) & 1);
-      const unsigned char* slot = sRing + s * L::kStage1;
+      const int s = i % L::kStages1;
+      mbar_wait(&full1[s], (i / L::kStages1) & 1);
+      const unsigned char* slot = stage1_slot<NWG, NKB_MAX>(sP, sRing, s);
       const uint32_t a_base = smem_u32(slot + wg * 64 * kHopQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + L::kQChunk);
       wgmma_fence();
@@ -850,6 +864,12 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
       if (kb > 0 && t == 0) sRatio[(kb - 1) * L::kRows + row_cta + r * 8] = alpha;
       m_run[r] = m_new;
       l_run[r] *= alpha;
+    }
+    if (kb == NKB_MAX - 1) {
+      // This block's P goes where phase-1 slot kHopRingStages1 + wg lived: every consumer warp (of every
+      // CTA of the cluster) must have released that slot's last use before it is overwritten.
+      const int s = kHopRingStages1 + wg, n1 = n_kb * n_c;
+      if (s < n1) mbar_wait(&empty1[s], ((n1 - 1 - s) / L::kStages1) & 1);
     }
     unsigned char* p_rows0 = sP_wg + kb * 4 * kHopPanel + row_in_wg * 128 + t * 4;
 #pragma unroll
@@ -904,14 +924,16 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
         }
       }
       mbar_wait(&full2[s], (j / kHopStages2) & 1);
+      // P panels hold 64 keys (128-byte rows), as many as a V tile.
+      static_assert(kHopKeyTile == 64, "a P panel per V tile");
       const uint32_t a_base = smem_u32(sP_wg + kt * kHopPanel);
       const uint32_t b_base = smem_u32(sRing + s * L::kVTile);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
+      for (int kk = 0; kk < kHopKeyTile / 16; ++kk) {
         // A = P (K-major: keys contiguous); B = V tile (N-major: head dim contiguous), 16 keys per step.
         Wgmma<T>::template m64n256k16<1>(acc, sw128_desc(a_base + kk * 32, 16, 1024),
-                                         sw128_desc(b_base + kk * 16 * 128, kHopPanel, 1024));
+                                         sw128_desc(b_base + kk * 16 * 128, kHopVPanel, 1024));
       }
       wgmma_commit();
       wgmma_wait<1>();

@@ -589,21 +589,13 @@ at::Tensor split_weight_tf32x3(const at::Tensor& weight, int64_t chunk) {
   return out;
 }
 
-// softmax(scale * BatchNorm1d(x W^T + b), dim=1) for fp32 CUDA tensors.
-//   use_batch_stats:      normalise with this batch's statistics (training, or no running stats)
-//   update_running_stats: also update running_mean / running_var
-//   num_batches_tracked:  given exactly when nn.BatchNorm1d would bump it (training with tracked
-//                         stats): this call adds 1 on the device, before momentum=None reads it
-//   fp32_accurate:        3xTF32 (error at fp32 level); otherwise one TF32 GEMM (allow_tf32 semantics)
-//   k_chunk:              3xTF32 only: K-chunk length of the interleaved layout (<= 0: all of K)
-//   weight_split:         3xTF32 only: split_weight_tf32x3(weight, k_chunk), or None to split here
-at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& weight_split,
-                   const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& gamma,
-                   const c10::optional<at::Tensor>& beta, const at::Tensor& scale,
-                   const c10::optional<at::Tensor>& running_mean, const c10::optional<at::Tensor>& running_var,
-                   const c10::optional<at::Tensor>& num_batches_tracked, bool use_batch_stats,
-                   bool update_running_stats, double momentum, bool cumulative_average, double eps,
-                   bool fp32_accurate, int64_t k_chunk) {
+// Y = x W^T (no bias: it cancels under batch statistics and is folded into the per-column affine
+// otherwise), fp32 CUDA tensors. Launched on its own so the caller's remaining host work overlaps the GEMM.
+//   fp32_accurate: 3xTF32 (error at fp32 level); otherwise one TF32 GEMM (allow_tf32 semantics)
+//   k_chunk:       3xTF32 only: K-chunk length of the interleaved layout (<= 0: all of K)
+//   weight_split:  3xTF32 only: split_weight_tf32x3(weight, k_chunk), or None to split here
+at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& weight_split,
+                          bool fp32_accurate, int64_t k_chunk) {
   using namespace lbs;
   TORCH_CHECK(x.is_cuda(), "linear_bn_softmax: x must be a CUDA tensor");
   TORCH_CHECK(x.scalar_type() == at::kFloat, "linear_bn_softmax: x must be float32, got ", x.scalar_type());
@@ -616,32 +608,10 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
   TORCH_CHECK(weight.size(1) == k, "linear_bn_softmax: weight has ", weight.size(1), " input features, x has ", k);
   TORCH_CHECK(m > 0 && n > 0 && k > 0, "linear_bn_softmax: empty problem (", m, "x", k, " times ", n, "x", k, ")");
   TORCH_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "linear_bn_softmax: sizes exceed cuBLAS's int range");
-  TORCH_CHECK(!use_batch_stats || m >= 2, "linear_bn_softmax: batch statistics need at least 2 rows, got ", m);
-  check_float_vector(bias, "bias", n, x);
-  check_float_vector(gamma, "bn.weight", n, x);
-  check_float_vector(beta, "bn.bias", n, x);
-  check_float_vector(running_mean, "bn.running_mean", n, x);
-  check_float_vector(running_var, "bn.running_var", n, x);
-  TORCH_CHECK(running_mean.has_value() == running_var.has_value(),
-              "linear_bn_softmax: running_mean and running_var must both be given or both be absent");
-  TORCH_CHECK(use_batch_stats || running_mean.has_value(), "linear_bn_softmax: eval mode needs running statistics");
-  TORCH_CHECK(!update_running_stats || running_mean.has_value(),
-              "linear_bn_softmax: updating running statistics needs running_mean / running_var");
-  TORCH_CHECK(scale.device() == x.device() && scale.scalar_type() == at::kFloat && scale.is_contiguous() &&
-                  (scale.numel() == 1 || scale.numel() == n),
-              "linear_bn_softmax: scale must be a contiguous float32 tensor of 1 or ", n, " values on ", x.device());
-  if (num_batches_tracked.has_value()) {
-    TORCH_CHECK(use_batch_stats, "linear_bn_softmax: num_batches_tracked is only bumped in training");
-    TORCH_CHECK(num_batches_tracked->device() == x.device() && num_batches_tracked->scalar_type() == at::kLong &&
-                    num_batches_tracked->numel() == 1,
-                "linear_bn_softmax: num_batches_tracked must be an int64 scalar on ", x.device());
-  }
-  TORCH_CHECK(!(update_running_stats && cumulative_average) || num_batches_tracked.has_value(),
-              "linear_bn_softmax: momentum=None needs num_batches_tracked");
   const c10::cuda::CUDAGuard guard(x.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
 
-  // Y = x W^T. The output tensor holds Y; the row pass overwrites it in place.
+  // The output tensor holds Y; bn_scale_softmax_ overwrites it in place.
   at::Tensor y = at::empty({m, n}, x.options());
   {
     cublasHandle_t handle = blas_handle(x.get_device(), stream);
@@ -678,6 +648,51 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
       gemm_tf32_nt(handle, x.data_ptr<float>(), weight.data_ptr<float>(), yp, m, n, k, 0.0f, k);
     }
   }
+
+  return y;
+}
+
+// y <- softmax(scale * BatchNorm1d(y + b), dim=1), in place, for y = linear_no_bias(x, W) (fp32, CUDA).
+//   use_batch_stats:      normalise with this batch's statistics (training, or no running stats)
+//   update_running_stats: also update running_mean / running_var
+//   num_batches_tracked:  given exactly when nn.BatchNorm1d would bump it (training with tracked
+//                         stats): this call adds 1 on the device, before momentum=None reads it
+at::Tensor bn_scale_softmax_(const at::Tensor& y, const c10::optional<at::Tensor>& bias,
+                             const c10::optional<at::Tensor>& gamma, const c10::optional<at::Tensor>& beta,
+                             const at::Tensor& scale, const c10::optional<at::Tensor>& running_mean,
+                             const c10::optional<at::Tensor>& running_var,
+                             const c10::optional<at::Tensor>& num_batches_tracked, bool use_batch_stats,
+                             bool update_running_stats, double momentum, bool cumulative_average, double eps) {
+  using namespace lbs;
+  const at::Tensor& x = y;  // the checks below name the device and options of y
+  TORCH_CHECK(y.is_cuda() && y.scalar_type() == at::kFloat && y.dim() == 2 && y.is_contiguous(),
+              "linear_bn_softmax: y must be a contiguous float32 2-D CUDA tensor (linear_no_bias's output)");
+  const int64_t m = y.size(0), n = y.size(1);
+  TORCH_CHECK(m > 0 && n > 0 && m <= INT_MAX && n <= INT_MAX, "linear_bn_softmax: bad y shape ", y.sizes());
+  TORCH_CHECK(!use_batch_stats || m >= 2, "linear_bn_softmax: batch statistics need at least 2 rows, got ", m);
+  check_float_vector(bias, "bias", n, x);
+  check_float_vector(gamma, "bn.weight", n, x);
+  check_float_vector(beta, "bn.bias", n, x);
+  check_float_vector(running_mean, "bn.running_mean", n, x);
+  check_float_vector(running_var, "bn.running_var", n, x);
+  TORCH_CHECK(running_mean.has_value() == running_var.has_value(),
+              "linear_bn_softmax: running_mean and running_var must both be given or both be absent");
+  TORCH_CHECK(use_batch_stats || running_mean.has_value(), "linear_bn_softmax: eval mode needs running statistics");
+  TORCH_CHECK(!update_running_stats || running_mean.has_value(),
+              "linear_bn_softmax: updating running statistics needs running_mean / running_var");
+  TORCH_CHECK(scale.device() == x.device() && scale.scalar_type() == at::kFloat && scale.is_contiguous() &&
+                  (scale.numel() == 1 || scale.numel() == n),
+              "linear_bn_softmax: scale must be a contiguous float32 tensor of 1 or ", n, " values on ", x.device());
+  if (num_batches_tracked.has_value()) {
+    TORCH_CHECK(use_batch_stats, "linear_bn_softmax: num_batches_tracked is only bumped in training");
+    TORCH_CHECK(num_batches_tracked->device() == x.device() && num_batches_tracked->scalar_type() == at::kLong &&
+                    num_batches_tracked->numel() == 1,
+                "linear_bn_softmax: num_batches_tracked must be an int64 scalar on ", x.device());
+  }
+  TORCH_CHECK(!(update_running_stats && cumulative_average) || num_batches_tracked.has_value(),
+              "linear_bn_softmax: momentum=None needs num_batches_tracked");
+  const c10::cuda::CUDAGuard guard(x.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
 
   BatchNormParams bn{};
   bn.bias = ptr_or_null(bias);
@@ -733,13 +748,15 @@ _CPP_SOURCE = r"""
 
 at::Tensor split_weight_tf32x3(const at::Tensor& weight, int64_t chunk);
 
-at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& weight_split,
-                   const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& gamma,
-                   const c10::optional<at::Tensor>& beta, const at::Tensor& scale,
-                   const c10::optional<at::Tensor>& running_mean, const c10::optional<at::Tensor>& running_var,
-                   const c10::optional<at::Tensor>& num_batches_tracked, bool use_batch_stats,
-                   bool update_running_stats, double momentum, bool cumulative_average, double eps,
-                   bool fp32_accurate, int64_t k_chunk);
+at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& weight_split,
+                          bool fp32_accurate, int64_t k_chunk);
+
+at::Tensor bn_scale_softmax_(const at::Tensor& y, const c10::optional<at::Tensor>& bias,
+                             const c10::optional<at::Tensor>& gamma, const c10::optional<at::Tensor>& beta,
+                             const at::Tensor& scale, const c10::optional<at::Tensor>& running_mean,
+                             const c10::optional<at::Tensor>& running_var,
+                             const c10::optional<at::Tensor>& num_batches_tracked, bool use_batch_stats,
+                             bool update_running_stats, double momentum, bool cumulative_average, double eps);
 """
 
 _extension_module = None
@@ -775,7 +792,7 @@ def _extension():
             name="kforge_linear_bn_softmax",
             cpp_sources=[_CPP_SOURCE],
             cuda_sources=[_CUDA_SOURCE],
-            functions=["forward", "split_weight_tf32x3"],
+            functions=["linear_no_bias", "bn_scale_softmax_", "split_weight_tf32x3"],
             extra_cflags=["-O3"],
             extra_cuda_cflags=["-O3"],
             extra_ldflags=_cublas_link_flags(),
@@ -792,6 +809,15 @@ def _autocast_enabled():
 
 
 _INT32_MAX = 2**31 - 1
+_CAPABILITY = {}
+
+
+def _device_capability(device):
+    """torch.cuda.get_device_capability, memoised: it is asked on every call."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _CAPABILITY:
+        _CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return _CAPABILITY[index]
 
 
 def _k_chunk_for(k):
@@ -824,8 +850,12 @@ class ModelNew(nn.Module):
         self._weight_split_cache = None  # (weight Parameter, (_version, k_chunk, device), (N, 3K) split)
 
     def forward(self, x):
-        if self._cuda_path_applies(x):
-            return self._forward_cuda(x)
+        # The GEMM is launched as soon as the checks it needs have passed; the remaining checks and the
+        # BatchNorm bookkeeping then run on the host while it executes (the GPU is not left idle for
+        # them). Should a later check fail, its result is dropped and the original ops run: never wrong.
+        y = self._launch_gemm(x) if self._gemm_applies(x) else None
+        if y is not None and self._cuda_path_applies(x):
+            return self._finish_cuda(y)
         return self._forward_reference(x)
 
     def _forward_reference(self, x):
@@ -835,20 +865,39 @@ class ModelNew(nn.Module):
         x = self.softmax(x)
         return x
 
-    def _cuda_path_applies(self, x):
-        gemm, bn = self.gemm, self.bn
+    def _gemm_applies(self, x):
+        """What the GEMM itself needs: an fp32 2-D CUDA x, the Linear's fp32 weight beside it, no autocast."""
+        gemm = self.gemm
         if not (isinstance(x, torch.Tensor) and x.is_cuda and x.dtype == torch.float32 and x.dim() == 2):
             return False
-        if type(gemm) is not nn.Linear or not isinstance(bn, nn.BatchNorm1d) or not isinstance(self.softmax, nn.Softmax):
+        if type(gemm) is not nn.Linear or _autocast_enabled():
             return False
-        if self.softmax.dim not in (1, -1) or _autocast_enabled():
+        w = gemm.weight
+        if not (w.is_cuda and w.dtype == torch.float32 and w.dim() == 2 and w.shape[1] == x.shape[1]):
+            return False
+        if w.device != x.device or min(x.shape[0], x.shape[1], w.shape[0]) == 0:
+            return False
+        if max(x.shape[0], x.shape[1], w.shape[0]) > _INT32_MAX or (
+            not torch.backends.cuda.matmul.allow_tf32 and 3 * x.shape[1] > _INT32_MAX
+        ):
+            return False  # cuBLAS takes int sizes
+        # Autograd recording (the default outside no_grad when parameters require grad): the original ops
+        # build the graph. Checked here, since it is the common reason to fall back.
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
+            return False
+        return _device_capability(x.device)[0] >= 8  # TF32 tensor cores
+
+    def _cuda_path_applies(self, x):
+        """The rest of the recipe's conditions (checked while the GEMM runs)."""
+        gemm, bn = self.gemm, self.bn
+        if not isinstance(bn, nn.BatchNorm1d) or not isinstance(self.softmax, nn.Softmax):
+            return False
+        if self.softmax.dim not in (1, -1):
             return False
         tensors = [gemm.weight, self.scale]
         tensors += [t for t in (gemm.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var) if t is not None]
         if any(t.device != x.device or t.dtype != torch.float32 for t in tensors):
             return False
-        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
-            return False  # autograd recording: the original ops build the graph
         m, k = x.shape
         n = gemm.out_features
         if gemm.weight.shape != (n, k) or bn.num_features != n or min(m, n, k) == 0 or max(m, n, k) > _INT32_MAX:
@@ -857,9 +906,7 @@ class ModelNew(nn.Module):
             return False
         if self._uses_batch_stats() and m < 2:
             return False  # PyTorch's own error for batch 1 comes from the original ops
-        if not self._scale_supported(n):
-            return False
-        return torch.cuda.get_device_capability(x.device)[0] >= 8  # TF32 tensor cores
+        return self._scale_supported(n)
 
     def _uses_batch_stats(self):
         """Whether this call normalises with batch statistics (nn.BatchNorm1d's `bn_training`)."""
@@ -889,7 +936,20 @@ class ModelNew(nn.Module):
         self._weight_split_cache = (w, (version, k_chunk, w.device), split)
         return split
 
-    def _forward_cuda(self, x):
+    def _launch_gemm(self, x):
+        """Y = x W^T on the tensor cores (3xTF32 unless TF32 is allowed), or None if the weight's layout is not
+        one the GEMM takes."""
+        ext = _extension()
+        weight = self.gemm.weight.detach()
+        if not weight.is_contiguous():
+            weight = weight.contiguous()
+        fp32_accurate = not torch.backends.cuda.matmul.allow_tf32
+        k_chunk = _k_chunk_for(x.shape[1]) if self.fp32_k_chunk is None else int(self.fp32_k_chunk)
+        # The cached split is of the Parameter itself; a non-contiguous weight is split on every call.
+        weight_split = self._weight_split(ext, k_chunk) if fp32_accurate and self.gemm.weight.is_contiguous() else None
+        return ext.linear_no_bias(x.contiguous(), weight, weight_split, fp32_accurate, k_chunk)
+
+    def _finish_cuda(self, y):
         ext = _extension()
         gemm, bn = self.gemm, self.bn
         use_batch_stats = self._uses_batch_stats()
@@ -903,15 +963,6 @@ class ModelNew(nn.Module):
             cumulative = bn.momentum is None
         if not update_running_stats:
             cumulative = False
-
-        fp32_accurate = not torch.backends.cuda.matmul.allow_tf32
-        k_chunk = _k_chunk_for(x.shape[1]) if self.fp32_k_chunk is None else int(self.fp32_k_chunk)
-        weight = gemm.weight.detach()
-        if not weight.is_contiguous():
-            weight = weight.contiguous()
-            weight_split = None
-        else:
-            weight_split = self._weight_split(ext, k_chunk) if fp32_accurate else None
         scale = self.scale.detach().reshape(-1).contiguous()
 
         # Buffers the kernels read (eval) or update in place (training); None where PyTorch passes None.
@@ -922,10 +973,8 @@ class ModelNew(nn.Module):
         def vec(t):
             return None if t is None else t.detach()
 
-        return ext.forward(
-            x.contiguous(),
-            weight,
-            weight_split,
+        return ext.bn_scale_softmax_(
+            y,
             vec(gemm.bias),
             vec(bn.weight),
             vec(bn.bias),
@@ -938,6 +987,4 @@ class ModelNew(nn.Module):
             momentum,
             cumulative,
             float(bn.eps),
-            fp32_accurate,
-            k_chunk,
         )

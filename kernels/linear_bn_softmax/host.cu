@@ -144,21 +144,13 @@ at::Tensor split_weight_tf32x3(const at::Tensor& weight, int64_t chunk) {
   return out;
 }
 
-// softmax(scale * BatchNorm1d(x W^T + b), dim=1) for fp32 CUDA tensors.
-//   use_batch_stats:      normalise with this batch's statistics (training, or no running stats)
-//   update_running_stats: also update running_mean / running_var
-//   num_batches_tracked:  given exactly when nn.BatchNorm1d would bump it (training with tracked
-//                         stats): this call adds 1 on the device, before momentum=None reads it
-//   fp32_accurate:        3xTF32 (error at fp32 level); otherwise one TF32 GEMM (allow_tf32 semantics)
-//   k_chunk:              3xTF32 only: K-chunk length of the interleaved layout (<= 0: all of K)
-//   weight_split:         3xTF32 only: split_weight_tf32x3(weight, k_chunk), or None to split here
-at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& weight_split,
-                   const c10::optional<at::Tensor>& bias, const c10::optional<at::Tensor>& gamma,
-                   const c10::optional<at::Tensor>& beta, const at::Tensor& scale,
-                   const c10::optional<at::Tensor>& running_mean, const c10::optional<at::Tensor>& running_var,
-                   const c10::optional<at::Tensor>& num_batches_tracked, bool use_batch_stats,
-                   bool update_running_stats, double momentum, bool cumulative_average, double eps,
-                   bool fp32_accurate, int64_t k_chunk) {
+// Y = x W^T (no bias: it cancels under batch statistics and is folded into the per-column affine
+// otherwise), fp32 CUDA tensors. Launched on its own so the caller's remaining host work overlaps the GEMM.
+//   fp32_accurate: 3xTF32 (error at fp32 level); otherwise one TF32 GEMM (allow_tf32 semantics)
+//   k_chunk:       3xTF32 only: K-chunk length of the interleaved layout (<= 0: all of K)
+//   weight_split:  3xTF32 only: split_weight_tf32x3(weight, k_chunk), or None to split here
+at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight, const c10::optional<at::Tensor>& weight_split,
+                          bool fp32_accurate, int64_t k_chunk) {
   using namespace lbs;
   TORCH_CHECK(x.is_cuda(), "linear_bn_softmax: x must be a CUDA tensor");
   TORCH_CHECK(x.scalar_type() == at::kFloat, "linear_bn_softmax: x must be float32, got ", x.scalar_type());
@@ -171,32 +163,10 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
   TORCH_CHECK(weight.size(1) == k, "linear_bn_softmax: weight has ", weight.size(1), " input features, x has ", k);
   TORCH_CHECK(m > 0 && n > 0 && k > 0, "linear_bn_softmax: empty problem (", m, "x", k, " times ", n, "x", k, ")");
   TORCH_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "linear_bn_softmax: sizes exceed cuBLAS's int range");
-  TORCH_CHECK(!use_batch_stats || m >= 2, "linear_bn_softmax: batch statistics need at least 2 rows, got ", m);
-  check_float_vector(bias, "bias", n, x);
-  check_float_vector(gamma, "bn.weight", n, x);
-  check_float_vector(beta, "bn.bias", n, x);
-  check_float_vector(running_mean, "bn.running_mean", n, x);
-  check_float_vector(running_var, "bn.running_var", n, x);
-  TORCH_CHECK(running_mean.has_value() == running_var.has_value(),
-              "linear_bn_softmax: running_mean and running_var must both be given or both be absent");
-  TORCH_CHECK(use_batch_stats || running_mean.has_value(), "linear_bn_softmax: eval mode needs running statistics");
-  TORCH_CHECK(!update_running_stats || running_mean.has_value(),
-              "linear_bn_softmax: updating running statistics needs running_mean / running_var");
-  TORCH_CHECK(scale.device() == x.device() && scale.scalar_type() == at::kFloat && scale.is_contiguous() &&
-                  (scale.numel() == 1 || scale.numel() == n),
-              "linear_bn_softmax: scale must be a contiguous float32 tensor of 1 or ", n, " values on ", x.device());
-  if (num_batches_tracked.has_value()) {
-    TORCH_CHECK(use_batch_stats, "linear_bn_softmax: num_batches_tracked is only bumped in training");
-    TORCH_CHECK(num_batches_tracked->device() == x.device() && num_batches_tracked->scalar_type() == at::kLong &&
-                    num_batches_tracked->numel() == 1,
-                "linear_bn_softmax: num_batches_tracked must be an int64 scalar on ", x.device());
-  }
-  TORCH_CHECK(!(update_running_stats && cumulative_average) || num_batches_tracked.has_value(),
-              "linear_bn_softmax: momentum=None needs num_batches_tracked");
   const c10::cuda::CUDAGuard guard(x.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
 
-  // Y = x W^T. The output tensor holds Y; the row pass overwrites it in place.
+  // The output tensor holds Y; bn_scale_softmax_ overwrites it in place.
   at::Tensor y = at::empty({m, n}, x.options());
   {
     cublasHandle_t handle = blas_handle(x.get_device(), stream);
@@ -233,6 +203,51 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& weight, const c10::opt
       gemm_tf32_nt(handle, x.data_ptr<float>(), weight.data_ptr<float>(), yp, m, n, k, 0.0f, k);
     }
   }
+
+  return y;
+}
+
+// y <- softmax(scale * BatchNorm1d(y + b), dim=1), in place, for y = linear_no_bias(x, W) (fp32, CUDA).
+//   use_batch_stats:      normalise with this batch's statistics (training, or no running stats)
+//   update_running_stats: also update running_mean / running_var
+//   num_batches_tracked:  given exactly when nn.BatchNorm1d would bump it (training with tracked
+//                         stats): this call adds 1 on the device, before momentum=None reads it
+at::Tensor bn_scale_softmax_(const at::Tensor& y, const c10::optional<at::Tensor>& bias,
+                             const c10::optional<at::Tensor>& gamma, const c10::optional<at::Tensor>& beta,
+                             const at::Tensor& scale, const c10::optional<at::Tensor>& running_mean,
+                             const c10::optional<at::Tensor>& running_var,
+                             const c10::optional<at::Tensor>& num_batches_tracked, bool use_batch_stats,
+                             bool update_running_stats, double momentum, bool cumulative_average, double eps) {
+  using namespace lbs;
+  const at::Tensor& x = y;  // the checks below name the device and options of y
+  TORCH_CHECK(y.is_cuda() && y.scalar_type() == at::kFloat && y.dim() == 2 && y.is_contiguous(),
+              "linear_bn_softmax: y must be a contiguous float32 2-D CUDA tensor (linear_no_bias's output)");
+  const int64_t m = y.size(0), n = y.size(1);
+  TORCH_CHECK(m > 0 && n > 0 && m <= INT_MAX && n <= INT_MAX, "linear_bn_softmax: bad y shape ", y.sizes());
+  TORCH_CHECK(!use_batch_stats || m >= 2, "linear_bn_softmax: batch statistics need at least 2 rows, got ", m);
+  check_float_vector(bias, "bias", n, x);
+  check_float_vector(gamma, "bn.weight", n, x);
+  check_float_vector(beta, "bn.bias", n, x);
+  check_float_vector(running_mean, "bn.running_mean", n, x);
+  check_float_vector(running_var, "bn.running_var", n, x);
+  TORCH_CHECK(running_mean.has_value() == running_var.has_value(),
+              "linear_bn_softmax: running_mean and running_var must both be given or both be absent");
+  TORCH_CHECK(use_batch_stats || running_mean.has_value(), "linear_bn_softmax: eval mode needs running statistics");
+  TORCH_CHECK(!update_running_stats || running_mean.has_value(),
+              "linear_bn_softmax: updating running statistics needs running_mean / running_var");
+  TORCH_CHECK(scale.device() == x.device() && scale.scalar_type() == at::kFloat && scale.is_contiguous() &&
+                  (scale.numel() == 1 || scale.numel() == n),
+              "linear_bn_softmax: scale must be a contiguous float32 tensor of 1 or ", n, " values on ", x.device());
+  if (num_batches_tracked.has_value()) {
+    TORCH_CHECK(use_batch_stats, "linear_bn_softmax: num_batches_tracked is only bumped in training");
+    TORCH_CHECK(num_batches_tracked->device() == x.device() && num_batches_tracked->scalar_type() == at::kLong &&
+                    num_batches_tracked->numel() == 1,
+                "linear_bn_softmax: num_batches_tracked must be an int64 scalar on ", x.device());
+  }
+  TORCH_CHECK(!(update_running_stats && cumulative_average) || num_batches_tracked.has_value(),
+              "linear_bn_softmax: momentum=None needs num_batches_tracked");
+  const c10::cuda::CUDAGuard guard(x.device());
+  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
 
   BatchNormParams bn{};
   bn.bias = ptr_or_null(bias);

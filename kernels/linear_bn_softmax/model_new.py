@@ -70,7 +70,7 @@ def _extension():
             name="kforge_linear_bn_softmax",
             cpp_sources=[_CPP_SOURCE],
             cuda_sources=[_CUDA_SOURCE],
-            functions=["forward", "split_weight_tf32x3"],
+            functions=["linear_no_bias", "bn_scale_softmax_", "split_weight_tf32x3"],
             extra_cflags=["-O3"],
             extra_cuda_cflags=["-O3"],
             extra_ldflags=_cublas_link_flags(),
@@ -87,6 +87,15 @@ def _autocast_enabled():
 
 
 _INT32_MAX = 2**31 - 1
+_CAPABILITY = {}
+
+
+def _device_capability(device):
+    """torch.cuda.get_device_capability, memoised: it is asked on every call."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _CAPABILITY:
+        _CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return _CAPABILITY[index]
 
 
 def _k_chunk_for(k):
@@ -119,8 +128,12 @@ class ModelNew(nn.Module):
         self._weight_split_cache = None  # (weight Parameter, (_version, k_chunk, device), (N, 3K) split)
 
     def forward(self, x):
-        if self._cuda_path_applies(x):
-            return self._forward_cuda(x)
+        # The GEMM is launched as soon as the checks it needs have passed; the remaining checks and the
+        # BatchNorm bookkeeping then run on the host while it executes (the GPU is not left idle for
+        # them). Should a later check fail, its result is dropped and the original ops run: never wrong.
+        y = self._launch_gemm(x) if self._gemm_applies(x) else None
+        if y is not None and self._cuda_path_applies(x):
+            return self._finish_cuda(y)
         return self._forward_reference(x)
 
     def _forward_reference(self, x):
@@ -130,20 +143,39 @@ class ModelNew(nn.Module):
         x = self.softmax(x)
         return x
 
-    def _cuda_path_applies(self, x):
-        gemm, bn = self.gemm, self.bn
+    def _gemm_applies(self, x):
+        """What the GEMM itself needs: an fp32 2-D CUDA x, the Linear's fp32 weight beside it, no autocast."""
+        gemm = self.gemm
         if not (isinstance(x, torch.Tensor) and x.is_cuda and x.dtype == torch.float32 and x.dim() == 2):
             return False
-        if type(gemm) is not nn.Linear or not isinstance(bn, nn.BatchNorm1d) or not isinstance(self.softmax, nn.Softmax):
+        if type(gemm) is not nn.Linear or _autocast_enabled():
             return False
-        if self.softmax.dim not in (1, -1) or _autocast_enabled():
+        w = gemm.weight
+        if not (w.is_cuda and w.dtype == torch.float32 and w.dim() == 2 and w.shape[1] == x.shape[1]):
+            return False
+        if w.device != x.device or min(x.shape[0], x.shape[1], w.shape[0]) == 0:
+            return False
+        if max(x.shape[0], x.shape[1], w.shape[0]) > _INT32_MAX or (
+            not torch.backends.cuda.matmul.allow_tf32 and 3 * x.shape[1] > _INT32_MAX
+        ):
+            return False  # cuBLAS takes int sizes
+        # Autograd recording (the default outside no_grad when parameters require grad): the original ops
+        # build the graph. Checked here, since it is the common reason to fall back.
+        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
+            return False
+        return _device_capability(x.device)[0] >= 8  # TF32 tensor cores
+
+    def _cuda_path_applies(self, x):
+        """The rest of the recipe's conditions (checked while the GEMM runs)."""
+        gemm, bn = self.gemm, self.bn
+        if not isinstance(bn, nn.BatchNorm1d) or not isinstance(self.softmax, nn.Softmax):
+            return False
+        if self.softmax.dim not in (1, -1):
             return False
         tensors = [gemm.weight, self.scale]
         tensors += [t for t in (gemm.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var) if t is not None]
         if any(t.device != x.device or t.dtype != torch.float32 for t in tensors):
             return False
-        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
-            return False  # autograd recording: the original ops build the graph
         m, k = x.shape
         n = gemm.out_features
         if gemm.weight.shape != (n, k) or bn.num_features != n or min(m, n, k) == 0 or max(m, n, k) > _INT32_MAX:
@@ -152,9 +184,7 @@ class ModelNew(nn.Module):
             return False
         if self._uses_batch_stats() and m < 2:
             return False  # PyTorch's own error for batch 1 comes from the original ops
-        if not self._scale_supported(n):
-            return False
-        return torch.cuda.get_device_capability(x.device)[0] >= 8  # TF32 tensor cores
+        return self._scale_supported(n)
 
     def _uses_batch_stats(self):
         """Whether this call normalises with batch statistics (nn.BatchNorm1d's `bn_training`)."""
@@ -184,7 +214,20 @@ class ModelNew(nn.Module):
         self._weight_split_cache = (w, (version, k_chunk, w.device), split)
         return split
 
-    def _forward_cuda(self, x):
+    def _launch_gemm(self, x):
+        """Y = x W^T on the tensor cores (3xTF32 unless TF32 is allowed), or None if the weight's layout is not
+        one the GEMM takes."""
+        ext = _extension()
+        weight = self.gemm.weight.detach()
+        if not weight.is_contiguous():
+            weight = weight.contiguous()
+        fp32_accurate = not torch.backends.cuda.matmul.allow_tf32
+        k_chunk = _k_chunk_for(x.shape[1]) if self.fp32_k_chunk is None else int(self.fp32_k_chunk)
+        # The cached split is of the Parameter itself; a non-contiguous weight is split on every call.
+        weight_split = self._weight_split(ext, k_chunk) if fp32_accurate and self.gemm.weight.is_contiguous() else None
+        return ext.linear_no_bias(x.contiguous(), weight, weight_split, fp32_accurate, k_chunk)
+
+    def _finish_cuda(self, y):
         ext = _extension()
         gemm, bn = self.gemm, self.bn
         use_batch_stats = self._uses_batch_stats()
@@ -198,15 +241,6 @@ class ModelNew(nn.Module):
             cumulative = bn.momentum is None
         if not update_running_stats:
             cumulative = False
-
-        fp32_accurate = not torch.backends.cuda.matmul.allow_tf32
-        k_chunk = _k_chunk_for(x.shape[1]) if self.fp32_k_chunk is None else int(self.fp32_k_chunk)
-        weight = gemm.weight.detach()
-        if not weight.is_contiguous():
-            weight = weight.contiguous()
-            weight_split = None
-        else:
-            weight_split = self._weight_split(ext, k_chunk) if fp32_accurate else None
         scale = self.scale.detach().reshape(-1).contiguous()
 
         # Buffers the kernels read (eval) or update in place (training); None where PyTorch passes None.
@@ -217,10 +251,8 @@ class ModelNew(nn.Module):
         def vec(t):
             return None if t is None else t.detach()
 
-        return ext.forward(
-            x.contiguous(),
-            weight,
-            weight_split,
+        return ext.bn_scale_softmax_(
+            y,
             vec(gemm.bias),
             vec(bn.weight),
             vec(bn.bias),
@@ -233,6 +265,4 @@ class ModelNew(nn.Module):
             momentum,
             cumulative,
             float(bn.eps),
-            fp32_accurate,
-            k_chunk,
         )
