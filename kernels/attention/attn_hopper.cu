@@ -176,7 +176,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
         const int s = i % L::kStages1, use = i / L::kStages1;
         if (use > 0) mbar_wait(&empty1[s], (use - 1) & 1);
         unsigned char* slot = stage1_slot<NWG, NKB_MAX>(sP, sRing, s);
-        const int kb = i / n_c, c = i % n_c;
+        // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
+        // they are still in L2 (a second read of Q from HBM is the largest excess traffic at S_k = 512).
+        const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
         mbar_arrive_expect_tx(&full1[s], L::kStage1);  // own Q chunk + the whole K chunk (both halves)
         tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
         if (CLUSTER == 1) {
