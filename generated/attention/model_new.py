@@ -1176,8 +1176,15 @@ def _extension():
     return _extension_module
 
 
+_CAPABILITY = {}
+
+
 def _is_sm90(device: torch.device) -> bool:
-    return torch.cuda.get_device_capability(device) == (9, 0)
+    """Memoised per device: asked on every call, and get_device_capability costs microseconds."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _CAPABILITY:
+        _CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return _CAPABILITY[index] == (9, 0)
 
 
 def _rows_aligned(t: torch.Tensor) -> bool:
@@ -1188,16 +1195,22 @@ def _rows_aligned(t: torch.Tensor) -> bool:
 
 
 def fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
-    """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can."""
+    """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can.
+
+    Cheapest test first: most calls with head dims <= 256 go to PyTorch whatever else holds, and this
+    function's own time is host overhead added to every such call (measured: up to 0.79x of calling SDPA
+    directly on a 0.16 ms problem before the reordering)."""
     tensors = (query, key, value)
+    if not all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in tensors):
+        return "non-tensor input"
+    if max(query.shape[-1], value.shape[-1]) <= PYTORCH_MAX_FAST_HEAD_DIM:
+        return "small head dim: PyTorch's flash/cuDNN kernels are faster"
     if attn_mask is not None:
         return "attn_mask"
     if dropout_p != 0.0:
         return "dropout"
     if enable_gqa:
         return "enable_gqa"
-    if not all(isinstance(t, torch.Tensor) for t in tensors):
-        return "non-tensor input"
     if not all(t.is_cuda for t in tensors) or len({t.device for t in tensors}) != 1:
         return "not all on one CUDA device"
     dtypes = {t.dtype for t in tensors}
@@ -1214,8 +1227,6 @@ def fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     e, ev = query.shape[-1], value.shape[-1]
     if e % 8 or ev % 8 or not (8 <= e <= MAX_HEAD_DIM and 8 <= ev <= MAX_HEAD_DIM):
         return "head dim"
-    if max(e, ev) <= PYTORCH_MAX_FAST_HEAD_DIM:
-        return "small head dim: PyTorch's flash/cuDNN kernels are faster"
     if query.shape[-2] == 0 or key.shape[-2] == 0 or query.numel() == 0:
         return "empty"
     if key.shape[-2] > WGMMA_MAX_KEYS:
