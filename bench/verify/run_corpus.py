@@ -102,8 +102,7 @@ def main() -> int:
         def one(entry: dict) -> corpus.Outcome:
             if time.time() > deadline:
                 return corpus.Outcome(entry, "not_run", [], "device deadline reached before it started", 0.0, None)
-            # Entries whose ceilings are given for the CPU (KFORGE_PEAKS) stay on the CPU on the GPU host too.
-            return corpus.run_entry(entry, entry.get("device", "cuda"), timeout=min(args.timeout, max(30.0, deadline + 60 - time.time())),
+            return corpus.run_entry(entry, "cuda", timeout=min(args.timeout, max(30.0, deadline + 60 - time.time())),
                                     via=args.via)
 
         from concurrent.futures import ThreadPoolExecutor

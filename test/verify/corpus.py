@@ -2,7 +2,8 @@
 
 An entry passes when the verdict equals `expect` exactly and, for a non-clean entry, the named `check`
 failed with that verdict (other checks may fail too: they are listed). Honest entries (`expect: correct`)
-must have no failing check at all.
+must have no failing check at all. An entry with `"device": "cpu"` runs on the CPU wherever the corpus runs
+(its expectations assume the CPU, e.g. roofline ceilings given for it through `env`).
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float 
 
 def run_entry(entry: dict[str, Any], device: str = "cpu", timeout: float = 300, timing: bool | None = None,
               python: str = sys.executable, via: str = "worker") -> Outcome:
+    device = entry.get("device", device)
     if via == "worker":
         return run_entry_worker(entry, device, timeout, timing, python)
     return run_entry_standalone(entry, device, timeout, timing, python)
