@@ -10,13 +10,7 @@ import { execa } from "execa";
 import { renderHtmlReport } from "../src/report/html.ts";
 import { loadResultsFile, loadResultsFiles, ResultsFileError } from "../src/report/load.ts";
 import { createProgress } from "../src/report/progress.ts";
-import {
-  ceilingsFor,
-  effectivePrecision,
-  floorMs,
-  KNOWN_WORKLOADS,
-  rooflineEntry,
-} from "../src/report/roofline.ts";
+import { ceilingsFor, effectivePrecision, floorMs, rooflineEntry } from "../src/report/roofline.ts";
 import { errorSummary } from "../src/report/summary.ts";
 import { formatResultDetail, formatResultsTable, useColor } from "../src/report/table.ts";
 import type { EvalResult, ProgressMessage } from "../src/worker/protocol.ts";
@@ -349,7 +343,7 @@ describe("roofline", () => {
     const sdpa = byCandidate("sdpa_fp16.kforge.py");
     const ceilings = ceilingsFor(sdpa);
     assert.equal(ceilings?.name, "H100 80GB HBM3");
-    const w = KNOWN_WORKLOADS.sdpa_fp16;
+    const w = sdpa.workload; // counted by the worker on the reference, carried in the result
     assert.ok(w && ceilings);
     assert.equal(w.flops, 4 * 32 * 32 * 512 * 512 * 1024);
     const compute = ceilings.compute.find((c) => c.precisions.includes("fp16"));
@@ -368,9 +362,12 @@ describe("roofline", () => {
   });
 
   test("explains results it cannot place", () => {
-    const unknown = rooflineEntry(variant("sdpa_fp16.kforge.py", { problem: "my_conv" }));
+    // A result of an older worker (or an untimed run) carries no workload: no floor to draw.
+    const unknown = rooflineEntry(
+      variant("sdpa_fp16.kforge.py", { problem: "my_conv", workload: undefined }),
+    );
     assert.equal(unknown.ok, false);
-    assert.match(!unknown.ok ? unknown.why : "", /no FLOP\/byte counts known for problem my_conv/);
+    assert.match(!unknown.ok ? unknown.why : "", /carries no workload .* for my_conv/);
     const cpu = variant("sdpa_fp16.kforge.py", {});
     cpu.environment = { ...cpu.environment, device: "cpu", gpu: null };
     const cpuEntry = rooflineEntry(cpu);
@@ -486,10 +483,11 @@ describe("HTML report", () => {
     assert.doesNotMatch(html, /<svg/);
     assert.match(html, /No speedup chart: no candidate was timed/);
     assert.match(html, /No roofline: no timed results/);
-    const unknown = renderHtmlReport([variant("sdpa_fp16.kforge.py", { problem: "my_conv" })], {
-      source: () => ({ code: null, note: "-" }),
-    });
-    assert.match(unknown, /No roofline: no FLOP\/byte counts known for problem my_conv/);
+    const unknown = renderHtmlReport(
+      [variant("sdpa_fp16.kforge.py", { problem: "my_conv", workload: undefined })],
+      { source: () => ({ code: null, note: "-" }) },
+    );
+    assert.match(unknown, /No roofline: the result carries no workload .* for my_conv/);
     assert.equal((unknown.match(/<svg/g) ?? []).length, 2, "speedup and timing still drawn");
   });
 });

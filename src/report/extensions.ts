@@ -1,17 +1,7 @@
 // Optional fields a results file may carry beyond the worker protocol's EvalResult. They are additive:
 // a plain EvalResult is a valid ReportResult, and the loader keeps these fields instead of stripping them.
 import { z } from "zod";
-import { EvalResult } from "../worker/protocol.ts";
-
-/** The work one forward pass must do: FLOPs, and bytes moved through device memory (each input read once,
- * each output written once). */
-export const Workload = z.object({
-  flops: z.number().positive(),
-  bytes: z.number().positive(),
-  /** How the numbers were counted, shown next to the roofline. */
-  note: z.string(),
-});
-export type Workload = z.infer<typeof Workload>;
+import { EvalResult, Workload } from "../worker/protocol.ts";
 
 /** One region of the reference graph that `kforge optimize` replaced by a recipe's kernel. */
 export const FusedRegion = z.object({
@@ -30,7 +20,6 @@ export const OptimizeInfo = z.object({
 export type OptimizeInfo = z.infer<typeof OptimizeInfo>;
 
 export const ReportResult = EvalResult.extend({
-  workload: Workload.optional(),
   optimize: OptimizeInfo.optional(),
 });
 export type ReportResult = z.infer<typeof ReportResult>;
@@ -41,6 +30,6 @@ export function optimizeInfoOf(result: EvalResult): OptimizeInfo | null {
 }
 
 export function workloadOf(result: EvalResult): Workload | null {
-  const parsed = Workload.safeParse((result as { workload?: unknown }).workload);
+  const parsed = Workload.safeParse(result.workload);
   return parsed.success ? parsed.data : null;
 }

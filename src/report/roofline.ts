@@ -1,29 +1,8 @@
 // What a run achieved against what the device can do: the problem's floor (the fewest FLOPs and bytes
 // any implementation must spend, METHOD.md's "two numbers") against the device's measured ceilings.
 
-import type { EvalResult, Precision } from "../worker/protocol.ts";
-import { type Workload, workloadOf } from "./extensions.ts";
-
-const elems = (...dims: number[]) => dims.reduce((a, b) => a * b, 1);
-
-/**
- * Floors of the built-in problems, counted by hand from their shapes. A result may carry its own
- * `workload` (same shape as Workload) which takes precedence.
- */
-export const KNOWN_WORKLOADS: Record<string, Workload> = {
-  // softmax(Q Kᵀ / √D) V with B=32, H=32, S=512, D=1024, fp16: two S×S×D products per head.
-  sdpa_fp16: {
-    flops: 4 * elems(32, 32, 512, 512, 1024),
-    bytes: 4 * elems(32, 32, 512, 1024) * 2,
-    note: "4·B·H·S²·D FLOPs; Q, K, V read and O written once in fp16 (B=32, H=32, S=512, D=1024)",
-  },
-  // Linear(8192→8192) on 1024 rows, then BatchNorm1d (training mode), scale, softmax, fp32.
-  gemm_bn_scale_softmax: {
-    flops: 2 * elems(1024, 8192, 8192) + 10 * elems(1024, 8192),
-    bytes: (elems(1024, 8192) * 2 + elems(8192, 8192) + 6 * 8192) * 4,
-    note: "2·M·N·K for the GEMM plus ~10 FLOPs per output for BN, scale and softmax; x, W, bias, BN and the output once in fp32 (M=1024, N=K=8192)",
-  },
-};
+import type { EvalResult, Precision, Workload } from "../worker/protocol.ts";
+import { workloadOf } from "./extensions.ts";
 
 export interface ComputeCeiling {
   label: string;
@@ -98,8 +77,9 @@ export function computeCeiling(ceilings: DeviceCeilings, precision: Precision | 
   return ceilings.compute.find((c) => c.precisions.includes(precision)) ?? null;
 }
 
+/** The problem's work as the worker counted it on the reference (results of older workers carry none). */
 export function workloadFor(result: EvalResult): Workload | null {
-  return workloadOf(result) ?? KNOWN_WORKLOADS[result.problem] ?? null;
+  return workloadOf(result);
 }
 
 export interface RooflinePoint {
@@ -152,7 +132,11 @@ export function rooflineEntry(result: EvalResult): RooflineEntry {
   if (!result.timing) return { ok: false, result, why: "not timed" };
   const workload = workloadFor(result);
   if (!workload) {
-    return { ok: false, result, why: `no FLOP/byte counts known for problem ${result.problem}` };
+    return {
+      ok: false,
+      result,
+      why: `the result carries no workload (FLOP and byte counts) for ${result.problem}`,
+    };
   }
   const ceilings = ceilingsFor(result);
   if (!ceilings) {

@@ -163,6 +163,17 @@ export const Environment = z.object({
 });
 export type Environment = z.infer<typeof Environment>;
 
+/** The work one forward pass of the reference must do, counted by the worker on the reference itself:
+ * FLOPs (torch.utils.flop_counter) and bytes moved through device memory (every input, parameter, buffer
+ * and output once). The roofline in reports and the worker's plausibility check both start from it. */
+export const Workload = z.object({
+  flops: z.number().positive(),
+  bytes: z.number().positive(),
+  /** How the numbers were counted, shown next to the roofline. */
+  note: z.string(),
+});
+export type Workload = z.infer<typeof Workload>;
+
 export const EvalResult = z.object({
   protocol: z.literal(PROTOCOL_VERSION),
   problem: z.string(),
@@ -182,6 +193,8 @@ export const EvalResult = z.object({
   trials: z.array(Trial),
   timing: Timing.nullable(),
   checks: z.array(Check),
+  /** Absent when the run was not timed, the work could not be counted, or it has no FLOPs to count. */
+  workload: Workload.nullable().optional(),
   seconds: z.number(),
 });
 export type EvalResult = z.infer<typeof EvalResult>;

@@ -24,6 +24,10 @@ def test_worker_process_reports_a_correct_timed_candidate(cache_dir: str) -> Non
     assert result["environment"]["device"] == "cpu"
     assert result["environment"]["torch"] and result["environment"]["python"].count(".") == 2
     assert result["timing"]["ref"]["n"] >= 10
+    # The reference's work, counted by the worker for rooflines: x (4x16) @ W^T (16->8); every input,
+    # parameter and output once in fp32.
+    assert result["workload"]["flops"] == 2 * 4 * 16 * 8
+    assert result["workload"]["bytes"] == (4 * 16 + 8 * 16 + 8 + 4 * 8) * 4
     assert result["seconds"] > 0
 
 

@@ -90,12 +90,32 @@ def peaks_from_env(value: str | None) -> tuple[float, float] | None:
     return (flops, bw) if flops > 0 and bw > 0 else None
 
 
-def floor_for(model: nn.Module, inputs: list, outputs: list, gpu_name: str | None,
+@dataclass
+class Workload:
+    """What one forward of the reference must do: reported in the result (`workload`) and used for the floor."""
+
+    flops: float
+    bytes: float
+
+    NOTE = "FLOPs: torch.utils.flop_counter on the reference; bytes: every input, parameter, buffer and output once"
+
+    def as_json(self) -> dict | None:
+        """The protocol's Workload, or None when there is nothing to place on a roofline (no counted FLOPs)."""
+        if self.flops <= 0 or self.bytes <= 0:
+            return None
+        return {"flops": self.flops, "bytes": self.bytes, "note": self.NOTE}
+
+
+def measure_workload(model: nn.Module, inputs: list, outputs: list) -> Workload:
+    return Workload(count_flops(model, inputs), min_bytes(model, inputs, outputs))
+
+
+def floor_for(workload: Workload, gpu_name: str | None,
               override: tuple[float, float] | None = None) -> Floor | None:
     peaks = ceilings_for(gpu_name) or override
     if peaks is None:
         return None
-    return Floor(count_flops(model, inputs), min_bytes(model, inputs, outputs), *peaks)
+    return Floor(workload.flops, workload.bytes, *peaks)
 
 
 def check_roofline(cand_median_ms: float | None, floor: Floor | None, gpu_name: str | None) -> CheckResult:

@@ -117,6 +117,8 @@ def evaluate(problem_path: str, candidate_path: str, device_name: str, timing: b
             median = _time(ref, cand, make_inputs, device, result)
         gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
         verifier.after_timing(median, gpu, ref if median is not None else None, make_inputs)
+        if verifier.workload is not None:
+            result["workload"] = verifier.workload.as_json()
         verdict, check = verifier.verdict()
         if verdict == "cheating" or (verdict and first_failure is None):
             return _finish(result, verifier, verdict, f"{check.name}: {check.evidence}" if check else None, started)

@@ -29,7 +29,7 @@ from . import context, execution_checks, harness_checks, input_checks, output_ch
 from .instrument import ExtensionRecorder
 from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount, open_descriptors
 from .result import CheckResult, failed, passed, verdict_from_checks, warned
-from .roofline import check_roofline, floor_for, peaks_from_env
+from .roofline import Workload, check_roofline, floor_for, measure_workload, peaks_from_env
 from .static_scan import ScanReport, reference_info, scan_source, static_checks
 
 # Runtime checks in the order they run; cheap and decisive ones first. Names are what `--checks` selects.
@@ -68,6 +68,7 @@ class Verifier:
         self.context: context.VerifyContext | None = None
         self._fds_before: dict[int, bool] = {}
         self.peaks_override = peaks_from_env(os.environ.get("KFORGE_PEAKS"))
+        self.workload: Workload | None = None  # counted on the reference after timing (roofline)
 
     # ------------------------------------------------------------------------------------ stage hooks
     def before_import(self) -> None:
@@ -147,9 +148,10 @@ class Verifier:
                 inputs = make_inputs(self.rng.randrange(1, 2**31))
                 with context.preserved_state(ref):
                     outputs = context.tensors(context.run(ref, context.clone_inputs(inputs)))
-                    floor = floor_for(ref, inputs, outputs, gpu_name, self.peaks_override)
-                    if gpu_name is None and floor is not None:
-                        gpu_name = f"{self.device.type} (KFORGE_PEAKS)"
+                    self.workload = measure_workload(ref, inputs, outputs)
+                floor = floor_for(self.workload, gpu_name, self.peaks_override)
+                if gpu_name is None and floor is not None:
+                    gpu_name = f"{self.device.type} (KFORGE_PEAKS)"
             except Exception as exc:  # noqa: BLE001
                 self.checks.append(warned("roofline", f"could not count the problem's work: {type(exc).__name__}: {exc}"))
                 floor = None
