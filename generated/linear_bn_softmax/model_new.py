@@ -937,8 +937,7 @@ class ModelNew(nn.Module):
         return split
 
     def _launch_gemm(self, x):
-        """Y = x W^T on the tensor cores (3xTF32 unless TF32 is allowed), or None if the weight's layout is not
-        one the GEMM takes."""
+        """Launches Y = x W^T on the tensor cores (3xTF32 unless TF32 is allowed) and returns Y."""
         ext = _extension()
         weight = self.gemm.weight.detach()
         if not weight.is_contiguous():
