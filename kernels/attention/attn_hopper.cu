@@ -65,16 +65,16 @@ struct HopperLayout {
   static constexpr int kMaxKeys = NKB_MAX * kHopKeyBlock;
 };
 
-// Epilogue: the accumulator (rows g and g+8 of this warp, columns jn*8 + 2t, +1) scaled by 1/l, stored as
-// 16-byte vectors. A quad's 4 x 4 transpose (3 shuffle rounds) gives thread t the 8 consecutive columns
-// (4q + t) * 8 .. +7 of each 32-column block q, so every store instruction writes whole 32-byte sectors
-// (64 contiguous bytes per row) instead of 4 bytes per thread: a quarter of the store instructions and
-// half of the L2 write sectors.
 // x[i] for a lane-dependent i without dynamic register indexing (which would go to local memory).
 __device__ __forceinline__ uint32_t pick4(const uint32_t* x, int i) {
   return i == 0 ? x[0] : i == 1 ? x[1] : i == 2 ? x[2] : x[3];
 }
 
+// Epilogue: the accumulator (rows g and g+8 of this warp, columns jn*8 + 2t, +1) scaled by 1/l, stored as
+// 16-byte vectors. A quad's 4 x 4 transpose (3 shuffle rounds) gives thread t the 8 consecutive columns
+// (4q + t) * 8 .. +7 of each 32-column block q, so every store instruction writes whole 32-byte sectors
+// (64 contiguous bytes per row) instead of 4 bytes per thread: a quarter of the store instructions and
+// half of the L2 write sectors.
 template <typename T>
 __device__ __forceinline__ void store_o_chunk(const float* acc, float il0, float il1, T* row0, int64_t row_stride,
                                               bool ok0, bool ok1, int cols_left, int t) {
