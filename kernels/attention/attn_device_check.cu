@@ -7,28 +7,20 @@
 #include "attn_hopper.cu"
 
 namespace kforge_attn {
-template __global__ void attn_general_kernel<__half, 64>(const __grid_constant__ AttnParams);
-template __global__ void attn_general_kernel<__half, 128>(const __grid_constant__ AttnParams);
-template __global__ void attn_general_kernel<__nv_bfloat16, 64>(const __grid_constant__ AttnParams);
-template __global__ void attn_general_kernel<__nv_bfloat16, 128>(const __grid_constant__ AttnParams);
-template __global__ void attn_hopper_kernel<__half, 2, 2, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__half, 2, 2, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__half, 2, 2, 4>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__half, 1, 4, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__half, 1, 4, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__nv_bfloat16, 2, 2, 4>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__nv_bfloat16, 1, 4, 1>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
-template __global__ void attn_hopper_kernel<__nv_bfloat16, 1, 4, 2>(const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap,
-    const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap);
+// Every (dtype x variant) the host dispatcher can launch (attention.cu's Path), nothing else.
+#define KFORGE_GENERAL(T, SLICE) template __global__ void attn_general_kernel<T, SLICE>(const __grid_constant__ AttnParams);
+#define KFORGE_HOPPER(T, NWG, NKB, CLUSTER)                                                                   \
+  template __global__ void attn_hopper_kernel<T, NWG, NKB, CLUSTER>(                                           \
+      const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
+      const __grid_constant__ CUtensorMap);
+#define KFORGE_ALL_VARIANTS(T)                                                                                \
+  KFORGE_GENERAL(T, 64)                                                                                       \
+  KFORGE_GENERAL(T, 128)                                                                                      \
+  KFORGE_HOPPER(T, 2, 2, 1)                                                                                   \
+  KFORGE_HOPPER(T, 2, 2, 2)                                                                                   \
+  KFORGE_HOPPER(T, 2, 2, 4)                                                                                   \
+  KFORGE_HOPPER(T, 1, 4, 1)                                                                                   \
+  KFORGE_HOPPER(T, 1, 4, 2)
+KFORGE_ALL_VARIANTS(__half)
+KFORGE_ALL_VARIANTS(__nv_bfloat16)
 }  // namespace kforge_attn
