@@ -1,10 +1,20 @@
 """Writes kernels/attention/attn_wgmma.cuh: the sm_90a wgmma wrappers whose inline-asm operand lists
-(128 accumulator registers for m64n256k16) are too long to keep correct by hand. Re-run after editing."""
+(128 accumulator registers for m64n256k16, 64 for m64n128k16) are too long to keep correct by hand.
+Re-run after editing."""
 from pathlib import Path
 
 N_ACC = 128  # m64n256 fp32 accumulator: 64*256 / 128 threads
-regs = ", ".join(f"%{i}" for i in range(N_ACC))
-outs = ",\n        ".join(", ".join(f'"+f"(d[{i}])' for i in range(j, min(j + 8, N_ACC))) for j in range(0, N_ACC, 8))
+N_ACC_RS = 64  # m64n128 fp32 accumulator
+
+
+def acc_operands(n: int) -> tuple[str, str]:
+    regs = ", ".join(f"%{i}" for i in range(n))
+    outs = ",\n        ".join(", ".join(f'"+f"(d[{i}])' for i in range(j, min(j + 8, n))) for j in range(0, n, 8))
+    return regs, outs
+
+
+regs, outs = acc_operands(N_ACC)
+regs_rs, outs_rs = acc_operands(N_ACC_RS)
 
 
 def mma(name: str, ptx_type: str) -> str:
@@ -20,6 +30,24 @@ __device__ __forceinline__ void wgmma_m64n256k16_{name}(float* d, uint64_t desc_
       "}}\\n"
       : {outs}
       : "l"(desc_a), "l"(desc_b), "r"(1), "n"(TRANS_B));
+}}
+'''
+
+
+def mma_rs(name: str, ptx_type: str) -> str:
+    n = N_ACC_RS
+    return f'''template <int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n128k16_rs_{name}(float* d, const uint32_t* a, uint64_t desc_b) {{
+  asm volatile(
+      "{{\\n"
+      ".reg .pred p;\\n"
+      "setp.ne.b32 p, %{n + 5}, 0;\\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.{ptx_type}.{ptx_type} "
+      "{{{regs_rs}}}, "
+      "{{%{n}, %{n + 1}, %{n + 2}, %{n + 3}}}, %{n + 4}, p, 1, 1, %{n + 6};\\n"
+      "}}\\n"
+      : {outs_rs}
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1), "n"(TRANS_B));
 }}
 '''
 
@@ -62,24 +90,37 @@ __device__ __forceinline__ void wgmma_wait() {{ asm volatile("wgmma.wait_group.s
 __device__ __forceinline__ void fence_proxy_async() {{ asm volatile("fence.proxy.async.shared::cta;\\n" ::: "memory"); }}
 
 // Keeps the compiler from moving accumulator reads/writes across the asynchronous MMA.
+template <int N = {N_ACC}>
 __device__ __forceinline__ void reg_fence(float* d) {{
 #pragma unroll
-  for (int i = 0; i < {N_ACC}; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }}
 
 {mma("f16", "f16")}
 {mma("bf16", "bf16")}
+// A from registers (the accumulator layout of a previous MMA, packed to 16-bit pairs: 4 registers per
+// 16-wide k step), B from shared memory.
+{mma_rs("f16", "f16")}
+{mma_rs("bf16", "bf16")}
 template <typename T> struct Wgmma;
 template <> struct Wgmma<__half> {{
   template <int TRANS_B>
   static __device__ __forceinline__ void m64n256k16(float* d, uint64_t a, uint64_t b) {{
     wgmma_m64n256k16_f16<TRANS_B>(d, a, b);
   }}
+  template <int TRANS_B>
+  static __device__ __forceinline__ void m64n128k16_rs(float* d, const uint32_t* a, uint64_t b) {{
+    wgmma_m64n128k16_rs_f16<TRANS_B>(d, a, b);
+  }}
 }};
 template <> struct Wgmma<__nv_bfloat16> {{
   template <int TRANS_B>
   static __device__ __forceinline__ void m64n256k16(float* d, uint64_t a, uint64_t b) {{
     wgmma_m64n256k16_bf16<TRANS_B>(d, a, b);
+  }}
+  template <int TRANS_B>
+  static __device__ __forceinline__ void m64n128k16_rs(float* d, const uint32_t* a, uint64_t b) {{
+    wgmma_m64n128k16_rs_bf16<TRANS_B>(d, a, b);
   }}
 }};
 

@@ -50,8 +50,7 @@ def inputs(dqk, dv, dtype=torch.float16):
 
 def phases(mod, out_dir):
     rows = []
-    paths = {"NWG=2": mod.PATH_WGMMA_512, "NWG=2 multicast 2": mod.PATH_WGMMA_512_MC,
-             "NWG=2 multicast 4": mod.PATH_WGMMA_512_MC4}
+    paths = {"NWG=2": mod.PATH_WGMMA_512, "NWG=2 P in registers": mod.PATH_WGMMA_512_REGP}
     for dqk, dv in [(1024, 1024), (1024, 64), (64, 1024), (64, 64)]:
         q, k, v = inputs(dqk, dv)
         for name, path in paths.items():
