@@ -12,13 +12,23 @@
 //
 // Why a second wgmma kernel: attn_hopper.cu keeps P in shared memory (128 KB at 128 rows x 512 keys),
 // which leaves 96-144 KB for loads in flight, and ncu showed that kernel waiting on data with no unit
-// saturated. Here all shared memory is the load ring: 9 phase-1 slots of 24 KB (Q chunk 8 KB + K chunk
-// 16 KB, 64B swizzle) and, over the same bytes, 12 V tiles of 16 KB (128B swizzle). The price is
-// registers (P 128 + O 64 per thread in phase 2) and O in 128-wide chunks instead of 256.
+// saturated. Here all shared memory is the load ring. The price is registers (P 128 + O 64 per thread in
+// phase 2) and O in 128-wide chunks instead of 256.
+//
+// The ring is 27 granules of 8 KB. Every load item takes consecutive granules (a phase-1 item 3: Q chunk
+// 8 KB + K chunk 16 KB, 64B swizzle; a V tile 2: [64 keys x 128], 128B swizzle), wrapping to granule 0
+// when the next item does not fit; each granule has a "full" and an "empty" mbarrier. An item waits only
+// for the granules it covers, so a V tile follows the phase-1 item whose bytes it reuses as soon as that
+// item is consumed, and the next tile's Q/K chunks follow the last V tiles the same way.
+//
+// Persistent: one CTA per SM walks query tiles (query-tile index fastest, so the tiles of one head run side
+// by side and share K/V in L2), and the producer loads the next tile's Q/K while the consumers finish the
+// current tile's P.V and stores (a CTA per tile paid the pipeline fill and drain every time).
 //
 // Roles as in attn_hopper.cu: two consumer warpgroups x 64 query rows, one producer warpgroup whose single
-// issuing thread runs the TMA loads ("full" mbarriers complete on bytes; each consumer warp releases a slot
-// on its "empty" mbarrier once the MMAs reading it retired), registers moved to the consumers by setmaxnreg.
+// issuing thread runs the TMA loads ("full" barriers complete on bytes; each consumer warp arrives on the
+// "empty" barriers of an item's granules once the MMAs reading it retired), registers moved to the
+// consumers by setmaxnreg.
 #include "attn_common.cuh"
 #include "attn_wgmma.cuh"
 #include "attn_epilogue.cuh"
@@ -34,50 +44,60 @@ constexpr int kRpMaxKeys = kRpMaxBlocks * kRpKeyBlock;
 constexpr int kRpQkChunk = 32;        // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
 constexpr int kRpDvChunk = 128;       // output columns per P.V pass: one m64n128 accumulator
 constexpr int kRpKeyTile = 64;        // keys per V tile
-constexpr int kRpQBytes = kRpRows * kRpQkChunk * 2;
-constexpr int kRpStage1 = kRpQBytes + kRpKeyBlock * kRpQkChunk * 2;  // 24 KB
-constexpr int kRpVPanel = kRpKeyTile * 128;                         // [64 keys x 64 cols], 128B swizzle
-constexpr int kRpVTile = (kRpDvChunk / 64) * kRpVPanel;             // 16 KB
-// The ring is cut in groups of 48 KB = 2 phase-1 slots = 3 V tiles, so a V tile waits only for the two
-// phase-1 slots under it; one more phase-1 slot sits past the groups.
-constexpr int kRpGroups = 4;
-constexpr int kRpGroupBytes = 2 * kRpStage1;
-static_assert(kRpGroupBytes == 3 * kRpVTile, "a ring group holds 2 phase-1 slots and 3 V tiles");
-constexpr int kRpStages1 = 2 * kRpGroups + 1;
-constexpr int kRpStages2 = 3 * kRpGroups;
-constexpr int kRpRingBytes = kRpStages1 * kRpStage1;  // 216 KB
+constexpr int kRpGranule = 8192;
+constexpr int kRpGranules = 27;  // 216 KB
+constexpr int kRpQBytes = kRpRows * kRpQkChunk * 2;                     // 1 granule
+constexpr int kRpStage1 = kRpQBytes + kRpKeyBlock * kRpQkChunk * 2;     // 3 granules
+constexpr int kRpVPanel = kRpKeyTile * 128;                            // [64 keys x 64 cols], 128B swizzle
+constexpr int kRpVTile = (kRpDvChunk / 64) * kRpVPanel;                // 2 granules
+constexpr int kRpItem1 = kRpStage1 / kRpGranule;
+constexpr int kRpItem2 = kRpVTile / kRpGranule;
+static_assert(kRpItem1 * kRpGranule == kRpStage1 && kRpItem2 * kRpGranule == kRpVTile, "items are whole granules");
+static_assert(kRpGranules <= 32, "per-granule phase bits live in one 32-bit word");
+constexpr int kRpRingBytes = kRpGranules * kRpGranule;
 constexpr int kRpConsumerThreads = 256;
 constexpr int kRpThreads = kRpConsumerThreads + 128;
 constexpr int kRpProducerRegs = 24;
 constexpr int kRpConsumerRegs = 240;  // 2*128*240 + 128*24 <= 65536; at 232 phase 2 spills
 constexpr int kRpAlignSlack = 1024;   // swizzle atoms start on 1024-byte boundaries
-constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + 2 * (kRpStages1 + kRpStages2) * 8;
-constexpr int kRpEmptyArrivals = kRpConsumerThreads / 32;  // every consumer warp releases every slot
+constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + 2 * kRpGranules * 8;
+constexpr int kRpEmptyArrivals = kRpConsumerThreads / 32;  // every consumer warp releases every item
 
-// Phase-1 item i uses slot i % kRpStages1; the last item that uses slot s (-1: none).
-__device__ __forceinline__ int rp_last_item(int s, int n1) {
-  return s < n1 ? s + (n1 - 1 - s) / kRpStages1 * kRpStages1 : -1;
-}
-
-// The V ring starts at the group whose phase-1 slots are released first, so phase 2's first loads are
-// issued while the last phase-1 MMAs still run.
-__device__ __forceinline__ int rp_first_group(int n1) {
-  int best = 0, best_last = INT_MAX;
-  for (int g = 0; g < kRpGroups; ++g) {
-    const int last = max(rp_last_item(2 * g, n1), rp_last_item(2 * g + 1, n1));
-    if (last < best_last) best_last = last, best = g;
+// Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
+// holds, per granule, the parity of the barrier phase this side waits for next.
+struct GranuleRing {
+  int pos;
+  uint32_t bits;
+  __device__ __forceinline__ int place(int granules) {
+    if (pos + granules > kRpGranules) pos = 0;
+    const int at = pos;
+    pos += granules;
+    return at;
   }
-  return best;
-}
+  __device__ __forceinline__ uint32_t take_parity(int granule) {
+    const uint32_t parity = (bits >> granule) & 1u;
+    bits ^= 1u << granule;
+    return parity;
+  }
+};
 
-__device__ __forceinline__ unsigned char* rp_v_slot(unsigned char* ring, int v, int g0) {
-  return ring + ((v / 3 + g0) % kRpGroups) * kRpGroupBytes + (v % 3) * kRpVTile;
-}
+// The tile a CTA works on: query rows m0.., head h, batch b, and its load counts.
+struct RpTile {
+  int m0, h, b, n_kb, n_kt;
+  __device__ __forceinline__ RpTile(const AttnParams& p, int tile, int n_qt) {
+    m0 = (tile % n_qt) * kRpRows;
+    h = (tile / n_qt) % p.H;
+    b = tile / (n_qt * p.H);
+    const int k_end = p.causal ? min(p.Sk, m0 + kRpRows) : p.Sk;
+    n_kb = (k_end + kRpKeyBlock - 1) / kRpKeyBlock;
+    n_kt = (k_end + kRpKeyTile - 1) / kRpKeyTile;
+  }
+};
 
 template <typename T>
-__device__ __forceinline__ void consume_regp(const AttnParams& p, unsigned char* ring, uint64_t* full1,
-                                             uint64_t* empty1, uint64_t* full2, uint64_t* empty2, int m0, int h,
-                                             int b, int n_kb, int n_kt, int n_c, int n_dc);
+__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& tile, unsigned char* ring,
+                                             uint64_t* full, uint64_t* empty, GranuleRing& st, int n_c,
+                                             int n_dc);
 
 template <typename T>
 __global__ void __launch_bounds__(kRpThreads, 1)
@@ -87,23 +107,17 @@ __global__ void __launch_bounds__(kRpThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t* full1 = reinterpret_cast<uint64_t*>(ring + kRpRingBytes);
-  uint64_t* empty1 = full1 + kRpStages1;
-  uint64_t* full2 = empty1 + kRpStages1;
-  uint64_t* empty2 = full2 + kRpStages2;
+  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes);
+  uint64_t* empty = full + kRpGranules;
 
   const int tid = threadIdx.x;
-  const int m0 = blockIdx.x * kRpRows;
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int k_end = p.causal ? min(p.Sk, m0 + kRpRows) : p.Sk;
-  const int n_kb = (k_end + kRpKeyBlock - 1) / kRpKeyBlock;
-  const int n_kt = (k_end + kRpKeyTile - 1) / kRpKeyTile;
+  const int n_qt = (p.Sq + kRpRows - 1) / kRpRows;
+  const int n_tiles = n_qt * p.H * p.B;
   const int n_c = (p.Dqk + kRpQkChunk - 1) / kRpQkChunk;
   const int n_dc = (p.Dv + kRpDvChunk - 1) / kRpDvChunk;
 
   if (tid == 0) {
-    for (int s = 0; s < kRpStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], kRpEmptyArrivals);
-    for (int s = 0; s < kRpStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], kRpEmptyArrivals);
+    for (int q = 0; q < kRpGranules; ++q) mbar_init(&full[q], 1), mbar_init(&empty[q], kRpEmptyArrivals);
     fence_mbar_init();
   }
   __syncthreads();
@@ -112,57 +126,67 @@ __global__ void __launch_bounds__(kRpThreads, 1)
     // ---------------- producer warpgroup: one thread issues every load ----------------
     setmaxnreg_dec<kRpProducerRegs>();
     if (tid != kRpConsumerThreads) return;
-    const int n1 = n_kb * n_c, n2 = n_dc * n_kt;
-    for (int i = 0; i < n1; ++i) {  // Q chunk c + K block kb chunk c
-      const int s = i % kRpStages1, use = i / kRpStages1;
-      if (use > 0) mbar_wait(&empty1[s], (use - 1) & 1);
-      unsigned char* slot = ring + s * kRpStage1;
-      // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
-      // they are still in L2.
-      const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
-      mbar_arrive_expect_tx(&full1[s], kRpStage1);
-      tma_load_4d(slot, &tm_q, &full1[s], c * kRpQkChunk, m0, h, b);
-      tma_load_4d(slot + kRpQBytes, &tm_k, &full1[s], c * kRpQkChunk, kb * kRpKeyBlock, h, b);
-    }
-    const int g0 = rp_first_group(n1);
-    for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
-      const int v = j % kRpStages2, use = j / kRpStages2;
-      if (use > 0) {
-        mbar_wait(&empty2[v], (use - 1) & 1);
-      } else if (v % 3 == 0) {
-        // First V tile in this group: the two phase-1 slots under it must have had their last use consumed.
-        const int grp = (v / 3 + g0) % kRpGroups;
-        for (int s = 2 * grp; s < 2 * grp + 2; ++s) {
-          const int last = rp_last_item(s, n1);
-          if (last >= 0) mbar_wait(&empty1[s], (last / kRpStages1) & 1);
-        }
+    // A fresh barrier counts as having completed the phase before its first: the first wait on every
+    // "empty" barrier (parity 1) passes.
+    GranuleRing st{0, ~0u};
+    auto claim = [&](int granules) {
+      const int at = st.place(granules);
+      for (int q = at; q < at + granules; ++q) mbar_wait(&empty[q], st.take_parity(q));
+      mbar_arrive_expect_tx(&full[at], granules * kRpGranule);
+      return at;
+    };
+    for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+      const RpTile tl(p, tile, n_qt);
+      for (int i = 0; i < tl.n_kb * n_c; ++i) {  // Q chunk c + K block kb chunk c
+        const int at = claim(kRpItem1);
+        // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
+        // they are still in L2.
+        const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
+        unsigned char* slot = ring + at * kRpGranule;
+        tma_load_4d(slot, &tm_q, &full[at], c * kRpQkChunk, tl.m0, tl.h, tl.b);
+        tma_load_4d(slot + kRpQBytes, &tm_k, &full[at], c * kRpQkChunk, kb * kRpKeyBlock, tl.h, tl.b);
       }
-      unsigned char* slot = rp_v_slot(ring, v, g0);
-      const int dc = j / n_kt, kt = j % n_kt;
-      mbar_arrive_expect_tx(&full2[v], kRpVTile);
+      for (int j = 0; j < n_dc * tl.n_kt; ++j) {  // V tile kt for output columns dc
+        const int at = claim(kRpItem2);
+        const int dc = j / tl.n_kt, kt = j % tl.n_kt;
 #pragma unroll
-      for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
-        tma_load_4d(slot + pp * kRpVPanel, &tm_v, &full2[v], dc * kRpDvChunk + pp * 64, kt * kRpKeyTile, h, b);
+        for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
+          tma_load_4d(ring + at * kRpGranule + pp * kRpVPanel, &tm_v, &full[at], dc * kRpDvChunk + pp * 64,
+                      kt * kRpKeyTile, tl.h, tl.b);
+        }
       }
     }
     return;
   }
   setmaxnreg_inc<kRpConsumerRegs>();
-  consume_regp<T>(p, ring, full1, empty1, full2, empty2, m0, h, b, n_kb, n_kt, n_c, n_dc);
+  GranuleRing st{0, 0u};
+  for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
+    consume_tile<T>(p, RpTile(p, tile, n_qt), ring, full, empty, st, n_c, n_dc);
+  }
 }
 
 // Consumer warpgroups: everything but the loads.
 template <typename T>
-__device__ __forceinline__ void consume_regp(const AttnParams& p, unsigned char* ring, uint64_t* full1,
-                                             uint64_t* empty1, uint64_t* full2, uint64_t* empty2, int m0, int h,
-                                             int b, int n_kb, int n_kt, int n_c, int n_dc) {
+__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& tile, unsigned char* ring,
+                                             uint64_t* full, uint64_t* empty, GranuleRing& st, int n_c,
+                                             int n_dc) {
   const int tid = threadIdx.x;
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
+  const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
   const int row_glob = m0 + wg * 64 + warp * 16 + g;  // and row_glob + 8
-  T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
-  auto release = [&](uint64_t* empty, int slot) {
-    if (lane == 0) mbar_arrive(&empty[slot]);
+  T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
+  // Waits for the next item's bytes; returns its first granule.
+  auto acquire = [&](int granules) {
+    const int at = st.place(granules);
+    mbar_wait(&full[at], st.take_parity(at));
+    return at;
+  };
+  // This warp's reads of an item are over once the MMA group that used it retired.
+  auto release = [&](int at, int granules) {
+    if (lane == 0) {
+      for (int q = at; q < at + granules; ++q) mbar_arrive(&empty[q]);
+    }
   };
 
   float acc[128];                 // phase 1: S (m64n256); phase 2: O (m64n128, the first 64)
@@ -177,12 +201,10 @@ __device__ __forceinline__ void consume_regp(const AttnParams& p, unsigned char*
     if (kb >= n_kb) break;
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
-    int pending = -1;  // slot whose MMA group may still be in flight
+    int pending = -1;  // item whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
-      const int i = kb * n_c + c;
-      const int s = i % kRpStages1;
-      mbar_wait(&full1[s], (i / kRpStages1) & 1);
-      const unsigned char* slot = ring + s * kRpStage1;
+      const int at = acquire(kRpItem1);
+      const unsigned char* slot = ring + at * kRpGranule;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kRpQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + kRpQBytes);
       wgmma_fence();
@@ -192,12 +214,12 @@ __device__ __forceinline__ void consume_regp(const AttnParams& p, unsigned char*
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous chunk's group retired: its slot can be refilled
-      if (pending >= 0) release(empty1, pending);
-      pending = s;
+      if (pending >= 0) release(pending, kRpItem1);
+      pending = at;
     }
     wgmma_wait<0>();
     reg_fence(acc);
-    release(empty1, pending);
+    release(pending, kRpItem1);
 
     // Masking is needed only in a block that reaches past S_k or crosses the causal diagonal.
     const int key0 = kb * kRpKeyBlock + 2 * t;
@@ -253,7 +275,6 @@ __device__ __forceinline__ void consume_regp(const AttnParams& p, unsigned char*
   }
 
   // ---------------- phase 2: O_dc = sum over key tiles of P_kt V_kt[:, dc] ----------------
-  const int g0 = rp_first_group(n_kb * n_c);
   constexpr int kTilesPerBlock = kRpKeyBlock / kRpKeyTile;
   for (int dc = 0; dc < n_dc; ++dc) {
 #pragma unroll
@@ -263,19 +284,17 @@ __device__ __forceinline__ void consume_regp(const AttnParams& p, unsigned char*
 #pragma unroll
     for (int kt = 0; kt < kRpMaxKeys / kRpKeyTile; ++kt) {
       if (kt >= n_kt) break;
-      const int j = dc * n_kt + kt;
-      const int v = j % kRpStages2;
       if (kt == kTilesPerBlock) {
         // Entering key block 1: bring the sum so far from max m_0 to m_1 (MMAs drained first).
         wgmma_wait<0>();
         reg_fence<64>(acc);
-        release(empty2, pending);
+        release(pending, kRpItem2);
         pending = -1;
 #pragma unroll
         for (int e = 0; e < 64; ++e) acc[e] *= ratio[(e >> 1) & 1];
       }
-      mbar_wait(&full2[v], (j / kRpStages2) & 1);
-      const uint32_t b_base = smem_u32(rp_v_slot(ring, v, g0));
+      const int at = acquire(kRpItem2);
+      const uint32_t b_base = smem_u32(ring + at * kRpGranule);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kRpKeyTile / 16; ++kk) {
@@ -285,12 +304,12 @@ __device__ __forceinline__ void consume_regp(const AttnParams& p, unsigned char*
       }
       wgmma_commit();
       wgmma_wait<1>();
-      if (pending >= 0) release(empty2, pending);
-      pending = v;
+      if (pending >= 0) release(pending, kRpItem2);
+      pending = at;
     }
     wgmma_wait<0>();
     reg_fence<64>(acc);
-    release(empty2, pending);
+    release(pending, kRpItem2);
     store_o_chunk<T, kRpDvChunk / 32>(acc, inv_l[0], inv_l[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk,
                                       p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t);
   }
