@@ -160,8 +160,15 @@ __global__ void __launch_bounds__(kRpThreads, 1)
   }
   setmaxnreg_inc<kRpConsumerRegs>();
   GranuleRing st{0, 0u};
-  for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
-    consume_tile<T>(p, RpTile(p, tile, n_qt), ring, full, empty, st, n_c, n_dc);
+  for (int tile = blockIdx.x;; tile += gridDim.x) {
+    // The loop bound and chunk counts are recomputed from the parameters (constant bank) every tile, and
+    // the empty asm hides that they never change: hoisted out of the loop they were held in registers
+    // through phase 2, and ptxas spilled P for them (12 registers; P's MMAs then serialise).
+    asm volatile("" : "+r"(tile));
+    const int n_qt_now = (p.Sq + kRpRows - 1) / kRpRows;
+    if (tile >= n_qt_now * p.H * p.B) break;
+    consume_tile<T>(p, RpTile(p, tile, n_qt_now), ring, full, empty, st, (p.Dqk + kRpQkChunk - 1) / kRpQkChunk,
+                    (p.Dv + kRpDvChunk - 1) / kRpDvChunk);
   }
 }
 
@@ -198,7 +205,13 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> registers -------
 #pragma unroll
   for (int kb = 0; kb < kRpMaxBlocks; ++kb) {
-    if (kb >= n_kb) break;
+    if (kb >= n_kb) {
+      // P must be defined on every path: an unwritten block would carry the previous tile's P around the
+      // tile loop, live through this tile's QK^T (measured: half of P spilled, MMAs serialised).
+#pragma unroll
+      for (int e = 0; e < 64; ++e) pr[kb][e] = 0u;
+      continue;
+    }
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
     int pending = -1;  // item whose MMA group may still be in flight
