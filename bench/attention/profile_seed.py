@@ -50,8 +50,7 @@ def inputs(dqk, dv, dtype=torch.float16):
 
 def phases(mod, out_dir):
     rows = []
-    paths = {"NWG=2": mod.PATH_WGMMA_512, "P in registers": mod.PATH_WGMMA_512_REGP,
-             "P in registers, CTA per tile": mod.PATH_WGMMA_512_REGP_PER_TILE}
+    paths = {"NWG=2": mod.PATH_WGMMA_512, "P in registers": mod.PATH_WGMMA_512_REGP}
     for dqk, dv in [(1024, 1024), (1024, 64), (64, 1024), (64, 64)]:
         q, k, v = inputs(dqk, dv)
         for name, path in paths.items():

@@ -9,7 +9,6 @@
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
-#include <algorithm>
 #include <cuda.h>  // CUtensorMap types only: the driver is reached through the runtime (no -lcuda)
 
 #include "attn_common.cuh"
@@ -20,12 +19,12 @@
 
 namespace kforge_attn {
 
-// Kernel choice. kAuto picks the wgmma kernel when the whole key row fits its shared-memory P buffer.
+// Kernel choice. kAuto picks a wgmma kernel when the whole key row fits: P in registers (S_k <= 512), else
+// P in shared memory (S_k <= 1024).
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
-// *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers,
-// persistent (one CTA per SM); WideRegPPerTile = the same kernel with one CTA per query tile (for A/B runs).
+// *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
-                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPPerTile = 8 };
+                      kHopperWideMc4 = 6, kHopperWideRegP = 7 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -116,22 +115,9 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-static int sm_count(int device) {
-  static int cached[64] = {};  // per device: the attribute query is a driver call on every forward otherwise
-  if (device >= 64) {
-    int n = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    return n;
-  }
-  if (cached[device] == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&cached[device], cudaDevAttrMultiProcessorCount, device));
-  }
-  return cached[device];
-}
-
 template <typename T>
-static void launch_hopper_regp(const AttnParams& p, bool persistent, const at::Tensor& q, const at::Tensor& k,
-                               const at::Tensor& v, cudaStream_t stream) {
+static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                               cudaStream_t stream) {
   TORCH_CHECK(p.Sk <= kRpMaxKeys, "kforge attention: the register-P wgmma kernel holds at most ", kRpMaxKeys,
               " keys per row, got S_k=", p.Sk);
   const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, kRpRows, "query");
@@ -141,8 +127,7 @@ static void launch_hopper_regp(const AttnParams& p, bool persistent, const at::T
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRpSmemBytes));
   const int64_t tiles = (int64_t)((p.Sq + kRpRows - 1) / kRpRows) * p.H * p.B;
   TORCH_CHECK(tiles < (int64_t(1) << 31), "kforge attention: ", tiles, " query tiles exceed the kernel's int range");
-  const int64_t ctas = persistent ? std::min<int64_t>(tiles, sm_count(q.get_device())) : tiles;
-  kernel<<<(unsigned)ctas, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
+  kernel<<<(unsigned)tiles, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -155,8 +140,7 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
     case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
     case kHopperWideMc4: return launch_hopper<T, 2, 2, 4>(p, q, k, v, stream);
-    case kHopperWideRegP: return launch_hopper_regp<T>(p, true, q, k, v, stream);
-    case kHopperWideRegPPerTile: return launch_hopper_regp<T>(p, false, q, k, v, stream);
+    case kHopperWideRegP: return launch_hopper_regp<T>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -188,7 +172,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPPerTile, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegP, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -213,7 +197,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q.get_device()));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
     const bool hopper = major == 9 && minor == 0;
-    if (hopper && p.Sk <= HopperLayout<2, 2>::kMaxKeys) path = kHopperWide;
+    if (hopper && p.Sk <= kRpMaxKeys) path = kHopperWideRegP;
     else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
     else path = kGeneral;
   }

@@ -19,11 +19,12 @@
 // 8 KB + K chunk 16 KB, 64B swizzle; a V tile 2: [64 keys x 128], 128B swizzle), wrapping to granule 0
 // when the next item does not fit; each granule has a "full" and an "empty" mbarrier. An item waits only
 // for the granules it covers, so a V tile follows the phase-1 item whose bytes it reuses as soon as that
-// item is consumed, and the next tile's Q/K chunks follow the last V tiles the same way.
+// item is consumed (no phase-wide handover between the two layouts).
 //
-// Persistent: one CTA per SM walks query tiles (query-tile index fastest, so the tiles of one head run side
-// by side and share K/V in L2), and the producer loads the next tile's Q/K while the consumers finish the
-// current tile's P.V and stores (a CTA per tile paid the pipeline fill and drain every time).
+// One CTA per 128-row query tile, in launch order: tiles of one head run side by side and share K/V in
+// L2. (A persistent variant — one CTA per SM walking tiles i, i+132, ... and loading the next tile while
+// finishing the current one — measured 26% slower: the CTAs drift apart, the tiles of a head stop
+// running together, and K/V come from HBM again. NOTES.md, run 9.)
 //
 // Roles as in attn_hopper.cu: two consumer warpgroups x 64 query rows, one producer warpgroup whose single
 // issuing thread runs the TMA loads ("full" barriers complete on bytes; each consumer warp arrives on the
@@ -81,7 +82,7 @@ struct GranuleRing {
   }
 };
 
-// The tile a CTA works on: query rows m0.., head h, batch b, and its load counts.
+// The tile a CTA works on (query-tile index fastest): query rows m0.., head h, batch b, and its load counts.
 struct RpTile {
   int m0, h, b, n_kb, n_kt;
   __device__ __forceinline__ RpTile(const AttnParams& p, int tile, int n_qt) {
@@ -112,9 +113,9 @@ __global__ void __launch_bounds__(kRpThreads, 1)
 
   const int tid = threadIdx.x;
   const int n_qt = (p.Sq + kRpRows - 1) / kRpRows;
-  const int n_tiles = n_qt * p.H * p.B;
   const int n_c = (p.Dqk + kRpQkChunk - 1) / kRpQkChunk;
   const int n_dc = (p.Dv + kRpDvChunk - 1) / kRpDvChunk;
+  const RpTile tile(p, blockIdx.x, n_qt);
 
   if (tid == 0) {
     for (int q = 0; q < kRpGranules; ++q) mbar_init(&full[q], 1), mbar_init(&empty[q], kRpEmptyArrivals);
@@ -135,41 +136,29 @@ __global__ void __launch_bounds__(kRpThreads, 1)
       mbar_arrive_expect_tx(&full[at], granules * kRpGranule);
       return at;
     };
-    for (int tile = blockIdx.x; tile < n_tiles; tile += gridDim.x) {
-      const RpTile tl(p, tile, n_qt);
-      for (int i = 0; i < tl.n_kb * n_c; ++i) {  // Q chunk c + K block kb chunk c
-        const int at = claim(kRpItem1);
-        // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
-        // they are still in L2.
-        const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
-        unsigned char* slot = ring + at * kRpGranule;
-        tma_load_4d(slot, &tm_q, &full[at], c * kRpQkChunk, tl.m0, tl.h, tl.b);
-        tma_load_4d(slot + kRpQBytes, &tm_k, &full[at], c * kRpQkChunk, kb * kRpKeyBlock, tl.h, tl.b);
-      }
-      for (int j = 0; j < n_dc * tl.n_kt; ++j) {  // V tile kt for output columns dc
-        const int at = claim(kRpItem2);
-        const int dc = j / tl.n_kt, kt = j % tl.n_kt;
+    for (int i = 0; i < tile.n_kb * n_c; ++i) {  // Q chunk c + K block kb chunk c
+      const int at = claim(kRpItem1);
+      // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
+      // they are still in L2.
+      const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
+      unsigned char* slot = ring + at * kRpGranule;
+      tma_load_4d(slot, &tm_q, &full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
+      tma_load_4d(slot + kRpQBytes, &tm_k, &full[at], c * kRpQkChunk, kb * kRpKeyBlock, tile.h, tile.b);
+    }
+    for (int j = 0; j < n_dc * tile.n_kt; ++j) {  // V tile kt for output columns dc
+      const int at = claim(kRpItem2);
+      const int dc = j / tile.n_kt, kt = j % tile.n_kt;
 #pragma unroll
-        for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
-          tma_load_4d(ring + at * kRpGranule + pp * kRpVPanel, &tm_v, &full[at], dc * kRpDvChunk + pp * 64,
-                      kt * kRpKeyTile, tl.h, tl.b);
-        }
+      for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
+        tma_load_4d(ring + at * kRpGranule + pp * kRpVPanel, &tm_v, &full[at], dc * kRpDvChunk + pp * 64,
+                    kt * kRpKeyTile, tile.h, tile.b);
       }
     }
     return;
   }
   setmaxnreg_inc<kRpConsumerRegs>();
   GranuleRing st{0, 0u};
-  for (int tile = blockIdx.x;; tile += gridDim.x) {
-    // The loop bound and chunk counts are recomputed from the parameters (constant bank) every tile, and
-    // the empty asm hides that they never change: hoisted out of the loop they were held in registers
-    // through phase 2, and ptxas spilled P for them (12 registers; P's MMAs then serialise).
-    asm volatile("" : "+r"(tile));
-    const int n_qt_now = (p.Sq + kRpRows - 1) / kRpRows;
-    if (tile >= n_qt_now * p.H * p.B) break;
-    consume_tile<T>(p, RpTile(p, tile, n_qt_now), ring, full, empty, st, (p.Dqk + kRpQkChunk - 1) / kRpQkChunk,
-                    (p.Dv + kRpDvChunk - 1) / kRpDvChunk);
-  }
+  consume_tile<T>(p, tile, ring, full, empty, st, n_c, n_dc);
 }
 
 // Consumer warpgroups: everything but the loads.
@@ -206,8 +195,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
 #pragma unroll
   for (int kb = 0; kb < kRpMaxBlocks; ++kb) {
     if (kb >= n_kb) {
-      // P must be defined on every path: an unwritten block would carry the previous tile's P around the
-      // tile loop, live through this tile's QK^T (measured: half of P spilled, MMAs serialised).
+      // Defined on every path, though never read: left undefined, ptxas kept registers for it through
+      // QK^T and spilled (7 registers here; half of P, MMAs serialised, in a persistent variant).
 #pragma unroll
       for (int e = 0; e < 64; ++e) pr[kb][e] = 0u;
       continue;

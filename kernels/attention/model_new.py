@@ -4,8 +4,10 @@ Drop-in for the reference Model (no parameters; forward(Q, K, V) -> softmax(Q K^
 The module-level `scaled_dot_product_attention` has torch.nn.functional's signature and can replace it.
 
 Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistics):
-  wgmma     S_k <= 1024: exact softmax over the whole key row; P = exp(S - max) staged in shared memory,
-            O produced in 256-wide head-dim chunks (the S x S matrix never reaches HBM).
+  wgmma     S_k <= 1024: exact softmax over the whole key row, P = exp(S - max) never leaves the SM (the
+            S x S matrix never reaches HBM): S_k <= 512 keeps P in registers and all shared memory for loads
+            in flight, O in 128-wide head-dim chunks; S_k <= 1024 stages P in shared memory, O in 256-wide
+            chunks.
   general   any shape the recipe accepts: mma.sync, online softmax, O in 128-wide head-dim slices.
 Both: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
@@ -32,8 +34,7 @@ _CPP_SOURCE = "@@KFORGE_SOURCE:bindings.cpp@@"
 # multicasting K/V tiles.
 PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
 PATH_WGMMA_512_MC4 = 6
-PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu), persistent
-PATH_WGMMA_512_REGP_PER_TILE = 8  # the same kernel, one CTA per query tile (A/B measurements)
+PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256
