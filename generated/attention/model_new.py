@@ -67,6 +67,7 @@ struct AttnParams {
   int B, H, Sq, Sk, Dqk, Dv;
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
+  int next_tile_stride;  // register-P kernel: > 0 = warm L2 for CTA blockIdx.x + this (the GPU's SM count)
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -84,6 +85,14 @@ template <> struct Pack2<__nv_bfloat16> {
     return *reinterpret_cast<uint32_t*>(&h);
   }
 };
+
+// 2^x in one MUFU op; results below 2^-126 flush to 0 (exp2f adds a range fix-up: 3 more instructions per
+// element, on the softmax's critical path). Softmax weights that small vanish in any 16-bit P anyway.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -163,6 +172,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "}\n" ::"r"(smem_u32(bar)),
       "r"(parity)
       : "memory");
+}
+// Prefetch of a 4-D tensor-map box into L2 (no shared memory, no barrier).
+__device__ __forceinline__ void tma_prefetch_l2_4d(const void* tmap, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(tmap), "r"(c0),
+               "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
 }
 // 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
@@ -1115,6 +1130,23 @@ struct RpTile {
   }
 };
 
+// The CTA that the block scheduler starts on this SM after this one (launch order, one CTA per SM) begins
+// by waiting for Q and K chunks from HBM: the CTA start was the largest data wait left (ncu, run 7). Its
+// first chunks are warmed in L2 a few microseconds ahead; earlier and other CTAs' traffic evicts them.
+constexpr int kRpPrefetchLead = 12;    // V tiles before the end of this CTA's loads
+constexpr int kRpPrefetchChunks = 6;   // Q/K chunks of the next tile's first key block
+__device__ __forceinline__ void prefetch_next_tile(const AttnParams& p, const CUtensorMap& tm_q,
+                                                   const CUtensorMap& tm_k, int n_qt, int n_c) {
+  if (p.next_tile_stride <= 0) return;
+  const int64_t next = (int64_t)blockIdx.x + p.next_tile_stride;
+  if (next >= (int64_t)n_qt * p.H * p.B) return;
+  const RpTile tl(p, (int)next, n_qt);
+  for (int c = 0; c < min(kRpPrefetchChunks, n_c); ++c) {
+    tma_prefetch_l2_4d(&tm_q, c * kRpQkChunk, tl.m0, tl.h, tl.b);
+    tma_prefetch_l2_4d(&tm_k, c * kRpQkChunk, 0, tl.h, tl.b);
+  }
+}
+
 template <typename T>
 __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& tile, unsigned char* ring,
                                              uint64_t* full, uint64_t* empty, GranuleRing& st, int n_c,
@@ -1165,8 +1197,10 @@ __global__ void __launch_bounds__(kRpThreads, 1)
       tma_load_4d(slot, &tm_q, &full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
       tma_load_4d(slot + kRpQBytes, &tm_k, &full[at], c * kRpQkChunk, kb * kRpKeyBlock, tile.h, tile.b);
     }
-    for (int j = 0; j < n_dc * tile.n_kt; ++j) {  // V tile kt for output columns dc
+    const int n2 = n_dc * tile.n_kt;
+    for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
       const int at = claim(kRpItem2);
+      if (j == max(0, n2 - kRpPrefetchLead)) prefetch_next_tile(p, tm_q, tm_k, n_qt, n_c);
       const int dc = j / tile.n_kt, kt = j % tile.n_kt;
 #pragma unroll
       for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
@@ -1277,10 +1311,10 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
     // pairs (4 jn, 4 jn + 1) and (4 jn + 2, 4 jn + 3) become registers 2 jn and 2 jn + 1.
 #pragma unroll
     for (int jn = 0; jn < 32; ++jn) {
-      const float p0 = exp2f(acc[4 * jn + 0] - m_use[0]);
-      const float p1 = exp2f(acc[4 * jn + 1] - m_use[0]);
-      const float p2 = exp2f(acc[4 * jn + 2] - m_use[1]);
-      const float p3 = exp2f(acc[4 * jn + 3] - m_use[1]);
+      const float p0 = fast_exp2(acc[4 * jn + 0] - m_use[0]);
+      const float p1 = fast_exp2(acc[4 * jn + 1] - m_use[0]);
+      const float p2 = fast_exp2(acc[4 * jn + 2] - m_use[1]);
+      const float p3 = fast_exp2(acc[4 * jn + 3] - m_use[1]);
       l_run[0] += p0 + p1;
       l_run[1] += p2 + p3;
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
@@ -1348,6 +1382,8 @@ namespace kforge_attn {
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
                       kHopperWideMc4 = 6, kHopperWideRegP = 7 };
+// OR-ed into a path: the register-P kernel without its next-tile L2 warm-up (for A/B measurements only).
+constexpr int64_t kNoNextTilePrefetch = 16;
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -1438,6 +1474,17 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// Memoised per device: the attribute query is a driver call, and forward() runs it on every call.
+static int sm_count(int device) {
+  static int cached[64] = {};
+  int n = device < 64 ? cached[device] : 0;
+  if (n == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    if (device < 64) cached[device] = n;
+  }
+  return n;
+}
+
 template <typename T>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
@@ -1495,6 +1542,8 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
+  const bool prefetch_next = (path & kNoNextTilePrefetch) == 0;
+  path &= ~kNoNextTilePrefetch;
   TORCH_CHECK(path >= kAuto && path <= kHopperWideRegP, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
@@ -1514,6 +1563,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
+  p.next_tile_stride = prefetch_next ? sm_count(q.get_device()) : 0;
 
   if (path == kAuto) {
     int major = 0, minor = 0;
@@ -1553,6 +1603,7 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
 PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
 PATH_WGMMA_512_MC4 = 6
 PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
+NO_NEXT_TILE_PREFETCH = 16  # OR-ed into PATH_WGMMA_512_REGP: without its L2 warm-up (A/B measurements)
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256

@@ -21,6 +21,7 @@ struct AttnParams {
   int B, H, Sq, Sk, Dqk, Dv;
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
+  int next_tile_stride;  // register-P kernel: > 0 = warm L2 for CTA blockIdx.x + this (the GPU's SM count)
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -38,6 +39,14 @@ template <> struct Pack2<__nv_bfloat16> {
     return *reinterpret_cast<uint32_t*>(&h);
   }
 };
+
+// 2^x in one MUFU op; results below 2^-126 flush to 0 (exp2f adds a range fix-up: 3 more instructions per
+// element, on the softmax's critical path). Softmax weights that small vanish in any 16-bit P anyway.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -117,6 +126,12 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "}\n" ::"r"(smem_u32(bar)),
       "r"(parity)
       : "memory");
+}
+// Prefetch of a 4-D tensor-map box into L2 (no shared memory, no barrier).
+__device__ __forceinline__ void tma_prefetch_l2_4d(const void* tmap, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(tmap), "r"(c0),
+               "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
 }
 // 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
