@@ -73,8 +73,7 @@ def kernel_paths(mod, sk):
     paths = [("general", mod.PATH_GENERAL)]
     if sk <= 512:
         paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_mc", mod.PATH_WGMMA_512_MC),
-                  ("wgmma512_mc4", mod.PATH_WGMMA_512_MC4), ("wgmma512_regp", mod.PATH_WGMMA_512_REGP),
-                  ("wgmma512_regp_noprefetch", mod.PATH_WGMMA_512_REGP | mod.NO_NEXT_TILE_PREFETCH)]
+                  ("wgmma512_mc4", mod.PATH_WGMMA_512_MC4), ("wgmma512_regp", mod.PATH_WGMMA_512_REGP)]
     if sk <= 1024:
         paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("wgmma1024_mc", mod.PATH_WGMMA_1024_MC)]
     return paths
@@ -118,6 +117,23 @@ def sweep(mod, quick):
                                             causal=causal, strided=strided, scale=scale, path=name, err=err,
                                             torch_err=torch_err, poisoned=poisoned, ok=ok))
                     del q, k, v, ref, torch_out
+    # Keys 256.. scaled up so block 1's row max exceeds block 0's by far more than the register-P kernel's
+    # headroom (its rescale path), with the first 64 query rows scaled down so that in the same launch one
+    # warpgroup stays within the headroom (no rescale) and the other does not.
+    for dtype in (torch.float16, torch.bfloat16):
+        for (s, d, causal) in [(512, 1024, False), (512, 512, True), (300, 1024, False), (450, 256, True)]:
+            q, k, v = make_inputs(2, 2, s, s, d, d, dtype, False, gen)
+            k[:, :, 256:] *= 6
+            q[:, :, :64] *= 0.05
+            ref = ref64(q, k, v, causal, 1 / math.sqrt(d))
+            torch_err = rel_err(F.scaled_dot_product_attention(q, k, v, is_causal=causal), ref)
+            for name, path in kernel_paths(mod, s):
+                out, poisoned = run_poisoned(lambda: mod.kforge_attention(q, k, v, is_causal=causal, path=path),
+                                             (2, 2, s, d), dtype)
+                err = rel_err(out, ref)
+                results.append(dict(dtype=str(dtype).split(".")[-1], b=2, h=2, sq=s, sk=s, d=d, dv=d, causal=causal,
+                                    strided=False, scale=1 / math.sqrt(d), path=name, err=err, torch_err=torch_err,
+                                    poisoned=poisoned, ok=err <= max(2 * torch_err, 1e-5), case="block1_growth"))
     # D_qk != D_v and the dispatcher's own checks.
     for (d, dv) in [(512, 256), (128, 640)]:
         q, k, v = make_inputs(2, 2, 300, 450, d, dv, torch.float16, False, gen)

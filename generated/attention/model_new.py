@@ -67,7 +67,6 @@ struct AttnParams {
   int B, H, Sq, Sk, Dqk, Dv;
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
-  int next_tile_stride;  // register-P kernel: > 0 = warm L2 for CTA blockIdx.x + this (the GPU's SM count)
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -173,12 +172,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-// Prefetch of a 4-D tensor-map box into L2 (no shared memory, no barrier).
-__device__ __forceinline__ void tma_prefetch_l2_4d(const void* tmap, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(tmap), "r"(c0),
-               "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
-}
 // 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
   asm volatile(
@@ -193,6 +186,22 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_
 namespace kforge_attn {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Whether `v` holds for any thread of warpgroup `wg` (every thread of it gets the answer): a barrier
+// reduction on the warpgroup's named barrier.
+__device__ __forceinline__ bool warpgroup_any(int wg, bool v) {
+  uint32_t any;
+  asm volatile(
+      "{\n"
+      ".reg .pred p, q;\n"
+      "setp.ne.u32 p, %1, 0;\n"
+      "bar.red.or.pred q, %2, 128, p;\n"
+      "selp.u32 %0, 1, 0, q;\n"
+      "}\n"
+      : "=r"(any)
+      : "r"((uint32_t)v), "r"(wg + 1)
+      : "memory");
+  return any != 0;
 }
 // Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_bar(int wg) {
@@ -1080,6 +1089,8 @@ constexpr int kRpMaxKeys = kRpMaxBlocks * kRpKeyBlock;
 constexpr int kRpQkChunk = 32;        // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
 constexpr int kRpDvChunk = 128;       // output columns per P.V pass: one m64n128 accumulator
 constexpr int kRpKeyTile = 64;        // keys per V tile
+// P of block 1 may exceed 1 by this much (log2) and still share block 0's reference max (see phase 1).
+constexpr float kRpHeadroomLog2 = 8.f;
 constexpr int kRpGranule = 8192;
 constexpr int kRpGranules = 27;  // 216 KB
 constexpr int kRpQBytes = kRpRows * kRpQkChunk * 2;                     // 1 granule
@@ -1129,23 +1140,6 @@ struct RpTile {
     n_kt = (k_end + kRpKeyTile - 1) / kRpKeyTile;
   }
 };
-
-// The CTA that the block scheduler starts on this SM after this one (launch order, one CTA per SM) begins
-// by waiting for Q and K chunks from HBM: the CTA start was the largest data wait left (ncu, run 7). Its
-// first chunks are warmed in L2 a few microseconds ahead; earlier and other CTAs' traffic evicts them.
-constexpr int kRpPrefetchLead = 12;    // V tiles before the end of this CTA's loads
-constexpr int kRpPrefetchChunks = 6;   // Q/K chunks of the next tile's first key block
-__device__ __forceinline__ void prefetch_next_tile(const AttnParams& p, const CUtensorMap& tm_q,
-                                                   const CUtensorMap& tm_k, int n_qt, int n_c) {
-  if (p.next_tile_stride <= 0) return;
-  const int64_t next = (int64_t)blockIdx.x + p.next_tile_stride;
-  if (next >= (int64_t)n_qt * p.H * p.B) return;
-  const RpTile tl(p, (int)next, n_qt);
-  for (int c = 0; c < min(kRpPrefetchChunks, n_c); ++c) {
-    tma_prefetch_l2_4d(&tm_q, c * kRpQkChunk, tl.m0, tl.h, tl.b);
-    tma_prefetch_l2_4d(&tm_k, c * kRpQkChunk, 0, tl.h, tl.b);
-  }
-}
 
 template <typename T>
 __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& tile, unsigned char* ring,
@@ -1200,7 +1194,6 @@ __global__ void __launch_bounds__(kRpThreads, 1)
     const int n2 = n_dc * tile.n_kt;
     for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
       const int at = claim(kRpItem2);
-      if (j == max(0, n2 - kRpPrefetchLead)) prefetch_next_tile(p, tm_q, tm_k, n_qt, n_c);
       const int dc = j / tile.n_kt, kt = j % tile.n_kt;
 #pragma unroll
       for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
@@ -1244,6 +1237,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.f, 0.f};
   float ratio[2] = {1.f, 1.f};  // exp2(m_0 - m_1) per row
+  bool rescale = false;         // warpgroup-uniform: block 1's P uses its own max, O needs the ratio
 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> registers -------
 #pragma unroll
@@ -1294,11 +1288,25 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
     }
-    float m_use[2];
+    // Block 1 normally keeps block 0's reference max: its P then lies in [0, 2^headroom], as exact in 16
+    // bits as a P <= 1, and phase 2 needs no rescale of the accumulator (which drains the MMA pipeline
+    // once per output chunk). Only when some row's max grew by more (a vote over the warpgroup, so the
+    // MMA schedule stays uniform) does block 1 use its own max and O get rescaled.
+    bool grows = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      grows |= !(mx[r] - m_run[r] <= kRpHeadroomLog2);  // NaN (no visible key in block 0) counts as growth
+    }
+    if (kb > 0) rescale = warpgroup_any(wg, grows);
+    float m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (kb > 0 && !rescale) {
+        m_use[r] = m_run[r];  // block 0's (finite: it grew by at most the headroom)
+        continue;
+      }
       const float m_new = fmaxf(m_run[r], mx[r]);
       m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;  // no visible key yet: keep exp2 at 0, not NaN
       const float alpha = exp2f(m_run[r] - m_use[r]);
@@ -1340,7 +1348,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
 #pragma unroll
     for (int kt = 0; kt < kRpMaxKeys / kRpKeyTile; ++kt) {
       if (kt >= n_kt) break;
-      if (kt == kTilesPerBlock) {
+      if (kt == kTilesPerBlock && rescale) {
         // Entering key block 1: bring the sum so far from max m_0 to m_1 (MMAs drained first).
         wgmma_wait<0>();
         reg_fence<64>(acc);
@@ -1382,8 +1390,6 @@ namespace kforge_attn {
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
                       kHopperWideMc4 = 6, kHopperWideRegP = 7 };
-// OR-ed into a path: the register-P kernel without its next-tile L2 warm-up (for A/B measurements only).
-constexpr int64_t kNoNextTilePrefetch = 16;
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -1474,17 +1480,6 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Memoised per device: the attribute query is a driver call, and forward() runs it on every call.
-static int sm_count(int device) {
-  static int cached[64] = {};
-  int n = device < 64 ? cached[device] : 0;
-  if (n == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    if (device < 64) cached[device] = n;
-  }
-  return n;
-}
-
 template <typename T>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
@@ -1542,8 +1537,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  const bool prefetch_next = (path & kNoNextTilePrefetch) == 0;
-  path &= ~kNoNextTilePrefetch;
   TORCH_CHECK(path >= kAuto && path <= kHopperWideRegP, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
@@ -1563,7 +1556,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
-  p.next_tile_stride = prefetch_next ? sm_count(q.get_device()) : 0;
 
   if (path == kAuto) {
     int major = 0, minor = 0;
@@ -1603,7 +1595,6 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
 PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
 PATH_WGMMA_512_MC4 = 6
 PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
-NO_NEXT_TILE_PREFETCH = 16  # OR-ed into PATH_WGMMA_512_REGP: without its L2 warm-up (A/B measurements)
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256

@@ -25,8 +25,6 @@ namespace kforge_attn {
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
                       kHopperWideMc4 = 6, kHopperWideRegP = 7 };
-// OR-ed into a path: the register-P kernel without its next-tile L2 warm-up (for A/B measurements only).
-constexpr int64_t kNoNextTilePrefetch = 16;
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -117,17 +115,6 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Memoised per device: the attribute query is a driver call, and forward() runs it on every call.
-static int sm_count(int device) {
-  static int cached[64] = {};
-  int n = device < 64 ? cached[device] : 0;
-  if (n == 0) {
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
-    if (device < 64) cached[device] = n;
-  }
-  return n;
-}
-
 template <typename T>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
@@ -185,8 +172,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  const bool prefetch_next = (path & kNoNextTilePrefetch) == 0;
-  path &= ~kNoNextTilePrefetch;
   TORCH_CHECK(path >= kAuto && path <= kHopperWideRegP, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
@@ -206,7 +191,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
-  p.next_tile_stride = prefetch_next ? sm_count(q.get_device()) : 0;
 
   if (path == kAuto) {
     int major = 0, minor = 0;

@@ -21,7 +21,6 @@ struct AttnParams {
   int B, H, Sq, Sk, Dqk, Dv;
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
-  int next_tile_stride;  // register-P kernel: > 0 = warm L2 for CTA blockIdx.x + this (the GPU's SM count)
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -127,12 +126,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-// Prefetch of a 4-D tensor-map box into L2 (no shared memory, no barrier).
-__device__ __forceinline__ void tma_prefetch_l2_4d(const void* tmap, int c0, int c1, int c2, int c3) {
-  asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(tmap), "r"(c0),
-               "r"(c1), "r"(c2), "r"(c3)
-               : "memory");
-}
 // 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
   asm volatile(
@@ -147,6 +140,22 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_
 namespace kforge_attn {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+// Whether `v` holds for any thread of warpgroup `wg` (every thread of it gets the answer): a barrier
+// reduction on the warpgroup's named barrier.
+__device__ __forceinline__ bool warpgroup_any(int wg, bool v) {
+  uint32_t any;
+  asm volatile(
+      "{\n"
+      ".reg .pred p, q;\n"
+      "setp.ne.u32 p, %1, 0;\n"
+      "bar.red.or.pred q, %2, 128, p;\n"
+      "selp.u32 %0, 1, 0, q;\n"
+      "}\n"
+      : "=r"(any)
+      : "r"((uint32_t)v), "r"(wg + 1)
+      : "memory");
+  return any != 0;
 }
 // Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_bar(int wg) {

@@ -45,6 +45,8 @@ constexpr int kRpMaxKeys = kRpMaxBlocks * kRpKeyBlock;
 constexpr int kRpQkChunk = 32;        // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
 constexpr int kRpDvChunk = 128;       // output columns per P.V pass: one m64n128 accumulator
 constexpr int kRpKeyTile = 64;        // keys per V tile
+// P of block 1 may exceed 1 by this much (log2) and still share block 0's reference max (see phase 1).
+constexpr float kRpHeadroomLog2 = 8.f;
 constexpr int kRpGranule = 8192;
 constexpr int kRpGranules = 27;  // 216 KB
 constexpr int kRpQBytes = kRpRows * kRpQkChunk * 2;                     // 1 granule
@@ -94,23 +96,6 @@ struct RpTile {
     n_kt = (k_end + kRpKeyTile - 1) / kRpKeyTile;
   }
 };
-
-// The CTA that the block scheduler starts on this SM after this one (launch order, one CTA per SM) begins
-// by waiting for Q and K chunks from HBM: the CTA start was the largest data wait left (ncu, run 7). Its
-// first chunks are warmed in L2 a few microseconds ahead; earlier and other CTAs' traffic evicts them.
-constexpr int kRpPrefetchLead = 12;    // V tiles before the end of this CTA's loads
-constexpr int kRpPrefetchChunks = 6;   // Q/K chunks of the next tile's first key block
-__device__ __forceinline__ void prefetch_next_tile(const AttnParams& p, const CUtensorMap& tm_q,
-                                                   const CUtensorMap& tm_k, int n_qt, int n_c) {
-  if (p.next_tile_stride <= 0) return;
-  const int64_t next = (int64_t)blockIdx.x + p.next_tile_stride;
-  if (next >= (int64_t)n_qt * p.H * p.B) return;
-  const RpTile tl(p, (int)next, n_qt);
-  for (int c = 0; c < min(kRpPrefetchChunks, n_c); ++c) {
-    tma_prefetch_l2_4d(&tm_q, c * kRpQkChunk, tl.m0, tl.h, tl.b);
-    tma_prefetch_l2_4d(&tm_k, c * kRpQkChunk, 0, tl.h, tl.b);
-  }
-}
 
 template <typename T>
 __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& tile, unsigned char* ring,
@@ -165,7 +150,6 @@ __global__ void __launch_bounds__(kRpThreads, 1)
     const int n2 = n_dc * tile.n_kt;
     for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
       const int at = claim(kRpItem2);
-      if (j == max(0, n2 - kRpPrefetchLead)) prefetch_next_tile(p, tm_q, tm_k, n_qt, n_c);
       const int dc = j / tile.n_kt, kt = j % tile.n_kt;
 #pragma unroll
       for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
@@ -209,6 +193,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.f, 0.f};
   float ratio[2] = {1.f, 1.f};  // exp2(m_0 - m_1) per row
+  bool rescale = false;         // warpgroup-uniform: block 1's P uses its own max, O needs the ratio
 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> registers -------
 #pragma unroll
@@ -259,11 +244,25 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
     }
-    float m_use[2];
+    // Block 1 normally keeps block 0's reference max: its P then lies in [0, 2^headroom], as exact in 16
+    // bits as a P <= 1, and phase 2 needs no rescale of the accumulator (which drains the MMA pipeline
+    // once per output chunk). Only when some row's max grew by more (a vote over the warpgroup, so the
+    // MMA schedule stays uniform) does block 1 use its own max and O get rescaled.
+    bool grows = false;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      grows |= !(mx[r] - m_run[r] <= kRpHeadroomLog2);  // NaN (no visible key in block 0) counts as growth
+    }
+    if (kb > 0) rescale = warpgroup_any(wg, grows);
+    float m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (kb > 0 && !rescale) {
+        m_use[r] = m_run[r];  // block 0's (finite: it grew by at most the headroom)
+        continue;
+      }
       const float m_new = fmaxf(m_run[r], mx[r]);
       m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;  // no visible key yet: keep exp2 at 0, not NaN
       const float alpha = exp2f(m_run[r] - m_use[r]);
@@ -305,7 +304,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
 #pragma unroll
     for (int kt = 0; kt < kRpMaxKeys / kRpKeyTile; ++kt) {
       if (kt >= n_kt) break;
-      if (kt == kTilesPerBlock) {
+      if (kt == kTilesPerBlock && rescale) {
         // Entering key block 1: bring the sum so far from max m_0 to m_1 (MMAs drained first).
         wgmma_wait<0>();
         reg_fence<64>(acc);
