@@ -141,22 +141,6 @@ namespace kforge_attn {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
-// Whether `v` holds for any thread of warpgroup `wg` (every thread of it gets the answer): a barrier
-// reduction on the warpgroup's named barrier.
-__device__ __forceinline__ bool warpgroup_any(int wg, bool v) {
-  uint32_t any;
-  asm volatile(
-      "{\n"
-      ".reg .pred p, q;\n"
-      "setp.ne.u32 p, %1, 0;\n"
-      "bar.red.or.pred q, %2, 128, p;\n"
-      "selp.u32 %0, 1, 0, q;\n"
-      "}\n"
-      : "=r"(any)
-      : "r"((uint32_t)v), "r"(wg + 1)
-      : "memory");
-  return any != 0;
-}
 // Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_bar(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");

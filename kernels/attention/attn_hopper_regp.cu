@@ -45,8 +45,6 @@ constexpr int kRpMaxKeys = kRpMaxBlocks * kRpKeyBlock;
 constexpr int kRpQkChunk = 32;        // head-dim columns per phase-1 stage (64-byte rows, 64B swizzle)
 constexpr int kRpDvChunk = 128;       // output columns per P.V pass: one m64n128 accumulator
 constexpr int kRpKeyTile = 64;        // keys per V tile
-// P of block 1 may exceed 1 by this much (log2) and still share block 0's reference max (see phase 1).
-constexpr float kRpHeadroomLog2 = 8.f;
 constexpr int kRpGranule = 8192;
 constexpr int kRpGranules = 27;  // 216 KB
 constexpr int kRpQBytes = kRpRows * kRpQkChunk * 2;                     // 1 granule
@@ -147,8 +145,7 @@ __global__ void __launch_bounds__(kRpThreads, 1)
       tma_load_4d(slot, &tm_q, &full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
       tma_load_4d(slot + kRpQBytes, &tm_k, &full[at], c * kRpQkChunk, kb * kRpKeyBlock, tile.h, tile.b);
     }
-    const int n2 = n_dc * tile.n_kt;
-    for (int j = 0; j < n2; ++j) {  // V tile kt for output columns dc
+    for (int j = 0; j < n_dc * tile.n_kt; ++j) {  // V tile kt for output columns dc
       const int at = claim(kRpItem2);
       const int dc = j / tile.n_kt, kt = j % tile.n_kt;
 #pragma unroll
@@ -193,7 +190,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.f, 0.f};
   float ratio[2] = {1.f, 1.f};  // exp2(m_0 - m_1) per row
-  bool rescale = false;         // warpgroup-uniform: block 1's P uses its own max, O needs the ratio
 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> registers -------
 #pragma unroll
@@ -244,25 +240,11 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
     }
-    // Block 1 normally keeps block 0's reference max: its P then lies in [0, 2^headroom], as exact in 16
-    // bits as a P <= 1, and phase 2 needs no rescale of the accumulator (which drains the MMA pipeline
-    // once per output chunk). Only when some row's max grew by more (a vote over the warpgroup, so the
-    // MMA schedule stays uniform) does block 1 use its own max and O get rescaled.
-    bool grows = false;
+    float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      grows |= !(mx[r] - m_run[r] <= kRpHeadroomLog2);  // NaN (no visible key in block 0) counts as growth
-    }
-    if (kb > 0) rescale = warpgroup_any(wg, grows);
-    float m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      if (kb > 0 && !rescale) {
-        m_use[r] = m_run[r];  // block 0's (finite: it grew by at most the headroom)
-        continue;
-      }
       const float m_new = fmaxf(m_run[r], mx[r]);
       m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;  // no visible key yet: keep exp2 at 0, not NaN
       const float alpha = exp2f(m_run[r] - m_use[r]);
@@ -304,7 +286,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
 #pragma unroll
     for (int kt = 0; kt < kRpMaxKeys / kRpKeyTile; ++kt) {
       if (kt >= n_kt) break;
-      if (kt == kTilesPerBlock && rescale) {
+      if (kt == kTilesPerBlock) {
         // Entering key block 1: bring the sum so far from max m_0 to m_1 (MMAs drained first).
         wgmma_wait<0>();
         reg_fence<64>(acc);
