@@ -67,7 +67,6 @@ struct AttnParams {
   int B, H, Sq, Sk, Dqk, Dv;
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
-  int wg_lag;        // register-P kernel: phase-1 chunks warpgroup 1 starts behind warpgroup 0 (0 = together)
 };
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -187,13 +186,6 @@ __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_
 namespace kforge_attn {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-// Named barrier `id` over `count` threads: some threads only arrive, the others wait for all of them.
-__device__ __forceinline__ void named_bar_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ void named_bar_sync(int id, int count) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 // Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_bar(int wg) {
@@ -1098,7 +1090,6 @@ constexpr int kRpProducerRegs = 24;
 constexpr int kRpConsumerRegs = 240;  // 2*128*240 + 128*24 <= 65536; at 232 phase 2 spills
 constexpr int kRpAlignSlack = 1024;   // swizzle atoms start on 1024-byte boundaries
 constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + 2 * kRpGranules * 8;
-constexpr int kRpStaggerBarrier = 3;  // named barrier ids 1, 2 are the warpgroups' own
 constexpr int kRpEmptyArrivals = kRpConsumerThreads / 32;  // every consumer warp releases every item
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
@@ -1207,7 +1198,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
-  const int lag = p.wg_lag;
   const int row_glob = m0 + wg * 64 + warp * 16 + g;  // and row_glob + 8
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
   // Waits for the next item's bytes; returns its first granule.
@@ -1243,10 +1233,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
     int pending = -1;  // item whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
-      // Staggered start: warpgroup 1 begins once warpgroup 0 has issued its first `lag` chunks, so the two
-      // softmaxes (and later the output epilogues) fall at different times and each runs under the other
-      // warpgroup's MMAs instead of idling the tensor pipe.
-      if (kb == 0 && c == 0 && wg == 1 && lag > 0) named_bar_sync(kRpStaggerBarrier, kRpConsumerThreads);
       const int at = acquire(kRpItem1);
       const unsigned char* slot = ring + at * kRpGranule;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kRpQkChunk * 2);
@@ -1260,7 +1246,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
       wgmma_wait<1>();  // the previous chunk's group retired: its slot can be refilled
       if (pending >= 0) release(pending, kRpItem1);
       pending = at;
-      if (kb == 0 && wg == 0 && c == min(lag, n_c) - 1) named_bar_arrive(kRpStaggerBarrier, kRpConsumerThreads);
     }
     wgmma_wait<0>();
     reg_fence(acc);
@@ -1371,9 +1356,6 @@ namespace kforge_attn {
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
                       kHopperWideMc4 = 6, kHopperWideRegP = 7 };
-// OR-ed into a path: the register-P kernel with both warpgroups starting together (A/B measurements only).
-constexpr int64_t kNoStagger = 16;
-constexpr int kWgLag = 4;  // phase-1 chunks (of 32 at D=1024) warpgroup 1 starts behind warpgroup 0
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -1521,8 +1503,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  const bool stagger = (path & kNoStagger) == 0;
-  path &= ~kNoStagger;
   TORCH_CHECK(path >= kAuto && path <= kHopperWideRegP, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
@@ -1542,7 +1522,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
-  p.wg_lag = stagger ? kWgLag : 0;
 
   if (path == kAuto) {
     int major = 0, minor = 0;
@@ -1582,7 +1561,6 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
 PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
 PATH_WGMMA_512_MC4 = 6
 PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
-NO_STAGGER = 16  # OR-ed into PATH_WGMMA_512_REGP: both warpgroups start together (A/B measurements)
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256

@@ -25,9 +25,6 @@ namespace kforge_attn {
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
                       kHopperWideMc4 = 6, kHopperWideRegP = 7 };
-// OR-ed into a path: the register-P kernel with both warpgroups starting together (A/B measurements only).
-constexpr int64_t kNoStagger = 16;
-constexpr int kWgLag = 4;  // phase-1 chunks (of 32 at D=1024) warpgroup 1 starts behind warpgroup 0
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -175,8 +172,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  const bool stagger = (path & kNoStagger) == 0;
-  path &= ~kNoStagger;
   TORCH_CHECK(path >= kAuto && path <= kHopperWideRegP, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
@@ -196,7 +191,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
-  p.wg_lag = stagger ? kWgLag : 0;
 
   if (path == kAuto) {
     int major = 0, minor = 0;

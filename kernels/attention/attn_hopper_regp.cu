@@ -62,7 +62,6 @@ constexpr int kRpProducerRegs = 24;
 constexpr int kRpConsumerRegs = 240;  // 2*128*240 + 128*24 <= 65536; at 232 phase 2 spills
 constexpr int kRpAlignSlack = 1024;   // swizzle atoms start on 1024-byte boundaries
 constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + 2 * kRpGranules * 8;
-constexpr int kRpStaggerBarrier = 3;  // named barrier ids 1, 2 are the warpgroups' own
 constexpr int kRpEmptyArrivals = kRpConsumerThreads / 32;  // every consumer warp releases every item
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
@@ -171,7 +170,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
-  const int lag = p.wg_lag;
   const int row_glob = m0 + wg * 64 + warp * 16 + g;  // and row_glob + 8
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
   // Waits for the next item's bytes; returns its first granule.
@@ -207,10 +205,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
     int pending = -1;  // item whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
-      // Staggered start: warpgroup 1 begins once warpgroup 0 has issued its first `lag` chunks, so the two
-      // softmaxes (and later the output epilogues) fall at different times and each runs under the other
-      // warpgroup's MMAs instead of idling the tensor pipe.
-      if (kb == 0 && c == 0 && wg == 1 && lag > 0) named_bar_sync(kRpStaggerBarrier, kRpConsumerThreads);
       const int at = acquire(kRpItem1);
       const unsigned char* slot = ring + at * kRpGranule;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kRpQkChunk * 2);
@@ -224,7 +218,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
       wgmma_wait<1>();  // the previous chunk's group retired: its slot can be refilled
       if (pending >= 0) release(pending, kRpItem1);
       pending = at;
-      if (kb == 0 && wg == 0 && c == min(lag, n_c) - 1) named_bar_arrive(kRpStaggerBarrier, kRpConsumerThreads);
     }
     wgmma_wait<0>();
     reg_fence(acc);
