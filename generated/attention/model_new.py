@@ -1089,8 +1089,8 @@ constexpr int kRpThreads = kRpConsumerThreads + 128;
 constexpr int kRpProducerRegs = 24;
 constexpr int kRpConsumerRegs = 240;  // 2*128*240 + 128*24 <= 65536; at 232 phase 2 spills
 constexpr int kRpAlignSlack = 1024;   // swizzle atoms start on 1024-byte boundaries
-constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + 2 * kRpGranules * 8;
-constexpr int kRpEmptyArrivals = kRpConsumerThreads / 32;  // every consumer warp releases every item
+constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + (2 * kRpGranules + 1) * 8;
+constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;  // each releases every item (of every CTA of a cluster)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
 // holds, per granule, the parity of the barrier phase this side waits for next.
@@ -1110,88 +1110,122 @@ struct GranuleRing {
   }
 };
 
-// The tile a CTA works on (query-tile index fastest): query rows m0.., head h, batch b, and its load counts.
+// The tile a CTA works on: query rows m0.., head h, batch b, and its load counts. The CTAs of a cluster fill
+// each other's slots, so they walk one item sequence: the causal key range is that of the cluster's last
+// query tile (the extra keys are masked anyway).
+template <int CLUSTER>
 struct RpTile {
   int m0, h, b, n_kb, n_kt;
-  __device__ __forceinline__ RpTile(const AttnParams& p, int tile, int n_qt) {
-    m0 = (tile % n_qt) * kRpRows;
-    h = (tile / n_qt) % p.H;
-    b = tile / (n_qt * p.H);
-    const int k_end = p.causal ? min(p.Sk, m0 + kRpRows) : p.Sk;
+  __device__ __forceinline__ explicit RpTile(const AttnParams& p) {
+    m0 = blockIdx.x * kRpRows;
+    h = blockIdx.y;
+    b = blockIdx.z;
+    const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * kRpRows;
+    const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
     n_kb = (k_end + kRpKeyBlock - 1) / kRpKeyBlock;
     n_kt = (k_end + kRpKeyTile - 1) / kRpKeyTile;
   }
 };
 
-template <typename T>
-__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& tile, unsigned char* ring,
+template <typename T, int CLUSTER>
+__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<CLUSTER>& tile, unsigned char* ring,
                                              uint64_t* full, uint64_t* empty, GranuleRing& st, int n_c,
                                              int n_dc);
 
-template <typename T>
-__global__ void __launch_bounds__(kRpThreads, 1)
+// CLUSTER = 2: the two CTAs of a cluster (adjacent query tiles of one head) each load half of every K chunk
+// and V tile and multicast it to both, so each CTA reads 40% fewer bytes through L2; an item's granules are
+// reused only after the consumer warps of both CTAs released them.
+template <typename T, int CLUSTER>
+__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kRpThreads, 1)
     attn_hopper_regp_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "K/V multicast is written for clusters of 1 or 2 CTAs");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes);
   uint64_t* empty = full + kRpGranules;
+  uint64_t* done = empty + kRpGranules;  // clusters: the peer's consumer warps are finished
 
   const int tid = threadIdx.x;
-  const int n_qt = (p.Sq + kRpRows - 1) / kRpRows;
   const int n_c = (p.Dqk + kRpQkChunk - 1) / kRpQkChunk;
   const int n_dc = (p.Dv + kRpDvChunk - 1) / kRpDvChunk;
-  const RpTile tile(p, blockIdx.x, n_qt);
+  const RpTile<CLUSTER> tile(p);
+  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
+  constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
+  constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
   if (tid == 0) {
-    for (int q = 0; q < kRpGranules; ++q) mbar_init(&full[q], 1), mbar_init(&empty[q], kRpEmptyArrivals);
+    for (int q = 0; q < kRpGranules; ++q) mbar_init(&full[q], 1), mbar_init(&empty[q], CLUSTER * kRpConsumerWarps);
+    mbar_init(done, kRpConsumerWarps);
     fence_mbar_init();
   }
-  __syncthreads();
+  // Peers multicast into this CTA and arrive on its barriers only once they exist.
+  if (CLUSTER > 1) cluster_sync();
+  else __syncthreads();
 
   if (tid >= kRpConsumerThreads) {
     // ---------------- producer warpgroup: one thread issues every load ----------------
     setmaxnreg_dec<kRpProducerRegs>();
-    if (tid != kRpConsumerThreads) return;
-    // A fresh barrier counts as having completed the phase before its first: the first wait on every
-    // "empty" barrier (parity 1) passes.
-    GranuleRing st{0, ~0u};
-    auto claim = [&](int granules) {
-      const int at = st.place(granules);
-      for (int q = at; q < at + granules; ++q) mbar_wait(&empty[q], st.take_parity(q));
-      mbar_arrive_expect_tx(&full[at], granules * kRpGranule);
-      return at;
-    };
-    for (int i = 0; i < tile.n_kb * n_c; ++i) {  // Q chunk c + K block kb chunk c
-      const int at = claim(kRpItem1);
-      // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
-      // they are still in L2.
-      const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
-      unsigned char* slot = ring + at * kRpGranule;
-      tma_load_4d(slot, &tm_q, &full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
-      tma_load_4d(slot + kRpQBytes, &tm_k, &full[at], c * kRpQkChunk, kb * kRpKeyBlock, tile.h, tile.b);
-    }
-    for (int j = 0; j < n_dc * tile.n_kt; ++j) {  // V tile kt for output columns dc
-      const int at = claim(kRpItem2);
-      const int dc = j / tile.n_kt, kt = j % tile.n_kt;
+    if (tid == kRpConsumerThreads) {
+      // A fresh barrier counts as having completed the phase before its first: the first wait on every
+      // "empty" barrier (parity 1) passes.
+      GranuleRing st{0, ~0u};
+      auto claim = [&](int granules) {
+        const int at = st.place(granules);
+        for (int q = at; q < at + granules; ++q) mbar_wait(&empty[q], st.take_parity(q));
+        mbar_arrive_expect_tx(&full[at], granules * kRpGranule);
+        return at;
+      };
+      for (int i = 0; i < tile.n_kb * n_c; ++i) {  // Q chunk c + K block kb chunk c
+        const int at = claim(kRpItem1);
+        // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
+        // they are still in L2.
+        const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
+        unsigned char* slot = ring + at * kRpGranule;
+        tma_load_4d(slot, &tm_q, &full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
+        if (CLUSTER == 1) {
+          tma_load_4d(slot + kRpQBytes, &tm_k, &full[at], c * kRpQkChunk, kb * kRpKeyBlock, tile.h, tile.b);
+        } else {
+          tma_load_4d_multicast(slot + kRpQBytes + rank * kKRows * kRpQkChunk * 2, &tm_k, &full[at], c * kRpQkChunk,
+                                kb * kRpKeyBlock + rank * kKRows, tile.h, tile.b, kAllCtas);
+        }
+      }
+      for (int j = 0; j < n_dc * tile.n_kt; ++j) {  // V tile kt for output columns dc
+        const int at = claim(kRpItem2);
+        const int dc = j / tile.n_kt, kt = j % tile.n_kt;
 #pragma unroll
-      for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
-        tma_load_4d(ring + at * kRpGranule + pp * kRpVPanel, &tm_v, &full[at], dc * kRpDvChunk + pp * 64,
-                    kt * kRpKeyTile, tile.h, tile.b);
+        for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
+          unsigned char* panel = ring + at * kRpGranule + pp * kRpVPanel;
+          if (CLUSTER == 1) {
+            tma_load_4d(panel, &tm_v, &full[at], dc * kRpDvChunk + pp * 64, kt * kRpKeyTile, tile.h, tile.b);
+          } else {
+            tma_load_4d_multicast(panel + rank * kVRows * 128, &tm_v, &full[at], dc * kRpDvChunk + pp * 64,
+                                  kt * kRpKeyTile + rank * kVRows, tile.h, tile.b, kAllCtas);
+          }
+        }
       }
     }
-    return;
+  } else {
+    setmaxnreg_inc<kRpConsumerRegs>();
+    GranuleRing st{0, 0u};
+    consume_tile<T, CLUSTER>(p, tile, ring, full, empty, st, n_c, n_dc);
+    // No CTA may leave while its peer's consumers can still arrive on its barriers: each consumer warp says
+    // so on the peer's `done` barrier once its last arrive there is made, and waits for the peer's word.
+    // (Not a cluster barrier: one in the producer's branch spilled registers in both roles, and the
+    // producer arriving early and exiting hung, run 10.) The producer's loads into the peer complete on
+    // barriers the peer's consumers wait for before they get here.
+    if (CLUSTER > 1) {
+      if (tid % 32 == 0) mbar_arrive_cluster(done, cluster_ctarank() ^ 1u);
+      mbar_wait(done, 0);
+    }
   }
-  setmaxnreg_inc<kRpConsumerRegs>();
-  GranuleRing st{0, 0u};
-  consume_tile<T>(p, tile, ring, full, empty, st, n_c, n_dc);
 }
 
 // Consumer warpgroups: everything but the loads.
-template <typename T>
-__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& tile, unsigned char* ring,
+template <typename T, int CLUSTER>
+__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<CLUSTER>& tile, unsigned char* ring,
                                              uint64_t* full, uint64_t* empty, GranuleRing& st, int n_c,
                                              int n_dc) {
   const int tid = threadIdx.x;
@@ -1200,6 +1234,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
   const int row_glob = m0 + wg * 64 + warp * 16 + g;  // and row_glob + 8
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
+  const uint32_t peer = CLUSTER > 1 ? cluster_ctarank() ^ 1u : 0u;
   // Waits for the next item's bytes; returns its first granule.
   auto acquire = [&](int granules) {
     const int at = st.place(granules);
@@ -1209,7 +1244,10 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile& 
   // This warp's reads of an item are over once the MMA group that used it retired.
   auto release = [&](int at, int granules) {
     if (lane == 0) {
-      for (int q = at; q < at + granules; ++q) mbar_arrive(&empty[q]);
+      for (int q = at; q < at + granules; ++q) {
+        mbar_arrive(&empty[q]);
+        if (CLUSTER > 1) mbar_arrive_cluster(&empty[q], peer);
+      }
     }
   };
 
@@ -1355,7 +1393,7 @@ namespace kforge_attn {
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
-                      kHopperWideMc4 = 6, kHopperWideRegP = 7 };
+                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -1446,19 +1484,19 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T>
+template <typename T, int CLUSTER>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
   TORCH_CHECK(p.Sk <= kRpMaxKeys, "kforge attention: the register-P wgmma kernel holds at most ", kRpMaxKeys,
               " keys per row, got S_k=", p.Sk);
   const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, kRpRows, "query");
-  const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock, "key");
-  const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile, "value");
-  auto kernel = attn_hopper_regp_kernel<T>;
+  const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock / CLUSTER, "key");
+  const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile / CLUSTER, "value");
+  auto kernel = attn_hopper_regp_kernel<T, CLUSTER>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRpSmemBytes));
-  const int64_t tiles = (int64_t)((p.Sq + kRpRows - 1) / kRpRows) * p.H * p.B;
-  TORCH_CHECK(tiles < (int64_t(1) << 31), "kforge attention: ", tiles, " query tiles exceed the kernel's int range");
-  kernel<<<(unsigned)tiles, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
+  const int tiles = (p.Sq + kRpRows - 1) / kRpRows;
+  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
+  kernel<<<grid, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -1471,7 +1509,8 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
     case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
     case kHopperWideMc4: return launch_hopper<T, 2, 2, 4>(p, q, k, v, stream);
-    case kHopperWideRegP: return launch_hopper_regp<T>(p, q, k, v, stream);
+    case kHopperWideRegP: return launch_hopper_regp<T, 1>(p, q, k, v, stream);
+    case kHopperWideRegPMc: return launch_hopper_regp<T, 2>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -1503,7 +1542,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegP, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPMc, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -1551,7 +1590,7 @@ _CPP_SOURCE = r"""
 
 // out = softmax(q k^T * scale, causal mask if is_causal) v. path: 0 auto, 1 general mma.sync kernel,
 // 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024, 4-6 their multicast variants, 7 wgmma kernel
-// with P in registers for S_k <= 512 (2-7 need an sm_90 GPU).
+// with P in registers for S_k <= 512, 8 its multicast variant (2-8 need an sm_90 GPU).
 at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
                                     double scale, int64_t path);
 """
@@ -1561,6 +1600,7 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
 PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
 PATH_WGMMA_512_MC4 = 6
 PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
+PATH_WGMMA_512_REGP_MC = 8  # the same with 2-CTA clusters multicasting K/V
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256

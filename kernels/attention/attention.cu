@@ -24,7 +24,7 @@ namespace kforge_attn {
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
-                      kHopperWideMc4 = 6, kHopperWideRegP = 7 };
+                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -115,19 +115,19 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T>
+template <typename T, int CLUSTER>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
   TORCH_CHECK(p.Sk <= kRpMaxKeys, "kforge attention: the register-P wgmma kernel holds at most ", kRpMaxKeys,
               " keys per row, got S_k=", p.Sk);
   const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, kRpRows, "query");
-  const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock, "key");
-  const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile, "value");
-  auto kernel = attn_hopper_regp_kernel<T>;
+  const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock / CLUSTER, "key");
+  const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile / CLUSTER, "value");
+  auto kernel = attn_hopper_regp_kernel<T, CLUSTER>;
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRpSmemBytes));
-  const int64_t tiles = (int64_t)((p.Sq + kRpRows - 1) / kRpRows) * p.H * p.B;
-  TORCH_CHECK(tiles < (int64_t(1) << 31), "kforge attention: ", tiles, " query tiles exceed the kernel's int range");
-  kernel<<<(unsigned)tiles, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
+  const int tiles = (p.Sq + kRpRows - 1) / kRpRows;
+  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
+  kernel<<<grid, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -140,7 +140,8 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
     case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
     case kHopperWideMc4: return launch_hopper<T, 2, 2, 4>(p, q, k, v, stream);
-    case kHopperWideRegP: return launch_hopper_regp<T>(p, q, k, v, stream);
+    case kHopperWideRegP: return launch_hopper_regp<T, 1>(p, q, k, v, stream);
+    case kHopperWideRegPMc: return launch_hopper_regp<T, 2>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -172,7 +173,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegP, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPMc, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());

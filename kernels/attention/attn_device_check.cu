@@ -14,11 +14,10 @@ namespace kforge_attn {
   template __global__ void attn_hopper_kernel<T, NWG, NKB, CLUSTER>(                                           \
       const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
       const __grid_constant__ CUtensorMap);
-#define KFORGE_HOPPER_REGP(T)                                                                                 \
-  template __global__ void attn_hopper_regp_kernel<T>(const __grid_constant__ AttnParams,                      \
-                                                      const __grid_constant__ CUtensorMap,                     \
-                                                      const __grid_constant__ CUtensorMap,                     \
-                                                      const __grid_constant__ CUtensorMap);
+#define KFORGE_HOPPER_REGP(T, CLUSTER)                                                                        \
+  template __global__ void attn_hopper_regp_kernel<T, CLUSTER>(                                               \
+      const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
+      const __grid_constant__ CUtensorMap);
 #define KFORGE_ALL_VARIANTS(T)                                                                                \
   KFORGE_GENERAL(T, 64)                                                                                       \
   KFORGE_GENERAL(T, 128)                                                                                      \
@@ -27,7 +26,8 @@ namespace kforge_attn {
   KFORGE_HOPPER(T, 2, 2, 4)                                                                                   \
   KFORGE_HOPPER(T, 1, 4, 1)                                                                                   \
   KFORGE_HOPPER(T, 1, 4, 2)                                                                                   \
-  KFORGE_HOPPER_REGP(T)
+  KFORGE_HOPPER_REGP(T, 1)                                                                                    \
+  KFORGE_HOPPER_REGP(T, 2)
 KFORGE_ALL_VARIANTS(__half)
 KFORGE_ALL_VARIANTS(__nv_bfloat16)
 }  // namespace kforge_attn

@@ -3,6 +3,6 @@
 
 // out = softmax(q k^T * scale, causal mask if is_causal) v. path: 0 auto, 1 general mma.sync kernel,
 // 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024, 4-6 their multicast variants, 7 wgmma kernel
-// with P in registers for S_k <= 512 (2-7 need an sm_90 GPU).
+// with P in registers for S_k <= 512, 8 its multicast variant (2-8 need an sm_90 GPU).
 at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
                                     double scale, int64_t path);

@@ -35,6 +35,7 @@ _CPP_SOURCE = "@@KFORGE_SOURCE:bindings.cpp@@"
 PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
 PATH_WGMMA_512_MC4 = 6
 PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
+PATH_WGMMA_512_REGP_MC = 8  # the same with 2-CTA clusters multicasting K/V
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256
