@@ -1062,7 +1062,6 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
 // (already inlined: attn_wgmma.cuh)
 // (already inlined: attn_epilogue.cuh)
 #include <cuda.h>  // CUtensorMap
-#include <limits.h>
 
 namespace kforge_attn {
 

@@ -34,7 +34,6 @@
 #include "attn_wgmma.cuh"
 #include "attn_epilogue.cuh"
 #include <cuda.h>  // CUtensorMap
-#include <limits.h>
 
 namespace kforge_attn {
 
