@@ -76,7 +76,8 @@ def kernel_paths(mod, sk):
                   ("wgmma512_mc4", mod.PATH_WGMMA_512_MC4), ("wgmma512_regp", mod.PATH_WGMMA_512_REGP),
                   ("wgmma512_regp_mc", mod.PATH_WGMMA_512_REGP_MC)]
     if sk <= 1024:
-        paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("wgmma1024_mc", mod.PATH_WGMMA_1024_MC)]
+        paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("wgmma1024_mc", mod.PATH_WGMMA_1024_MC),
+                  ("regp_split", mod.PATH_WGMMA_1024_REGP_SPLIT)]
     return paths
 
 
@@ -122,9 +123,10 @@ def sweep(mod, quick):
     # headroom (its rescale path), with the first 64 query rows scaled down so that in the same launch one
     # warpgroup stays within the headroom (no rescale) and the other does not.
     for dtype in (torch.float16, torch.bfloat16):
-        for (s, d, causal) in [(512, 1024, False), (512, 512, True), (300, 1024, False), (450, 256, True)]:
+        for (s, d, causal) in [(512, 1024, False), (512, 512, True), (300, 1024, False), (450, 256, True),
+                               (1024, 512, False), (777, 1024, True)]:
             q, k, v = make_inputs(2, 2, s, s, d, d, dtype, False, gen)
-            k[:, :, 256:] *= 6
+            k[:, :, 256:] *= 6  # for split keys (S_k > 512) the second CTA's half has the larger maxima
             q[:, :, :64] *= 0.05
             ref = ref64(q, k, v, causal, 1 / math.sqrt(d))
             torch_err = rel_err(F.scaled_dot_product_attention(q, k, v, is_causal=causal), ref)
@@ -135,6 +137,25 @@ def sweep(mod, quick):
                 results.append(dict(dtype=str(dtype).split(".")[-1], b=2, h=2, sq=s, sk=s, d=d, dv=d, causal=causal,
                                     strided=False, scale=1 / math.sqrt(d), path=name, err=err, torch_err=torch_err,
                                     poisoned=poisoned, ok=err <= max(2 * torch_err, 1e-5), case="block1_growth"))
+    # Split keys at the edges: halves that are not whole key blocks (S_k 513..640: the first CTA masks the
+    # second's keys in its block 1), output chunk counts that leave the last pair half-empty (D_v 128, 384,
+    # 640) or end in a partial chunk (D_v 200, 1000), S_q != S_k, strided views.
+    for i, (sq, sk, d, dv, causal) in enumerate([(513, 513, 512, 512, False), (600, 600, 1024, 1024, True),
+                                                 (300, 640, 512, 384, False), (640, 577, 256, 640, True),
+                                                 (129, 1024, 512, 128, False), (1000, 769, 1024, 200, False),
+                                                 (77, 1023, 1000, 1000, True), (2, 1024, 64, 1024, False)]):
+        dtype = (torch.float16, torch.bfloat16)[i % 2]
+        q, k, v = make_inputs(1 + i % 2, 2, sq, sk, d, dv, dtype, i % 3 == 0, gen)
+        ref = ref64(q, k, v, causal, 1 / math.sqrt(d))
+        torch_err = rel_err(F.scaled_dot_product_attention(q, k, v, is_causal=causal), ref)
+        for name, path in [("regp_split", mod.PATH_WGMMA_1024_REGP_SPLIT), ("wgmma1024", mod.PATH_WGMMA_1024)]:
+            out, poisoned = run_poisoned(lambda: mod.kforge_attention(q, k, v, is_causal=causal, path=path),
+                                         (q.shape[0], 2, sq, dv), dtype)
+            err = rel_err(out, ref)
+            results.append(dict(dtype=str(dtype).split(".")[-1], b=q.shape[0], h=2, sq=sq, sk=sk, d=d, dv=dv,
+                                causal=causal, strided=i % 3 == 0, scale=1 / math.sqrt(d), path=name, err=err,
+                                torch_err=torch_err, poisoned=poisoned, ok=err <= max(2 * torch_err, 1e-5),
+                                case="split_edges"))
     # D_qk != D_v and the dispatcher's own checks.
     for (d, dv) in [(512, 256), (128, 640)]:
         q, k, v = make_inputs(2, 2, 300, 450, d, dv, torch.float16, False, gen)

@@ -23,11 +23,12 @@
 namespace kforge_attn {
 
 // Kernel choice. kAuto picks a wgmma kernel when the whole key row fits: P in registers with K/V multicast
-// over 2-CTA clusters (S_k <= 512), else P in shared memory (S_k <= 1024).
+// over 2-CTA clusters (S_k <= 512), P in registers with the keys split over 2-CTA clusters (S_k <= 1024).
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
-// *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers.
+// *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers;
+// *Split = clusters of two CTAs taking one half of the keys each.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
-                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8 };
+                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -160,18 +161,19 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T, int CLUSTER>
+template <typename T, int CLUSTER, int KSPLIT>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
-  TORCH_CHECK(p.Sk <= kRpMaxKeys, "kforge attention: the register-P wgmma kernel holds at most ", kRpMaxKeys,
-              " keys per row, got S_k=", p.Sk);
+  TORCH_CHECK(p.Sk <= KSPLIT * kRpMaxKeys, "kforge attention: this register-P wgmma kernel holds at most ",
+              KSPLIT * kRpMaxKeys, " keys per row, got S_k=", p.Sk);
   const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, kRpRows, "query");
   const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock / CLUSTER, "key");
   const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile / CLUSTER, "value");
-  auto kernel = attn_hopper_regp_kernel<T, CLUSTER>;
-  allow_smem<attn_hopper_regp_kernel<T, CLUSTER>>(kRpSmemBytes, q.get_device());
+  auto kernel = attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>;
+  allow_smem<attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>>(kRpSmemBytes, q.get_device());
   const int tiles = (p.Sq + kRpRows - 1) / kRpRows;
-  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
+  // Whole clusters (multicast: extra tiles store nothing); split keys: two CTAs per tile.
+  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER * KSPLIT, p.H, p.B);
   kernel<<<grid, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -185,8 +187,9 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
     case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
     case kHopperWideMc4: return launch_hopper<T, 2, 2, 4>(p, q, k, v, stream);
-    case kHopperWideRegP: return launch_hopper_regp<T, 1>(p, q, k, v, stream);
-    case kHopperWideRegPMc: return launch_hopper_regp<T, 2>(p, q, k, v, stream);
+    case kHopperWideRegP: return launch_hopper_regp<T, 1, 1>(p, q, k, v, stream);
+    case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
+    case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -218,7 +221,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPMc, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -244,7 +247,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
     const bool hopper = major == 9 && minor == 0;
     if (hopper && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
-    else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
+    else if (hopper && p.Sk <= 2 * kRpMaxKeys) path = kHopperWideRegPSplit;
     else path = kGeneral;
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();

@@ -188,3 +188,26 @@ __device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tma
       : "memory");
 }
 }  // namespace kforge_attn
+
+namespace kforge_attn {
+// ---- distributed shared memory (split-key clusters: partial O and softmax statistics between CTAs) ----
+// Address of the same shared-memory offset in CTA `cta_rank` of this cluster.
+__device__ __forceinline__ uint32_t mapa_u32(uint32_t local, uint32_t cta_rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(cta_rank));
+  return remote;
+}
+// Stores into a peer CTA's shared memory that complete (bytes) on a barrier in that CTA: the peer learns
+// the data arrived from its own barrier wait, with no cluster-wide fence on this side.
+__device__ __forceinline__ void st_async_v4(uint32_t remote, float a, float b, float c, float d, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   remote),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(remote_bar)
+               : "memory");
+}
+__device__ __forceinline__ void st_async_v2(uint32_t remote, float a, float b, uint32_t remote_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];\n" ::"r"(remote),
+               "f"(a), "f"(b), "r"(remote_bar)
+               : "memory");
+}
+}  // namespace kforge_attn

@@ -14,8 +14,8 @@ namespace kforge_attn {
   template __global__ void attn_hopper_kernel<T, NWG, NKB, CLUSTER>(                                           \
       const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
       const __grid_constant__ CUtensorMap);
-#define KFORGE_HOPPER_REGP(T, CLUSTER)                                                                        \
-  template __global__ void attn_hopper_regp_kernel<T, CLUSTER>(                                               \
+#define KFORGE_HOPPER_REGP(T, CLUSTER, KSPLIT)                                                                \
+  template __global__ void attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>(                                             \
       const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
       const __grid_constant__ CUtensorMap);
 #define KFORGE_ALL_VARIANTS(T)                                                                                \
@@ -26,8 +26,9 @@ namespace kforge_attn {
   KFORGE_HOPPER(T, 2, 2, 4)                                                                                   \
   KFORGE_HOPPER(T, 1, 4, 1)                                                                                   \
   KFORGE_HOPPER(T, 1, 4, 2)                                                                                   \
-  KFORGE_HOPPER_REGP(T, 1)                                                                                    \
-  KFORGE_HOPPER_REGP(T, 2)
+  KFORGE_HOPPER_REGP(T, 1, 1)                                                                                 \
+  KFORGE_HOPPER_REGP(T, 2, 1)                                                                                 \
+  KFORGE_HOPPER_REGP(T, 1, 2)
 KFORGE_ALL_VARIANTS(__half)
 KFORGE_ALL_VARIANTS(__nv_bfloat16)
 }  // namespace kforge_attn

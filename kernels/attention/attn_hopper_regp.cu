@@ -26,6 +26,14 @@
 // finishing the current one — measured 26% slower: the CTAs drift apart, the tiles of a head stop
 // running together, and K/V come from HBM again. NOTES.md, run 9.)
 //
+// Split keys (KSPLIT = 2, for 512 < S_k <= 1024, where P of a whole row no longer fits in registers): the
+// two CTAs of a cluster take the same 128 query rows and one half of the keys each, so each holds P of at
+// most 512 keys. Each CTA's O chunk is then a partial sum under its own row max: the pair swaps softmax
+// statistics once (m, l per row, into the peer's shared memory) and every 128-wide output chunk is finished
+// by one CTA of the pair, which receives the other's partial (64 KB of fp32, written with st.async straight
+// into a ring item of the owner) and adds it to its own. Each CTA first computes a chunk it sends, then one
+// it owns, so the partial it needs was sent a whole chunk earlier.
+//
 // Roles as in attn_hopper.cu: two consumer warpgroups x 64 query rows, one producer warpgroup whose single
 // issuing thread runs the TMA loads ("full" barriers complete on bytes; each consumer warp arrives on the
 // "empty" barriers of an item's granules once the MMAs reading it retired), registers moved to the
@@ -52,6 +60,8 @@ constexpr int kRpVPanel = kRpKeyTile * 128;                            // [64 ke
 constexpr int kRpVTile = (kRpDvChunk / 64) * kRpVPanel;                // 2 granules
 constexpr int kRpItem1 = kRpStage1 / kRpGranule;
 constexpr int kRpItem2 = kRpVTile / kRpGranule;
+constexpr int kRpPartialBytes = 256 * (kRpDvChunk / 2) * 4;   // split keys: a partial O chunk, fp32, all consumers
+constexpr int kRpItemPartial = kRpPartialBytes / kRpGranule;   // 8 granules
 static_assert(kRpItem1 * kRpGranule == kRpStage1 && kRpItem2 * kRpGranule == kRpVTile, "items are whole granules");
 static_assert(kRpGranules <= 32, "per-granule phase bits live in one 32-bit word");
 constexpr int kRpRingBytes = kRpGranules * kRpGranule;
@@ -60,7 +70,8 @@ constexpr int kRpThreads = kRpConsumerThreads + 128;
 constexpr int kRpProducerRegs = 24;
 constexpr int kRpConsumerRegs = 240;  // 2*128*240 + 128*24 <= 65536; at 232 phase 2 spills
 constexpr int kRpAlignSlack = 1024;   // swizzle atoms start on 1024-byte boundaries
-constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + (2 * kRpGranules + 1) * 8;
+constexpr int kRpStatsBytes = kRpRows * 8;  // split keys: the peer's (m, l) per query row
+constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + (2 * kRpGranules + 4) * 8;
 constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;  // each releases every item (of every CTA of a cluster)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
@@ -81,59 +92,99 @@ struct GranuleRing {
   }
 };
 
-// The tile a CTA works on: query rows m0.., head h, batch b, and its load counts. The CTAs of a cluster fill
-// each other's slots, so they walk one item sequence: the causal key range is that of the cluster's last
-// query tile (the extra keys are masked anyway).
-template <int CLUSTER>
+// The tile a CTA works on: query rows m0.., head h, batch b, its keys [key0, key_end) and its load counts.
+// The CTAs of a cluster fill each other's slots (multicast) or each other's exchange items (split keys), so
+// they walk one item sequence: with multicast the causal key range is that of the cluster's last query tile,
+// with split keys both halves are walked at the length of the first (the extra keys are masked anyway).
+template <int CLUSTER, int KSPLIT>
 struct RpTile {
-  int m0, h, b, n_kb, n_kt;
+  int m0, h, b, n_kb, n_kt, key0, key_end;
   __device__ __forceinline__ explicit RpTile(const AttnParams& p) {
-    m0 = blockIdx.x * kRpRows;
+    m0 = blockIdx.x / KSPLIT * kRpRows;
     h = blockIdx.y;
     b = blockIdx.z;
-    const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * kRpRows;
-    const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
-    n_kb = (k_end + kRpKeyBlock - 1) / kRpKeyBlock;
-    n_kt = (k_end + kRpKeyTile - 1) / kRpKeyTile;
+    int keys;
+    if (KSPLIT == 1) {
+      const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * kRpRows;
+      key0 = 0;
+      key_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
+      keys = key_end;
+    } else {
+      // Whole V tiles per half, so no tile straddles the two CTAs' ranges.
+      keys = ((p.Sk + 1) / 2 + kRpKeyTile - 1) / kRpKeyTile * kRpKeyTile;
+      key0 = (blockIdx.x % KSPLIT) * keys;
+      key_end = min(p.Sk, key0 + keys);
+    }
+    n_kb = (keys + kRpKeyBlock - 1) / kRpKeyBlock;
+    n_kt = (keys + kRpKeyTile - 1) / kRpKeyTile;
   }
 };
 
-template <typename T, int CLUSTER>
-__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<CLUSTER>& tile, unsigned char* ring,
-                                             uint64_t* full, uint64_t* empty, GranuleRing& st, int n_c,
+// Shared-memory objects beyond the load ring.
+struct RpBarriers {
+  uint64_t* full;        // per granule: its bytes landed
+  uint64_t* empty;       // per granule: every consumer warp (of every CTA it was multicast to) is done with it
+  uint64_t* done;        // multicast: the peer's consumer warps are finished
+  uint64_t* stats_full;  // split keys: the peer's (m, l) rows landed in `stats`
+  uint64_t* peer_ready;  // split keys: the peer's producer has claimed the item our next partial goes to
+  uint64_t* partial_read;  // split keys: every consumer warp has added the last partial it received
+  float2* stats;         // split keys: (m, l) of the peer per query row of the tile
+};
+
+// Which output chunk a split-key CTA computes at step `half` (0: one it sends, 1: one it owns) of pair
+// `pair`: chunk c is finished by CTA c % 2.
+__device__ __forceinline__ int split_chunk(int pair, int half, uint32_t rank) {
+  return 2 * pair + (half == 0 ? 1 - (int)rank : (int)rank);
+}
+
+template <typename T, int CLUSTER, int KSPLIT>
+__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<CLUSTER, KSPLIT>& tile,
+                                             unsigned char* ring, const RpBarriers& bar, GranuleRing& st, int n_c,
                                              int n_dc);
 
 // CLUSTER = 2: the two CTAs of a cluster (adjacent query tiles of one head) each load half of every K chunk
 // and V tile and multicast it to both, so each CTA reads 40% fewer bytes through L2; an item's granules are
 // reused only after the consumer warps of both CTAs released them.
-template <typename T, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kRpThreads, 1)
+// KSPLIT = 2: the two CTAs of a cluster split the keys of one query tile (header comment).
+template <typename T, int CLUSTER, int KSPLIT>
+__global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpThreads, 1)
     attn_hopper_regp_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  static_assert(CLUSTER == 1 || CLUSTER == 2, "K/V multicast is written for clusters of 1 or 2 CTAs");
+  static_assert((CLUSTER == 1 || CLUSTER == 2) && (KSPLIT == 1 || KSPLIT == 2) && CLUSTER * KSPLIT <= 2,
+                "written for K/V multicast over 2 CTAs or keys split over 2 CTAs, not both");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes);
-  uint64_t* empty = full + kRpGranules;
-  uint64_t* done = empty + kRpGranules;  // clusters: the peer's consumer warps are finished
+  RpBarriers bar;
+  bar.stats = reinterpret_cast<float2*>(ring + kRpRingBytes);
+  bar.full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes + kRpStatsBytes);
+  bar.empty = bar.full + kRpGranules;
+  bar.done = bar.empty + kRpGranules;
+  bar.stats_full = bar.done + 1;
+  bar.peer_ready = bar.stats_full + 1;
+  bar.partial_read = bar.peer_ready + 1;
 
   const int tid = threadIdx.x;
   const int n_c = (p.Dqk + kRpQkChunk - 1) / kRpQkChunk;
   const int n_dc = (p.Dv + kRpDvChunk - 1) / kRpDvChunk;
-  const RpTile<CLUSTER> tile(p);
-  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
+  const RpTile<CLUSTER, KSPLIT> tile(p);
+  const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0;
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
   if (tid == 0) {
-    for (int q = 0; q < kRpGranules; ++q) mbar_init(&full[q], 1), mbar_init(&empty[q], CLUSTER * kRpConsumerWarps);
-    mbar_init(done, kRpConsumerWarps);
+    for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
+    mbar_init(bar.done, kRpConsumerWarps);
+    mbar_init(bar.stats_full, 1);
+    mbar_init(bar.peer_ready, 1);
+    mbar_init(bar.partial_read, kRpConsumerWarps);
+    // The peer's statistics complete this phase with their bytes alone.
+    if (KSPLIT > 1) mbar_arrive_expect_tx(bar.stats_full, kRpStatsBytes);
     fence_mbar_init();
   }
-  // Peers multicast into this CTA and arrive on its barriers only once they exist.
-  if (CLUSTER > 1) cluster_sync();
+  // Peers write into this CTA and arrive on its barriers only once they exist.
+  if (CLUSTER * KSPLIT > 1) cluster_sync();
   else __syncthreads();
 
   if (tid >= kRpConsumerThreads) {
@@ -145,9 +196,25 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kRpThreads, 1)
       GranuleRing st{0, ~0u};
       auto claim = [&](int granules) {
         const int at = st.place(granules);
-        for (int q = at; q < at + granules; ++q) mbar_wait(&empty[q], st.take_parity(q));
-        mbar_arrive_expect_tx(&full[at], granules * kRpGranule);
+        for (int q = at; q < at + granules; ++q) mbar_wait(&bar.empty[q], st.take_parity(q));
+        mbar_arrive_expect_tx(&bar.full[at], granules * kRpGranule);
         return at;
+      };
+      auto load_v_chunk = [&](int dc) {  // the V tiles of output columns dc, this CTA's keys
+        for (int kt = 0; kt < tile.n_kt; ++kt) {
+          const int at = claim(kRpItem2);
+#pragma unroll
+          for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
+            unsigned char* panel = ring + at * kRpGranule + pp * kRpVPanel;
+            const int key = tile.key0 + kt * kRpKeyTile;
+            if (CLUSTER == 1) {
+              tma_load_4d(panel, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64, key, tile.h, tile.b);
+            } else {
+              tma_load_4d_multicast(panel + rank * kVRows * 128, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64,
+                                    key + rank * kVRows, tile.h, tile.b, kAllCtas);
+            }
+          }
+        }
       };
       for (int i = 0; i < tile.n_kb * n_c; ++i) {  // Q chunk c + K block kb chunk c
         const int at = claim(kRpItem1);
@@ -155,25 +222,32 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kRpThreads, 1)
         // they are still in L2.
         const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
         unsigned char* slot = ring + at * kRpGranule;
-        tma_load_4d(slot, &tm_q, &full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
+        const int key = tile.key0 + kb * kRpKeyBlock;
+        tma_load_4d(slot, &tm_q, &bar.full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
         if (CLUSTER == 1) {
-          tma_load_4d(slot + kRpQBytes, &tm_k, &full[at], c * kRpQkChunk, kb * kRpKeyBlock, tile.h, tile.b);
+          tma_load_4d(slot + kRpQBytes, &tm_k, &bar.full[at], c * kRpQkChunk, key, tile.h, tile.b);
         } else {
-          tma_load_4d_multicast(slot + kRpQBytes + rank * kKRows * kRpQkChunk * 2, &tm_k, &full[at], c * kRpQkChunk,
-                                kb * kRpKeyBlock + rank * kKRows, tile.h, tile.b, kAllCtas);
+          tma_load_4d_multicast(slot + kRpQBytes + rank * kKRows * kRpQkChunk * 2, &tm_k, &bar.full[at],
+                                c * kRpQkChunk, key + rank * kKRows, tile.h, tile.b, kAllCtas);
         }
       }
-      for (int j = 0; j < n_dc * tile.n_kt; ++j) {  // V tile kt for output columns dc
-        const int at = claim(kRpItem2);
-        const int dc = j / tile.n_kt, kt = j % tile.n_kt;
-#pragma unroll
-        for (int pp = 0; pp < kRpDvChunk / 64; ++pp) {
-          unsigned char* panel = ring + at * kRpGranule + pp * kRpVPanel;
-          if (CLUSTER == 1) {
-            tma_load_4d(panel, &tm_v, &full[at], dc * kRpDvChunk + pp * 64, kt * kRpKeyTile, tile.h, tile.b);
-          } else {
-            tma_load_4d_multicast(panel + rank * kVRows * 128, &tm_v, &full[at], dc * kRpDvChunk + pp * 64,
-                                  kt * kRpKeyTile + rank * kVRows, tile.h, tile.b, kAllCtas);
+      if (KSPLIT == 1) {
+        for (int dc = 0; dc < n_dc; ++dc) load_v_chunk(dc);
+      } else {
+        for (int pair = 0; 2 * pair < n_dc; ++pair) {
+          for (int half = 0; half < 2; ++half) {
+            const int dc = split_chunk(pair, half, rank);
+            if (dc >= n_dc) continue;
+            load_v_chunk(dc);
+            // The chunk this CTA finishes: claim the item the peer's partial lands in, then tell the peer.
+            // Its bytes complete the item's barrier like a load's. Not before the previous partial was read:
+            // that read needed every peer thread's stores, each made after it saw the previous "ready", so
+            // no peer thread can miss a phase of `peer_ready`.
+            if (half == 1) {
+              claim(kRpItemPartial);
+              if (pair > 0) mbar_wait(bar.partial_read, (pair - 1) & 1);
+              mbar_arrive_cluster(bar.peer_ready, rank ^ 1u);
+            }
           }
         }
       }
@@ -181,43 +255,45 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(kRpThreads, 1)
   } else {
     setmaxnreg_inc<kRpConsumerRegs>();
     GranuleRing st{0, 0u};
-    consume_tile<T, CLUSTER>(p, tile, ring, full, empty, st, n_c, n_dc);
+    consume_tile<T, CLUSTER, KSPLIT>(p, tile, ring, bar, st, n_c, n_dc);
     // No CTA may leave while its peer's consumers can still arrive on its barriers: each consumer warp says
     // so on the peer's `done` barrier once its last arrive there is made, and waits for the peer's word.
     // (Not a cluster barrier: one in the producer's branch spilled registers in both roles, and the
     // producer arriving early and exiting hung, run 10.) The producer's loads into the peer complete on
-    // barriers the peer's consumers wait for before they get here.
+    // barriers the peer's consumers wait for before they get here. Split keys need no handshake: every
+    // write into a CTA and every arrive on its barriers is one that CTA waits for before it finishes.
     if (CLUSTER > 1) {
-      if (tid % 32 == 0) mbar_arrive_cluster(done, cluster_ctarank() ^ 1u);
-      mbar_wait(done, 0);
+      if (tid % 32 == 0) mbar_arrive_cluster(bar.done, cluster_ctarank() ^ 1u);
+      mbar_wait(bar.done, 0);
     }
   }
 }
 
 // Consumer warpgroups: everything but the loads.
-template <typename T, int CLUSTER>
-__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<CLUSTER>& tile, unsigned char* ring,
-                                             uint64_t* full, uint64_t* empty, GranuleRing& st, int n_c,
+template <typename T, int CLUSTER, int KSPLIT>
+__device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<CLUSTER, KSPLIT>& tile,
+                                             unsigned char* ring, const RpBarriers& bar, GranuleRing& st, int n_c,
                                              int n_dc) {
   const int tid = threadIdx.x;
   const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int g = lane / 4, t = lane % 4;
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
-  const int row_glob = m0 + wg * 64 + warp * 16 + g;  // and row_glob + 8
+  const int row_tile = wg * 64 + warp * 16 + g;  // and row_tile + 8
+  const int row_glob = m0 + row_tile;
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
-  const uint32_t peer = CLUSTER > 1 ? cluster_ctarank() ^ 1u : 0u;
+  const uint32_t peer = CLUSTER * KSPLIT > 1 ? cluster_ctarank() ^ 1u : 0u;
   // Waits for the next item's bytes; returns its first granule.
   auto acquire = [&](int granules) {
     const int at = st.place(granules);
-    mbar_wait(&full[at], st.take_parity(at));
+    mbar_wait(&bar.full[at], st.take_parity(at));
     return at;
   };
   // This warp's reads of an item are over once the MMA group that used it retired.
   auto release = [&](int at, int granules) {
     if (lane == 0) {
       for (int q = at; q < at + granules; ++q) {
-        mbar_arrive(&empty[q]);
-        if (CLUSTER > 1) mbar_arrive_cluster(&empty[q], peer);
+        mbar_arrive(&bar.empty[q]);
+        if (CLUSTER > 1) mbar_arrive_cluster(&bar.empty[q], peer);
       }
     }
   };
@@ -260,9 +336,9 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     reg_fence(acc);
     release(pending, kRpItem1);
 
-    // Masking is needed only in a block that reaches past S_k or crosses the causal diagonal.
-    const int key0 = kb * kRpKeyBlock + 2 * t;
-    const bool need_mask = (kb + 1) * kRpKeyBlock > p.Sk || (p.causal && (kb + 1) * kRpKeyBlock - 1 > m0);
+    // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
+    const int key0 = tile.key0 + kb * kRpKeyBlock;
+    const bool need_mask = key0 + kRpKeyBlock > tile.key_end || (p.causal && key0 + kRpKeyBlock - 1 > m0);
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int jn = 0; jn < 32; ++jn) {
@@ -270,8 +346,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       for (int e = 0; e < 4; ++e) {
         float x = acc[4 * jn + e] * p.scale_log2;
         if (need_mask) {
-          const int key = key0 + jn * 8 + (e & 1);
-          if (key >= p.Sk || (p.causal && key > row_glob + (e >> 1) * 8)) x = -INFINITY;
+          const int key = key0 + 2 * t + jn * 8 + (e & 1);
+          if (key >= tile.key_end || (p.causal && key > row_glob + (e >> 1) * 8)) x = -INFINITY;
         }
         acc[4 * jn + e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
@@ -304,18 +380,43 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       pr[kb][2 * jn + 1] = Pack2<T>::from_floats(p2, p3);
     }
   }
-  float inv_l[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv_l[r] = l > 0.f ? 1.f / l : 0.f;
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+    l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+  }
+  // The factor that turns this CTA's sum over its keys into its share of O: 1 / l, or with split keys
+  // exp2(m_self - m) / (l_self exp2(m_self - m) + l_peer exp2(m_peer - m)), m the larger max (its rows'
+  // statistics are the peer's, received once both CTAs finished phase 1).
+  float o_scale[2];
+  if (KSPLIT > 1) {
+    if (t == 0) {
+      const uint32_t remote_stats = mapa_u32(smem_u32(bar.stats), peer);
+      const uint32_t remote_bar = mapa_u32(smem_u32(bar.stats_full), peer);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        st_async_v2(remote_stats + (row_tile + 8 * r) * 8, m_run[r], l_run[r], remote_bar);
+      }
+    }
+    mbar_wait(bar.stats_full, 0);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float2 other = bar.stats[row_tile + 8 * r];
+      const float m = fmaxf(m_run[r], other.x);  // -inf only for a row with no visible key in either half
+      const float a_self = m_run[r] == -INFINITY ? 0.f : exp2f(m_run[r] - m);
+      const float a_other = other.x == -INFINITY ? 0.f : exp2f(other.x - m);
+      const float l = a_self * l_run[r] + a_other * other.y;
+      o_scale[r] = l > 0.f ? a_self / l : 0.f;
+    }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) o_scale[r] = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
   }
 
   // ---------------- phase 2: O_dc = sum over key tiles of P_kt V_kt[:, dc] ----------------
   constexpr int kTilesPerBlock = kRpKeyBlock / kRpKeyTile;
-  for (int dc = 0; dc < n_dc; ++dc) {
+  // Leaves this CTA's unnormalised sum for output columns dc in acc[0..63].
+  auto accumulate_chunk = [&]() {
 #pragma unroll
     for (int e = 0; e < 64; ++e) acc[e] = 0.f;
     int pending = -1;
@@ -349,8 +450,57 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     wgmma_wait<0>();
     reg_fence<64>(acc);
     release(pending, kRpItem2);
-    store_o_chunk<T, kRpDvChunk / 32>(acc, inv_l[0], inv_l[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk,
-                                      p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t);
+  };
+  auto store_chunk = [&](int dc, float s0, float s1) {
+    store_o_chunk<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
+                                      row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t);
+  };
+
+  if (KSPLIT == 1) {
+    for (int dc = 0; dc < n_dc; ++dc) {
+      accumulate_chunk();
+      store_chunk(dc, o_scale[0], o_scale[1]);
+    }
+    return;
+  }
+  // Split keys. A partial travels as 16-byte vectors, vector j of consumer thread tid at (j * 256 + tid) * 16:
+  // a warp's stores and loads each cover 512 contiguous bytes (no bank conflicts).
+  uint32_t ready_parity = 0;
+  for (int pair = 0; 2 * pair < n_dc; ++pair) {
+    const bool full_pair = 2 * pair + 1 < n_dc;
+#pragma unroll 1
+    for (int half = 0; half < 2; ++half) {
+      const int dc = split_chunk(pair, half, peer ^ 1u);
+      if (dc >= n_dc) continue;
+      accumulate_chunk();
+      if (half == 0) {
+#pragma unroll
+        for (int e = 0; e < 64; ++e) acc[e] *= o_scale[(e >> 1) & 1];
+        // The peer's item for this partial follows the V tiles of the chunks the peer computes in this pair:
+        // it walked the same item sequence up to the pair, and the same V tiles as this CTA so far.
+        GranuleRing peer_st = st;
+        if (full_pair) {
+          for (int i = 0; i < n_kt; ++i) peer_st.place(kRpItem2);
+        }
+        const int at = peer_st.place(kRpItemPartial);
+        mbar_wait(bar.peer_ready, ready_parity);
+        ready_parity ^= 1u;
+        const uint32_t dst = mapa_u32(smem_u32(ring + at * kRpGranule) + tid * 16, peer);
+        const uint32_t dst_bar = mapa_u32(smem_u32(&bar.full[at]), peer);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          st_async_v4(dst + j * 256 * 16, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3], dst_bar);
+        }
+      } else {
+        const int at = acquire(kRpItemPartial);
+        store_o_chunk<T, kRpDvChunk / 32, true>(acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk,
+                                                p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t,
+                                                smem_u32(ring + at * kRpGranule) + tid * 16);
+        __syncwarp();
+        release(at, kRpItemPartial);
+        if (lane == 0) mbar_arrive(bar.partial_read);
+      }
+    }
   }
 }
 
