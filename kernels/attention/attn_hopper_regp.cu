@@ -238,16 +238,18 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
           for (int half = 0; half < 2; ++half) {
             const int dc = split_chunk(pair, half, rank);
             if (dc >= n_dc) continue;
-            load_v_chunk(dc);
-            // The chunk this CTA finishes: claim the item the peer's partial lands in, then tell the peer.
-            // Its bytes complete the item's barrier like a load's. Not before the previous partial was read:
-            // that read needed every peer thread's stores, each made after it saw the previous "ready", so
-            // no peer thread can miss a phase of `peer_ready`.
+            // The chunk this CTA finishes: first claim the item the peer's partial lands in, then tell the
+            // peer; its bytes complete the item's barrier like a load's. Claimed before this chunk's V tiles
+            // (after them, the claim could wait for granules those tiles hold, whose consumers come after the
+            // send the peer is waiting for: a deadlock, seen on the device). Not before the previous partial
+            // was read: that read needed every peer thread's stores, each made after it saw the previous
+            // "ready", so no peer thread can miss a phase of `peer_ready`.
             if (half == 1) {
               claim(kRpItemPartial);
               if (pair > 0) mbar_wait(bar.partial_read, (pair - 1) & 1);
               mbar_arrive_cluster(bar.peer_ready, rank ^ 1u);
             }
+            load_v_chunk(dc);
           }
         }
       }
@@ -467,21 +469,25 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   // a warp's stores and loads each cover 512 contiguous bytes (no bank conflicts).
   uint32_t ready_parity = 0;
   for (int pair = 0; 2 * pair < n_dc; ++pair) {
-    const bool full_pair = 2 * pair + 1 < n_dc;
+    const GranuleRing pair_start = st;
+    const bool own_exists = split_chunk(pair, 1, peer ^ 1u) < n_dc;
 #pragma unroll 1
     for (int half = 0; half < 2; ++half) {
       const int dc = split_chunk(pair, half, peer ^ 1u);
       if (dc >= n_dc) continue;
+      int partial_at = 0;
+      uint32_t partial_parity = 0;
+      if (half == 1) {  // the partial's item comes before this chunk's V tiles (producer)
+        partial_at = st.place(kRpItemPartial);
+        partial_parity = st.take_parity(partial_at);
+      }
       accumulate_chunk();
       if (half == 0) {
 #pragma unroll
         for (int e = 0; e < 64; ++e) acc[e] *= o_scale[(e >> 1) & 1];
-        // The peer's item for this partial follows the V tiles of the chunks the peer computes in this pair:
-        // it walked the same item sequence up to the pair, and the same V tiles as this CTA so far.
-        GranuleRing peer_st = st;
-        if (full_pair) {
-          for (int i = 0; i < n_kt; ++i) peer_st.place(kRpItem2);
-        }
+        // Where the peer's item for this partial is: the peer walked the same item sequence up to this pair;
+        // in it, the item follows the V tiles of the chunk the peer sends (the one this CTA owns), if any.
+        GranuleRing peer_st = own_exists ? st : pair_start;
         const int at = peer_st.place(kRpItemPartial);
         mbar_wait(bar.peer_ready, ready_parity);
         ready_parity ^= 1u;
@@ -492,12 +498,12 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
           st_async_v4(dst + j * 256 * 16, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3], dst_bar);
         }
       } else {
-        const int at = acquire(kRpItemPartial);
+        mbar_wait(&bar.full[partial_at], partial_parity);
         store_o_chunk<T, kRpDvChunk / 32, true>(acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk,
                                                 p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t,
-                                                smem_u32(ring + at * kRpGranule) + tid * 16);
+                                                smem_u32(ring + partial_at * kRpGranule) + tid * 16);
         __syncwarp();
-        release(at, kRpItemPartial);
+        release(partial_at, kRpItemPartial);
         if (lane == 0) mbar_arrive(bar.partial_read);
       }
     }
