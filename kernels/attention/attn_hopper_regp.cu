@@ -72,7 +72,12 @@ constexpr int kRpConsumerRegs = 240;  // 2*128*240 + 128*24 <= 65536; at 232 pha
 constexpr int kRpAlignSlack = 1024;   // swizzle atoms start on 1024-byte boundaries
 constexpr int kRpStatsBytes = kRpRows * 8;  // split keys: the peer's (m, l) per query row
 constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + (2 * kRpGranules + 4) * 8;
-constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;  // each releases every item (of every CTA of a cluster)
+constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
+#ifndef KFORGE_PHASE2_LAG
+#define KFORGE_PHASE2_LAG 0
+#endif
+constexpr int kPhase2Lag = KFORGE_PHASE2_LAG;  // V tiles warpgroup 0 runs ahead of warpgroup 1 in phase 2
+constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)  // each releases every item (of every CTA of a cluster)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
 // holds, per granule, the parity of the barrier phase this side waits for next.
@@ -417,8 +422,11 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
 
   // ---------------- phase 2: O_dc = sum over key tiles of P_kt V_kt[:, dc] ----------------
   constexpr int kTilesPerBlock = kRpKeyBlock / kRpKeyTile;
-  // Leaves this CTA's unnormalised sum for output columns dc in acc[0..63].
-  auto accumulate_chunk = [&]() {
+  // Leaves this CTA's unnormalised sum for output columns dc in acc[0..63]. In the first chunk warpgroup 1
+  // starts only once warpgroup 0 has issued kPhase2Lag tiles, so that from then on one warpgroup's
+  // epilogue falls under the other's MMAs.
+  auto accumulate_chunk = [&](bool first) {
+    if (kPhase2Lag > 0 && first && wg == 1) named_bar_sync(kLagBarrier, kRpConsumerThreads);
 #pragma unroll
     for (int e = 0; e < 64; ++e) acc[e] = 0.f;
     int pending = -1;
@@ -445,6 +453,9 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         Wgmma<T>::template m64n128k16_rs<1>(acc, a, sw128_desc(b_base + kk * 16 * 128, kRpVPanel, 1024));
       }
       wgmma_commit();
+      if (kPhase2Lag > 0 && first && wg == 0 && kt == min(kPhase2Lag, n_kt) - 1) {
+        named_bar_arrive(kLagBarrier, kRpConsumerThreads);
+      }
       wgmma_wait<1>();
       if (pending >= 0) release(pending, kRpItem2);
       pending = at;
@@ -460,7 +471,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
 
   if (KSPLIT == 1) {
     for (int dc = 0; dc < n_dc; ++dc) {
-      accumulate_chunk();
+      accumulate_chunk(dc == 0);
       store_chunk(dc, o_scale[0], o_scale[1]);
     }
     return;
@@ -468,6 +479,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   // Split keys. A partial travels as 16-byte vectors, vector j of consumer thread tid at (j * 256 + tid) * 16:
   // a warp's stores and loads each cover 512 contiguous bytes (no bank conflicts).
   uint32_t ready_parity = 0;
+  bool first = true;
   for (int pair = 0; 2 * pair < n_dc; ++pair) {
     const GranuleRing pair_start = st;
     const bool own_exists = split_chunk(pair, 1, peer ^ 1u) < n_dc;
@@ -481,7 +493,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         partial_at = st.place(kRpItemPartial);
         partial_parity = st.take_parity(partial_at);
       }
-      accumulate_chunk();
+      accumulate_chunk(first);
+      first = false;
       if (half == 0) {
 #pragma unroll
         for (int e = 0; e < 64; ++e) acc[e] *= o_scale[(e >> 1) & 1];
