@@ -1153,7 +1153,11 @@ constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
 #ifndef KFORGE_PHASE2_LAG
 #define KFORGE_PHASE2_LAG 0
 #endif
-constexpr int kPhase2Lag = KFORGE_PHASE2_LAG;  // V tiles warpgroup 0 runs ahead of warpgroup 1 in phase 2
+#ifndef KFORGE_SPLIT_LAG
+#define KFORGE_SPLIT_LAG 0
+#endif
+// V tiles warpgroup 0 runs ahead of warpgroup 1 in phase 2 (one CTA per tile / keys split over two)
+constexpr int kPhase2Lag = KFORGE_PHASE2_LAG, kSplitLag = KFORGE_SPLIT_LAG;
 constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)  // each releases every item (of every CTA of a cluster)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
@@ -1482,6 +1486,13 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         st_async_v2(remote_stats + (row_tile + 8 * r) * 8, m_run[r], l_run[r], remote_bar);
       }
     }
+  } else {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) o_scale[r] = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
+  }
+  // Split keys: the peer's statistics are waited for only once the first output chunk's MMAs are done, so
+  // that a peer still in phase 1 does not hold up this CTA's phase 2.
+  auto combine_stats = [&]() {
     mbar_wait(bar.stats_full, 0);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -1492,18 +1503,16 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       const float l = a_self * l_run[r] + a_other * other.y;
       o_scale[r] = l > 0.f ? a_self / l : 0.f;
     }
-  } else {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) o_scale[r] = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
-  }
+  };
 
   // ---------------- phase 2: O_dc = sum over key tiles of P_kt V_kt[:, dc] ----------------
   constexpr int kTilesPerBlock = kRpKeyBlock / kRpKeyTile;
   // Leaves this CTA's unnormalised sum for output columns dc in acc[0..63]. In the first chunk warpgroup 1
   // starts only once warpgroup 0 has issued kPhase2Lag tiles, so that from then on one warpgroup's
   // epilogue falls under the other's MMAs.
+  constexpr int kLag = KSPLIT == 1 ? kPhase2Lag : kSplitLag;
   auto accumulate_chunk = [&](bool first) {
-    if (kPhase2Lag > 0 && first && wg == 1) named_bar_sync(kLagBarrier, kRpConsumerThreads);
+    if (kLag > 0 && first && wg == 1) named_bar_sync(kLagBarrier, kRpConsumerThreads);
 #pragma unroll
     for (int e = 0; e < 64; ++e) acc[e] = 0.f;
     int pending = -1;
@@ -1530,7 +1539,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         Wgmma<T>::template m64n128k16_rs<1>(acc, a, sw128_desc(b_base + kk * 16 * 128, kRpVPanel, 1024));
       }
       wgmma_commit();
-      if (kPhase2Lag > 0 && first && wg == 0 && kt == min(kPhase2Lag, n_kt) - 1) {
+      if (kLag > 0 && first && wg == 0 && kt == min(kLag, n_kt) - 1) {
         named_bar_arrive(kLagBarrier, kRpConsumerThreads);
       }
       wgmma_wait<1>();
@@ -1571,6 +1580,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         partial_parity = st.take_parity(partial_at);
       }
       accumulate_chunk(first);
+      if (first) combine_stats();
       first = false;
       if (half == 0) {
 #pragma unroll
