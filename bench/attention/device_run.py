@@ -210,8 +210,12 @@ def fp32_precision(mod):
 
 
 class Timer:
-    def __init__(self):
-        self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
+    """settle_cycles > 0: after each flush the GPU spins that many cycles (torch.cuda._sleep) before the timed
+    region starts, so that nothing the flush leaves behind is charged to the timed call (see flush_settle.py)."""
+
+    def __init__(self, settle_cycles=0, flush=True):
+        self.flush = torch.empty(256 * 1024 * 1024 if flush else 0, dtype=torch.int8, device="cuda")
+        self.settle_cycles = settle_cycles
 
     def median_ms(self, variants, reps, warmup=2):
         """Times all variants round-robin (rep by rep), so clock or thermal drift hits them alike."""
@@ -222,6 +226,8 @@ class Timer:
         for _ in range(reps):
             for name, fn in variants.items():
                 self.flush.zero_()
+                if self.settle_cycles:
+                    torch.cuda._sleep(self.settle_cycles)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
                 fn()
