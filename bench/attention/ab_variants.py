@@ -47,6 +47,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--seed-paths", default="PATH_WGMMA_512_REGP_MC",
+                    help="comma-separated PATH_* names timed for every variant at the seed shape")
     ap.add_argument("--build-one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     args = ap.parse_args()
@@ -66,10 +68,10 @@ def main():
     timer = Timer()
     gen = torch.Generator(device="cuda").manual_seed(17)
     rows = []
-    configs = [(32, 32, 512, 1024, torch.float16, mod.PATH_WGMMA_512_REGP_MC),
-               (32, 32, 512, 1024, torch.bfloat16, mod.PATH_WGMMA_512_REGP_MC),
-               (16, 16, 1024, 512, torch.float16, mod.PATH_WGMMA_1024_REGP_SPLIT)]
-    for b, h, s, d, dtype, path in configs:
+    seed_paths = [getattr(mod, name) for name in args.seed_paths.split(",")]
+    configs = [(32, 32, 512, 1024, torch.float16, seed_paths), (32, 32, 512, 1024, torch.bfloat16, seed_paths),
+               (16, 16, 1024, 512, torch.float16, [mod.PATH_WGMMA_1024_REGP_SPLIT])]
+    for b, h, s, d, dtype, paths in configs:
         q, k, v = make_inputs(b, h, s, s, d, d, dtype, False, gen)
         sub = (q[:1, :2], k[:1, :2], v[:1, :2])
         ref = ref64(*sub, False, 1 / math.sqrt(d))
@@ -77,9 +79,12 @@ def main():
         fns = {"pytorch_sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
                "modelnew": lambda: mod.scaled_dot_product_attention(q, k, v)}
         errs = {}
-        for name, ext in exts.items():
-            errs[name] = rel_err(ext.kforge_attention_forward(*sub, False, 1 / math.sqrt(d), path), ref)
-            fns[name] = (lambda e: lambda: e.kforge_attention_forward(q, k, v, False, 1 / math.sqrt(d), path))(ext)
+        for ext_name, ext in exts.items():
+            for path in paths:
+                name = ext_name if len(paths) == 1 else f"{ext_name}@{path}"
+                errs[name] = rel_err(ext.kforge_attention_forward(*sub, False, 1 / math.sqrt(d), path), ref)
+                fns[name] = (lambda e, pa: lambda: e.kforge_attention_forward(q, k, v, False, 1 / math.sqrt(d), pa))(
+                    ext, path)
         times = timer.median_ms(fns, args.reps, warmup=3)
         ref_ms = times["pytorch_sdpa"][0]
         problem = f"B={b} H={h} S={s} D={d} {str(dtype).split('.')[-1]}"
