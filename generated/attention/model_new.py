@@ -190,9 +190,6 @@ namespace kforge_attn {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
-__device__ __forceinline__ void mbar_arrive_count(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
 // Barrier among the 128 threads of one warpgroup (ids 1.. ; 0 is __syncthreads).
 __device__ __forceinline__ void warpgroup_bar(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
@@ -1161,14 +1158,7 @@ constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
 #endif
 // V tiles warpgroup 0 runs ahead of warpgroup 1 in phase 2 (one CTA per tile / keys split over two)
 constexpr int kPhase2Lag = KFORGE_PHASE2_LAG, kSplitLag = KFORGE_SPLIT_LAG;
-constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)
-#ifndef KFORGE_SPLIT_QMC
-#define KFORGE_SPLIT_QMC 0
-#endif
-// Split keys: the two CTAs of a pair read the same Q chunks; each loads half of the rows and multicasts them.
-constexpr bool kSplitQMulticast = KFORGE_SPLIT_QMC;
-template <int KSPLIT>
-__host__ __device__ constexpr int rp_q_box_rows() { return KSPLIT > 1 && kSplitQMulticast ? kRpRows / 2 : kRpRows; }  // each releases every item (of every CTA of a cluster)
+constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)  // each releases every item (of every CTA of a cluster)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
 // holds, per granule, the parity of the barrier phase this side waits for next.
@@ -1269,12 +1259,10 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0;
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
-  constexpr bool kQShared = KSPLIT > 1 && kSplitQMulticast;
-  constexpr int kReleasers = kQShared ? 2 : CLUSTER;  // CTAs whose consumers release every granule
 
   if (tid == 0) {
-    for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], kReleasers * kRpConsumerWarps);
-    mbar_init(bar.done, kReleasers > 1 ? (kReleasers - 1) * kRpConsumerWarps : 1);
+    for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
+    mbar_init(bar.done, (CLUSTER - 1) * kRpConsumerWarps);
     mbar_init(bar.stats_full, 1);
     mbar_init(bar.peer_ready, 1);
     mbar_init(bar.partial_read, kRpConsumerWarps);
@@ -1322,13 +1310,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
         const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
         unsigned char* slot = ring + at * kRpGranule;
         const int key = tile.key0 + kb * kRpKeyBlock;
-        if (kQShared) {
-          constexpr int kQRows = rp_q_box_rows<KSPLIT>();
-          tma_load_4d_multicast(slot + rank * kQRows * kRpQkChunk * 2, &tm_q, &bar.full[at], c * kRpQkChunk,
-                                tile.m0 + rank * kQRows, tile.h, tile.b, 0x3);
-        } else {
-          tma_load_4d(slot, &tm_q, &bar.full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
-        }
+        tma_load_4d(slot, &tm_q, &bar.full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
         if (CLUSTER == 1) {
           tma_load_4d(slot + kRpQBytes, &tm_k, &bar.full[at], c * kRpQkChunk, key, tile.h, tile.b);
         } else {
@@ -1367,12 +1349,11 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     // so on the peer's `done` barrier once its last arrive there is made, and waits for the peer's word.
     // (Not a cluster barrier: one in the producer's branch spilled registers in both roles, and the
     // producer arriving early and exiting hung, run 10.) The producer's loads into the peer complete on
-    // barriers the peer's consumers wait for before they get here. Split keys without Q multicast need no
-    // handshake: every write into a CTA and every arrive on its barriers is one that CTA waits for before it
-    // finishes (with it, the peer's releases of phase-1 granules are arrives this CTA never waits for).
-    if (kReleasers > 1) {
+    // barriers the peer's consumers wait for before they get here. Split keys need no handshake: every
+    // write into a CTA and every arrive on its barriers is one that CTA waits for before it finishes.
+    if (CLUSTER > 1) {
       if (tid % 32 == 0) {
-        for (uint32_t r = 1; r < kReleasers; ++r) mbar_arrive_cluster(bar.done, (cluster_ctarank() + r) % kReleasers);
+        for (uint32_t r = 1; r < CLUSTER; ++r) mbar_arrive_cluster(bar.done, (cluster_ctarank() + r) % CLUSTER);
       }
       mbar_wait(bar.done, 0);
     }
@@ -1399,20 +1380,12 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     mbar_wait(&bar.full[at], st.take_parity(at));
     return at;
   };
-  // This warp's reads of an item are over once the MMA group that used it retired. Every CTA that loads into
-  // the item's granules waits for this: with multicast all of the cluster; with split keys and Q multicast
-  // both CTAs for a phase-1 item (`shared`), else this CTA alone (arriving for both).
-  constexpr bool kQShared = KSPLIT > 1 && kSplitQMulticast;
-  auto release = [&](int at, int granules, bool shared = true) {
+  // This warp's reads of an item are over once the MMA group that used it retired.
+  auto release = [&](int at, int granules) {
     if (lane == 0) {
       for (int q = at; q < at + granules; ++q) {
-        if (kQShared && !shared) {
-          mbar_arrive_count(&bar.empty[q], 2);
-        } else {
-          mbar_arrive(&bar.empty[q]);
-          if (kQShared) mbar_arrive_cluster(&bar.empty[q], peer);
-          for (uint32_t r = 1; r < CLUSTER; ++r) mbar_arrive_cluster(&bar.empty[q], (rank + r) % CLUSTER);
-        }
+        mbar_arrive(&bar.empty[q]);
+        for (uint32_t r = 1; r < CLUSTER; ++r) mbar_arrive_cluster(&bar.empty[q], (rank + r) % CLUSTER);
       }
     }
   };
@@ -1555,7 +1528,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         // Entering key block 1: bring the sum so far from max m_0 to m_1 (MMAs drained first).
         wgmma_wait<0>();
         reg_fence<64>(acc);
-        release(pending, kRpItem2, false);
+        release(pending, kRpItem2);
         pending = -1;
 #pragma unroll
         for (int e = 0; e < 64; ++e) acc[e] *= ratio[(e >> 1) & 1];
@@ -1574,12 +1547,12 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         named_bar_arrive(kLagBarrier, kRpConsumerThreads);
       }
       wgmma_wait<1>();
-      if (pending >= 0) release(pending, kRpItem2, false);
+      if (pending >= 0) release(pending, kRpItem2);
       pending = at;
     }
     wgmma_wait<0>();
     reg_fence<64>(acc);
-    release(pending, kRpItem2, false);
+    release(pending, kRpItem2);
   };
   auto store_chunk = [&](int dc, float s0, float s1) {
     store_o_chunk<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
@@ -1634,7 +1607,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
                                                 p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t,
                                                 smem_u32(ring + partial_at * kRpGranule) + tid * 16);
         __syncwarp();
-        release(partial_at, kRpItemPartial, false);
+        release(partial_at, kRpItemPartial);
         if (lane == 0) mbar_arrive(bar.partial_read);
       }
     }
@@ -1791,7 +1764,7 @@ static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const a
                                cudaStream_t stream) {
   TORCH_CHECK(p.Sk <= KSPLIT * kRpMaxKeys, "kforge attention: this register-P wgmma kernel holds at most ",
               KSPLIT * kRpMaxKeys, " keys per row, got S_k=", p.Sk);
-  const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, rp_q_box_rows<KSPLIT>(), "query");
+  const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, kRpRows, "query");
   const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock / CLUSTER, "key");
   const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile / CLUSTER, "value");
   auto kernel = attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>;

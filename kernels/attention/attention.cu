@@ -167,7 +167,7 @@ static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const a
                                cudaStream_t stream) {
   TORCH_CHECK(p.Sk <= KSPLIT * kRpMaxKeys, "kforge attention: this register-P wgmma kernel holds at most ",
               KSPLIT * kRpMaxKeys, " keys per row, got S_k=", p.Sk);
-  const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, rp_q_box_rows<KSPLIT>(), "query");
+  const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, kRpRows, "query");
   const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock / CLUSTER, "key");
   const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile / CLUSTER, "value");
   auto kernel = attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>;
