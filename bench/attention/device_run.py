@@ -74,8 +74,7 @@ def kernel_paths(mod, sk):
     if sk <= 512:
         paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_mc", mod.PATH_WGMMA_512_MC),
                   ("wgmma512_mc4", mod.PATH_WGMMA_512_MC4), ("wgmma512_regp", mod.PATH_WGMMA_512_REGP),
-                  ("wgmma512_regp_mc", mod.PATH_WGMMA_512_REGP_MC),
-                  ("regp_mc4", mod.PATH_WGMMA_512_REGP_MC4)]
+                  ("wgmma512_regp_mc", mod.PATH_WGMMA_512_REGP_MC)]
     if sk <= 1024:
         paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("wgmma1024_mc", mod.PATH_WGMMA_1024_MC),
                   ("regp_split", mod.PATH_WGMMA_1024_REGP_SPLIT)]

@@ -1228,18 +1228,18 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
                                              unsigned char* ring, const RpBarriers& bar, GranuleRing& st, int n_c,
                                              int n_dc);
 
-// CLUSTER = 2 (4): the CTAs of a cluster (adjacent query tiles of one head) each load a half (quarter) of every
-// K chunk and V tile and multicast it to all, so each CTA reads 40% (60%) fewer bytes through L2; an item's
-// granules are reused only after the consumer warps of every CTA released them.
+// CLUSTER = 2: the two CTAs of a cluster (adjacent query tiles of one head) each load half of every K chunk
+// and V tile and multicast it to both, so each CTA reads 40% fewer bytes through L2; an item's granules are
+// reused only after the consumer warps of both CTAs released them.
 // KSPLIT = 2: the two CTAs of a cluster split the keys of one query tile (header comment).
 template <typename T, int CLUSTER, int KSPLIT>
 __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpThreads, 1)
     attn_hopper_regp_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  static_assert((CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4) && (KSPLIT == 1 || KSPLIT == 2) &&
-                    (CLUSTER == 1 || KSPLIT == 1),
-                "written for K/V multicast over 2 or 4 CTAs or keys split over 2 CTAs, not both");
+  // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 21: not built.)
+  static_assert((CLUSTER == 1 || CLUSTER == 2) && (KSPLIT == 1 || KSPLIT == 2) && (CLUSTER == 1 || KSPLIT == 1),
+                "written for K/V multicast over 2 CTAs or keys split over 2 CTAs, not both");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -1262,7 +1262,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
 
   if (tid == 0) {
     for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
-    mbar_init(bar.done, (CLUSTER - 1) * kRpConsumerWarps);
+    mbar_init(bar.done, CLUSTER > 1 ? (CLUSTER - 1) * kRpConsumerWarps : 1);
     mbar_init(bar.stats_full, 1);
     mbar_init(bar.peer_ready, 1);
     mbar_init(bar.partial_read, kRpConsumerWarps);
@@ -1625,8 +1625,7 @@ namespace kforge_attn {
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers;
 // *Split = clusters of two CTAs taking one half of the keys each.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
-                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9,
-                      kHopperWideRegPMc4 = 10 };
+                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -1788,7 +1787,6 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperWideRegP: return launch_hopper_regp<T, 1, 1>(p, q, k, v, stream);
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
-    case kHopperWideRegPMc4: return launch_hopper_regp<T, 4, 1>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -1820,7 +1818,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPMc4, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -1880,7 +1878,6 @@ PATH_WGMMA_512_MC4 = 6
 PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
 PATH_WGMMA_512_REGP_MC = 8  # the same with 2-CTA clusters multicasting K/V
 PATH_WGMMA_1024_REGP_SPLIT = 9  # S_k <= 1024, P in registers, the keys split over 2-CTA clusters
-PATH_WGMMA_512_REGP_MC4 = 10  # S_k <= 512, P in registers, 4-CTA clusters multicasting K/V
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256

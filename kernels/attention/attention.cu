@@ -28,8 +28,7 @@ namespace kforge_attn {
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers;
 // *Split = clusters of two CTAs taking one half of the keys each.
 enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
-                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9,
-                      kHopperWideRegPMc4 = 10 };
+                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -191,7 +190,6 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperWideRegP: return launch_hopper_regp<T, 1, 1>(p, q, k, v, stream);
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
-    case kHopperWideRegPMc4: return launch_hopper_regp<T, 4, 1>(p, q, k, v, stream);
     default: break;
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -223,7 +221,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPMc4, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", path);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());

@@ -28,8 +28,7 @@ namespace kforge_attn {
   KFORGE_HOPPER(T, 1, 4, 2)                                                                                   \
   KFORGE_HOPPER_REGP(T, 1, 1)                                                                                 \
   KFORGE_HOPPER_REGP(T, 2, 1)                                                                                 \
-  KFORGE_HOPPER_REGP(T, 1, 2)                                                                                 \
-  KFORGE_HOPPER_REGP(T, 4, 1)
+  KFORGE_HOPPER_REGP(T, 1, 2)
 KFORGE_ALL_VARIANTS(__half)
 KFORGE_ALL_VARIANTS(__nv_bfloat16)
 }  // namespace kforge_attn

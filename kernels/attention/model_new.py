@@ -37,7 +37,6 @@ PATH_WGMMA_512_MC4 = 6
 PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
 PATH_WGMMA_512_REGP_MC = 8  # the same with 2-CTA clusters multicasting K/V
 PATH_WGMMA_1024_REGP_SPLIT = 9  # S_k <= 1024, P in registers, the keys split over 2-CTA clusters
-PATH_WGMMA_512_REGP_MC4 = 10  # S_k <= 512, P in registers, 4-CTA clusters multicasting K/V
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 PYTORCH_MAX_FAST_HEAD_DIM = 256
