@@ -8,8 +8,9 @@ The module-level `scaled_dot_product_attention` has torch.nn.functional's signat
 Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistics):
   wgmma     S_k <= 1024: exact softmax over the whole key row, P = exp(S - max) never leaves the SM (the
             S x S matrix never reaches HBM): S_k <= 512 keeps P in registers and all shared memory for loads
-            in flight, O in 128-wide head-dim chunks; S_k <= 1024 stages P in shared memory, O in 256-wide
-            chunks.
+            in flight, O in 128-wide head-dim chunks, 2-CTA clusters sharing K/V loads; S_k <= 1024 splits
+            the keys over a 2-CTA cluster (each CTA holds P of its half in registers; partial O chunks are
+            combined through distributed shared memory), or, causal, stages P in shared memory.
   general   any shape the recipe accepts: mma.sync, online softmax, O in 128-wide head-dim slices.
 Both: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
@@ -1151,7 +1152,7 @@ constexpr int kRpStatsBytes = kRpRows * 8;  // split keys: the peer's (m, l) per
 constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + (2 * kRpGranules + 4) * 8;
 constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
 #ifndef KFORGE_PHASE2_LAG
-#define KFORGE_PHASE2_LAG 4  // runs 17-19: +1.5-2.3% at the seed shape (2 and 6: no better)
+#define KFORGE_PHASE2_LAG 4  // runs 19-20: +1.5-2.3% at the seed shape (2 and 6: no better)
 #endif
 #ifndef KFORGE_SPLIT_LAG
 #define KFORGE_SPLIT_LAG 0
@@ -1237,7 +1238,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     attn_hopper_regp_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 21: not built.)
+  // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 22: not built.)
   static_assert((CLUSTER == 1 || CLUSTER == 2) && (KSPLIT == 1 || KSPLIT == 2) && (CLUSTER == 1 || KSPLIT == 1),
                 "written for K/V multicast over 2 CTAs or keys split over 2 CTAs, not both");
   extern __shared__ unsigned char smem_raw[];
@@ -1620,7 +1621,9 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
 namespace kforge_attn {
 
 // Kernel choice. kAuto picks a wgmma kernel when the whole key row fits: P in registers with K/V multicast
-// over 2-CTA clusters (S_k <= 512), P in registers with the keys split over 2-CTA clusters (S_k <= 1024).
+// over 2-CTA clusters (S_k <= 512); for S_k <= 1024 P in registers with the keys split over 2-CTA clusters,
+// or, causal, P in shared memory (the split kernel computes the masked half of the early query tiles: 1.27
+// vs 1.14 ms at B16 H16 S1024 D512, run 18).
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers;
 // *Split = clusters of two CTAs taking one half of the keys each.
@@ -1844,7 +1847,8 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
     const bool hopper = major == 9 && minor == 0;
     if (hopper && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
-    else if (hopper && p.Sk <= 2 * kRpMaxKeys) path = kHopperWideRegPSplit;
+    else if (hopper && p.Sk <= 2 * kRpMaxKeys && !p.causal) path = kHopperWideRegPSplit;  // run 18: 1.43x run 13's
+    else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
     else path = kGeneral;
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();

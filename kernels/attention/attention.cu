@@ -23,7 +23,9 @@
 namespace kforge_attn {
 
 // Kernel choice. kAuto picks a wgmma kernel when the whole key row fits: P in registers with K/V multicast
-// over 2-CTA clusters (S_k <= 512), P in registers with the keys split over 2-CTA clusters (S_k <= 1024).
+// over 2-CTA clusters (S_k <= 512); for S_k <= 1024 P in registers with the keys split over 2-CTA clusters,
+// or, causal, P in shared memory (the split kernel computes the masked half of the early query tiles: 1.27
+// vs 1.14 ms at B16 H16 S1024 D512, run 18).
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
 // *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers;
 // *Split = clusters of two CTAs taking one half of the keys each.
@@ -247,7 +249,8 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
     const bool hopper = major == 9 && minor == 0;
     if (hopper && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
-    else if (hopper && p.Sk <= 2 * kRpMaxKeys) path = kHopperWideRegPSplit;
+    else if (hopper && p.Sk <= 2 * kRpMaxKeys && !p.causal) path = kHopperWideRegPSplit;  // run 18: 1.43x run 13's
+    else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
     else path = kGeneral;
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();

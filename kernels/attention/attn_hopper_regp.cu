@@ -74,7 +74,7 @@ constexpr int kRpStatsBytes = kRpRows * 8;  // split keys: the peer's (m, l) per
 constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + (2 * kRpGranules + 4) * 8;
 constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
 #ifndef KFORGE_PHASE2_LAG
-#define KFORGE_PHASE2_LAG 4  // runs 17-19: +1.5-2.3% at the seed shape (2 and 6: no better)
+#define KFORGE_PHASE2_LAG 4  // runs 19-20: +1.5-2.3% at the seed shape (2 and 6: no better)
 #endif
 #ifndef KFORGE_SPLIT_LAG
 #define KFORGE_SPLIT_LAG 0
@@ -160,7 +160,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     attn_hopper_regp_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 21: not built.)
+  // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 22: not built.)
   static_assert((CLUSTER == 1 || CLUSTER == 2) && (KSPLIT == 1 || KSPLIT == 2) && (CLUSTER == 1 || KSPLIT == 1),
                 "written for K/V multicast over 2 CTAs or keys split over 2 CTAs, not both");
   extern __shared__ unsigned char smem_raw[];

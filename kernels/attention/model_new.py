@@ -6,8 +6,9 @@ The module-level `scaled_dot_product_attention` has torch.nn.functional's signat
 Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistics):
   wgmma     S_k <= 1024: exact softmax over the whole key row, P = exp(S - max) never leaves the SM (the
             S x S matrix never reaches HBM): S_k <= 512 keeps P in registers and all shared memory for loads
-            in flight, O in 128-wide head-dim chunks; S_k <= 1024 stages P in shared memory, O in 256-wide
-            chunks.
+            in flight, O in 128-wide head-dim chunks, 2-CTA clusters sharing K/V loads; S_k <= 1024 splits
+            the keys over a 2-CTA cluster (each CTA holds P of its half in registers; partial O chunks are
+            combined through distributed shared memory), or, causal, stages P in shared memory.
   general   any shape the recipe accepts: mma.sync, online softmax, O in 128-wide head-dim slices.
 Both: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
