@@ -104,8 +104,7 @@ struct GranuleRing {
 // The tile a CTA works on: query rows m0.., head h, batch b, its keys [key0, key_end) and its load counts.
 // The CTAs of a cluster fill each other's slots (multicast) or each other's exchange items (split keys), so
 // they walk one item sequence: with multicast the causal key range is that of the cluster's last query tile,
-// with split keys (both CTAs on one query tile) both halves are walked at the length of the first (the extra
-// keys are masked anyway).
+// with split keys both halves are walked at the length of the first (the extra keys are masked anyway).
 template <int CLUSTER, int KSPLIT>
 struct RpTile {
   int m0, h, b, n_kb, n_kt, key0, key_end;
@@ -120,12 +119,10 @@ struct RpTile {
       key_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
       keys = key_end;
     } else {
-      // The keys this tile sees (causal: up to its last row) in two halves of whole V tiles, so that no tile
-      // straddles the two CTAs' ranges and early causal tiles stay short.
-      const int visible = p.causal ? min(p.Sk, m0 + kRpRows) : p.Sk;
-      keys = ((visible + 1) / 2 + kRpKeyTile - 1) / kRpKeyTile * kRpKeyTile;
+      // Whole V tiles per half, so no tile straddles the two CTAs' ranges.
+      keys = ((p.Sk + 1) / 2 + kRpKeyTile - 1) / kRpKeyTile * kRpKeyTile;
       key0 = (blockIdx.x % KSPLIT) * keys;
-      key_end = min(visible, key0 + keys);
+      key_end = min(p.Sk, key0 + keys);
     }
     n_kb = (keys + kRpKeyBlock - 1) / kRpKeyBlock;
     n_kt = (keys + kRpKeyTile - 1) / kRpKeyTile;
