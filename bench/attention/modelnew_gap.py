@@ -11,7 +11,6 @@ before the launch. A gap that closes with the sleep is host time; one that stays
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -19,25 +18,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from device_run import load_generated, make_inputs  # noqa: E402
-
-
-def median_ms(fns, reps, flush, sleep_cycles):
-    times = {n: [] for n in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(reps):
-        for name, fn in fns.items():
-            flush.zero_()
-            if sleep_cycles:
-                torch.cuda._sleep(sleep_cycles)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times[name].append(start.elapsed_time(end))
-    return {n: statistics.median(v) for n, v in times.items()}
+from device_run import Timer, load_generated, make_inputs  # noqa: E402
 
 
 def main():
@@ -47,7 +28,7 @@ def main():
     args = ap.parse_args()
     mod = load_generated()
     ext = mod._extension()
-    flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
+    timers = {0: Timer(), 600_000: Timer(settle_cycles=600_000)}
     gen = torch.Generator(device="cuda").manual_seed(3)
     rows = []
     for b, h, s, d, path in [(32, 32, 512, 1024, mod.PATH_WGMMA_512_REGP_MC),
@@ -55,8 +36,8 @@ def main():
         q, k, v = make_inputs(b, h, s, s, d, d, torch.float16, False, gen)
         fns = {"kernel": lambda: ext.kforge_attention_forward(q, k, v, False, d ** -0.5, path),
                "modelnew": lambda: mod.scaled_dot_product_attention(q, k, v)}
-        for sleep in (0, 600_000):
-            t = median_ms(fns, args.reps, flush, sleep)
+        for sleep, timer in timers.items():
+            t = {name: v[0] for name, v in timer.median_ms(fns, args.reps, warmup=1).items()}
             rows.append(dict(b=b, h=h, s=s, d=d, sleep_cycles=sleep, kernel_ms=t["kernel"], modelnew_ms=t["modelnew"],
                              gap_us=(t["modelnew"] - t["kernel"]) * 1e3))
             print(rows[-1], flush=True)

@@ -97,6 +97,33 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Softmax front half for one m64n256 block of S held by this thread (rows g and g + 8 of its warp, element
+// 4 jn + e at row g + 8 (e >> 1), key key_t + 8 jn + (e & 1), key_t = the block's first key + 2t): S to log2
+// units in place, keys >= key_end and (causal) keys after the row set to -inf, and each row's max over the
+// block (reduced over the quad that shares the row).
+__device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, bool need_mask, int key_t, int key_end,
+                                                  bool causal, int row, float (&mx)[2]) {
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int jn = 0; jn < 32; ++jn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = acc[4 * jn + e] * scale_log2;
+      if (need_mask) {
+        const int key = key_t + jn * 8 + (e & 1);
+        if (key >= key_end || (causal && key > row + (e >> 1) * 8)) x = -INFINITY;
+      }
+      acc[4 * jn + e] = x;
+      mx[e >> 1] = fmaxf(mx[e >> 1], x);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+  }
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -963,25 +990,11 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
     // Masking is needed only in a block that reaches past S_k or crosses the causal diagonal.
     const int key0 = kb * kHopKeyBlock + 2 * t;
     const bool need_mask = (kb + 1) * kHopKeyBlock > p.Sk || (p.causal && (kb + 1) * kHopKeyBlock - 1 > m0);
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int jn = 0; jn < 32; ++jn) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = acc[4 * jn + e] * p.scale_log2;
-        if (need_mask) {
-          const int key = key0 + jn * 8 + (e & 1);
-          if (key >= p.Sk || (p.causal && key > row_glob + (e >> 1) * 8)) x = -INFINITY;
-        }
-        acc[4 * jn + e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
-    }
+    float mx[2];
+    scale_mask_rowmax(acc, p.scale_log2, need_mask, key0, p.Sk, p.causal, row_glob, mx);
     float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       const float m_new = fmaxf(m_run[r], mx[r]);
       m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;  // no visible key yet: keep exp2 at 0, not NaN
       const float alpha = exp2f(m_run[r] - m_use[r]);
@@ -1432,25 +1445,11 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
     const int key0 = tile.key0 + kb * kRpKeyBlock;
     const bool need_mask = key0 + kRpKeyBlock > tile.key_end || (p.causal && key0 + kRpKeyBlock - 1 > m0);
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int jn = 0; jn < 32; ++jn) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = acc[4 * jn + e] * p.scale_log2;
-        if (need_mask) {
-          const int key = key0 + 2 * t + jn * 8 + (e & 1);
-          if (key >= tile.key_end || (p.causal && key > row_glob + (e >> 1) * 8)) x = -INFINITY;
-        }
-        acc[4 * jn + e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
-    }
+    float mx[2];
+    scale_mask_rowmax(acc, p.scale_log2, need_mask, key0 + 2 * t, tile.key_end, p.causal, row_glob, mx);
     float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       const float m_new = fmaxf(m_run[r], mx[r]);
       m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;  // no visible key yet: keep exp2 at 0, not NaN
       const float alpha = exp2f(m_run[r] - m_use[r]);
@@ -1744,38 +1743,47 @@ static CUtensorMap encode_tensor_map(const at::Tensor& t, int box_cols, int box_
   return map;
 }
 
+// What the host does for a TMA-fed wgmma kernel: its tensor maps (Q/K boxes of [rows x qk_chunk], V boxes
+// of [rows x 64]; with multicast each CTA loads a part of every K/V box), its shared-memory limit raised once,
+// and a grid of whole clusters (multicast: extra tiles store nothing; split keys: ctas_per_tile CTAs a tile).
+struct WgmmaLaunch {
+  int max_keys, tile_rows, q_rows, qk_chunk, k_rows, v_rows, cluster, ctas_per_tile, threads, smem_bytes;
+};
+
+template <auto kKernel>
+static void launch_wgmma(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const WgmmaLaunch& w, cudaStream_t stream) {
+  TORCH_CHECK(p.Sk <= w.max_keys, "kforge attention: this wgmma kernel holds at most ", w.max_keys,
+              " keys per row, got S_k=", p.Sk);
+  const CUtensorMap tm_q = make_tensor_map(q, w.qk_chunk, w.q_rows, "query");
+  const CUtensorMap tm_k = make_tensor_map(k, w.qk_chunk, w.k_rows, "key");
+  const CUtensorMap tm_v = make_tensor_map(v, 64, w.v_rows, "value");
+  allow_smem<kKernel>(w.smem_bytes, q.get_device());
+  const int tiles = (p.Sq + w.tile_rows - 1) / w.tile_rows;
+  const dim3 grid((tiles + w.cluster - 1) / w.cluster * w.cluster * w.ctas_per_tile, p.H, p.B);
+  kKernel<<<grid, w.threads, w.smem_bytes, stream>>>(p, tm_q, tm_k, tm_v);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
 static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           cudaStream_t stream) {
   using L = HopperLayout<NWG, NKB_MAX>;
-  TORCH_CHECK(p.Sk <= L::kMaxKeys, "kforge attention: this wgmma kernel holds at most ", L::kMaxKeys,
-              " keys per row, got S_k=", p.Sk);
-  const CUtensorMap tm_q = make_tensor_map(q, kHopQkChunk, L::kRows, "query");
-  const CUtensorMap tm_k = make_tensor_map(k, kHopQkChunk, kHopKeyBlock / CLUSTER, "key");
-  const CUtensorMap tm_v = make_tensor_map(v, 64, kHopKeyTile / CLUSTER, "value");
-  auto kernel = attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>;
-  allow_smem<attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>>(L::kSmemBytes, q.get_device());
-  const int tiles = (p.Sq + L::kRows - 1) / L::kRows;
-  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
-  kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_wgmma<attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>>(
+      p, q, k, v,
+      {L::kMaxKeys, L::kRows, L::kRows, kHopQkChunk, kHopKeyBlock / CLUSTER, kHopKeyTile / CLUSTER, CLUSTER, 1,
+       L::kThreads, L::kSmemBytes},
+      stream);
 }
 
 template <typename T, int CLUSTER, int KSPLIT>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
-  TORCH_CHECK(p.Sk <= KSPLIT * kRpMaxKeys, "kforge attention: this register-P wgmma kernel holds at most ",
-              KSPLIT * kRpMaxKeys, " keys per row, got S_k=", p.Sk);
-  const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, kRpRows, "query");
-  const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock / CLUSTER, "key");
-  const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile / CLUSTER, "value");
-  auto kernel = attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>;
-  allow_smem<attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>>(kRpSmemBytes, q.get_device());
-  const int tiles = (p.Sq + kRpRows - 1) / kRpRows;
-  // Whole clusters (multicast: extra tiles store nothing); split keys: two CTAs per tile.
-  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER * KSPLIT, p.H, p.B);
-  kernel<<<grid, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_wgmma<attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>>(
+      p, q, k, v,
+      {KSPLIT * kRpMaxKeys, kRpRows, kRpRows, kRpQkChunk, kRpKeyBlock / CLUSTER, kRpKeyTile / CLUSTER, CLUSTER, KSPLIT,
+       kRpThreads, kRpSmemBytes},
+      stream);
 }
 
 template <typename T>

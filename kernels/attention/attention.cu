@@ -146,38 +146,47 @@ static CUtensorMap encode_tensor_map(const at::Tensor& t, int box_cols, int box_
   return map;
 }
 
+// What the host does for a TMA-fed wgmma kernel: its tensor maps (Q/K boxes of [rows x qk_chunk], V boxes
+// of [rows x 64]; with multicast each CTA loads a part of every K/V box), its shared-memory limit raised once,
+// and a grid of whole clusters (multicast: extra tiles store nothing; split keys: ctas_per_tile CTAs a tile).
+struct WgmmaLaunch {
+  int max_keys, tile_rows, q_rows, qk_chunk, k_rows, v_rows, cluster, ctas_per_tile, threads, smem_bytes;
+};
+
+template <auto kKernel>
+static void launch_wgmma(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                         const WgmmaLaunch& w, cudaStream_t stream) {
+  TORCH_CHECK(p.Sk <= w.max_keys, "kforge attention: this wgmma kernel holds at most ", w.max_keys,
+              " keys per row, got S_k=", p.Sk);
+  const CUtensorMap tm_q = make_tensor_map(q, w.qk_chunk, w.q_rows, "query");
+  const CUtensorMap tm_k = make_tensor_map(k, w.qk_chunk, w.k_rows, "key");
+  const CUtensorMap tm_v = make_tensor_map(v, 64, w.v_rows, "value");
+  allow_smem<kKernel>(w.smem_bytes, q.get_device());
+  const int tiles = (p.Sq + w.tile_rows - 1) / w.tile_rows;
+  const dim3 grid((tiles + w.cluster - 1) / w.cluster * w.cluster * w.ctas_per_tile, p.H, p.B);
+  kKernel<<<grid, w.threads, w.smem_bytes, stream>>>(p, tm_q, tm_k, tm_v);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 template <typename T, int NWG, int NKB_MAX, int CLUSTER>
 static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           cudaStream_t stream) {
   using L = HopperLayout<NWG, NKB_MAX>;
-  TORCH_CHECK(p.Sk <= L::kMaxKeys, "kforge attention: this wgmma kernel holds at most ", L::kMaxKeys,
-              " keys per row, got S_k=", p.Sk);
-  const CUtensorMap tm_q = make_tensor_map(q, kHopQkChunk, L::kRows, "query");
-  const CUtensorMap tm_k = make_tensor_map(k, kHopQkChunk, kHopKeyBlock / CLUSTER, "key");
-  const CUtensorMap tm_v = make_tensor_map(v, 64, kHopKeyTile / CLUSTER, "value");
-  auto kernel = attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>;
-  allow_smem<attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>>(L::kSmemBytes, q.get_device());
-  const int tiles = (p.Sq + L::kRows - 1) / L::kRows;
-  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER, p.H, p.B);  // whole clusters; extra tiles store nothing
-  kernel<<<grid, L::kThreads, L::kSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_wgmma<attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>>(
+      p, q, k, v,
+      {L::kMaxKeys, L::kRows, L::kRows, kHopQkChunk, kHopKeyBlock / CLUSTER, kHopKeyTile / CLUSTER, CLUSTER, 1,
+       L::kThreads, L::kSmemBytes},
+      stream);
 }
 
 template <typename T, int CLUSTER, int KSPLIT>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
-  TORCH_CHECK(p.Sk <= KSPLIT * kRpMaxKeys, "kforge attention: this register-P wgmma kernel holds at most ",
-              KSPLIT * kRpMaxKeys, " keys per row, got S_k=", p.Sk);
-  const CUtensorMap tm_q = make_tensor_map(q, kRpQkChunk, kRpRows, "query");
-  const CUtensorMap tm_k = make_tensor_map(k, kRpQkChunk, kRpKeyBlock / CLUSTER, "key");
-  const CUtensorMap tm_v = make_tensor_map(v, 64, kRpKeyTile / CLUSTER, "value");
-  auto kernel = attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>;
-  allow_smem<attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>>(kRpSmemBytes, q.get_device());
-  const int tiles = (p.Sq + kRpRows - 1) / kRpRows;
-  // Whole clusters (multicast: extra tiles store nothing); split keys: two CTAs per tile.
-  const dim3 grid((tiles + CLUSTER - 1) / CLUSTER * CLUSTER * KSPLIT, p.H, p.B);
-  kernel<<<grid, kRpThreads, kRpSmemBytes, stream>>>(p, tm_q, tm_k, tm_v);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_wgmma<attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>>(
+      p, q, k, v,
+      {KSPLIT * kRpMaxKeys, kRpRows, kRpRows, kRpQkChunk, kRpKeyBlock / CLUSTER, kRpKeyTile / CLUSTER, CLUSTER, KSPLIT,
+       kRpThreads, kRpSmemBytes},
+      stream);
 }
 
 template <typename T>

@@ -47,6 +47,33 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Softmax front half for one m64n256 block of S held by this thread (rows g and g + 8 of its warp, element
+// 4 jn + e at row g + 8 (e >> 1), key key_t + 8 jn + (e & 1), key_t = the block's first key + 2t): S to log2
+// units in place, keys >= key_end and (causal) keys after the row set to -inf, and each row's max over the
+// block (reduced over the quad that shares the row).
+__device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, bool need_mask, int key_t, int key_end,
+                                                  bool causal, int row, float (&mx)[2]) {
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int jn = 0; jn < 32; ++jn) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = acc[4 * jn + e] * scale_log2;
+      if (need_mask) {
+        const int key = key_t + jn * 8 + (e & 1);
+        if (key >= key_end || (causal && key > row + (e >> 1) * 8)) x = -INFINITY;
+      }
+      acc[4 * jn + e] = x;
+      mx[e >> 1] = fmaxf(mx[e >> 1], x);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+  }
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

@@ -238,25 +238,11 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
     // Masking is needed only in a block that reaches past S_k or crosses the causal diagonal.
     const int key0 = kb * kHopKeyBlock + 2 * t;
     const bool need_mask = (kb + 1) * kHopKeyBlock > p.Sk || (p.causal && (kb + 1) * kHopKeyBlock - 1 > m0);
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int jn = 0; jn < 32; ++jn) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = acc[4 * jn + e] * p.scale_log2;
-        if (need_mask) {
-          const int key = key0 + jn * 8 + (e & 1);
-          if (key >= p.Sk || (p.causal && key > row_glob + (e >> 1) * 8)) x = -INFINITY;
-        }
-        acc[4 * jn + e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
-    }
+    float mx[2];
+    scale_mask_rowmax(acc, p.scale_log2, need_mask, key0, p.Sk, p.causal, row_glob, mx);
     float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
       const float m_new = fmaxf(m_run[r], mx[r]);
       m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;  // no visible key yet: keep exp2 at 0, not NaN
       const float alpha = exp2f(m_run[r] - m_use[r]);
