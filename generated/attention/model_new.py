@@ -203,13 +203,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-// Starts fetching a tensor map (a __grid_constant__ kernel parameter) so that the first load through it does
-// not wait for the descriptor.
-__device__ __forceinline__ void prefetch_tensor_map(const void* tmap) {
-#ifndef KFORGE_NO_TMAP_PREFETCH  // A/B knob (bench/attention/ab_variants.py)
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
-#endif
-}
 // 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
   asm volatile(
@@ -874,9 +867,6 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
   const int n1 = n_kb * n_c;  // phase-1 items
   const int n2 = n_dc * n_kt; // phase-2 items
 
-  if (tid == L::kConsumerThreads) {  // the thread that will issue the loads
-    prefetch_tensor_map(&tm_q), prefetch_tensor_map(&tm_k), prefetch_tensor_map(&tm_v);
-  }
   if (tid == 0) {
     for (int s = 0; s < L::kStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], kEmptyArrivals);
     for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], kEmptyArrivals);
@@ -1284,9 +1274,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
-  if (tid == kRpConsumerThreads) {  // the thread that will issue the loads
-    prefetch_tensor_map(&tm_q), prefetch_tensor_map(&tm_k), prefetch_tensor_map(&tm_v);
-  }
   if (tid == 0) {
     for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
     mbar_init(bar.done, CLUSTER > 1 ? (CLUSTER - 1) * kRpConsumerWarps : 1);

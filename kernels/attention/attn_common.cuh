@@ -153,13 +153,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-// Starts fetching a tensor map (a __grid_constant__ kernel parameter) so that the first load through it does
-// not wait for the descriptor.
-__device__ __forceinline__ void prefetch_tensor_map(const void* tmap) {
-#ifndef KFORGE_NO_TMAP_PREFETCH  // A/B knob (bench/attention/ab_variants.py)
-  asm volatile("prefetch.tensormap [%0];\n" ::"l"(tmap) : "memory");
-#endif
-}
 // 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
   asm volatile(

@@ -115,9 +115,6 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
   const int n1 = n_kb * n_c;  // phase-1 items
   const int n2 = n_dc * n_kt; // phase-2 items
 
-  if (tid == L::kConsumerThreads) {  // the thread that will issue the loads
-    prefetch_tensor_map(&tm_q), prefetch_tensor_map(&tm_k), prefetch_tensor_map(&tm_v);
-  }
   if (tid == 0) {
     for (int s = 0; s < L::kStages1; ++s) mbar_init(&full1[s], 1), mbar_init(&empty1[s], kEmptyArrivals);
     for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], kEmptyArrivals);

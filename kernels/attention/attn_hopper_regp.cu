@@ -183,9 +183,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
-  if (tid == kRpConsumerThreads) {  // the thread that will issue the loads
-    prefetch_tensor_map(&tm_q), prefetch_tensor_map(&tm_k), prefetch_tensor_map(&tm_v);
-  }
   if (tid == 0) {
     for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
     mbar_init(bar.done, CLUSTER > 1 ? (CLUSTER - 1) * kRpConsumerWarps : 1);
