@@ -1,5 +1,6 @@
-// Fused attention forward for Hopper (sm_90a: wgmma + TMA) with P held in registers, for S_k <= 512 and
-// large head dims (the seed shape: S=512, D=1024). Exact softmax over the whole key row:
+// Fused attention forward for Hopper (sm_90a: wgmma + TMA) with P held in registers, for S_k <= 512 (with the
+// keys split over two CTAs, S_k <= 1024) and large head dims (the seed shape: S=512, D=1024). Exact softmax
+// over the whole key row:
 //
 //   phase 1  for each 256-key block kb (at most two): S = Q K_kb^T accumulated over Dqk in 32-wide chunks
 //            (m64n256k16 per warpgroup, 128 fp32 registers/thread); row max/sum; P_kb = exp2(S - m_kb)
