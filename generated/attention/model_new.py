@@ -1694,7 +1694,9 @@ static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_ro
   key.dtype = static_cast<int64_t>(t.scalar_type());
   for (int d = 0; d < 4; ++d) key.sizes[d] = t.size(d), key.strides[d] = t.stride(d);
   key.box_cols = box_cols, key.box_rows = box_rows;
-  constexpr int kSlots = 8;
+  // Three maps a call; 32 slots keep every path's maps for a few shapes (a benchmark alternating all eight
+  // kernel variants at one shape needs 24: with 8 slots each call re-encoded its maps, run 27).
+  constexpr int kSlots = 32;
   thread_local TensorMapKey keys[kSlots];
   thread_local CUtensorMap maps[kSlots];
   thread_local int filled = 0, next = 0;
