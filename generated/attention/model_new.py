@@ -1173,35 +1173,7 @@ constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
 #endif
 // V tiles warpgroup 0 runs ahead of warpgroup 1 in phase 2 (one CTA per tile / keys split over two)
 constexpr int kPhase2Lag = KFORGE_PHASE2_LAG, kSplitLag = KFORGE_SPLIT_LAG;
-constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)
-#ifndef KFORGE_MMA_DEPTH
-#define KFORGE_MMA_DEPTH 1
-#endif
-constexpr int kMmaDepth = KFORGE_MMA_DEPTH;  // MMA groups a consumer warpgroup leaves in flight (1 or 2)
-static_assert(kMmaDepth == 1 || kMmaDepth == 2, "MMA depth 1 or 2");
-
-// The items whose MMA groups may still be in flight, oldest first: after committing a group, wait until at
-// most kMmaDepth are pending and release the item of the one that retired.
-struct PendingItems {
-  int at[2] = {-1, -1};
-  template <typename Release>
-  __device__ __forceinline__ void push_after_commit(int item, Release&& release) {
-    wgmma_wait<kMmaDepth>();
-    if (at[0] >= 0) release(at[0]);
-    if (kMmaDepth == 1) {
-      at[0] = item;
-    } else {
-      at[0] = at[1], at[1] = item;
-    }
-  }
-  template <typename Release>
-  __device__ __forceinline__ void drain(Release&& release) {
-    wgmma_wait<0>();
-    if (at[0] >= 0) release(at[0]);
-    if (kMmaDepth == 2 && at[1] >= 0) release(at[1]);
-    at[0] = at[1] = -1;
-  }
-};  // each releases every item (of every CTA of a cluster)
+constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)  // each releases every item (of every CTA of a cluster)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
 // holds, per granule, the parity of the barrier phase this side waits for next.
@@ -1451,8 +1423,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     }
 #pragma unroll
     for (int e = 0; e < 128; ++e) acc[e] = 0.f;
-    PendingItems pending;
-    auto release1 = [&](int at) { release(at, kRpItem1); };
+    int pending = -1;  // item whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
       const int at = acquire(kRpItem1);
       const unsigned char* slot = ring + at * kRpGranule;
@@ -1464,10 +1435,13 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         Wgmma<T>::template m64n256k16<0>(acc, sw64_desc(a_base + kk * 32, 512), sw64_desc(b_base + kk * 32, 512));
       }
       wgmma_commit();
-      pending.push_after_commit(at, release1);  // an earlier chunk's group retired: its slot can be refilled
+      wgmma_wait<1>();  // the previous chunk's group retired: its slot can be refilled
+      if (pending >= 0) release(pending, kRpItem1);
+      pending = at;
     }
-    pending.drain(release1);
+    wgmma_wait<0>();
     reg_fence(acc);
+    release(pending, kRpItem1);
 
     // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
     const int key0 = tile.key0 + kb * kRpKeyBlock;
@@ -1546,16 +1520,17 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     if (kLag > 0 && first && wg == 1) named_bar_sync(kLagBarrier, kRpConsumerThreads);
 #pragma unroll
     for (int e = 0; e < 64; ++e) acc[e] = 0.f;
-    PendingItems pending;
-    auto release2 = [&](int at) { release(at, kRpItem2); };
+    int pending = -1;
     // Unrolled: P is indexed by the tile, and registers cannot be indexed at run time.
 #pragma unroll
     for (int kt = 0; kt < kRpMaxKeys / kRpKeyTile; ++kt) {
       if (kt >= n_kt) break;
       if (kt == kTilesPerBlock) {
         // Entering key block 1: bring the sum so far from max m_0 to m_1 (MMAs drained first).
-        pending.drain(release2);
+        wgmma_wait<0>();
         reg_fence<64>(acc);
+        release(pending, kRpItem2);
+        pending = -1;
 #pragma unroll
         for (int e = 0; e < 64; ++e) acc[e] *= ratio[(e >> 1) & 1];
       }
@@ -1572,10 +1547,13 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       if (kLag > 0 && first && wg == 0 && kt == min(kLag, n_kt) - 1) {
         named_bar_arrive(kLagBarrier, kRpConsumerThreads);
       }
-      pending.push_after_commit(at, release2);
+      wgmma_wait<1>();
+      if (pending >= 0) release(pending, kRpItem2);
+      pending = at;
     }
-    pending.drain(release2);
+    wgmma_wait<0>();
     reg_fence<64>(acc);
+    release(pending, kRpItem2);
   };
   auto store_chunk = [&](int dc, float s0, float s1) {
     store_o_chunk<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
