@@ -1,7 +1,7 @@
 """Turns one device run (bench.json + sweep.json from device_run.py) into committed bench records:
 one JSON file per measured configuration under bench/attention/records/.
 
-Usage: python3 bench/attention/write_records.py RUN_DIR [RUN_LABEL] [PROBLEM_REGEX]
+Usage: python3 bench/attention/write_records.py RUN_DIR [RUN_LABEL] [PROBLEM_REGEX] [--out DIR]
 (PROBLEM_REGEX: only configurations whose problem string matches, e.g. to take each configuration
 from the run that measured the committed code.) When RUN_DIR also holds dispatch_ratio.json
 (dispatch_ratio.py: SDPA and the ModelNew alone, 200 alternating reps), the head dims it covers take their
@@ -16,18 +16,23 @@ reference within 2x PyTorch's own error on the timed inputs. Every timed variant
 the unfused baddbmm -> softmax -> bmm peer) is kept under `variants`.
 """
 
+import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
 
-def main():
-    run = Path(sys.argv[1])
-    label = sys.argv[2] if len(sys.argv) > 2 else run.name
-    only = re.compile(sys.argv[3]) if len(sys.argv) > 3 else None
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="device_run.py output -> bench/attention/records/*.json")
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("label", nargs="?", help="the run's name in the records (default: RUN_DIR's name)")
+    ap.add_argument("only", nargs="?", type=re.compile, help="only problems matching this regex")
+    ap.add_argument("--out", type=Path, default=HERE / "records", help="records folder (default: the committed one)")
+    args = ap.parse_args(argv)
+    run, only = args.run_dir, args.only
+    label = args.label or run.name
     bench = json.loads((run / "bench.json").read_text())
     sweep = json.loads((run / "sweep.json").read_text())
     sweep_ok = all(c["ok"] for c in sweep["cases"]) and all(f["equal"] for f in sweep["fallback"])
@@ -39,7 +44,7 @@ def main():
     by_problem = {}
     for r in bench:
         by_problem.setdefault(r["problem"], []).append(r)
-    out_dir = HERE / "records"
+    out_dir = args.out
     out_dir.mkdir(exist_ok=True)
     for problem, recs in by_problem.items():
         if only and not only.search(problem):
