@@ -203,27 +203,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
-// L2 eviction policies for bulk loads: the whole access marked evict-last (kept over normal data) or
-// evict-first (the first to go).
-__device__ __forceinline__ uint64_t l2_evict_last_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
-}
-// 4-D tiled bulk tensor load with an L2 eviction policy.
-__device__ __forceinline__ void tma_load_4d_hint(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2,
-                                                 int c3, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, "
-      "%4, %5}], [%6], %7;\n" ::"r"(smem_u32(dst)),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "l"(policy)
-      : "memory");
-}
 // 4-D tiled bulk tensor load (coordinates innermost first) completing on `bar` of this CTA.
 __device__ __forceinline__ void tma_load_4d(void* dst, const void* tmap, uint64_t* bar, int c0, int c1, int c2, int c3) {
   asm volatile(
@@ -282,15 +261,6 @@ __device__ __forceinline__ uint32_t cluster_ctarank() {
 }
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// The same with an L2 eviction policy.
-__device__ __forceinline__ void tma_load_4d_multicast_hint(void* dst, const void* tmap, uint64_t* bar, int c0, int c1,
-                                                           int c2, int c3, uint16_t cta_mask, uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster.L2::cache_hint "
-      "[%0], [%1, {%2, %3, %4, %5}], [%6], %7, %8;\n" ::"r"(smem_u32(dst)),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar)), "h"(cta_mask), "l"(policy)
-      : "memory");
 }
 // 4-D bulk tensor load delivered to the same offsets (data and barrier) in every CTA of `cta_mask`.
 __device__ __forceinline__ void tma_load_4d_multicast(void* dst, const void* tmap, uint64_t* bar, int c0, int c1,
@@ -1203,13 +1173,7 @@ constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
 #endif
 // V tiles warpgroup 0 runs ahead of warpgroup 1 in phase 2 (one CTA per tile / keys split over two)
 constexpr int kPhase2Lag = KFORGE_PHASE2_LAG, kSplitLag = KFORGE_SPLIT_LAG;
-constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)
-#ifndef KFORGE_L2_HINTS
-#define KFORGE_L2_HINTS 0
-#endif
-// 1: Q loads evict-last (each Q chunk is read again by the tile's second key block); 2: and K/V loads
-// evict-first.
-constexpr int kL2Hints = KFORGE_L2_HINTS;  // each releases every item (of every CTA of a cluster)
+constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)  // each releases every item (of every CTA of a cluster)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
 // holds, per granule, the parity of the barrier phase this side waits for next.
@@ -1332,8 +1296,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
       // A fresh barrier counts as having completed the phase before its first: the first wait on every
       // "empty" barrier (parity 1) passes.
       GranuleRing st{0, ~0u};
-      const uint64_t q_policy = kL2Hints >= 1 ? l2_evict_last_policy() : 0;
-      const uint64_t kv_policy = kL2Hints >= 2 ? l2_evict_first_policy() : 0;
       auto claim = [&](int granules) {
         const int at = st.place(granules);
         for (int q = at; q < at + granules; ++q) mbar_wait(&bar.empty[q], st.take_parity(q));
@@ -1348,19 +1310,10 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
             unsigned char* panel = ring + at * kRpGranule + pp * kRpVPanel;
             const int key = tile.key0 + kt * kRpKeyTile;
             if (CLUSTER == 1) {
-              if (kL2Hints >= 2) {
-                tma_load_4d_hint(panel, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64, key, tile.h, tile.b, kv_policy);
-              } else {
-                tma_load_4d(panel, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64, key, tile.h, tile.b);
-              }
+              tma_load_4d(panel, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64, key, tile.h, tile.b);
             } else {
-              if (kL2Hints >= 2) {
-                tma_load_4d_multicast_hint(panel + rank * kVRows * 128, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64,
-                                           key + rank * kVRows, tile.h, tile.b, kAllCtas, kv_policy);
-              } else {
-                tma_load_4d_multicast(panel + rank * kVRows * 128, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64,
-                                      key + rank * kVRows, tile.h, tile.b, kAllCtas);
-              }
+              tma_load_4d_multicast(panel + rank * kVRows * 128, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64,
+                                    key + rank * kVRows, tile.h, tile.b, kAllCtas);
             }
           }
         }
@@ -1372,25 +1325,12 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
         const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
         unsigned char* slot = ring + at * kRpGranule;
         const int key = tile.key0 + kb * kRpKeyBlock;
-        if (kL2Hints >= 1) {
-          tma_load_4d_hint(slot, &tm_q, &bar.full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b, q_policy);
-        } else {
-          tma_load_4d(slot, &tm_q, &bar.full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
-        }
+        tma_load_4d(slot, &tm_q, &bar.full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
         if (CLUSTER == 1) {
-          if (kL2Hints >= 2) {
-            tma_load_4d_hint(slot + kRpQBytes, &tm_k, &bar.full[at], c * kRpQkChunk, key, tile.h, tile.b, kv_policy);
-          } else {
-            tma_load_4d(slot + kRpQBytes, &tm_k, &bar.full[at], c * kRpQkChunk, key, tile.h, tile.b);
-          }
+          tma_load_4d(slot + kRpQBytes, &tm_k, &bar.full[at], c * kRpQkChunk, key, tile.h, tile.b);
         } else {
-          if (kL2Hints >= 2) {
-            tma_load_4d_multicast_hint(slot + kRpQBytes + rank * kKRows * kRpQkChunk * 2, &tm_k, &bar.full[at],
-                                       c * kRpQkChunk, key + rank * kKRows, tile.h, tile.b, kAllCtas, kv_policy);
-          } else {
-            tma_load_4d_multicast(slot + kRpQBytes + rank * kKRows * kRpQkChunk * 2, &tm_k, &bar.full[at],
-                                  c * kRpQkChunk, key + rank * kKRows, tile.h, tile.b, kAllCtas);
-          }
+          tma_load_4d_multicast(slot + kRpQBytes + rank * kKRows * kRpQkChunk * 2, &tm_k, &bar.full[at],
+                                c * kRpQkChunk, key + rank * kKRows, tile.h, tile.b, kAllCtas);
         }
       }
       if (KSPLIT == 1) {
