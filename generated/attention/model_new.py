@@ -773,6 +773,74 @@ __device__ __forceinline__ void store_o_chunk(float* acc, float il0, float il1, 
   }
 }
 
+// The same store through a per-warp staging area of shared memory (kStageBytesPerWarp): the accumulator goes
+// in with stmatrix (the mma accumulator layout is stmatrix's fragment layout: no shuffles) and comes back as
+// 16-byte rows, 32 columns at a time. store_o_chunk's quad transpose selects each register by a lane-dependent
+// index, which ptxas turned into ~1100 instructions of selects and branches per chunk: 1.7 us of a warp's time
+// per 128-wide chunk, 14 of the seed tile's 66 us (timeline.py, run 41). Thread (g, t) writes rows g and g + 8
+// of its warp's 16 both ways, so the row pointers and guards are the same.
+// Stage layout: [16 rows][4 x 16 bytes], the 16-byte unit of row r at unit u ^ ((r >> 1) & 3), so that the 8
+// rows of each stmatrix matrix and of each ld.shared.v4 fall in distinct banks.
+constexpr int kStageBytesPerWarp = 16 * 64;
+
+__device__ __forceinline__ uint32_t stage_offset(int row, int unit) { return row * 64 + ((unit ^ ((row >> 1) & 3)) << 4); }
+
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
+}
+// One 16-byte store instruction (NVVM has split a uint4 assignment into four 4-byte stores).
+__device__ __forceinline__ void st_global_v4(void* ptr, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+template <typename T, int NQ, bool kPartial = false>
+__device__ __forceinline__ void store_o_chunk_staged(float* acc, float il0, float il1, T* row0, int64_t row_stride,
+                                                     bool ok0, bool ok1, int cols_left, uint32_t stage, int lane,
+                                                     uint32_t partial = 0) {
+  const int g = lane / 4, t = lane % 4;
+  // stmatrix: lane L gives row L % 8 of matrix L / 8; matrices (rows 0-7 | 8-15) x (column units u, u + 1).
+  const int st_row = (lane & 7) + 8 * ((lane >> 3) & 1), st_unit = lane >> 4;
+#pragma unroll
+  for (int q = 0; q < NQ; ++q) {
+    if (kPartial) {
+#pragma unroll
+      for (int j = 4 * q; j < 4 * q + 4; ++j) {
+        float4 x;
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
+                     : "r"(partial + j * 256 * 16)
+                     : "memory");
+        acc[4 * j] = fmaf(acc[4 * j], il0, x.x), acc[4 * j + 1] = fmaf(acc[4 * j + 1], il0, x.y);
+        acc[4 * j + 2] = fmaf(acc[4 * j + 2], il1, x.z), acc[4 * j + 3] = fmaf(acc[4 * j + 3], il1, x.w);
+      }
+    }
+    const float s0 = kPartial ? 1.f : il0, s1 = kPartial ? 1.f : il1;
+#pragma unroll
+    for (int pair = 0; pair < 2; ++pair) {  // column units 2 pair, 2 pair + 1 of this 32-column block
+      const float* a = acc + 16 * q + 8 * pair;
+      stmatrix_x4(stage + stage_offset(st_row, 2 * pair + st_unit), Pack2<T>::from_floats(a[0] * s0, a[1] * s0),
+                  Pack2<T>::from_floats(a[2] * s1, a[3] * s1), Pack2<T>::from_floats(a[4] * s0, a[5] * s0),
+                  Pack2<T>::from_floats(a[6] * s1, a[7] * s1));
+    }
+    __syncwarp();
+    const uint4 v0 = ld_shared_v4(stage + stage_offset(g, t));
+    const uint4 v1 = ld_shared_v4(stage + stage_offset(g + 8, t));
+    __syncwarp();  // the next block's stmatrix overwrites the stage
+    const int col = q * 32 + t * 8;
+    if (col < cols_left) {
+      if (ok0) st_global_v4(row0 + col, v0);
+      if (ok1) st_global_v4(row0 + 8 * row_stride + col, v1);
+    }
+  }
+}
+
 }  // namespace kforge_attn
 // ---- end attn_epilogue.cuh ----
 #include <cuda.h>  // CUtensorMap
@@ -1133,6 +1201,94 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
 // (already inlined: attn_common.cuh)
 // (already inlined: attn_wgmma.cuh)
 // (already inlined: attn_epilogue.cuh)
+// ---- begin attn_timeline.cuh ----
+// Per-CTA timeline for diagnosis (compiled only with -DKFORGE_TIMELINE=<max CTAs>; the shipped kernels record
+// nothing): the SM a CTA ran on and the global-timer nanoseconds of its start and of its last consumer warp's
+// end, so a script can see waves, the gaps between one CTA and the next on an SM, and the last wave's tail
+// (bench/attention/timeline.py reads it back).
+#pragma once
+#include <stdint.h>
+
+namespace kforge_attn {
+
+#ifdef KFORGE_TIMELINE
+struct CtaSpan {
+  unsigned long long start, end;
+  uint32_t smid, cta;
+};
+__device__ CtaSpan g_kforge_timeline[KFORGE_TIMELINE];
+constexpr int kTimelineMarks = 24;  // per consumer warpgroup
+__device__ unsigned long long g_kforge_marks[KFORGE_TIMELINE][2][kTimelineMarks];
+
+__device__ __forceinline__ unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
+  return t;
+}
+__device__ __forceinline__ uint32_t linear_cta() {
+  return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+}
+// Called by one thread as the CTA starts.
+__device__ __forceinline__ void timeline_start() {
+  const uint32_t cta = linear_cta();
+  if (cta >= KFORGE_TIMELINE) return;
+  uint32_t smid;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+  g_kforge_timeline[cta].start = global_timer_ns();
+  g_kforge_timeline[cta].smid = smid;
+  g_kforge_timeline[cta].cta = cta;
+}
+// Called by every consumer warp (one lane) once it is done: the CTA ends with the last of them.
+__device__ __forceinline__ void timeline_end() {
+  const uint32_t cta = linear_cta();
+  if (cta < KFORGE_TIMELINE) atomicMax(&g_kforge_timeline[cta].end, global_timer_ns());
+}
+// Called by all threads of a consumer warpgroup; its first thread records the time once `dep` (a register the
+// event produced: an accumulator after its MMAs retired, a packed P value) is available. ptxas schedules a
+// timer read like any instruction without inputs: without the predicate on `dep` it hoisted the read above
+// the wgmma wait, and a mark said "MMAs retired" when they had only been issued. All in one asm statement, so
+// that nothing it computes stays live in the kernel's registers (the consumers sit at their register limit,
+// and a C++ version made ptxas spill).
+__device__ __forceinline__ void timeline_mark(int wg, int mark, uint32_t dep) {
+  asm volatile(
+      "{\n"
+      ".reg .u32 tx, bx, by, bz, nx, ny, lin;\n"
+      ".reg .u64 t, addr;\n"
+      ".reg .pred skip, after;\n"
+      "mov.u32 tx, %%tid.x;\n"
+      "and.b32 tx, tx, 127;\n"
+      "setp.ne.u32 skip, tx, 0;\n"
+      "@skip bra MARK_DONE_%=;\n"
+      "mov.u32 bx, %%ctaid.x;\n"
+      "mov.u32 by, %%ctaid.y;\n"
+      "mov.u32 bz, %%ctaid.z;\n"
+      "mov.u32 nx, %%nctaid.x;\n"
+      "mov.u32 ny, %%nctaid.y;\n"
+      "mad.lo.u32 lin, bz, ny, by;\n"
+      "mad.lo.u32 lin, lin, nx, bx;\n"
+      "setp.ge.u32 skip, lin, %3;\n"
+      "@skip bra MARK_DONE_%=;\n"
+      "mad.lo.u32 lin, lin, 2, %1;\n"
+      "mad.lo.u32 lin, lin, %4, %2;\n"
+      "mul.wide.u32 addr, lin, 8;\n"
+      "add.u64 addr, addr, %0;\n"
+      "setp.ne.u32 after, %5, 0x7FC0DEAD;\n"
+      "mov.u64 t, 0;\n"
+      "@after mov.u64 t, %%globaltimer;\n"
+      "st.global.u64 [addr], t;\n"
+      "MARK_DONE_%=:\n"
+      "}\n" ::"l"(&g_kforge_marks[0][0][0]),
+      "r"(wg), "r"(mark), "n"(KFORGE_TIMELINE), "n"(kTimelineMarks), "r"(dep)
+      : "memory");
+}
+#else
+__device__ __forceinline__ void timeline_start() {}
+__device__ __forceinline__ void timeline_end() {}
+__device__ __forceinline__ void timeline_mark(int, int, uint32_t) {}
+#endif
+
+}  // namespace kforge_attn
+// ---- end attn_timeline.cuh ----
 #include <cuda.h>  // CUtensorMap
 
 namespace kforge_attn {
@@ -1163,8 +1319,9 @@ constexpr int kRpProducerRegs = 24;
 constexpr int kRpConsumerRegs = 240;  // 2*128*240 + 128*24 <= 65536; at 232 phase 2 spills
 constexpr int kRpAlignSlack = 1024;   // swizzle atoms start on 1024-byte boundaries
 constexpr int kRpStatsBytes = kRpRows * 8;  // split keys: the peer's (m, l) per query row
-constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + (2 * kRpGranules + 4) * 8;
 constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
+constexpr int kRpStageBytes = kRpConsumerWarps * kStageBytesPerWarp;  // O epilogue, store_o_chunk_staged
+constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + kRpStageBytes + (2 * kRpGranules + 4) * 8;
 #ifndef KFORGE_PHASE2_LAG
 #define KFORGE_PHASE2_LAG 4  // runs 19-20: +1.5-2.3% at the seed shape (2 and 6: no better)
 #endif
@@ -1230,6 +1387,7 @@ struct RpBarriers {
   uint64_t* peer_ready;  // split keys: the peer's producer has claimed the item our next partial goes to
   uint64_t* partial_read;  // split keys: every consumer warp has added the last partial it received
   float2* stats;         // split keys: (m, l) of the peer per query row of the tile
+  unsigned char* stage;  // O epilogue: kStageBytesPerWarp per consumer warp
 };
 
 // Which output chunk a split-key CTA computes at step `half` (0: one it sends, 1: one it owns) of pair
@@ -1260,7 +1418,8 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   RpBarriers bar;
   bar.stats = reinterpret_cast<float2*>(ring + kRpRingBytes);
-  bar.full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes + kRpStatsBytes);
+  bar.stage = ring + kRpRingBytes + kRpStatsBytes;
+  bar.full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes + kRpStatsBytes + kRpStageBytes);
   bar.empty = bar.full + kRpGranules;
   bar.done = bar.empty + kRpGranules;
   bar.stats_full = bar.done + 1;
@@ -1276,6 +1435,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
   if (tid == 0) {
+    timeline_start();
     for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
     mbar_init(bar.done, CLUSTER > 1 ? (CLUSTER - 1) * kRpConsumerWarps : 1);
     mbar_init(bar.stats_full, 1);
@@ -1372,6 +1532,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
       }
       mbar_wait(bar.done, 0);
     }
+    if (tid % 32 == 0) timeline_end();
   }
 }
 
@@ -1386,6 +1547,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
   const int row_tile = wg * 64 + warp * 16 + g;  // and row_tile + 8
   const int row_glob = m0 + row_tile;
+  const uint32_t stage = smem_u32(bar.stage) + (tid / 32) * kStageBytesPerWarp;
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
   const uint32_t peer = CLUSTER * KSPLIT > 1 ? cluster_ctarank() ^ 1u : 0u;  // split keys: the other half
   const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0u;
@@ -1426,6 +1588,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     int pending = -1;  // item whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
       const int at = acquire(kRpItem1);
+      if (kb == 0 && c == 0) timeline_mark(wg, 0, at);  // first data of the tile
       const unsigned char* slot = ring + at * kRpGranule;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kRpQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + kRpQBytes);
@@ -1442,6 +1605,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     wgmma_wait<0>();
     reg_fence(acc);
     release(pending, kRpItem1);
+    timeline_mark(wg, 1 + 2 * kb, __float_as_uint(acc[127]));  // key block kb's QK^T retired
 
     // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
     const int key0 = tile.key0 + kb * kRpKeyBlock;
@@ -1472,6 +1636,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
       pr[kb][2 * jn + 1] = Pack2<T>::from_floats(p2, p3);
     }
+    timeline_mark(wg, 2 + 2 * kb, pr[kb][63]);  // its softmax done
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -1556,14 +1721,21 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     release(pending, kRpItem2);
   };
   auto store_chunk = [&](int dc, float s0, float s1) {
+#ifdef KFORGE_OLD_EPILOGUE
     store_o_chunk<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
                                       row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t);
+#else
+    store_o_chunk_staged<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
+                                             row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage, lane);
+#endif
   };
 
   if (KSPLIT == 1) {
     for (int dc = 0; dc < n_dc; ++dc) {
       accumulate_chunk(dc == 0);
+      timeline_mark(wg, 5 + dc, __float_as_uint(acc[63]));  // output chunk dc's P.V retired
       store_chunk(dc, o_scale[0], o_scale[1]);
+      timeline_mark(wg, 13 + dc, 0u);  // and stored
     }
     return;
   }
@@ -1585,6 +1757,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         partial_parity = st.take_parity(partial_at);
       }
       accumulate_chunk(first);
+      timeline_mark(wg, 5 + 2 * pair + half, __float_as_uint(acc[63]));
       if (first) combine_stats();
       first = false;
       if (half == 0) {
@@ -1604,13 +1777,20 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         }
       } else {
         mbar_wait(&bar.full[partial_at], partial_parity);
+#ifdef KFORGE_OLD_EPILOGUE
         store_o_chunk<T, kRpDvChunk / 32, true>(acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk,
                                                 p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t,
                                                 smem_u32(ring + partial_at * kRpGranule) + tid * 16);
+#else
+        store_o_chunk_staged<T, kRpDvChunk / 32, true>(
+            acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss, row_glob < p.Sq,
+            row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage, lane, smem_u32(ring + partial_at * kRpGranule) + tid * 16);
+#endif
         __syncwarp();
         release(partial_at, kRpItemPartial);
         if (lane == 0) mbar_arrive(bar.partial_read);
       }
+      timeline_mark(wg, 13 + 2 * pair + half, 0u);
     }
   }
 }

@@ -42,6 +42,7 @@
 #include "attn_common.cuh"
 #include "attn_wgmma.cuh"
 #include "attn_epilogue.cuh"
+#include "attn_timeline.cuh"
 #include <cuda.h>  // CUtensorMap
 
 namespace kforge_attn {
@@ -72,8 +73,9 @@ constexpr int kRpProducerRegs = 24;
 constexpr int kRpConsumerRegs = 240;  // 2*128*240 + 128*24 <= 65536; at 232 phase 2 spills
 constexpr int kRpAlignSlack = 1024;   // swizzle atoms start on 1024-byte boundaries
 constexpr int kRpStatsBytes = kRpRows * 8;  // split keys: the peer's (m, l) per query row
-constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + (2 * kRpGranules + 4) * 8;
 constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
+constexpr int kRpStageBytes = kRpConsumerWarps * kStageBytesPerWarp;  // O epilogue, store_o_chunk_staged
+constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + kRpStageBytes + (2 * kRpGranules + 4) * 8;
 #ifndef KFORGE_PHASE2_LAG
 #define KFORGE_PHASE2_LAG 4  // runs 19-20: +1.5-2.3% at the seed shape (2 and 6: no better)
 #endif
@@ -139,6 +141,7 @@ struct RpBarriers {
   uint64_t* peer_ready;  // split keys: the peer's producer has claimed the item our next partial goes to
   uint64_t* partial_read;  // split keys: every consumer warp has added the last partial it received
   float2* stats;         // split keys: (m, l) of the peer per query row of the tile
+  unsigned char* stage;  // O epilogue: kStageBytesPerWarp per consumer warp
 };
 
 // Which output chunk a split-key CTA computes at step `half` (0: one it sends, 1: one it owns) of pair
@@ -169,7 +172,8 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   RpBarriers bar;
   bar.stats = reinterpret_cast<float2*>(ring + kRpRingBytes);
-  bar.full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes + kRpStatsBytes);
+  bar.stage = ring + kRpRingBytes + kRpStatsBytes;
+  bar.full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes + kRpStatsBytes + kRpStageBytes);
   bar.empty = bar.full + kRpGranules;
   bar.done = bar.empty + kRpGranules;
   bar.stats_full = bar.done + 1;
@@ -185,6 +189,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
   if (tid == 0) {
+    timeline_start();
     for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
     mbar_init(bar.done, CLUSTER > 1 ? (CLUSTER - 1) * kRpConsumerWarps : 1);
     mbar_init(bar.stats_full, 1);
@@ -281,6 +286,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
       }
       mbar_wait(bar.done, 0);
     }
+    if (tid % 32 == 0) timeline_end();
   }
 }
 
@@ -295,6 +301,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
   const int row_tile = wg * 64 + warp * 16 + g;  // and row_tile + 8
   const int row_glob = m0 + row_tile;
+  const uint32_t stage = smem_u32(bar.stage) + (tid / 32) * kStageBytesPerWarp;
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
   const uint32_t peer = CLUSTER * KSPLIT > 1 ? cluster_ctarank() ^ 1u : 0u;  // split keys: the other half
   const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0u;
@@ -335,6 +342,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     int pending = -1;  // item whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
       const int at = acquire(kRpItem1);
+      if (kb == 0 && c == 0) timeline_mark(wg, 0, at);  // first data of the tile
       const unsigned char* slot = ring + at * kRpGranule;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kRpQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + kRpQBytes);
@@ -351,6 +359,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     wgmma_wait<0>();
     reg_fence(acc);
     release(pending, kRpItem1);
+    timeline_mark(wg, 1 + 2 * kb, __float_as_uint(acc[127]));  // key block kb's QK^T retired
 
     // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
     const int key0 = tile.key0 + kb * kRpKeyBlock;
@@ -381,6 +390,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
       pr[kb][2 * jn + 1] = Pack2<T>::from_floats(p2, p3);
     }
+    timeline_mark(wg, 2 + 2 * kb, pr[kb][63]);  // its softmax done
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -465,14 +475,21 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     release(pending, kRpItem2);
   };
   auto store_chunk = [&](int dc, float s0, float s1) {
+#ifdef KFORGE_OLD_EPILOGUE
     store_o_chunk<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
                                       row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t);
+#else
+    store_o_chunk_staged<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
+                                             row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage, lane);
+#endif
   };
 
   if (KSPLIT == 1) {
     for (int dc = 0; dc < n_dc; ++dc) {
       accumulate_chunk(dc == 0);
+      timeline_mark(wg, 5 + dc, __float_as_uint(acc[63]));  // output chunk dc's P.V retired
       store_chunk(dc, o_scale[0], o_scale[1]);
+      timeline_mark(wg, 13 + dc, 0u);  // and stored
     }
     return;
   }
@@ -494,6 +511,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         partial_parity = st.take_parity(partial_at);
       }
       accumulate_chunk(first);
+      timeline_mark(wg, 5 + 2 * pair + half, __float_as_uint(acc[63]));
       if (first) combine_stats();
       first = false;
       if (half == 0) {
@@ -513,13 +531,20 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         }
       } else {
         mbar_wait(&bar.full[partial_at], partial_parity);
+#ifdef KFORGE_OLD_EPILOGUE
         store_o_chunk<T, kRpDvChunk / 32, true>(acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk,
                                                 p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t,
                                                 smem_u32(ring + partial_at * kRpGranule) + tid * 16);
+#else
+        store_o_chunk_staged<T, kRpDvChunk / 32, true>(
+            acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss, row_glob < p.Sq,
+            row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage, lane, smem_u32(ring + partial_at * kRpGranule) + tid * 16);
+#endif
         __syncwarp();
         release(partial_at, kRpItemPartial);
         if (lane == 0) mbar_arrive(bar.partial_read);
       }
+      timeline_mark(wg, 13 + 2 * pair + half, 0u);
     }
   }
 }
