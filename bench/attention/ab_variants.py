@@ -1,8 +1,9 @@
 """A/B of compile-time kernel variants in one process (device script).
 
-    python3 bench/attention/ab_variants.py NAME=-DFLAG=1,-DOTHER=2 NAME2= ... [--reps 30] [--out DIR]
+    python3 bench/attention/ab_variants.py NAME=-DFLAG=1,-DOTHER=2 NAME2= NAME3@FILE= ... [--reps 30] [--out DIR]
 
-Each NAME=defines builds the generated ModelNew's CUDA source with those macros as its own extension (all
+Each NAME=defines builds the generated ModelNew's CUDA source (NAME@FILE=defines: that of the generated
+ModelNew file FILE, e.g. an earlier commit's written out with `git show`) with those macros as its own extension (all
 builds run in parallel subprocesses, then load from the cache), and every variant's kernel is timed
 round-robin with PyTorch's SDPA on the same inputs (L2 flushed before every call, CUDA events, medians):
 the seed shape (fp16, bf16) through the register-P multicast path and B16 H16 S1024 D512 through the
@@ -11,6 +12,7 @@ float64 reference on a head subset before timing.
 """
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -29,6 +31,8 @@ from device_run import Timer, load_generated, make_inputs, ref64, rel_err  # noq
 def build(mod, name, defines):
     from torch.utils.cpp_extension import load_inline
 
+    mod = source_module(name, mod)
+    name = name.split("@", 1)[0]
     header = "".join(f"#define {d[2:].replace('=', ' ', 1)}\n" for d in defines)
     return load_inline(name=f"kforge_attention_ab_{name}", cpp_sources=[mod._CPP_SOURCE],
                        cuda_sources=[header + mod._CUDA_SOURCE], functions=["kforge_attention_forward"],
@@ -41,6 +45,16 @@ def parse(specs):
         name, _, defs = spec.partition("=")
         out[name] = [d for d in defs.split(",") if d]
     return out
+
+
+def source_module(name, default):
+    """NAME@FILE: the variant builds the CUDA of another generated ModelNew file (e.g. an earlier commit's)."""
+    if "@" not in name:
+        return default
+    spec = importlib.util.spec_from_file_location(f"kforge_ab_{abs(hash(name))}", name.split("@", 1)[1])
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def main():
@@ -62,7 +76,7 @@ def main():
     procs = [subprocess.Popen([sys.executable, __file__, "--build-one", spec]) for spec in args.variants]
     if any(p.wait() for p in procs):
         raise SystemExit("a variant failed to build")
-    exts = {name: build(mod, name, defines) for name, defines in variants.items()}
+    exts = {name.split("@", 1)[0]: build(mod, name, defines) for name, defines in variants.items()}
     print(f"built {list(exts)} in {time.time() - t0:.0f}s", flush=True)
 
     timer = Timer()

@@ -157,6 +157,27 @@ def sweep(mod, quick):
                                 causal=causal, strided=i % 3 == 0, scale=1 / math.sqrt(d), path=name, err=err,
                                 torch_err=torch_err, poisoned=poisoned, ok=err <= max(2 * torch_err, 1e-5),
                                 case="split_edges"))
+    # A zero or negative scale: the register-P kernels refuse it (their softmax assumes scale > 0), the automatic
+    # choice takes the shared-memory-P kernels.
+    for i, (s, d, causal, scale) in enumerate([(512, 1024, False, -0.5 / 32), (512, 512, True, 0.0),
+                                               (1000, 512, False, -1.0 / math.sqrt(512)), (700, 256, False, 0.0)]):
+        dtype = (torch.float16, torch.bfloat16)[i % 2]
+        q, k, v = make_inputs(1, 2, s, s, d, d, dtype, i % 2 == 1, gen)
+        ref = ref64(q, k, v, causal, scale)
+        torch_err = rel_err(F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale), ref)
+        out, poisoned = run_poisoned(lambda: mod.kforge_attention(q, k, v, is_causal=causal, scale=scale),
+                                     (1, 2, s, d), dtype)
+        err = rel_err(out, ref)
+        regp = mod.PATH_WGMMA_512_REGP_MC if s <= 512 else mod.PATH_WGMMA_1024_REGP_SPLIT
+        try:
+            mod.kforge_attention(q, k, v, is_causal=causal, scale=scale, path=regp)
+            refused = False
+        except RuntimeError as e:
+            refused = "positive scale" in str(e)
+        results.append(dict(dtype=str(dtype).split(".")[-1], b=1, h=2, sq=s, sk=s, d=d, dv=d, causal=causal,
+                            strided=i % 2 == 1, scale=scale, path="auto", err=err, torch_err=torch_err,
+                            poisoned=poisoned, ok=err <= max(2 * torch_err, 1e-5) and refused,
+                            case="nonpositive_scale"))
     # D_qk != D_v and the dispatcher's own checks.
     for (d, dv) in [(512, 256), (128, 640)]:
         q, k, v = make_inputs(2, 2, 300, 450, d, dv, torch.float16, False, gen)

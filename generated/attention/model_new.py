@@ -45,6 +45,7 @@ _CUDA_SOURCE = r"""
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <cuda.h>  // CUtensorMap types only: the driver is reached through the runtime (no -lcuda)
 
 // ---- begin attn_common.cuh ----
@@ -121,6 +122,36 @@ __device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, 
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+  }
+}
+
+// The unmasked case with a positive scale (every block of the seed shape): each row's max of the raw S, in
+// log2 units afterwards, with S left unscaled for exp2(S * scale - m) as one FFMA. With the mask merged in
+// (scale_mask_rowmax with a run-time need_mask), ptxas if-converted the masking of all 128 elements, and the
+// block's softmax was ~1900 instructions of which ~600 were predicates and selects for a mask not in force.
+template <bool kScaleInPlace = false>
+__device__ __forceinline__ void rowmax_unmasked(float* acc, float scale_log2, float (&mx)[2]) {
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < 128; ++i) {
+    if (kScaleInPlace) acc[i] *= scale_log2;
+    mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], acc[i]);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    if (!kScaleInPlace) mx[r] *= scale_log2;  // scale > 0: the max of the scaled values, rounded the same way
+  }
+}
+
+// Masking for rowmax_unmasked's callers: keys >= key_end and (causal) keys after the row set to -inf in the raw
+// block (the scale, > 0, keeps them -inf). Called behind a uniform branch, only for blocks that need it.
+__device__ __forceinline__ void mask_block(float* acc, int key_t, int key_end, bool causal, int row) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) {
+    const int key = key_t + (i >> 2) * 8 + (i & 1);
+    if (key >= key_end || (causal && key > row + ((i >> 1) & 1) * 8)) acc[i] = -INFINITY;
   }
 }
 
@@ -254,9 +285,10 @@ template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N)); }
 template <int N>
 __device__ __forceinline__ void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N)); }
+// Not volatile: a pure read that the compilers may repeat where used instead of holding it in a register.
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  asm("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
 __device__ __forceinline__ void cluster_sync() {
@@ -1547,7 +1579,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
   const int row_tile = wg * 64 + warp * 16 + g;  // and row_tile + 8
   const int row_glob = m0 + row_tile;
-  const uint32_t stage = smem_u32(bar.stage) + (tid / 32) * kStageBytesPerWarp;
+  // This warp's O staging area, computed where used (a register holding it through phase 1 spilled).
+  auto stage = [&]() { return smem_u32(ring) + kRpRingBytes + kRpStatsBytes + (threadIdx.x / 32) * kStageBytesPerWarp; };
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
   const uint32_t peer = CLUSTER * KSPLIT > 1 ? cluster_ctarank() ^ 1u : 0u;  // split keys: the other half
   const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0u;
@@ -1610,8 +1643,13 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
     const int key0 = tile.key0 + kb * kRpKeyBlock;
     const bool need_mask = key0 + kRpKeyBlock > tile.key_end || (p.causal && key0 + kRpKeyBlock - 1 > m0);
+    // Softmax of the block on the raw S (the scale, > 0 on this path, goes into exp2's FFMA), the mask applied
+    // first behind a uniform branch. With the mask merged into the per-element code under a run-time flag,
+    // ptxas if-converted it: the block's softmax was ~1900 instructions, a third of them predicates and
+    // selects for a mask not in force, and took 3.0 us (timeline.py, run 41; 1.8 us since, run 43).
+    if (need_mask) mask_block(acc, key0 + 2 * t, tile.key_end, p.causal, row_glob);
     float mx[2];
-    scale_mask_rowmax(acc, p.scale_log2, need_mask, key0 + 2 * t, tile.key_end, p.causal, row_glob, mx);
+    rowmax_unmasked<KSPLIT == 2>(acc, p.scale_log2, mx);
     float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -1627,10 +1665,10 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // pairs (4 jn, 4 jn + 1) and (4 jn + 2, 4 jn + 3) become registers 2 jn and 2 jn + 1.
 #pragma unroll
     for (int jn = 0; jn < 32; ++jn) {
-      const float p0 = fast_exp2(acc[4 * jn + 0] - m_use[0]);
-      const float p1 = fast_exp2(acc[4 * jn + 1] - m_use[0]);
-      const float p2 = fast_exp2(acc[4 * jn + 2] - m_use[1]);
-      const float p3 = fast_exp2(acc[4 * jn + 3] - m_use[1]);
+      const float p0 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 0] - m_use[0] : fmaf(acc[4 * jn + 0], p.scale_log2, -m_use[0]));
+      const float p1 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 1] - m_use[0] : fmaf(acc[4 * jn + 1], p.scale_log2, -m_use[0]));
+      const float p2 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 2] - m_use[1] : fmaf(acc[4 * jn + 2], p.scale_log2, -m_use[1]));
+      const float p3 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 3] - m_use[1] : fmaf(acc[4 * jn + 3], p.scale_log2, -m_use[1]));
       l_run[0] += p0 + p1;
       l_run[1] += p2 + p3;
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
@@ -1721,13 +1759,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     release(pending, kRpItem2);
   };
   auto store_chunk = [&](int dc, float s0, float s1) {
-#ifdef KFORGE_OLD_EPILOGUE
-    store_o_chunk<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
-                                      row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t);
-#else
     store_o_chunk_staged<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
-                                             row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage, lane);
-#endif
+                                             row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage(), lane);
   };
 
   if (KSPLIT == 1) {
@@ -1777,15 +1810,9 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         }
       } else {
         mbar_wait(&bar.full[partial_at], partial_parity);
-#ifdef KFORGE_OLD_EPILOGUE
-        store_o_chunk<T, kRpDvChunk / 32, true>(acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk,
-                                                p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t,
-                                                smem_u32(ring + partial_at * kRpGranule) + tid * 16);
-#else
         store_o_chunk_staged<T, kRpDvChunk / 32, true>(
             acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss, row_glob < p.Sq,
-            row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage, lane, smem_u32(ring + partial_at * kRpGranule) + tid * 16);
-#endif
+            row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage(), lane, smem_u32(ring + partial_at * kRpGranule) + tid * 16);
         __syncwarp();
         release(partial_at, kRpItemPartial);
         if (lane == 0) mbar_arrive(bar.partial_read);
@@ -1812,25 +1839,36 @@ enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3,
 
 constexpr int kMaxHeadDim = 1024;
 
+// Numbers go into error messages as text made here: on the device host (torch 2.11 wheel, g++ 13) a TORCH_CHECK
+// message with an int or float argument crashed the process in the ostream insertion (run 44: a segfault
+// instead of the error, in the extension's .cu and .cpp alike), while string arguments were fine.
+template <typename N>
+static std::string txt(N x) { return std::to_string(x); }
+static std::string txt(c10::IntArrayRef xs) {
+  std::string s = "[";
+  for (size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + std::to_string(xs[i]);
+  return s + "]";
+}
+
 // Stride of a dimension that is only ever indexed at 0 does not matter; count it as 0 so that
 // batch or heads of size 1 with arbitrary strides still pass the alignment check.
 static int64_t used_stride(const at::Tensor& t, int d) { return t.size(d) > 1 ? t.stride(d) : 0; }
 
 static void check_operand(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.is_cuda(), "kforge attention: ", name, " must be a CUDA tensor, got ", t.device());
-  TORCH_CHECK(t.dim() == 4, "kforge attention: ", name, " must be 4-D (batch, heads, seq, head_dim), got ", t.dim(),
+  TORCH_CHECK(t.dim() == 4, "kforge attention: ", name, " must be 4-D (batch, heads, seq, head_dim), got ", txt(t.dim()),
               "-D");
   TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16,
               "kforge attention: ", name, " must be float16 or bfloat16, got ", t.scalar_type());
   TORCH_CHECK(t.size(3) % 8 == 0 && t.size(3) >= 8 && t.size(3) <= kMaxHeadDim, "kforge attention: ", name,
-              " head dim must be a multiple of 8 in [8, 1024], got ", t.size(3));
+              " head dim must be a multiple of 8 in [8, 1024], got ", txt(t.size(3)));
   TORCH_CHECK(t.size(3) == 1 || t.stride(3) == 1, "kforge attention: ", name,
-              " must have a contiguous head dim (stride 1), got stride ", t.stride(3));
+              " must have a contiguous head dim (stride 1), got stride ", txt(t.stride(3)));
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "kforge attention: ", name,
               " data pointer must be 16-byte aligned");
   for (int d = 0; d < 3; ++d) {
-    TORCH_CHECK(used_stride(t, d) % 8 == 0, "kforge attention: ", name, " stride of dim ", d,
-                " must be a multiple of 8 elements (16-byte rows), got ", t.stride(d));
+    TORCH_CHECK(used_stride(t, d) % 8 == 0, "kforge attention: ", name, " stride of dim ", txt(d),
+                " must be a multiple of 8 elements (16-byte rows), got ", txt(t.stride(d)));
   }
 }
 
@@ -1921,8 +1959,8 @@ static CUtensorMap encode_tensor_map(const at::Tensor& t, int box_cols, int box_
                                     4, t.data_ptr(), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                     swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "kforge attention: cuTensorMapEncodeTiled failed for ", name, " (error ", (int)r,
-              "; sizes ", t.sizes(), ", strides ", t.strides(), ")");
+  TORCH_CHECK(r == CUDA_SUCCESS, "kforge attention: cuTensorMapEncodeTiled failed for ", name, " (error ", txt((int)r),
+              "; sizes ", txt(t.sizes()), ", strides ", txt(t.strides()), ")");
   return map;
 }
 
@@ -1936,8 +1974,8 @@ struct WgmmaLaunch {
 template <auto kKernel>
 static void launch_wgmma(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const WgmmaLaunch& w, cudaStream_t stream) {
-  TORCH_CHECK(p.Sk <= w.max_keys, "kforge attention: this wgmma kernel holds at most ", w.max_keys,
-              " keys per row, got S_k=", p.Sk);
+  TORCH_CHECK(p.Sk <= w.max_keys, "kforge attention: this wgmma kernel holds at most ", txt(w.max_keys),
+              " keys per row, got S_k=", txt(p.Sk));
   const CUtensorMap tm_q = make_tensor_map(q, w.qk_chunk, w.q_rows, "query");
   const CUtensorMap tm_k = make_tensor_map(k, w.qk_chunk, w.k_rows, "key");
   const CUtensorMap tm_v = make_tensor_map(v, 64, w.v_rows, "value");
@@ -1962,6 +2000,9 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
 template <typename T, int CLUSTER, int KSPLIT>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
+  // Its softmax takes the row max of the unscaled S and masks with -inf before scaling (attn_hopper_regp.cu).
+  TORCH_CHECK(p.scale_log2 > 0.f, "kforge attention: the register-P kernels need a positive scale, got ",
+              txt(p.scale_log2 / kLog2e));
   launch_wgmma<attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>>(
       p, q, k, v,
       {KSPLIT * kRpMaxKeys, kRpRows, kRpRows, kRpQkChunk, kRpKeyBlock / CLUSTER, kRpKeyTile / CLUSTER, CLUSTER, KSPLIT,
@@ -2007,12 +2048,12 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
               "kforge attention: query, key and value must share one dtype");
   TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1),
               "kforge attention: batch and head counts of query, key and value must match (no broadcasting or GQA)");
-  TORCH_CHECK(k.size(3) == q.size(3), "kforge attention: key head dim ", k.size(3), " != query head dim ", q.size(3));
-  TORCH_CHECK(v.size(2) == k.size(2), "kforge attention: value length ", v.size(2), " != key length ", k.size(2));
+  TORCH_CHECK(k.size(3) == q.size(3), "kforge attention: key head dim ", txt(k.size(3)), " != query head dim ", txt(q.size(3)));
+  TORCH_CHECK(v.size(2) == k.size(2), "kforge attention: value length ", txt(v.size(2)), " != key length ", txt(k.size(2)));
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", txt(path));
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -2037,8 +2078,10 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q.get_device()));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
     const bool hopper = major == 9 && minor == 0;
-    if (hopper && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
-    else if (hopper && p.Sk <= 2 * kRpMaxKeys && !p.causal) path = kHopperWideRegPSplit;  // run 18: 1.43x run 13's
+    const bool regp = hopper && p.scale_log2 > 0.f;  // (a zero or negative scale: the shared-memory-P kernels)
+    if (regp && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
+    else if (regp && p.Sk <= 2 * kRpMaxKeys && !p.causal) path = kHopperWideRegPSplit;  // run 18: 1.43x run 13's
+    else if (hopper && p.Sk <= HopperLayout<2, 2>::kMaxKeys) path = kHopperWide;
     else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
     else path = kGeneral;
   }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <cuda.h>  // CUtensorMap types only: the driver is reached through the runtime (no -lcuda)
 
 #include "attn_common.cuh"
@@ -34,25 +35,36 @@ enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3,
 
 constexpr int kMaxHeadDim = 1024;
 
+// Numbers go into error messages as text made here: on the device host (torch 2.11 wheel, g++ 13) a TORCH_CHECK
+// message with an int or float argument crashed the process in the ostream insertion (run 44: a segfault
+// instead of the error, in the extension's .cu and .cpp alike), while string arguments were fine.
+template <typename N>
+static std::string txt(N x) { return std::to_string(x); }
+static std::string txt(c10::IntArrayRef xs) {
+  std::string s = "[";
+  for (size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + std::to_string(xs[i]);
+  return s + "]";
+}
+
 // Stride of a dimension that is only ever indexed at 0 does not matter; count it as 0 so that
 // batch or heads of size 1 with arbitrary strides still pass the alignment check.
 static int64_t used_stride(const at::Tensor& t, int d) { return t.size(d) > 1 ? t.stride(d) : 0; }
 
 static void check_operand(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.is_cuda(), "kforge attention: ", name, " must be a CUDA tensor, got ", t.device());
-  TORCH_CHECK(t.dim() == 4, "kforge attention: ", name, " must be 4-D (batch, heads, seq, head_dim), got ", t.dim(),
+  TORCH_CHECK(t.dim() == 4, "kforge attention: ", name, " must be 4-D (batch, heads, seq, head_dim), got ", txt(t.dim()),
               "-D");
   TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16,
               "kforge attention: ", name, " must be float16 or bfloat16, got ", t.scalar_type());
   TORCH_CHECK(t.size(3) % 8 == 0 && t.size(3) >= 8 && t.size(3) <= kMaxHeadDim, "kforge attention: ", name,
-              " head dim must be a multiple of 8 in [8, 1024], got ", t.size(3));
+              " head dim must be a multiple of 8 in [8, 1024], got ", txt(t.size(3)));
   TORCH_CHECK(t.size(3) == 1 || t.stride(3) == 1, "kforge attention: ", name,
-              " must have a contiguous head dim (stride 1), got stride ", t.stride(3));
+              " must have a contiguous head dim (stride 1), got stride ", txt(t.stride(3)));
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "kforge attention: ", name,
               " data pointer must be 16-byte aligned");
   for (int d = 0; d < 3; ++d) {
-    TORCH_CHECK(used_stride(t, d) % 8 == 0, "kforge attention: ", name, " stride of dim ", d,
-                " must be a multiple of 8 elements (16-byte rows), got ", t.stride(d));
+    TORCH_CHECK(used_stride(t, d) % 8 == 0, "kforge attention: ", name, " stride of dim ", txt(d),
+                " must be a multiple of 8 elements (16-byte rows), got ", txt(t.stride(d)));
   }
 }
 
@@ -143,8 +155,8 @@ static CUtensorMap encode_tensor_map(const at::Tensor& t, int box_cols, int box_
                                     4, t.data_ptr(), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                     swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "kforge attention: cuTensorMapEncodeTiled failed for ", name, " (error ", (int)r,
-              "; sizes ", t.sizes(), ", strides ", t.strides(), ")");
+  TORCH_CHECK(r == CUDA_SUCCESS, "kforge attention: cuTensorMapEncodeTiled failed for ", name, " (error ", txt((int)r),
+              "; sizes ", txt(t.sizes()), ", strides ", txt(t.strides()), ")");
   return map;
 }
 
@@ -158,8 +170,8 @@ struct WgmmaLaunch {
 template <auto kKernel>
 static void launch_wgmma(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                          const WgmmaLaunch& w, cudaStream_t stream) {
-  TORCH_CHECK(p.Sk <= w.max_keys, "kforge attention: this wgmma kernel holds at most ", w.max_keys,
-              " keys per row, got S_k=", p.Sk);
+  TORCH_CHECK(p.Sk <= w.max_keys, "kforge attention: this wgmma kernel holds at most ", txt(w.max_keys),
+              " keys per row, got S_k=", txt(p.Sk));
   const CUtensorMap tm_q = make_tensor_map(q, w.qk_chunk, w.q_rows, "query");
   const CUtensorMap tm_k = make_tensor_map(k, w.qk_chunk, w.k_rows, "key");
   const CUtensorMap tm_v = make_tensor_map(v, 64, w.v_rows, "value");
@@ -184,6 +196,9 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
 template <typename T, int CLUSTER, int KSPLIT>
 static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                cudaStream_t stream) {
+  // Its softmax takes the row max of the unscaled S and masks with -inf before scaling (attn_hopper_regp.cu).
+  TORCH_CHECK(p.scale_log2 > 0.f, "kforge attention: the register-P kernels need a positive scale, got ",
+              txt(p.scale_log2 / kLog2e));
   launch_wgmma<attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>>(
       p, q, k, v,
       {KSPLIT * kRpMaxKeys, kRpRows, kRpRows, kRpQkChunk, kRpKeyBlock / CLUSTER, kRpKeyTile / CLUSTER, CLUSTER, KSPLIT,
@@ -229,12 +244,12 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
               "kforge attention: query, key and value must share one dtype");
   TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1),
               "kforge attention: batch and head counts of query, key and value must match (no broadcasting or GQA)");
-  TORCH_CHECK(k.size(3) == q.size(3), "kforge attention: key head dim ", k.size(3), " != query head dim ", q.size(3));
-  TORCH_CHECK(v.size(2) == k.size(2), "kforge attention: value length ", v.size(2), " != key length ", k.size(2));
+  TORCH_CHECK(k.size(3) == q.size(3), "kforge attention: key head dim ", txt(k.size(3)), " != query head dim ", txt(q.size(3)));
+  TORCH_CHECK(v.size(2) == k.size(2), "kforge attention: value length ", txt(v.size(2)), " != key length ", txt(k.size(2)));
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", path);
+  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", txt(path));
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -259,8 +274,10 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q.get_device()));
     C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
     const bool hopper = major == 9 && minor == 0;
-    if (hopper && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
-    else if (hopper && p.Sk <= 2 * kRpMaxKeys && !p.causal) path = kHopperWideRegPSplit;  // run 18: 1.43x run 13's
+    const bool regp = hopper && p.scale_log2 > 0.f;  // (a zero or negative scale: the shared-memory-P kernels)
+    if (regp && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
+    else if (regp && p.Sk <= 2 * kRpMaxKeys && !p.causal) path = kHopperWideRegPSplit;  // run 18: 1.43x run 13's
+    else if (hopper && p.Sk <= HopperLayout<2, 2>::kMaxKeys) path = kHopperWide;
     else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
     else path = kGeneral;
   }

@@ -301,7 +301,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
   const int row_tile = wg * 64 + warp * 16 + g;  // and row_tile + 8
   const int row_glob = m0 + row_tile;
-  const uint32_t stage = smem_u32(bar.stage) + (tid / 32) * kStageBytesPerWarp;
+  // This warp's O staging area, computed where used (a register holding it through phase 1 spilled).
+  auto stage = [&]() { return smem_u32(ring) + kRpRingBytes + kRpStatsBytes + (threadIdx.x / 32) * kStageBytesPerWarp; };
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
   const uint32_t peer = CLUSTER * KSPLIT > 1 ? cluster_ctarank() ^ 1u : 0u;  // split keys: the other half
   const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0u;
@@ -364,8 +365,13 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
     const int key0 = tile.key0 + kb * kRpKeyBlock;
     const bool need_mask = key0 + kRpKeyBlock > tile.key_end || (p.causal && key0 + kRpKeyBlock - 1 > m0);
+    // Softmax of the block on the raw S (the scale, > 0 on this path, goes into exp2's FFMA), the mask applied
+    // first behind a uniform branch. With the mask merged into the per-element code under a run-time flag,
+    // ptxas if-converted it: the block's softmax was ~1900 instructions, a third of them predicates and
+    // selects for a mask not in force, and took 3.0 us (timeline.py, run 41; 1.8 us since, run 43).
+    if (need_mask) mask_block(acc, key0 + 2 * t, tile.key_end, p.causal, row_glob);
     float mx[2];
-    scale_mask_rowmax(acc, p.scale_log2, need_mask, key0 + 2 * t, tile.key_end, p.causal, row_glob, mx);
+    rowmax_unmasked<KSPLIT == 2>(acc, p.scale_log2, mx);
     float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -381,10 +387,10 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // pairs (4 jn, 4 jn + 1) and (4 jn + 2, 4 jn + 3) become registers 2 jn and 2 jn + 1.
 #pragma unroll
     for (int jn = 0; jn < 32; ++jn) {
-      const float p0 = fast_exp2(acc[4 * jn + 0] - m_use[0]);
-      const float p1 = fast_exp2(acc[4 * jn + 1] - m_use[0]);
-      const float p2 = fast_exp2(acc[4 * jn + 2] - m_use[1]);
-      const float p3 = fast_exp2(acc[4 * jn + 3] - m_use[1]);
+      const float p0 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 0] - m_use[0] : fmaf(acc[4 * jn + 0], p.scale_log2, -m_use[0]));
+      const float p1 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 1] - m_use[0] : fmaf(acc[4 * jn + 1], p.scale_log2, -m_use[0]));
+      const float p2 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 2] - m_use[1] : fmaf(acc[4 * jn + 2], p.scale_log2, -m_use[1]));
+      const float p3 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 3] - m_use[1] : fmaf(acc[4 * jn + 3], p.scale_log2, -m_use[1]));
       l_run[0] += p0 + p1;
       l_run[1] += p2 + p3;
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
@@ -475,13 +481,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     release(pending, kRpItem2);
   };
   auto store_chunk = [&](int dc, float s0, float s1) {
-#ifdef KFORGE_OLD_EPILOGUE
-    store_o_chunk<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
-                                      row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t);
-#else
     store_o_chunk_staged<T, kRpDvChunk / 32>(acc, s0, s1, o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss,
-                                             row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage, lane);
-#endif
+                                             row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage(), lane);
   };
 
   if (KSPLIT == 1) {
@@ -531,15 +532,9 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         }
       } else {
         mbar_wait(&bar.full[partial_at], partial_parity);
-#ifdef KFORGE_OLD_EPILOGUE
-        store_o_chunk<T, kRpDvChunk / 32, true>(acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk,
-                                                p.o_ss, row_glob < p.Sq, row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, t,
-                                                smem_u32(ring + partial_at * kRpGranule) + tid * 16);
-#else
         store_o_chunk_staged<T, kRpDvChunk / 32, true>(
             acc, o_scale[0], o_scale[1], o + (int64_t)row_glob * p.o_ss + dc * kRpDvChunk, p.o_ss, row_glob < p.Sq,
-            row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage, lane, smem_u32(ring + partial_at * kRpGranule) + tid * 16);
-#endif
+            row_glob + 8 < p.Sq, p.Dv - dc * kRpDvChunk, stage(), lane, smem_u32(ring + partial_at * kRpGranule) + tid * 16);
         __syncwarp();
         release(partial_at, kRpItemPartial);
         if (lane == 0) mbar_arrive(bar.partial_read);

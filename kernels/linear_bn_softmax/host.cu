@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <string>
 #include <vector>
 
 // The kernels, one per file; kforge emit inlines them here, so the extension is one translation unit.
@@ -36,12 +37,22 @@ namespace lbs {
 
 namespace {
 
+// Numbers go into error messages as text made here: on the device host (torch 2.11 wheel, g++ 13) a TORCH_CHECK
+// message with an int argument crashed the process in the ostream insertion (attention's run 44).
+template <typename N>
+std::string txt(N x) { return std::to_string(x); }
+std::string txt(c10::IntArrayRef xs) {
+  std::string s = "[";
+  for (size_t i = 0; i < xs.size(); ++i) s += (i ? ", " : "") + std::to_string(xs[i]);
+  return s + "]";
+}
+
 void check_float_vector(const c10::optional<at::Tensor>& t, const char* name, int64_t n, const at::Tensor& x) {
   if (!t.has_value()) return;
   TORCH_CHECK(t->is_cuda() && t->device() == x.device(), "linear_bn_softmax: ", name, " must be on ", x.device());
   TORCH_CHECK(t->scalar_type() == at::kFloat, "linear_bn_softmax: ", name, " must be float32, got ", t->scalar_type());
   TORCH_CHECK(t->dim() == 1 && t->size(0) == n && t->is_contiguous(), "linear_bn_softmax: ", name,
-              " must be a contiguous vector of ", n, " values, got shape ", t->sizes());
+              " must be a contiguous vector of ", txt(n), " values, got shape ", txt(t->sizes()));
 }
 
 const float* ptr_or_null(const c10::optional<at::Tensor>& t) {
@@ -155,13 +166,13 @@ at::Tensor linear_no_bias(const at::Tensor& x, const at::Tensor& weight, const c
   TORCH_CHECK(x.is_cuda(), "linear_bn_softmax: x must be a CUDA tensor");
   TORCH_CHECK(x.scalar_type() == at::kFloat, "linear_bn_softmax: x must be float32, got ", x.scalar_type());
   TORCH_CHECK(x.dim() == 2 && x.is_contiguous(), "linear_bn_softmax: x must be a contiguous 2-D tensor, got shape ",
-              x.sizes());
+              txt(x.sizes()));
   TORCH_CHECK(weight.device() == x.device() && weight.scalar_type() == at::kFloat && weight.dim() == 2 &&
                   weight.is_contiguous(),
               "linear_bn_softmax: weight must be a contiguous float32 2-D tensor on ", x.device());
   const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
-  TORCH_CHECK(weight.size(1) == k, "linear_bn_softmax: weight has ", weight.size(1), " input features, x has ", k);
-  TORCH_CHECK(m > 0 && n > 0 && k > 0, "linear_bn_softmax: empty problem (", m, "x", k, " times ", n, "x", k, ")");
+  TORCH_CHECK(weight.size(1) == k, "linear_bn_softmax: weight has ", txt(weight.size(1)), " input features, x has ", txt(k));
+  TORCH_CHECK(m > 0 && n > 0 && k > 0, "linear_bn_softmax: empty problem (", txt(m), "x", txt(k), " times ", txt(n), "x", txt(k), ")");
   TORCH_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "linear_bn_softmax: sizes exceed cuBLAS's int range");
   const c10::cuda::CUDAGuard guard(x.device());
   cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
@@ -223,8 +234,8 @@ at::Tensor bn_scale_softmax_(const at::Tensor& y, const c10::optional<at::Tensor
   TORCH_CHECK(y.is_cuda() && y.scalar_type() == at::kFloat && y.dim() == 2 && y.is_contiguous(),
               "linear_bn_softmax: y must be a contiguous float32 2-D CUDA tensor (linear_no_bias's output)");
   const int64_t m = y.size(0), n = y.size(1);
-  TORCH_CHECK(m > 0 && n > 0 && m <= INT_MAX && n <= INT_MAX, "linear_bn_softmax: bad y shape ", y.sizes());
-  TORCH_CHECK(!use_batch_stats || m >= 2, "linear_bn_softmax: batch statistics need at least 2 rows, got ", m);
+  TORCH_CHECK(m > 0 && n > 0 && m <= INT_MAX && n <= INT_MAX, "linear_bn_softmax: bad y shape ", txt(y.sizes()));
+  TORCH_CHECK(!use_batch_stats || m >= 2, "linear_bn_softmax: batch statistics need at least 2 rows, got ", txt(m));
   check_float_vector(bias, "bias", n, x);
   check_float_vector(gamma, "bn.weight", n, x);
   check_float_vector(beta, "bn.bias", n, x);
