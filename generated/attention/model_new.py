@@ -1419,7 +1419,6 @@ struct RpBarriers {
   uint64_t* peer_ready;  // split keys: the peer's producer has claimed the item our next partial goes to
   uint64_t* partial_read;  // split keys: every consumer warp has added the last partial it received
   float2* stats;         // split keys: (m, l) of the peer per query row of the tile
-  unsigned char* stage;  // O epilogue: kStageBytesPerWarp per consumer warp
 };
 
 // Which output chunk a split-key CTA computes at step `half` (0: one it sends, 1: one it owns) of pair
@@ -1450,7 +1449,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   RpBarriers bar;
   bar.stats = reinterpret_cast<float2*>(ring + kRpRingBytes);
-  bar.stage = ring + kRpRingBytes + kRpStatsBytes;
+  // (then the O epilogue's stage, kRpStageBytes: see consume_tile's `stage`)
   bar.full = reinterpret_cast<uint64_t*>(ring + kRpRingBytes + kRpStatsBytes + kRpStageBytes);
   bar.empty = bar.full + kRpGranules;
   bar.done = bar.empty + kRpGranules;
@@ -1648,8 +1647,11 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // ptxas if-converted it: the block's softmax was ~1900 instructions, a third of them predicates and
     // selects for a mask not in force, and took 3.0 us (timeline.py, run 41; 1.8 us since, run 43).
     if (need_mask) mask_block(acc, key0 + 2 * t, tile.key_end, p.causal, row_glob);
+    // The split kernel scales S in place while taking the max (with the scale folded into the FFMA it spilled
+    // 12-16 bytes at its register limit, run 44); the others keep S raw.
     float mx[2];
     rowmax_unmasked<KSPLIT == 2>(acc, p.scale_log2, mx);
+    auto exp_arg = [&](float s, float m) { return KSPLIT == 2 ? s - m : fmaf(s, p.scale_log2, -m); };
     float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -1665,10 +1667,10 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // pairs (4 jn, 4 jn + 1) and (4 jn + 2, 4 jn + 3) become registers 2 jn and 2 jn + 1.
 #pragma unroll
     for (int jn = 0; jn < 32; ++jn) {
-      const float p0 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 0] - m_use[0] : fmaf(acc[4 * jn + 0], p.scale_log2, -m_use[0]));
-      const float p1 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 1] - m_use[0] : fmaf(acc[4 * jn + 1], p.scale_log2, -m_use[0]));
-      const float p2 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 2] - m_use[1] : fmaf(acc[4 * jn + 2], p.scale_log2, -m_use[1]));
-      const float p3 = fast_exp2(KSPLIT == 2 ? acc[4 * jn + 3] - m_use[1] : fmaf(acc[4 * jn + 3], p.scale_log2, -m_use[1]));
+      const float p0 = fast_exp2(exp_arg(acc[4 * jn + 0], m_use[0]));
+      const float p1 = fast_exp2(exp_arg(acc[4 * jn + 1], m_use[0]));
+      const float p2 = fast_exp2(exp_arg(acc[4 * jn + 2], m_use[1]));
+      const float p3 = fast_exp2(exp_arg(acc[4 * jn + 3], m_use[1]));
       l_run[0] += p0 + p1;
       l_run[1] += p2 + p3;
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
