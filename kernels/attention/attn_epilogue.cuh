@@ -13,32 +13,17 @@ __device__ __forceinline__ uint32_t pick4(const uint32_t* x, int i) {
 // as 16-byte vectors. A quad's 4 x 4 transpose (3 shuffle rounds) gives thread t the 8 consecutive columns
 // (4q + t) * 8 .. +7 of each 32-column block q, so every store instruction writes whole 32-byte sectors
 // (64 contiguous bytes per row) instead of 4 bytes per thread: a quarter of the store instructions and
-// half of the L2 write sectors.
-//
-// With a `partial` (shared-memory address, split keys): stores acc * il + partial instead, the partial laid
-// out as 16-byte vectors, vector j of consumer thread `tid` (elements 4j..4j+3) at partial + (j * 256) * 16.
-// Read block by block, so that no more than 16 of its registers are live at once (all 64 at once spilled P).
-template <typename T, int NQ, bool kPartial = false>
+// half of the L2 write sectors. (The shared-memory-P kernel's epilogue; the register-P kernel's is
+// store_o_chunk_staged below: ptxas turns the lane-dependent register picks here into selects and branches.)
+template <typename T, int NQ>
 __device__ __forceinline__ void store_o_chunk(float* acc, float il0, float il1, T* row0, int64_t row_stride,
-                                              bool ok0, bool ok1, int cols_left, int t, uint32_t partial = 0) {
+                                              bool ok0, bool ok1, int cols_left, int t) {
   // Column blocks outermost, so each block's accumulator registers die as soon as it is stored.
 #pragma unroll
   for (int q = 0; q < NQ; ++q) {
-    if (kPartial) {
-#pragma unroll
-      for (int j = 4 * q; j < 4 * q + 4; ++j) {
-        float4 x;
-        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=f"(x.x), "=f"(x.y), "=f"(x.z), "=f"(x.w)
-                     : "r"(partial + j * 256 * 16)
-                     : "memory");
-        acc[4 * j] = fmaf(acc[4 * j], il0, x.x), acc[4 * j + 1] = fmaf(acc[4 * j + 1], il0, x.y);
-        acc[4 * j + 2] = fmaf(acc[4 * j + 2], il1, x.z), acc[4 * j + 3] = fmaf(acc[4 * j + 3], il1, x.w);
-      }
-    }
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const float il = kPartial ? 1.f : half ? il1 : il0;
+      const float il = half ? il1 : il0;
       const bool row_ok = half ? ok1 : ok0;  // the shuffles below need every lane: only the store is guarded
       T* row = row0 + (half ? 8 * row_stride : 0);
       uint32_t x[4];
@@ -92,6 +77,9 @@ __device__ __forceinline__ void st_global_v4(void* ptr, uint4 v) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(ptr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
 
+// With a `partial` (shared-memory address, split keys): stores acc * il + partial instead, the partial laid
+// out as 16-byte vectors, vector j of consumer thread `tid` (elements 4j..4j+3) at partial + (j * 256) * 16.
+// Read block by block, so that no more than 16 of its registers are live at once (all 64 at once spilled P).
 template <typename T, int NQ, bool kPartial = false>
 __device__ __forceinline__ void store_o_chunk_staged(float* acc, float il0, float il1, T* row0, int64_t row_stride,
                                                      bool ok0, bool ok1, int cols_left, uint32_t stage, int lane,
