@@ -1,0 +1,53 @@
+// Shared by every generated kernel: scalar conversion to and from fp32 (all math is fp32), the iteration
+// shape and strided tensor views the launchers take, and error propagation without torch headers (the .cu
+// translation unit never includes torch/extension.h; the host .cpp turns a cudaError_t into a TORCH_CHECK).
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+#define KF_MAX_DIMS 6
+#define KF_MAX_SCALARS 16
+
+// The iteration space of a launch: sizes of the (broadcast) output, outermost first.
+struct KfShape {
+  int ndim;
+  int64_t size[KF_MAX_DIMS];
+};
+
+// One input seen through the iteration space: element strides per dimension of KfShape, 0 where the input
+// is broadcast. The element type is a template argument of the launcher, not stored here.
+struct KfTensorRef {
+  const void* data;
+  int64_t stride[KF_MAX_DIMS];
+};
+
+// Runtime scalars of a region (model attributes such as a scaling factor, eps): passed by value.
+struct KfScalars {
+  float v[KF_MAX_SCALARS];
+};
+
+template <typename T> __device__ __forceinline__ float kf_to_float(T v);
+template <> __device__ __forceinline__ float kf_to_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ float kf_to_float<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float kf_to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T kf_from_float(float v);
+template <> __device__ __forceinline__ float kf_from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half kf_from_float<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 kf_from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename T> __device__ __forceinline__ float kf_load(const void* base, int64_t offset) {
+  return kf_to_float<T>(static_cast<const T*>(base)[offset]);
+}
+template <typename T> __device__ __forceinline__ void kf_store(void* base, int64_t offset, float v) {
+  static_cast<T*>(base)[offset] = kf_from_float<T>(v);
+}
+
+// The launch error, if any, for the host side to raise; cudaSuccess otherwise.
+#define KF_RETURN_IF_ERROR(expr)                   \
+  do {                                             \
+    cudaError_t kf_err_ = (expr);                  \
+    if (kf_err_ != cudaSuccess) return kf_err_;    \
+  } while (0)
