@@ -5,6 +5,7 @@ import { registerBenchCommand } from "./commands/bench.ts";
 import { registerDoctorCommand } from "./commands/doctor.ts";
 import { registerEmitCommand } from "./commands/emit.ts";
 import { registerEvalCommand } from "./commands/eval.ts";
+import { registerOptimizeCommand } from "./commands/optimize.ts";
 import { registerProblemsCommand } from "./commands/problems.ts";
 import { registerReportCommand } from "./commands/report.ts";
 
@@ -18,6 +19,7 @@ export function buildProgram(): Command {
     .exitOverride();
   registerDoctorCommand(program);
   registerProblemsCommand(program);
+  registerOptimizeCommand(program);
   registerEvalCommand(program);
   registerBenchCommand(program);
   registerEmitCommand(program);

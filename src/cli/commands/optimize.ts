@@ -1,0 +1,125 @@
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { basename, join, resolve } from "node:path";
+import type { Command } from "commander";
+import { UsageError } from "../../errors.ts";
+import { type OptimizeOptions, type OptimizeResult, optimizeProblem } from "../../optimize/optimize.ts";
+import { cacheDir } from "../../paths.ts";
+import { type Problem, resolveProblem } from "../../problem/problems.ts";
+import { choosePython } from "../../worker/python.ts";
+import { positiveInt, positiveNumber } from "../args.ts";
+import { requireWorker } from "./eval.ts";
+
+interface OptimizeFlags {
+  output?: string;
+  outDir: string;
+  json?: string;
+  verify: boolean;
+  python?: string;
+  device: "cuda" | "cpu";
+  trials: number;
+  timeout: number;
+  iters: number;
+  compileBaseline: boolean;
+}
+
+const DEFINES_MODEL = /^class[ \t]+Model\b/m;
+
+/** Problems named by the arguments: built-in names, files, or folders of KernelBench-format files. */
+export function expandTargets(targets: string[]): Problem[] {
+  const problems: Problem[] = [];
+  for (const target of targets) {
+    if (existsSync(target) && statSync(target).isDirectory()) {
+      const files = readdirSync(target)
+        .filter((f) => f.endsWith(".py") && !f.startsWith("_"))
+        .map((f) => join(target, f))
+        .filter((f) => DEFINES_MODEL.test(readFileSync(f, "utf8")))
+        .sort();
+      if (files.length === 0) throw new UsageError(`${target}: no KernelBench-format .py files (class Model) in it`);
+      problems.push(...files.map((f) => resolveProblem(f)));
+    } else {
+      problems.push(resolveProblem(target));
+    }
+  }
+  return problems;
+}
+
+function fmt(x: number | null, digits = 2, suffix = ""): string {
+  return x === null ? "—" : `${x.toFixed(digits)}${suffix}`;
+}
+
+function describe(result: OptimizeResult): string {
+  const lines = [
+    `${result.problem}: ${result.verdict ?? "not verified"}${result.reason ? ` (${result.reason.split("\n")[0]})` : ""}`,
+  ];
+  if (result.captured === "none") lines.push(`  not captured: ${result.captureFailure ?? "?"} — the file runs the reference's forward`);
+  if (result.speedup !== null || result.oursMs !== null) {
+    lines.push(
+      `  eager ${fmt(result.eagerMs, 3, " ms")} · torch.compile ${fmt(result.compiledMs, 3, " ms")} · ours ${fmt(result.oursMs, 3, " ms")}` +
+        ` → ${fmt(result.speedup, 2, "×")} vs eager, ${fmt(result.speedupVsCompile, 2, "×")} vs torch.compile`,
+    );
+  }
+  for (const region of result.regions) {
+    const gain = region.kernelMs && region.torchMs ? ` ${fmt(region.torchMs / region.kernelMs, 2, "×")}` : "";
+    const mark = region.status === "fused" ? "fused" : "left to PyTorch (slower)";
+    lines.push(`  ${region.id} ${region.summary}: ${mark}${gain}`);
+  }
+  for (const kept of result.kept) lines.push(`  kept ${kept.node} (${kept.op}): ${kept.reason}`);
+  lines.push(`  → ${result.output}`);
+  return lines.join("\n");
+}
+
+export function registerOptimizeCommand(program: Command): void {
+  program
+    .command("optimize")
+    .description("capture a KernelBench-format model, fuse its ops into generated CUDA kernels, emit one ModelNew file, verify and time it")
+    .argument("<targets...>", "built-in problem names, KernelBench-format .py files, or folders of them")
+    .option("-o, --output <file>", "where to write the ModelNew (one target only)")
+    .option("--out-dir <dir>", "folder for the ModelNew files of several targets", "optimized")
+    .option("--json <file>", "write the results as JSON (for kforge report)")
+    .option("--no-verify", "capture, plan and emit only (no GPU needed)")
+    .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, then python3)")
+    .option("--device <device>", "where to verify and time", "cuda")
+    .option("--trials <n>", "correctness trials of the full eval", positiveInt, 5)
+    .option("--timeout <seconds>", "per-problem limit for each worker (compile included)", positiveNumber, 900)
+    .option("--iters <n>", "timed iterations per model in the eager/compile/ours comparison", positiveInt, 50)
+    .option("--no-compile-baseline", "skip timing torch.compile(reference)")
+    .action(async (targets: string[], flags: OptimizeFlags) => {
+      const problems = expandTargets(targets);
+      if (flags.output && problems.length > 1) throw new UsageError("-o/--output takes one target; use --out-dir for several");
+      const python = flags.verify ? await requireWorker(flags.python, flags.device) : choosePython(flags.python).executable;
+      const options: OptimizeOptions = {
+        python,
+        cacheDir: cacheDir(),
+        verify: flags.verify,
+        device: flags.device,
+        trials: flags.trials,
+        timeoutSeconds: flags.timeout,
+        benchIters: flags.iters,
+        compileBaseline: flags.compileBaseline,
+        log: (line) => process.stderr.write(`${line}\n`),
+      };
+      const results: OptimizeResult[] = [];
+      const started = performance.now();
+      for (const [index, problem] of problems.entries()) {
+        const output = resolve(flags.output ?? join(flags.outDir, `${basename(problem.path, ".py")}_new.py`));
+        if (problems.length > 1) {
+          const elapsed = (performance.now() - started) / 1000;
+          const eta = index > 0 ? ` · ETA ${Math.round((elapsed / index) * (problems.length - index))} s` : "";
+          process.stderr.write(`[${index + 1}/${problems.length}] ${problem.name}${eta}\n`);
+        }
+        let result: OptimizeResult;
+        try {
+          result = await optimizeProblem(problem, output, options);
+        } catch (error) {
+          if (error instanceof UsageError && problems.length === 1) throw error;
+          process.stderr.write(`kforge: ${problem.name}: ${(error as Error).message.split("\n")[0]}\n`);
+          process.exitCode = 1;
+          continue;
+        }
+        results.push(result);
+        process.stdout.write(`${describe(result)}\n`);
+        if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ optimize: results }, null, 2)}\n`);
+        if (flags.verify && result.verdict !== "correct") process.exitCode = 1;
+      }
+    });
+}

@@ -1,0 +1,38 @@
+// The JSON between `kforge optimize` and the worker's timing mode (`python -m kforge_worker --bench-optimize
+// FILE`): eager reference, torch.compile(reference) and the emitted ModelNew timed in one process, and each
+// fused region timed against the PyTorch ops it replaces (measured planning drops regions that lose).
+import { z } from "zod";
+
+export const OptimizeBenchRequest = z.object({
+  problemPath: z.string(),
+  candidatePath: z.string(),
+  device: z.enum(["cuda", "cpu"]),
+  /** Timed iterations per model (after warm-up); medians are reported. */
+  iters: z.number().int().positive(),
+  /** Also time torch.compile(reference) (off with --no-compile-baseline). */
+  compileBaseline: z.boolean(),
+  /** Region ids to time kernel-vs-PyTorch (method names `_kf_<id>`). */
+  regions: z.array(z.string()),
+});
+export type OptimizeBenchRequest = z.infer<typeof OptimizeBenchRequest>;
+
+export const RegionTiming = z.object({
+  id: z.string(),
+  kernelMs: z.number().nullable(),
+  torchMs: z.number().nullable(),
+  /** Why it could not be timed (never called, raised), when it could not. */
+  note: z.string().nullable(),
+});
+export type RegionTiming = z.infer<typeof RegionTiming>;
+
+export const OptimizeBenchResult = z.object({
+  device: z.string(),
+  eagerMs: z.number().nullable(),
+  compiledMs: z.number().nullable(),
+  oursMs: z.number().nullable(),
+  /** Wall seconds torch.compile took to produce its first result (its compile time). */
+  compileSeconds: z.number().nullable(),
+  regions: z.array(RegionTiming),
+  error: z.string().nullable(),
+});
+export type OptimizeBenchResult = z.infer<typeof OptimizeBenchResult>;

@@ -1,0 +1,203 @@
+// Assembles the one self-contained ModelNew file: the problem's own prelude (imports, constants, helpers),
+// the generated CUDA and host sources as string literals, the small runtime, and ModelNew itself: the
+// reference's __init__ verbatim, a forward that reads top to bottom as the reference's did with one call
+// per fused region, the region methods (each falling back to the reference's ops), and the reference's
+// forward kept for arguments the graph was not specialised for.
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Graph } from "../graph.ts";
+import { GraphView } from "../plan/graph-view.ts";
+import { type Plan, regionNodes } from "../plan/planner.ts";
+import { pyScalar, pyStatement } from "./python-expr.ts";
+import { generateRegion, type RegionCode } from "./region.ts";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const CUDA_DIR = join(HERE, "cuda");
+
+/** Headers of each region kind, in include order. */
+const KIND_HEADERS: Record<string, string[]> = {
+  pointwise: ["kf_elementwise.cuh"],
+  reduce: ["kf_reduce.cuh"],
+  normalize: ["kf_normalize.cuh"],
+  pool: ["kf_pool.cuh", "kf_pool_geometry.cuh"],
+};
+
+/** A header with its local includes inlined once (the emitted file must need nothing beside it). */
+function inlineHeader(file: string, seen: Set<string>): string {
+  if (seen.has(file)) return "";
+  seen.add(file);
+  const text = readFileSync(join(CUDA_DIR, file), "utf8");
+  return text.replace(/^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[ \t]*$/gm, (_line, inc: string) =>
+    inc === "kf_host.h" || inc === "kf_types.h" || inc.startsWith("kf_") ? inlineHeader(inc, seen) : _line,
+  );
+}
+
+export interface EmittedModel {
+  source: string;
+  regions: RegionCode[];
+  cuda: string;
+  cpp: string;
+  extensionName: string;
+}
+
+function pyString(text: string): string {
+  if (text.includes('"""')) throw new Error('kforge internal: generated source contains """');
+  return `r"""${text}"""`;
+}
+
+function fixInit(init: string): string {
+  return init.replace(/super\(\s*Model\s*,\s*self\s*\)/g, "super()");
+}
+
+function dedent(text: string): string {
+  const lines = text.split("\n");
+  const pad = Math.min(...lines.filter((l) => l.trim()).map((l) => l.length - l.trimStart().length));
+  return lines.map((l) => l.slice(Number.isFinite(pad) ? pad : 0)).join("\n");
+}
+
+function reindent(text: string, pad: string): string {
+  return dedent(text)
+    .split("\n")
+    .map((l) => (l.trim() ? pad + l : ""))
+    .join("\n");
+}
+
+function renameDef(method: string, from: string, to: string): string {
+  return method.replace(new RegExp(`def\\s+${from}\\s*\\(`), `def ${to}(`);
+}
+
+function argNames(signature: string): string[] {
+  return signature
+    .split(",")
+    .slice(1)
+    .map((part) => part.split("=")[0]?.split(":")[0]?.trim() ?? "")
+    .filter((name) => name && !name.startsWith("*"));
+}
+
+export function emitModelFile(graph: Graph, plan: Plan, problemName: string): EmittedModel {
+  const view = new GraphView(graph);
+  const inputNames = new Set(graph.inputs.map((i) => i.name));
+  const nameOf = (id: string) => (inputNames.has(id) ? id : `v_${id}`);
+  const regions = graph.captured === "none" ? [] : plan.regions.map((r) => generateRegion(view, r, nameOf));
+  const byOutput = new Map(plan.regions.map((r, i) => [r.output, i]));
+  const inRegion = new Set(plan.regions.flatMap(regionNodes));
+
+  const kinds = [...new Set(plan.regions.map((r) => r.kind))];
+  const seen = new Set<string>();
+  const headers = ["kf_common.cuh", "kf_pointwise.cuh", ...kinds.flatMap((k) => KIND_HEADERS[k] ?? [])]
+    .map((h) => inlineHeader(h, seen))
+    .join("\n");
+  const cuda = `${headers}\n\n${regions.map((r) => r.cuda).join("\n\n")}\n`;
+  const hostSeen = new Set<string>();
+  const cpp = `${inlineHeader("kf_region_host.h", hostSeen)}\n\n${regions.map((r) => r.host).join("\n\n")}\n`;
+  const hash = createHash("sha256").update(cuda).update(cpp).digest("hex").slice(0, 12);
+  const extensionName = `kforge_${problemName.replace(/\W/g, "_")}_${hash}`;
+
+  const callArgs = argNames(graph.source.signature);
+  const forwardLines: string[] = [];
+  for (const input of graph.inputs) {
+    if (input.meta || !input.value) continue;
+    forwardLines.push(
+      `if not _kf_same(${input.name}, ${pyScalar(input.value, false)}):`,
+      `    return self._kf_reference_forward(${callArgs.join(", ")})`,
+    );
+  }
+  for (const node of graph.nodes) {
+    const regionIndex = byOutput.get(node.id);
+    if (regionIndex !== undefined) {
+      const code = regions[regionIndex];
+      if (!code) continue;
+      forwardLines.push(`# ${code.summary}`);
+      forwardLines.push(`${nameOf(node.id)} = ${code.call}`);
+      continue;
+    }
+    if (inRegion.has(node.id)) continue;
+    forwardLines.push(...pyStatement(node, nameOf).split("\n"));
+  }
+  forwardLines.push(`return ${outputExpr(graph, nameOf)}`);
+
+  const forward =
+    graph.captured === "none"
+      ? reindent(graph.source.forward, "    ")
+      : [`    def forward(${graph.source.signature}):`, ...forwardLines.map((l) => `        ${l}`)].join(
+          "\n",
+        );
+  const classBody = [
+    reindent(fixInit(graph.source.init), "    "),
+    forward,
+    ...(graph.captured === "none"
+      ? []
+      : [reindent(renameDef(graph.source.forward, "forward", "_kf_reference_forward"), "    ")]),
+    ...graph.source.methods.map((m) => reindent(m, "    ")),
+    ...regions.map((r) => r.method),
+  ].join("\n\n");
+
+  const doc = docstring(graph, plan, regions, problemName);
+  const runtime = readFileSync(join(HERE, "runtime.py.txt"), "utf8");
+  const source = [
+    `"""${doc}"""`,
+    "",
+    "import torch",
+    "import torch.nn as nn",
+    "",
+    graph.source.prelude.trim(),
+    "",
+    regions.length
+      ? [
+          `_KF_EXTENSION_NAME = ${JSON.stringify(extensionName)}`,
+          `_KF_FUNCTIONS = (${regions.map((r) => JSON.stringify(r.fn)).join(", ")},)`,
+          `_KF_CUDA_SOURCE = ${pyString(cuda)}`,
+          `_KF_CPP_SOURCE = ${pyString(cpp)}`,
+          "",
+          runtime.trim(),
+        ].join("\n")
+      : "",
+    "",
+    "",
+    "class ModelNew(nn.Module):",
+    classBody,
+    "",
+  ].join("\n");
+  return { source: source.replace(/\n{4,}/g, "\n\n\n"), regions, cuda, cpp, extensionName };
+}
+
+function outputExpr(graph: Graph, nameOf: (id: string) => string): string {
+  const render = (arg: Graph["output"]): string => {
+    if (arg.t === "node") return nameOf(arg.id);
+    if (arg.t === "list") {
+      const items = arg.items.map(render);
+      return arg.kind === "list"
+        ? `[${items.join(", ")}]`
+        : `(${items.join(", ")}${items.length === 1 ? "," : ""})`;
+    }
+    if (arg.t === "const") return pyScalar(arg, false);
+    if (arg.t === "param") return `self.${arg.path}`;
+    return "None";
+  };
+  return render(graph.output);
+}
+
+function docstring(graph: Graph, plan: Plan, regions: RegionCode[], problemName: string): string {
+  const lines = [`ModelNew for ${problemName}, generated by kforge optimize.`, ""];
+  if (graph.captured === "none") {
+    lines.push(
+      `The model could not be captured (${graph.failure ?? "unknown reason"}): this file runs the reference's`,
+    );
+    lines.push("own forward, unchanged. It is correct, and no faster.");
+    return lines.join("\n");
+  }
+  if (regions.length === 0)
+    lines.push("No region of this model is covered by a fused kernel: every op runs in PyTorch.");
+  else
+    lines.push(
+      "Fused regions (one generated CUDA kernel each; PyTorch's ops when the inputs are not covered):",
+    );
+  for (const r of regions) lines.push(`  ${r.fn}: ${r.summary}`);
+  if (plan.kept.length) {
+    lines.push("", "Left to PyTorch:");
+    for (const k of plan.kept) lines.push(`  ${k.node} (${k.op}): ${k.reason}`);
+  }
+  return lines.join("\n").replace(/\\/g, "\\\\");
+}

@@ -1,0 +1,154 @@
+// Captured nodes back to Python source: each PyTorch call the plan keeps is emitted as the reference wrote
+// it (module calls through `self`, functions by their qualified name, methods on their receiver, operators
+// infix), so the emitted forward reads like the original.
+import type { Arg, GraphNode } from "../graph.ts";
+
+/** How a node value or forward input is named in emitted code. */
+export type NameOf = (id: string) => string;
+
+const INFIX: Record<string, string> = {
+  "operator.add": "+",
+  "operator.sub": "-",
+  "operator.mul": "*",
+  "operator.truediv": "/",
+  "operator.floordiv": "//",
+  "operator.mod": "%",
+  "operator.pow": "**",
+  "operator.matmul": "@",
+  "operator.and_": "&",
+  "operator.or_": "|",
+  "operator.xor": "^",
+  "operator.lshift": "<<",
+  "operator.rshift": ">>",
+  "operator.eq": "==",
+  "operator.ne": "!=",
+  "operator.lt": "<",
+  "operator.le": "<=",
+  "operator.gt": ">",
+  "operator.ge": ">=",
+  "operator.iadd": "+=",
+  "operator.isub": "-=",
+  "operator.imul": "*=",
+  "operator.itruediv": "/=",
+};
+const PREFIX: Record<string, string> = {
+  "operator.neg": "-",
+  "operator.pos": "+",
+  "operator.invert": "~",
+  "operator.not_": "not ",
+};
+
+/** `a.b.0.c` -> `self.a.b[0].c` (numbered children of Sequential/ModuleList). */
+export function selfPath(path: string): string {
+  return path
+    .split(".")
+    .map((part) =>
+      /^\d+$/.test(part)
+        ? `[${part}]`
+        : /^[A-Za-z_]\w*$/.test(part)
+          ? `.${part}`
+          : `[${JSON.stringify(part)}]`,
+    )
+    .reduce((acc, part) => acc + part, "self");
+}
+
+export function pyScalar(arg: Extract<Arg, { t: "const" }>, useAttrs = true): string {
+  if (useAttrs && arg.attr) return selfPath(arg.attr);
+  if (arg.special === "inf") return 'float("inf")';
+  if (arg.special === "-inf") return 'float("-inf")';
+  if (arg.special === "nan") return 'float("nan")';
+  switch (arg.pytype) {
+    case "none":
+      return "None";
+    case "bool":
+      return arg.value ? "True" : "False";
+    case "int":
+      return String(arg.value);
+    case "float": {
+      const text = String(arg.value);
+      return /[.eE]/.test(text) ? text : `${text}.0`;
+    }
+    case "str":
+      return JSON.stringify(arg.value);
+    case "dtype":
+      return `torch.${String(arg.value)}`;
+    case "device":
+      return `torch.device(${JSON.stringify(arg.value)})`;
+    case "ellipsis":
+      return "...";
+    default:
+      return String(arg.value);
+  }
+}
+
+export function pyArg(arg: Arg, nameOf: NameOf): string {
+  switch (arg.t) {
+    case "node":
+      return nameOf(arg.id);
+    case "param":
+      return selfPath(arg.path);
+    case "const":
+      return pyScalar(arg);
+    case "list": {
+      const items = arg.items.map((item) => pyArg(item, nameOf));
+      if (arg.kind === "list") return `[${items.join(", ")}]`;
+      return items.length === 1 ? `(${items[0]},)` : `(${items.join(", ")})`;
+    }
+    case "slice":
+      return `slice(${pyArg(arg.start, nameOf)}, ${pyArg(arg.stop, nameOf)}, ${pyArg(arg.step, nameOf)})`;
+  }
+}
+
+function callArgs(node: GraphNode, nameOf: NameOf, skipFirst = false): string {
+  const positional = (skipFirst ? node.args.slice(1) : node.args).map((a) => pyArg(a, nameOf));
+  const keywords = Object.entries(node.kwargs).map(([k, v]) => `${k}=${pyArg(v, nameOf)}`);
+  return [...positional, ...keywords].join(", ");
+}
+
+function subscript(arg: Arg, nameOf: NameOf): string {
+  if (arg.t === "slice") {
+    const part = (a: Arg) => (a.t === "const" && a.pytype === "none" ? "" : pyArg(a, nameOf));
+    const step = part(arg.step);
+    return `${part(arg.start)}:${part(arg.stop)}${step ? `:${step}` : ""}`;
+  }
+  if (arg.t === "list" && arg.kind === "tuple")
+    return arg.items.map((item) => subscript(item, nameOf)).join(", ") || "()";
+  return pyArg(arg, nameOf);
+}
+
+/** The Python expression computing `node` (the right-hand side of its assignment). */
+export function pyCall(node: GraphNode, nameOf: NameOf): string {
+  const [first, second] = node.args;
+  switch (node.kind) {
+    case "get_attr":
+      return selfPath(node.target);
+    case "call_module":
+      return `${selfPath(node.target)}(${callArgs(node, nameOf)})`;
+    case "call_method":
+      if (!first) throw new Error(`kforge internal: method ${node.target} without a receiver`);
+      return `${pyArg(first, nameOf)}.${node.target}(${callArgs(node, nameOf, true)})`;
+    case "call_function": {
+      if (node.target === "operator.getitem" && first && second)
+        return `${pyArg(first, nameOf)}[${subscript(second, nameOf)}]`;
+      const infix = INFIX[node.target];
+      if (infix && first && second && node.args.length === 2 && !infix.endsWith("="))
+        return `(${pyArg(first, nameOf)} ${infix} ${pyArg(second, nameOf)})`;
+      const prefix = PREFIX[node.target];
+      if (prefix && first && node.args.length === 1) return `(${prefix}${pyArg(first, nameOf)})`;
+      if (node.target === "getattr" && first && second)
+        return `getattr(${pyArg(first, nameOf)}, ${pyArg(second, nameOf)})`;
+      return `${node.target}(${callArgs(node, nameOf)})`;
+    }
+  }
+}
+
+/** Statement(s) for a node: in-place operator forms (`x += y`) keep their meaning by rebinding. */
+export function pyStatement(node: GraphNode, nameOf: NameOf): string {
+  const infix = INFIX[node.target];
+  const [first, second] = node.args;
+  if (node.kind === "call_function" && infix?.endsWith("=") && first && second) {
+    const target = pyArg(first, nameOf);
+    return `${target} ${infix} ${pyArg(second, nameOf)}\n${nameOf(node.id)} = ${target}`;
+  }
+  return `${nameOf(node.id)} = ${pyCall(node, nameOf)}`;
+}

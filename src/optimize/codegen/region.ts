@@ -1,0 +1,610 @@
+// One fused region -> its generated code: the functors and launcher (.cu, no torch headers), the host
+// function (.cpp, builds the iteration shape and strided views, raises on a CUDA error) and the Python
+// method of ModelNew (checks the inputs, calls the kernel, or runs the reference's own ops otherwise).
+import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
+import { NORMALIZATIONS } from "../ops/normalize.ts";
+import { floatLiteral, POINTWISE, scalarValue } from "../ops/pointwise.ts";
+import { REDUCTIONS } from "../ops/reduce.ts";
+import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
+import { type Region, regionNodes } from "../plan/planner.ts";
+import { normDims, poolDims, reductionDims } from "../plan/rules.ts";
+import { type NameOf, pyArg, pyStatement, selfPath } from "./python-expr.ts";
+
+export interface RegionCode {
+  /** Functors + launcher for the .cu unit. */
+  cuda: string;
+  /** Launcher declaration + host function for the .cpp unit. */
+  host: string;
+  /** Name of the host function (exported to Python). */
+  fn: string;
+  /** The ModelNew method (indented one level). */
+  method: string;
+  /** The method call that replaces the region in forward: `self._kf_r0(v_conv)`. */
+  call: string;
+  /** What the region replaced, for comments and the report. */
+  summary: string;
+}
+
+const CPP_TYPE: Record<string, string> = {
+  float32: "float",
+  float16: "__half",
+  bfloat16: "__nv_bfloat16",
+  int64: "int64_t",
+};
+const AT_TYPE: Record<string, string> = {
+  float32: "at::kFloat",
+  float16: "at::kHalf",
+  bfloat16: "at::kBFloat16",
+  int64: "at::kLong",
+};
+
+interface Operand {
+  /** Python expression of the value passed to the kernel. */
+  py: string;
+  dtype: string;
+  /** Identity of the value (dedupes an operand used twice). */
+  key: string;
+}
+
+/** Collects a region's operands and runtime scalars while its C++ expressions are written. */
+class OperandTable {
+  readonly operands: Operand[] = [];
+  readonly scalars: string[] = [];
+
+  constructor(
+    private readonly view: GraphView,
+    private readonly nameOf: NameOf,
+    private readonly adapt: (
+      py: string,
+      meta: TensorMeta,
+      layout: "broadcast" | "channel" | "trailing",
+    ) => string,
+  ) {}
+
+  tensor(arg: Arg, layout: "broadcast" | "channel" | "trailing" = "broadcast"): string {
+    const meta = this.view.tensorOf(arg);
+    if (!meta) throw new Error("kforge internal: operand is not a tensor");
+    const raw = arg.t === "param" ? selfPath(arg.path) : pyArg(arg, this.nameOf);
+    const py = this.adapt(raw, meta, layout);
+    const key = `${py}`;
+    let index = this.operands.findIndex((o) => o.key === key);
+    if (index < 0) {
+      index = this.operands.length;
+      this.operands.push({ py, dtype: meta.dtype, key });
+    }
+    return `x[${index}]`;
+  }
+
+  scalar(arg: Extract<Arg, { t: "const" }>): string {
+    if (arg.attr) {
+      const py = `float(${selfPath(arg.attr)})`;
+      let index = this.scalars.indexOf(py);
+      if (index < 0) {
+        index = this.scalars.length;
+        this.scalars.push(py);
+      }
+      return `sc.v[${index}]`;
+    }
+    const value = scalarValue(arg);
+    if (value === null) throw new Error(`kforge internal: scalar ${String(arg.value)} is not a number`);
+    return floatLiteral(value);
+  }
+
+  runtime = (arg: Arg): string | null => (arg.t === "const" ? this.scalar(arg) : null);
+}
+
+/** C++ statements computing pointwise `nodes`; `resolveArg` resolves args that are not among them. */
+function pointwiseLines(
+  view: GraphView,
+  nodes: string[],
+  table: OperandTable,
+  resolveArg: (arg: Arg) => string | null,
+): string[] {
+  const inside = new Set(nodes);
+  const lines: string[] = [];
+  for (const id of nodes) {
+    const node = view.node(id);
+    const spec = POINTWISE[node.op];
+    const fn = node.fn;
+    if (!spec || !fn) throw new Error(`kforge internal: ${node.op} has no pointwise form`);
+    const operands = spec.operands.map((key) => {
+      const arg = fn[key];
+      if (!arg || (arg.t === "const" && arg.pytype === "none")) return "";
+      if (arg.t === "node" && inside.has(arg.id)) return `t_${arg.id}`;
+      const resolved = resolveArg(arg);
+      if (resolved !== null) return resolved;
+      return arg.t === "const" ? table.scalar(arg) : table.tensor(arg);
+    });
+    const expr = spec.emit(operands, paramReader(fn, table.runtime));
+    if (expr === null) throw new Error(`kforge internal: ${node.op} declined after planning`);
+    lines.push(`const float t_${id} = ${expr};`);
+  }
+  return lines;
+}
+
+function indent(lines: string[], pad: string): string {
+  return lines.map((l) => (l ? pad + l : l)).join("\n");
+}
+
+function describe(view: GraphView, ids: string[]): string {
+  return ids.map((id) => view.node(id).op).join(" → ");
+}
+
+function dtypeList(operands: Operand[]): string {
+  return `(${operands.map((o) => `torch.${o.dtype}`).join(", ")}${operands.length === 1 ? "," : ""})`;
+}
+
+/** Emits a region. `nameOf` names node values in forward; the method takes the region's external node
+ * values as arguments under the same names. */
+export function generateRegion(view: GraphView, region: Region, nameOf: NameOf): RegionCode {
+  const ids = regionNodes(region);
+  const inside = new Set(ids);
+  const externals: string[] = [];
+  for (const id of ids) {
+    const node = view.node(id);
+    for (const arg of [...node.args, ...Object.values(node.kwargs)]) collectExternal(arg, inside, externals);
+  }
+  const outNode = view.node(region.output);
+  const outMeta = view.outMeta(outNode);
+  if (!outMeta) throw new Error("kforge internal: region output is not a tensor");
+  const fn = `kf_${region.id}`;
+  const summary = `${describe(view, ids)} (${region.rule})`;
+  const fallback = ids.map((id) => pyStatement(view.node(id), nameOf));
+  const params = externals.map(nameOf);
+  const header = `def _kf_${region.id}(self${params.map((p) => `, ${p}`).join("")}):`;
+  const call = `self._kf_${region.id}(${params.join(", ")})`;
+  const gen = KIND_GENERATORS[region.kind];
+  const body = gen(view, region, nameOf, fn, outMeta);
+  const method = [
+    `    ${header}`,
+    `        """${summary}: one generated kernel; the reference's ops when the inputs are not what it covers."""`,
+    indent(body.pyPrelude, "        "),
+    `        if ${JSON.stringify(region.id)} not in _KF_DISABLED and _kf_ready(ins, ${dtypeList(body.operands)}, ${body.rank}):`,
+    indent(body.pyLaunch, "            "),
+    indent(fallback, "        "),
+    `        return ${nameOf(region.output)}`,
+  ]
+    .filter((l) => l !== "")
+    .join("\n");
+  return { cuda: body.cuda, host: body.host, fn, method, call, summary };
+}
+
+function collectExternal(arg: Arg, inside: Set<string>, into: string[]): void {
+  if (arg.t === "node" && !inside.has(arg.id) && !into.includes(arg.id)) into.push(arg.id);
+  else if (arg.t === "list") for (const item of arg.items) collectExternal(item, inside, into);
+  else if (arg.t === "slice")
+    for (const a of [arg.start, arg.stop, arg.step]) collectExternal(a, inside, into);
+}
+
+interface KindCode {
+  cuda: string;
+  host: string;
+  operands: Operand[];
+  /** Rank the kernel was planned for (-1: any). */
+  rank: number;
+  pyPrelude: string[];
+  pyLaunch: string[];
+}
+
+type KindGenerator = (
+  view: GraphView,
+  region: Region,
+  nameOf: NameOf,
+  fn: string,
+  out: TensorMeta,
+) => KindCode;
+
+const broadcastAdapt = (py: string) => py;
+
+function channelAdapt(rank: number) {
+  return (py: string, _meta: TensorMeta, layout: string) =>
+    layout === "channel" ? `${py}.view(-1${", 1".repeat(Math.max(rank - 2, 0))})` : py;
+}
+
+function functor(name: string, kIn: number, signature: string, lines: string[], result: string): string {
+  return [
+    `struct ${name} {`,
+    `  static constexpr int kIn = ${Math.max(kIn, 1)};`,
+    `  __device__ __forceinline__ float operator()(${signature}) const {`,
+    indent(lines, "    "),
+    `    return ${result};`,
+    "  }",
+    "};",
+  ].join("\n");
+}
+
+function pyList(items: string[]): string {
+  return `[${items.join(", ")}]`;
+}
+
+function operandTuple(operands: Operand[]): string {
+  return `ins = (${operands.map((o) => o.py).join(", ")}${operands.length === 1 ? "," : ""})`;
+}
+
+function types(operands: Operand[]): string {
+  return operands.map((o) => CPP_TYPE[o.dtype] ?? "float").join(", ");
+}
+
+function hostFunction(fn: string, launch: string, outDtype: string, kind: string, nIn: number): string {
+  return [
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS[kind]});`,
+    `size_t ${fn}_workspace(const KfShape& shape, uint32_t mask);`,
+    `at::Tensor ${fn}(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
+    `                 int64_t mask, const std::vector<int64_t>& out_shape, const std::vector<int64_t>& geo, at::Tensor stats) {`,
+    `  kf_check_inputs(in, ${nIn}, "${fn}");`,
+    "  const KfShape shape = kf_shape_of(iter);",
+    "  KfTensorRef refs[KF_MAX_INPUTS];",
+    "  for (size_t k = 0; k < in.size(); ++k) refs[k] = kf_ref(in[k], shape);",
+    "  const KfScalars scalars = kf_scalars(sc);",
+    `  at::Tensor out = at::empty(out_shape, in[0].options().dtype(${AT_TYPE[outDtype] ?? "at::kFloat"}));`,
+    `  at::Tensor ws = kf_workspace(${fn}_workspace(shape, static_cast<uint32_t>(mask)), in[0]);`,
+    "  const c10::cuda::CUDAGuard guard(in[0].device());",
+    "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+    `  kf_check_cuda(${launch}, "${fn}");`,
+    "  (void)geo; (void)stats;",
+    "  return out;",
+    "}",
+  ].join("\n");
+}
+
+const LAUNCH_PARAMS: Record<string, string> = {
+  pointwise:
+    "const KfShape& shape, void* out, const KfTensorRef* in, const KfScalars& sc, cudaStream_t stream",
+  reduce:
+    "const KfShape& shape, uint32_t mask, void* out, const KfTensorRef* in, const KfScalars& sc, void* ws, size_t ws_bytes, cudaStream_t stream",
+  normalize:
+    "const KfShape& shape, uint32_t mask, void* out, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream",
+  pool: "const int64_t* geo, int ngeo, const int64_t* in_shape, int in_rank, const void* in, void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream",
+};
+
+const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
+  const table = new OperandTable(view, nameOf, broadcastAdapt);
+  const lines = pointwiseLines(view, region.epilogue, table, () => null);
+  const name = `KfPw_${region.id}`;
+  const nIn = table.operands.length;
+  const cuda = [
+    functor(
+      name,
+      nIn,
+      `const float (&x)[${Math.max(nIn, 1)}], const KfScalars& sc`,
+      lines,
+      `t_${region.output}`,
+    ),
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pointwise}) {`,
+    `  return kf_launch_elementwise<${name}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, out, in, sc, stream);`,
+    "}",
+    `size_t ${fn}_workspace(const KfShape&, uint32_t) { return 0; }`,
+  ].join("\n");
+  const host = hostFunction(
+    fn,
+    `${fn}_launch(shape, out.data_ptr(), refs, scalars, stream)`,
+    out.dtype,
+    "pointwise",
+    nIn,
+  );
+  return {
+    cuda,
+    host: host.replace(
+      `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pointwise});`,
+      `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pointwise});`,
+    ),
+    operands: table.operands,
+    rank: -1,
+    pyPrelude: [operandTuple(table.operands)],
+    pyLaunch: [
+      "shape = _kf_broadcast(ins)",
+      `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, 0, shape, _KF_NO_INTS, _KF_NO_TENSOR)`,
+    ],
+  };
+};
+
+function maskOf(dims: number[]): number {
+  return dims.reduce((m, d) => m | (1 << d), 0);
+}
+
+const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
+  const seed = view.node(region.seed ?? "");
+  const spec = REDUCTIONS[seed.op];
+  const seedFn = seed.fn;
+  const inMeta = view.tensorOf(seedFn?.input);
+  const dims = reductionDims(seed, view);
+  if (!spec || !seedFn || !inMeta || !dims) throw new Error(`kforge internal: ${seed.op} is not a reduction`);
+  const table = new OperandTable(view, nameOf, broadcastAdapt);
+  const proLines = pointwiseLines(view, region.prologue, table, () => null);
+  const values = spec.operands.map((key) => {
+    const arg = seedFn[key];
+    if (!arg) return "0.f";
+    if (arg.t === "node" && region.prologue.includes(arg.id)) return `t_${arg.id}`;
+    return arg.t === "const" ? table.scalar(arg) : table.tensor(arg);
+  });
+  const reader = paramReader(seedFn, table.runtime);
+  const proExpr = spec.pro(values, reader);
+  const epiExpr = spec.epi(reader);
+  if (proExpr === null || epiExpr === null)
+    throw new Error(`kforge internal: ${seed.op} declined after planning`);
+  const epiLines = [`const float t_${seed.id} = ${epiExpr};`];
+  epiLines.push(
+    ...pointwiseLines(view, region.epilogue, table, (arg) =>
+      arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null,
+    ),
+  );
+  const nIn = table.operands.length;
+  const pro = `KfPro_${region.id}`;
+  const epi = `KfEpi_${region.id}`;
+  const outType = spec.index ? "int64_t" : CPP_TYPE[out.dtype];
+  const cuda = [
+    functor(pro, nIn, `const float (&x)[${Math.max(nIn, 1)}], const KfScalars& sc`, proLines, proExpr),
+    [
+      `struct ${epi} {`,
+      "  __device__ __forceinline__ float operator()(const KfAccResult& r, const KfScalars& sc) const {",
+      indent(epiLines, "    "),
+      `    return t_${region.output};`,
+      "  }",
+      "};",
+    ].join("\n"),
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.reduce}) {`,
+    `  return kf_launch_reduce<${pro}, ${spec.acc}, ${epi}, ${outType}, ${types(table.operands)}>(shape, mask, out, in, sc, ws, ws_bytes, stream);`,
+    "}",
+    `size_t ${fn}_workspace(const KfShape& shape, uint32_t mask) { return kf_reduce_workspace_bytes<${spec.acc}>(shape, mask); }`,
+  ].join("\n");
+  const host = hostFunction(
+    fn,
+    `${fn}_launch(shape, static_cast<uint32_t>(mask), out.data_ptr(), refs, scalars, ws.data_ptr(), static_cast<size_t>(ws.numel()), stream)`,
+    spec.index ? "int64" : out.dtype,
+    "reduce",
+    nIn,
+  );
+  const rank = inMeta.shape.length;
+  const kept = Array.from({ length: rank }, (_, i) => i).filter((d) => !dims.includes(d));
+  return {
+    cuda,
+    host,
+    operands: table.operands,
+    rank,
+    pyPrelude: [operandTuple(table.operands)],
+    pyLaunch: [
+      "shape = _kf_broadcast(ins)",
+      `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(dims)}, ${pyList(kept.map((d) => `shape[${d}]`))}, _KF_NO_INTS, _KF_NO_TENSOR)`,
+      `return out.view(${pyList(out.shape.length === kept.length ? kept.map((d) => `shape[${d}]`) : Array.from({ length: rank }, (_, d) => (dims.includes(d) ? "1" : `shape[${d}]`)))})`,
+    ],
+  };
+};
+
+const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
+  const seed = view.node(region.seed ?? "");
+  const spec = NORMALIZATIONS[seed.op];
+  const seedFn = seed.fn;
+  const inMeta = view.tensorOf(seedFn?.input);
+  const dims = normDims(seed, view);
+  if (!spec || !seedFn || !inMeta || !dims)
+    throw new Error(`kforge internal: ${seed.op} is not a normalisation`);
+  const rank = inMeta.shape.length;
+  const groups = spec.groups ? (intList(seedFn.num_groups)?.[0] ?? 1) : 0;
+  const adapt = spec.groups
+    ? (py: string, _meta: TensorMeta, layout: string) =>
+        layout === "channel" ? `${py}.view(${groups}, -1, 1)` : `_kf_groups(${py}, ins_shape, ${groups})`
+    : channelAdapt(rank);
+  const table = new OperandTable(view, nameOf, adapt);
+  const proLines = pointwiseLines(view, region.prologue, table, () => null);
+  const input = seedFn.input;
+  if (!input) throw new Error("kforge internal: normalisation without input");
+  const vExpr =
+    input.t === "node" && region.prologue.includes(input.id) ? `t_${input.id}` : table.tensor(input);
+  const paramValues = spec.params.map((param) => {
+    const arg = seedFn[param.key];
+    if (!arg || (arg.t === "const" && arg.pytype === "none")) return "";
+    return table.tensor(arg, param.layout);
+  });
+  const applyExpr = spec.apply("v", paramValues, paramReader(seedFn, table.runtime));
+  if (applyExpr === null) throw new Error(`kforge internal: ${seed.op} declined after planning`);
+  const applyLines = [`const float t_${seed.id} = ${applyExpr};`];
+  applyLines.push(
+    ...pointwiseLines(view, region.epilogue, table, (arg) =>
+      arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null,
+    ),
+  );
+  const nIn = table.operands.length;
+  const pro = `KfPro_${region.id}`;
+  const apply = `KfApply_${region.id}`;
+  const cuda = [
+    functor(pro, nIn, `const float (&x)[${nIn}], const KfScalars& sc`, proLines, vExpr),
+    functor(
+      apply,
+      nIn,
+      `float v, const KfStats& s, const float (&x)[${nIn}], const KfScalars& sc`,
+      applyLines,
+      `t_${region.output}`,
+    ),
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.normalize}) {`,
+    `  return kf_launch_normalize<${pro}, ${spec.stat}, ${apply}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, mask, out, in, sc, stats, ws, ws_bytes, stream);`,
+    "}",
+    `size_t ${fn}_workspace(const KfShape& shape, uint32_t mask) { return kf_normalize_workspace_bytes<${spec.stat}>(shape, mask); }`,
+  ].join("\n");
+  const host = hostFunction(
+    fn,
+    `${fn}_launch(shape, static_cast<uint32_t>(mask), out.data_ptr(), refs, scalars, stats.defined() && stats.numel() ? stats.data_ptr<float>() : nullptr, ws.data_ptr(), static_cast<size_t>(ws.numel()), stream)`,
+    out.dtype,
+    "normalize",
+    nIn,
+  );
+  const iterDims = spec.groups ? [2, 3] : dims;
+  const prelude = spec.groups
+    ? [`ins_shape = ${nameOf(input.t === "node" ? input.id : "")}.shape` /* replaced below */]
+    : [];
+  const launch: string[] = [];
+  const inputPy = input.t === "node" && !region.prologue.includes(input.id) ? pyArg(input, nameOf) : null;
+  if (spec.groups) {
+    prelude.length = 0;
+    prelude.push(`ins_shape = _kf_broadcast_shapes(${regionInputShapes(view, region, nameOf)})`);
+    launch.push(`shape = [ins_shape[0], ${groups}, ins_shape[1] // ${groups}, _kf_numel(ins_shape[2:])]`);
+  } else {
+    launch.push("shape = _kf_broadcast(ins)");
+  }
+  let stats = "_KF_NO_TENSOR";
+  if (spec.runningStats) {
+    launch.push(
+      `stats = torch.empty((${dims.length === rank ? "1" : "shape[1]"}, 3), device=ins[0].device, dtype=torch.float32)`,
+    );
+    stats = "stats";
+  }
+  launch.push(
+    `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, shape, _KF_NO_INTS, ${stats})`,
+  );
+  if (spec.runningStats)
+    launch.push(`_kf_update_running_stats(${runningStatArgs(seedFn)}, stats, _kf_numel(shape) / shape[1])`);
+  launch.push(spec.groups ? "return out.view(ins_shape)" : "return out");
+  void inputPy;
+  return {
+    cuda,
+    host,
+    operands: table.operands,
+    rank,
+    pyPrelude: [...prelude, operandTuple(table.operands)],
+    pyLaunch: launch,
+  };
+};
+
+function regionInputShapes(view: GraphView, region: Region, nameOf: NameOf): string {
+  const seed = view.node(region.seed ?? "");
+  const input = seed.fn?.input;
+  if (input?.t === "node" && !region.prologue.includes(input.id)) return `${nameOf(input.id)}.shape`;
+  const shapes: string[] = [];
+  for (const id of region.prologue) {
+    for (const arg of Object.values(view.node(id).fn ?? {})) {
+      if ((arg.t === "node" && !region.prologue.includes(arg.id)) || arg.t === "param") {
+        if (view.tensorOf(arg))
+          shapes.push(`${arg.t === "param" ? selfPath(arg.path) : pyArg(arg, nameOf)}.shape`);
+      }
+    }
+  }
+  return shapes.join(", ");
+}
+
+function runningStatArgs(fn: Record<string, Arg>): string {
+  const ref = (key: string) => {
+    const arg = fn[key];
+    return arg && arg.t === "param" ? selfPath(arg.path) : "None";
+  };
+  const momentum =
+    fn.momentum?.t === "const" ? (fn.momentum.pytype === "none" ? "None" : String(fn.momentum.value)) : "0.1";
+  return `${ref("running_mean")}, ${ref("running_var")}, ${ref("num_batches_tracked")}, ${momentum}`;
+}
+
+const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
+  const seed = view.node(region.seed ?? "");
+  const seedFn = seed.fn;
+  const inMeta = view.tensorOf(seedFn?.input);
+  if (!seedFn || !inMeta || !seedFn.input) throw new Error(`kforge internal: ${seed.op} is not a pool`);
+  const nd = poolDims(seed.op);
+  const table = new OperandTable(view, nameOf, broadcastAdapt);
+  const epiLines = [`const float t_${seed.id} = pooled;`];
+  epiLines.push(
+    ...pointwiseLines(view, region.epilogue, table, (arg) =>
+      arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null,
+    ),
+  );
+  const nExtra = table.operands.length;
+  const epi = `KfEpi_${region.id}`;
+  const kind = seed.op.startsWith("max") ? "KF_POOL_MAX" : "KF_POOL_AVG";
+  const inType = CPP_TYPE[inMeta.dtype];
+  const cuda = [
+    functor(
+      epi,
+      nExtra,
+      `float pooled, const float (&x)[${Math.max(nExtra, 1)}], const KfScalars& sc`,
+      epiLines,
+      `t_${region.output}`,
+    ).replace(`static constexpr int kIn = ${Math.max(nExtra, 1)};`, `static constexpr int kIn = ${nExtra};`),
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pool}) {`,
+    "  KfPoolParams p;",
+    "  KF_RETURN_IF_ERROR(kf_pool_params_from(geo, ngeo, in_shape, in_rank, &p));",
+    `  return kf_launch_pool<${kind}, ${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}>(p, in, out, extra, sc, stream);`,
+    "}",
+  ].join("\n");
+  const host = [
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pool});`,
+    `at::Tensor ${fn}(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
+    "                 int64_t mask, const std::vector<int64_t>& out_shape, const std::vector<int64_t>& geo, at::Tensor stats) {",
+    `  kf_check_inputs(in, ${nExtra + 1}, "${fn}");`,
+    "  const KfShape shape = kf_shape_of(out_shape);",
+    "  KfTensorRef refs[KF_MAX_INPUTS];",
+    "  for (size_t k = 1; k < in.size(); ++k) refs[k - 1] = kf_ref(in[k], shape);",
+    "  const KfScalars scalars = kf_scalars(sc);",
+    `  at::Tensor out = at::empty(out_shape, in[0].options().dtype(${AT_TYPE[out.dtype]}));`,
+    "  const c10::cuda::CUDAGuard guard(in[0].device());",
+    "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+    "  const std::vector<int64_t> in_shape = in[0].sizes().vec();",
+    `  kf_check_cuda(${fn}_launch(geo.data(), static_cast<int>(geo.size()), in_shape.data(), static_cast<int>(in_shape.size()), in[0].data_ptr(), out.data_ptr(), refs, scalars, stream), "${fn}");`,
+    "  (void)iter; (void)mask; (void)stats;",
+    "  return out;",
+    "}",
+  ].join("\n");
+  const inputPy = pyArg(seedFn.input, nameOf);
+  const geo = poolGeometry(seed.op, seedFn, nd);
+  const operands: Operand[] = [
+    { py: `${inputPy}.contiguous()`, dtype: inMeta.dtype, key: "in" },
+    ...table.operands,
+  ];
+  return {
+    cuda,
+    host,
+    operands,
+    rank: nd + 2,
+    pyPrelude: [operandTuple(operands)],
+    pyLaunch: [
+      `geo = ${geo}`,
+      `out_shape = _kf_pool_out_shape(ins[0].shape, geo)`,
+      `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, _KF_NO_INTS, 0, out_shape, geo, _KF_NO_TENSOR)`,
+    ],
+  };
+};
+
+/** Pool geometry as a flat int list for the host: [kind, nd, adaptive, k*, s*, p*, d*, ceil, count_include_pad, divisor, out*]. */
+function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): string {
+  const spread = (arg: Arg | undefined, fallback: number[]) => {
+    const list = intList(arg) ?? fallback;
+    return list.length === 1 ? Array(nd).fill(list[0]) : list;
+  };
+  const flag = (arg: Arg | undefined, dflt: boolean) =>
+    arg?.t === "const" && typeof arg.value === "boolean" ? arg.value : dflt;
+  const adaptive = op.startsWith("adaptive");
+  const outSize = adaptive ? spread(fn.output_size, [1]) : Array(nd).fill(0);
+  const kernel = adaptive ? Array(nd).fill(1) : spread(fn.kernel_size, [1]);
+  const strideArg = fn.stride;
+  const stride =
+    adaptive ||
+    !strideArg ||
+    (strideArg.t === "const" && strideArg.pytype === "none") ||
+    intList(strideArg)?.length === 0
+      ? kernel
+      : spread(strideArg, kernel);
+  const padding = adaptive ? Array(nd).fill(0) : spread(fn.padding, [0]);
+  const dilation = adaptive || !op.startsWith("max") ? Array(nd).fill(1) : spread(fn.dilation, [1]);
+  const divisor =
+    fn.divisor_override?.t === "const" && typeof fn.divisor_override.value === "number"
+      ? fn.divisor_override.value
+      : 0;
+  const values = [
+    op.startsWith("max") ? 0 : 1,
+    nd,
+    adaptive ? 1 : 0,
+    ...kernel,
+    ...stride,
+    ...padding,
+    ...dilation,
+    flag(fn.ceil_mode, false) ? 1 : 0,
+    flag(fn.count_include_pad, true) ? 1 : 0,
+    divisor,
+    ...outSize,
+  ];
+  return `[${values.join(", ")}]`;
+}
+
+const KIND_GENERATORS: Record<Region["kind"], KindGenerator> = {
+  pointwise: generatePointwise,
+  reduce: generateReduce,
+  normalize: generateNormalize,
+  pool: generatePool,
+};
+
+export type { GraphNode };

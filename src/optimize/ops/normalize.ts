@@ -1,0 +1,120 @@
+// Normalisations the codegen fuses (kf_normalize.cuh): statistics over some dims of the input, then a
+// per-element apply. `params` are the op's tensor arguments loaded per element and how they line up with
+// the input ("channel": dim 1, as BatchNorm's weight; "trailing": the last dims, as LayerNorm's).
+import type { ParamReader } from "./pointwise.ts";
+
+export type Statistic = "KfStatMaxSumExp" | "KfStatWelford" | "KfStatMeanSquare";
+
+export interface NormParam {
+  key: string;
+  layout: "channel" | "trailing";
+}
+
+export interface NormSpec {
+  stat: Statistic;
+  params: NormParam[];
+  /** Dims reduced for an input of `rank`, or null when the call is not supported. */
+  dims(rank: number, p: ParamReader): number[] | null;
+  /** The output from v (the input value), s (KfStats) and the params' values (absent ones are ""). */
+  apply(v: string, params: string[], p: ParamReader): string | null;
+  /** Group norm reduces within channel groups: the input is viewed as [N, G, C/G, rest]. */
+  groups?: boolean;
+  /** Batch statistics feed the running statistics (BatchNorm in training): stats are written out. */
+  runningStats?: boolean;
+}
+
+function affine(e: string, w: string | undefined, b: string | undefined): string {
+  let out = e;
+  if (w) out = `(${out}) * (${w})`;
+  if (b) out = `(${out}) + (${b})`;
+  return out;
+}
+
+const normalized = (v: string, eps: string) => `((${v}) - s.a) * (1.f / sqrtf(s.b / s.count + ${eps}))`;
+
+function softmaxDims(rank: number, p: ParamReader): number[] | null {
+  const dim = p.num("dim");
+  if (dim === null || rank === 0) return null;
+  const d = Number.parseFloat(dim);
+  return [d < 0 ? d + rank : d];
+}
+
+export const NORMALIZATIONS: Record<string, NormSpec> = {
+  softmax: {
+    stat: "KfStatMaxSumExp",
+    params: [],
+    dims: softmaxDims,
+    apply: (v) => `expf((${v}) - s.a) / s.b`,
+  },
+  log_softmax: {
+    stat: "KfStatMaxSumExp",
+    params: [],
+    dims: softmaxDims,
+    apply: (v) => `(${v}) - s.a - logf(s.b)`,
+  },
+  layer_norm: {
+    stat: "KfStatWelford",
+    params: [
+      { key: "weight", layout: "trailing" },
+      { key: "bias", layout: "trailing" },
+    ],
+    dims: () => null, // from normalized_shape: resolved by the planner (needs the list's length)
+    apply: (v, [w, b], p) => {
+      const eps = p.num("eps", 1e-5);
+      return eps === null ? null : affine(normalized(v, eps), w, b);
+    },
+  },
+  rms_norm: {
+    stat: "KfStatMeanSquare",
+    params: [{ key: "weight", layout: "trailing" }],
+    dims: () => null,
+    apply: (v, [w], p) => {
+      const eps = p.num("eps");
+      return eps === null ? null : affine(`(${v}) * (1.f / sqrtf(s.a + ${eps}))`, w, undefined);
+    },
+  },
+  group_norm: {
+    stat: "KfStatWelford",
+    params: [
+      { key: "weight", layout: "channel" },
+      { key: "bias", layout: "channel" },
+    ],
+    dims: (rank) => (rank >= 2 ? [2, 3] : null), // over [N, G, C/G, rest]
+    apply: (v, [w, b], p) => {
+      const eps = p.num("eps", 1e-5);
+      return eps === null ? null : affine(normalized(v, eps), w, b);
+    },
+    groups: true,
+  },
+  instance_norm: {
+    stat: "KfStatWelford",
+    params: [
+      { key: "weight", layout: "channel" },
+      { key: "bias", layout: "channel" },
+    ],
+    dims: (rank, p) => {
+      if (p.bool("use_input_stats") === false || p.has("running_mean") || rank < 3) return null;
+      return Array.from({ length: rank - 2 }, (_, i) => i + 2);
+    },
+    apply: (v, [w, b], p) => {
+      const eps = p.num("eps", 1e-5);
+      return eps === null ? null : affine(normalized(v, eps), w, b);
+    },
+  },
+  batch_norm: {
+    stat: "KfStatWelford",
+    params: [
+      { key: "weight", layout: "channel" },
+      { key: "bias", layout: "channel" },
+    ],
+    dims: (rank, p) => {
+      if (p.bool("training") !== true || rank < 2) return null;
+      return [0, ...Array.from({ length: rank - 2 }, (_, i) => i + 2)];
+    },
+    apply: (v, [w, b], p) => {
+      const eps = p.num("eps", 1e-5);
+      return eps === null ? null : affine(normalized(v, eps), w, b);
+    },
+    runningStats: true,
+  },
+};

@@ -1,0 +1,178 @@
+// Pointwise ops the codegen fuses: for each canonical op, which of its normalised arguments are operands
+// (a tensor, or a scalar that may be one) and the fp32 C++ expression computing it. Anything not listed,
+// or listed but with an argument combination `emit` declines (returns null), stays a PyTorch call.
+// Device helpers (kf_relu, kf_gelu, ...) live in codegen/cuda/kf_pointwise.cuh.
+import type { Arg } from "../graph.ts";
+
+/** Reads the op's non-operand arguments as C++ float literals (or strings), null when absent/unusable. */
+export interface ParamReader {
+  /** A numeric argument as a C++ float expression; `fallback` when the argument is absent or None. */
+  num(name: string, fallback?: number): string | null;
+  str(name: string): string | null;
+  bool(name: string): boolean | null;
+  has(name: string): boolean;
+}
+
+export interface PointwiseSpec {
+  /** fn keys holding operands, in order: each a tensor or a scalar. */
+  operands: string[];
+  /** Operands that may be absent (None): emit sees "" for them. */
+  optional?: string[];
+  emit(o: string[], p: ParamReader): string | null;
+}
+
+const unary = (f: (a: string) => string): PointwiseSpec => ({
+  operands: ["input"],
+  emit: ([a]) => f(a ?? ""),
+});
+const call = (fn: string): PointwiseSpec => unary((a) => `${fn}(${a})`);
+const compare = (opr: string): PointwiseSpec => ({
+  operands: ["input", "other"],
+  emit: ([a, b]) => `((${a}) ${opr} (${b}) ? 1.f : 0.f)`,
+});
+
+function scaled(alpha: string | null, b: string): string | null {
+  if (alpha === null) return null;
+  return alpha === "1.f" ? b : `${alpha} * (${b})`;
+}
+
+export const POINTWISE: Record<string, PointwiseSpec> = {
+  identity: unary((a) => a),
+  relu: call("kf_relu"),
+  relu6: unary((a) => `kf_hardtanh(${a}, 0.f, 6.f)`),
+  sigmoid: call("kf_sigmoid"),
+  tanh: call("tanhf"),
+  silu: call("kf_silu"),
+  mish: call("kf_mish"),
+  hardswish: call("kf_hardswish"),
+  hardsigmoid: call("kf_hardsigmoid"),
+  logsigmoid: call("kf_logsigmoid"),
+  softsign: call("kf_softsign"),
+  tanhshrink: unary((a) => `(${a}) - tanhf(${a})`),
+  selu: unary((a) => `kf_elu(${a}, 1.6732632423543772f, 1.0507009873554805f, 1.f)`),
+  gelu: {
+    operands: ["input"],
+    emit: ([a], p) => {
+      const approx = p.str("approximate") ?? "none";
+      if (approx === "none") return `kf_gelu(${a})`;
+      return approx === "tanh" ? `kf_gelu_tanh(${a})` : null;
+    },
+  },
+  leaky_relu: {
+    operands: ["input"],
+    emit: ([a], p) => `kf_leaky_relu(${a}, ${p.num("negative_slope", 0.01)})`,
+  },
+  elu: { operands: ["input"], emit: ([a], p) => `kf_elu(${a}, ${p.num("alpha", 1)}, 1.f, 1.f)` },
+  celu: {
+    operands: ["input"],
+    emit: ([a], p) => {
+      const alpha = p.num("alpha", 1);
+      return alpha === null ? null : `kf_elu(${a}, ${alpha}, 1.f, 1.f / ${alpha})`;
+    },
+  },
+  softplus: {
+    operands: ["input"],
+    emit: ([a], p) => `kf_softplus(${a}, ${p.num("beta", 1)}, ${p.num("threshold", 20)})`,
+  },
+  hardtanh: {
+    operands: ["input"],
+    emit: ([a], p) => `kf_hardtanh(${a}, ${p.num("min_val", -1)}, ${p.num("max_val", 1)})`,
+  },
+  threshold: {
+    operands: ["input"],
+    emit: ([a], p) => `kf_threshold(${a}, ${p.num("threshold")}, ${p.num("value")})`,
+  },
+  clamp: {
+    operands: ["input", "min", "max"],
+    optional: ["min", "max"],
+    emit: ([a, lo, hi]) => {
+      let e = a ?? "";
+      if (lo) e = `kf_clamp_min(${e}, ${lo})`;
+      if (hi) e = `kf_clamp_max(${e}, ${hi})`;
+      return lo || hi ? e : null;
+    },
+  },
+  neg: unary((a) => `-(${a})`),
+  abs: call("fabsf"),
+  exp: call("expf"),
+  exp2: call("exp2f"),
+  expm1: call("expm1f"),
+  log: call("logf"),
+  log2: call("log2f"),
+  log10: call("log10f"),
+  log1p: call("log1pf"),
+  sqrt: call("sqrtf"),
+  rsqrt: unary((a) => `(1.f / sqrtf(${a}))`),
+  reciprocal: unary((a) => `(1.f / (${a}))`),
+  square: unary((a) => `((${a}) * (${a}))`),
+  sin: call("sinf"),
+  cos: call("cosf"),
+  erf: call("erff"),
+  floor: call("floorf"),
+  ceil: call("ceilf"),
+  round: call("rintf"),
+  trunc: call("truncf"),
+  sign: call("kf_sign"),
+  add: {
+    operands: ["input", "other"],
+    emit: ([a, b], p) => {
+      const term = scaled(p.num("alpha", 1), b ?? "");
+      return term === null ? null : `(${a}) + ${term}`;
+    },
+  },
+  sub: {
+    operands: ["input", "other"],
+    emit: ([a, b], p) => {
+      const term = scaled(p.num("alpha", 1), b ?? "");
+      return term === null ? null : `(${a}) - ${term}`;
+    },
+  },
+  mul: { operands: ["input", "other"], emit: ([a, b]) => `(${a}) * (${b})` },
+  div: {
+    operands: ["input", "other"],
+    emit: ([a, b], p) => {
+      const mode = p.str("rounding_mode");
+      if (mode === null) return `(${a}) / (${b})`;
+      if (mode === "trunc") return `truncf((${a}) / (${b}))`;
+      return mode === "floor" ? `kf_floor_div(${a}, ${b})` : null;
+    },
+  },
+  pow: { operands: ["input", "exponent"], emit: ([a, e]) => `kf_pow(${a}, ${e})` },
+  maximum: { operands: ["input", "other"], emit: ([a, b]) => `kf_max(${a}, ${b})` },
+  minimum: { operands: ["input", "other"], emit: ([a, b]) => `kf_min(${a}, ${b})` },
+  where: {
+    operands: ["condition", "input", "other"],
+    emit: ([c, a, b]) => `((${c}) != 0.f ? (${a}) : (${b}))`,
+  },
+  gt: compare(">"),
+  lt: compare("<"),
+  ge: compare(">="),
+  le: compare("<="),
+  eq: compare("=="),
+  ne: compare("!="),
+  // Dropout is pointwise only where it draws nothing: eval mode or p = 0 (the planner checks `rng`).
+  dropout: {
+    operands: ["input"],
+    emit: ([a], p) => (p.bool("training") === false || p.num("p") === "0.f" ? (a ?? "") : null),
+  },
+};
+
+/** C++ float literal for a JSON number (keeps integers readable: 2 -> "2.f"). */
+export function floatLiteral(value: number): string {
+  if (Number.isNaN(value)) return "__int_as_float(0x7fffffff)";
+  if (value === Number.POSITIVE_INFINITY) return "__int_as_float(0x7f800000)";
+  if (value === Number.NEGATIVE_INFINITY) return "__int_as_float(0xff800000)";
+  const text = Number.isInteger(value) && Math.abs(value) < 1e15 ? `${value}.` : `${value}`;
+  return `${text.includes("e") && !text.includes(".") ? text.replace("e", ".e") : text}f`;
+}
+
+/** A scalar Arg's numeric value (inf/nan included), or null when it is not a number. */
+export function scalarValue(arg: Arg | undefined): number | null {
+  if (arg?.t !== "const") return null;
+  if (arg.special === "inf") return Number.POSITIVE_INFINITY;
+  if (arg.special === "-inf") return Number.NEGATIVE_INFINITY;
+  if (arg.special === "nan") return Number.NaN;
+  if (typeof arg.value === "number") return arg.value;
+  if (typeof arg.value === "boolean") return arg.value ? 1 : 0;
+  return null;
+}

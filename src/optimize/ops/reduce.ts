@@ -1,0 +1,135 @@
+// Reductions the codegen fuses (kf_reduce.cuh): the accumulator, the per-element prologue (what is
+// reduced, e.g. |a - b| for an L1 loss) and the epilogue on the accumulated result (mean = sum / count).
+// `dims` says which dims of the first operand are reduced; null from it means "not this call" (PyTorch).
+import type { ParamReader } from "./pointwise.ts";
+
+export type Accumulator =
+  | "KfAccSum"
+  | "KfAccProd"
+  | "KfAccMax"
+  | "KfAccMin"
+  | "KfAccArgMax"
+  | "KfAccArgMin"
+  | "KfAccLogSumExp"
+  | "KfAccWelford";
+
+export interface ReduceSpec {
+  acc: Accumulator;
+  operands: string[];
+  /** The value reduced at one element, from the operands' values there. */
+  pro(o: string[], p: ParamReader): string | null;
+  /** The output from the accumulated result `r` (a KfAccResult). */
+  epi(p: ParamReader): string | null;
+  /** "dim": the fn's `dim` argument (int, list or None = all); "all": every dim. */
+  dims: "dim" | "all";
+  /** Index output (int64): argmax/argmin. */
+  index?: boolean;
+  /** Losses: the fn's `reduction` must be one of these for the call to be a reduction. */
+  reductions?: string[];
+}
+
+const identity = ([a]: string[]) => a ?? null;
+const value = () => "r.value";
+
+function correction(p: ParamReader): string | null {
+  return p.num("correction", 1);
+}
+
+/** Loss epilogue: mean divides by the element count, sum does not. */
+const lossEpi = (p: ParamReader) => {
+  const reduction = p.str("reduction") ?? "mean";
+  if (reduction === "mean") return "r.value / r.count";
+  return reduction === "sum" ? "r.value" : null;
+};
+
+export const REDUCTIONS: Record<string, ReduceSpec> = {
+  sum: { acc: "KfAccSum", operands: ["input"], pro: identity, epi: value, dims: "dim" },
+  mean: { acc: "KfAccSum", operands: ["input"], pro: identity, epi: () => "r.value / r.count", dims: "dim" },
+  prod: { acc: "KfAccProd", operands: ["input"], pro: identity, epi: value, dims: "dim" },
+  amax: { acc: "KfAccMax", operands: ["input"], pro: identity, epi: value, dims: "dim" },
+  amin: { acc: "KfAccMin", operands: ["input"], pro: identity, epi: value, dims: "dim" },
+  max: { acc: "KfAccMax", operands: ["input"], pro: identity, epi: value, dims: "all" },
+  min: { acc: "KfAccMin", operands: ["input"], pro: identity, epi: value, dims: "all" },
+  argmax: { acc: "KfAccArgMax", operands: ["input"], pro: identity, epi: value, dims: "dim", index: true },
+  argmin: { acc: "KfAccArgMin", operands: ["input"], pro: identity, epi: value, dims: "dim", index: true },
+  logsumexp: { acc: "KfAccLogSumExp", operands: ["input"], pro: identity, epi: value, dims: "dim" },
+  var: {
+    acc: "KfAccWelford",
+    operands: ["input"],
+    pro: identity,
+    epi: (p) => {
+      const c = correction(p);
+      return c === null ? null : `r.m2 / fmaxf(r.count - ${c}, 0.f)`;
+    },
+    dims: "dim",
+  },
+  std: {
+    acc: "KfAccWelford",
+    operands: ["input"],
+    pro: identity,
+    epi: (p) => {
+      const c = correction(p);
+      return c === null ? null : `sqrtf(r.m2 / fmaxf(r.count - ${c}, 0.f))`;
+    },
+    dims: "dim",
+  },
+  vector_norm: {
+    acc: "KfAccSum",
+    operands: ["input"],
+    pro: ([a], p) => {
+      const ord = p.num("ord", 2);
+      if (ord === "2.f") return `(${a}) * (${a})`;
+      if (ord === "1.f") return `fabsf(${a})`;
+      return ord === null || ord.includes("__int_as_float") ? null : `powf(fabsf(${a}), ${ord})`;
+    },
+    epi: (p) => {
+      const ord = p.num("ord", 2);
+      if (ord === "2.f") return "sqrtf(r.value)";
+      if (ord === "1.f") return "r.value";
+      return ord === null ? null : `powf(r.value, 1.f / ${ord})`;
+    },
+    dims: "dim",
+  },
+  mse_loss: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro: ([a, b]) => `((${a}) - (${b})) * ((${a}) - (${b}))`,
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
+  },
+  l1_loss: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro: ([a, b]) => `fabsf((${a}) - (${b}))`,
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
+  },
+  smooth_l1_loss: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro: ([a, b], p) => {
+      const beta = p.num("beta", 1);
+      if (beta === null) return null;
+      const d = `fabsf((${a}) - (${b}))`;
+      return `(${d} < ${beta} ? 0.5f * ${d} * ${d} / ${beta} : ${d} - 0.5f * ${beta})`;
+    },
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
+  },
+  huber_loss: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro: ([a, b], p) => {
+      const delta = p.num("delta", 1);
+      if (delta === null) return null;
+      const d = `fabsf((${a}) - (${b}))`;
+      return `(${d} < ${delta} ? 0.5f * ${d} * ${d} : ${delta} * (${d} - 0.5f * ${delta}))`;
+    },
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
+  },
+};

@@ -1,0 +1,222 @@
+// `kforge optimize` as a library: capture -> plan -> emit -> (GPU) verify with every check of `kforge eval`,
+// time against eager and torch.compile, and re-emit without the regions that lost to PyTorch.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { execa } from "execa";
+import { z } from "zod";
+import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../eval.ts";
+import type { Problem } from "../problem/problems.ts";
+import { EvalResult, Verdict } from "../worker/protocol.ts";
+import { workerEnv } from "../worker/python.ts";
+import { OptimizeBenchResult, type RegionTiming } from "./bench-protocol.ts";
+import { captureProblem } from "./capture.ts";
+import { emitModelFile } from "./codegen/model-file.ts";
+import type { Graph } from "./graph.ts";
+import { GraphView } from "./plan/graph-view.ts";
+import { type Plan, planGraph, regionNodes } from "./plan/planner.ts";
+
+export const RegionReport = z.object({
+  id: z.string(),
+  kind: z.string(),
+  ops: z.array(z.string()),
+  summary: z.string(),
+  kernelMs: z.number().nullable(),
+  torchMs: z.number().nullable(),
+  /** "fused": shipped as a kernel; "dropped": slower than PyTorch's ops, left to PyTorch. */
+  status: z.enum(["fused", "dropped"]),
+});
+
+export const OptimizeResult = z.object({
+  problem: z.string(),
+  problemPath: z.string(),
+  output: z.string(),
+  captured: z.enum(["fx", "export", "none"]),
+  captureFailure: z.string().nullable(),
+  regions: z.array(RegionReport),
+  kept: z.array(z.object({ node: z.string(), op: z.string(), reason: z.string() })),
+  /** Verdict of the full `kforge eval` of the emitted file; null with --no-verify. */
+  verdict: Verdict.nullable(),
+  reason: z.string().nullable(),
+  eagerMs: z.number().nullable(),
+  compiledMs: z.number().nullable(),
+  oursMs: z.number().nullable(),
+  speedup: z.number().nullable(),
+  speedupVsCompile: z.number().nullable(),
+  /** The eval's own speedup and its CI (reference vs candidate interleaved). */
+  evalSpeedup: z.number().nullable(),
+  device: z.string().nullable(),
+  seconds: z.object({ capture: z.number(), plan: z.number(), verify: z.number(), bench: z.number() }),
+  eval: EvalResult.nullable(),
+  error: z.string().nullable(),
+});
+export type OptimizeResult = z.infer<typeof OptimizeResult>;
+
+export interface OptimizeOptions {
+  python: string;
+  cacheDir: string;
+  verify: boolean;
+  device: "cuda" | "cpu";
+  trials: number;
+  timeoutSeconds: number;
+  benchIters: number;
+  compileBaseline: boolean;
+  log?: (line: string) => void;
+}
+
+function regionOps(graph: Graph, plan: Plan): Map<string, string[]> {
+  const view = new GraphView(graph);
+  return new Map(plan.regions.map((r) => [r.id, regionNodes(r).map((id) => view.node(id).op)]));
+}
+
+function emitTo(graph: Graph, plan: Plan, problem: Problem, output: string) {
+  const emitted = emitModelFile(graph, plan, problem.name);
+  mkdirSync(dirname(output), { recursive: true });
+  writeFileSync(output, emitted.source);
+  return emitted;
+}
+
+async function runBench(
+  problem: Problem,
+  candidatePath: string,
+  regions: string[],
+  options: OptimizeOptions,
+): Promise<OptimizeBenchResult> {
+  const request = {
+    problemPath: problem.path,
+    candidatePath,
+    device: options.device,
+    iters: options.benchIters,
+    compileBaseline: options.compileBaseline,
+    regions,
+  };
+  const requestPath = `${candidatePath}.bench.json`;
+  writeFileSync(requestPath, JSON.stringify(request));
+  const run = await execa(options.python, ["-m", "kforge_worker", "--bench-optimize", requestPath], {
+    env: workerEnv(),
+    reject: false,
+    timeout: options.timeoutSeconds * 1000,
+  });
+  const line = run.stdout.trim().split("\n").at(-1) ?? "";
+  try {
+    return OptimizeBenchResult.parse(JSON.parse(line));
+  } catch {
+    const why = run.stderr.trim().split("\n").slice(-2).join(" | ") || `exit ${run.exitCode}`;
+    return {
+      device: "",
+      eagerMs: null,
+      compiledMs: null,
+      oursMs: null,
+      compileSeconds: null,
+      regions: [],
+      error: why,
+    };
+  }
+}
+
+/** Regions whose kernel lost to the reference's ops (5% margin: within noise they stay fused). */
+export function losingRegions(timings: RegionTiming[]): Set<string> {
+  return new Set(
+    timings
+      .filter((t) => t.kernelMs !== null && t.torchMs !== null && t.kernelMs > t.torchMs * 1.05)
+      .map((t) => t.id),
+  );
+}
+
+export async function optimizeProblem(
+  problem: Problem,
+  output: string,
+  options: OptimizeOptions,
+): Promise<OptimizeResult> {
+  const log = options.log ?? (() => {});
+  const t0 = performance.now();
+  const graph = await captureProblem(problem.path, { python: options.python });
+  const t1 = performance.now();
+  let plan = planGraph(graph);
+  let emitted = emitTo(graph, plan, problem, output);
+  const t2 = performance.now();
+  log(`${problem.name}: captured (${graph.captured}), ${plan.regions.length} fused region(s) -> ${output}`);
+  const ops = regionOps(graph, plan);
+  const summaries = new Map(plan.regions.map((r, i) => [r.id, emitted.regions[i]?.summary ?? ""]));
+  const result: OptimizeResult = {
+    problem: problem.name,
+    problemPath: problem.path,
+    output,
+    captured: graph.captured,
+    captureFailure: graph.failure,
+    regions: plan.regions.map((r) => ({
+      id: r.id,
+      kind: r.kind,
+      ops: ops.get(r.id) ?? [],
+      summary: summaries.get(r.id) ?? "",
+      kernelMs: null,
+      torchMs: null,
+      status: "fused" as const,
+    })),
+    kept: plan.kept,
+    verdict: null,
+    reason: null,
+    eagerMs: null,
+    compiledMs: null,
+    oursMs: null,
+    speedup: null,
+    speedupVsCompile: null,
+    evalSpeedup: null,
+    device: null,
+    seconds: { capture: (t1 - t0) / 1000, plan: (t2 - t1) / 1000, verify: 0, bench: 0 },
+    eval: null,
+    error: null,
+  };
+  if (!options.verify) return result;
+
+  const t3 = performance.now();
+  if (plan.regions.length > 0) {
+    const bench = await runBench(
+      problem,
+      output,
+      plan.regions.map((r) => r.id),
+      options,
+    );
+    for (const timing of bench.regions) {
+      const report = result.regions.find((r) => r.id === timing.id);
+      if (report) Object.assign(report, { kernelMs: timing.kernelMs, torchMs: timing.torchMs });
+    }
+    const losers = losingRegions(bench.regions);
+    if (losers.size > 0) {
+      log(`${problem.name}: ${[...losers].join(", ")} slower than PyTorch's ops: left to PyTorch`);
+      for (const report of result.regions) if (losers.has(report.id)) report.status = "dropped";
+      plan = { regions: plan.regions.filter((r) => !losers.has(r.id)), kept: plan.kept };
+      emitted = emitTo(graph, plan, problem, output);
+    }
+  }
+  const t4 = performance.now();
+  const evalOptions: EvalOptions = {
+    python: options.python,
+    cacheDir: options.cacheDir,
+    trials: options.trials,
+    timeoutSeconds: options.timeoutSeconds,
+    device: options.device,
+    precision: null,
+    timing: { ...DEFAULT_TIMING, budgetSeconds: 10 },
+  };
+  const [evalResult] = await evaluate(problem, [output], evalOptions);
+  const t5 = performance.now();
+  const finalBench = await runBench(problem, output, [], options);
+  const t6 = performance.now();
+  if (evalResult) {
+    result.eval = evalResult;
+    result.verdict = evalResult.verdict;
+    result.reason = evalResult.reason;
+    result.evalSpeedup = evalResult.timing?.speedup ?? null;
+  }
+  result.device = finalBench.device || null;
+  result.eagerMs = finalBench.eagerMs;
+  result.compiledMs = finalBench.compiledMs;
+  result.oursMs = finalBench.oursMs;
+  if (finalBench.eagerMs && finalBench.oursMs) result.speedup = finalBench.eagerMs / finalBench.oursMs;
+  if (finalBench.compiledMs && finalBench.oursMs)
+    result.speedupVsCompile = finalBench.compiledMs / finalBench.oursMs;
+  result.error = finalBench.error;
+  result.seconds.verify = (t5 - t4) / 1000;
+  result.seconds.bench = (t4 - t3 + (t6 - t5)) / 1000;
+  return result;
+}

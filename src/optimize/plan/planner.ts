@@ -1,0 +1,180 @@
+// The planner: groups captured nodes into fused regions with the rule table, greedily and in three steps.
+// 1. Seeds (normalisations, reductions, pooling) in graph order, each taking the pointwise producers of
+//    its input that nothing else uses (its prologue).
+// 2. The remaining pointwise nodes into single-output DAGs, grown backwards from each sink.
+// 3. A pointwise region that only consumes a seed's output (and, for reductions, scalars) becomes the
+//    seed's epilogue.
+// Everything else stays a PyTorch call, with the reason recorded for the report.
+import type { Graph, GraphNode } from "../graph.ts";
+import { argNodeIds, GraphView } from "./graph-view.ts";
+import { pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
+
+export interface Region {
+  id: string;
+  kind: RegionKind;
+  /** The rule that formed it. */
+  rule: string;
+  /** The normalisation/reduction/pool node, null for a pure pointwise region. */
+  seed: string | null;
+  /** Pointwise nodes computed before the seed (its input), in graph order. */
+  prologue: string[];
+  /** Pointwise nodes computed from the seed's output (or all nodes of a pointwise region), graph order. */
+  epilogue: string[];
+  /** The node whose value the region produces. */
+  output: string;
+}
+
+export interface KeptNode {
+  node: string;
+  op: string;
+  reason: string;
+}
+
+export interface Plan {
+  regions: Region[];
+  /** Nodes left as PyTorch calls that a rule could have taken, with why not (for the report). */
+  kept: KeptNode[];
+}
+
+export function regionNodes(region: Region): string[] {
+  return [...region.prologue, ...(region.seed ? [region.seed] : []), ...region.epilogue];
+}
+
+function operandNodes(view: GraphView, nodes: Iterable<string>): Set<string> {
+  const inside = new Set(nodes);
+  const out = new Set<string>();
+  for (const id of inside) {
+    const node = view.node(id);
+    for (const arg of [...node.args, ...Object.values(node.kwargs)])
+      for (const used of argNodeIds(arg)) if (!inside.has(used)) out.add(used);
+  }
+  return out;
+}
+
+/** Grows a single-output DAG backwards from `sink` over pointwise nodes nobody else claimed. */
+function growBackwards(view: GraphView, sinks: string[], eligible: (id: string) => boolean): string[] {
+  const members = new Set<string>(sinks);
+  let grown = true;
+  while (grown) {
+    grown = false;
+    for (const id of [...members]) {
+      const node = view.node(id);
+      for (const arg of [...node.args, ...Object.values(node.kwargs)]) {
+        for (const producer of argNodeIds(arg)) {
+          if (members.has(producer) || view.isGraphInput(producer) || !eligible(producer)) continue;
+          if (view.usersOf(producer).every((user) => members.has(user))) {
+            members.add(producer);
+            grown = true;
+          }
+        }
+      }
+    }
+  }
+  return [...members].sort((a, b) => (view.index.get(a) ?? 0) - (view.index.get(b) ?? 0));
+}
+
+function seedRuleFor(node: GraphNode, view: GraphView): { rule: SeedRule; why: string | null } | null {
+  for (const rule of SEED_RULES) {
+    const why = rule.accepts(node, view);
+    if (why === null) return { rule, why: null };
+    if (!why.startsWith("no ")) return { rule, why };
+  }
+  return null;
+}
+
+export function planGraph(graph: Graph): Plan {
+  const view = new GraphView(graph);
+  const claimed = new Set<string>();
+  const kept: KeptNode[] = [];
+  const pointwiseOk = new Map<string, string | null>();
+  for (const node of graph.nodes) pointwiseOk.set(node.id, pointwiseVerdict(node, view));
+  const eligible = (id: string) => pointwiseOk.get(id) === null && !claimed.has(id);
+
+  const seeds: Region[] = [];
+  for (const node of graph.nodes) {
+    const match = seedRuleFor(node, view);
+    if (!match) continue;
+    if (match.why !== null) {
+      kept.push({ node: node.id, op: node.op, reason: match.why });
+      continue;
+    }
+    const input = node.fn?.input;
+    let prologue: string[] = [];
+    if (
+      match.rule.prologue &&
+      input?.t === "node" &&
+      eligible(input.id) &&
+      view.usersOf(input.id).length === 1
+    ) {
+      prologue = growBackwards(view, [input.id], eligible);
+    }
+    for (const id of [...prologue, node.id]) claimed.add(id);
+    seeds.push({
+      id: "",
+      kind: match.rule.kind,
+      rule: match.rule.name,
+      seed: node.id,
+      prologue,
+      epilogue: [],
+      output: node.id,
+    });
+  }
+
+  const pointwise: Region[] = [];
+  for (const node of [...graph.nodes].reverse()) {
+    if (!eligible(node.id)) continue;
+    const members = growBackwards(view, [node.id], eligible);
+    for (const id of members) claimed.add(id);
+    pointwise.push({
+      id: "",
+      kind: "pointwise",
+      rule: "pointwise",
+      seed: null,
+      prologue: [],
+      epilogue: members,
+      output: node.id,
+    });
+  }
+
+  const absorbed = new Set<Region>();
+  for (const seed of seeds) {
+    const seedId = seed.seed ?? "";
+    const rule = SEED_RULES.find((r) => r.name === seed.rule);
+    const users = view.usersOf(seedId);
+    const host = pointwise.find(
+      (p) => !absorbed.has(p) && users.length > 0 && users.every((u) => p.epilogue.includes(u)),
+    );
+    if (!host || !rule) continue;
+    const outside = operandNodes(view, host.epilogue);
+    const seedShape = view.outMeta(view.node(seedId))?.shape ?? [];
+    const hostShape = view.outMeta(view.node(host.output))?.shape ?? [];
+    const sameShape = seedShape.length === hostShape.length && seedShape.every((s, i) => s === hostShape[i]);
+    const onlySeed = [...outside].every((id) => id === seedId) && operandParams(view, host.epilogue) === 0;
+    if (!sameShape || (rule.epilogue === "scalars" && !onlySeed)) continue;
+    seed.epilogue = host.epilogue;
+    seed.output = host.output;
+    absorbed.add(host);
+  }
+
+  const regions = [...seeds, ...pointwise.filter((p) => !absorbed.has(p))].sort(
+    (a, b) => (view.index.get(a.output) ?? 0) - (view.index.get(b.output) ?? 0),
+  );
+  regions.forEach((region, i) => {
+    region.id = `r${i}`;
+  });
+  for (const node of graph.nodes) {
+    const why = pointwiseOk.get(node.id);
+    if (why && !claimed.has(node.id) && !why.startsWith("no "))
+      kept.push({ node: node.id, op: node.op, reason: why });
+  }
+  return { regions, kept };
+}
+
+function operandParams(view: GraphView, nodes: string[]): number {
+  let count = 0;
+  for (const id of nodes) {
+    const node = view.node(id);
+    for (const arg of Object.values(node.fn ?? {})) if (arg.t === "param") count += 1;
+  }
+  return count;
+}

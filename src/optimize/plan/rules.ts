@@ -1,0 +1,229 @@
+// The rule table: which captured nodes can seed a fused region, and how far a region may grow around its
+// seed. Rules are data, tried in order: a reader adding a fused op adds its spec to ops/ and, if it needs
+// a new kind of region, one row here. Each rule is testable on its own (test/optimize-rules.test.ts).
+import type { GraphNode } from "../graph.ts";
+import { NORMALIZATIONS } from "../ops/normalize.ts";
+import { POINTWISE } from "../ops/pointwise.ts";
+import { REDUCTIONS } from "../ops/reduce.ts";
+import { FLOAT_DTYPES, type GraphView, intList, paramReader } from "./graph-view.ts";
+
+export type RegionKind = "pointwise" | "reduce" | "normalize" | "pool";
+
+/** Why a node is not a seed/member, or null when it is. */
+export type Verdict = string | null;
+
+export interface SeedRule {
+  name: string;
+  kind: Exclude<RegionKind, "pointwise">;
+  /** null: the node seeds a region of this rule; a string: it is this rule's op but cannot be (why). */
+  accepts(node: GraphNode, view: GraphView): Verdict;
+  /** Whether pointwise producers of the seed's input are fused in front of it. */
+  prologue: boolean;
+  /** Which pointwise consumers fuse after it: any operands, or only scalars (the output is reduced). */
+  epilogue: "operands" | "scalars";
+}
+
+const MAX_RANK = 6;
+const probe = () => "sc.v[0]";
+
+function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict {
+  const meta = view.tensorOf(node.fn?.[key]);
+  if (!meta) return `its ${key} is not a tensor the planner can see`;
+  if (!FLOAT_DTYPES.has(meta.dtype)) return `${meta.dtype} input (kernels take float32/float16/bfloat16)`;
+  if (meta.shape.length > MAX_RANK) return `rank ${meta.shape.length} > ${MAX_RANK}`;
+  return null;
+}
+
+function common(node: GraphNode, view: GraphView): Verdict {
+  if (!node.fn) return "its call could not be normalised";
+  if (node.rng) return "it draws random numbers (kept in PyTorch so the RNG stream matches)";
+  if (node.inplace) return "it writes its input in place";
+  const out = view.outMeta(node);
+  if (!out && !(node.out.t === "tuple")) return "its output is not a tensor";
+  return null;
+}
+
+/** Can this node be a member of a pointwise region? */
+export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
+  const spec = POINTWISE[node.op];
+  if (!spec) return `no pointwise rule for ${node.op}`;
+  const base = common(node, view);
+  if (base) return base;
+  const out = view.outMeta(node);
+  if (!out) return "its output is not one tensor";
+  if (!FLOAT_DTYPES.has(out.dtype) && !["gt", "lt", "ge", "le", "eq", "ne"].includes(node.op))
+    return `${out.dtype} output`;
+  if (out.shape.length > MAX_RANK) return `rank ${out.shape.length} > ${MAX_RANK}`;
+  const fn = node.fn ?? {};
+  for (const key of spec.operands) {
+    const arg = fn[key];
+    const absent = !arg || (arg.t === "const" && arg.pytype === "none");
+    if (absent) {
+      if (spec.optional?.includes(key)) continue;
+      return `its ${key} is missing`;
+    }
+    if (arg.t === "const") {
+      if (typeof arg.value !== "number" && typeof arg.value !== "boolean" && !arg.special)
+        return `its ${key} is a ${arg.pytype}`;
+      continue;
+    }
+    const meta = view.tensorOf(arg);
+    if (!meta) return `its ${key} is not a tensor or a number`;
+    if (!FLOAT_DTYPES.has(meta.dtype)) return `${meta.dtype} operand ${key}`;
+    if (meta.shape.length > MAX_RANK) return `operand rank ${meta.shape.length} > ${MAX_RANK}`;
+  }
+  const expr = spec.emit(
+    spec.operands.map((k) => (fn[k] && !(fn[k]?.t === "const" && fn[k]?.pytype === "none") ? "a" : "")),
+    paramReader(fn, probe),
+  );
+  return expr === null ? `${node.op} with these arguments has no kernel form` : null;
+}
+
+function reduceDims(node: GraphNode, rank: number): number[] | null {
+  const spec = REDUCTIONS[node.op];
+  if (!spec) return null;
+  const dimArg = node.fn?.dim;
+  if (spec.dims === "all" || !dimArg || (dimArg.t === "const" && dimArg.pytype === "none"))
+    return Array.from({ length: rank }, (_, i) => i);
+  const dims = intList(dimArg);
+  if (!dims) return null;
+  if (dims.length === 0) return Array.from({ length: rank }, (_, i) => i);
+  return [...new Set(dims.map((d) => (d < 0 ? d + rank : d)))].sort((a, b) => a - b);
+}
+
+/** The dims a normalisation seed reduces (of its input), or null. */
+export function normDims(node: GraphNode, view: GraphView): number[] | null {
+  const spec = NORMALIZATIONS[node.op];
+  const meta = view.tensorOf(node.fn?.input);
+  if (!spec || !meta || !node.fn) return null;
+  const rank = meta.shape.length;
+  if (node.op === "layer_norm" || node.op === "rms_norm") {
+    const shape = intList(node.fn.normalized_shape);
+    if (!shape || shape.length === 0 || shape.length > rank) return null;
+    const tail = meta.shape.slice(rank - shape.length);
+    if (tail.some((s, i) => s !== shape[i])) return null;
+    return Array.from({ length: shape.length }, (_, i) => rank - shape.length + i);
+  }
+  return spec.dims(rank, paramReader(node.fn, probe));
+}
+
+export function reductionDims(node: GraphNode, view: GraphView): number[] | null {
+  const meta = view.tensorOf(node.fn?.input);
+  return meta ? reduceDims(node, meta.shape.length) : null;
+}
+
+const POOLS = new Set([
+  "max_pool1d",
+  "max_pool2d",
+  "max_pool3d",
+  "avg_pool1d",
+  "avg_pool2d",
+  "avg_pool3d",
+  "adaptive_avg_pool1d",
+  "adaptive_avg_pool2d",
+  "adaptive_avg_pool3d",
+]);
+
+export function poolDims(op: string): number {
+  return Number.parseInt(op.slice(-2, -1), 10);
+}
+
+export const SEED_RULES: SeedRule[] = [
+  {
+    name: "normalize",
+    kind: "normalize",
+    prologue: true,
+    epilogue: "operands",
+    accepts(node, view) {
+      const spec = NORMALIZATIONS[node.op];
+      if (!spec) return `no normalisation rule for ${node.op}`;
+      const bad = common(node, view) ?? tensorInputOk(view, node);
+      if (bad) return bad;
+      if (!view.outMeta(node)) return "its output is not one tensor";
+      const fn = node.fn ?? {};
+      for (const param of spec.params) {
+        const arg = fn[param.key];
+        if (!arg || (arg.t === "const" && arg.pytype === "none")) continue;
+        const meta = view.tensorOf(arg);
+        if (!meta || !FLOAT_DTYPES.has(meta.dtype)) return `its ${param.key} is not a float tensor`;
+      }
+      if (
+        spec.runningStats &&
+        fn.running_mean &&
+        fn.running_mean.t !== "param" &&
+        fn.running_mean.t !== "const"
+      )
+        return "its running statistics are not the module's buffers";
+      if (spec.groups) {
+        const meta = view.tensorOf(fn.input);
+        const groups = intList(fn.num_groups)?.[0];
+        if (!meta || !groups || meta.shape.length < 2 || (meta.shape[1] ?? 0) % groups !== 0)
+          return "channels not divisible by the group count";
+      }
+      if (!normDims(node, view)) return `${node.op} with these arguments has no kernel form`;
+      return spec.apply(
+        "v",
+        spec.params.map(() => "p"),
+        paramReader(fn, probe),
+      ) === null
+        ? `${node.op} with these arguments has no kernel form`
+        : null;
+    },
+  },
+  {
+    name: "reduce",
+    kind: "reduce",
+    prologue: true,
+    epilogue: "scalars",
+    accepts(node, view) {
+      const spec = REDUCTIONS[node.op];
+      if (!spec) return `no reduction rule for ${node.op}`;
+      const bad = common(node, view) ?? tensorInputOk(view, node);
+      if (bad) return bad;
+      const fn = node.fn ?? {};
+      for (const key of spec.operands.slice(1)) {
+        const meta = view.tensorOf(fn[key]);
+        if (!meta || !FLOAT_DTYPES.has(meta.dtype)) return `its ${key} is not a float tensor`;
+      }
+      if (fn.dtype && !(fn.dtype.t === "const" && fn.dtype.pytype === "none")) return "it casts (dtype=)";
+      if (spec.reductions) {
+        const reduction = fn.reduction?.t === "const" ? fn.reduction.value : "mean";
+        if (typeof reduction !== "string" || !spec.reductions.includes(reduction))
+          return `reduction=${String(reduction)}`;
+      }
+      if (!view.outMeta(node)) return "its output is not one tensor";
+      if (!reductionDims(node, view)) return "its dims are not constant";
+      const reader = paramReader(fn, probe);
+      const ok =
+        spec.pro(
+          spec.operands.map(() => "a"),
+          reader,
+        ) !== null && spec.epi(reader) !== null;
+      return ok ? null : `${node.op} with these arguments has no kernel form`;
+    },
+  },
+  {
+    name: "pool",
+    kind: "pool",
+    prologue: false,
+    epilogue: "operands",
+    accepts(node, view) {
+      if (!POOLS.has(node.op)) return `no pooling rule for ${node.op}`;
+      const bad = common(node, view) ?? tensorInputOk(view, node);
+      if (bad) return bad;
+      const fn = node.fn ?? {};
+      const meta = view.tensorOf(fn.input);
+      const nd = poolDims(node.op);
+      if (!meta || meta.shape.length !== nd + 2) return `unbatched or rank-${meta?.shape.length} input`;
+      if (fn.return_indices?.t === "const" && fn.return_indices.value === true) return "it returns indices";
+      if (!view.outMeta(node)) return "its output is not one tensor";
+      if (node.op.startsWith("adaptive")) {
+        const size = intList(fn.output_size);
+        if (!size) return "output_size has a None entry";
+        return null;
+      }
+      if (!intList(fn.kernel_size)) return "kernel_size is not constant";
+      return null;
+    },
+  },
+];
