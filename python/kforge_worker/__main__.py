@@ -1,4 +1,4 @@
-"""Entry point: ``python -m kforge_worker [--probe] [--request FILE]``.
+"""Entry point: ``python -m kforge_worker [--probe] [--request FILE] [--capture PROBLEM [--out FILE]]``.
 
 Reads one EvalRequest (stdin, or --request FILE) and writes progress lines and exactly one result line
 to the private channel; logs go to stderr. Exit status: 0 when a result was written, 2 when the
@@ -19,11 +19,42 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m kforge_worker", description=__doc__.splitlines()[0])
     parser.add_argument("--probe", action="store_true", help="print a ProbeResult JSON line and exit")
     parser.add_argument("--request", metavar="FILE", help="read the EvalRequest from FILE instead of stdin")
+    parser.add_argument("--capture", metavar="PROBLEM", help="capture PROBLEM's forward as a Graph JSON (graph.ts)")
+    parser.add_argument("--out", metavar="FILE", help="with --capture: write the Graph to FILE instead of stdout")
     return parser.parse_args(argv)
+
+
+def _capture(problem: str, out: str | None) -> int:
+    """Graph JSON to --out or stdout, logs to stderr; 2 with one line on stderr for a bad problem file."""
+    from .capture import ProblemError, capture_problem
+
+    # The problem's own prints must not land in the JSON on stdout: fd 1 points at stderr meanwhile.
+    sys.stdout.flush()
+    real_stdout = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        graph = capture_problem(problem)
+    except ProblemError as exc:
+        print(f"kforge_worker: {exc}", file=sys.stderr, flush=True)
+        return 2
+    finally:
+        sys.stdout.flush()
+        os.dup2(real_stdout, 1)
+        os.close(real_stdout)
+    text = json.dumps(graph, allow_nan=False)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+    else:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    return 0
 
 
 def main(argv: list[str]) -> int:
     args = _parse_args(argv)
+    if args.capture:
+        return _capture(args.capture, args.out)
     channel = open_private_channel()
     if args.probe:
         from .probe import probe

@@ -1,0 +1,107 @@
+"""The problem's model and inputs on the meta device, so a 6 GB input or weight costs nothing.
+
+Tensor factories (torch.rand, randn, zeros, full, tensor, ...) are redirected to one device with a
+TorchFunctionMode, which also catches explicit `device="cuda"` arguments, `.cuda()` and `.to("cuda")`
+(problems build their inputs on the GPU). When meta cannot serve (an `__init__` that calls `.item()`,
+inputs whose values are read), the same code runs on the CPU and the result is moved to meta.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable
+
+import torch
+import torch.nn as nn
+from torch.overrides import TorchFunctionMode
+
+
+def _constructors() -> set[Any]:
+    try:
+        from torch.utils._device import _device_constructors
+
+        return set(_device_constructors())
+    except ImportError:  # torch < 2.0
+        names = "empty empty_strided empty_like zeros zeros_like ones ones_like full full_like rand rand_like randn randn_like randint randint_like randperm arange linspace logspace eye tensor as_tensor scalar_tensor"
+        return {getattr(torch, n) for n in names.split() if hasattr(torch, n)}
+
+
+_CONSTRUCTORS = _constructors()
+_IDENTITY_METHODS = {torch.Tensor.cuda, torch.Tensor.cpu, torch.Tensor.pin_memory}
+
+
+def _is_device(value: Any) -> bool:
+    return isinstance(value, (torch.device, int)) and not isinstance(value, bool) or (
+        isinstance(value, str) and value.split(":")[0] in ("cuda", "cpu", "meta", "mps", "xpu", "hip")
+    )
+
+
+class FactoriesOn(TorchFunctionMode):
+    """Every tensor made or moved inside goes to one device (meta or cpu)."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__()
+        self.device = device
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 — torch's protocol
+        kwargs = dict(kwargs or {})
+        if func in _CONSTRUCTORS:
+            kwargs["device"] = self.device
+            kwargs.pop("pin_memory", None)
+        elif func in _IDENTITY_METHODS:
+            return args[0]
+        elif func is torch.Tensor.to:
+            kwargs.pop("device", None)
+            kwargs.pop("non_blocking", None)
+            args = (args[0], *(a for a in args[1:] if not _is_device(a)))
+            if len(args) == 1 and not kwargs:
+                return args[0]
+        return func(*args, **kwargs)
+
+
+def _to_meta(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value if value.is_meta else value.detach().to("meta").requires_grad_(value.requires_grad)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        return type(value)(_to_meta(v) for v in value)
+    return value
+
+
+def meta_inputs(get_inputs: Callable[[], Any], log: Callable[[str], None]) -> list[Any]:
+    """get_inputs() with tensors on meta; non-tensors kept as values."""
+    try:
+        with FactoriesOn("meta"):
+            inputs = get_inputs()
+    except Exception as exc:  # noqa: BLE001 — any failure on meta: the values were needed, use real ones
+        log(f"get_inputs() on meta failed ({type(exc).__name__}: {exc}); building inputs on the CPU")
+        with FactoriesOn("cpu"):
+            inputs = get_inputs()
+    return [_to_meta(v) for v in (inputs if isinstance(inputs, (list, tuple)) else [inputs])]
+
+
+def _plain_tensors_to_meta(model: nn.Module) -> None:
+    """Tensor attributes that are neither parameters nor buffers (`.to()` leaves them behind)."""
+    for module in model.modules():
+        for name, value in list(vars(module).items()):
+            if isinstance(value, torch.Tensor) and not value.is_meta and not name.startswith("_"):
+                setattr(module, name, _to_meta(value))
+
+
+def meta_model(model_class: type, init_inputs: list[Any], log: Callable[[str], None]) -> tuple[nn.Module, str]:
+    """Model(*init_inputs) on meta, and how it was built ("meta" or "cpu")."""
+    try:
+        with FactoriesOn("meta"), torch.device("meta"):
+            model = model_class(*init_inputs)
+        how = "meta"
+    except Exception as exc:  # noqa: BLE001 — __init__ needed real values (.item(), numpy, ...)
+        log(f"Model(*get_init_inputs()) on meta failed ({type(exc).__name__}: {exc}); building on the CPU")
+        with FactoriesOn("cpu"):
+            model = model_class(*init_inputs)
+        model = model.to("meta")
+        how = "cpu"
+    _plain_tensors_to_meta(model)
+    return model, how
+
+
+def stderr_log(message: str) -> None:
+    print(f"kforge_worker capture: {message}", file=sys.stderr, flush=True)

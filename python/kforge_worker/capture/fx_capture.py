@@ -1,0 +1,215 @@
+"""Capture with torch.fx: symbolic_trace with leaf modules, then ShapeProp on the meta device.
+
+Recurrent layers and MultiheadAttention are leaves; so is any submodule fx cannot trace through (its
+partial trace is abandoned and the module called as one node). Forward arguments that get_inputs()
+does not pass, or that are None or plain Python values, are concrete: the graph is specialised to them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import operator
+from typing import Any
+
+import torch
+import torch.fx
+import torch.nn as nn
+from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
+
+from .build import FactoriesOn
+from .encode import Arg, tensor_meta
+from .model_info import AttrMatcher
+from .nodes import ArgEncoder, make_node, value_out
+from .normalize import Facts, ParamRef, normalise_call, normalise_module
+from .ops import LEAF_MODULE_TYPES, OpSpec, function_spec, method_spec, module_spec, resolve_dotted
+
+
+class CaptureTracer(torch.fx.Tracer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.untraceable: set[str] = set()
+        self.abandoned: set[torch.fx.Node] = set()
+
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        return (
+            isinstance(m, LEAF_MODULE_TYPES)
+            or module_qualified_name in self.untraceable
+            or super().is_leaf_module(m, module_qualified_name)
+        )
+
+    def call_module(self, m: nn.Module, forward: Any, args: tuple, kwargs: dict) -> Any:
+        qualname = self.path_of_module(m)
+        if self.is_leaf_module(m, qualname):
+            return super().call_module(m, forward, args, kwargs)
+        before = set(self.graph.nodes)
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        except Exception:  # noqa: BLE001 — fx cannot trace this submodule: call it as one node
+            self.abandoned.update(n for n in self.graph.nodes if n not in before)
+            self.untraceable.add(qualname)
+            return self.create_proxy("call_module", qualname, args, kwargs)
+
+
+_ASSERTS = {torch._assert, getattr(torch.fx._symbolic_trace, "_assert_is_none", None)} - {None}
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def concrete_args(model: nn.Module, inputs: list[Any]) -> dict[str, Any]:
+    concrete: dict[str, Any] = {}
+    params = [
+        p for p in inspect.signature(model.forward).parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    for i, p in enumerate(params):
+        if i < len(inputs):
+            if isinstance(inputs[i], _PLAIN):
+                concrete[p.name] = inputs[i]
+        else:
+            concrete[p.name] = None if p.default is inspect.Parameter.empty else p.default
+    return concrete
+
+
+def _drop_specialisation_checks(gm: torch.fx.GraphModule, real_inputs: set[str], tracer: CaptureTracer) -> None:
+    """Removes the asserts fx adds for concrete arguments, their placeholders (named `<arg>_<n>` by fx), and
+    abandoned partial traces."""
+    graph = gm.graph
+    for node in reversed(list(graph.nodes)):
+        if node.op == "call_function" and node.target in _ASSERTS:
+            graph.erase_node(node)
+    changed = True
+    while changed:
+        changed = False
+        for node in reversed(list(graph.nodes)):
+            if node.users:
+                continue
+            concrete_eq = node.op == "call_function" and node.target is operator.eq and any(
+                isinstance(a, torch.fx.Node) and a.op == "placeholder" and a.target not in real_inputs for a in node.args
+            )
+            if (node.op == "placeholder" and node.target not in real_inputs) or concrete_eq or node in tracer.abandoned:
+                graph.erase_node(node)
+                changed = True
+    gm.recompile()
+
+
+def trace(model: nn.Module, inputs: list[Any]) -> tuple[torch.fx.GraphModule, list[Any]]:
+    """The traced module and the runtime arguments of its remaining placeholders."""
+    concrete = concrete_args(model, inputs)
+    tracer = CaptureTracer()
+    graph = tracer.trace(model, concrete_args=concrete or None)
+    gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+    names = [p.name for p in inspect.signature(model.forward).parameters.values()]
+    _drop_specialisation_checks(gm, set(names) - set(concrete), tracer)
+    by_name = dict(zip(names, inputs))
+    runtime = [by_name.get(n.target) for n in gm.graph.nodes if n.op == "placeholder"]
+    return gm, runtime
+
+
+def propagate_shapes(gm: torch.fx.GraphModule, runtime: list[Any]) -> None:
+    with FactoriesOn("meta"):
+        ShapeProp(gm).propagate(*runtime)
+
+
+def _meta(tm: TensorMetadata) -> dict[str, Any]:
+    return tensor_meta(tm.shape, tm.dtype, tm.stride)
+
+
+def node_out(node: torch.fx.Node) -> dict[str, Any]:
+    tm = node.meta.get("tensor_meta")
+    if isinstance(tm, TensorMetadata):
+        return {"t": "tensor", "meta": _meta(tm)}
+    if isinstance(tm, (tuple, list)):
+        return {"t": "tuple", "items": [_meta(i) if isinstance(i, TensorMetadata) else None for i in tm]}
+    kind = node.meta.get("type")
+    return value_out(kind.__name__ if isinstance(kind, type) else "unknown")
+
+
+def callable_expression(target: Any, problem_module: Any) -> str:
+    """A Python expression naming target in the problem's namespace after `import torch`."""
+    from torch.fx.node import _get_qualified_name
+
+    try:
+        name = _get_qualified_name(target)
+    except Exception:  # noqa: BLE001
+        name = getattr(target, "__name__", repr(target))
+    if name.startswith("_operator."):
+        name = name[1:]
+    if resolve_dotted(name) is target or "." not in name:
+        return name
+    for key, value in vars(problem_module).items():
+        if value is target:
+            return key
+    return name
+
+
+class FxGraphWriter:
+    def __init__(self, gm: torch.fx.GraphModule, model: nn.Module, problem_module: Any, matcher: AttrMatcher) -> None:
+        self.gm = gm
+        self.model = model
+        self.problem_module = problem_module
+        self.param_paths = {p for p, _ in model.named_parameters(remove_duplicate=False)} | {
+            b for b, _ in model.named_buffers(remove_duplicate=False)
+        }
+        self.enc = ArgEncoder(self._ref, matcher)
+        self.facts = Facts(is_tensor=self._is_tensor, rank=self._rank)
+
+    def _ref(self, value: Any) -> Arg | None:
+        if not isinstance(value, torch.fx.Node):
+            return None
+        if value.op == "placeholder":
+            return {"t": "node", "id": str(value.target)}  # the forward's argument name
+        if value.op == "get_attr" and value.target in self.param_paths:
+            return {"t": "param", "path": value.target}
+        return {"t": "node", "id": value.name}
+
+    def _is_tensor(self, value: Any) -> bool:
+        if isinstance(value, ParamRef):
+            return True
+        return isinstance(value, torch.fx.Node) and isinstance(value.meta.get("tensor_meta"), TensorMetadata)
+
+    def _rank(self, value: Any) -> int | None:
+        tm = value.meta.get("tensor_meta") if isinstance(value, torch.fx.Node) else None
+        return len(tm.shape) if isinstance(tm, TensorMetadata) else None
+
+    def _raw(self, value: Any) -> Any:
+        """Parameters read with get_attr become ParamRefs before normalisation."""
+        if isinstance(value, torch.fx.Node) and value.op == "get_attr" and value.target in self.param_paths:
+            return ParamRef(value.target)
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._raw(v) for v in value)
+        return value
+
+    def nodes(self) -> list[dict[str, Any]]:
+        out = []
+        for node in self.gm.graph.nodes:
+            if node.op in ("placeholder", "output") or (node.op == "get_attr" and node.target in self.param_paths):
+                continue
+            out.append(self._node(node))
+        return out
+
+    def _node(self, node: torch.fx.Node) -> dict[str, Any]:
+        args = [self._raw(a) for a in node.args]
+        kwargs = {k: self._raw(v) for k, v in node.kwargs.items()}
+        module = method = None
+        if node.op == "call_module":
+            module = self.gm.get_submodule(node.target)
+            spec = module_spec(module)
+            spec, bound = normalise_module(module, node.target, spec, args, kwargs, self.facts)
+            target = node.target
+        elif node.op == "call_function":
+            spec = function_spec(node.target)
+            spec, bound = normalise_call(spec, args, kwargs, self.facts)
+            target = callable_expression(node.target, self.problem_module)
+        elif node.op == "call_method":
+            method = node.target
+            spec, bound = normalise_call(method_spec(method), args, kwargs, self.facts)
+            target = method
+        else:  # get_attr of a plain tensor attribute
+            spec, bound, target = OpSpec("get_attr"), None, node.target
+        return make_node(
+            node_id=node.name, kind=node.op, target=str(target), args=args, kwargs=kwargs, spec=spec,
+            bound=bound, out=node_out(node), enc=self.enc, module=module, method=method,
+        )
+
+    def output(self) -> Arg:
+        out_node = next(n for n in self.gm.graph.nodes if n.op == "output")
+        return self.enc(self._raw(out_node.args[0]), explicit=False)

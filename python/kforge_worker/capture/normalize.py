@@ -1,0 +1,235 @@
+"""A call normalised to its op's functional signature: canonical keyword names, defaults filled in.
+
+Works on the raw call (fx values: Nodes, Python scalars, ParamRefs) so the per-op fix-ups can read
+constants: dim as a list of ints or None for reductions, conv/pool configuration as lists of n ints,
+max_pool's stride defaulting to its kernel, var/std's legacy `unbiased` as `correction`, torch.norm's
+`p` as vector_norm's `ord`, softmax's implicit dim resolved from the input's rank. Module calls take
+what the call does not pass from the module (weights as parameter paths, eps, momentum, stride, ...).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+import torch.nn as nn
+
+from .encode import as_list
+from .ops import OpSpec
+from .signatures import SIGNATURES, Bound, bind
+
+
+@dataclass(frozen=True)
+class ParamRef:
+    """A parameter or buffer by state_dict path (encoded as {t:"param"})."""
+
+    path: str
+
+
+@dataclass
+class Facts:
+    """What normalisation may ask about a value of the graph."""
+
+    is_tensor: Callable[[Any], bool]
+    rank: Callable[[Any], "int | None"]
+
+
+_MISSING = object()
+
+
+def refine(spec: OpSpec, args: list[Any], kwargs: dict[str, Any], facts: Facts) -> OpSpec:
+    """torch.max/min: whole-tensor (max), along a dim (max_dim, a (values, indices) tuple) or against a
+    tensor (maximum); norms by their order."""
+    if spec.op in ("max", "min"):
+        second = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("dim", _MISSING))
+        if "other" in kwargs or (second is not _MISSING and facts.is_tensor(second)):
+            return OpSpec("maximum" if spec.op == "max" else "minimum")
+        if second is not _MISSING:
+            name = f"{spec.op}_dim"
+            return OpSpec(name, name)
+    return spec
+
+
+def _dims(value: Any) -> Any:
+    if value is None or (isinstance(value, (list, tuple)) and len(value) == 0):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _set(bound: Bound, name: str, value: Any) -> None:
+    explicit = bound.get(name, (None, False))[1]
+    bound[name] = (value, explicit)
+
+
+def _value(bound: Bound, name: str) -> Any:
+    return bound[name][0] if name in bound else None
+
+
+def _reduction(bound: Bound, _facts: Facts, _op: str) -> None:
+    _set(bound, "dim", _dims(_value(bound, "dim")))
+
+
+def _variance(bound: Bound, _facts: Facts, _op: str) -> None:
+    dim, unbiased, correction = _value(bound, "dim"), _value(bound, "unbiased"), _value(bound, "correction")
+    if isinstance(dim, bool):  # torch.var(x, False): the legacy (input, unbiased) overload
+        dim, unbiased = None, dim
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    _set(bound, "dim", _dims(dim))
+    bound["correction"] = (correction, "correction" in bound and bound["correction"][1])
+
+
+def _softmax(bound: Bound, facts: Facts, _op: str) -> None:
+    if _value(bound, "dim") is None:
+        rank = facts.rank(_value(bound, "input"))
+        if rank is not None:  # nn.functional._get_softmax_dim, the legacy implicit choice
+            _set(bound, "dim", 0 if rank in (0, 1, 3) else 1)
+
+
+def _spatial(n: int, names: tuple[str, ...]) -> Callable[[Bound, Facts, str], None]:
+    def fix(bound: Bound, _facts: Facts, op: str) -> None:
+        for name in names:
+            if name in bound:
+                _set(bound, name, as_list(_value(bound, name), n))
+        if op.startswith("max_pool") and _value(bound, "stride") in (None, []):
+            _set(bound, "stride", _value(bound, "kernel_size"))
+
+    return fix
+
+
+_FIXES: dict[str, Callable[[Bound, Facts, str], None]] = {
+    **{op: _reduction for op in ("sum", "nansum", "mean", "prod", "amax", "amin", "logsumexp", "vector_norm")},
+    "var": _variance,
+    "std": _variance,
+    "softmax": _softmax,
+    "log_softmax": _softmax,
+    "softmin": _softmax,
+}
+for _n in (1, 2, 3):
+    _FIXES[f"conv{_n}d"] = _spatial(_n, ("stride", "padding", "dilation"))
+    _FIXES[f"conv_transpose{_n}d"] = _spatial(_n, ("stride", "padding", "output_padding", "dilation"))
+    _FIXES[f"max_pool{_n}d"] = _spatial(_n, ("kernel_size", "stride", "padding", "dilation"))
+    _FIXES[f"avg_pool{_n}d"] = _spatial(_n, ("kernel_size", "stride", "padding"))
+    _FIXES[f"adaptive_avg_pool{_n}d"] = _spatial(_n, ("output_size",))
+    _FIXES[f"adaptive_max_pool{_n}d"] = _spatial(_n, ("output_size",))
+
+
+def _norm_to_vector_norm(spec: OpSpec, bound: Bound, facts: Facts) -> tuple[OpSpec, Bound]:
+    """torch.norm / Tensor.norm / linalg.norm → vector_norm {input, ord, dim, keepdim, dtype} (Frobenius
+    is ord 2 over the dims), or matrix_norm for the nuclear and matrix orders."""
+    if spec.sig == "norm":
+        order, order_explicit = bound.pop("p")
+    else:
+        order, order_explicit = bound.pop("ord")
+    dim = _value(bound, "dim")
+    as_matrix = order == "nuc" or (
+        spec.sig == "linalg_norm"
+        and order not in (None, "fro")
+        and (
+            (isinstance(dim, (list, tuple)) and len(dim) == 2)
+            or (dim is None and facts.rank(_value(bound, "input")) == 2)
+        )
+    )
+    if as_matrix:
+        out = Bound(input=bound["input"], ord=(order, order_explicit), dim=bound["dim"], keepdim=bound["keepdim"])
+        return OpSpec("matrix_norm", "matrix_norm"), out
+    if order in (None, "fro"):
+        order, order_explicit = 2, False
+    out = Bound(input=bound["input"], ord=(order, order_explicit), dim=bound["dim"], keepdim=bound["keepdim"])
+    out["dtype"] = bound.get("dtype", (None, False))
+    return OpSpec("vector_norm", "vector_norm"), out
+
+
+def finish(spec: OpSpec, bound: Bound | None, facts: Facts) -> tuple[OpSpec, Bound | None]:
+    """Presets merged, per-op fix-ups applied."""
+    if bound is None:
+        return spec, None
+    for name, value in spec.presets.items():
+        if name not in bound or not bound[name][1]:
+            bound[name] = (value, False)
+    if spec.op == "vector_norm" and spec.sig in ("norm", "linalg_norm"):
+        spec, bound = _norm_to_vector_norm(spec, bound, facts)
+    fix = _FIXES.get(spec.op)
+    if fix is not None:
+        fix(bound, facts, spec.op)
+    bound.pop("unbiased", None)
+    return spec, bound
+
+
+def normalise_call(spec: OpSpec, args: list[Any], kwargs: dict[str, Any], facts: Facts) -> tuple[OpSpec, Bound | None]:
+    """A call_function / call_method (self first) through its op's signature."""
+    spec = refine(spec, args, kwargs, facts)
+    sig = SIGNATURES.get(spec.signature)
+    if sig is None:
+        return spec, None
+    if spec.reflected and len(args) >= 2:
+        args = [args[1], args[0], *args[2:]]
+    return finish(spec, bind(sig, args, kwargs), facts)
+
+
+def _module_attr(module: nn.Module, path: str, name: str) -> Any:
+    if name in module._parameters or name in module._buffers:
+        tensor = module._parameters.get(name, module._buffers.get(name))
+        return None if tensor is None else ParamRef(f"{path}.{name}" if path else name)
+    value = getattr(module, name, _MISSING)
+    if isinstance(value, nn.Module) or callable(value):
+        return _MISSING
+    return value
+
+
+def _module_overrides(module: nn.Module, path: str, op: str) -> dict[str, Any]:
+    """What a module's forward computes before its functional call (F.batch_norm's `training`, ...)."""
+    if op == "batch_norm":
+        no_stats = getattr(module, "running_mean", None) is None and getattr(module, "running_var", None) is None
+        use_stats = not module.training or getattr(module, "track_running_stats", True)
+        out = {"training": module.training or no_stats}
+        if not use_stats:
+            out.update(running_mean=None, running_var=None)
+        return out
+    if op == "instance_norm":
+        return {"use_input_stats": module.training or not getattr(module, "track_running_stats", False)}
+    if op in ("dropout", "rrelu"):
+        return {"training": module.training}
+    return {}
+
+
+def normalise_module(
+    module: nn.Module, path: str, spec: OpSpec, args: list[Any], kwargs: dict[str, Any], facts: Facts
+) -> tuple[OpSpec, Bound | None]:
+    sig = SIGNATURES.get(spec.signature)
+    if sig is None:
+        return spec, None
+    try:
+        call = inspect.signature(module.forward).bind(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return spec, None
+    call = dict(call)
+    first_forward = next(iter(call), None)
+    if first_forward is not None and first_forward not in sig.names and sig.positional:
+        call[sig.positional[0]] = call.pop(first_forward)
+    overrides = _module_overrides(module, path, spec.op)
+    bound = Bound()
+    for name in sig.positional + sig.keyword_only:
+        if name in call:
+            bound[name] = (call[name], True)
+        elif name in overrides:
+            bound[name] = (overrides[name], False)
+        elif name in spec.presets:
+            continue
+        else:
+            attr = _module_attr(module, path, name)
+            if attr is not _MISSING:
+                bound[name] = (attr, False)
+            elif name in sig.defaults:
+                bound[name] = (sig.defaults[name], False)
+            else:
+                return spec, None
+    if spec.op == "batch_norm" and "num_batches_tracked" in module._buffers:
+        attr = _module_attr(module, path, "num_batches_tracked")
+        bound["num_batches_tracked"] = (attr, False)
+    return finish(replace(spec), bound, facts)
