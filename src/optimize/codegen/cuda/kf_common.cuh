@@ -30,3 +30,113 @@ template <typename T> __device__ __forceinline__ void kf_store(void* base, int64
     cudaError_t kf_err_ = (expr);                  \
     if (kf_err_ != cudaSuccess) return kf_err_;    \
   } while (0)
+
+// ---------------------------------------------------------------------------------------------------------
+// Indexing and memory helpers of the elementwise and reduction templates (kf_elementwise.cuh, kf_reduce.cuh).
+#include <type_traits>
+#include <utility>
+
+// Index arithmetic type of a launch: 32-bit when every count and every reachable element offset is < 2^31
+// (the common case: cheaper index math, fewer registers), 64-bit otherwise.
+template <typename IdxT>
+struct KfIdxDiv;
+
+// n / d for a divisor fixed at launch (Granlund-Montgomery round-up reciprocal): s = ceil(log2 d),
+// m = floor(2^32 (2^s - d) / d) + 1, n / d = (umulhi(n, m) + n) >> s, exact for n, d < 2^31 (the sum stays
+// below 2^32). One multiply-high instead of a ~20-instruction integer divide per decomposed coordinate.
+template <>
+struct KfIdxDiv<uint32_t> {
+  uint32_t d, m, s;
+  static KfIdxDiv make(int64_t divisor) {
+    KfIdxDiv f;
+    f.d = static_cast<uint32_t>(divisor > 0 ? divisor : 1);
+    f.s = 0;
+    while ((uint64_t(1) << f.s) < f.d) ++f.s;
+    f.m = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << f.s) - f.d)) / f.d + 1);
+    return f;
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const { return (__umulhi(n, m) + n) >> s; }
+};
+
+template <>
+struct KfIdxDiv<int64_t> {
+  int64_t d;
+  static KfIdxDiv make(int64_t divisor) { return KfIdxDiv{divisor > 0 ? divisor : 1}; }
+  __device__ __forceinline__ int64_t div(int64_t n) const { return n / d; }
+};
+
+// kVec consecutive elements of T at base + off as fp32, in 16-byte loads (kVec * sizeof(T) is a multiple of
+// 16 and base + off is 16-byte aligned: the launchers check both). `bcast` (the operand is broadcast along
+// the vectorised dim, uniform across the grid) loads one element and replicates it.
+template <typename T, int kVec, typename IdxT>
+__device__ __forceinline__ void kf_load_vec(const void* base, IdxT off, bool bcast, float (&v)[kVec]) {
+  const T* p = static_cast<const T*>(base) + off;
+  if (kVec == 1 || bcast) {
+    const float s = kf_to_float<T>(*p);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) v[j] = s;
+    return;
+  }
+  static_assert(kVec == 1 || (kVec * sizeof(T)) % 16 == 0, "vector loads are whole 16-byte words");
+  constexpr int kWords = kVec == 1 ? 1 : int(kVec * sizeof(T) / 16);
+  constexpr int kPerWord = kVec / kWords;
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) {
+    const uint4 raw = reinterpret_cast<const uint4*>(p)[w];
+    const T* t = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kPerWord; ++j) v[w * kPerWord + j] = kf_to_float<T>(t[j]);
+  }
+}
+
+// Stores kVec fp32 values as T at base + off (16-byte aligned, as above).
+template <typename T, int kVec, typename IdxT>
+__device__ __forceinline__ void kf_store_vec(void* base, IdxT off, const float (&v)[kVec]) {
+  T* p = static_cast<T*>(base) + off;
+  if (kVec == 1) {
+    *p = kf_from_float<T>(v[0]);
+    return;
+  }
+  constexpr int kWords = kVec == 1 ? 1 : int(kVec * sizeof(T) / 16);
+  constexpr int kPerWord = kVec / kWords;
+#pragma unroll
+  for (int w = 0; w < kWords; ++w) {
+    uint4 raw;
+    T* t = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < kPerWord; ++j) t[j] = kf_from_float<T>(v[w * kPerWord + j]);
+    reinterpret_cast<uint4*>(p)[w] = raw;
+  }
+}
+
+// Multiprocessor count of the current device, cached per device (grids are sized to fill the chip once).
+inline int kf_sm_count() {
+  static int cached[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
+  if (dev >= 64) {
+    int n = 0;
+    return cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 132;
+  }
+  if (cached[dev] == 0) {
+    int n = 0;
+    cached[dev] = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0 ? n : 132;
+  }
+  return cached[dev];
+}
+
+// Smallest element size of a type pack: the vector width of a launch is 16 bytes of its narrowest operand.
+template <typename... T>
+constexpr size_t kf_min_size() {
+  size_t m = 16;
+  ((m = sizeof(T) < m ? sizeof(T) : m), ...);
+  return m;
+}
+
+// Smallest power of two >= n (n >= 1), and ceil(a / b).
+inline int64_t kf_next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+inline int64_t kf_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

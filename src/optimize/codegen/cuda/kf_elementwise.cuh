@@ -1,0 +1,275 @@
+// kf_elementwise.cuh — one generated pointwise functor over a broadcast iteration space, output contiguous.
+//
+// ---------------------------------------------------------------------------------------------- contract
+// Functor (generated; all math fp32):
+//   struct F { static constexpr int kIn = N;          // 1 <= N <= 8
+//              __device__ float operator()(const float (&x)[kIn], const KfScalars& sc) const; };
+//
+//   cudaError_t kf_launch_elementwise<F, TOut, TIn...>(shape, out, in, sc, stream)
+//   shape   the broadcast output shape, 0 <= ndim <= KF_MAX_DIMS (ndim 0: one element).
+//   out     TOut elements, contiguous (row-major) in `shape`.
+//   in[k]   k < F::kIn: element strides per dim of `shape` (0 where broadcast; any non-negative layout:
+//           transposed, sliced, expanded), element type TIn[k]. sizeof...(TIn) == F::kIn.
+//   TOut, TIn: float, __half, __nv_bfloat16 (any mix).
+//   Returns cudaGetLastError() after the launch; cudaSuccess without a launch when the shape is empty;
+//   cudaErrorInvalidValue for ndim out of range or a negative size. out[e] = F(in[0..kIn)[e], sc) for
+//   every element e; `out` may alias an input that has exactly its layout (each element is read before it
+//   is written, by the same thread).
+//
+// ---------------------------------------------------------------------------------------------- design
+// The host coalesces the shape as TensorIterator does: size-1 dims dropped, adjacent dims merged where every
+// operand's strides allow (stride[outer] == stride[inner] * size[inner]), so a contiguous or
+// broadcast-by-row problem becomes 1-2 dims. Then:
+//  - vector path: when the innermost coalesced dim is contiguous (stride 1) or broadcast (stride 0) for every
+//    input, its length is a multiple of kVec (or it is the only dim: the tail is done element-wise) and every
+//    touched vector is 16-byte aligned, each thread moves kVec = 16 / (smallest element size) elements per
+//    operand in 16-byte words (4 floats, 8 halves). The innermost dim is counted in vectors, so the index
+//    decomposition below runs once per vector.
+//  - generic path: anything else (transposed, misaligned), one element per index, kUnroll per thread.
+// Both are one grid-stride kernel: a grid of (SMs x resident blocks), each thread issuing the loads of
+// kUnroll independent indices before the first use, which keeps enough bytes in flight to saturate HBM.
+// Coordinates come from the linear index by peeling dims innermost-first with a multiply-high divider;
+// 32-bit index math when every count and reachable offset is below 2^31.
+#pragma once
+#include "kf_common.cuh"
+
+#define KF_EW_THREADS 256
+#define KF_EW_MAX_IN 8
+
+// Coalesced iteration space, innermost dim first; size[0] is counted in vectors on the vector path.
+template <int N, typename IdxT>
+struct KfEwParams {
+  int ndim;                        // >= 1
+  IdxT size[KF_MAX_DIMS];
+  KfIdxDiv<IdxT> div[KF_MAX_DIMS];  // div[d] divides by size[d]
+  IdxT stride[N][KF_MAX_DIMS];     // element strides (the vectorised dim's stride is kVec or 0)
+  const void* in[N];
+  void* out;
+  IdxT count;                      // indices to cover: vectors on the vector path, elements otherwise
+  uint32_t bcast_mask;             // bit k: operand k is broadcast along the vectorised dim
+  IdxT tail_begin, tail_end;       // vector path with ndim == 1: elements [tail_begin, tail_end) done singly
+};
+
+// ------------------------------------------------------------------------------------------------ device
+
+// The functor's inputs at one iteration index (kVec consecutive elements each), one load per operand of TIn...
+template <int kVec, typename... TIn, typename IdxT, int N, size_t... K>
+__device__ __forceinline__ void kf_ew_load(const KfEwParams<N, IdxT>& p, const IdxT (&off)[N],
+                                           float (&v)[N][kVec], std::index_sequence<K...>) {
+  (kf_load_vec<TIn, kVec>(p.in[K], off[K], (p.bcast_mask >> K) & 1u, v[K]), ...);
+}
+
+template <class F, int kVec, typename IdxT, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(KF_EW_THREADS)
+    kf_elementwise_kernel(const KfEwParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
+  constexpr int N = sizeof...(TIn);
+  // Independent indices per thread per iteration: their loads are all issued before the first use.
+  constexpr int kUnroll = kVec == 1 ? 4 : (N <= 2 ? 2 : 1);
+  const F f{};
+  const IdxT step = IdxT(gridDim.x) * (KF_EW_THREADS * kUnroll);
+  for (IdxT base = IdxT(blockIdx.x) * (KF_EW_THREADS * kUnroll) + threadIdx.x; base < p.count; base += step) {
+    float v[kUnroll][N][kVec];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const IdxT i = base + IdxT(u) * KF_EW_THREADS;
+      if (i < p.count) {
+        // Peel coordinates innermost-first; the outermost dim needs no division.
+        IdxT rem = i;
+        IdxT off[N];
+#pragma unroll
+        for (int k = 0; k < N; ++k) off[k] = 0;
+#pragma unroll
+        for (int d = 0; d < KF_MAX_DIMS; ++d) {
+          if (d == p.ndim) break;
+          IdxT c = rem;
+          if (d + 1 < p.ndim) {
+            const IdxT q = p.div[d].div(rem);
+            c = rem - q * p.size[d];
+            rem = q;
+          }
+#pragma unroll
+          for (int k = 0; k < N; ++k) off[k] += c * p.stride[k][d];
+        }
+        kf_ew_load<kVec, TIn...>(p, off, v[u], std::index_sequence_for<TIn...>{});
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const IdxT i = base + IdxT(u) * KF_EW_THREADS;
+      if (i < p.count) {
+        float y[kVec];
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          float x[N];
+#pragma unroll
+          for (int k = 0; k < N; ++k) x[k] = v[u][k][j];
+          y[j] = f(x, sc);
+        }
+        kf_store_vec<TOut, kVec>(p.out, i * kVec, y);  // the output is contiguous: vector i starts at i * kVec
+      }
+    }
+  }
+  // Vector path over one dim whose length is not a multiple of kVec: the last few elements one by one.
+  const IdxT t = IdxT(blockIdx.x) * KF_EW_THREADS + threadIdx.x;
+  if (p.tail_begin + t < p.tail_end) {
+    const IdxT e = p.tail_begin + t;
+    IdxT off[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = ((p.bcast_mask >> k) & 1u) ? IdxT(0) : e;
+    float v1[N][1];
+    kf_ew_load<1, TIn...>(p, off, v1, std::index_sequence_for<TIn...>{});
+    float x[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) x[k] = v1[k][0];
+    kf_store<TOut>(p.out, e, f(x, sc));
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ host
+
+// The coalesced layout of a launch, before it is narrowed to an index type (innermost dim first).
+struct KfEwPlan {
+  int ndim;
+  int64_t size[KF_MAX_DIMS];
+  int64_t stride[KF_EW_MAX_IN][KF_MAX_DIMS];
+  int64_t numel;
+};
+
+// Drops size-1 dims and merges neighbours whose strides chain for every input (the output is contiguous,
+// so it always chains). Returns false for a malformed shape.
+inline bool kf_ew_coalesce(const KfShape& shape, const KfTensorRef* in, int n, KfEwPlan& plan) {
+  if (shape.ndim < 0 || shape.ndim > KF_MAX_DIMS || n < 1 || n > KF_EW_MAX_IN) return false;
+  plan.ndim = 0;
+  plan.numel = 1;
+  // Walk outermost -> innermost, building an outer-first list, then reverse it.
+  int64_t size[KF_MAX_DIMS];
+  int64_t stride[KF_EW_MAX_IN][KF_MAX_DIMS];
+  int nd = 0;
+  for (int d = 0; d < shape.ndim; ++d) {
+    const int64_t s = shape.size[d];
+    if (s < 0) return false;
+    plan.numel *= s;
+    if (s == 1) continue;
+    bool merge = nd > 0;
+    for (int k = 0; k < n && merge; ++k) merge = stride[k][nd - 1] == in[k].stride[d] * s;
+    if (merge) {
+      size[nd - 1] *= s;
+      for (int k = 0; k < n; ++k) stride[k][nd - 1] = in[k].stride[d];
+    } else {
+      size[nd] = s;
+      for (int k = 0; k < n; ++k) stride[k][nd] = in[k].stride[d];
+      ++nd;
+    }
+  }
+  if (nd == 0) {  // a single element: one dim of size 1
+    size[0] = 1;
+    for (int k = 0; k < n; ++k) stride[k][0] = 0;
+    nd = 1;
+  }
+  plan.ndim = nd;
+  for (int d = 0; d < nd; ++d) {
+    plan.size[d] = size[nd - 1 - d];
+    for (int k = 0; k < n; ++k) plan.stride[k][d] = stride[k][nd - 1 - d];
+  }
+  return true;
+}
+
+// True when every count and every operand offset reachable in the plan fits in a signed 32-bit int.
+inline bool kf_ew_fits_32bit(const KfEwPlan& plan, int n) {
+  const int64_t lim = (int64_t(1) << 31) - 1;
+  if (plan.numel > lim) return false;
+  for (int k = 0; k < n; ++k) {
+    int64_t reach = 0;
+    for (int d = 0; d < plan.ndim; ++d) {
+      if (plan.stride[k][d] < 0) return false;
+      reach += (plan.size[d] - 1) * plan.stride[k][d];
+      if (reach > lim) return false;
+    }
+  }
+  return true;
+}
+
+// Vector width when the vector path applies (see the header comment), else 1.
+inline int kf_ew_vector_width(const KfEwPlan& plan, const KfTensorRef* in, const int* elem_bytes, int n,
+                              const void* out, int out_bytes) {
+  int min_bytes = out_bytes;
+  for (int k = 0; k < n; ++k) min_bytes = elem_bytes[k] < min_bytes ? elem_bytes[k] : min_bytes;
+  const int vec = 16 / min_bytes;
+  if (plan.size[0] < vec) return 1;
+  if (plan.ndim > 1 && plan.size[0] % vec != 0) return 1;
+  if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return 1;
+  for (int k = 0; k < n; ++k) {
+    const int64_t inner = plan.stride[k][0];
+    if (inner == 0) continue;  // broadcast along the vector: one scalar load
+    if (inner != 1 || reinterpret_cast<uintptr_t>(in[k].data) % 16 != 0) return 1;
+    for (int d = 1; d < plan.ndim; ++d)
+      if ((plan.stride[k][d] * elem_bytes[k]) % 16 != 0) return 1;
+  }
+  return vec;
+}
+
+// Resident blocks per SM of a kernel (cached per instantiation; 1 if the query fails).
+template <typename Kernel>
+inline int kf_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem) != cudaSuccess || blocks < 1) {
+    (void)cudaGetLastError();  // a failed query must not surface as the launch's error
+    return 1;
+  }
+  return blocks;
+}
+
+template <class F, int kVec, typename IdxT, typename TOut, typename... TIn>
+cudaError_t kf_ew_run(const KfEwPlan& plan, void* out, const KfTensorRef* in, const KfScalars& sc,
+                      cudaStream_t stream) {
+  constexpr int N = sizeof...(TIn);
+  KfEwParams<N, IdxT> p;
+  p.ndim = plan.ndim;
+  p.bcast_mask = 0;
+  for (int d = 0; d < plan.ndim; ++d) {
+    const int64_t size = d == 0 ? plan.size[0] / kVec : plan.size[d];
+    p.size[d] = IdxT(size);
+    p.div[d] = KfIdxDiv<IdxT>::make(size);
+    for (int k = 0; k < N; ++k) p.stride[k][d] = IdxT(d == 0 ? plan.stride[k][0] * kVec : plan.stride[k][d]);
+  }
+  for (int k = 0; k < N; ++k) {
+    p.in[k] = in[k].data;
+    if (kVec > 1 && plan.stride[k][0] == 0) p.bcast_mask |= 1u << k;
+  }
+  p.out = out;
+  // The vectorised dim counts whole vectors; with a single dim the remainder becomes the tail.
+  int64_t outer = 1;
+  for (int d = 1; d < plan.ndim; ++d) outer *= plan.size[d];
+  p.count = IdxT(outer * (plan.size[0] / kVec));
+  p.tail_begin = IdxT(kVec > 1 && plan.ndim == 1 ? (plan.size[0] / kVec) * kVec : 0);
+  p.tail_end = IdxT(kVec > 1 && plan.ndim == 1 ? plan.size[0] : 0);
+
+  auto kernel = kf_elementwise_kernel<F, kVec, IdxT, TOut, TIn...>;
+  static const int resident = kf_blocks_per_sm(kernel, KF_EW_THREADS, 0);
+  constexpr int kUnroll = kVec == 1 ? 4 : (N <= 2 ? 2 : 1);
+  const int64_t wanted = kf_ceil_div(int64_t(p.count), int64_t(KF_EW_THREADS) * kUnroll);
+  const int64_t cap = int64_t(kf_sm_count()) * resident;
+  const int64_t grid = wanted < 1 ? 1 : (wanted < cap ? wanted : cap);
+  kernel<<<dim3(unsigned(grid)), KF_EW_THREADS, 0, stream>>>(p, sc);
+  return cudaGetLastError();
+}
+
+template <class F, typename TOut, typename... TIn>
+cudaError_t kf_launch_elementwise(const KfShape& shape, void* out, const KfTensorRef* in, const KfScalars& sc,
+                                  cudaStream_t stream) {
+  constexpr int N = sizeof...(TIn);
+  static_assert(N == F::kIn, "one input type per functor input");
+  static_assert(N >= 1 && N <= KF_EW_MAX_IN, "1..8 inputs");
+  KfEwPlan plan;
+  if (!kf_ew_coalesce(shape, in, N, plan)) return cudaErrorInvalidValue;
+  if (plan.numel == 0) return cudaSuccess;
+  const int elem_bytes[N] = {int(sizeof(TIn))...};
+  constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
+  const bool vec = kf_ew_vector_width(plan, in, elem_bytes, N, out, int(sizeof(TOut))) == kVec;
+  if (kf_ew_fits_32bit(plan, N)) {
+    return vec ? kf_ew_run<F, kVec, uint32_t, TOut, TIn...>(plan, out, in, sc, stream)
+               : kf_ew_run<F, 1, uint32_t, TOut, TIn...>(plan, out, in, sc, stream);
+  }
+  return vec ? kf_ew_run<F, kVec, int64_t, TOut, TIn...>(plan, out, in, sc, stream)
+             : kf_ew_run<F, 1, int64_t, TOut, TIn...>(plan, out, in, sc, stream);
+}
