@@ -3,7 +3,8 @@
 The protocol's JSON Schemas (schemas/*.json, exported from src/worker/protocol.ts by
 ``npm run schemas``) are the contract; jsonschema is not a dependency, so this checks the keywords
 those files use: type, properties, required, additionalProperties, items, prefixItems, min/maxItems,
-enum, const, anyOf, oneOf, allOf, minimum, maximum, exclusiveMinimum/Maximum, $ref into $defs.
+enum, const, anyOf, oneOf, allOf, minimum, maximum, exclusiveMinimum/Maximum, pattern,
+propertyNames, $ref into $defs.
 An unknown keyword is an error, so a schema that outgrows this validator fails loudly.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any
 
 SCHEMA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas")
@@ -82,6 +84,13 @@ def _check(value: Any, schema: Any, root: dict[str, Any], path: str, errors: lis
         elif key in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             if _TYPES["number"](value) and not _bound_ok(key, value, rule):
                 errors.append(f"{path}: {value} violates {key} {rule}")
+        elif key == "pattern":
+            if isinstance(value, str) and not re.search(rule, value):
+                errors.append(f"{path}: {value!r} does not match {rule}")
+        elif key == "propertyNames":
+            if isinstance(value, dict):
+                for name in value:
+                    _check(name, rule, root, f"{path}[{name!r}]", errors)
         elif key in ("properties", "required", "additionalProperties"):
             if isinstance(value, dict):
                 _check_object(key, value, schema, root, path, errors)
