@@ -26,6 +26,8 @@ export interface EvalOptions {
   atol?: number;
   rtol?: number;
   checks?: string[];
+  /** Running the operator family the problem replaces is cheating (default: disclosed). */
+  strict?: boolean;
 }
 
 export interface EvalHooks {
@@ -68,6 +70,7 @@ export function buildRequest(
       timing: options.timing,
       cacheDir: options.cacheDir,
       checks: options.checks ?? [],
+      strict: options.strict ?? false,
     },
   };
 }

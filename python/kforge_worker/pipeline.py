@@ -80,6 +80,7 @@ def initial_result(request: EvalRequest) -> dict[str, Any]:
         },
         "precision": request.precision,
         "allowTf32": request.allow_tf32,
+        "strict": request.strict,
         "paramSync": {"mode": "seed", "detail": "models were not built"},
         "compile": [],
         "tolerance": {"atol": request.atol or 1e-4, "rtol": request.rtol or 1e-4},

@@ -46,6 +46,7 @@ class EvalRequest:
     timing: TimingOptions
     cache_dir: str
     checks: list[str]
+    strict: bool = False
 
 
 def _get(obj: Any, key: str, where: str) -> Any:
@@ -103,11 +104,11 @@ def _origin(obj: Any, where: str) -> dict[str, Any]:
     return {k: origin[k] for k in ("kind", "sourcePath", "blockIndex", "blockCount", "note")}
 
 
-def _allow_tf32(options: Any) -> bool:
-    """Optional for hand-written requests (absent means PyTorch's default, off)."""
-    value = options.get("allowTf32", False) if isinstance(options, dict) else False
+def _optional_flag(options: Any, key: str) -> bool:
+    """An optional boolean option (absent in hand-written and older requests means off)."""
+    value = options.get(key, False) if isinstance(options, dict) else False
     if not isinstance(value, bool):
-        raise RequestError("request.options.allowTf32: expected a boolean")
+        raise RequestError(f"request.options.{key}: expected a boolean")
     return value
 
 
@@ -137,7 +138,7 @@ def parse_request(data: Any) -> EvalRequest:
         trials=_int(options, "trials", "request.options", 1),
         seed=_int(options, "seed", "request.options", 0),
         precision=_choice(options, "precision", "request.options", PRECISIONS, nullable=True),
-        allow_tf32=_allow_tf32(options),
+        allow_tf32=_optional_flag(options, "allowTf32"),
         device=_choice(options, "device", "request.options", DEVICES),  # type: ignore[arg-type]
         timing=TimingOptions(
             enabled=timing["enabled"],
@@ -149,4 +150,5 @@ def parse_request(data: Any) -> EvalRequest:
         ),
         cache_dir=_str(options, "cacheDir", "request.options"),
         checks=list(checks),
+        strict=_optional_flag(options, "strict"),
     )

@@ -75,6 +75,10 @@ export const EvalRequest = z.object({
     cacheDir: z.string(),
     /** Names of extra verification checks to run (see checks in the result); empty runs the defaults. */
     checks: z.array(z.string()),
+    /** The KernelBench reading: running the operator family the problem asks to replace (its GEMM, conv,
+     * attention) is `cheating`. Off (absent in older requests): library and PyTorch operators are disclosed
+     * in the checks, not condemned. */
+    strict: z.boolean().optional(),
   }),
 });
 export type EvalRequest = z.infer<typeof EvalRequest>;
@@ -186,6 +190,8 @@ export const EvalResult = z.object({
   precision: Precision.nullable(),
   /** Whether TF32 float32 matmuls were allowed for this run (absent in results of older workers). */
   allowTf32: z.boolean().optional(),
+  /** Whether the run was judged under --strict (absent in results of older workers: not strict). */
+  strict: z.boolean().optional(),
   /** How ModelNew got the reference's parameters. */
   paramSync: z.object({ mode: z.enum(["state_dict", "seed"]), detail: z.string() }),
   compile: z.array(CompileCall),

@@ -24,6 +24,7 @@ export function failedResult(
     },
     precision: request.options.precision,
     allowTf32: request.options.allowTf32,
+    strict: request.options.strict ?? false,
     paramSync: { mode: "seed", detail: "not reached" },
     compile: [],
     tolerance: { atol: request.problem.atol ?? 0, rtol: request.problem.rtol ?? 0 },

@@ -25,6 +25,16 @@ def test_parse_request_reads_every_field() -> None:
     assert request.device == "cpu" and request.precision is None
     assert request.timing.min_iters == 10 and request.timing.budget_seconds == 2.0
     assert request.origin["kind"] == "file"
+    assert request.strict is False  # absent (older and hand-written requests): library ops disclosed
+
+
+def test_strict_is_optional_and_read_when_given() -> None:
+    request = base()
+    request["options"]["strict"] = True
+    assert_valid(request, "EvalRequest")
+    assert parse_request(request).strict is True
+    request["options"]["strict"] = False
+    assert parse_request(request).strict is False
 
 
 @pytest.mark.parametrize(
@@ -37,6 +47,7 @@ def test_parse_request_reads_every_field() -> None:
         (lambda r: r["problem"].update(atol=-1), "request.problem.atol: expected a positive number or null"),
         (lambda r: r["options"]["timing"].pop("budgetSeconds"), "request.options.timing.budgetSeconds: missing"),
         (lambda r: r["candidate"]["origin"].update(blockIndex=-2), "request.candidate.origin.blockIndex"),
+        (lambda r: r["options"].update(strict="yes"), "request.options.strict: expected a boolean"),
     ],
 )
 def test_bad_fields_are_named(mutate, message: str) -> None:

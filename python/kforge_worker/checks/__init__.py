@@ -13,7 +13,8 @@ The worker pipeline (pipeline.py) calls these hooks with its EvalContext:
 
 `request.options.checks` selects runtime check groups (RUNTIME_CHECKS): empty (the protocol's default)
 or "all" runs every group, names pick groups, "-name" drops one (e.g. "-ops" for an identity candidate
-that validates timing by calling the very operator), "none" nothing at runtime. The static scan
+that validates timing by calling the very operator), "none" nothing at runtime. `request.strict` (--strict)
+makes running the operator family the problem replaces `cheating`; by default it is disclosed (a warning). The static scan
 and integrity checks always run. `standalone` runs the same checks around a
 minimal loop for the corpus and tests.
 """
@@ -44,7 +45,8 @@ def _verifier(ctx: Any) -> Verifier:
     if verifier is None:
         request = ctx.request
         verifier = Verifier(request.problem_path, request.candidate_path, ctx.device,
-                            selected_checks(getattr(request, "checks", None)) or ["__none__"])
+                            selected_checks(getattr(request, "checks", None)) or ["__none__"],
+                            strict=bool(getattr(request, "strict", False)))
         ctx.kforge_verifier = verifier
     return verifier
 

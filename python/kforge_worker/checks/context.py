@@ -43,6 +43,8 @@ class VerifyContext:
     rng: random.Random = field(default_factory=lambda: random.Random())
     ref_families: frozenset[str] = frozenset()
     threads_before: ThreadCount | None = None
+    # --strict: running the operator family the problem replaces is cheating (default: disclosed).
+    strict: bool = False
     # Filled by the checks for later ones (tolerance tightening, ops seen).
     notes: dict[str, Any] = field(default_factory=dict)
 

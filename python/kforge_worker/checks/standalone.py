@@ -71,13 +71,13 @@ def default_tolerance(problem: Any, inputs: list[Any]) -> tuple[float, float]:
 
 
 def evaluate(problem_path: str, candidate_path: str, device_name: str, timing: bool = False,
-             checks: list[str] | None = None) -> dict[str, Any]:
+             checks: list[str] | None = None, strict: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     device = torch.device(device_name)
-    result: dict[str, Any] = {"problem": problem_path, "candidate": candidate_path, "device": device_name,
+    result: dict[str, Any] = {"problem": problem_path, "candidate": candidate_path, "device": device_name, "strict": strict,
                               "verdict": None, "reason": None, "checks": [], "trials": [], "timing": None}
     problem = _import(problem_path, "problem")
-    verifier = Verifier(problem_path, candidate_path, device, checks)
+    verifier = Verifier(problem_path, candidate_path, device, checks, strict=strict)
     verifier.before_import()
     try:
         try:
@@ -182,12 +182,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="where to write the JSON result")
     parser.add_argument("--time", action="store_true")
     parser.add_argument("--checks", default="", help="comma-separated runtime check groups (default: all)")
+    parser.add_argument("--strict", action="store_true", help="running the replaced operator family is cheating")
     args = parser.parse_args(argv)
     # The result goes to a file the candidate is never told about; its prints go to stderr.
     sys.stdout.flush()
     os.dup2(2, 1)
     result = evaluate(args.problem, args.candidate, args.device, args.time,
-                      [c for c in args.checks.split(",") if c] or None)
+                      [c for c in args.checks.split(",") if c] or None, args.strict)
     tmp = args.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(result, f, indent=1, default=str)

@@ -36,7 +36,7 @@ from .static_scan import ScanReport, reference_info, scan_source, static_checks
 RUNTIME_CHECKS = (
     "output_contract",  # output_type, output_aliasing, input_mutation, degenerate_output
     "tolerance",  # tolerance_sanity (+ tight_tolerance)
-    "ops",  # banned_ops, custom_kernel_used, silent_fallback
+    "ops",  # banned_ops (library ops disclosed; failed under strict), custom_kernel_used, silent_fallback
     "replay",  # replay_cache, determinism
     "uninitialized",
     "sensitivity",
@@ -45,18 +45,19 @@ RUNTIME_CHECKS = (
     "timed",
     "precision",
     "state",
-    "cuda_profile",  # side_stream, kernel_launch
+    "cuda_profile",  # side_stream (join rule), kernel_launch, library_share
     "timing_cross",
 )
 
 
 class Verifier:
     def __init__(self, problem_path: str, candidate_path: str, device: str | torch.device,
-                 enabled: list[str] | None = None) -> None:
+                 enabled: list[str] | None = None, strict: bool = False) -> None:
         self.problem_path = problem_path
         self.candidate_path = candidate_path
         self.device = torch.device(device)
         self.enabled = set(enabled) if enabled else set(RUNTIME_CHECKS)
+        self.strict = strict
         self.checks: list[CheckResult] = []
         self.extensions = ExtensionRecorder()
         self.audit: AuditMonitor | None = None
@@ -108,7 +109,7 @@ class Verifier:
         ctx = context.VerifyContext(
             ref=ref, cand=cand, make_inputs=make_inputs, device=self.device, atol=atol, rtol=rtol, scan=self.scan,
             extensions=self.extensions, audit=self.audit, snapshot=self.snapshot, rng=self.rng,
-            ref_families=self.ref_families, threads_before=self.threads_before,
+            ref_families=self.ref_families, threads_before=self.threads_before, strict=self.strict,
         )
         ctx.notes["trials_passed"] = trials_passed
         self.context = ctx

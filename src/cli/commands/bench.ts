@@ -12,7 +12,7 @@ import { createProgress } from "../../report/progress.ts";
 import { formatResultsTable, useColor } from "../../report/table.ts";
 import type { EvalResult } from "../../worker/protocol.ts";
 import { positiveInt, positiveNumber } from "../args.ts";
-import { requireWorker } from "./eval.ts";
+import { requireWorker, STRICT_HELP } from "./eval.ts";
 
 interface BenchFlags {
   records?: string;
@@ -23,6 +23,7 @@ interface BenchFlags {
   timeout: number;
   python?: string;
   budget: number;
+  strict?: boolean;
 }
 
 function collectPair(value: string, previous: string[]): string[] {
@@ -48,6 +49,7 @@ export function registerBenchCommand(program: Command): void {
     .option("--timeout <seconds>", "per-candidate limit", positiveNumber, 900)
     .option("--budget <seconds>", "timing budget per candidate", positiveNumber, DEFAULT_TIMING.budgetSeconds)
     .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, then python3)")
+    .option("--strict", STRICT_HELP)
     .action(async (problemArgs: string[], flags: BenchFlags) => {
       const problems: Problem[] = problemArgs.length
         ? problemArgs.map((p) => resolveProblem(p))
@@ -76,6 +78,7 @@ export function registerBenchCommand(program: Command): void {
               timeoutSeconds: flags.timeout,
               device: "cuda",
               precision: null,
+              strict: flags.strict ?? false,
               timing: { ...DEFAULT_TIMING, budgetSeconds: flags.budget },
             },
             {

@@ -28,7 +28,12 @@ interface EvalFlags {
   atol?: number;
   rtol?: number;
   verbose?: boolean;
+  strict?: boolean;
 }
+
+export const STRICT_HELP =
+  "fail candidates that run the operator the problem replaces (its GEMM/conv/attention) through PyTorch " +
+  "or a library; by default such calls are disclosed, not condemned";
 
 /** Stops early, in one line, when the Python side cannot run this evaluation at all. */
 export async function requireWorker(pythonFlag: string | undefined, device: "cuda" | "cpu"): Promise<string> {
@@ -84,6 +89,7 @@ export function registerEvalCommand(program: Command): void {
     )
     .option("--atol <x>", "absolute tolerance override", positiveNumber)
     .option("--rtol <x>", "relative tolerance override", positiveNumber)
+    .option("--strict", STRICT_HELP)
     .option("--verbose", "stream the worker's log (compiler output, candidate prints) to stderr")
     .action(async (problemArg: string, candidateArgs: string[], flags: EvalFlags) => {
       const problem = resolveProblem(problemArg);
@@ -97,6 +103,7 @@ export function registerEvalCommand(program: Command): void {
         device: flags.device,
         precision: flags.precision ?? null,
         allowTf32: flags.allowTf32 ?? false,
+        strict: flags.strict ?? false,
         seed: flags.seed,
         atol: flags.atol,
         rtol: flags.rtol,
