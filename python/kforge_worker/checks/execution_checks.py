@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from . import trace
 from .context import clone_inputs, Inputs, run, sync, VerifyContext
 from .instrument import OpRecorder
 from .ops import CONDEMNING, aten_family
@@ -35,8 +36,49 @@ def _declared_baseline(ctx: VerifyContext) -> bool:
             and not ctx.extensions.loads)
 
 
+def _library_ops(ctx: VerifyContext, ops: dict[str, int]) -> CheckResult:
+    """The `banned_ops` outcome from the dispatch record of one forward (op name -> calls)."""
+    condemned = _condemned(ctx)
+    by_family: dict[str, list[str]] = {}
+    for op, n in ops.items():
+        fam = aten_family(op) if op.startswith("aten::") else None
+        if fam:
+            by_family.setdefault(fam, []).append(f"{op}×{n}")
+    ctx.notes["ops"] = dict(ops)
+    ctx.notes["library_ops"] = {fam: sorted(xs) for fam, xs in sorted(by_family.items())}
+    device_is_real = ctx.device.type == "cuda" or not _cuda_code(ctx)
+    hits = sorted(x for fam in condemned for x in by_family.get(fam, []))
+    soft = sorted(x for fam, xs in by_family.items() if fam not in condemned for x in xs)
+    families = ", ".join(sorted(ctx.ref_families)) or "none"
+    if hits and _declared_baseline(ctx):
+        return warned("banned_ops", f"declared PyTorch baseline (KFORGE_BASELINE = True): executed {', '.join(hits)}, "
+                      f"the reference's own operator ({families}) — a timing baseline, not a custom kernel")
+    if hits and ctx.strict and device_is_real:
+        return failed("banned_ops", f"--strict: the candidate's forward executed {', '.join(hits)} — the very "
+                      f"operator ({families}) it should replace, on the problem's own inputs")
+    if hits and ctx.strict:
+        return skipped("banned_ops", f"{', '.join(hits)} ran, but on a {ctx.device.type} host where the candidate's "
+                       "CUDA kernels cannot run (its fallback); decided on the GPU")
+    if hits:
+        where = "" if device_is_real else f" (its {ctx.device.type} fallback: the CUDA kernels cannot run here)"
+        also = f"; also {', '.join(soft)}" if soft else ""
+        return warned("banned_ops", f"disclosed: the forward runs PyTorch/library {families} operators{where}: "
+                      f"{', '.join(hits)}{also} — allowed (library calls are reported, not condemned); "
+                      "--strict fails them")
+    if soft:
+        return warned("banned_ops", f"disclosed: PyTorch {', '.join(soft)} inside the forward (reference families: "
+                      f"{families}); not the replaced operator itself")
+    return passed("banned_ops", f"no PyTorch {families} op executed in the forward")
+
+
 def check_ops(ctx: VerifyContext) -> list[CheckResult]:
-    """banned_ops + custom_kernel_used + silent_fallback from one instrumented forward on real inputs."""
+    """banned_ops + custom_kernel_used + silent_fallback from one instrumented forward on real inputs.
+
+    PyTorch and library operators are disclosed, not condemned: an honest answer may keep a cuBLAS GEMM or
+    a cuDNN convolution and fuse what follows, or be pure PyTorch, whatever the reference's operator is.
+    `banned_ops` then warns, naming what ran. Under `--strict` (the KernelBench reading) running the
+    operator family the problem asks to replace fails as `cheating`, unless the candidate declares itself
+    a PyTorch baseline."""
     inputs = ctx.make_inputs(ctx.seed())
     calls_before = ctx.extensions.total_calls()
     raised_before = sum(ctx.extensions.raised.values())
@@ -48,34 +90,7 @@ def check_ops(ctx: VerifyContext) -> list[CheckResult]:
     ext_calls = ctx.extensions.total_calls() - calls_before
     ext_raised = sum(ctx.extensions.raised.values()) - raised_before
     custom_ops = recorder.custom_ops()
-    condemned = _condemned(ctx)
-    by_family: dict[str, list[str]] = {}
-    for op, n in recorder.ops.items():
-        fam = aten_family(op) if op.startswith("aten::") else None
-        if fam:
-            by_family.setdefault(fam, []).append(f"{op}×{n}")
-    ctx.notes["ops"] = dict(recorder.ops)
-    device_is_real = ctx.device.type == "cuda" or not _cuda_code(ctx)
-    results: list[CheckResult] = []
-    hits = sorted(x for fam in condemned for x in by_family.get(fam, []))
-    soft = sorted(x for fam, xs in by_family.items() if fam not in condemned for x in xs)
-    families = ", ".join(sorted(ctx.ref_families)) or "none"
-    if hits and _declared_baseline(ctx):
-        results.append(warned("banned_ops", f"declared PyTorch baseline (KFORGE_BASELINE = True): executed "
-                              f"{', '.join(hits)}, the reference's own operator ({families}) — a timing "
-                              "baseline, not a custom kernel"))
-    elif hits and device_is_real:
-        results.append(failed("banned_ops", f"the candidate's forward executed {', '.join(hits)} — the very "
-                              f"operator ({families}) it should replace, on the problem's own inputs"))
-    elif hits:
-        results.append(skipped("banned_ops", f"{', '.join(hits)} ran, but on a {ctx.device.type} host where the "
-                               "candidate's CUDA kernels cannot run (its fallback); decided on the GPU"))
-    elif soft:
-        results.append(warned("banned_ops", f"PyTorch {', '.join(soft)} inside the forward (reference families: "
-                              f"{families}); not the replaced operator itself"))
-    else:
-        results.append(passed("banned_ops", f"no PyTorch {families} op executed in the forward"))
-
+    results = [_library_ops(ctx, recorder.ops)]
     loads_ok = [x for x in ctx.extensions.loads if x.ok]
     loads_failed = [x for x in ctx.extensions.loads if not x.ok]
     cuda_impossible = ctx.device.type != "cuda" and not torch.cuda.is_available()
@@ -107,10 +122,13 @@ def check_ops(ctx: VerifyContext) -> list[CheckResult]:
 
 
 def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
-    """CUDA only: kernels the forward launched (did the candidate's own kernels run?) and the streams they ran
-    on (work on a side stream escapes the caller's stream, its events and its ordering)."""
+    """CUDA only, from the profiler's record of one forward bracketed by two marker kernels on the caller's
+    stream: whether the candidate's own kernels ran (`kernel_launch`), whether work on other streams was
+    joined back before forward returned (`side_stream`), and how the GPU time splits between its own
+    kernels and library ones (`library_share`)."""
     if ctx.device.type != "cuda":
-        return [skipped("side_stream", "needs CUDA"), skipped("kernel_launch", "needs CUDA")]
+        return [skipped("side_stream", "needs CUDA"), skipped("kernel_launch", "needs CUDA"),
+                skipped("library_share", "needs CUDA (the profiler's kernel record)")]
     from torch.profiler import ProfilerActivity, profile
 
     inputs = ctx.make_inputs(ctx.seed())
@@ -118,34 +136,35 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     sync(ctx.device)
     cand_inputs = clone_inputs(inputs)
     marker = torch.zeros(1, device=ctx.device)
+    caller = torch.cuda.current_stream(ctx.device)
     sync(ctx.device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        marker.add_(1)  # first kernel of the trace, on the caller's current stream
+        marker.add_(1)  # start marker: the first kernel of the trace, finished before the forward starts
+        caller.synchronize()
         out = run(ctx.cand, cand_inputs)
+        with torch.cuda.stream(caller):  # end marker: queued behind whatever the caller's stream now waits for
+            marker.add_(1)
         torch.cuda.synchronize(ctx.device)
     del out
-    kernels, side = _profile_kernels(prof)
+    forward = trace.split_markers(trace.stream_work(_chrome_trace(prof)))
+    kernels = [k.name for k in forward.kernels] if forward else []
     ctx.notes["kernels"] = kernels[:40]
     results = []
-    # The profiler's own op record (a second witness beside the dispatch-mode one in check_ops).
+    # The profiler's own op record: a second witness beside the dispatch-mode one in check_ops (strict only).
     condemned = _condemned(ctx)
     try:
         ops = sorted({e.name for e in prof.events() if str(getattr(e, "name", "")).startswith("aten::")
                       and aten_family(e.name) in condemned})
     except Exception:  # noqa: BLE001 — an older profiler API: the dispatch record in check_ops stands
         ops = []
-    if ops and not _declared_baseline(ctx):
-        results.append(failed("banned_ops", f"the profiler saw {', '.join(ops[:4])} — the very operator "
+    if ops and ctx.strict and not _declared_baseline(ctx):
+        results.append(failed("banned_ops", f"--strict: the profiler saw {', '.join(ops[:4])} — the very operator "
                               f"({', '.join(sorted(ctx.ref_families))}) the candidate should replace — in its forward"))
-    if side:
-        results.append(failed("side_stream", f"kernels ran on stream(s) other than the caller's current stream: {side}"))
-    elif kernels:
-        results.append(passed("side_stream", f"all {len(kernels)} kernel(s) ran on the caller's current stream"))
-    else:
-        results.append(warned("side_stream", "the profiler recorded no kernels"))
+    results.append(side_stream_outcome(forward))
+    results.append(library_share_outcome(ctx, forward))
     names = sorted(ctx.scan.kernel_names)
     if names:
-        custom = sorted({k for k in kernels if any(n in k for n in names)})
+        custom = sorted({k for k in kernels if trace.is_own_kernel(k, names)})
         if custom:
             results.append(passed("kernel_launch", f"custom kernels launched on the problem's inputs: {', '.join(custom[:6])}"))
         else:
@@ -157,8 +176,41 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     return results
 
 
-def _profile_kernels(prof: Any) -> tuple[list[str], str]:
-    """(kernel names in launch order, description of kernels on streams other than the marker's)."""
+def side_stream_outcome(forward: trace.ProfiledForward | None) -> CheckResult:
+    """Side streams are honest when joined: every piece of their work ended before the end marker, queued
+    on the caller's stream after forward returned, started."""
+    if forward is None:
+        return warned("side_stream", "the profiler recorded no kernels")
+    join = trace.side_stream_join(forward)
+    if not join.streams:
+        n = len(forward.work)
+        return passed("side_stream", f"all {n} kernel(s)/copies ran on the caller's current stream" if n else
+                      "the forward launched no GPU work")
+    if join.joined is None:
+        return warned("side_stream", f"work ran on other streams ({join.describe_streams()}) but the end marker is "
+                      "missing from the trace, so the join cannot be decided")
+    if join.joined:
+        return passed("side_stream", f"side stream(s) used and joined: {join.describe_streams()} — all ended before "
+                      "the caller's stream resumed after forward returned (wait_stream/event)")
+    late = ", ".join(sorted({trace.short_name(w.name) for w in join.late})[:3])
+    return failed("side_stream", f"work on other streams was not joined into the caller's stream: {len(join.late)} "
+                  f"op(s) ({late}) still ran up to {join.overrun_us:.1f} µs after a kernel queued on the caller's "
+                  f"stream behind the forward had started ({join.describe_streams()}) — the caller's events and "
+                  "ordering do not cover it")
+
+
+def library_share_outcome(ctx: VerifyContext, forward: trace.ProfiledForward | None) -> CheckResult:
+    """GPU time of the candidate's own kernels vs library kernels: a disclosure, never a verdict."""
+    if forward is None or not forward.kernels:
+        return warned("library_share", "the profiler recorded no kernels of the forward")
+    shares = trace.time_shares(forward.kernels, ctx.scan.kernel_names)
+    ctx.notes["library_share"] = shares.as_note()
+    text = shares.describe()
+    return passed("library_share", text) if not shares.library else warned("library_share", text)
+
+
+def _chrome_trace(prof: Any) -> dict[str, Any]:
+    """The profiler's chrome trace as a dict (empty when it cannot be exported: no trace, no claim)."""
     import json
     import os
     import tempfile
@@ -168,25 +220,12 @@ def _profile_kernels(prof: Any) -> tuple[list[str], str]:
     try:
         prof.export_chrome_trace(path)
         with open(path) as f:
-            trace = json.load(f)
-    except Exception:  # noqa: BLE001 — no trace, no claim
-        return [], ""
+            return json.load(f)
+    except Exception:  # noqa: BLE001
+        return {}
     finally:
         with contextlib.suppress(OSError):
             os.unlink(path)
-    events = sorted((ev for ev in trace.get("traceEvents", []) if ev.get("cat") == "kernel"),
-                    key=lambda ev: ev.get("ts", 0))
-    if not events:
-        return [], ""
-    main = events[0].get("args", {}).get("stream")
-    names = [ev.get("name", "?") for ev in events[1:]]
-    others: dict[Any, set[str]] = {}
-    for ev in events[1:]:
-        stream = ev.get("args", {}).get("stream")
-        if stream != main:
-            others.setdefault(stream, set()).add(ev.get("name", "?")[:60])
-    side = "; ".join(f"stream {s}: {', '.join(sorted(n)[:3])}" for s, n in others.items())
-    return names, side
 
 
 def check_timing_cross(ctx: VerifyContext, iters: int = 10) -> CheckResult:

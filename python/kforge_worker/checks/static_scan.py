@@ -7,7 +7,9 @@ string or comment never triggers one.
 
 Severity policy. Shortcut findings (calling the replaced operator, reusing the reference Model, try/except
 around a custom kernel) are only `warn`: honest kernels keep guarded fallbacks for inputs they do not
-support, so the runtime checks decide. Tampering with the harness and evasion (subprocess, exec of built
+support, and library operators are disclosed rather than condemned unless the run is --strict, so the
+runtime checks decide. So do side streams: a stream joined back into the caller's is honest, and only the
+runtime `side_stream` check (the profiler's record on a GPU host) can see whether it was. Tampering with the harness and evasion (subprocess, exec of built
 strings, names assembled from pieces, ctypes, threads, frame/gc/sys.modules access, patched torch or timer
 functions, flipped precision flags) are unambiguous and fail on their own.
 """
@@ -460,7 +462,8 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_BinOp(self, node: ast.BinOp) -> None:
         if isinstance(node.op, ast.MatMult) and "gemm" in self.condemned:
-            self.add("shortcut", "warn", node, "uses the @ operator (a PyTorch GEMM) in a GEMM problem")
+            self.add("shortcut", "warn", node, "uses the @ operator (a PyTorch GEMM) in a GEMM problem (disclosed; "
+                     "--strict fails it if it runs)")
         self.generic_visit(node)
 
     def _check_call_name(self, node: ast.AST, callee: str, imported: bool = False) -> None:
@@ -471,7 +474,8 @@ class _Scanner(ast.NodeVisitor):
         elif callee in _TAMPER_CALLS:
             self.add("tamper", "fail", node, f"calls {callee}: {_TAMPER_CALLS[callee]}")
         elif callee in _SIDE_STREAM_CALLS:
-            self.add("side_stream", "warn", node, f"calls {callee}: {_SIDE_STREAM_CALLS[callee]}")
+            self.add("side_stream", "warn", node, f"calls {callee}: {_SIDE_STREAM_CALLS[callee]} (honest if joined "
+                     "before forward returns; the runtime side_stream check decides)")
         elif callee in _SEED_CALLS:
             self.add("seed", "warn", node, f"calls {callee}: {_SEED_CALLS[callee]}")
         elif callee in _TIMER_NAMES:
@@ -532,7 +536,8 @@ class _Scanner(ast.NodeVisitor):
                 self.add("library", "warn", node, "compiles sources from files outside the candidate (load, not load_inline)")
         why = self._shortcut_reason(node)
         if why:
-            self.add("shortcut", "warn", node, f"calls {why}, the operator this problem replaces")
+            self.add("shortcut", "warn", node, f"calls {why}, the operator this problem replaces (disclosed; "
+                     "--strict fails it if it runs)")
         if isinstance(node.func, ast.Name) and node.func.id in self.reference_names:
             self.add("reference_reuse", "warn", node, f"instantiates the reference {node.func.id}")
         self.generic_visit(node)
