@@ -82,7 +82,7 @@ def main() -> int:
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     started = time.time()
-    entries = [e for e in corpus.load_manifest() if os.path.exists(os.path.join(ROOT, e["candidate"]))
+    entries = [e for e in corpus.with_strict_variants(corpus.load_manifest()) if os.path.exists(os.path.join(ROOT, e["candidate"]))
                and (not args.only or any(s in e["id"] for s in args.only.split(",")))]
     small = [e for e in entries if "test/verify/problems/" in e["problem"]]
     large = [e for e in entries if e not in small]

@@ -1,8 +1,9 @@
 """Every CPU-runnable corpus entry, each in its own worker process, must get exactly its label.
 
 The manifest (test/verify/manifest.json) names, per entry, the verdict it must get and the check that must
-fail with it; honest entries must come out `correct` with no failing check. GPU-only entries run in the
-device script (bench/verify/run_corpus.py).
+fail with it; honest entries must come out `correct` with no failing check. Entries with a `strict` block run
+a second time under --strict (`<id>@strict`) and must get that label. GPU-only entries run in the device
+script (bench/verify/run_corpus.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ corpus = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = corpus  # dataclasses look their module up there
 _spec.loader.exec_module(corpus)  # type: ignore[union-attr]
 
-ENTRIES = [e for e in corpus.load_manifest() if e["cpu"]]
+ENTRIES = [e for e in corpus.with_strict_variants(corpus.load_manifest()) if e["cpu"]]
 JOBS = int(os.environ.get("KFORGE_VERIFY_JOBS", "2"))
 
 
@@ -42,6 +43,12 @@ def test_manifest_covers_every_pattern_and_enough_honest_entries():
         assert os.path.exists(os.path.join(ROOT, e["problem"])), e["problem"]
         assert os.path.exists(os.path.join(ROOT, e["candidate"])) or e.get("optional"), e["candidate"]
         assert (e["check"] is None) == (e["expect"] == "correct"), e["id"]
+        if "strict" in e:
+            assert set(e["strict"]) == {"expect", "check"}, e["id"]
+            assert (e["strict"]["check"] is None) == (e["strict"]["expect"] == "correct"), e["id"]
+    # The policy split itself is covered: library answers that only --strict condemns, on CPU and GPU.
+    split = [e for e in entries if e["expect"] == "correct" and e.get("strict", {}).get("expect") == "cheating"]
+    assert any(e["cpu"] for e in split) and any("conv" in e["problem"] for e in split)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["id"] for e in ENTRIES])
@@ -54,3 +61,28 @@ def test_corpus_entry_gets_its_label(entry, outcomes):
         assert outcome.failing == [], f"{entry['id']}: false flag(s) {outcome.failing}: {outcome.reason}"
     else:
         assert entry["check"] in outcome.failing, f"{entry['id']}: {entry['check']} did not fail; failing {outcome.failing}"
+
+
+def _check(outcome, name):
+    return next(c for c in outcome.result["checks"] if c["name"] == name)
+
+
+def test_a_library_answer_is_disclosed_by_default_and_condemned_under_strict(outcomes):
+    """The same pure-PyTorch GEMM answer: `correct` with the GEMM named in a warning, then `cheating` under
+    --strict with the same op named as the failure."""
+    default, strict = outcomes["honest_library_gemm"], outcomes["honest_library_gemm@strict"]
+    assert default.verdict == "correct" and default.result.get("strict") is False
+    disclosed = _check(default, "banned_ops")
+    assert disclosed["outcome"] == "warn" and "aten::addmm" in disclosed["evidence"]
+    assert "disclosed" in disclosed["evidence"] and "--strict" in disclosed["evidence"]
+    assert strict.verdict == "cheating" and strict.result.get("strict") is True
+    condemned = _check(strict, "banned_ops")
+    assert condemned["outcome"] == "fail" and "aten::addmm" in condemned["evidence"]
+    assert strict.reason.startswith("banned_ops")
+
+
+def test_strict_condemns_only_the_replaced_family(outcomes):
+    """--strict condemns the replaced family only: GEMMs inside a hand-written attention stay a warning."""
+    strict = outcomes["honest_attention_decomposed@strict"]
+    assert strict.verdict == "correct"
+    assert _check(strict, "banned_ops")["outcome"] == "warn"

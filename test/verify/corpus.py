@@ -4,6 +4,11 @@ An entry passes when the verdict equals `expect` exactly and, for a non-clean en
 failed with that verdict (other checks may fail too: they are listed). Honest entries (`expect: correct`)
 must have no failing check at all. An entry with `"device": "cpu"` runs on the CPU wherever the corpus runs
 (its expectations assume the CPU, e.g. roofline ceilings given for it through `env`).
+
+`expect`/`check` are the labels under the default policy (library and PyTorch operators disclosed). An entry
+with a `strict` block ({"expect", "check"}) is run a second time with the request's `strict` option (the
+CLI's --strict), as `<id>@strict`, and must get that label: e.g. a pure-PyTorch answer to a GEMM problem is
+`correct` by default and `cheating` (banned_ops) under --strict.
 """
 
 from __future__ import annotations
@@ -25,6 +30,22 @@ MANIFEST = os.path.join(ROOT, "test", "verify", "manifest.json")
 def load_manifest(path: str = MANIFEST) -> list[dict[str, Any]]:
     with open(path) as f:
         return json.load(f)["entries"]
+
+
+def strict_variant(entry: dict[str, Any]) -> dict[str, Any]:
+    """The entry as judged under --strict, labelled by its `strict` block."""
+    spec = entry["strict"]
+    return {**entry, "id": f"{entry['id']}@strict", "expect": spec["expect"], "check": spec["check"], "mode": "strict"}
+
+
+def with_strict_variants(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every entry, each followed by its --strict variant when it has one."""
+    out: list[dict[str, Any]] = []
+    for e in entries:
+        out.append(e)
+        if "strict" in e:
+            out.append(strict_variant(e))
+    return out
 
 
 @dataclass
@@ -64,7 +85,7 @@ def worker_request(entry: dict[str, Any], device: str, cache_dir: str, timing: b
         "options": {"trials": 5, "seed": int.from_bytes(os.urandom(3), "little"), "precision": None, "device": device,
                     "timing": {"enabled": timing, "warmupIters": 5, "minIters": 40, "maxIters": 200,
                                "budgetSeconds": 4, "targetRelativeCi": 0.02},
-                    "cacheDir": cache_dir, "checks": ["all"]},
+                    "cacheDir": cache_dir, "checks": ["all"], "strict": entry.get("mode") == "strict"},
     }
 
 
@@ -115,6 +136,8 @@ def run_entry_standalone(entry: dict[str, Any], device: str = "cpu", timeout: fl
                "--candidate", os.path.join(ROOT, entry["candidate"]), "--device", device, "--out", out]
         if timing if timing is not None else entry.get("time"):
             cmd.append("--time")
+        if entry.get("mode") == "strict":
+            cmd.append("--strict")
         env = dict(os.environ)
         env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
         env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(tempfile.gettempdir(), "kforge-verify-extensions"))
@@ -159,7 +182,7 @@ if __name__ == "__main__":
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--via", choices=["worker", "standalone"], default="worker")
     args = parser.parse_args()
-    entries = [e for e in load_manifest() if (args.device != "cpu" or e["cpu"])
+    entries = [e for e in with_strict_variants(load_manifest()) if (args.device != "cpu" or e["cpu"])
                and os.path.exists(os.path.join(ROOT, e["candidate"]))
                and (not args.only or any(s in e["id"] for s in args.only.split(",")))]
     outcomes = run_all(entries, args.device, args.jobs, via=args.via)
