@@ -8,7 +8,7 @@ import { REDUCTIONS } from "../ops/reduce.ts";
 import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
 import { normDims, poolDims, reductionDims } from "../plan/rules.ts";
-import { type NameOf, pyArg, pyStatement, selfPath } from "./python-expr.ts";
+import { type NameOf, pyArg, pyScalar, pyStatement, selfPath } from "./python-expr.ts";
 
 export interface RegionCode {
   /** Functors + launcher for the .cu unit. */
@@ -153,13 +153,20 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
   const params = externals.map(nameOf);
   const header = `def _kf_${region.id}(self${params.map((p) => `, ${p}`).join("")}):`;
   const call = `self._kf_${region.id}(${params.join(", ")})`;
+  // Mode-dependent module calls (BatchNorm, Dropout) were planned for the mode captured: another mode takes
+  // the reference's ops.
+  const modeGuards = ids
+    .map((id) => view.node(id))
+    .filter((node) => node.modeDependent && node.kind === "call_module")
+    .map((node) => ` and ${selfPath(node.target)}.training is ${view.graph.modules[node.target]?.training === false ? "False" : "True"}`)
+    .join("");
   const gen = KIND_GENERATORS[region.kind];
   const body = gen(view, region, nameOf, fn, outMeta);
   const method = [
     `    ${header}`,
     `        """${summary}: one generated kernel; the reference's ops when the inputs are not what it covers."""`,
     indent(body.pyPrelude, "        "),
-    `        if ${JSON.stringify(region.id)} not in _KF_DISABLED and _kf_ready(ins, ${dtypeList(body.operands)}, ${body.rank}):`,
+    `        if ${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards} and _kf_ready(ins, ${dtypeList(body.operands)}, ${body.rank}):`,
     indent(body.pyLaunch, "            "),
     indent(fallback, "        "),
     `        return ${nameOf(region.output)}`,
@@ -451,7 +458,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
     `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, shape, _KF_NO_INTS, ${stats})`,
   );
   if (spec.runningStats)
-    launch.push(`_kf_update_running_stats(${runningStatArgs(seedFn)}, stats, _kf_numel(shape) / shape[1])`);
+    launch.push(`_kf_update_running_stats(${runningStatArgs(seed)}, stats, _kf_numel(shape) / shape[1])`);
   launch.push(spec.groups ? "return out.view(ins_shape)" : "return out");
   void inputPy;
   return {
@@ -480,13 +487,19 @@ function regionInputShapes(view: GraphView, region: Region, nameOf: NameOf): str
   return shapes.join(", ");
 }
 
-function runningStatArgs(fn: Record<string, Arg>): string {
+/** Running-statistics arguments; a module's momentum is read from the module at run time. */
+function runningStatArgs(node: GraphNode): string {
+  const fn = node.fn ?? {};
   const ref = (key: string) => {
     const arg = fn[key];
-    return arg && arg.t === "param" ? selfPath(arg.path) : "None";
+    return arg?.t === "param" ? selfPath(arg.path) : "None";
   };
   const momentum =
-    fn.momentum?.t === "const" ? (fn.momentum.pytype === "none" ? "None" : String(fn.momentum.value)) : "0.1";
+    node.kind === "call_module"
+      ? `${selfPath(node.target)}.momentum`
+      : fn.momentum?.t === "const"
+        ? pyScalar(fn.momentum)
+        : "0.1";
   return `${ref("running_mean")}, ${ref("running_var")}, ${ref("num_batches_tracked")}, ${momentum}`;
 }
 

@@ -34,10 +34,17 @@ function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict
   return null;
 }
 
+/** An in-place op on an intermediate nobody else reads (nn.ReLU(inplace=True) after a conv) means the same
+ * as its out-of-place form. */
+function inplaceIsPrivate(node: GraphNode, view: GraphView): boolean {
+  const target = node.fn?.input ?? node.args[0];
+  return target?.t === "node" && !view.isGraphInput(target.id) && view.usersOf(target.id).length === 1;
+}
+
 function common(node: GraphNode, view: GraphView): Verdict {
   if (!node.fn) return "its call could not be normalised";
   if (node.rng) return "it draws random numbers (kept in PyTorch so the RNG stream matches)";
-  if (node.inplace) return "it writes its input in place";
+  if (node.inplace && !inplaceIsPrivate(node, view)) return "it writes its input in place (a value used elsewhere)";
   const out = view.outMeta(node);
   if (!out && !(node.out.t === "tuple")) return "its output is not a tensor";
   return null;
@@ -69,7 +76,8 @@ export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
     }
     const meta = view.tensorOf(arg);
     if (!meta) return `its ${key} is not a tensor or a number`;
-    if (!FLOAT_DTYPES.has(meta.dtype)) return `${meta.dtype} operand ${key}`;
+    if (!FLOAT_DTYPES.has(meta.dtype) && !(meta.dtype === "bool" && arg.t === "node"))
+      return `${meta.dtype} operand ${key}`;
     if (meta.shape.length > MAX_RANK) return `operand rank ${meta.shape.length} > ${MAX_RANK}`;
   }
   const expr = spec.emit(
