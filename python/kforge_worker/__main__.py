@@ -21,6 +21,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--request", metavar="FILE", help="read the EvalRequest from FILE instead of stdin")
     parser.add_argument("--capture", metavar="PROBLEM", help="capture PROBLEM's forward as a Graph JSON (graph.ts)")
     parser.add_argument("--out", metavar="FILE", help="with --capture: write the Graph to FILE instead of stdout")
+    parser.add_argument("--bench-optimize", metavar="FILE",
+                        help="time eager / torch.compile / ModelNew and each fused region (OptimizeBenchRequest in FILE)")
     return parser.parse_args(argv)
 
 
@@ -55,6 +57,10 @@ def main(argv: list[str]) -> int:
     args = _parse_args(argv)
     if args.capture:
         return _capture(args.capture, args.out)
+    if args.bench_optimize:
+        from .optimize_bench import main as bench_main
+
+        return bench_main(args.bench_optimize)
     channel = open_private_channel()
     if args.probe:
         from .probe import probe
