@@ -1,0 +1,189 @@
+// Golden tests of the rule table and planner on hand-built graphs: what each rule must and must not take.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
+import { GraphView } from "../src/optimize/plan/graph-view.ts";
+import { planGraph, regionNodes } from "../src/optimize/plan/planner.ts";
+import { pointwiseVerdict, SEED_RULES } from "../src/optimize/plan/rules.ts";
+
+const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
+function contiguous(shape: number[]): number[] {
+  const stride = shape.map(() => 1);
+  for (let i = shape.length - 2; i >= 0; i--) stride[i] = (stride[i + 1] ?? 1) * (shape[i + 1] ?? 1);
+  return stride;
+}
+const ref = (id: string): Arg => ({ t: "node", id });
+const param = (path: string): Arg => ({ t: "param", path });
+const num = (value: number, attr?: string): Arg => ({
+  t: "const",
+  pytype: Number.isInteger(value) ? "int" : "float",
+  value,
+  ...(attr ? { attr } : {}),
+});
+const none: Arg = { t: "const", pytype: "none", value: null };
+const bool = (value: boolean): Arg => ({ t: "const", pytype: "bool", value });
+const ints = (...values: number[]): Arg => ({ t: "list", kind: "list", items: values.map((v) => num(v)) });
+
+function node(id: string, op: string, fn: Record<string, Arg>, shape: number[], extra: Partial<GraphNode> = {}): GraphNode {
+  return {
+    id,
+    kind: "call_function",
+    target: `torch.${op}`,
+    args: Object.values(fn).filter((a) => a.t === "node"),
+    kwargs: {},
+    op,
+    fn,
+    out: { t: "tensor", meta: f32(shape) },
+    modeDependent: false,
+    rng: false,
+    inplace: false,
+    ...extra,
+  };
+}
+
+function graph(nodes: GraphNode[], output: string, params: Record<string, number[]> = {}): Graph {
+  return {
+    captured: "fx",
+    failure: null,
+    torchVersion: "test",
+    inputs: [{ name: "x", meta: f32([8, 16, 32, 32]), value: null }],
+    nodes,
+    output: ref(output),
+    params: Object.fromEntries(
+      Object.entries(params).map(([path, shape]) => [path, { kind: "parameter" as const, meta: f32(shape), requiresGrad: true }]),
+    ),
+    modules: {},
+    scalarAttrs: {},
+    source: { prelude: "", init: "", forward: "", methods: [], signature: "self, x" },
+  };
+}
+
+const X = [8, 16, 32, 32];
+
+test("a conv's pointwise epilogue (relu, + per-channel bias, * attribute scale) is one region", () => {
+  const g = graph(
+    [
+      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight") }, X, { kind: "call_module", target: "conv" }),
+      node("relu", "relu", { input: ref("conv") }, X),
+      node("add", "add", { input: ref("relu"), other: param("bias"), alpha: num(1) }, X),
+      node("mul", "mul", { input: ref("add"), other: num(2.5, "scale") }, X),
+    ],
+    "mul",
+    { "conv.weight": [16, 16, 3, 3], bias: [16, 1, 1] },
+  );
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1);
+  assert.deepEqual(regionNodes(plan.regions[0]!), ["relu", "add", "mul"]);
+  assert.equal(plan.regions[0]?.output, "mul");
+});
+
+test("a value used outside the chain ends the region there (single output)", () => {
+  const g = graph(
+    [
+      node("a", "sigmoid", { input: ref("x") }, X),
+      node("b", "mul", { input: ref("a"), other: num(2) }, X),
+      node("c", "add", { input: ref("b"), other: ref("a") }, X),
+      node("d", "matmul", { input: ref("a"), other: ref("c") }, X),
+    ],
+    "d",
+  );
+  const plan = planGraph(g);
+  const sets = plan.regions.map((r) => regionNodes(r));
+  assert.deepEqual(sets, [["a"], ["b", "c"]]);
+});
+
+test("softmax takes its pointwise prologue; a pointwise tail after it becomes its epilogue", () => {
+  const g = graph(
+    [
+      node("s", "mul", { input: ref("x"), other: num(0.125) }, X),
+      node("sm", "softmax", { input: ref("s"), dim: num(1) }, X),
+      node("g", "gelu", { input: ref("sm"), approximate: { t: "const", pytype: "str", value: "none" } }, X),
+    ],
+    "g",
+  );
+  const [region, ...rest] = planGraph(g).regions;
+  assert.equal(rest.length, 0);
+  assert.equal(region?.kind, "normalize");
+  assert.deepEqual(region?.prologue, ["s"]);
+  assert.deepEqual(region?.epilogue, ["g"]);
+});
+
+test("a reduction's epilogue takes scalars only: a tensor operand after it is its own region", () => {
+  const reduced = [8, 16];
+  const g = graph(
+    [
+      node("m", "mean", { input: ref("x"), dim: ints(2, 3), keepdim: bool(false), dtype: none }, reduced),
+      node("t", "mul", { input: ref("m"), other: num(3) }, reduced),
+      node("u", "add", { input: ref("t"), other: param("b") }, reduced),
+    ],
+    "u",
+    { b: [16] },
+  );
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 2);
+  assert.equal(plan.regions[0]?.kind, "reduce");
+  assert.deepEqual(plan.regions[1]?.epilogue, ["t", "u"]);
+});
+
+test("dropout in training draws random numbers and is never fused", () => {
+  const drop = node("d", "dropout", { input: ref("x"), p: num(0.2), training: bool(true), inplace: bool(false) }, X, {
+    rng: true,
+  });
+  const view = new GraphView(graph([drop], "d"));
+  assert.match(pointwiseVerdict(drop, view) ?? "", /random/);
+});
+
+test("non-float inputs, unknown gelu modes and batch norm in eval mode are left to PyTorch", () => {
+  const intNode = node("i", "relu", { input: ref("x") }, X);
+  const g = graph([intNode], "i");
+  g.inputs[0] = { name: "x", meta: { shape: X, dtype: "int64", stride: contiguous(X) }, value: null };
+  assert.match(pointwiseVerdict(intNode, new GraphView(g)) ?? "", /int64/);
+
+  const gelu = node("g", "gelu", { input: ref("x"), approximate: { t: "const", pytype: "str", value: "erfc" } }, X);
+  assert.match(pointwiseVerdict(gelu, new GraphView(graph([gelu], "g"))) ?? "", /no kernel form/);
+
+  const bn = node(
+    "bn",
+    "batch_norm",
+    {
+      input: ref("x"),
+      running_mean: param("bn.running_mean"),
+      running_var: param("bn.running_var"),
+      weight: param("bn.weight"),
+      bias: param("bn.bias"),
+      training: bool(false),
+      momentum: num(0.1),
+      eps: num(1e-5),
+    },
+    X,
+  );
+  const bnGraph = graph([bn], "bn", { "bn.running_mean": [16], "bn.running_var": [16], "bn.weight": [16], "bn.bias": [16] });
+  const rule = SEED_RULES.find((r) => r.name === "normalize");
+  assert.ok(rule?.accepts(bn, new GraphView(bnGraph)));
+  bn.fn = { ...bn.fn, training: bool(true) };
+  assert.equal(rule?.accepts(bn, new GraphView(bnGraph)), null);
+});
+
+test("layer norm over the trailing dims seeds a normalisation; a mismatched normalized_shape does not", () => {
+  const ln = node(
+    "ln",
+    "layer_norm",
+    { input: ref("x"), normalized_shape: ints(32, 32), weight: param("w"), bias: param("b"), eps: num(1e-5) },
+    X,
+  );
+  const g = graph([ln], "ln", { w: [32, 32], b: [32, 32] });
+  const rule = SEED_RULES.find((r) => r.name === "normalize");
+  assert.equal(rule?.accepts(ln, new GraphView(g)), null);
+  ln.fn = { ...ln.fn, normalized_shape: ints(16, 32) };
+  assert.notEqual(rule?.accepts(ln, new GraphView(g)), null);
+});
+
+test("a boolean mask read from outside a region keeps that region in PyTorch", () => {
+  const cmp = node("c", "gt", { input: ref("x"), other: num(0) }, X);
+  cmp.out = { t: "tensor", meta: { shape: X, dtype: "bool", stride: contiguous(X) } };
+  const w = node("w", "where", { condition: ref("c"), input: ref("x"), other: num(0) }, X);
+  const other = node("o", "logical_not", { input: ref("c") }, X);
+  const plan = planGraph(graph([cmp, w, other], "w"));
+  assert.equal(plan.regions.length, 0);
+  assert.ok(plan.kept.some((k) => k.node === "w" && /boolean/.test(k.reason)));
+});
