@@ -125,6 +125,17 @@ inline int kf_sm_count() {
   return cached[dev];
 }
 
+// Resident blocks per SM of a kernel (callers cache it per instantiation; 1 if the query fails).
+template <typename Kernel>
+inline int kf_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem) != cudaSuccess || blocks < 1) {
+    (void)cudaGetLastError();  // a failed query must not surface as the launch's error
+    return 1;
+  }
+  return blocks;
+}
+
 // Smallest element size of a type pack: the vector width of a launch is 16 bytes of its narrowest operand.
 template <typename... T>
 constexpr size_t kf_min_size() {

@@ -208,17 +208,6 @@ inline int kf_ew_vector_width(const KfEwPlan& plan, const KfTensorRef* in, const
   return vec;
 }
 
-// Resident blocks per SM of a kernel (cached per instantiation; 1 if the query fails).
-template <typename Kernel>
-inline int kf_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
-  int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem) != cudaSuccess || blocks < 1) {
-    (void)cudaGetLastError();  // a failed query must not surface as the launch's error
-    return 1;
-  }
-  return blocks;
-}
-
 template <class F, int kVec, typename IdxT, typename TOut, typename... TIn>
 cudaError_t kf_ew_run(const KfEwPlan& plan, void* out, const KfTensorRef* in, const KfScalars& sc,
                       cudaStream_t stream) {

@@ -1,0 +1,744 @@
+// kf_reduce.cuh — a reduction of a generated pointwise prologue over any set of dims, with a generated
+// epilogue: out[kept] = Epi(Acc over the reduced dims of Pro(in[...] at each element)).
+//
+// ---------------------------------------------------------------------------------------------- contract
+// Functors (generated; all math fp32):
+//   struct Pro { static constexpr int kIn = N;     // 1 <= N <= 8
+//                __device__ float operator()(const float (&x)[kIn], const KfScalars& sc) const; };
+//   struct Epi { __device__ float operator()(const KfAccResult& r, const KfScalars& sc) const; };
+// Accumulators (provided here), what they leave in KfAccResult {value, m2, index, count}:
+//   KfAccSum, KfAccProd        value = sum / product (empty: 0 / 1)
+//   KfAccMax, KfAccMin         value = max / min, NaN if any element is NaN (empty: -inf / +inf)
+//   KfAccArgMax, KfAccArgMin   value = max / min, index = flat index of its first occurrence (a NaN counts as
+//                              the extreme: the first NaN wins), row-major over the reduced dims in shape
+//                              order (for one reduced dim: torch's argmax index)
+//   KfAccLogSumExp             value = log(sum exp(x)) from an online max and a rescaled sum (all -inf: -inf;
+//                              +inf present: +inf; NaN present: NaN)
+//   KfAccWelford               value = mean, m2 = sum (x - mean)^2 (Welford per thread, Chan's merge)
+//   count = number of reduced elements, always (as float).
+//
+//   size_t kf_reduce_workspace_bytes<Acc>(shape, reduce_mask)
+//   cudaError_t kf_launch_reduce<Pro, Acc, Epi, TOut, TIn...>(shape, reduce_mask, out, in, sc, workspace,
+//                                                             workspace_bytes, stream)
+//   shape        iteration shape, 0 <= ndim <= KF_MAX_DIMS.
+//   reduce_mask  bit d set: dim d is reduced (bits >= ndim must be clear). No bit: Epi of each element.
+//   out          TOut elements, contiguous over the kept dims in their shape order (keepdim is a reshape).
+//                TOut = int64_t only with KfAccArgMax/ArgMin, and then out = r.index (Epi unused);
+//                otherwise float / __half / __nv_bfloat16 and out = Epi(r, sc).
+//   in[k]        k < Pro::kIn: element strides per dim of `shape` (0 = broadcast, any non-negative layout),
+//                element type TIn[k] (float, __half, __nv_bfloat16).
+//   workspace    device memory for the partials of a reduction split across blocks, 16-byte aligned, contents
+//                ignored; kf_reduce_workspace_bytes says how much the launcher may use (0: never splits). It
+//                depends on the shape and mask only, not on the device. Less (or null) is still correct: the
+//                split is narrowed to what fits, down to no split.
+//   Returns cudaGetLastError() after the last launch; cudaSuccess without a launch when the output is empty;
+//   cudaErrorInvalidValue for a bad ndim, size or mask. An empty reduction (a reduced dim of size 0) writes
+//   Epi of the empty accumulator (sum 0, prod 1, count 0).
+//   Deterministic: fixed assignment of elements to threads, fixed merge trees, no atomics.
+//
+// ---------------------------------------------------------------------------------------------- geometry
+// The host canonicalises the iteration space: size-1 dims dropped; dims ordered by the memory layout of the
+// operand with the most non-broadcast dims (so a transposed input is still read along its contiguous dim);
+// neighbours of the same kind (kept/kept or reduced/reduced) merged where every operand's strides — and the
+// output / flat-index multipliers — chain. Then, by the kind of the innermost dim:
+//  - rows (innermost dim reduced): a group of 1..256 threads per output row, sized so each thread gets ~4
+//    vectors (many short rows share a warp, long rows get a block); coordinates along the reduction come from
+//    peeling the vector index, so BatchNorm's [N, C, HW] reducing N and HW is a row reduction of C rows.
+//    When the rows are too few to fill the GPU, each row's range is split over gridDim.y blocks.
+//  - columns (innermost dim kept: sum over dim 1 of NCHW): bx threads along the contiguous kept dim (warps
+//    read whole 512-byte segments) x by threads along the reduction, combined by a shared-memory tree;
+//    split over gridDim.y blocks when the columns are too few.
+// 16-byte vector loads along the innermost dim when its length and every operand's alignment allow; a split
+// reduction writes Acc states to the workspace ([split][output]) and a finalize kernel merges them in a fixed
+// order, a warp (or less) per output.
+#pragma once
+#include <math.h>
+#include "kf_common.cuh"
+
+#define KF_RED_THREADS 256
+#define KF_RED_MAX_IN 8
+#define KF_RED_MAX_SPLITS 1024
+#define KF_RED_MAX_PARTIALS (1 << 19)  // workspace entries (splits x outputs) at most
+
+struct KfAccResult {
+  float value;
+  float m2;
+  int64_t index;
+  float count;
+};
+
+// ---------------------------------------------------------------------------------------------- accumulators
+// Each policy: State (trivially copyable), init(), push(state, x, flat_index) for one element, merge(a, b)
+// for two partial states, shfl_xor (a warp butterfly step), result(). kIndexed: push needs the flat index.
+
+struct KfAccSum {
+  struct State { float v; };
+  static constexpr bool kIndexed = false;
+  static __device__ __forceinline__ State init() { return {0.f}; }
+  static __device__ __forceinline__ void push(State& a, float x, int64_t) { a.v += x; }
+  static __device__ __forceinline__ void merge(State& a, const State& b) { a.v += b.v; }
+  static __device__ __forceinline__ State shfl_xor(const State& a, int m) { return {__shfl_xor_sync(0xffffffffu, a.v, m)}; }
+  static __device__ __forceinline__ KfAccResult result(const State& a, float n) { return {a.v, 0.f, 0, n}; }
+};
+
+struct KfAccProd {
+  struct State { float v; };
+  static constexpr bool kIndexed = false;
+  static __device__ __forceinline__ State init() { return {1.f}; }
+  static __device__ __forceinline__ void push(State& a, float x, int64_t) { a.v *= x; }
+  static __device__ __forceinline__ void merge(State& a, const State& b) { a.v *= b.v; }
+  static __device__ __forceinline__ State shfl_xor(const State& a, int m) { return {__shfl_xor_sync(0xffffffffu, a.v, m)}; }
+  static __device__ __forceinline__ KfAccResult result(const State& a, float n) { return {a.v, 0.f, 0, n}; }
+};
+
+// max / min that propagate NaN as torch does: once a NaN is taken it stays (nothing compares above it).
+template <bool kMax>
+struct KfAccExtreme {
+  struct State { float v; };
+  static constexpr bool kIndexed = false;
+  static __device__ __forceinline__ bool takes(float a, float b) { return (kMax ? b > a : b < a) || b != b; }
+  static __device__ __forceinline__ State init() { return {kMax ? -INFINITY : INFINITY}; }
+  static __device__ __forceinline__ void push(State& a, float x, int64_t) { a.v = takes(a.v, x) ? x : a.v; }
+  static __device__ __forceinline__ void merge(State& a, const State& b) { a.v = takes(a.v, b.v) ? b.v : a.v; }
+  static __device__ __forceinline__ State shfl_xor(const State& a, int m) { return {__shfl_xor_sync(0xffffffffu, a.v, m)}; }
+  static __device__ __forceinline__ KfAccResult result(const State& a, float n) { return {a.v, 0.f, 0, n}; }
+};
+struct KfAccMax : KfAccExtreme<true> {};
+struct KfAccMin : KfAccExtreme<false> {};
+
+// argmax / argmin: the extreme with the smallest flat index, a NaN beating any number. The rule compares
+// indices, so it gives torch's "first occurrence" whatever order elements and partials are combined in.
+template <bool kMax>
+struct KfAccArgExtreme {
+  struct State { float v; int64_t i; };
+  static constexpr bool kIndexed = true;
+  static __device__ __forceinline__ bool takes(float av, int64_t ai, float bv, int64_t bi) {
+    const bool a_nan = av != av, b_nan = bv != bv;
+    if (a_nan || b_nan) return b_nan && (!a_nan || bi < ai);
+    return (kMax ? bv > av : bv < av) || (bv == av && bi < ai);
+  }
+  static __device__ __forceinline__ State init() { return {kMax ? -INFINITY : INFINITY, INT64_MAX}; }
+  static __device__ __forceinline__ void push(State& a, float x, int64_t i) {
+    if (takes(a.v, a.i, x, i)) a = {x, i};
+  }
+  static __device__ __forceinline__ void merge(State& a, const State& b) {
+    if (takes(a.v, a.i, b.v, b.i)) a = b;
+  }
+  static __device__ __forceinline__ State shfl_xor(const State& a, int m) {
+    return {__shfl_xor_sync(0xffffffffu, a.v, m), static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(a.i), m))};
+  }
+  static __device__ __forceinline__ KfAccResult result(const State& a, float n) { return {a.v, 0.f, a.i, n}; }
+};
+struct KfAccArgMax : KfAccArgExtreme<true> {};
+struct KfAccArgMin : KfAccArgExtreme<false> {};
+
+// log(sum exp(x)) kept as (m, s) = (running max, sum of exp(x - m)): one exp per element, rescaling only when
+// the max moves. Non-finite maxima are settled without exp: -inf (nothing but -inf yet) leaves s alone, +inf
+// makes the result +inf, NaN makes it NaN.
+struct KfAccLogSumExp {
+  struct State { float m; float s; };
+  static constexpr bool kIndexed = false;
+  static __device__ __forceinline__ State init() { return {-INFINITY, 0.f}; }
+  static __device__ __forceinline__ void combine(State& a, float mb, float sb) {
+    if (a.m != a.m || mb != mb) { a.m = NAN; a.s = 1.f; return; }
+    const float m = fmaxf(a.m, mb);
+    if (m == -INFINITY) { a.s += sb; return; }
+    if (m == INFINITY) { a.m = m; a.s = 1.f; return; }
+    if (mb > a.m) {
+      a.s = a.s * expf(a.m - mb) + sb;
+      a.m = mb;
+    } else {
+      a.s += sb * expf(mb - a.m);
+    }
+  }
+  static __device__ __forceinline__ void push(State& a, float x, int64_t) { combine(a, x, 1.f); }
+  static __device__ __forceinline__ void merge(State& a, const State& b) { combine(a, b.m, b.s); }
+  static __device__ __forceinline__ State shfl_xor(const State& a, int m) {
+    return {__shfl_xor_sync(0xffffffffu, a.m, m), __shfl_xor_sync(0xffffffffu, a.s, m)};
+  }
+  static __device__ __forceinline__ KfAccResult result(const State& a, float n) {
+    return {a.m == -INFINITY ? -INFINITY : a.m + logf(a.s), 0.f, 0, n};
+  }
+};
+
+// Mean and M2 = sum (x - mean)^2: Welford's update per element (no cancellation of a sum of squares), Chan's
+// formula to merge partials of counts na, nb: delta = mean_b - mean_a, M2 = M2a + M2b + delta^2 na nb / n.
+struct KfAccWelford {
+  struct State { float mean; float m2; float n; };
+  static constexpr bool kIndexed = false;
+  static __device__ __forceinline__ State init() { return {0.f, 0.f, 0.f}; }
+  static __device__ __forceinline__ void push(State& a, float x, int64_t) {
+    a.n += 1.f;
+    const float d = x - a.mean;
+    a.mean += d / a.n;
+    a.m2 += d * (x - a.mean);
+  }
+  static __device__ __forceinline__ void merge(State& a, const State& b) {
+    if (b.n == 0.f) return;
+    if (a.n == 0.f) { a = b; return; }
+    const float n = a.n + b.n;
+    const float d = b.mean - a.mean;
+    const float wb = b.n / n;
+    a.mean += d * wb;
+    a.m2 += b.m2 + d * d * a.n * wb;
+    a.n = n;
+  }
+  static __device__ __forceinline__ State shfl_xor(const State& a, int m) {
+    return {__shfl_xor_sync(0xffffffffu, a.mean, m), __shfl_xor_sync(0xffffffffu, a.m2, m),
+            __shfl_xor_sync(0xffffffffu, a.n, m)};
+  }
+  static __device__ __forceinline__ KfAccResult result(const State& a, float n) { return {a.mean, a.m2, 0, n}; }
+};
+
+// ---------------------------------------------------------------------------------------------- parameters
+
+// The canonical iteration space narrowed to IdxT. Kept dims (K) and reduced dims (R), innermost first; the
+// vectorised dim (R[0] on the row path, K[0] on the column path) is counted in vectors.
+template <int N, typename IdxT>
+struct KfRedParams {
+  const void* in[N];
+  void* out;
+  void* ws;
+  int nk, nr;
+  IdxT ksize[KF_MAX_DIMS];
+  KfIdxDiv<IdxT> kdiv[KF_MAX_DIMS];
+  IdxT kstride[N][KF_MAX_DIMS];
+  IdxT kout[KF_MAX_DIMS];       // output element step per kept dim
+  IdxT rsize[KF_MAX_DIMS];
+  KfIdxDiv<IdxT> rdiv[KF_MAX_DIMS];
+  IdxT rstride[N][KF_MAX_DIMS];
+  int64_t rflat[KF_MAX_DIMS];   // flat reduced-index step per reduced dim (argmax/argmin)
+  uint32_t bcast_mask;          // bit k: operand k is broadcast along the vectorised dim
+  int64_t num_out;              // output elements
+  IdxT rows;                    // row path: output rows; column path: column tiles
+  IdxT extent;                  // reduction length per output: vectors (row path) or steps (column path)
+  IdxT chunk;                   // extent per split (gridDim.y splits)
+  int group_log2;               // row path: log2 threads per row; column path: log2 bx
+  IdxT cols;                    // column path: vector columns of the kept inner dim per outer index
+  IdxT col_tiles;               // column path: tiles of bx columns per outer index
+  KfIdxDiv<IdxT> col_tiles_div;
+  int64_t inner_flat;           // row path: flat-index step of one element along the vectorised dim
+  int64_t out_inner;            // column path: output step of one element along the vectorised dim
+  float count;                  // reduced elements per output
+};
+
+// ---------------------------------------------------------------------------------------------- device
+
+// Adds the coordinates of linear index `idx` over n dims (innermost first; the outermost takes what is left,
+// undivided) to each operand's offset and, when kExtra, to `extra` with its own per-dim multipliers.
+template <bool kExtra, int N, typename IdxT, typename ExtraT>
+__device__ __forceinline__ void kf_red_peel(IdxT idx, int n, const IdxT (&size)[KF_MAX_DIMS],
+                                            const KfIdxDiv<IdxT> (&div)[KF_MAX_DIMS],
+                                            const IdxT (&stride)[N][KF_MAX_DIMS], const ExtraT (&mult)[KF_MAX_DIMS],
+                                            IdxT (&off)[N], ExtraT& extra) {
+#pragma unroll
+  for (int d = 0; d < KF_MAX_DIMS; ++d) {
+    if (d == n) break;
+    IdxT c = idx;
+    if (d + 1 < n) {
+      const IdxT q = div[d].div(idx);
+      c = idx - q * size[d];
+      idx = q;
+    }
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] += c * stride[k][d];
+    if (kExtra) extra += ExtraT(c) * mult[d];
+  }
+}
+
+template <int kVec, typename... TIn, typename IdxT, int N, size_t... K>
+__device__ __forceinline__ void kf_red_load(const KfRedParams<N, IdxT>& p, const IdxT (&off)[N], float (&v)[N][kVec],
+                                            std::index_sequence<K...>) {
+  (kf_load_vec<TIn, kVec>(p.in[K], off[K], (p.bcast_mask >> K) & 1u, v[K]), ...);
+}
+
+template <class Pro, int kVec, int N>
+__device__ __forceinline__ float kf_red_prologue(const Pro& pro, const float (&v)[N][kVec], int j, const KfScalars& sc) {
+  float x[N];
+#pragma unroll
+  for (int k = 0; k < N; ++k) x[k] = v[k][j];
+  return pro(x, sc);
+}
+
+// The final value of one output: Epi of the result, or the index for an int64 (argmax/argmin) output.
+template <class Acc, class Epi, typename TOut>
+__device__ __forceinline__ void kf_red_store(void* out, int64_t off, const typename Acc::State& st, float count,
+                                             const KfScalars& sc) {
+  const KfAccResult r = Acc::result(st, count);
+  if constexpr (std::is_same<TOut, int64_t>::value) {
+    static_cast<int64_t*>(out)[off] = r.index;
+  } else {
+    kf_store<TOut>(out, off, Epi{}(r, sc));
+  }
+}
+
+// A finished partial or final state: the workspace slot [split][output] when the reduction is split.
+template <class Acc, class Epi, typename TOut, typename P>
+__device__ __forceinline__ void kf_red_emit(const P& p, const typename Acc::State& st, int64_t out_off,
+                                            const KfScalars& sc) {
+  if (gridDim.y > 1) {
+    static_cast<typename Acc::State*>(p.ws)[int64_t(blockIdx.y) * p.num_out + out_off] = st;
+  } else {
+    kf_red_store<Acc, Epi, TOut>(p.out, out_off, st, p.count, sc);
+  }
+}
+
+// Vectors (row path) or steps (column path) whose loads a thread has in flight together: 64 bytes per
+// thread for one fp32 input; fewer with more inputs, and with 64-bit indices (their offsets cost registers).
+template <int N, typename IdxT>
+__host__ __device__ constexpr int kf_red_unroll() {
+  return (N == 1 ? 4 : (N == 2 ? 2 : 1)) / (sizeof(IdxT) == 8 && N <= 2 ? 2 : 1);
+}
+
+template <typename P>
+__device__ __forceinline__ auto kf_red_min(P a, P b) { return a < b ? a : b; }
+
+// Row path: groups of 2^group_log2 threads, one output row each; split s = blockIdx.y covers vectors
+// [s * chunk, (s + 1) * chunk) of every row.
+template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(KF_RED_THREADS)
+    kf_reduce_rows_kernel(const KfRedParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
+  constexpr int N = sizeof...(TIn);
+  constexpr int kUnroll = kf_red_unroll<N, IdxT>();
+  using State = typename Acc::State;
+  __shared__ State warp_state[KF_RED_THREADS / 32];
+  const Pro pro{};
+  const int tpr = 1 << p.group_log2;
+  const int lane = threadIdx.x & (tpr - 1);
+  const int rows_per_block = KF_RED_THREADS >> p.group_log2;
+  const IdxT v_begin = IdxT(blockIdx.y) * p.chunk;
+  const IdxT v_end = kf_red_min<IdxT>(p.extent, v_begin + p.chunk);
+
+  for (IdxT row0 = IdxT(blockIdx.x) * rows_per_block; row0 < p.rows; row0 += IdxT(gridDim.x) * rows_per_block) {
+    const IdxT row = row0 + IdxT(threadIdx.x >> p.group_log2);
+    State st = Acc::init();
+    IdxT out_off = 0;
+    if (row < p.rows) {
+      IdxT base[N];
+#pragma unroll
+      for (int k = 0; k < N; ++k) base[k] = 0;
+      kf_red_peel<true>(row, p.nk, p.ksize, p.kdiv, p.kstride, p.kout, base, out_off);
+      for (IdxT v = v_begin + lane; v < v_end; v += IdxT(tpr) * kUnroll) {
+        float x[kUnroll][N][kVec];
+        int64_t flat[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const IdxT vu = v + IdxT(u * tpr);
+          flat[u] = 0;
+          if (vu < v_end) {
+            IdxT off[N];
+#pragma unroll
+            for (int k = 0; k < N; ++k) off[k] = base[k];
+            kf_red_peel<Acc::kIndexed>(vu, p.nr, p.rsize, p.rdiv, p.rstride, p.rflat, off, flat[u]);
+            kf_red_load<kVec, TIn...>(p, off, x[u], std::index_sequence_for<TIn...>{});
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (v + IdxT(u * tpr) < v_end) {
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) Acc::push(st, kf_red_prologue<Pro>(pro, x[u], j, sc), flat[u] + j * p.inner_flat);
+          }
+        }
+      }
+    }
+    // The row's threads combine: lanes by butterfly shuffles (inactive rows carry the identity), then the
+    // row's warps through shared memory in warp order.
+    const int width = tpr < 32 ? tpr : 32;
+    for (int m = width >> 1; m > 0; m >>= 1) Acc::merge(st, Acc::shfl_xor(st, m));
+    if (tpr > 32) {
+      __syncthreads();  // the previous row's readers are done with warp_state
+      if ((threadIdx.x & 31) == 0) warp_state[threadIdx.x >> 5] = st;
+      __syncthreads();
+      if (lane == 0)
+        for (int w = 1; w < (tpr >> 5); ++w) Acc::merge(st, warp_state[(threadIdx.x >> 5) + w]);
+    }
+    if (lane == 0 && row < p.rows) kf_red_emit<Acc, Epi, TOut>(p, st, int64_t(out_off), sc);
+  }
+}
+
+// Column path: a tile is bx consecutive vector columns of the kept inner dim at one outer index; thread (tx, ty)
+// accumulates its column over steps ty, ty + by, ... of split blockIdx.y's range; a shared-memory tree over ty.
+template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(KF_RED_THREADS)
+    kf_reduce_cols_kernel(const KfRedParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
+  constexpr int N = sizeof...(TIn);
+  constexpr int kUnroll = kf_red_unroll<N, IdxT>();
+  using State = typename Acc::State;
+  __shared__ State part[kVec][KF_RED_THREADS];  // [j][thread]: consecutive threads hit consecutive words
+  const Pro pro{};
+  const int bx = 1 << p.group_log2;
+  const int by = KF_RED_THREADS >> p.group_log2;
+  const int tx = threadIdx.x & (bx - 1);
+  const int ty = threadIdx.x >> p.group_log2;
+  const IdxT r_begin = IdxT(blockIdx.y) * p.chunk;
+  const IdxT r_end = kf_red_min<IdxT>(p.extent, r_begin + p.chunk);
+
+  for (IdxT tile = blockIdx.x; tile < p.rows; tile += gridDim.x) {
+    const IdxT outer = p.col_tiles_div.div(tile);
+    const IdxT col = (tile - outer * p.col_tiles) * IdxT(bx) + IdxT(tx);
+    const bool active = col < p.cols;
+    State st[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) st[j] = Acc::init();
+    IdxT out_off = 0;
+    if (active) {
+      IdxT base[N];
+#pragma unroll
+      for (int k = 0; k < N; ++k) base[k] = 0;
+      kf_red_peel<true>(outer * p.cols + col, p.nk, p.ksize, p.kdiv, p.kstride, p.kout, base, out_off);
+      for (IdxT r = r_begin + ty; r < r_end; r += IdxT(by) * kUnroll) {
+        float x[kUnroll][N][kVec];
+        int64_t flat[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const IdxT ru = r + IdxT(u * by);
+          flat[u] = 0;
+          if (ru < r_end) {
+            IdxT off[N];
+#pragma unroll
+            for (int k = 0; k < N; ++k) off[k] = base[k];
+            kf_red_peel<Acc::kIndexed>(ru, p.nr, p.rsize, p.rdiv, p.rstride, p.rflat, off, flat[u]);
+            kf_red_load<kVec, TIn...>(p, off, x[u], std::index_sequence_for<TIn...>{});
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (r + IdxT(u * by) < r_end) {
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) Acc::push(st[j], kf_red_prologue<Pro>(pro, x[u], j, sc), flat[u]);
+          }
+        }
+      }
+    }
+    __syncthreads();  // the previous tile's tree is done with `part`
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) part[j][threadIdx.x] = st[j];
+    __syncthreads();
+    for (int half = by >> 1; half > 0; half >>= 1) {
+      if (ty < half) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          Acc::merge(st[j], part[j][threadIdx.x + half * bx]);
+          part[j][threadIdx.x] = st[j];
+        }
+      }
+      __syncthreads();
+    }
+    if (ty == 0 && active) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) kf_red_emit<Acc, Epi, TOut>(p, st[j], int64_t(out_off) + j * p.out_inner, sc);
+    }
+  }
+}
+
+// Merges the `splits` partial states of each output (a group of 2^group_log2 <= 32 lanes per output, lane
+// order fixed) and stores the final value. splits == 0 writes the empty reduction.
+template <class Acc, class Epi, typename TOut>
+__global__ void __launch_bounds__(KF_RED_THREADS)
+    kf_reduce_finalize_kernel(const typename Acc::State* ws, int splits, int64_t num_out, void* out, int group_log2,
+                              float count, const KfScalars sc) {
+  using State = typename Acc::State;
+  const int g = 1 << group_log2;
+  const int lane = threadIdx.x & (g - 1);
+  const int per_block = KF_RED_THREADS >> group_log2;
+  for (int64_t o0 = int64_t(blockIdx.x) * per_block; o0 < num_out; o0 += int64_t(gridDim.x) * per_block) {
+    const int64_t o = o0 + (threadIdx.x >> group_log2);
+    State st = Acc::init();
+    if (o < num_out)
+      for (int s = lane; s < splits; s += g) Acc::merge(st, ws[int64_t(s) * num_out + o]);
+    for (int m = g >> 1; m > 0; m >>= 1) Acc::merge(st, Acc::shfl_xor(st, m));
+    if (lane == 0 && o < num_out) kf_red_store<Acc, Epi, TOut>(out, o, st, count, sc);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- host
+
+// The canonical iteration space (int64, innermost first) before it is narrowed to an index type.
+struct KfRedPlan {
+  int nk, nr;
+  int64_t ksize[KF_MAX_DIMS], kstride[KF_RED_MAX_IN][KF_MAX_DIMS], kout[KF_MAX_DIMS];
+  int64_t rsize[KF_MAX_DIMS], rstride[KF_RED_MAX_IN][KF_MAX_DIMS], rflat[KF_MAX_DIMS];
+  bool rows;  // innermost dim reduced: row path; else column path
+};
+
+// Output and reduced element counts of a shape and mask; false when malformed.
+inline bool kf_red_counts(const KfShape& shape, uint32_t mask, int64_t& num_out, int64_t& num_red) {
+  if (shape.ndim < 0 || shape.ndim > KF_MAX_DIMS) return false;
+  if (shape.ndim < 32 && (mask >> shape.ndim) != 0) return false;
+  num_out = 1;
+  num_red = 1;
+  for (int d = 0; d < shape.ndim; ++d) {
+    if (shape.size[d] < 0) return false;
+    ((mask >> d) & 1u ? num_red : num_out) *= shape.size[d];
+  }
+  return true;
+}
+
+// Canonicalises a shape with no zero-size dims (see the header comment). n operands.
+inline void kf_red_plan(const KfShape& shape, uint32_t mask, const KfTensorRef* in, int n, KfRedPlan& plan) {
+  struct Dim {
+    int64_t size, stride[KF_RED_MAX_IN], mult;  // mult: output step (kept) or flat-index step (reduced)
+    bool red;
+  };
+  Dim dims[KF_MAX_DIMS];
+  int nd = 0;
+  int64_t out_step = 1, flat_step = 1;
+  for (int d = shape.ndim - 1; d >= 0; --d) {  // multipliers are row-major over each kind in shape order
+    const bool red = (mask >> d) & 1u;
+    const int64_t size = shape.size[d];
+    int64_t& step = red ? flat_step : out_step;
+    if (size != 1) {
+      Dim& dim = dims[nd++];
+      dim.size = size;
+      dim.red = red;
+      dim.mult = step;
+      for (int k = 0; k < n; ++k) dim.stride[k] = in[k].stride[d];
+    }
+    step *= size;
+  }
+  // dims[] is innermost first. The lead operand (most non-broadcast dims) decides the memory order.
+  int lead = 0, best = -1;
+  for (int k = 0; k < n; ++k) {
+    int nz = 0;
+    for (int d = 0; d < nd; ++d) nz += dims[d].stride[k] != 0;
+    if (nz > best) best = nz, lead = k;
+  }
+  // Stable insertion sort, innermost first by the lead's stride; a broadcast (0) stride keeps its place.
+  for (int i = 1; i < nd; ++i)
+    for (int j = i; j > 0; --j) {
+      const int64_t inner = dims[j - 1].stride[lead], outer = dims[j].stride[lead];
+      if (inner == 0 || outer == 0 || outer >= inner) break;
+      const Dim t = dims[j];
+      dims[j] = dims[j - 1];
+      dims[j - 1] = t;
+    }
+  // Merge neighbours of one kind whose strides and multipliers chain (inner dim j-1, outer dim j).
+  int m = 0;
+  for (int d = 0; d < nd; ++d) {
+    if (m > 0) {
+      Dim& in_dim = dims[m - 1];
+      const Dim& out_dim = dims[d];
+      bool chain = in_dim.red == out_dim.red && out_dim.mult == in_dim.mult * in_dim.size;
+      for (int k = 0; k < n && chain; ++k) chain = out_dim.stride[k] == in_dim.stride[k] * in_dim.size;
+      if (chain) {
+        in_dim.size *= out_dim.size;
+        continue;
+      }
+    }
+    dims[m++] = dims[d];
+  }
+  plan.nk = plan.nr = 0;
+  for (int d = 0; d < m; ++d) {
+    const Dim& dim = dims[d];
+    if (dim.red) {
+      plan.rsize[plan.nr] = dim.size;
+      plan.rflat[plan.nr] = dim.mult;
+      for (int k = 0; k < n; ++k) plan.rstride[k][plan.nr] = dim.stride[k];
+      ++plan.nr;
+    } else {
+      plan.ksize[plan.nk] = dim.size;
+      plan.kout[plan.nk] = dim.mult;
+      for (int k = 0; k < n; ++k) plan.kstride[k][plan.nk] = dim.stride[k];
+      ++plan.nk;
+    }
+  }
+  plan.rows = m > 0 && dims[0].red;
+}
+
+// True when every count and every reachable operand offset fits in a signed 32-bit int.
+inline bool kf_red_fits_32bit(const KfRedPlan& plan, int n, int64_t num_out, int64_t num_red) {
+  const int64_t lim = (int64_t(1) << 31) - 1;
+  if (num_out > lim || num_red > lim) return false;
+  for (int k = 0; k < n; ++k) {
+    int64_t reach = 0;
+    for (int d = 0; d < plan.nk; ++d) {
+      if (plan.kstride[k][d] < 0) return false;
+      reach += (plan.ksize[d] - 1) * plan.kstride[k][d];
+    }
+    for (int d = 0; d < plan.nr; ++d) {
+      if (plan.rstride[k][d] < 0) return false;
+      reach += (plan.rsize[d] - 1) * plan.rstride[k][d];
+    }
+    if (reach > lim) return false;
+  }
+  return true;
+}
+
+// Whether the vectorised dim (R[0] on the row path, K[0] on the column path) can be read in `vec`-element
+// 16-byte words by every operand: contiguous or broadcast along it, its length a multiple of vec, and every
+// vector an operand touches 16-byte aligned.
+inline bool kf_red_vectorizable(const KfRedPlan& plan, const KfTensorRef* in, const int* elem_bytes, int n, int vec) {
+  const int nv = plan.rows ? plan.nr : plan.nk;
+  if (vec <= 1 || nv == 0) return false;
+  const int64_t len = plan.rows ? plan.rsize[0] : plan.ksize[0];
+  if (len % vec != 0) return false;
+  for (int k = 0; k < n; ++k) {
+    const int64_t inner = plan.rows ? plan.rstride[k][0] : plan.kstride[k][0];
+    if (inner == 0) continue;
+    if (inner != 1 || reinterpret_cast<uintptr_t>(in[k].data) % 16 != 0) return false;
+    for (int d = 0; d < plan.nk; ++d)
+      if (!(!plan.rows && d == 0) && (plan.kstride[k][d] * elem_bytes[k]) % 16 != 0) return false;
+    for (int d = 0; d < plan.nr; ++d)
+      if (!(plan.rows && d == 0) && (plan.rstride[k][d] * elem_bytes[k]) % 16 != 0) return false;
+  }
+  return true;
+}
+
+template <class Acc>
+size_t kf_reduce_workspace_bytes(const KfShape& shape, uint32_t reduce_mask) {
+  int64_t num_out = 0, num_red = 0;
+  if (!kf_red_counts(shape, reduce_mask, num_out, num_red) || num_out == 0 || num_red == 0) return 0;
+  // A split under ~1K elements never pays for its partial; the partials stay a small fraction of the input.
+  int64_t splits = num_red / 1024;
+  if (splits > KF_RED_MAX_SPLITS) splits = KF_RED_MAX_SPLITS;
+  if (splits > KF_RED_MAX_PARTIALS / num_out) splits = KF_RED_MAX_PARTIALS / num_out;
+  if (splits < 2) return 0;
+  return size_t(splits) * size_t(num_out) * sizeof(typename Acc::State);
+}
+
+template <class Acc, class Epi, typename TOut>
+cudaError_t kf_red_finalize(const void* ws, int splits, int64_t num_out, void* out, float count, const KfScalars& sc,
+                            cudaStream_t stream) {
+  int g_log2 = 0;
+  while (g_log2 < 5 && (1 << g_log2) < splits) ++g_log2;
+  const int64_t per_block = KF_RED_THREADS >> g_log2;
+  int64_t grid = kf_ceil_div(num_out, per_block);
+  const int64_t cap = int64_t(kf_sm_count()) * 8;
+  grid = grid < cap ? grid : cap;
+  kf_reduce_finalize_kernel<Acc, Epi, TOut><<<dim3(unsigned(grid)), KF_RED_THREADS, 0, stream>>>(
+      static_cast<const typename Acc::State*>(ws), splits, num_out, out, g_log2, count, sc);
+  return cudaGetLastError();
+}
+
+template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
+cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, void* out, const KfTensorRef* in,
+                       const KfScalars& sc, void* ws, size_t ws_bytes, cudaStream_t stream) {
+  constexpr int N = sizeof...(TIn);
+  using State = typename Acc::State;
+  KfRedParams<N, IdxT> p;
+  for (int k = 0; k < N; ++k) p.in[k] = in[k].data;
+  p.out = out;
+  p.ws = ws;
+  p.nk = plan.nk;
+  p.nr = plan.nr;
+  p.bcast_mask = 0;
+  // The vectorised dim is counted in vectors: its size divided by kVec, its steps multiplied by kVec.
+  for (int d = 0; d < plan.nk; ++d) {
+    const int64_t v = (!plan.rows && d == 0) ? kVec : 1;
+    p.ksize[d] = IdxT(plan.ksize[d] / v);
+    p.kdiv[d] = KfIdxDiv<IdxT>::make(plan.ksize[d] / v);
+    p.kout[d] = IdxT(plan.kout[d] * v);
+    for (int k = 0; k < N; ++k) p.kstride[k][d] = IdxT(plan.kstride[k][d] * v);
+  }
+  for (int d = 0; d < plan.nr; ++d) {
+    const int64_t v = (plan.rows && d == 0) ? kVec : 1;
+    p.rsize[d] = IdxT(plan.rsize[d] / v);
+    p.rdiv[d] = KfIdxDiv<IdxT>::make(plan.rsize[d] / v);
+    p.rflat[d] = plan.rflat[d] * v;
+    for (int k = 0; k < N; ++k) p.rstride[k][d] = IdxT(plan.rstride[k][d] * v);
+  }
+  for (int k = 0; k < N; ++k) {
+    const bool inner_bcast = plan.rows ? plan.rstride[k][0] == 0 : (plan.nk > 0 && plan.kstride[k][0] == 0);
+    if (kVec > 1 && inner_bcast) p.bcast_mask |= 1u << k;
+  }
+  p.num_out = num_out;
+  p.count = float(num_red);
+  p.inner_flat = plan.rows && plan.nr > 0 ? plan.rflat[0] : 0;
+  p.out_inner = !plan.rows && plan.nk > 0 ? plan.kout[0] : 0;
+
+  // Splits the workspace can hold.
+  const int64_t ws_splits = ws == nullptr ? 1 : int64_t(ws_bytes / (size_t(num_out) * sizeof(State)));
+  const int sms = kf_sm_count();
+  const int64_t kMinPerThread = 4;  // vectors (row path) or steps (column path) per thread and split
+  int64_t splits = 1, grid_x = 1;
+
+  if (plan.rows) {
+    auto kernel = kf_reduce_rows_kernel<Pro, Acc, Epi, kVec, IdxT, TOut, TIn...>;
+    static const int resident = kf_blocks_per_sm(kernel, KF_RED_THREADS, 0);
+    const int64_t target_blocks = int64_t(sms) * resident;
+    const int64_t extent = num_red / kVec;
+    // ~4 vectors per thread; widened while the rows alone leave the GPU idle.
+    int64_t tpr = kf_next_pow2(kf_ceil_div(extent, kMinPerThread));
+    tpr = tpr > KF_RED_THREADS ? KF_RED_THREADS : tpr;
+    while (tpr < KF_RED_THREADS && tpr < extent && num_out * tpr < target_blocks * KF_RED_THREADS) tpr *= 2;
+    const int64_t rows_per_block = KF_RED_THREADS / tpr;
+    const int64_t row_blocks = kf_ceil_div(num_out, rows_per_block);
+    if (row_blocks < target_blocks) {
+      splits = kf_ceil_div(target_blocks, row_blocks);
+      const int64_t by_work = kf_ceil_div(extent, tpr * kMinPerThread);
+      splits = splits < by_work ? splits : by_work;
+      splits = splits < ws_splits ? splits : ws_splits;
+      splits = splits < KF_RED_MAX_SPLITS ? splits : KF_RED_MAX_SPLITS;
+      splits = splits < 1 ? 1 : splits;
+    }
+    p.chunk = IdxT(kf_ceil_div(extent, splits));
+    splits = kf_ceil_div(extent, int64_t(p.chunk));
+    p.rows = IdxT(num_out);
+    p.extent = IdxT(extent);
+    p.group_log2 = 0;
+    while ((int64_t(1) << p.group_log2) < tpr) ++p.group_log2;
+    grid_x = row_blocks < target_blocks ? row_blocks : target_blocks;
+    kernel<<<dim3(unsigned(grid_x), unsigned(splits)), KF_RED_THREADS, 0, stream>>>(p, sc);
+  } else {
+    auto kernel = kf_reduce_cols_kernel<Pro, Acc, Epi, kVec, IdxT, TOut, TIn...>;
+    static const int resident = kf_blocks_per_sm(kernel, KF_RED_THREADS, 0);
+    const int64_t target_blocks = int64_t(sms) * resident;
+    const int64_t cols = plan.nk > 0 ? plan.ksize[0] / kVec : 1;
+    const int64_t outer = plan.nk > 0 ? num_out / plan.ksize[0] : 1;
+    // Warps along the kept inner dim read whole segments; the rest of the block goes along the reduction.
+    int64_t bx = kf_next_pow2(cols);
+    bx = bx < 32 ? bx : 32;
+    int64_t by = kf_next_pow2(num_red);
+    by = by < KF_RED_THREADS / bx ? by : KF_RED_THREADS / bx;
+    bx = KF_RED_THREADS / by;
+    const int64_t col_tiles = kf_ceil_div(cols, bx);
+    const int64_t tiles = outer * col_tiles;
+    if (tiles < target_blocks) {
+      splits = kf_ceil_div(target_blocks, tiles);
+      const int64_t by_work = kf_ceil_div(num_red, by * kMinPerThread);
+      splits = splits < by_work ? splits : by_work;
+      splits = splits < ws_splits ? splits : ws_splits;
+      splits = splits < KF_RED_MAX_SPLITS ? splits : KF_RED_MAX_SPLITS;
+      splits = splits < 1 ? 1 : splits;
+    }
+    p.chunk = IdxT(kf_ceil_div(num_red, splits));
+    splits = kf_ceil_div(num_red, int64_t(p.chunk));
+    p.rows = IdxT(tiles);
+    p.extent = IdxT(num_red);
+    p.cols = IdxT(cols);
+    p.col_tiles = IdxT(col_tiles);
+    p.col_tiles_div = KfIdxDiv<IdxT>::make(col_tiles);
+    p.group_log2 = 0;
+    while ((int64_t(1) << p.group_log2) < bx) ++p.group_log2;
+    grid_x = tiles < target_blocks ? tiles : target_blocks;
+    kernel<<<dim3(unsigned(grid_x), unsigned(splits)), KF_RED_THREADS, 0, stream>>>(p, sc);
+  }
+  KF_RETURN_IF_ERROR(cudaGetLastError());
+  if (splits > 1) return kf_red_finalize<Acc, Epi, TOut>(ws, int(splits), num_out, out, float(num_red), sc, stream);
+  return cudaSuccess;
+}
+
+template <class Pro, class Acc, class Epi, typename TOut, typename... TIn>
+cudaError_t kf_launch_reduce(const KfShape& shape, uint32_t reduce_mask, void* out, const KfTensorRef* in,
+                             const KfScalars& sc, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  constexpr int N = sizeof...(TIn);
+  static_assert(N == Pro::kIn, "one input type per prologue input");
+  static_assert(N >= 1 && N <= KF_RED_MAX_IN, "1..8 inputs");
+  static_assert(!std::is_same<TOut, int64_t>::value || Acc::kIndexed, "an int64 output holds an arg index");
+  int64_t num_out = 0, num_red = 0;
+  if (!kf_red_counts(shape, reduce_mask, num_out, num_red)) return cudaErrorInvalidValue;
+  if (num_out == 0) return cudaSuccess;
+  if (num_red == 0) return kf_red_finalize<Acc, Epi, TOut>(nullptr, 0, num_out, out, 0.f, sc, stream);
+  KfRedPlan plan;
+  kf_red_plan(shape, reduce_mask, in, N, plan);
+  const int elem_bytes[N] = {int(sizeof(TIn))...};
+  constexpr int kVec = int(16 / kf_min_size<TIn...>());
+  const bool vec = kf_red_vectorizable(plan, in, elem_bytes, N, kVec);
+  if (kf_red_fits_32bit(plan, N, num_out, num_red)) {
+    return vec ? kf_red_run<Pro, Acc, Epi, kVec, uint32_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream)
+               : kf_red_run<Pro, Acc, Epi, 1, uint32_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream);
+  }
+  return vec ? kf_red_run<Pro, Acc, Epi, kVec, int64_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream)
+             : kf_red_run<Pro, Acc, Epi, 1, int64_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream);
+}
