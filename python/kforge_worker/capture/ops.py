@@ -367,6 +367,8 @@ _ATEN: dict[str, OpSpec] = {
     "max_pool2d_with_indices": OpSpec("max_pool2d", "max_pool2d", {"return_indices": True}),
     "max_pool3d_with_indices": OpSpec("max_pool3d", "max_pool3d", {"return_indices": True}),
     "_to_copy": OpSpec("to"),
+    "slice": OpSpec("slice"),
+    "alias": OpSpec("identity"),
 }
 
 

@@ -210,6 +210,8 @@ class Signature:
     varkw: str | None
 
     def reported(self, name: str) -> bool:
+        if name not in self.names and not self.varkw:
+            return False
         return name not in _DROPPED or (name == "inplace" and self.name in _KEEPS_INPLACE)
 
     @property
@@ -264,9 +266,9 @@ def bind(sig: Signature, args: tuple | list, kwargs: dict[str, Any]) -> Bound | 
             if name == sig.varargs and not isinstance(value, (list, tuple)):
                 value = [value]
             bound[name] = (list(value) if name == sig.varargs else value, True)
-        elif sig.varkw:
+        elif sig.varkw or key in _DROPPED:
             bound[key] = (value, True)
-        else:
+        elif value is not None:  # an unknown keyword left at None is a newer torch's optional extra
             return None
     for name in sig.positional + sig.keyword_only:
         if name not in bound:
