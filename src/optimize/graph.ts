@@ -37,7 +37,8 @@ export type Arg =
 
 export const Arg: z.ZodType<Arg> = z.lazy(() =>
   z.union([
-    /** The value of another node (a tensor, a tuple, or a Python value such as a size). */
+    /** The value of another node (a tensor, a tuple, or a Python value such as a size), or a forward
+     * input by its argument name (`inputs[].name`). */
     z.object({ t: z.literal("node"), id: z.string() }),
     /** A parameter or buffer by its state_dict path ("conv.weight", "bn.running_mean"). */
     z.object({ t: z.literal("param"), path: z.string() }),
