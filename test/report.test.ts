@@ -165,6 +165,28 @@ describe("result detail", () => {
     assert.match(warned, /torch::cuda::synchronize\(\) itself/);
   });
 
+  test("discloses the GPU time split and the verification policy", () => {
+    const base = byCandidate("side_stream_reply.md");
+    const evidence =
+      "own kernels 72% of GPU time (3 kernels); library 28%: ampere_sgemm_128x64_tn 25%, elementwise_kernel 3%";
+    const disclosed = {
+      ...base,
+      strict: false,
+      checks: [
+        ...base.checks,
+        { name: "library_share", outcome: "warn" as const, failVerdict: null, evidence },
+      ],
+    };
+    const text = formatResultDetail(disclosed, { color: false });
+    assert.match(
+      text,
+      /GPU time \(one profiled forward\)\n {2}own kernels 72% of GPU time \(3 kernels\); library 28%/,
+    );
+    assert.match(text, /policy: library and PyTorch operators disclosed, not condemned/);
+    assert.match(formatResultDetail({ ...disclosed, strict: true }, { color: false }), /policy: --strict/);
+    assert.doesNotMatch(formatResultDetail(base, { color: false }), /GPU time/);
+  });
+
   test("shows the compile errors from a failed build's log", () => {
     const text = formatResultDetail(byCandidate("002_e7edf580a2003a0e.txt"), { color: false });
     assert.match(text, /compile log: flash_sdpa \(failed after 12\.7 s\)/);

@@ -18,6 +18,7 @@ interface Entry {
   expect: string;
   check: string | null;
   cpu: boolean;
+  strict?: { expect: string; check: string | null };
 }
 
 const manifest: { entries: Entry[] } = JSON.parse(
@@ -26,9 +27,11 @@ const manifest: { entries: Entry[] } = JSON.parse(
 const python = process.env.KFORGE_PYTHON ?? join(REPO_ROOT, ".venv", "bin", "python");
 const cacheDir = mkdtempSync(join(tmpdir(), "kforge-verify-ts-"));
 
-// honest with state semantics; harness integrity; input hashing; replay; audit hook; derived shapes
+// honest with state semantics; a library answer (disclosed); harness integrity; input hashing; replay;
+// audit hook; derived shapes
 const PICKS = [
   "honest_linear_bn_softmax",
+  "honest_library_gemm",
   "adv_patch_allclose",
   "adv_zero_inputs",
   "adv_pointer_cache",
@@ -36,20 +39,26 @@ const PICKS = [
   "adv_shape_specialized",
 ];
 
+async function evaluateEntry(entry: Entry, strict: boolean) {
+  const problem = resolveProblem(join(REPO_ROOT, entry.problem));
+  const [result] = await evaluate(problem, [join(REPO_ROOT, entry.candidate)], {
+    python,
+    cacheDir,
+    trials: 5,
+    timeoutSeconds: 240,
+    device: "cpu",
+    precision: null,
+    strict,
+    timing: { ...DEFAULT_TIMING, minIters: 5, maxIters: 20, budgetSeconds: 2, warmupIters: 1 },
+  });
+  return result;
+}
+
 for (const id of PICKS) {
   const entry = manifest.entries.find((e) => e.id === id);
   test(`corpus ${id} through evaluate(): ${entry?.expect} (${entry?.check ?? "no failing check"})`, async () => {
     assert.ok(entry?.cpu, `${id} must be a CPU entry of the manifest`);
-    const problem = resolveProblem(join(REPO_ROOT, entry.problem));
-    const [result] = await evaluate(problem, [join(REPO_ROOT, entry.candidate)], {
-      python,
-      cacheDir,
-      trials: 5,
-      timeoutSeconds: 240,
-      device: "cpu",
-      precision: null,
-      timing: { ...DEFAULT_TIMING, minIters: 5, maxIters: 20, budgetSeconds: 2, warmupIters: 1 },
-    });
+    const result = await evaluateEntry(entry, false);
     assert.ok(result);
     const failing = result.checks.filter((c) => c.outcome === "fail").map((c) => c.name);
     assert.equal(result.verdict, entry.expect, `${id}: ${result.reason}`);
@@ -67,3 +76,16 @@ for (const id of PICKS) {
     }
   });
 }
+
+test("--strict through evaluate(): the library answer that passes by default is cheating", async () => {
+  const entry = manifest.entries.find((e) => e.id === "honest_library_gemm");
+  assert.ok(entry?.cpu && entry.strict, "honest_library_gemm must be a CPU entry with a strict label");
+  const strict = await evaluateEntry(entry, true);
+  assert.ok(strict);
+  assert.equal(strict.strict, true);
+  assert.equal(strict.verdict, entry.strict.expect, `${strict.reason}`);
+  const banned = strict.checks.find((c) => c.name === entry.strict?.check);
+  assert.equal(banned?.outcome, "fail");
+  assert.match(banned?.evidence ?? "", /--strict: .*aten::addmm/);
+  assert.match(strict.reason ?? "", /^banned_ops/);
+});

@@ -300,6 +300,11 @@ export function formatResultDetail(result: EvalResult, opts: TableOptions): stri
   );
   line(`  parameters: ${result.paramSync.mode} (${result.paramSync.detail})`);
   line(`  tolerance: atol ${result.tolerance.atol}, rtol ${result.tolerance.rtol}`);
+  line(
+    result.strict
+      ? "  policy: --strict (running the operator the problem replaces is cheating)"
+      : "  policy: library and PyTorch operators disclosed, not condemned (--strict to condemn them)",
+  );
 
   if (result.reason) {
     heading("reason");
@@ -356,6 +361,15 @@ export function formatResultDetail(result: EvalResult, opts: TableOptions): stri
     stat("reference", timing.ref);
     stat("candidate", timing.cand);
     line(`  speedup ${speedupCell(c, result)} [95% CI], ${timing.method}`);
+  }
+
+  // The disclosure of whose kernels the GPU time went to (the worker's profiled forward).
+  const share = result.checks.find(
+    (ch) => ch.name === "library_share" && (ch.outcome === "pass" || ch.outcome === "warn"),
+  );
+  if (share) {
+    heading("GPU time (one profiled forward)");
+    for (const l of wrap(share.evidence, width - 2)) line(`  ${l}`);
   }
 
   const counts = checkCounts(result);
