@@ -24,7 +24,13 @@ const none: Arg = { t: "const", pytype: "none", value: null };
 const bool = (value: boolean): Arg => ({ t: "const", pytype: "bool", value });
 const ints = (...values: number[]): Arg => ({ t: "list", kind: "list", items: values.map((v) => num(v)) });
 
-function node(id: string, op: string, fn: Record<string, Arg>, shape: number[], extra: Partial<GraphNode> = {}): GraphNode {
+function node(
+  id: string,
+  op: string,
+  fn: Record<string, Arg>,
+  shape: number[],
+  extra: Partial<GraphNode> = {},
+): GraphNode {
   return {
     id,
     kind: "call_function",
@@ -50,7 +56,10 @@ function graph(nodes: GraphNode[], output: string, params: Record<string, number
     nodes,
     output: ref(output),
     params: Object.fromEntries(
-      Object.entries(params).map(([path, shape]) => [path, { kind: "parameter" as const, meta: f32(shape), requiresGrad: true }]),
+      Object.entries(params).map(([path, shape]) => [
+        path,
+        { kind: "parameter" as const, meta: f32(shape), requiresGrad: true },
+      ]),
     ),
     modules: {},
     scalarAttrs: {},
@@ -63,7 +72,10 @@ const X = [8, 16, 32, 32];
 test("a conv's pointwise epilogue (relu, + per-channel bias, * attribute scale) is one region", () => {
   const g = graph(
     [
-      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight") }, X, { kind: "call_module", target: "conv" }),
+      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight") }, X, {
+        kind: "call_module",
+        target: "conv",
+      }),
       node("relu", "relu", { input: ref("conv") }, X),
       node("add", "add", { input: ref("relu"), other: param("bias"), alpha: num(1) }, X),
       node("mul", "mul", { input: ref("add"), other: num(2.5, "scale") }, X),
@@ -73,7 +85,9 @@ test("a conv's pointwise epilogue (relu, + per-channel bias, * attribute scale) 
   );
   const plan = planGraph(g);
   assert.equal(plan.regions.length, 1);
-  assert.deepEqual(regionNodes(plan.regions[0]!), ["relu", "add", "mul"]);
+  const first = plan.regions[0];
+  assert.ok(first);
+  assert.deepEqual(regionNodes(first), ["relu", "add", "mul"]);
   assert.equal(plan.regions[0]?.output, "mul");
 });
 
@@ -126,9 +140,15 @@ test("a reduction's epilogue takes scalars only: a tensor operand after it is it
 });
 
 test("dropout in training draws random numbers and is never fused", () => {
-  const drop = node("d", "dropout", { input: ref("x"), p: num(0.2), training: bool(true), inplace: bool(false) }, X, {
-    rng: true,
-  });
+  const drop = node(
+    "d",
+    "dropout",
+    { input: ref("x"), p: num(0.2), training: bool(true), inplace: bool(false) },
+    X,
+    {
+      rng: true,
+    },
+  );
   const view = new GraphView(graph([drop], "d"));
   assert.match(pointwiseVerdict(drop, view) ?? "", /random/);
 });
@@ -139,7 +159,12 @@ test("non-float inputs, unknown gelu modes and batch norm in eval mode are left 
   g.inputs[0] = { name: "x", meta: { shape: X, dtype: "int64", stride: contiguous(X) }, value: null };
   assert.match(pointwiseVerdict(intNode, new GraphView(g)) ?? "", /int64/);
 
-  const gelu = node("g", "gelu", { input: ref("x"), approximate: { t: "const", pytype: "str", value: "erfc" } }, X);
+  const gelu = node(
+    "g",
+    "gelu",
+    { input: ref("x"), approximate: { t: "const", pytype: "str", value: "erfc" } },
+    X,
+  );
   assert.match(pointwiseVerdict(gelu, new GraphView(graph([gelu], "g"))) ?? "", /no kernel form/);
 
   const bn = node(
@@ -157,7 +182,12 @@ test("non-float inputs, unknown gelu modes and batch norm in eval mode are left 
     },
     X,
   );
-  const bnGraph = graph([bn], "bn", { "bn.running_mean": [16], "bn.running_var": [16], "bn.weight": [16], "bn.bias": [16] });
+  const bnGraph = graph([bn], "bn", {
+    "bn.running_mean": [16],
+    "bn.running_var": [16],
+    "bn.weight": [16],
+    "bn.bias": [16],
+  });
   const rule = SEED_RULES.find((r) => r.name === "normalize");
   assert.ok(rule?.accepts(bn, new GraphView(bnGraph)));
   bn.fn = { ...bn.fn, training: bool(true) };

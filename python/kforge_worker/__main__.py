@@ -23,6 +23,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", metavar="FILE", help="with --capture: write the Graph to FILE instead of stdout")
     parser.add_argument("--bench-optimize", metavar="FILE",
                         help="time eager / torch.compile / ModelNew and each fused region (OptimizeBenchRequest in FILE)")
+    parser.add_argument("--build", metavar="FILE", help="compile an emitted ModelNew's extension (with --cache-dir)")
+    parser.add_argument("--cache-dir", metavar="DIR", help="with --build / --bench-optimize: kforge's cache folder")
     return parser.parse_args(argv)
 
 
@@ -57,6 +59,10 @@ def main(argv: list[str]) -> int:
     args = _parse_args(argv)
     if args.capture:
         return _capture(args.capture, args.out)
+    if args.build:
+        from .prebuild import main as build_main
+
+        return build_main(args.build, args.cache_dir or os.path.expanduser("~/.cache/kforge"))
     if args.bench_optimize:
         from .optimize_bench import main as bench_main
 

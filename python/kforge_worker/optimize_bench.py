@@ -110,6 +110,14 @@ def bench(request: dict[str, Any]) -> dict[str, Any]:
                               "eagerMs": None, "compiledMs": None, "oursMs": None, "compileSeconds": None,
                               "regions": [], "error": None}
     try:
+        import os
+
+        from .compile_capture import extension_dir
+
+        with open(request["candidatePath"], "rb") as f:
+            source = f.read()
+        os.environ["TORCH_EXTENSIONS_DIR"] = extension_dir(request["cacheDir"], source, torch.__version__,
+                                                           torch.version.cuda)
         problem = import_path(request["problemPath"], "problem")
         cand_module = import_path(request["candidatePath"], "candidate")
         init = problem.get_init_inputs()

@@ -7,6 +7,8 @@ export const OptimizeBenchRequest = z.object({
   problemPath: z.string(),
   candidatePath: z.string(),
   device: z.enum(["cuda", "cpu"]),
+  /** kforge's cache folder: the extension is looked up where the eval worker builds it. */
+  cacheDir: z.string(),
   /** Timed iterations per model (after warm-up); medians are reported. */
   iters: z.number().int().positive(),
   /** Also time torch.compile(reference) (off with --no-compile-baseline). */

@@ -85,6 +85,7 @@ async function runBench(
     problemPath: problem.path,
     candidatePath,
     device: options.device,
+    cacheDir: options.cacheDir,
     iters: options.benchIters,
     compileBaseline: options.compileBaseline,
     regions,
@@ -122,17 +123,18 @@ export function losingRegions(timings: RegionTiming[]): Set<string> {
   );
 }
 
-export async function optimizeProblem(
+/** Capture, plan and emit (CPU only). */
+export async function prepareProblem(
   problem: Problem,
   output: string,
   options: OptimizeOptions,
-): Promise<OptimizeResult> {
+): Promise<Prepared> {
   const log = options.log ?? (() => {});
   const t0 = performance.now();
   const graph = await captureProblem(problem.path, { python: options.python });
   const t1 = performance.now();
-  let plan = planGraph(graph);
-  let emitted = emitTo(graph, plan, problem, output);
+  const plan = planGraph(graph);
+  const emitted = emitTo(graph, plan, problem, output);
   const t2 = performance.now();
   log(`${problem.name}: captured (${graph.captured}), ${plan.regions.length} fused region(s) -> ${output}`);
   const ops = regionOps(graph, plan);
@@ -166,8 +168,32 @@ export async function optimizeProblem(
     eval: null,
     error: null,
   };
-  if (!options.verify) return result;
+  return { problem, output, graph, plan, result };
+}
 
+/** Compiles the emitted file's extension where the eval worker will find it (parallel-safe). */
+export async function prebuild(prepared: Prepared, options: OptimizeOptions): Promise<string | null> {
+  if (prepared.plan.regions.length === 0) return null;
+  const run = await execa(
+    options.python,
+    ["-m", "kforge_worker", "--build", prepared.output, "--cache-dir", options.cacheDir],
+    { env: workerEnv(), reject: false, timeout: options.timeoutSeconds * 1000 },
+  );
+  const line = run.stdout.trim().split("\n").at(-1) ?? "";
+  try {
+    const parsed = JSON.parse(line) as { ok: boolean; error: string | null };
+    return parsed.ok ? null : (parsed.error ?? "build failed");
+  } catch {
+    return run.stderr.trim().split("\n").slice(-2).join(" | ") || `exit ${run.exitCode}`;
+  }
+}
+
+/** On the GPU: regions timed against PyTorch's ops (losers dropped and the file re-emitted), the full eval,
+ * then eager / torch.compile / ours in one process. */
+export async function verifyProblem(prepared: Prepared, options: OptimizeOptions): Promise<OptimizeResult> {
+  const { problem, output, graph, result } = prepared;
+  let { plan } = prepared;
+  const log = options.log ?? (() => {});
   const t3 = performance.now();
   if (plan.regions.length > 0) {
     const bench = await runBench(
@@ -185,7 +211,7 @@ export async function optimizeProblem(
       log(`${problem.name}: ${[...losers].join(", ")} slower than PyTorch's ops: left to PyTorch`);
       for (const report of result.regions) if (losers.has(report.id)) report.status = "dropped";
       plan = { regions: plan.regions.filter((r) => !losers.has(r.id)), kept: plan.kept };
-      emitted = emitTo(graph, plan, problem, output);
+      emitTo(graph, plan, problem, output);
     }
   }
   const t4 = performance.now();
@@ -219,4 +245,23 @@ export async function optimizeProblem(
   result.seconds.verify = (t5 - t4) / 1000;
   result.seconds.bench = (t4 - t3 + (t6 - t5)) / 1000;
   return result;
+}
+
+export interface Prepared {
+  problem: Problem;
+  output: string;
+  graph: Graph;
+  plan: Plan;
+  result: OptimizeResult;
+}
+
+export async function optimizeProblem(
+  problem: Problem,
+  output: string,
+  options: OptimizeOptions,
+): Promise<OptimizeResult> {
+  const prepared = await prepareProblem(problem, output, options);
+  if (!options.verify) return prepared.result;
+  await prebuild(prepared, options);
+  return verifyProblem(prepared, options);
 }

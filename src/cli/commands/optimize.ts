@@ -1,8 +1,16 @@
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { basename, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { UsageError } from "../../errors.ts";
-import { type OptimizeOptions, type OptimizeResult, optimizeProblem } from "../../optimize/optimize.ts";
+import {
+  type OptimizeOptions,
+  type OptimizeResult,
+  type Prepared,
+  prebuild,
+  prepareProblem,
+  verifyProblem,
+} from "../../optimize/optimize.ts";
 import { cacheDir } from "../../paths.ts";
 import { type Problem, resolveProblem } from "../../problem/problems.ts";
 import { choosePython } from "../../worker/python.ts";
@@ -20,6 +28,7 @@ interface OptimizeFlags {
   timeout: number;
   iters: number;
   compileBaseline: boolean;
+  jobs: number;
 }
 
 const DEFINES_MODEL = /^class[ \t]+Model\b/m;
@@ -34,7 +43,8 @@ export function expandTargets(targets: string[]): Problem[] {
         .map((f) => join(target, f))
         .filter((f) => DEFINES_MODEL.test(readFileSync(f, "utf8")))
         .sort();
-      if (files.length === 0) throw new UsageError(`${target}: no KernelBench-format .py files (class Model) in it`);
+      if (files.length === 0)
+        throw new UsageError(`${target}: no KernelBench-format .py files (class Model) in it`);
       problems.push(...files.map((f) => resolveProblem(f)));
     } else {
       problems.push(resolveProblem(target));
@@ -51,7 +61,8 @@ function describe(result: OptimizeResult): string {
   const lines = [
     `${result.problem}: ${result.verdict ?? "not verified"}${result.reason ? ` (${result.reason.split("\n")[0]})` : ""}`,
   ];
-  if (result.captured === "none") lines.push(`  not captured: ${result.captureFailure ?? "?"} — the file runs the reference's forward`);
+  if (result.captured === "none")
+    lines.push(`  not captured: ${result.captureFailure ?? "?"} — the file runs the reference's forward`);
   if (result.speedup !== null || result.oursMs !== null) {
     lines.push(
       `  eager ${fmt(result.eagerMs, 3, " ms")} · torch.compile ${fmt(result.compiledMs, 3, " ms")} · ours ${fmt(result.oursMs, 3, " ms")}` +
@@ -71,7 +82,9 @@ function describe(result: OptimizeResult): string {
 export function registerOptimizeCommand(program: Command): void {
   program
     .command("optimize")
-    .description("capture a KernelBench-format model, fuse its ops into generated CUDA kernels, emit one ModelNew file, verify and time it")
+    .description(
+      "capture a KernelBench-format model, fuse its ops into generated CUDA kernels, emit one ModelNew file, verify and time it",
+    )
     .argument("<targets...>", "built-in problem names, KernelBench-format .py files, or folders of them")
     .option("-o, --output <file>", "where to write the ModelNew (one target only)")
     .option("--out-dir <dir>", "folder for the ModelNew files of several targets", "optimized")
@@ -80,13 +93,27 @@ export function registerOptimizeCommand(program: Command): void {
     .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, then python3)")
     .option("--device <device>", "where to verify and time", "cuda")
     .option("--trials <n>", "correctness trials of the full eval", positiveInt, 5)
-    .option("--timeout <seconds>", "per-problem limit for each worker (compile included)", positiveNumber, 900)
+    .option(
+      "--timeout <seconds>",
+      "per-problem limit for each worker (compile included)",
+      positiveNumber,
+      900,
+    )
     .option("--iters <n>", "timed iterations per model in the eager/compile/ours comparison", positiveInt, 50)
     .option("--no-compile-baseline", "skip timing torch.compile(reference)")
+    .option(
+      "--jobs <n>",
+      "parallel extension builds",
+      positiveInt,
+      Math.max(1, Math.floor(availableParallelism() / 2)),
+    )
     .action(async (targets: string[], flags: OptimizeFlags) => {
       const problems = expandTargets(targets);
-      if (flags.output && problems.length > 1) throw new UsageError("-o/--output takes one target; use --out-dir for several");
-      const python = flags.verify ? await requireWorker(flags.python, flags.device) : choosePython(flags.python).executable;
+      if (flags.output && problems.length > 1)
+        throw new UsageError("-o/--output takes one target; use --out-dir for several");
+      const python = flags.verify
+        ? await requireWorker(flags.python, flags.device)
+        : choosePython(flags.python).executable;
       const options: OptimizeOptions = {
         python,
         cacheDir: cacheDir(),
@@ -100,22 +127,43 @@ export function registerOptimizeCommand(program: Command): void {
       };
       const results: OptimizeResult[] = [];
       const started = performance.now();
+      const prepared: Prepared[] = [];
       for (const [index, problem] of problems.entries()) {
         const output = resolve(flags.output ?? join(flags.outDir, `${basename(problem.path, ".py")}_new.py`));
-        if (problems.length > 1) {
-          const elapsed = (performance.now() - started) / 1000;
-          const eta = index > 0 ? ` · ETA ${Math.round((elapsed / index) * (problems.length - index))} s` : "";
-          process.stderr.write(`[${index + 1}/${problems.length}] ${problem.name}${eta}\n`);
-        }
-        let result: OptimizeResult;
         try {
-          result = await optimizeProblem(problem, output, options);
+          prepared.push(await prepareProblem(problem, output, options));
         } catch (error) {
           if (error instanceof UsageError && problems.length === 1) throw error;
           process.stderr.write(`kforge: ${problem.name}: ${(error as Error).message.split("\n")[0]}\n`);
           process.exitCode = 1;
-          continue;
         }
+        if (problems.length > 1)
+          process.stderr.write(`[capture ${index + 1}/${problems.length}] ${problem.name}\n`);
+      }
+      if (flags.verify) {
+        // Compiles are CPU-bound and independent: build every extension in parallel before the GPU work.
+        const workers = Math.max(1, Math.min(flags.jobs, prepared.length));
+        let next = 0;
+        await Promise.all(
+          Array.from({ length: workers }, async () => {
+            while (next < prepared.length) {
+              const item = prepared[next++];
+              if (!item) break;
+              const error = await prebuild(item, options);
+              if (error)
+                process.stderr.write(`kforge: ${item.problem.name}: build failed: ${error.split("\n")[0]}\n`);
+            }
+          }),
+        );
+      }
+      for (const [index, item] of prepared.entries()) {
+        if (prepared.length > 1) {
+          const elapsed = (performance.now() - started) / 1000;
+          const eta =
+            index > 0 ? ` · ETA ${Math.round((elapsed / index) * (prepared.length - index))} s` : "";
+          process.stderr.write(`[${index + 1}/${prepared.length}] ${item.problem.name}${eta}\n`);
+        }
+        const result = flags.verify ? await verifyProblem(item, options) : item.result;
         results.push(result);
         process.stdout.write(`${describe(result)}\n`);
         if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ optimize: results }, null, 2)}\n`);

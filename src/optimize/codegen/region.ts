@@ -158,7 +158,10 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
   const modeGuards = ids
     .map((id) => view.node(id))
     .filter((node) => node.modeDependent && node.kind === "call_module")
-    .map((node) => ` and ${selfPath(node.target)}.training is ${view.graph.modules[node.target]?.training === false ? "False" : "True"}`)
+    .map(
+      (node) =>
+        ` and ${selfPath(node.target)}.training is ${view.graph.modules[node.target]?.training === false ? "False" : "True"}`,
+    )
     .join("");
   const gen = KIND_GENERATORS[region.kind];
   const body = gen(view, region, nameOf, fn, outMeta);

@@ -160,13 +160,19 @@ export function planGraph(graph: Graph): Plan {
   // is left to PyTorch.
   const boolBound = (region: Region) =>
     view.outMeta(view.node(region.output))?.dtype === "bool" ||
-    [...operandNodes(view, regionNodes(region))].some((id) => view.tensorOf({ t: "node", id })?.dtype === "bool");
+    [...operandNodes(view, regionNodes(region))].some(
+      (id) => view.tensorOf({ t: "node", id })?.dtype === "bool",
+    );
   for (const region of pointwise) {
     if (absorbed.has(region) || !boolBound(region)) continue;
     absorbed.add(region);
     for (const id of region.epilogue) {
       claimed.delete(id);
-      kept.push({ node: id, op: view.node(id).op, reason: "it computes or reads a boolean mask outside its region" });
+      kept.push({
+        node: id,
+        op: view.node(id).op,
+        reason: "it computes or reads a boolean mask outside its region",
+      });
     }
   }
   const regions = [...seeds, ...pointwise.filter((p) => !absorbed.has(p))].sort(
@@ -178,7 +184,13 @@ export function planGraph(graph: Graph): Plan {
   for (const node of graph.nodes) {
     const why = pointwiseOk.get(node.id);
     const tensorOut = node.out.t === "tensor";
-    if (why && tensorOut && !claimed.has(node.id) && !why.startsWith("no ") && !kept.some((k) => k.node === node.id))
+    if (
+      why &&
+      tensorOut &&
+      !claimed.has(node.id) &&
+      !why.startsWith("no ") &&
+      !kept.some((k) => k.node === node.id)
+    )
       kept.push({ node: node.id, op: node.op, reason: why });
   }
   return { regions, kept };

@@ -44,7 +44,8 @@ function inplaceIsPrivate(node: GraphNode, view: GraphView): boolean {
 function common(node: GraphNode, view: GraphView): Verdict {
   if (!node.fn) return "its call could not be normalised";
   if (node.rng) return "it draws random numbers (kept in PyTorch so the RNG stream matches)";
-  if (node.inplace && !inplaceIsPrivate(node, view)) return "it writes its input in place (a value used elsewhere)";
+  if (node.inplace && !inplaceIsPrivate(node, view))
+    return "it writes its input in place (a value used elsewhere)";
   const out = view.outMeta(node);
   if (!out && !(node.out.t === "tuple")) return "its output is not a tensor";
   return null;

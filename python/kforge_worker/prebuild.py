@@ -1,0 +1,47 @@
+"""``python -m kforge_worker --build FILE --cache-dir DIR``: compiles an emitted ModelNew's extension into the
+content-keyed extension folder the eval worker will look in (compile_capture.extension_dir), so a suite's
+compiles can run in parallel on the CPU cores before the GPU verifies and times each file. Prints one JSON
+line: {"ok": bool, "seconds": float, "error": str | null}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+
+def build(path: str, cache_dir: str) -> dict:
+    import torch
+
+    from .compile_capture import extension_dir
+    from .loading import import_path
+
+    with open(path, "rb") as f:
+        source = f.read()
+    os.environ["TORCH_EXTENSIONS_DIR"] = extension_dir(cache_dir, source, torch.__version__, torch.version.cuda)
+    start = time.perf_counter()
+    try:
+        module = import_path(path, "candidate")
+        ext = getattr(module, "_kf_ext", None)
+        if ext is not None:
+            ext()
+        return {"ok": True, "seconds": time.perf_counter() - start, "error": None}
+    except Exception as exc:  # noqa: BLE001 — reported; the eval that follows gives the full verdict
+        lines = str(exc).strip().splitlines()
+        return {"ok": False, "seconds": time.perf_counter() - start,
+                "error": f"{type(exc).__name__}: {' | '.join(lines[-4:])}"[:600]}
+
+
+def main(path: str, cache_dir: str) -> int:
+    real_stdout = os.dup(1)
+    os.dup2(2, 1)  # compiler chatter to stderr; the JSON line alone on stdout
+    try:
+        result = build(path, cache_dir)
+    finally:
+        sys.stdout.flush()
+        os.dup2(real_stdout, 1)
+        os.close(real_stdout)
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0

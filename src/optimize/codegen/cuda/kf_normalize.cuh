@@ -1,0 +1,721 @@
+// kf_normalize.cuh — statistics over an axis set, applied back to every element:
+//   v = Pro(x),  s = Stat(v over the reduced dims of the element's kept index),  y = Apply(v, s, x).
+// softmax, log_softmax, layer/group/instance/batch/rms norm are this one template with generated functors.
+//
+// ---------------------------------------------------------------------------------------------- contract
+// Functors (generated; all math fp32):
+//   struct Pro   { static constexpr int kIn = N;     // N >= 1
+//                  __device__ float operator()(const float (&x)[kIn], const KfScalars& sc) const; };
+//   struct Apply { static constexpr int kIn = N;     // == Pro::kIn: both get the same inputs at the element
+//                  __device__ float operator()(float v, const KfStats& s, const float (&x)[kIn],
+//                                              const KfScalars& sc) const; };
+// Stat policies (provided here):
+//   KfStatMaxSumExp   a = max v, b = sum exp(v - a)           (softmax: exp(v - a) / b; log_softmax: v - a - log b)
+//   KfStatWelford     a = mean v, b = M2 = sum (v - mean)^2   (var = b / count; Chan's merge across partials)
+//   KfStatMeanSquare  a = mean v*v, b = 0                      (rms norm: v * rsqrt(a + eps))
+//   s.count is always the number of reduced elements (as float).
+//
+//   size_t kf_normalize_workspace_bytes<Stat>(shape, reduce_mask)
+//   cudaError_t kf_launch_normalize<Pro, Stat, Apply, TOut, TIn...>(shape, reduce_mask, out, in, sc,
+//                                     stats_out, workspace, workspace_bytes, stream)
+//   shape        iteration shape (ndim <= KF_MAX_DIMS); out is contiguous in it (TOut elements).
+//   reduce_mask  bit d set = dim d is reduced. No bit set: stats of each single element. All set: one row.
+//   in[i]        element strides per dim of `shape` (0 = broadcast, any sign-free layout), type TIn[i].
+//   stats_out    nullable: float[3] {a, b, count} per kept index, kept dims contiguous in their order
+//                (BatchNorm training reads batch mean and M2 from it).
+//   workspace    device memory of at least kf_normalize_workspace_bytes<Stat>(shape, reduce_mask) bytes,
+//                4-byte aligned, contents ignored; may be null when that size is 0. The size depends on the
+//                current device's multiprocessor count: query it on the device you launch on.
+//   Returns the first CUDA error (launch configuration or launch), cudaErrorInvalidValue for a bad shape,
+//   mask, input count or a too-small workspace. An empty shape is a no-op (stats_out untouched).
+//   Deterministic: fixed reduction trees, no atomics.
+//
+// ---------------------------------------------------------------------------------------------- geometry
+// The host first canonicalises: size-1 dims dropped, neighbours of the same kind (both kept or both reduced)
+// merged where every input's strides allow. K = kept count ("rows"), R = reduced count ("row length").
+//  - rows (innermost dim reduced), R small enough to live in registers: ONE pass, x read once, y written once.
+//      R <= 128            a group of 1..32 lanes per row, 4 values per lane (many rows per warp)
+//      R <= 32 * kBigVPT   a warp per row, kBigVPT values per lane
+//      R <= 512 * kBigVPT  a block (64..512 threads) per row; chosen only when there are enough rows to fill
+//                          the GPU or the row is short; kBigVPT = 32 / 16 / 8 / 4 values per thread for
+//                          1-2 / 3-4 / 5-8 / more inputs (every input is held: x is read from DRAM once).
+//    Exact two-pass statistics over the held values (max then sum of exp; mean then M2).
+//  - rows otherwise (few long rows, BatchNorm's [N, C, HW] reducing N and HW, layouts that do not merge):
+//      partial stats over (row, split) blocks, threads along the innermost reduced dim -> finalize -> apply.
+//  - columns (innermost dim kept: softmax over dim 1 of NCHW): 32 lanes along the kept inner dim x 8 warps
+//    along the reduction, online stats; with enough columns to fill the GPU one kernel does stats and apply
+//    (x read twice, the second time mostly from L2), otherwise the reduction is split across blocks ->
+//    finalize -> apply.
+#pragma once
+#include <math.h>
+#include "kf_pack.cuh"
+
+struct KfStats {
+  float a;
+  float b;
+  float count;
+};
+
+// ---------------------------------------------------------------------------------------------- stat policies
+// Streaming form (identity / push / merge / finalize) for partial statistics; resident form (r1_*, r2_term)
+// for rows whose values are all held: pass 1 gives a, pass 2 (when kResidentSecondPass) sums r2_term into b.
+
+struct KfStatMaxSumExp {
+  static constexpr bool kResidentSecondPass = true;
+  __device__ __forceinline__ static KfStats identity() { return {-INFINITY, 0.f, 0.f}; }
+  // Online softmax: rescale the running sum when the max moves. Equal values (including both -inf or both
+  // +inf) count exp(0) = 1, so an all -inf row gives b = count and softmax's exp(-inf - -inf) = NaN, as torch.
+  __device__ __forceinline__ static void push(KfStats& s, float v) {
+    s.count += 1.f;
+    if (v > s.a) {
+      s.b = s.b * expf(s.a - v) + 1.f;
+      s.a = v;
+    } else if (v == s.a) {
+      s.b += 1.f;
+    } else {
+      s.b += expf(v - s.a);  // NaN lands here and poisons b: the row's outputs are NaN, as torch's
+    }
+  }
+  __device__ __forceinline__ static KfStats merge(const KfStats& s, const KfStats& t) {
+    const float a = fmaxf(s.a, t.a);
+    const float b = (s.a == a ? s.b : s.b * expf(s.a - a)) + (t.a == a ? t.b : t.b * expf(t.a - a));
+    return {a, b, s.count + t.count};
+  }
+  __device__ __forceinline__ static void finalize(KfStats&) {}
+  __device__ __forceinline__ static float r1_init() { return -INFINITY; }
+  __device__ __forceinline__ static float r1_push(float acc, float v) { return fmaxf(acc, v); }
+  __device__ __forceinline__ static float r1_merge(float x, float y) { return fmaxf(x, y); }
+  __device__ __forceinline__ static float r1_final(float acc, float) { return acc; }
+  __device__ __forceinline__ static float r2_term(float v, float a) { return v == a ? 1.f : expf(v - a); }
+};
+
+struct KfStatWelford {
+  static constexpr bool kResidentSecondPass = true;
+  __device__ __forceinline__ static KfStats identity() { return {0.f, 0.f, 0.f}; }
+  __device__ __forceinline__ static void push(KfStats& s, float v) {
+    s.count += 1.f;
+    const float d = v - s.a;
+    s.a += d / s.count;
+    s.b += d * (v - s.a);
+  }
+  // Chan et al.: combine two (count, mean, M2) partials without cancellation.
+  __device__ __forceinline__ static KfStats merge(const KfStats& s, const KfStats& t) {
+    const float n = s.count + t.count;
+    const float w = n > 0.f ? t.count / n : 0.f;
+    const float d = t.a - s.a;
+    return {s.a + d * w, s.b + t.b + d * d * s.count * w, n};
+  }
+  __device__ __forceinline__ static void finalize(KfStats&) {}
+  __device__ __forceinline__ static float r1_init() { return 0.f; }
+  __device__ __forceinline__ static float r1_push(float acc, float v) { return acc + v; }
+  __device__ __forceinline__ static float r1_merge(float x, float y) { return x + y; }
+  __device__ __forceinline__ static float r1_final(float acc, float count) { return acc / count; }
+  __device__ __forceinline__ static float r2_term(float v, float a) { const float d = v - a; return d * d; }
+};
+
+struct KfStatMeanSquare {
+  static constexpr bool kResidentSecondPass = false;
+  __device__ __forceinline__ static KfStats identity() { return {0.f, 0.f, 0.f}; }
+  // Partials carry the plain sum of squares in a; finalize turns it into the mean.
+  __device__ __forceinline__ static void push(KfStats& s, float v) { s.count += 1.f; s.a += v * v; }
+  __device__ __forceinline__ static KfStats merge(const KfStats& s, const KfStats& t) {
+    return {s.a + t.a, 0.f, s.count + t.count};
+  }
+  __device__ __forceinline__ static void finalize(KfStats& s) { s.a = s.count > 0.f ? s.a / s.count : 0.f; }
+  __device__ __forceinline__ static float r1_init() { return 0.f; }
+  __device__ __forceinline__ static float r1_push(float acc, float v) { return acc + v * v; }
+  __device__ __forceinline__ static float r1_merge(float x, float y) { return x + y; }
+  __device__ __forceinline__ static float r1_final(float acc, float count) { return acc / count; }
+  __device__ __forceinline__ static float r2_term(float, float) { return 0.f; }
+};
+
+// ---------------------------------------------------------------------------------------------- canonical view
+namespace kf_norm {
+
+constexpr int kRowsSmallVPT = 4;          // values per lane of the group-per-row kernel (rows <= 128)
+constexpr int kGroupThreads = 256;        // threads per block of the group/warp-per-row kernels
+constexpr int kMaxBlockRowThreads = 512;  // threads per block of the block-per-row kernel, at most
+constexpr int kStreamThreads = 256;       // threads per block of the streaming kernels
+constexpr int kColLanes = 32;             // kept (contiguous) columns per block of the column kernel
+constexpr int kColWarps = 8;              // reduction slices per block of the column kernel
+constexpr int kUnroll = 4;                // independent loads in flight per thread in streaming loops
+
+// Values held per thread by the warp/block-per-row kernels: about 64 registers of inputs at most.
+__host__ __device__ constexpr int big_vpt(int n_in) {
+  return 64 / n_in >= 32 ? 32 : 64 / n_in >= 16 ? 16 : 64 / n_in >= 8 ? 8 : 4;
+}
+
+// The canonical problem a kernel sees, passed by value. Dims are canonical (outermost first).
+template <int NIn>
+struct View {
+  int nd;          // canonical dims (>= 1)
+  int nr;          // reduced canonical dims
+  uint32_t rmask;  // bit d: canonical dim d is reduced
+  int64_t K, R;    // kept / reduced element counts
+  KfFastDiv div[KF_MAX_DIMS];
+  int64_t kmul[KF_MAX_DIMS];  // weight of dim d in the kept linear index (0 for reduced dims)
+  int64_t stride[NIn][KF_MAX_DIMS];
+  int64_t ostride[KF_MAX_DIMS];
+  int64_t rs[NIn];  // when nr == 1: the reduced dim's input strides ...
+  int64_t ors;      // ... and output stride
+  const void* in[NIn];
+  void* out;
+};
+
+// Offsets of a kept index's first element (reduced coordinates 0).
+template <int NIn>
+__device__ __forceinline__ void kept_offsets(const View<NIn>& v, int64_t k, int64_t (&off)[NIn], int64_t& ooff) {
+#pragma unroll
+  for (int i = 0; i < NIn; ++i) off[i] = 0;
+  ooff = 0;
+#pragma unroll
+  for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
+    if (d < v.nd && !((v.rmask >> d) & 1u)) {
+      const int64_t c = v.div[d].peel(k);
+#pragma unroll
+      for (int i = 0; i < NIn; ++i) off[i] += c * v.stride[i][d];
+      ooff += c * v.ostride[d];
+    }
+  }
+}
+
+// Adds the offsets of reduced linear index r to base offsets.
+template <int NIn>
+__device__ __forceinline__ void add_reduced_offsets(const View<NIn>& v, int64_t r, int64_t (&off)[NIn], int64_t& ooff) {
+  if (v.nr == 1) {
+#pragma unroll
+    for (int i = 0; i < NIn; ++i) off[i] += r * v.rs[i];
+    ooff += r * v.ors;
+    return;
+  }
+#pragma unroll
+  for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
+    if (d < v.nd && ((v.rmask >> d) & 1u)) {
+      const int64_t c = v.div[d].peel(r);
+#pragma unroll
+      for (int i = 0; i < NIn; ++i) off[i] += c * v.stride[i][d];
+      ooff += c * v.ostride[d];
+    }
+  }
+}
+
+template <class Op>
+__device__ __forceinline__ float group_allreduce(float x, int group, Op op) {
+  for (int o = group >> 1; o > 0; o >>= 1) x = op(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+
+// Every thread of the block gets the same value (each combines the per-warp values in the same order).
+template <class Op>
+__device__ __forceinline__ float block_allreduce(float x, float* scratch, Op op) {
+  x = group_allreduce(x, 32, op);
+  const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  if ((threadIdx.x & 31) == 0) scratch[warp] = x;
+  __syncthreads();
+  float r = scratch[0];
+  for (int w = 1; w < nwarps; ++w) r = op(r, scratch[w]);
+  __syncthreads();  // scratch is reused by the next reduction
+  return r;
+}
+
+struct SumOp {
+  __device__ __forceinline__ float operator()(float x, float y) const { return x + y; }
+};
+template <class Stat>
+struct R1MergeOp {
+  __device__ __forceinline__ float operator()(float x, float y) const { return Stat::r1_merge(x, y); }
+};
+
+template <class Stat>
+__device__ __forceinline__ KfStats shfl_down_stats(const KfStats& s, int o) {
+  return {__shfl_down_sync(0xffffffffu, s.a, o), __shfl_down_sync(0xffffffffu, s.b, o),
+          __shfl_down_sync(0xffffffffu, s.count, o)};
+}
+
+// Block-wide merge of streaming partials; the result is valid in thread 0 only.
+template <class Stat>
+__device__ __forceinline__ KfStats block_merge_to_first(KfStats s, KfStats* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s = Stat::merge(s, shfl_down_stats<Stat>(s, o));
+  const int warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  if ((threadIdx.x & 31) == 0) scratch[warp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < nwarps; ++w) s = Stat::merge(s, scratch[w]);
+  __syncthreads();
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------- kernels
+
+// One pass over register-resident rows (innermost dim reduced). kBlockRow: a block per row (threadIdx.x is
+// the lane); otherwise a group of 2^group_log2 lanes per row, several rows per warp. Slot j of a lane holds
+// reduced index lane + j * group, so a warp's loads are contiguous along the row.
+template <class Pro, class Stat, class Apply, int kVPT, bool kBlockRow, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(kBlockRow ? kMaxBlockRowThreads : kGroupThreads)
+rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const KfScalars sc, KfStats* stats_out) {
+  constexpr int NIn = sizeof...(TIn);
+  __shared__ float scratch[32];
+  const Pro pro;
+  const Apply apply;
+  const int group = kBlockRow ? int(blockDim.x) : (1 << group_log2);
+  const int lane = kBlockRow ? int(threadIdx.x) : int(threadIdx.x & (group - 1));
+  // Rows advance per warp (kBlockRow: per block) so shuffles and barriers always see every thread.
+  const int64_t rows_per_step = kBlockRow ? int64_t(gridDim.x) : (int64_t(gridDim.x) * blockDim.x) >> group_log2;
+  const int64_t first_row = kBlockRow ? int64_t(blockIdx.x)
+                                      : ((int64_t(blockIdx.x) * blockDim.x + (threadIdx.x & ~31u)) >> group_log2);
+  const int row_in_warp = kBlockRow ? 0 : int(threadIdx.x & 31) >> group_log2;
+
+  for (int64_t row0 = first_row; row0 < v.K; row0 += rows_per_step) {
+    const int64_t row = row0 + row_in_warp;
+    const bool row_ok = row < v.K;
+    int64_t base[NIn], obase;
+    kept_offsets(v, row_ok ? row : 0, base, obase);
+
+    float x[kVPT][NIn];
+#pragma unroll
+    for (int j = 0; j < kVPT; ++j) {
+      const int64_t r = lane + int64_t(j) * group;
+      if (row_ok && r < v.R) {
+        int64_t off[NIn], ooff = 0;
+#pragma unroll
+        for (int i = 0; i < NIn; ++i) off[i] = base[i];
+        add_reduced_offsets(v, r, off, ooff);
+        KfLoadPack<0, TIn...>::load(x[j], v.in, off);
+      } else {
+#pragma unroll
+        for (int i = 0; i < NIn; ++i) x[j][i] = 0.f;
+      }
+    }
+
+    // Pass 1 over the held values: max (softmax) or sum (mean, mean square).
+    float acc = Stat::r1_init();
+#pragma unroll
+    for (int j = 0; j < kVPT; ++j)
+      if (row_ok && lane + int64_t(j) * group < v.R) acc = Stat::r1_push(acc, pro(x[j], sc));
+    acc = kBlockRow ? block_allreduce(acc, scratch, R1MergeOp<Stat>()) : group_allreduce(acc, group, R1MergeOp<Stat>());
+    KfStats s;
+    s.count = float(v.R);
+    s.a = Stat::r1_final(acc, s.count);
+    s.b = 0.f;
+    // Pass 2: sum of exp(v - max) or of squared deviations from the exact mean.
+    if (Stat::kResidentSecondPass) {
+      float acc2 = 0.f;
+#pragma unroll
+      for (int j = 0; j < kVPT; ++j)
+        if (row_ok && lane + int64_t(j) * group < v.R) acc2 += Stat::r2_term(pro(x[j], sc), s.a);
+      s.b = kBlockRow ? block_allreduce(acc2, scratch, SumOp()) : group_allreduce(acc2, group, SumOp());
+    }
+    if (stats_out != nullptr && row_ok && lane == 0) stats_out[row] = s;
+
+#pragma unroll
+    for (int j = 0; j < kVPT; ++j) {
+      const int64_t r = lane + int64_t(j) * group;
+      if (row_ok && r < v.R) {
+        int64_t off[NIn], ooff = obase;
+#pragma unroll
+        for (int i = 0; i < NIn; ++i) off[i] = 0;
+        add_reduced_offsets(v, r, off, ooff);
+        kf_store<TOut>(v.out, ooff, apply(pro(x[j], sc), s, x[j], sc));
+      }
+    }
+  }
+}
+
+// Streaming partial statistics of (kept index, split) pairs, threads along the reduced index (contiguous
+// when the innermost dim is reduced). With one split the result is final and goes straight to `stats`.
+template <class Pro, class Stat, typename... TIn>
+__global__ void __launch_bounds__(kStreamThreads)
+row_partial_kernel(const View<sizeof...(TIn)> v, const int64_t splits, const KfScalars sc, KfStats* partial,
+                   KfStats* stats, KfStats* stats_out) {
+  constexpr int NIn = sizeof...(TIn);
+  __shared__ KfStats scratch[kStreamThreads / 32];
+  const Pro pro;
+  const int64_t chunk = (v.R + splits - 1) / splits;
+  for (int64_t b = blockIdx.x; b < v.K * splits; b += gridDim.x) {
+    const int64_t k = b / splits, split = b - k * splits;
+    const int64_t begin = split * chunk, end = begin + chunk < v.R ? begin + chunk : v.R;
+    int64_t base[NIn], obase;
+    kept_offsets(v, k, base, obase);
+    KfStats s = Stat::identity();
+    for (int64_t r0 = begin + threadIdx.x; r0 < end; r0 += int64_t(kUnroll) * blockDim.x) {
+      float x[kUnroll][NIn];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t r = r0 + int64_t(u) * blockDim.x;
+        if (r < end) {
+          int64_t off[NIn], ooff = 0;
+#pragma unroll
+          for (int i = 0; i < NIn; ++i) off[i] = base[i];
+          add_reduced_offsets(v, r, off, ooff);
+          KfLoadPack<0, TIn...>::load(x[u], v.in, off);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (r0 + int64_t(u) * blockDim.x < end) Stat::push(s, pro(x[u], sc));
+    }
+    s = block_merge_to_first<Stat>(s, scratch);
+    if (threadIdx.x == 0) {
+      if (splits == 1) {
+        Stat::finalize(s);
+        s.count = float(v.R);
+        stats[k] = s;
+        if (stats_out != nullptr) stats_out[k] = s;
+      } else {
+        partial[b] = s;
+      }
+    }
+  }
+}
+
+// Columns: lane tx owns kept index k (consecutive k are the contiguous inner kept dim), warp ty walks the
+// reduced indices ty, ty + 8, ... of the block's split. With one split the block has every value of its
+// columns: it merges the 8 partials (every thread, same order), then applies. Otherwise it writes partials.
+template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(kColLanes * kColWarps)
+columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars sc, KfStats* partial,
+               KfStats* stats_out) {
+  constexpr int NIn = sizeof...(TIn);
+  __shared__ KfStats scratch[kColWarps][kColLanes];
+  const Pro pro;
+  const Apply apply;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t chunk = (v.R + splits - 1) / splits;
+  const int64_t begin = int64_t(blockIdx.y) * chunk, end = begin + chunk < v.R ? begin + chunk : v.R;
+  const int64_t kblocks = (v.K + kColLanes - 1) / kColLanes;
+
+  for (int64_t kb = blockIdx.x; kb < kblocks; kb += gridDim.x) {
+    const int64_t k = kb * kColLanes + tx;
+    const bool k_ok = k < v.K;
+    int64_t base[NIn], obase;
+    kept_offsets(v, k_ok ? k : 0, base, obase);
+
+    KfStats s = Stat::identity();
+    if (k_ok) {
+      for (int64_t r0 = begin + ty; r0 < end; r0 += int64_t(kUnroll) * kColWarps) {
+        float x[kUnroll][NIn];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t r = r0 + int64_t(u) * kColWarps;
+          if (r < end) {
+            int64_t off[NIn], ooff = 0;
+#pragma unroll
+            for (int i = 0; i < NIn; ++i) off[i] = base[i];
+            add_reduced_offsets(v, r, off, ooff);
+            KfLoadPack<0, TIn...>::load(x[u], v.in, off);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+          if (r0 + int64_t(u) * kColWarps < end) Stat::push(s, pro(x[u], sc));
+      }
+    }
+    scratch[ty][tx] = s;
+    __syncthreads();
+    s = scratch[0][tx];
+    for (int w = 1; w < kColWarps; ++w) s = Stat::merge(s, scratch[w][tx]);
+    __syncthreads();  // scratch is rewritten by the next column block
+
+    if (splits > 1) {
+      if (ty == 0 && k_ok) partial[k * splits + blockIdx.y] = s;
+      continue;
+    }
+    Stat::finalize(s);
+    s.count = float(v.R);
+    if (ty == 0 && k_ok && stats_out != nullptr) stats_out[k] = s;
+    if (!k_ok) continue;
+    // Apply: the block's columns were just read, so this second read is served mostly by L2.
+    for (int64_t r0 = ty; r0 < v.R; r0 += int64_t(kUnroll) * kColWarps) {
+      float x[kUnroll][NIn];
+      int64_t oo[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t r = r0 + int64_t(u) * kColWarps;
+        if (r < v.R) {
+          int64_t off[NIn];
+          oo[u] = obase;
+#pragma unroll
+          for (int i = 0; i < NIn; ++i) off[i] = base[i];
+          add_reduced_offsets(v, r, off, oo[u]);
+          KfLoadPack<0, TIn...>::load(x[u], v.in, off);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (r0 + int64_t(u) * kColWarps < v.R) kf_store<TOut>(v.out, oo[u], apply(pro(x[u], sc), s, x[u], sc));
+    }
+  }
+}
+
+// Merges each kept index's split partials in split order (deterministic) into its final statistics.
+template <class Stat>
+__global__ void __launch_bounds__(kStreamThreads)
+finalize_kernel(const int64_t K, const int64_t splits, const float count, const KfStats* partial, KfStats* stats,
+                KfStats* stats_out) {
+  for (int64_t k = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; k < K; k += int64_t(gridDim.x) * blockDim.x) {
+    KfStats s = partial[k * splits];
+    for (int64_t p = 1; p < splits; ++p) s = Stat::merge(s, partial[k * splits + p]);
+    Stat::finalize(s);
+    s.count = count;
+    stats[k] = s;
+    if (stats_out != nullptr) stats_out[k] = s;
+  }
+}
+
+// Elementwise apply with finished statistics: element e (contiguous output order) -> coordinates -> input
+// offsets and kept index. kUnroll elements per thread, a block-stride apart (coalesced).
+template <class Pro, class Apply, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(kStreamThreads)
+apply_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars sc) {
+  constexpr int NIn = sizeof...(TIn);
+  const Pro pro;
+  const Apply apply;
+  const int64_t total = v.K * v.R;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x * kUnroll;
+  for (int64_t e0 = int64_t(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x; e0 < total; e0 += step) {
+    float x[kUnroll][NIn];
+    int64_t kk[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t e = e0 + int64_t(u) * blockDim.x;
+      if (e < total) {
+        int64_t rest = e, off[NIn], k = 0;
+#pragma unroll
+        for (int i = 0; i < NIn; ++i) off[i] = 0;
+#pragma unroll
+        for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
+          if (d < v.nd) {
+            const int64_t c = v.div[d].peel(rest);
+#pragma unroll
+            for (int i = 0; i < NIn; ++i) off[i] += c * v.stride[i][d];
+            k += c * v.kmul[d];
+          }
+        }
+        kk[u] = k;
+        KfLoadPack<0, TIn...>::load(x[u], v.in, off);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t e = e0 + int64_t(u) * blockDim.x;
+      if (e < total) kf_store<TOut>(v.out, e, apply(pro(x[u], sc), stats[kk[u]], x[u], sc));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- host side
+
+// What the shape alone decides (shared by the workspace query and the launcher, so they agree).
+struct Extent {
+  bool ok;             // shape and mask valid
+  int64_t K, R;        // kept / reduced counts
+  bool reduced_inner;  // the innermost non-trivial dim is reduced (row family); else columns
+};
+
+inline Extent extent(const KfShape& shape, uint32_t mask) {
+  Extent e{false, 1, 1, true};
+  if (shape.ndim < 0 || shape.ndim > KF_MAX_DIMS) return e;
+  if (shape.ndim < 32 && (mask >> shape.ndim) != 0u) return e;
+  bool seen = false;
+  for (int d = shape.ndim - 1; d >= 0; --d) {
+    if (shape.size[d] < 0) return e;
+    const bool reduced = (mask >> d) & 1u;
+    (reduced ? e.R : e.K) *= shape.size[d];
+    if (!seen && shape.size[d] != 1) {
+      e.reduced_inner = reduced;
+      seen = true;
+    }
+  }
+  e.ok = true;
+  return e;
+}
+
+inline int sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 132;
+  return sms > 0 ? sms : 1;
+}
+
+struct SplitPlan {
+  int64_t splits;
+  size_t bytes;  // stats (K) + partials (K * splits when splits > 1)
+};
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
+
+// Splits of the reduction so that about 8 blocks per multiprocessor are busy, each with enough work.
+inline SplitPlan split_plan(const Extent& e, int sms) {
+  const int64_t target_blocks = int64_t(sms) * 8;
+  SplitPlan p{1, 0};
+  if (e.reduced_inner) {
+    p.splits = clamp64(ceil_div(target_blocks, e.K), 1, ceil_div(e.R, 4096));
+    // Rows of <= 128 always take the one-pass kernel; longer ones may take the split path.
+    if (e.R > 32 * kRowsSmallVPT) p.bytes = size_t(e.K) * (p.splits > 1 ? p.splits + 1 : 1) * sizeof(KfStats);
+  } else {
+    p.splits = clamp64(ceil_div(target_blocks, ceil_div(e.K, kColLanes)), 1,
+                       clamp64(ceil_div(e.R, kColWarps * 32), 1, 65535));
+    if (p.splits > 1) p.bytes = size_t(e.K) * (p.splits + 1) * sizeof(KfStats);
+  }
+  return p;
+}
+
+// Canonicalises shape + strides into a View: size-1 dims dropped, same-kind neighbours merged where every
+// input's strides line up (the output is contiguous, so it always does).
+template <int NIn>
+inline bool make_view(const KfShape& shape, uint32_t mask, const KfTensorRef* in, void* out, View<NIn>& v) {
+  int64_t size[KF_MAX_DIMS], st[NIn][KF_MAX_DIMS], ost[KF_MAX_DIMS];
+  bool red[KF_MAX_DIMS];
+  int nd = 0;
+  int64_t contiguous = 1;
+  for (int d = shape.ndim - 1; d >= 0; --d) {  // innermost first, then reversed below
+    const int64_t n = shape.size[d];
+    if (n != 1) {
+      size[nd] = n;
+      red[nd] = (mask >> d) & 1u;
+      ost[nd] = contiguous;
+      for (int i = 0; i < NIn; ++i) st[i][nd] = in[i].stride[d];
+      ++nd;
+    }
+    contiguous *= n;
+  }
+  // Merge outward: dim j (inner) with j + 1 (outer) when the outer is the inner's continuation everywhere.
+  int m = 0;
+  for (int j = 0; j < nd; ++j) {
+    bool merge = m > 0 && red[j] == red[m - 1];
+    for (int i = 0; merge && i < NIn; ++i) merge = st[i][j] == st[i][m - 1] * size[m - 1];
+    if (merge) {
+      size[m - 1] *= size[j];
+      continue;
+    }
+    size[m] = size[j];
+    red[m] = red[j];
+    ost[m] = ost[j];
+    for (int i = 0; i < NIn; ++i) st[i][m] = st[i][j];
+    ++m;
+  }
+  if (m == 0) {  // every dim has size 1: one element, reduced over itself
+    size[0] = 1;
+    red[0] = true;
+    ost[0] = 1;
+    for (int i = 0; i < NIn; ++i) st[i][0] = 0;
+    m = 1;
+  }
+  v.nd = m;
+  v.nr = 0;
+  v.rmask = 0;
+  v.K = v.R = 1;
+  int64_t kweight = 1;
+  for (int j = 0; j < m; ++j) {  // j = 0 is innermost; canonical dim index d = m - 1 - j
+    const int d = m - 1 - j;
+    v.div[d] = KfFastDiv::make(uint64_t(size[j]));
+    v.ostride[d] = ost[j];
+    for (int i = 0; i < NIn; ++i) v.stride[i][d] = st[i][j];
+    if (red[j]) {
+      v.rmask |= 1u << d;
+      v.R *= size[j];
+      v.kmul[d] = 0;
+      ++v.nr;
+      for (int i = 0; i < NIn; ++i) v.rs[i] = st[i][j];
+      v.ors = ost[j];
+    } else {
+      v.kmul[d] = kweight;
+      kweight *= size[j];
+      v.K *= size[j];
+    }
+  }
+  for (int d = m; d < KF_MAX_DIMS; ++d) {
+    v.div[d] = KfFastDiv::make(1);
+    v.kmul[d] = 0;
+    v.ostride[d] = 0;
+    for (int i = 0; i < NIn; ++i) v.stride[i][d] = 0;
+  }
+  if (v.nr != 1) {
+    for (int i = 0; i < NIn; ++i) v.rs[i] = 0;
+    v.ors = 0;
+  }
+  for (int i = 0; i < NIn; ++i) v.in[i] = in[i].data;
+  v.out = out;
+  return true;
+}
+
+inline int grid_for(int64_t blocks) { return int(blocks < (int64_t(1) << 30) ? (blocks > 0 ? blocks : 1) : (int64_t(1) << 30)); }
+
+}  // namespace kf_norm
+
+template <class Stat>
+size_t kf_normalize_workspace_bytes(const KfShape& shape, uint32_t reduce_mask) {
+  const kf_norm::Extent e = kf_norm::extent(shape, reduce_mask);
+  if (!e.ok || e.K * e.R == 0) return 0;
+  return kf_norm::split_plan(e, kf_norm::sm_count()).bytes;
+}
+
+template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
+cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void* out, const KfTensorRef* in,
+                                const KfScalars& sc, float* stats_out, void* workspace, size_t workspace_bytes,
+                                cudaStream_t stream) {
+  using namespace kf_norm;
+  constexpr int NIn = sizeof...(TIn);
+  static_assert(NIn >= 1, "kf_launch_normalize: at least one input");
+  static_assert(Pro::kIn == NIn && Apply::kIn == NIn, "kf_launch_normalize: Pro::kIn == Apply::kIn == sizeof...(TIn)");
+  constexpr int kBig = big_vpt(NIn);
+
+  const Extent e = extent(shape, reduce_mask);
+  if (!e.ok || out == nullptr || in == nullptr) return cudaErrorInvalidValue;
+  if (e.K * e.R == 0) return cudaSuccess;
+  View<NIn> v;
+  make_view(shape, reduce_mask, in, out, v);
+  KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
+  const int sms = sm_count();
+
+  if (e.reduced_inner) {
+    const int64_t L = e.R;
+    if (L <= 32 * kRowsSmallVPT) {
+      int log2 = 0;
+      while ((int64_t(kRowsSmallVPT) << log2) < L) ++log2;  // lanes per row: smallest power of two that fits
+      const int64_t rows_per_block = kGroupThreads >> log2;
+      rows_resident_kernel<Pro, Stat, Apply, kRowsSmallVPT, false, TOut, TIn...>
+          <<<grid_for(ceil_div(e.K, rows_per_block)), kGroupThreads, 0, stream>>>(v, log2, sc, stats_dst);
+      return cudaGetLastError();
+    }
+    if (L <= 32 * kBig) {
+      rows_resident_kernel<Pro, Stat, Apply, kBig, false, TOut, TIn...>
+          <<<grid_for(ceil_div(e.K, kGroupThreads / 32)), kGroupThreads, 0, stream>>>(v, 5, sc, stats_dst);
+      return cudaGetLastError();
+    }
+    // A block per row pays off when the rows fill the GPU (or are short enough that splitting buys nothing).
+    if (L <= int64_t(kMaxBlockRowThreads) * kBig && (e.K >= sms || L <= 4096)) {
+      const int threads = int(clamp64(ceil_div(ceil_div(L, kBig), 32) * 32, 64, kMaxBlockRowThreads));
+      rows_resident_kernel<Pro, Stat, Apply, kBig, true, TOut, TIn...>
+          <<<grid_for(e.K), threads, 0, stream>>>(v, 0, sc, stats_dst);
+      return cudaGetLastError();
+    }
+  }
+
+  const SplitPlan plan = split_plan(e, sms);
+  if (workspace_bytes < plan.bytes || (plan.bytes > 0 && workspace == nullptr)) return cudaErrorInvalidValue;
+  KfStats* stats = reinterpret_cast<KfStats*>(workspace);
+  KfStats* partial = stats + e.K;
+  const int64_t apply_blocks = ceil_div(e.K * e.R, int64_t(kStreamThreads) * kUnroll);
+
+  if (e.reduced_inner) {
+    row_partial_kernel<Pro, Stat, TIn...>
+        <<<grid_for(e.K * plan.splits), kStreamThreads, 0, stream>>>(v, plan.splits, sc, partial, stats, stats_dst);
+    KF_RETURN_IF_ERROR(cudaGetLastError());
+  } else {
+    const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(plan.splits));
+    columns_kernel<Pro, Stat, Apply, TOut, TIn...>
+        <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(plan.splits), sc, partial, stats_dst);
+    KF_RETURN_IF_ERROR(cudaGetLastError());
+    if (plan.splits == 1) return cudaSuccess;  // stats and apply done in one kernel
+  }
+  if (plan.splits > 1) {
+    finalize_kernel<Stat><<<grid_for(ceil_div(e.K, kStreamThreads)), kStreamThreads, 0, stream>>>(
+        e.K, plan.splits, float(e.R), partial, stats, stats_dst);
+    KF_RETURN_IF_ERROR(cudaGetLastError());
+  }
+  apply_kernel<Pro, Apply, TOut, TIn...><<<grid_for(apply_blocks), kStreamThreads, 0, stream>>>(v, stats, sc);
+  return cudaGetLastError();
+}

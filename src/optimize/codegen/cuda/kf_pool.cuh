@@ -1,0 +1,215 @@
+// kf_pool.cuh — max / avg pooling over 1-3 spatial dims (plain or adaptive) of a contiguous N x C x (D x)(H x)W
+// input, with a generated pointwise epilogue fused on the pooled value.
+//
+// ---------------------------------------------------------------------------------------------- contract
+//   struct KfPoolParams — kf_pool_params.h (host-includable). Spatial arrays (in_size, out_size, kernel, stride, pad, dilation) hold
+//     the nd spatial dims outermost first (nd = 2: [H, W]); entries past nd are ignored. out_size is the
+//     caller's (ceil_mode is the caller computing out_size the way torch does).
+//   Epilogue functor (generated; extra inputs are loaded at the OUTPUT element):
+//     struct Epi { static constexpr int kIn = N;    // N >= 0
+//                  __device__ float operator()(float pooled, const float (&x)[kf_slots(kIn)],
+//                                              const KfScalars& sc) const; };
+//     kf_slots(N) = max(N, 1): with kIn == 0 the functor takes `const float (&x)[1]` and must not read it.
+//   cudaError_t kf_launch_pool<Kind, Epi, TOut, TIn, TExtra...>(p, in, out, extra, sc, stream)
+//     Kind    KF_POOL_MAX or KF_POOL_AVG; sizeof...(TExtra) == Epi::kIn.
+//     in      contiguous [N, C, in_size...] of TIn;  out: contiguous [N, C, out_size...] of TOut.
+//     extra   Epi::kIn views over the output shape [N, C, out_size...] (2 + nd strides, 0 = broadcast);
+//             may be null when kIn == 0.
+//   Semantics are torch's:
+//     max  windows start at o*stride - pad, taps dilation apart; taps outside the input are skipped (-inf
+//          padding); NaN propagates (a NaN tap makes the output NaN). An all-padding window gives -inf.
+//     avg  window [o*stride - pad, +kernel) clipped to [-pad, in + pad) gives pool_size; clipped to the input
+//          gives the taps. divisor = divisor_override if non-zero, else pool_size if count_include_pad, else
+//          the number of taps; a window with no taps (ceil_mode edge) gives 0. avg requires dilation 1
+//          (torch's avg_pool has none).
+//     adaptive (either kind): window [floor(o*in/out), ceil((o+1)*in/out)); avg divides by its size.
+//   Returns cudaErrorInvalidValue for a bad nd / size / kernel / stride / dilation / pad, the launch error
+//   otherwise. Zero-size outputs are a no-op.
+//
+// ---------------------------------------------------------------------------------------------- kernel
+// One thread per output element, consecutive threads along W (coalesced stores; window loads of a warp
+// cover a stride-wide contiguous span, the taps overlapping in L1). Output index decomposition uses
+// KfFastDiv (no hardware divide). 1-D and 2-D run as 3-D with leading unit dims.
+#pragma once
+#include <math.h>
+#include "kf_pack.cuh"
+#include "kf_pool_params.h"
+
+
+namespace kf_pool {
+
+constexpr int kThreads = 256;
+
+// The launch as the kernel sees it: always 3 spatial dims (outermost first), extras over [N, C, D, H, W].
+template <int NX>
+struct Geom {
+  int64_t NC;
+  int64_t in[3], out[3];
+  int k[3], s[3], p[3], dl[3];
+  bool count_include_pad, adaptive;
+  int divisor_override;
+  int64_t total;
+  KfFastDiv odiv[3];  // output D, H, W
+  KfFastDiv cdiv;     // C: splits the N*C index for the extras
+  int64_t xstride[NX][5];
+  const void* x[NX];
+};
+
+// Window of output coordinate o along one dim: first tap, tap count, tap spacing.
+struct Window {
+  int64_t start;
+  int64_t taps;
+  int64_t step;
+};
+
+template <int NX>
+__device__ __forceinline__ Window window(const Geom<NX>& g, int d, int64_t o) {
+  if (g.adaptive) {
+    const int64_t start = (o * g.in[d]) / g.out[d];
+    const int64_t end = ((o + 1) * g.in[d] + g.out[d] - 1) / g.out[d];
+    return {start, end - start, 1};
+  }
+  return {o * g.s[d] - g.p[d], g.k[d], g.dl[d]};
+}
+
+template <int Kind, class Epi, typename TOut, typename TIn, typename... TExtra>
+__global__ void __launch_bounds__(kThreads)
+pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ in, void* out, const KfScalars sc) {
+  constexpr int NX = sizeof...(TExtra);
+  const Epi epi;
+  const int64_t plane = g.in[0] * g.in[1] * g.in[2];
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < g.total; e += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = e;
+    const int64_t ow = g.odiv[2].peel(rest);
+    const int64_t oh = g.odiv[1].peel(rest);
+    const int64_t od = g.odiv[0].peel(rest);
+    const int64_t nc = rest;
+    const TIn* src = in + nc * plane;
+    const Window wd = window(g, 0, od), wh = window(g, 1, oh), ww = window(g, 2, ow);
+
+    float pooled;
+    if (Kind == KF_POOL_MAX) {
+      pooled = -INFINITY;
+      for (int64_t a = 0; a < wd.taps; ++a) {
+        const int64_t id = wd.start + a * wd.step;
+        if (id < 0 || id >= g.in[0]) continue;
+        for (int64_t b = 0; b < wh.taps; ++b) {
+          const int64_t ih = wh.start + b * wh.step;
+          if (ih < 0 || ih >= g.in[1]) continue;
+          const TIn* line = src + (id * g.in[1] + ih) * g.in[2];
+          for (int64_t c = 0; c < ww.taps; ++c) {
+            const int64_t iw = ww.start + c * ww.step;
+            if (iw < 0 || iw >= g.in[2]) continue;
+            const float val = kf_to_float<TIn>(line[iw]);
+            if (val > pooled || isnan(val)) pooled = val;  // torch's rule: a NaN tap wins and stays
+          }
+        }
+      }
+    } else {
+      // Taps clipped to the input; pool_size (count_include_pad) clipped only to the padded extent.
+      int64_t lo[3], hi[3], padded = 1, taps = 1;
+#pragma unroll
+      for (int d = 0; d < 3; ++d) {
+        const Window w = d == 0 ? wd : d == 1 ? wh : ww;
+        int64_t end = w.start + w.taps;
+        if (!g.adaptive) {
+          const int64_t limit = g.in[d] + g.p[d];
+          if (end > limit) end = limit;
+          padded *= end - w.start;
+        }
+        lo[d] = w.start > 0 ? w.start : 0;
+        hi[d] = end < g.in[d] ? end : g.in[d];
+        taps *= hi[d] > lo[d] ? hi[d] - lo[d] : 0;
+      }
+      float sum = 0.f;
+      for (int64_t id = lo[0]; id < hi[0]; ++id)
+        for (int64_t ih = lo[1]; ih < hi[1]; ++ih) {
+          const TIn* line = src + (id * g.in[1] + ih) * g.in[2];
+          for (int64_t iw = lo[2]; iw < hi[2]; ++iw) sum += kf_to_float<TIn>(line[iw]);
+        }
+      int64_t divisor = taps;
+      if (!g.adaptive) divisor = g.divisor_override != 0 ? g.divisor_override : g.count_include_pad ? padded : taps;
+      pooled = taps == 0 ? 0.f : sum / float(divisor);
+    }
+
+    float x[kf_slots(NX)];
+    x[0] = 0.f;
+    if (NX > 0) {
+      const int64_t n = int64_t(g.cdiv.div(uint64_t(nc)));
+      const int64_t coord[5] = {n, nc - n * int64_t(g.cdiv.d), od, oh, ow};
+      int64_t off[kf_slots(NX)];
+#pragma unroll
+      for (int i = 0; i < NX; ++i) {
+        off[i] = 0;
+#pragma unroll
+        for (int d = 0; d < 5; ++d) off[i] += coord[d] * g.xstride[i][d];
+      }
+      KfLoadPack<0, TExtra...>::load(x, g.x, off);
+    }
+    kf_store<TOut>(out, e, epi(pooled, x, sc));
+  }
+}
+
+inline bool dims_valid(const KfPoolParams& p, bool avg) {
+  if (p.nd < 1 || p.nd > 3 || p.N < 0 || p.C < 0) return false;
+  for (int d = 0; d < p.nd; ++d) {
+    if (p.in_size[d] < 0 || p.out_size[d] < 0) return false;
+    if (p.adaptive) {
+      if (p.out_size[d] > 0 && p.in_size[d] == 0) return false;
+      continue;
+    }
+    if (p.kernel[d] < 1 || p.stride[d] < 1 || p.dilation[d] < 1 || p.pad[d] < 0) return false;
+    if (avg && p.dilation[d] != 1) return false;
+  }
+  return p.divisor_override >= 0;
+}
+
+}  // namespace kf_pool
+
+template <int Kind, class Epi, typename TOut, typename TIn, typename... TExtra>
+cudaError_t kf_launch_pool(const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
+                           const KfScalars& sc, cudaStream_t stream) {
+  constexpr int NX = sizeof...(TExtra);
+  static_assert(Kind == KF_POOL_MAX || Kind == KF_POOL_AVG, "kf_launch_pool: Kind is KF_POOL_MAX or KF_POOL_AVG");
+  static_assert(Epi::kIn == NX, "kf_launch_pool: sizeof...(TExtra) == Epi::kIn");
+  if (!kf_pool::dims_valid(p, Kind == KF_POOL_AVG)) return cudaErrorInvalidValue;
+
+  kf_pool::Geom<kf_slots(NX)> g;
+  // Right-align the nd spatial dims into 3 (leading unit dims: one tap, stride 1, no padding).
+  const int lead = 3 - p.nd;
+  g.total = p.N * p.C;
+  for (int d = 0; d < 3; ++d) {
+    const int s = d - lead;
+    const bool real = s >= 0;
+    g.in[d] = real ? p.in_size[s] : 1;
+    g.out[d] = real ? p.out_size[s] : 1;
+    g.k[d] = real ? p.kernel[s] : 1;
+    g.s[d] = real ? p.stride[s] : 1;
+    g.p[d] = real ? p.pad[s] : 0;
+    g.dl[d] = real ? p.dilation[s] : 1;
+    g.odiv[d] = KfFastDiv::make(uint64_t(g.out[d] > 0 ? g.out[d] : 1));
+    g.total *= g.out[d];
+  }
+  if (g.total == 0) return cudaSuccess;
+  if (in == nullptr || out == nullptr || (NX > 0 && extra == nullptr)) return cudaErrorInvalidValue;
+  g.NC = p.N * p.C;
+  g.count_include_pad = p.count_include_pad;
+  g.adaptive = p.adaptive;
+  g.divisor_override = p.divisor_override;
+  g.cdiv = KfFastDiv::make(uint64_t(p.C));
+  for (int i = 0; i < kf_slots(NX); ++i) {
+    g.x[i] = i < NX ? extra[i].data : nullptr;
+    // Extras' strides over [N, C, out...] spread onto [N, C, D, H, W].
+    for (int d = 0; d < 5; ++d) g.xstride[i][d] = 0;
+    if (i < NX) {
+      g.xstride[i][0] = extra[i].stride[0];
+      g.xstride[i][1] = extra[i].stride[1];
+      for (int s = 0; s < p.nd; ++s) g.xstride[i][2 + lead + s] = extra[i].stride[2 + s];
+    }
+  }
+  int64_t blocks = (g.total + kf_pool::kThreads - 1) / kf_pool::kThreads;
+  if (blocks > (int64_t(1) << 30)) blocks = int64_t(1) << 30;
+  kf_pool::pool_kernel<Kind, Epi, TOut, TIn, TExtra...>
+      <<<unsigned(blocks), kf_pool::kThreads, 0, stream>>>(g, static_cast<const TIn*>(in), out, sc);
+  return cudaGetLastError();
+}
