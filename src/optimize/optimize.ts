@@ -80,6 +80,7 @@ async function runBench(
   candidatePath: string,
   regions: string[],
   options: OptimizeOptions,
+  compileBaseline: boolean,
 ): Promise<OptimizeBenchResult> {
   const request = {
     problemPath: problem.path,
@@ -87,7 +88,7 @@ async function runBench(
     device: options.device,
     cacheDir: options.cacheDir,
     iters: options.benchIters,
-    compileBaseline: options.compileBaseline,
+    compileBaseline,
     regions,
   };
   const requestPath = `${candidatePath}.bench.json`;
@@ -201,6 +202,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
       output,
       plan.regions.map((r) => r.id),
       options,
+      false,
     );
     for (const timing of bench.regions) {
       const report = result.regions.find((r) => r.id === timing.id);
@@ -226,7 +228,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   };
   const [evalResult] = await evaluate(problem, [output], evalOptions);
   const t5 = performance.now();
-  const finalBench = await runBench(problem, output, [], options);
+  const finalBench = await runBench(problem, output, [], options, options.compileBaseline);
   const t6 = performance.now();
   if (evalResult) {
     result.eval = evalResult;
