@@ -36,9 +36,11 @@
 //  - rows (innermost dim reduced), R small enough to live in registers: ONE pass, x read once, y written once.
 //      R <= 128            a group of 1..32 lanes per row, 4 values per lane (many rows per warp)
 //      R <= 32 * kBigVPT   a warp per row, kBigVPT values per lane
-//      R <= 512 * kBigVPT  a block (64..512 threads) per row; chosen only when there are enough rows to fill
-//                          the GPU or the row is short; kBigVPT = 32 / 16 / 8 / 4 values per thread for
-//                          1-2 / 3-4 / 5-8 / more inputs (every input is held: x is read from DRAM once).
+//      R <= 1024 * kBigVPT a block (64..1024 threads) per row; chosen only when there are enough rows to fill
+//                          the GPU or the row is short; kBigVPT = 24 / 16 / 8 / 4 values per thread for
+//                          1 / 2 / 3-4 / more inputs (every input is held: x is read from DRAM once), so
+//                          softmax rows up to 24K, layer norm (x, gamma, beta) rows up to 8K are one pass.
+//    These need the reduced dims to merge into one (true for contiguous and row-strided inputs).
 //    Exact two-pass statistics over the held values (max then sum of exp; mean then M2).
 //  - rows otherwise (few long rows, BatchNorm's [N, C, HW] reducing N and HW, layouts that do not merge):
 //      partial stats over (row, split) blocks, threads along the innermost reduced dim -> finalize -> apply.
@@ -95,13 +97,13 @@ struct KfStatWelford {
   __device__ __forceinline__ static void push(KfStats& s, float v) {
     s.count += 1.f;
     const float d = v - s.a;
-    s.a += d / s.count;
+    s.a += __fdividef(d, s.count);  // count >= 1: the approximate divide is within 2 ulp, no slow path
     s.b += d * (v - s.a);
   }
   // Chan et al.: combine two (count, mean, M2) partials without cancellation.
   __device__ __forceinline__ static KfStats merge(const KfStats& s, const KfStats& t) {
     const float n = s.count + t.count;
-    const float w = n > 0.f ? t.count / n : 0.f;
+    const float w = n > 0.f ? __fdividef(t.count, n) : 0.f;
     const float d = t.a - s.a;
     return {s.a + d * w, s.b + t.b + d * d * s.count * w, n};
   }
@@ -134,15 +136,17 @@ namespace kf_norm {
 
 constexpr int kRowsSmallVPT = 4;          // values per lane of the group-per-row kernel (rows <= 128)
 constexpr int kGroupThreads = 256;        // threads per block of the group/warp-per-row kernels
-constexpr int kMaxBlockRowThreads = 512;  // threads per block of the block-per-row kernel, at most
+constexpr int kMinGroupBlocks = 4;        // ... resident per SM at least (caps registers at 64)
+constexpr int kMaxBlockRowThreads = 1024; // threads per block of the block-per-row kernel, at most
 constexpr int kStreamThreads = 256;       // threads per block of the streaming kernels
 constexpr int kColLanes = 32;             // kept (contiguous) columns per block of the column kernel
 constexpr int kColWarps = 8;              // reduction slices per block of the column kernel
 constexpr int kUnroll = 4;                // independent loads in flight per thread in streaming loops
 
-// Values held per thread by the warp/block-per-row kernels: about 64 registers of inputs at most.
+// Values held per thread by the warp/block-per-row kernels: 24-32 registers of inputs, what fits the
+// 64-register cap (full occupancy) without spilling (checked by test_codegen_norm_pool_nvcc.py).
 __host__ __device__ constexpr int big_vpt(int n_in) {
-  return 64 / n_in >= 32 ? 32 : 64 / n_in >= 16 ? 16 : 64 / n_in >= 8 ? 8 : 4;
+  return n_in == 1 ? 24 : n_in == 2 ? 16 : n_in <= 4 ? 8 : 4;
 }
 
 // The canonical problem a kernel sees, passed by value. Dims are canonical (outermost first).
@@ -248,11 +252,12 @@ __device__ __forceinline__ KfStats block_merge_to_first(KfStats s, KfStats* scra
 
 // ---------------------------------------------------------------------------------------------- kernels
 
-// One pass over register-resident rows (innermost dim reduced). kBlockRow: a block per row (threadIdx.x is
-// the lane); otherwise a group of 2^group_log2 lanes per row, several rows per warp. Slot j of a lane holds
-// reduced index lane + j * group, so a warp's loads are contiguous along the row.
+// One pass over register-resident rows: the innermost dim is the only reduced one (v.nr == 1, strides
+// v.rs / v.ors). kBlockRow: a block per row (threadIdx.x is the lane); otherwise a group of 2^group_log2 lanes
+// per row, several rows per warp. Slot j of a lane holds reduced index lane + j * group, so a warp's loads
+// are contiguous along the row.
 template <class Pro, class Stat, class Apply, int kVPT, bool kBlockRow, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(kBlockRow ? kMaxBlockRowThreads : kGroupThreads)
+__global__ void __launch_bounds__(kBlockRow ? kMaxBlockRowThreads : kGroupThreads, kBlockRow ? 1 : kMinGroupBlocks)
 rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const KfScalars sc, KfStats* stats_out) {
   constexpr int NIn = sizeof...(TIn);
   __shared__ float scratch[32];
@@ -271,16 +276,17 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
     const bool row_ok = row < v.K;
     int64_t base[NIn], obase;
     kept_offsets(v, row_ok ? row : 0, base, obase);
+    // Slots j < held are inside the row (a 32-bit count keeps the per-slot test cheap).
+    const int held = row_ok && lane < v.R ? int((v.R - lane + group - 1) / group) : 0;
 
     float x[kVPT][NIn];
 #pragma unroll
     for (int j = 0; j < kVPT; ++j) {
       const int64_t r = lane + int64_t(j) * group;
-      if (row_ok && r < v.R) {
-        int64_t off[NIn], ooff = 0;
+      if (j < held) {
+        int64_t off[NIn];
 #pragma unroll
-        for (int i = 0; i < NIn; ++i) off[i] = base[i];
-        add_reduced_offsets(v, r, off, ooff);
+        for (int i = 0; i < NIn; ++i) off[i] = base[i] + r * v.rs[i];
         KfLoadPack<0, TIn...>::load(x[j], v.in, off);
       } else {
 #pragma unroll
@@ -292,7 +298,7 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
     float acc = Stat::r1_init();
 #pragma unroll
     for (int j = 0; j < kVPT; ++j)
-      if (row_ok && lane + int64_t(j) * group < v.R) acc = Stat::r1_push(acc, pro(x[j], sc));
+      if (j < held) acc = Stat::r1_push(acc, pro(x[j], sc));
     acc = kBlockRow ? block_allreduce(acc, scratch, R1MergeOp<Stat>()) : group_allreduce(acc, group, R1MergeOp<Stat>());
     KfStats s;
     s.count = float(v.R);
@@ -303,7 +309,7 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
       float acc2 = 0.f;
 #pragma unroll
       for (int j = 0; j < kVPT; ++j)
-        if (row_ok && lane + int64_t(j) * group < v.R) acc2 += Stat::r2_term(pro(x[j], sc), s.a);
+        if (j < held) acc2 += Stat::r2_term(pro(x[j], sc), s.a);
       s.b = kBlockRow ? block_allreduce(acc2, scratch, SumOp()) : group_allreduce(acc2, group, SumOp());
     }
     if (stats_out != nullptr && row_ok && lane == 0) stats_out[row] = s;
@@ -311,13 +317,7 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
 #pragma unroll
     for (int j = 0; j < kVPT; ++j) {
       const int64_t r = lane + int64_t(j) * group;
-      if (row_ok && r < v.R) {
-        int64_t off[NIn], ooff = obase;
-#pragma unroll
-        for (int i = 0; i < NIn; ++i) off[i] = 0;
-        add_reduced_offsets(v, r, off, ooff);
-        kf_store<TOut>(v.out, ooff, apply(pro(x[j], sc), s, x[j], sc));
-      }
+      if (j < held) kf_store<TOut>(v.out, obase + r * v.ors, apply(pro(x[j], sc), s, x[j], sc));
     }
   }
 }
@@ -326,14 +326,16 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
 // when the innermost dim is reduced). With one split the result is final and goes straight to `stats`.
 template <class Pro, class Stat, typename... TIn>
 __global__ void __launch_bounds__(kStreamThreads)
-row_partial_kernel(const View<sizeof...(TIn)> v, const int64_t splits, const KfScalars sc, KfStats* partial,
+row_partial_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div, const KfScalars sc, KfStats* partial,
                    KfStats* stats, KfStats* stats_out) {
   constexpr int NIn = sizeof...(TIn);
   __shared__ KfStats scratch[kStreamThreads / 32];
   const Pro pro;
+  const int64_t splits = int64_t(splits_div.d);
   const int64_t chunk = (v.R + splits - 1) / splits;
   for (int64_t b = blockIdx.x; b < v.K * splits; b += gridDim.x) {
-    const int64_t k = b / splits, split = b - k * splits;
+    int64_t k = b;
+    const int64_t split = splits_div.peel(k);
     const int64_t begin = split * chunk, end = begin + chunk < v.R ? begin + chunk : v.R;
     int64_t base[NIn], obase;
     kept_offsets(v, k, base, obase);
@@ -486,7 +488,7 @@ apply_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars
 #pragma unroll
         for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
           if (d < v.nd) {
-            const int64_t c = v.div[d].peel(rest);
+            const int64_t c = d == 0 ? rest : v.div[d].peel(rest);  // the outermost coordinate is what is left
 #pragma unroll
             for (int i = 0; i < NIn; ++i) off[i] += c * v.stride[i][d];
             k += c * v.kmul[d];
@@ -670,7 +672,7 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
   const int sms = sm_count();
 
-  if (e.reduced_inner) {
+  if (e.reduced_inner && v.nr == 1) {
     const int64_t L = e.R;
     if (L <= 32 * kRowsSmallVPT) {
       int log2 = 0;
@@ -702,7 +704,8 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
 
   if (e.reduced_inner) {
     row_partial_kernel<Pro, Stat, TIn...>
-        <<<grid_for(e.K * plan.splits), kStreamThreads, 0, stream>>>(v, plan.splits, sc, partial, stats, stats_dst);
+        <<<grid_for(e.K * plan.splits), kStreamThreads, 0, stream>>>(v, KfFastDiv::make(uint64_t(plan.splits)), sc, partial,
+                                                                     stats, stats_dst);
     KF_RETURN_IF_ERROR(cudaGetLastError());
   } else {
     const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(plan.splits));

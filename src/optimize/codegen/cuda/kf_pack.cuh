@@ -25,30 +25,35 @@ struct KfLoadPack<I, T, Rest...> {
   }
 };
 
-// n / d and n % d for a divisor fixed at launch. For d < 2^32 and n < 2^32 it is a multiply-high, an add and
-// a shift (round-up reciprocal m' = 2^32 + m = floor(2^(32+s) / d) + 1 with s = ceil(log2 d); exact for every
-// n < 2^32 since the rounding error n * (m' d - 2^(32+s)) < 2^(32+s)); larger values take the 64-bit divide.
+// n / d and n % d for a divisor fixed at launch, without a hardware divide: a multiply-high by a round-up
+// reciprocal, an add and a shift. With s = ceil(log2 d) and W-bit words, m' = 2^W + m = floor(2^(W+s) / d) + 1
+// overshoots 2^(W+s) / d by e / d with e = m' d - 2^(W+s) <= d <= 2^s, so n * m' / 2^(W+s) stays below the
+// next integer whenever n * e < 2^(W+s): every n < 2^32 for W = 32 (d < 2^32), every n < 2^63 for W = 64.
+// Indices below 2^32 (the usual case) take the 32-bit word; larger ones the 64-bit one.
 struct KfFastDiv {
   uint64_t d;
-  uint32_t m;
+  uint64_t m64;
+  uint32_t m32;
   uint32_t s;
 
   static KfFastDiv make(uint64_t divisor) {
     KfFastDiv f;
     f.d = divisor > 0 ? divisor : 1;
     f.s = 0;
-    while (f.s < 32 && (uint64_t(1) << f.s) < f.d) ++f.s;
-    // (2^s - d) < d <= 2^32, so the product stays below 2^64 and m below 2^32.
-    f.m = f.d <= 0xffffffffull ? uint32_t(((uint64_t(1) << 32) * ((uint64_t(1) << f.s) - f.d)) / f.d + 1) : 0u;
+    while (f.s < 63 && (uint64_t(1) << f.s) < f.d) ++f.s;
+    // (2^s - d) < d, so both quotients fit their word.
+    const unsigned __int128 excess = (unsigned __int128)((uint64_t(1) << f.s) - f.d);
+    f.m64 = uint64_t(((excess << 64) / f.d) + 1);
+    f.m32 = f.d <= 0xffffffffull ? uint32_t(((excess << 32) / f.d) + 1) : 0u;
     return f;
   }
 
   __device__ __forceinline__ uint64_t div(uint64_t n) const {
-    if (d <= 0xffffffffull && n <= 0xffffffffull) {
+    if (((n | d) >> 32) == 0) {
       const uint32_t n32 = uint32_t(n);
-      return (uint64_t(__umulhi(n32, m)) + n32) >> s;
+      return (uint64_t(__umulhi(n32, m32)) + n32) >> s;
     }
-    return n / d;
+    return (__umul64hi(n, m64) + n) >> s;
   }
   // Returns n % d and replaces n with n / d: peels one coordinate off a linear index (innermost first).
   __device__ __forceinline__ int64_t peel(int64_t& n) const {
