@@ -25,7 +25,8 @@
 //    touched vector is 16-byte aligned, each thread moves kVec = 16 / (smallest element size) elements per
 //    operand in 16-byte words (4 floats, 8 halves). The innermost dim is counted in vectors, so the index
 //    decomposition below runs once per vector.
-//  - generic path: anything else (transposed, misaligned), one element per index, kUnroll per thread.
+//  - generic path: anything else (transposed, misaligned), one element per index, kUnroll per thread; also
+//    every launch past 2^31 elements or offsets (64-bit index math), to keep the kernel count per region low.
 // Both are one grid-stride kernel: a grid of (SMs x resident blocks), each thread issuing the loads of
 // kUnroll independent indices before the first use, which keeps enough bytes in flight to saturate HBM.
 // Coordinates come from the linear index by peeling dims innermost-first with a multiply-high divider;
@@ -52,6 +53,13 @@ struct KfEwParams {
 
 // ------------------------------------------------------------------------------------------------ device
 
+// Independent indices per thread per iteration: their loads are all issued before the first use (>= 32 bytes
+// in flight per thread for one or two inputs; fewer indices with more inputs, to stay within registers).
+template <int kVec, int N>
+__host__ __device__ constexpr int kf_ew_unroll() {
+  return kVec == 1 ? (N <= 2 ? 4 : (N <= 4 ? 2 : 1)) : (N <= 2 ? 2 : 1);
+}
+
 // The functor's inputs at one iteration index (kVec consecutive elements each), one load per operand of TIn...
 template <int kVec, typename... TIn, typename IdxT, int N, size_t... K>
 __device__ __forceinline__ void kf_ew_load(const KfEwParams<N, IdxT>& p, const IdxT (&off)[N],
@@ -63,8 +71,7 @@ template <class F, int kVec, typename IdxT, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(KF_EW_THREADS)
     kf_elementwise_kernel(const KfEwParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
-  // Independent indices per thread per iteration: their loads are all issued before the first use.
-  constexpr int kUnroll = kVec == 1 ? 4 : (N <= 2 ? 2 : 1);
+  constexpr int kUnroll = kf_ew_unroll<kVec, N>();
   const F f{};
   const IdxT step = IdxT(gridDim.x) * (KF_EW_THREADS * kUnroll);
   for (IdxT base = IdxT(blockIdx.x) * (KF_EW_THREADS * kUnroll) + threadIdx.x; base < p.count; base += step) {
@@ -235,7 +242,7 @@ cudaError_t kf_ew_run(const KfEwPlan& plan, void* out, const KfTensorRef* in, co
 
   auto kernel = kf_elementwise_kernel<F, kVec, IdxT, TOut, TIn...>;
   static const int resident = kf_blocks_per_sm(kernel, KF_EW_THREADS, 0);
-  constexpr int kUnroll = kVec == 1 ? 4 : (N <= 2 ? 2 : 1);
+  constexpr int kUnroll = kf_ew_unroll<kVec, N>();
   const int64_t wanted = kf_ceil_div(int64_t(p.count), int64_t(KF_EW_THREADS) * kUnroll);
   const int64_t cap = int64_t(kf_sm_count()) * resident;
   const int64_t grid = wanted < 1 ? 1 : (wanted < cap ? wanted : cap);
@@ -259,6 +266,6 @@ cudaError_t kf_launch_elementwise(const KfShape& shape, void* out, const KfTenso
     return vec ? kf_ew_run<F, kVec, uint32_t, TOut, TIn...>(plan, out, in, sc, stream)
                : kf_ew_run<F, 1, uint32_t, TOut, TIn...>(plan, out, in, sc, stream);
   }
-  return vec ? kf_ew_run<F, kVec, int64_t, TOut, TIn...>(plan, out, in, sc, stream)
-             : kf_ew_run<F, 1, int64_t, TOut, TIn...>(plan, out, in, sc, stream);
+  // Past 2^31 elements (rare) one scalar path: it halves the kernels every region instantiates (compile time).
+  return kf_ew_run<F, 1, int64_t, TOut, TIn...>(plan, out, in, sc, stream);
 }

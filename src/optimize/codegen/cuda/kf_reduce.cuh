@@ -48,7 +48,8 @@
 //  - columns (innermost dim kept: sum over dim 1 of NCHW): bx threads along the contiguous kept dim (warps
 //    read whole 512-byte segments) x by threads along the reduction, combined by a shared-memory tree;
 //    split over gridDim.y blocks when the columns are too few.
-// 16-byte vector loads along the innermost dim when its length and every operand's alignment allow; a split
+// 16-byte vector loads along the innermost dim when its length and every operand's alignment allow (32-bit
+// index launches only: past 2^31 elements or offsets the kernels take scalar loads); a split
 // reduction writes Acc states to the workspace ([split][output]) and a finalize kernel merges them in a fixed
 // order, a warp (or less) per output.
 #pragma once
@@ -739,6 +740,6 @@ cudaError_t kf_launch_reduce(const KfShape& shape, uint32_t reduce_mask, void* o
     return vec ? kf_red_run<Pro, Acc, Epi, kVec, uint32_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream)
                : kf_red_run<Pro, Acc, Epi, 1, uint32_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream);
   }
-  return vec ? kf_red_run<Pro, Acc, Epi, kVec, int64_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream)
-             : kf_red_run<Pro, Acc, Epi, 1, int64_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream);
+  // Past 2^31 elements or offsets (rare): scalar loads only, which keeps the kernels per region at 7.
+  return kf_red_run<Pro, Acc, Epi, 1, int64_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream);
 }
