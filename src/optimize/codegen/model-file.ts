@@ -5,15 +5,16 @@
 // forward kept for arguments the graph was not specialised for.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { REPO_ROOT } from "../../paths.ts";
 import type { Graph } from "../graph.ts";
 import { GraphView } from "../plan/graph-view.ts";
 import { type Plan, regionNodes } from "../plan/planner.ts";
 import { pyScalar, pyStatement } from "./python-expr.ts";
 import { generateRegion, type RegionCode } from "./region.ts";
 
-const HERE = dirname(fileURLToPath(import.meta.url));
+// From the repository root, not this module's folder: the CLI also runs as one bundled file (.carry/).
+const HERE = join(REPO_ROOT, "src", "optimize", "codegen");
 const CUDA_DIR = join(HERE, "cuda");
 
 /** Headers of each region kind, in include order. */
