@@ -1,0 +1,123 @@
+// Test/bench harness for kf_normalize.cuh and kf_pool.cuh: sample functors of the shape the codegen emits
+// (softmax with a fused prologue, log_softmax, affine norms, rms norm; pooling epilogues) and one dispatch
+// entry per template, instantiated for fp32 / fp16 / bf16. No torch headers: the nvcc test compiles this file
+// alone (ptxas -v), the GPU test and the bench load it with load_inline next to norm_pool_binding.cpp.
+#include "kf_normalize.cuh"
+#include "kf_pool.cuh"
+
+// softmax(x * sc[0] + bias): a two-input prologue, so the held-row paths carry more than one input.
+struct SoftmaxPro {
+  static constexpr int kIn = 2;
+  __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars& sc) const { return x[0] * sc.v[0] + x[1]; }
+};
+struct SoftmaxApply {
+  static constexpr int kIn = 2;
+  __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&)[kIn], const KfScalars&) const {
+    return expf(v - s.a) / s.b;
+  }
+};
+struct LogSoftmaxPro {
+  static constexpr int kIn = 1;
+  __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const { return x[0]; }
+};
+struct LogSoftmaxApply {
+  static constexpr int kIn = 1;
+  __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&)[kIn], const KfScalars&) const {
+    return v - s.a - logf(s.b);
+  }
+};
+// layer / group / instance / batch norm: (x - mean) * rsqrt(var + eps) * gamma + beta, eps = sc[0].
+struct AffinePro {
+  static constexpr int kIn = 3;
+  __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const { return x[0]; }
+};
+struct AffineApply {
+  static constexpr int kIn = 3;
+  __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&x)[kIn], const KfScalars& sc) const {
+    return (v - s.a) * rsqrtf(s.b / s.count + sc.v[0]) * x[1] + x[2];
+  }
+};
+// rms norm: x * rsqrt(mean(x^2) + eps) * gamma.
+struct RmsPro {
+  static constexpr int kIn = 2;
+  __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const { return x[0]; }
+};
+struct RmsApply {
+  static constexpr int kIn = 2;
+  __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&x)[kIn], const KfScalars& sc) const {
+    return v * rsqrtf(s.a + sc.v[0]) * x[1];
+  }
+};
+
+// Pool epilogues: none (kIn = 0 convention), and pooled * sc[0] + extra (a per-channel bias or a residual).
+struct PoolEpiIdentity {
+  static constexpr int kIn = 0;
+  __device__ __forceinline__ float operator()(float pooled, const float (&)[kf_slots(kIn)], const KfScalars&) const { return pooled; }
+};
+struct PoolEpiScaleAdd {
+  static constexpr int kIn = 1;
+  __device__ __forceinline__ float operator()(float pooled, const float (&x)[kIn], const KfScalars& sc) const {
+    return pooled * sc.v[0] + x[0];
+  }
+};
+
+enum HarnessNormOp { OP_SOFTMAX = 0, OP_LOG_SOFTMAX = 1, OP_AFFINE = 2, OP_RMS = 3, OP_AFFINE_F32_PARAMS = 4 };
+enum HarnessDtype { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
+
+template <typename T>
+static cudaError_t norm_typed(int op, const KfShape& shape, uint32_t mask, void* out, const KfTensorRef* in,
+                              const KfScalars& sc, float* stats_out, void* ws, size_t wsb, cudaStream_t stream) {
+  switch (op) {
+    case OP_SOFTMAX:
+      return kf_launch_normalize<SoftmaxPro, KfStatMaxSumExp, SoftmaxApply, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_LOG_SOFTMAX:
+      return kf_launch_normalize<LogSoftmaxPro, KfStatMaxSumExp, LogSoftmaxApply, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_AFFINE:
+      return kf_launch_normalize<AffinePro, KfStatWelford, AffineApply, T, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_RMS:
+      return kf_launch_normalize<RmsPro, KfStatMeanSquare, RmsApply, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_AFFINE_F32_PARAMS:
+      return kf_launch_normalize<AffinePro, KfStatWelford, AffineApply, T, T, float, float>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+size_t kfh_norm_workspace(int op, const KfShape& shape, uint32_t mask) {
+  switch (op) {
+    case OP_SOFTMAX:
+    case OP_LOG_SOFTMAX: return kf_normalize_workspace_bytes<KfStatMaxSumExp>(shape, mask);
+    case OP_RMS: return kf_normalize_workspace_bytes<KfStatMeanSquare>(shape, mask);
+    default: return kf_normalize_workspace_bytes<KfStatWelford>(shape, mask);
+  }
+}
+
+cudaError_t kfh_norm(int op, int dtype, const KfShape& shape, uint32_t mask, void* out, const KfTensorRef* in,
+                     const KfScalars& sc, float* stats_out, void* ws, size_t wsb, cudaStream_t stream) {
+  switch (dtype) {
+    case DT_F32: return norm_typed<float>(op, shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case DT_F16: return norm_typed<__half>(op, shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case DT_BF16: return norm_typed<__nv_bfloat16>(op, shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T>
+static cudaError_t pool_typed(int kind, int epi, const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
+                              const KfScalars& sc, cudaStream_t stream) {
+  if (kind == KF_POOL_MAX && epi == 0) return kf_launch_pool<KF_POOL_MAX, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 1) return kf_launch_pool<KF_POOL_MAX, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 0) return kf_launch_pool<KF_POOL_AVG, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 1) return kf_launch_pool<KF_POOL_AVG, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t kfh_pool(int kind, int epi, int dtype, const KfPoolParams& p, const void* in, void* out,
+                     const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
+  switch (dtype) {
+    case DT_F32: return pool_typed<float>(kind, epi, p, in, out, extra, sc, stream);
+    case DT_F16: return pool_typed<__half>(kind, epi, p, in, out, extra, sc, stream);
+    case DT_BF16: return pool_typed<__nv_bfloat16>(kind, epi, p, in, out, extra, sc, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
