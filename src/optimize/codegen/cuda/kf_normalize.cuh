@@ -40,7 +40,8 @@
 //                          the GPU or the row is short; kBigVPT = 24 / 16 / 8 / 4 values per thread for
 //                          1 / 2 / 3-4 / more inputs (every input is held: x is read from DRAM once), so
 //                          softmax rows up to 24K, layer norm (x, gamma, beta) rows up to 8K are one pass.
-//    These need the reduced dims to merge into one (true for contiguous and row-strided inputs).
+//    These need the reduced dims to be the innermost one or two canonical dims (group norm's [C/G, HW] with
+//    per-channel gamma stays two dims), which holds for contiguous and row-strided inputs.
 //    Exact two-pass statistics over the held values (max then sum of exp; mean then M2).
 //  - rows otherwise (few long rows, BatchNorm's [N, C, HW] reducing N and HW, layouts that do not merge):
 //      partial stats over (row, split) blocks, threads along the innermost reduced dim -> finalize -> apply.
@@ -160,8 +161,11 @@ struct View {
   int64_t kmul[KF_MAX_DIMS];  // weight of dim d in the kept linear index (0 for reduced dims)
   int64_t stride[NIn][KF_MAX_DIMS];
   int64_t ostride[KF_MAX_DIMS];
-  int64_t rs[NIn];  // when nr == 1: the reduced dim's input strides ...
-  int64_t ors;      // ... and output stride
+  // The innermost reduced dim: size divider, input and output strides; the next reduced dim outward: strides.
+  // Held rows use them as the whole reduced index (nr <= 2, reduced dims innermost: group norm's [C/G, HW]).
+  KfFastDiv rin;
+  int64_t rs[NIn], rso[NIn];
+  int64_t ors, orso;
   const void* in[NIn];
   void* out;
 };
@@ -252,8 +256,24 @@ __device__ __forceinline__ KfStats block_merge_to_first(KfStats s, KfStats* scra
 
 // ---------------------------------------------------------------------------------------------- kernels
 
-// One pass over register-resident rows: the innermost dim is the only reduced one (v.nr == 1, strides
-// v.rs / v.ors). kBlockRow: a block per row (threadIdx.x is the lane); otherwise a group of 2^group_log2 lanes
+// Offset of reduced index r within a held row (nr == 1: r * stride; nr == 2: split r by the inner size).
+template <int NIn>
+struct RowPos {
+  int64_t q, c;
+  __device__ __forceinline__ RowPos(const View<NIn>& v, int64_t r) {
+    if (v.nr == 1) {
+      q = 0;
+      c = r;
+    } else {
+      q = int64_t(v.rin.div(uint64_t(r)));
+      c = r - q * int64_t(v.rin.d);
+    }
+  }
+  __device__ __forceinline__ int64_t in(const View<NIn>& v, int i) const { return q * v.rso[i] + c * v.rs[i]; }
+  __device__ __forceinline__ int64_t out(const View<NIn>& v) const { return q * v.orso + c * v.ors; }
+};
+
+// One pass over register-resident rows: the reduced dims are the innermost one or two (RowPos). kBlockRow: a block per row (threadIdx.x is the lane); otherwise a group of 2^group_log2 lanes
 // per row, several rows per warp. Slot j of a lane holds reduced index lane + j * group, so a warp's loads
 // are contiguous along the row.
 template <class Pro, class Stat, class Apply, int kVPT, bool kBlockRow, typename TOut, typename... TIn>
@@ -284,9 +304,10 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
     for (int j = 0; j < kVPT; ++j) {
       const int64_t r = lane + int64_t(j) * group;
       if (j < held) {
+        const RowPos<NIn> pos(v, r);
         int64_t off[NIn];
 #pragma unroll
-        for (int i = 0; i < NIn; ++i) off[i] = base[i] + r * v.rs[i];
+        for (int i = 0; i < NIn; ++i) off[i] = base[i] + pos.in(v, i);
         KfLoadPack<0, TIn...>::load(x[j], v.in, off);
       } else {
 #pragma unroll
@@ -317,7 +338,7 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
 #pragma unroll
     for (int j = 0; j < kVPT; ++j) {
       const int64_t r = lane + int64_t(j) * group;
-      if (j < held) kf_store<TOut>(v.out, obase + r * v.ors, apply(pro(x[j], sc), s, x[j], sc));
+      if (j < held) kf_store<TOut>(v.out, obase + RowPos<NIn>(v, r).out(v), apply(pro(x[j], sc), s, x[j], sc));
     }
   }
 }
@@ -619,9 +640,15 @@ inline bool make_view(const KfShape& shape, uint32_t mask, const KfTensorRef* in
       v.rmask |= 1u << d;
       v.R *= size[j];
       v.kmul[d] = 0;
+      if (v.nr == 0) {
+        v.rin = KfFastDiv::make(uint64_t(size[j]));
+        for (int i = 0; i < NIn; ++i) v.rs[i] = st[i][j];
+        v.ors = ost[j];
+      } else if (v.nr == 1) {
+        for (int i = 0; i < NIn; ++i) v.rso[i] = st[i][j];
+        v.orso = ost[j];
+      }
       ++v.nr;
-      for (int i = 0; i < NIn; ++i) v.rs[i] = st[i][j];
-      v.ors = ost[j];
     } else {
       v.kmul[d] = kweight;
       kweight *= size[j];
@@ -634,9 +661,9 @@ inline bool make_view(const KfShape& shape, uint32_t mask, const KfTensorRef* in
     v.ostride[d] = 0;
     for (int i = 0; i < NIn; ++i) v.stride[i][d] = 0;
   }
-  if (v.nr != 1) {
-    for (int i = 0; i < NIn; ++i) v.rs[i] = 0;
-    v.ors = 0;
+  if (v.nr < 2) {
+    for (int i = 0; i < NIn; ++i) v.rso[i] = 0;
+    v.orso = 0;
   }
   for (int i = 0; i < NIn; ++i) v.in[i] = in[i].data;
   v.out = out;
@@ -672,7 +699,9 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
   const int sms = sm_count();
 
-  if (e.reduced_inner && v.nr == 1) {
+  // Held rows: the reduced dims are the innermost one or two canonical dims.
+  const uint32_t inner_mask = (1u << v.nd) - (1u << (v.nd - v.nr));
+  if (e.reduced_inner && v.nr <= 2 && v.rmask == inner_mask) {
     const int64_t L = e.R;
     if (L <= 32 * kRowsSmallVPT) {
       int log2 = 0;
