@@ -66,8 +66,8 @@ struct KfStats {
 struct KfStatMaxSumExp {
   static constexpr bool kResidentSecondPass = true;
   __device__ __forceinline__ static KfStats identity() { return {-INFINITY, 0.f, 0.f}; }
-  // Online softmax: rescale the running sum when the max moves. Equal values (including both -inf or both
-  // +inf) count exp(0) = 1, so an all -inf row gives b = count and softmax's exp(-inf - -inf) = NaN, as torch.
+  // Online softmax: rescale the running sum when the max moves. Equal values (including both -inf) count
+  // exp(0) = 1; an all -inf row then gives softmax's exp(-inf - -inf) = NaN, as torch does.
   __device__ __forceinline__ static void push(KfStats& s, float v) {
     s.count += 1.f;
     if (v > s.a) {
@@ -84,12 +84,16 @@ struct KfStatMaxSumExp {
     const float b = (s.a == a ? s.b : s.b * expf(s.a - a)) + (t.a == a ? t.b : t.b * expf(t.a - a));
     return {a, b, s.count + t.count};
   }
-  __device__ __forceinline__ static void finalize(KfStats&) {}
+  // torch sums exp(v - max): with a +inf max that is exp(inf - inf) = NaN, every output of the row NaN.
+  __device__ __forceinline__ static void finalize(KfStats& s) {
+    if (s.a == INFINITY) s.b = NAN;
+  }
   __device__ __forceinline__ static float r1_init() { return -INFINITY; }
   __device__ __forceinline__ static float r1_push(float acc, float v) { return fmaxf(acc, v); }
   __device__ __forceinline__ static float r1_merge(float x, float y) { return fmaxf(x, y); }
   __device__ __forceinline__ static float r1_final(float acc, float) { return acc; }
-  __device__ __forceinline__ static float r2_term(float v, float a) { return v == a ? 1.f : expf(v - a); }
+  // Exactly torch's sum: an all -inf or a +inf max gives NaN, and so NaN outputs, as torch's.
+  __device__ __forceinline__ static float r2_term(float v, float a) { return expf(v - a); }
 };
 
 struct KfStatWelford {

@@ -1,0 +1,34 @@
+"""Builds (once per process) the kf_normalize / kf_pool harness extension with load_inline.
+
+norm_pool_harness.cu (no torch headers; also compiled alone by test/python/test_codegen_norm_pool_nvcc.py)
+holds the sample functors and launcher instantiations; norm_pool_binding.cpp the torch side (kf_host.h).
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+CUDA_DIR = REPO / "src" / "optimize" / "codegen" / "cuda"
+
+# Op and pool-kind codes of norm_pool_harness.cu.
+OP_SOFTMAX, OP_LOG_SOFTMAX, OP_AFFINE, OP_RMS, OP_AFFINE_F32_PARAMS = range(5)
+POOL_MAX, POOL_AVG = 0, 1
+
+
+@functools.lru_cache(maxsize=1)
+def load():
+    from torch.utils.cpp_extension import load_inline
+
+    return load_inline(
+        name="kf_norm_pool_harness",
+        cpp_sources=[(HERE / "norm_pool_binding.cpp").read_text()],
+        cuda_sources=[(HERE / "norm_pool_harness.cu").read_text()],
+        functions=["norm", "norm_workspace", "pool"],
+        extra_include_paths=[str(CUDA_DIR)],
+        extra_cflags=["-O2", "-std=c++17"],
+        extra_cuda_cflags=["-O3", "-std=c++17"],
+        verbose=False,
+    )

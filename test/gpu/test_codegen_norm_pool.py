@@ -1,0 +1,385 @@
+"""kf_normalize.cuh and kf_pool.cuh on the GPU against float64 references, over every geometry and dtype.
+
+The harness (harness/norm_pool_harness.cu + norm_pool_binding.cpp) instantiates the templates with the
+functors the codegen emits for softmax (with a fused x * s + bias prologue), log_softmax, the affine norms
+(layer / group / instance / batch: x, gamma, beta) and rms norm; pooling with and without an epilogue input.
+Shapes cover each kernel path of the launcher: held rows (group, warp and block per row), split rows (few long
+rows, BatchNorm's [N, C, HW], layouts that do not merge), fused and split columns, odd sizes, broadcast and
+strided inputs, -inf / NaN / large inputs; pooling with padding, dilation, ceil_mode, count_include_pad,
+divisor_override, adaptive windows, 1-3-D.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
+import norm_pool_ext as H  # noqa: E402
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+# (rtol, atol) against float64 on the same (rounded) inputs: fp32 math, output rounding of the dtype.
+TOL = {torch.float32: (1e-4, 5e-5), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+EPS = 1e-5
+NO_STATS = torch.empty(0)
+
+
+@pytest.fixture(scope="module")
+def ext():
+    return H.load()
+
+
+def _name(dt: torch.dtype) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def _close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, what: str) -> None:
+    rtol, atol = TOL[dtype]
+    assert out.shape == ref.shape, f"{what}: shape {tuple(out.shape)} != {tuple(ref.shape)}"
+    got = out.double()
+    bad = ~torch.isclose(got, ref, rtol=rtol, atol=atol, equal_nan=True)
+    if bad.any():
+        idx = bad.nonzero()[0].tolist()
+        pytest.fail(
+            f"{what}: {int(bad.sum())} of {bad.numel()} elements off, max abs err "
+            f"{float((got - ref).abs().nan_to_num(0).max()):.3g}; first at {idx}: got {float(got[tuple(idx)])}, "
+            f"want {float(ref[tuple(idx)])}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------- normalize
+
+
+def _reference(op: int, ins: list[torch.Tensor], shape: list[int], dims: tuple[int, ...], sc: list[float]):
+    """(output, stats [K, 3]) in float64; stats per kept index in kept-dims order."""
+    xs = [t.double().expand(shape) for t in ins]
+    count = 1
+    for d in dims:
+        count *= shape[d]
+    if op in (H.OP_SOFTMAX, H.OP_LOG_SOFTMAX):
+        v = xs[0] * sc[0] + xs[1] if op == H.OP_SOFTMAX else xs[0]
+        a = v.amax(dim=dims, keepdim=True) if dims else v
+        ex = torch.exp(v - a)
+        b = ex.sum(dim=dims, keepdim=True) if dims else ex
+        y = ex / b if op == H.OP_SOFTMAX else v - a - torch.log(b)
+    elif op in (H.OP_AFFINE, H.OP_AFFINE_F32_PARAMS):
+        v = xs[0]
+        a = v.mean(dim=dims, keepdim=True) if dims else v
+        b = ((v - a) ** 2).sum(dim=dims, keepdim=True) if dims else torch.zeros_like(v)
+        y = (v - a) / torch.sqrt(b / count + sc[0]) * xs[1] + xs[2]
+    else:
+        v = xs[0]
+        a = (v * v).mean(dim=dims, keepdim=True) if dims else v * v
+        b = torch.zeros_like(a)
+        y = v / torch.sqrt(a + sc[0]) * xs[1]
+    kept = [n for d, n in enumerate(shape) if d not in dims]
+    k = 1
+    for n in kept:
+        k *= n
+    stats = torch.stack([a.reshape(k), b.reshape(k), torch.full((k,), float(count), dtype=torch.float64, device=a.device)], 1)
+    return y, stats
+
+
+def _run(ext, op, ins, shape, dims, sc, with_stats=False, ws_short=0):
+    mask = sum(1 << d for d in dims)
+    kept = 1
+    for d, n in enumerate(shape):
+        if d not in dims:
+            kept *= n
+    stats = torch.full((kept, 3), float("nan"), device="cuda") if with_stats else NO_STATS
+    out = ext.norm(op, ins, list(shape), mask, sc, stats, ws_short)
+    return out, stats
+
+
+def _inputs(op, shape, dims, dtype, gen, x=None):
+    """x (or the given view) and the op's parameters, broadcast the way each op's module does."""
+    if x is None:
+        x = (torch.randn(shape, generator=gen, device="cuda") * 2 + 0.5).to(dtype)
+    kept_shape = [1 if d not in dims else n for d, n in enumerate(shape)]  # parameters vary along reduced dims
+    pdtype = torch.float32 if op == H.OP_AFFINE_F32_PARAMS else dtype
+    if op == H.OP_SOFTMAX:
+        return [x, torch.randn(kept_shape, generator=gen, device="cuda").to(dtype)], [0.7]
+    if op == H.OP_LOG_SOFTMAX:
+        return [x], [0.0]
+    gamma = (torch.rand(kept_shape, generator=gen, device="cuda") + 0.5).to(pdtype)
+    if op == H.OP_RMS:
+        return [x, gamma], [EPS]
+    beta = torch.randn(kept_shape, generator=gen, device="cuda").to(pdtype)
+    return [x, gamma, beta], [EPS]
+
+
+def _check(ext, op, ins, shape, dims, sc, dtype, what, with_stats=True):
+    out, stats = _run(ext, op, ins, shape, dims, sc, with_stats)
+    ref, ref_stats = _reference(op, ins, list(shape), dims, sc)
+    _close(out, ref, dtype, what)
+    if with_stats:
+        # Statistics are fp32 whatever the dtype: compare them at fp32-ish precision (scaled by magnitude).
+        torch.testing.assert_close(stats.double(), ref_stats, rtol=2e-4, atol=2e-4, equal_nan=True, msg=lambda m: f"{what} stats: {m}")
+    return out
+
+
+ALL_OPS = [H.OP_SOFTMAX, H.OP_LOG_SOFTMAX, H.OP_AFFINE, H.OP_RMS]
+OP_NAMES = {H.OP_SOFTMAX: "softmax", H.OP_LOG_SOFTMAX: "log_softmax", H.OP_AFFINE: "affine", H.OP_RMS: "rms",
+            H.OP_AFFINE_F32_PARAMS: "affine_f32params"}
+
+# Rows (last dim reduced): every held-row size class, the block-per-row limit, split rows (few long rows).
+ROW_SHAPES = [(1, 1), (7, 1), (3, 5), (1000, 3), (33, 100), (17, 128), (5, 129), (9, 700), (4, 1000), (260, 768),
+              (3, 1025), (2, 3000), (300, 4097), (65, 8192), (140, 8193), (3, 20000), (200, 30000), (2, 100003),
+              (2, 2_000_003)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+@pytest.mark.parametrize("op", ALL_OPS, ids=lambda o: OP_NAMES[o])
+def test_rows(ext, op, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    for shape in ROW_SHAPES:
+        dims = (len(shape) - 1,)
+        ins, sc = _inputs(op, list(shape), dims, dtype, gen)
+        _check(ext, op, ins, shape, dims, sc, dtype, f"{OP_NAMES[op]} {shape}")
+
+
+# (shape, reduced dims): several reduced dims, all / none reduced, columns (fused and split), BatchNorm style.
+GEOMETRIES = [
+    ((6, 7, 9), (1, 2)),            # two reduced dims that merge into one row
+    ((3, 50, 70), (0, 1, 2)),       # everything: one row
+    ((5, 6), ()),                   # nothing reduced: stats of each element
+    ((4, 5, 6, 7), (0, 3)),         # reduced outer and inner with a kept middle: split rows, decomposed
+    ((2, 5, 7), (1,)),              # columns, tiny
+    ((4, 64, 32, 32), (1,)),        # softmax over channels: fused columns
+    ((16, 33, 7, 9), (1,)),         # odd inner extent
+    ((3, 1000, 5), (1,)),           # few columns, long reduction: split columns
+    ((5, 300, 1000), (1,)),         # split columns, many column blocks
+    ((200000, 3), (0,)),            # reduce dim 0 keeping 3: split columns
+    ((2, 3, 1), (1,)),              # trailing unit dim: really a row
+    ((8, 16, 1000), (0, 2)),        # BatchNorm [N, C, HW]
+    ((64, 16, 3136), (0, 2)),       # BatchNorm, N*HW = 200K per channel
+    ((3, 5, 7), (0, 2)),
+    ((1, 4, 1), (0, 2)),            # one element per channel
+    ((2, 8, 3, 5, 7), (0, 2, 3, 4)),  # BatchNorm3d
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+@pytest.mark.parametrize("op", ALL_OPS, ids=lambda o: OP_NAMES[o])
+def test_geometries(ext, op, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    for shape, dims in GEOMETRIES:
+        ins, sc = _inputs(op, list(shape), dims, dtype, gen)
+        _check(ext, op, ins, shape, dims, sc, dtype, f"{OP_NAMES[op]} {shape} over {dims}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_strided_inputs(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    base = (torch.randn(8, 20, 30, generator=gen, device="cuda") * 3).to(dtype)
+    cases = [
+        (base.transpose(1, 2), (2,)),          # row stride 30 along the reduced dim
+        (base.transpose(1, 2), (1, 2)),        # two reduced dims that cannot merge: two-level held rows
+        (base.transpose(0, 2), (0,)),          # reduced dim outermost and strided: columns
+        (base[:, ::3, 1::2], (2,)),            # sliced rows
+        (base.permute(2, 0, 1), (0, 2)),       # BatchNorm-like over a permuted view
+    ]
+    for op in ALL_OPS + [H.OP_AFFINE_F32_PARAMS]:
+        for x, dims in cases:
+            shape = list(x.shape)
+            ins, sc = _inputs(op, shape, dims, dtype, gen, x=x)
+            _check(ext, op, ins, tuple(shape), dims, sc, dtype, f"{OP_NAMES[op]} strided {tuple(x.stride())} over {dims}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_layer_group_instance_batch_norm_match_torch(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(4)
+    rtol, atol = TOL[dtype]
+    # layer_norm over the last two dims with elementwise affine
+    x = torch.randn(3, 7, 64, generator=gen, device="cuda").to(dtype)
+    w = torch.rand(7, 64, generator=gen, device="cuda").to(dtype) + 0.5
+    b = torch.randn(7, 64, generator=gen, device="cuda").to(dtype)
+    out, _ = _run(ext, H.OP_AFFINE, [x, w, b], [3, 7, 64], (1, 2), [EPS])
+    torch.testing.assert_close(out.double(), F.layer_norm(x.double(), (7, 64), w.double(), b.double(), EPS), rtol=rtol, atol=atol)
+    # group_norm: [N, C, H, W] seen as [N, G, C/G, H*W], gamma/beta per channel
+    n, c, g, hw = 4, 32, 8, 99
+    x = torch.randn(n, c, 9, 11, generator=gen, device="cuda").to(dtype)
+    w = torch.rand(c, generator=gen, device="cuda").to(dtype) + 0.5
+    b = torch.randn(c, generator=gen, device="cuda").to(dtype)
+    shape = [n, g, c // g, hw]
+    out, _ = _run(ext, H.OP_AFFINE, [x.view(shape), w.view(1, g, c // g, 1), b.view(1, g, c // g, 1)], shape, (2, 3), [EPS])
+    ref = F.group_norm(x.double(), g, w.double(), b.double(), EPS)
+    torch.testing.assert_close(out.view_as(x).double(), ref, rtol=rtol, atol=atol)
+    # instance_norm: [N, C, HW] over HW, affine per channel
+    out, _ = _run(ext, H.OP_AFFINE, [x.view(n, c, hw), w.view(1, c, 1), b.view(1, c, 1)], [n, c, hw], (2,), [EPS])
+    ref = F.instance_norm(x.double(), weight=w.double(), bias=b.double(), eps=EPS)
+    torch.testing.assert_close(out.view_as(x).double(), ref, rtol=rtol, atol=atol)
+    # batch_norm in training: batch statistics, stats_out gives torch's batch mean and (biased) variance
+    for n, c, h, ww in [(32, 16, 28, 28), (5, 3, 7, 9), (256, 64, 1, 1)]:
+        x = torch.randn(n, c, h, ww, generator=gen, device="cuda").to(dtype) * 2 + 1
+        w = torch.rand(c, generator=gen, device="cuda").to(dtype) + 0.5
+        b = torch.randn(c, generator=gen, device="cuda").to(dtype)
+        shape = [n, c, h * ww]
+        out, stats = _run(ext, H.OP_AFFINE, [x.view(shape), w.view(1, c, 1), b.view(1, c, 1)], shape, (0, 2), [EPS], with_stats=True)
+        rm, rv = torch.zeros(c, dtype=torch.float64, device="cuda"), torch.ones(c, dtype=torch.float64, device="cuda")
+        ref = F.batch_norm(x.double(), rm, rv, w.double(), b.double(), training=True, momentum=0.1, eps=EPS)
+        torch.testing.assert_close(out.view_as(x).double(), ref, rtol=rtol, atol=atol)
+        var, mean = torch.var_mean(x.double(), dim=(0, 2, 3), unbiased=False)
+        count = n * h * ww
+        torch.testing.assert_close(stats[:, 0].double(), mean, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close((stats[:, 1] / stats[:, 2]).double(), var, rtol=1e-4, atol=1e-5)
+        assert torch.all(stats[:, 2] == count)
+        # What the module's running_mean/var update needs: unbiased var = M2 / (count - 1).
+        if count > 1:
+            torch.testing.assert_close((stats[:, 1].double() / (count - 1)), x.double().var(dim=(0, 2, 3)), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_softmax_extremes(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    big = 1e4
+    for shape, dims in [((64, 100), (1,)), ((8, 3000), (1,)), ((2, 100003), (1,)), ((4, 50, 33), (1,)), ((3, 1000, 5), (1,))]:
+        x = torch.randn(shape, generator=gen, device="cuda")
+        # masked entries (attention style), one fully masked line, huge magnitudes in another
+        x[torch.rand(shape, generator=gen, device="cuda") < 0.3] = float("-inf")
+        line = [slice(None)] * len(shape)
+        for d in range(len(shape)):
+            if d not in dims:
+                line[d] = 0
+        x[tuple(line)] = float("-inf")
+        line2 = list(line)
+        for d in range(len(shape)):
+            if d not in dims:
+                line2[d] = 1
+        x[tuple(line2)] = torch.randn(x[tuple(line2)].shape, generator=gen, device="cuda") * big
+        x = x.clamp(-6e4, 6e4).to(dtype)  # no +inf from fp16 overflow: masked lines only
+        zero_bias = torch.zeros([1] * len(shape), device="cuda", dtype=dtype)
+        for op, ins, sc in [(H.OP_SOFTMAX, [x, zero_bias], [1.0]), (H.OP_LOG_SOFTMAX, [x], [0.0])]:
+            out, _ = _run(ext, op, ins, shape, dims, sc)
+            fn = torch.softmax if op == H.OP_SOFTMAX else torch.log_softmax
+            ref = fn(x.double(), dim=dims[0])
+            _close(out, ref, dtype, f"{OP_NAMES[op]} extremes {shape}")
+            assert torch.isnan(out[tuple(line)]).all(), "a fully masked line is NaN, as torch"
+    # NaN and +inf poison their row only, as in torch (held rows, split rows, columns)
+    for shape, dims in [((16, 700), (1,)), ((16, 100003), (1,)), ((3, 16, 9), (1,))]:
+        x = torch.randn(shape, device="cuda").to(dtype)
+        line = (3, 5) if len(shape) == 2 else (0, 5, 3)
+        poisoned = (3, slice(None)) if len(shape) == 2 else (0, slice(None), 3)
+        for bad in (float("nan"), float("inf")):
+            x[line] = bad
+            out, _ = _run(ext, H.OP_LOG_SOFTMAX, [x], list(shape), dims, [0.0])
+            ref = torch.log_softmax(x.double(), dim=dims[0])
+            assert torch.equal(torch.isnan(out), torch.isnan(ref)), f"{shape} with {bad}: NaN pattern differs from torch"
+            assert torch.isnan(out[poisoned]).all()
+
+
+def test_deterministic_and_workspace_checked(ext):
+    gen = torch.Generator(device="cuda").manual_seed(6)
+    for shape, dims in [((64, 16, 3136), (0, 2)), ((2, 2_000_003), (1,)), ((3, 1000, 5), (1,))]:
+        ins, sc = _inputs(H.OP_AFFINE, list(shape), dims, torch.float32, gen)
+        a, sa = _run(ext, H.OP_AFFINE, ins, shape, dims, sc, with_stats=True)
+        b, sb = _run(ext, H.OP_AFFINE, ins, shape, dims, sc, with_stats=True)
+        assert torch.equal(a, b) and torch.equal(sa, sb), f"{shape}: two runs differ"
+        mask = sum(1 << d for d in dims)
+        assert ext.norm_workspace(H.OP_AFFINE, list(shape), mask) > 0
+        with pytest.raises(RuntimeError, match="kf_launch_normalize"):
+            _run(ext, H.OP_AFFINE, ins, shape, dims, sc, ws_short=12)
+    # Rows of <= 128 never need workspace; an empty shape is a no-op.
+    assert ext.norm_workspace(H.OP_SOFTMAX, [1000, 128], 2) == 0
+    out, _ = _run(ext, H.OP_LOG_SOFTMAX, [torch.empty(0, 7, device="cuda")], [0, 7], (1,), [0.0])
+    assert out.shape == (0, 7)
+    with pytest.raises(RuntimeError, match="kf_launch_normalize"):
+        ext.norm(H.OP_LOG_SOFTMAX, [torch.randn(3, 4, device="cuda")], [3, 4], 1 << 2, [0.0], NO_STATS, 0)
+
+
+# ---------------------------------------------------------------------------------------------- pooling
+
+
+def _pool_ref(kind, x64, nd, kernel, stride, pad, dil, ceil, cip, div, adaptive, out_size=None):
+    if adaptive:
+        fn = [F.adaptive_max_pool1d, F.adaptive_max_pool2d, F.adaptive_max_pool3d] if kind == H.POOL_MAX else \
+            [F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d]
+        return fn[nd - 1](x64, out_size)
+    if kind == H.POOL_MAX:
+        fn = [F.max_pool1d, F.max_pool2d, F.max_pool3d][nd - 1]
+        return fn(x64, kernel, stride, pad, dil, ceil_mode=ceil)
+    if nd == 1:
+        assert div is None, "avg_pool1d has no divisor_override"
+        return F.avg_pool1d(x64, kernel, stride, pad, ceil_mode=ceil, count_include_pad=cip)
+    fn = F.avg_pool2d if nd == 2 else F.avg_pool3d
+    return fn(x64, kernel, stride, pad, ceil_mode=ceil, count_include_pad=cip, divisor_override=div)
+
+
+# (kind, input shape, kernel, stride, pad, dilation, ceil_mode, count_include_pad, divisor_override)
+POOL_CASES = [
+    (H.POOL_MAX, (2, 3, 17, 19), [3, 3], [2, 2], [1, 1], [1, 1], False, True, None),
+    (H.POOL_MAX, (2, 3, 17, 19), [3, 3], [2, 2], [1, 1], [1, 1], True, True, None),
+    (H.POOL_MAX, (2, 3, 16, 16), [2, 2], [2, 2], [0, 0], [1, 1], False, True, None),
+    (H.POOL_MAX, (2, 3, 17, 19), [3, 2], [2, 1], [1, 0], [2, 1], True, True, None),
+    (H.POOL_MAX, (3, 4, 50), [4], [3], [2], [1], True, True, None),
+    (H.POOL_MAX, (3, 4, 50), [3], [1], [1], [3], False, True, None),
+    (H.POOL_MAX, (2, 3, 9, 10, 11), [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], True, True, None),
+    (H.POOL_MAX, (2, 3, 9, 10, 11), [2, 3, 2], [2, 1, 2], [0, 1, 1], [2, 1, 1], False, True, None),
+    (H.POOL_MAX, (8, 64, 112, 112), [3, 3], [2, 2], [1, 1], [1, 1], False, True, None),
+    (H.POOL_AVG, (2, 3, 17, 19), [3, 3], [2, 2], [1, 1], [1, 1], False, True, None),
+    (H.POOL_AVG, (2, 3, 17, 19), [3, 3], [2, 2], [1, 1], [1, 1], True, True, None),
+    (H.POOL_AVG, (2, 3, 17, 19), [3, 3], [2, 2], [1, 1], [1, 1], True, False, None),
+    (H.POOL_AVG, (2, 3, 17, 19), [3, 2], [2, 3], [1, 1], [1, 1], True, False, 5),
+    (H.POOL_AVG, (2, 3, 16, 16), [2, 2], [2, 2], [0, 0], [1, 1], False, True, None),
+    (H.POOL_AVG, (3, 4, 50), [4], [3], [2], [1], True, False, None),
+    (H.POOL_AVG, (3, 4, 50), [4], [3], [2], [1], True, True, None),
+    (H.POOL_AVG, (2, 3, 9, 10, 11), [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], True, False, None),
+    (H.POOL_AVG, (2, 3, 9, 10, 11), [3, 2, 3], [2, 2, 1], [1, 1, 0], [1, 1, 1], True, True, 7),
+    (H.POOL_AVG, (8, 64, 56, 56), [2, 2], [2, 2], [0, 0], [1, 1], False, True, None),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_pooling(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    for kind, shape, k, s, p, d, ceil, cip, div in POOL_CASES:
+        nd = len(shape) - 2
+        x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
+        ref = _pool_ref(kind, x.double(), nd, k, s, p, d, ceil, cip, div, False)
+        out_size = list(ref.shape[2:])
+        what = f"{'max' if kind == H.POOL_MAX else 'avg'}_pool{nd}d {shape} k{k} s{s} p{p} d{d} ceil={ceil} cip={cip} div={div}"
+        out = ext.pool(kind, x, [], out_size, k, s, p, d, cip, div or 0, False, 1.0)
+        if kind == H.POOL_MAX:
+            assert torch.equal(out, ref.to(dtype)), f"{what}: max pooling must be exact"
+        else:
+            _close(out, ref, dtype, what)
+        # epilogue: pooled * 0.5 + per-channel bias, and + a strided residual of the output's shape
+        bias = torch.randn([shape[1]] + [1] * nd, generator=gen, device="cuda").to(dtype)
+        out = ext.pool(kind, x, [bias], out_size, k, s, p, d, cip, div or 0, False, 0.5)
+        _close(out, ref * 0.5 + bias.double(), dtype, what + " + bias epilogue")
+        resid = torch.randn(list(reversed(ref.shape)), generator=gen, device="cuda").to(dtype).permute(*reversed(range(ref.dim())))
+        out = ext.pool(kind, x, [resid], out_size, k, s, p, d, cip, div or 0, False, 0.5)
+        _close(out, ref * 0.5 + resid.double(), dtype, what + " + strided residual epilogue")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_adaptive_pooling(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(8)
+    cases = [((2, 3, 17, 19), [5, 7]), ((2, 3, 17, 19), [4, 4]), ((2, 3, 17, 19), [1, 1]), ((2, 3, 17, 19), [17, 19]),
+             ((2, 3, 10, 12), [20, 30]), ((2, 3, 50), [7]), ((2, 3, 9, 10, 11), [4, 3, 5]), ((16, 256, 7, 7), [1, 1])]
+    for kind in (H.POOL_AVG, H.POOL_MAX):
+        for shape, osz in cases:
+            nd = len(shape) - 2
+            x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
+            ref = _pool_ref(kind, x.double(), nd, None, None, None, None, False, True, None, True, osz)
+            out = ext.pool(kind, x, [], osz, [1] * nd, [1] * nd, [0] * nd, [1] * nd, True, 0, True, 1.0)
+            _close(out, ref, dtype, f"adaptive {'max' if kind == H.POOL_MAX else 'avg'} {shape} -> {osz}")
+
+
+def test_max_pool_nan_and_bad_params(ext):
+    x = torch.randn(2, 3, 8, 8, device="cuda")
+    x[0, 1, 2, 3] = float("nan")
+    ref = F.max_pool2d(x, 2, 2)
+    out = ext.pool(H.POOL_MAX, x, [], [4, 4], [2, 2], [2, 2], [0, 0], [1, 1], True, 0, False, 1.0)
+    assert torch.equal(torch.isnan(out), torch.isnan(ref)) and torch.isnan(out[0, 1, 1, 1])
+    torch.testing.assert_close(out, ref, equal_nan=True)
+    with pytest.raises(RuntimeError, match="kf_launch_pool"):  # avg pooling has no dilation
+        ext.pool(H.POOL_AVG, x, [], [3, 3], [2, 2], [2, 2], [0, 0], [2, 2], True, 0, False, 1.0)
+    with pytest.raises(RuntimeError, match="kf_launch_pool"):  # zero stride
+        ext.pool(H.POOL_MAX, x, [], [4, 4], [2, 2], [0, 2], [0, 0], [1, 1], True, 0, False, 1.0)
