@@ -1,0 +1,201 @@
+"""Achieved memory bandwidth of kf_normalize.cuh / kf_pool.cuh on large inputs, against a measured copy and
+against the torch op in the same process.
+
+    python bench/optimize/norm_pool_bw.py --out X.json      (repo root as cwd, a CUDA GPU)
+
+Floors (all memory-bound): bytes = x read once + y written once (+ the small parameters); a held-row kernel
+moves exactly that, a split-path or column kernel reads x a second time (from L2 where the tile fits) — the
+record's fraction_of_copy is against the floor, so it shows that cost. The copy's achieved GB/s (x.clone() of
+a 1 GiB fp32 tensor, read + write) is the ceiling; target: one-pass row kernels >= 0.80 of it. Timing: CUDA
+events around each call, L2 flushed (a 256 MiB write) before every call, warm-up first, median of the repeats.
+Every case is checked against float64 torch on the same inputs before it is timed (`correct`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test" / "gpu" / "harness"))
+import norm_pool_ext as H  # noqa: E402
+
+FLUSH = None
+NO_STATS = torch.empty(0)
+EPS = 1e-5
+
+
+def flush_l2() -> None:
+    global FLUSH
+    if FLUSH is None:
+        FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    FLUSH.fill_(1)
+
+
+def time_ms(fn, reps: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        flush_l2()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="JSON records file to write")
+    parser.add_argument("--reps", type=int, default=30)
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        print("norm_pool_bw: needs a CUDA GPU", file=sys.stderr)
+        return 2
+    kf = H.load()
+    dev = torch.cuda.get_device_name()
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(0)
+
+    big = torch.randn(1 << 28, device="cuda", generator=gen)  # 1 GiB fp32
+    copy_ms = time_ms(lambda: big.clone(), args.reps)
+    copy_gbs = 2 * big.numel() * 4 / copy_ms / 1e6
+    del big
+    print(f"{dev}: copy {copy_gbs:.0f} GB/s (x.clone() of 1 GiB fp32)")
+    records = []
+
+    def case(problem: str, variant: str, dtype, shape, ours, torch_op, ref64, tol: float, bytes_moved: int,
+             path: str, target: float | None) -> None:
+        out = ours()
+        want = ref64()
+        correct = bool(torch.allclose(out.double(), want.double(), rtol=tol, atol=tol, equal_nan=True))
+        ms = time_ms(ours, args.reps)
+        ref_ms = time_ms(torch_op, args.reps)
+        gbs = bytes_moved / ms / 1e6
+        rec = {
+            "device": dev,
+            "date": datetime.date.today().isoformat(),
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "problem": f"norm_pool_bw/{problem}",
+            "variant": variant,
+            "kernel_path": path,
+            "dtype": str(dtype).removeprefix("torch."),
+            "shape": list(shape),
+            "bytes": bytes_moved,
+            "ours_ms": ms,
+            "ref_ms": ref_ms,
+            "speedup": ref_ms / ms,
+            "ours_gbs": gbs,
+            "copy_gbs": copy_gbs,
+            "fraction_of_copy": gbs / copy_gbs,
+            "target_fraction": target,
+            "correct": correct,
+        }
+        records.append(rec)
+        print(f"{problem:<14} {variant:<34} {rec['dtype']:<9} {ms:8.3f} ms {gbs:6.0f} GB/s {gbs / copy_gbs:5.2f} of copy"
+              f"  torch {ref_ms:8.3f} ms  x{ref_ms / ms:5.2f}  correct={correct}")
+
+    def norm(op, ins, shape, dims, sc):
+        return kf.norm(op, ins, list(shape), sum(1 << d for d in dims), sc, NO_STATS, 0)
+
+    for dtype, tol in ((torch.float32, 1e-4), (torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)):
+        esz = torch.finfo(dtype).bits // 8
+
+        def rnd(*shape):
+            return torch.randn(shape, device="cuda", generator=gen).to(dtype)
+
+        # softmax / log_softmax over rows: held rows (warp per row, block per row) and split rows
+        zero = torch.zeros(1, 1, device="cuda", dtype=dtype)
+        for shape, path, target in [((65536, 1000), "warp per row", 0.8), ((16384, 4096), "block per row", 0.8),
+                                    ((4096, 16384), "block per row", 0.8), ((16, 2_000_000), "split rows", None)]:
+            x = rnd(*shape)
+            nbytes = 2 * x.numel() * esz
+            case("softmax", f"rows {shape[0]}x{shape[1]}", dtype, shape,
+                 lambda: norm(H.OP_SOFTMAX, [x, zero], shape, (1,), [1.0]), lambda: torch.softmax(x, 1),
+                 lambda: torch.softmax(x.double(), 1), tol, nbytes, path, target)
+            case("log_softmax", f"rows {shape[0]}x{shape[1]}", dtype, shape,
+                 lambda: norm(H.OP_LOG_SOFTMAX, [x], shape, (1,), [0.0]), lambda: torch.log_softmax(x, 1),
+                 lambda: torch.log_softmax(x.double(), 1), tol, nbytes, path, target)
+            del x
+        # softmax over channels of NCHW: columns
+        x = rnd(32, 64, 128, 128)
+        case("softmax", "dim 1 of 32x64x128x128", dtype, x.shape,
+             lambda: norm(H.OP_SOFTMAX, [x, zero.view(1, 1, 1, 1)], x.shape, (1,), [1.0]), lambda: torch.softmax(x, 1),
+             lambda: torch.softmax(x.double(), 1), tol, 2 * x.numel() * esz, "columns", None)
+        del x
+        # layer norm (x, gamma, beta over the last dim), rms norm
+        for shape, path in [((32768, 1024), "warp per row"), ((16384, 4096), "block per row"), ((4096, 8192), "block per row")]:
+            x = rnd(*shape)
+            w, b = rnd(shape[1]) + 1, rnd(shape[1])
+            nbytes = 2 * x.numel() * esz
+            case("layer_norm", f"rows {shape[0]}x{shape[1]}", dtype, shape,
+                 lambda: norm(H.OP_AFFINE, [x, w, b], shape, (1,), [EPS]), lambda: F.layer_norm(x, shape[1:], w, b, EPS),
+                 lambda: F.layer_norm(x.double(), shape[1:], w.double(), b.double(), EPS), tol, nbytes, path, 0.8)
+            ref_rms = (lambda: F.rms_norm(x, shape[1:], w, EPS)) if hasattr(F, "rms_norm") else \
+                (lambda: x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + EPS).to(dtype) * w)
+            case("rms_norm", f"rows {shape[0]}x{shape[1]}", dtype, shape,
+                 lambda: norm(H.OP_RMS, [x, w], shape, (1,), [EPS]), ref_rms,
+                 lambda: x.double() * torch.rsqrt(x.double().pow(2).mean(-1, keepdim=True) + EPS) * w.double(), tol,
+                 nbytes, path, 0.8)
+            del x
+        # group norm [N, C, H, W] with G groups: [N, G, C/G, HW] over the last two dims, per-channel affine
+        n, c, g, h = 32, 256, 32, 56
+        x = rnd(n, c, h, h)
+        w, b = rnd(c) + 1, rnd(c)
+        shape = [n, g, c // g, h * h]
+        case("group_norm", f"{n}x{c}x{h}x{h} G={g}", dtype, x.shape,
+             lambda: norm(H.OP_AFFINE, [x.view(shape), w.view(1, g, c // g, 1), b.view(1, g, c // g, 1)], shape, (2, 3), [EPS]),
+             lambda: F.group_norm(x, g, w, b, EPS),
+             lambda: F.group_norm(x.double(), g, w.double(), b.double(), EPS).view(shape), tol, 2 * x.numel() * esz,
+             "split rows" if (c // g) * h * h > 8192 else "block per row", None)
+        del x
+        # BatchNorm in training: [N, C, HW] over N and HW (stats split across blocks, finalize, apply)
+        for n, c, h in [(64, 16, 112), (128, 64, 56), (256, 256, 14)]:
+            x = rnd(n, c, h, h)
+            w, b = rnd(c) + 1, rnd(c)
+            shape = [n, c, h * h]
+            rm, rv = torch.zeros(c, device="cuda", dtype=dtype), torch.ones(c, device="cuda", dtype=dtype)
+            case("batch_norm", f"train {n}x{c}x{h}x{h}", dtype, x.shape,
+                 lambda: norm(H.OP_AFFINE, [x.view(shape), w.view(1, c, 1), b.view(1, c, 1)], shape, (0, 2), [EPS]),
+                 lambda: F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.1, eps=EPS),
+                 lambda: F.batch_norm(x.double(), None, None, w.double(), b.double(), training=True, eps=EPS).view(shape),
+                 tol, 2 * x.numel() * esz, "split rows", None)
+            del x
+        # pooling
+        x = rnd(64, 64, 112, 112)
+        case("max_pool2d", "64x64x112x112 k3 s2 p1", dtype, x.shape,
+             lambda: kf.pool(H.POOL_MAX, x, [], [56, 56], [3, 3], [2, 2], [1, 1], [1, 1], True, 0, False, 1.0),
+             lambda: F.max_pool2d(x, 3, 2, 1), lambda: F.max_pool2d(x.double(), 3, 2, 1), 0.0,
+             (x.numel() + x.numel() // 4) * esz, "pool", None)
+        case("avg_pool2d", "64x64x112x112 k2 s2", dtype, x.shape,
+             lambda: kf.pool(H.POOL_AVG, x, [], [56, 56], [2, 2], [2, 2], [0, 0], [1, 1], True, 0, False, 1.0),
+             lambda: F.avg_pool2d(x, 2, 2), lambda: F.avg_pool2d(x.double(), 2, 2), tol,
+             (x.numel() + x.numel() // 4) * esz, "pool", None)
+        del x
+        x = rnd(256, 512, 7, 7)
+        case("adaptive_avg", "256x512x7x7 -> 1x1", dtype, x.shape,
+             lambda: kf.pool(H.POOL_AVG, x, [], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], True, 0, True, 1.0),
+             lambda: F.adaptive_avg_pool2d(x, 1), lambda: F.adaptive_avg_pool2d(x.double(), 1), tol,
+             (x.numel() + x.numel() // 49) * esz, "pool", None)
+        del x
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(records, indent=2) + "\n", encoding="utf8")
+    short = [r for r in records if (r["target_fraction"] and r["fraction_of_copy"] < r["target_fraction"]) or not r["correct"]]
+    slower = [r for r in records if r["speedup"] < 1.0]
+    print(f"wrote {len(records)} records to {args.out}; below target or incorrect: {len(short)}; slower than torch: {len(slower)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
