@@ -10,5 +10,6 @@ shift
 args=()
 for p in "$@"; do args+=("problems/$p.py"); done
 nvidia-smi --query-gpu=name,clocks.sm,power.draw --format=csv,noheader
-timeout "$limit" /tmp/node .carry/kforge.mjs optimize "${args[@]}" --out-dir "$OUT/files" --json "$OUT/results.json" \
+timeout "$limit" /tmp/node .carry/kforge.mjs optimize "${args[@]}" --out-dir /tmp/kf_files --json "$OUT/results.json" \
   --trials 3 --iters 30 --python python3 2>&1 | grep -v '^\[capture' | tee "$OUT/log.txt"
+tar czf "$OUT/files.tgz" -C /tmp kf_files 2>/dev/null
