@@ -285,8 +285,13 @@ def test_deterministic_and_workspace_checked(ext):
         assert ext.norm_workspace(H.OP_AFFINE, list(shape), mask) > 0
         with pytest.raises(RuntimeError, match="kf_launch_normalize"):
             _run(ext, H.OP_AFFINE, ins, shape, dims, sc, ws_short=12)
-    # Rows of <= 128 never need workspace; an empty shape is a no-op.
-    assert ext.norm_workspace(H.OP_SOFTMAX, [1000, 128], 2) == 0
+    # Fused columns (reduction too short to split) need no workspace; an empty shape is a no-op.
+    assert ext.norm_workspace(H.OP_SOFTMAX, [4, 64, 1024], 2) == 0
+    # Short rows that cannot be held (a non-mergeable layout) take the split path: the workspace covers it.
+    x = torch.randn(3, 5, 7, device="cuda")
+    ins, sc = _inputs(H.OP_AFFINE, [3, 5, 7], (0, 2), torch.float32, gen, x=x)
+    out, _ = _run(ext, H.OP_AFFINE, ins, (3, 5, 7), (0, 2), sc)
+    assert torch.isfinite(out).all()
     out, _ = _run(ext, H.OP_LOG_SOFTMAX, [torch.empty(0, 7, device="cuda")], [0, 7], (1,), [0.0])
     assert out.shape == (0, 7)
     with pytest.raises(RuntimeError, match="kf_launch_normalize"):

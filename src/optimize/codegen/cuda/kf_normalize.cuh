@@ -579,8 +579,9 @@ inline SplitPlan split_plan(const Extent& e, int sms) {
   SplitPlan p{1, 0};
   if (e.reduced_inner) {
     p.splits = clamp64(ceil_div(target_blocks, e.K), 1, ceil_div(e.R, 4096));
-    // Rows of <= 128 always take the one-pass kernel; longer ones may take the split path.
-    if (e.R > 32 * kRowsSmallVPT) p.bytes = size_t(e.K) * (p.splits > 1 ? p.splits + 1 : 1) * sizeof(KfStats);
+    // Whether rows are held depends on the inputs' strides too (reduced dims that do not merge take the
+    // split path), which the workspace query does not see: the row family always reserves the stats.
+    p.bytes = size_t(e.K) * (p.splits > 1 ? p.splits + 1 : 1) * sizeof(KfStats);
   } else {
     p.splits = clamp64(ceil_div(target_blocks, ceil_div(e.K, kColLanes)), 1,
                        clamp64(ceil_div(e.R, kColWarps * 32), 1, 65535));
