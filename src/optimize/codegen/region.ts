@@ -438,18 +438,14 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
     nIn,
   );
   const iterDims = spec.groups ? [2, 3] : dims;
+  // Group norm iterates over [N, G, C/G, rest]: its operands are reshaped to that (see _kf_groups), from the
+  // shape of the normalised input, which is known before the operands are built.
   const prelude = spec.groups
-    ? [`ins_shape = ${nameOf(input.t === "node" ? input.id : "")}.shape` /* replaced below */]
+    ? [`ins_shape = _kf_broadcast_shapes(${regionInputShapes(view, region, nameOf)})`]
     : [];
-  const launch: string[] = [];
-  const inputPy = input.t === "node" && !region.prologue.includes(input.id) ? pyArg(input, nameOf) : null;
-  if (spec.groups) {
-    prelude.length = 0;
-    prelude.push(`ins_shape = _kf_broadcast_shapes(${regionInputShapes(view, region, nameOf)})`);
-    launch.push(`shape = [ins_shape[0], ${groups}, ins_shape[1] // ${groups}, _kf_numel(ins_shape[2:])]`);
-  } else {
-    launch.push("shape = _kf_broadcast(ins)");
-  }
+  const launch = spec.groups
+    ? [`shape = [ins_shape[0], ${groups}, ins_shape[1] // ${groups}, _kf_numel(ins_shape[2:])]`]
+    : ["shape = _kf_broadcast(ins)"];
   let stats = "_KF_NO_TENSOR";
   if (spec.runningStats) {
     launch.push(
@@ -463,7 +459,6 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   if (spec.runningStats)
     launch.push(`_kf_update_running_stats(${runningStatArgs(seed)}, stats, _kf_numel(shape) / shape[1])`);
   launch.push(spec.groups ? "return out.view(ins_shape)" : "return out");
-  void inputPy;
   return {
     cuda,
     host,
