@@ -51,6 +51,7 @@
 //    finalize -> apply.
 #pragma once
 #include <math.h>
+#include <initializer_list>
 #include "kf_pack.cuh"
 
 struct KfStats {
@@ -343,6 +344,90 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
     for (int j = 0; j < kVPT; ++j) {
       const int64_t r = lane + int64_t(j) * group;
       if (j < held) kf_store<TOut>(v.out, obase + RowPos<NIn>(v, r).out(v), apply(pro(x[j], sc), s, x[j], sc));
+    }
+  }
+}
+
+
+// Rows read in 16-byte vectors: the single reduced dim is innermost with unit stride (or broadcast) in every
+// input and the output, the row length a multiple of the vector width, every row 16-byte aligned. Each thread
+// holds kSlots vectors of v = Pro(x) in registers (x is read from DRAM once); `warps` warps share a row (1: four
+// rows per block, a warp each, shuffles only; more: one row per block, one shared-memory step per statistic).
+// The apply pass reloads only the inputs Apply itself reads (the compiler drops the other loads): per-column
+// parameters, residuals of a fused epilogue.
+// 512 threads at most: 32 held values plus the vectors in flight need more than the 64 registers a
+// 1024-thread bound leaves (they spilled).
+constexpr int kVecRowThreads = 512;
+
+template <class Pro, class Stat, class Apply, int kVec, int kSlots, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(kVecRowThreads)
+rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars sc, KfStats* stats_out) {
+  constexpr int NIn = sizeof...(TIn);
+  __shared__ float scratch[32];
+  const Pro pro;
+  const Apply apply;
+  const int threads_per_row = warps * 32;
+  const int rows_per_block = warps == 1 ? int(blockDim.x >> 5) : 1;
+  const int t = warps == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
+  const int64_t row_step = int64_t(gridDim.x) * rows_per_block;
+  const int64_t first = int64_t(blockIdx.x) * rows_per_block + (warps == 1 ? int(threadIdx.x >> 5) : 0);
+  const int64_t n_vec = v.R / kVec;
+  for (int64_t row = first; row - (warps == 1 ? int(threadIdx.x >> 5) : 0) < v.K; row += row_step) {
+    const bool row_ok = row < v.K;  // every warp of a block-row reaches the barriers
+    int64_t base[NIn], obase;
+    kept_offsets(v, row_ok ? row : 0, base, obase);
+    float val[kSlots][kVec];
+    float acc = Stat::r1_init();
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      const int64_t q = int64_t(j) * threads_per_row + t;
+      if (row_ok && q < n_vec) {
+        float xin[NIn][kVec];
+        KfVecPack<0, kVec, TIn...>::load(xin, v.in, base, v.rs, q * kVec);
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          float xe[NIn];
+#pragma unroll
+          for (int i = 0; i < NIn; ++i) xe[i] = xin[i][e];
+          val[j][e] = pro(xe, sc);
+          acc = Stat::r1_push(acc, val[j][e]);
+        }
+      }
+    }
+    acc = warps == 1 ? group_allreduce(acc, 32, R1MergeOp<Stat>()) : block_allreduce(acc, scratch, R1MergeOp<Stat>());
+    KfStats s;
+    s.count = float(v.R);
+    s.a = Stat::r1_final(acc, s.count);
+    s.b = 0.f;
+    if (Stat::kResidentSecondPass) {
+      float acc2 = 0.f;
+#pragma unroll
+      for (int j = 0; j < kSlots; ++j) {
+        const int64_t q = int64_t(j) * threads_per_row + t;
+        if (row_ok && q < n_vec) {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) acc2 += Stat::r2_term(val[j][e], s.a);
+        }
+      }
+      s.b = warps == 1 ? group_allreduce(acc2, 32, SumOp()) : block_allreduce(acc2, scratch, SumOp());
+    }
+    if (stats_out != nullptr && row_ok && t == 0) stats_out[row] = s;
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      const int64_t q = int64_t(j) * threads_per_row + t;
+      if (row_ok && q < n_vec) {
+        float xin[NIn][kVec];
+        KfVecPack<0, kVec, TIn...>::load(xin, v.in, base, v.rs, q * kVec);
+        float y[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          float xe[NIn];
+#pragma unroll
+          for (int i = 0; i < NIn; ++i) xe[i] = xin[i][e];
+          y[e] = apply(val[j][e], s, xe, sc);
+        }
+        kf_store_vec<TOut, kVec>(v.out, obase + q * kVec, y);
+      }
     }
   }
 }
@@ -675,6 +760,29 @@ inline bool make_view(const KfShape& shape, uint32_t mask, const KfTensorRef* in
   return true;
 }
 
+// Whether rows_vec_kernel can read and write these rows in kVec-wide vectors (see there).
+template <int kVec, int NIn>
+inline bool rows_vectorizable(const View<NIn>& v, const KfTensorRef* in, void* out, size_t out_size,
+                              std::initializer_list<size_t> in_sizes) {
+  if (v.nr != 1 || v.ors != 1 || v.R % kVec != 0) return false;
+  if (reinterpret_cast<uintptr_t>(out) % 16 != 0) return false;
+  for (int d = 0; d < v.nd; ++d)
+    if (!((v.rmask >> d) & 1u) && v.ostride[d] % kVec != 0) return false;
+  int i = 0;
+  for (size_t size : in_sizes) {
+    if (v.rs[i] != 0 && v.rs[i] != 1) return false;
+    if (v.rs[i] == 1) {
+      if (reinterpret_cast<uintptr_t>(in[i].data) % 16 != 0) return false;
+      for (int d = 0; d < v.nd; ++d)
+        if (!((v.rmask >> d) & 1u) && v.stride[i][d] % kVec != 0) return false;
+    }
+    (void)size;
+    ++i;
+  }
+  (void)out_size;
+  return true;
+}
+
 inline int grid_for(int64_t blocks) { return int(blocks < (int64_t(1) << 30) ? (blocks > 0 ? blocks : 1) : (int64_t(1) << 30)); }
 
 }  // namespace kf_norm
@@ -706,6 +814,18 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
 
   // Held rows: the reduced dims are the innermost one or two canonical dims.
   const uint32_t inner_mask = (1u << v.nd) - (1u << (v.nd - v.nr));
+  constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
+  constexpr int kSlots = 32 / kVec;  // 32 held values per thread
+  if (e.reduced_inner && v.nr == 1 && e.R >= 256 && e.R <= int64_t(kVecRowThreads) * kSlots * kVec &&
+      rows_vectorizable<kVec>(v, in, out, sizeof(TOut), {sizeof(TIn)...})) {
+    int warps = 1;
+    while (int64_t(warps) * 32 * kSlots * kVec < e.R) warps *= 2;
+    const int threads = warps == 1 ? 128 : warps * 32;
+    const int64_t rows_per_block = warps == 1 ? 4 : 1;
+    rows_vec_kernel<Pro, Stat, Apply, kVec, kSlots, TOut, TIn...>
+        <<<grid_for(ceil_div(e.K, rows_per_block)), threads, 0, stream>>>(v, warps, sc, stats_dst);
+    return cudaGetLastError();
+  }
   if (e.reduced_inner && v.nr <= 2 && v.rmask == inner_mask) {
     const int64_t L = e.R;
     if (L <= 32 * kRowsSmallVPT) {

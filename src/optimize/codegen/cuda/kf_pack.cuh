@@ -25,6 +25,26 @@ struct KfLoadPack<I, T, Rest...> {
   }
 };
 
+// kVec consecutive elements of every input, input i at base[i] + rs[i] * off (rs[i] == 0: broadcast along the
+// vector, one element replicated), as fp32: x[i][e]. Vector loads need the alignment kf_load_vec states.
+template <int I, int kVec, typename... T>
+struct KfVecPack;
+template <int I, int kVec>
+struct KfVecPack<I, kVec> {
+  template <int N>
+  __device__ __forceinline__ static void load(float (&)[N][kVec], const void* const*, const int64_t*, const int64_t*,
+                                              int64_t) {}
+};
+template <int I, int kVec, typename T, typename... Rest>
+struct KfVecPack<I, kVec, T, Rest...> {
+  template <int N>
+  __device__ __forceinline__ static void load(float (&x)[N][kVec], const void* const* ptr, const int64_t* base,
+                                              const int64_t* rs, int64_t off) {
+    kf_load_vec<T, kVec, int64_t>(ptr[I], base[I] + rs[I] * off, rs[I] == 0, x[I]);
+    KfVecPack<I + 1, kVec, Rest...>::load(x, ptr, base, rs, off);
+  }
+};
+
 // n / d and n % d for a divisor fixed at launch, without a hardware divide: a multiply-high by a round-up
 // reciprocal, an add and a shift. With s = ceil(log2 d) and W-bit words, m' = 2^W + m = floor(2^(W+s) / d) + 1
 // overshoots 2^(W+s) / d by e / d with e = m' d - 2^(W+s) <= d <= 2^s, so n * m' / 2^(W+s) stays below the
