@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { emitRecipe, renderRecipe } from "../src/optimize/emit.ts";
+import { emitRecipe, renderRecipe, renderRuntime } from "../src/optimize/emit.ts";
 import { listRecipes, loadRecipe } from "../src/optimize/recipe.ts";
 
 function makeRecipe(files: Record<string, string>, manifest: Record<string, unknown> = {}) {
@@ -13,7 +13,7 @@ function makeRecipe(files: Record<string, string>, manifest: Record<string, unkn
   const full = {
     name: "demo",
     description: "a demo recipe",
-    problems: [],
+    runtime: "runtime.py",
     template: "model_new.py",
     output: join(kernels, "out", "demo.py"),
     ...manifest,
@@ -60,6 +60,22 @@ test("missing sources, embedded triple quotes and leftover placeholders fail lou
   assert.throws(() => renderRecipe(leftover.recipe), /unresolved placeholder/);
 });
 
+test("a python placeholder line inlines the recipe's runtime, its own sources resolved", () => {
+  const { recipe } = makeRecipe({
+    "model_new.py": 'import torch\n\n"@@KFORGE_PYTHON:runtime.py@@"\n\nPUBLIC = _kf_demo_call\n',
+    "runtime.py": '_KF_DEMO_CUDA = "@@KFORGE_SOURCE:kernel.cu@@"\n\n\ndef _kf_demo_call():\n    return 1\n',
+    "kernel.cu": '#include "math.cuh"\n__global__ void k() {}\n',
+    "math.cuh": "__device__ float twice(float x) { return 2.f * x; }\n",
+  });
+  const runtime = renderRuntime(recipe);
+  assert.match(runtime, /_KF_DEMO_CUDA = r"""\n\/\/ ---- begin math\.cuh ----\n__device__ float twice/);
+  const text = renderRecipe(recipe);
+  assert.ok(text.includes(`import torch\n\n${runtime.trimEnd()}\n\nPUBLIC = _kf_demo_call\n`));
+  assert.doesNotMatch(text, /@@KFORGE/);
+  const missing = makeRecipe({ "model_new.py": '"@@KFORGE_PYTHON:absent.py@@"\n' }).recipe;
+  assert.throws(() => renderRecipe(missing), /recipe file not found: .*absent\.py/);
+});
+
 test("an invalid manifest names the bad field", () => {
   const { kernels } = makeRecipe({ "model_new.py": "" }, { name: "Bad Name" });
   assert.throws(() => loadRecipe("demo", kernels), /recipe\.json: name/);
@@ -76,6 +92,7 @@ test("check mode reports drift without writing; emit writes and then is up to da
 });
 
 test("every committed generated file matches what kforge emit produces from kernels/", () => {
+  assert.deepEqual(listRecipes(), ["attention", "linear_bn_softmax"]);
   for (const name of listRecipes()) {
     const outcome = emitRecipe(loadRecipe(name), { check: true });
     assert.equal(outcome.changed, false, `${outcome.path} is stale: run npx kforge emit ${name}`);

@@ -2,7 +2,8 @@
 
 Renders kernels/linear_bn_softmax/model_new.py the way `kforge emit` does (src/optimize/emit.ts:
 each "@@KFORGE_SOURCE:<file>@@" literal becomes a raw triple-quoted string of <file> with the recipe's
-local #include lines inlined, each file once per placeholder) and imports the result. The device script
+local #include lines inlined, each file once per placeholder; a line "@@KFORGE_PYTHON:<file>@@" becomes the
+recipe's Python file <file>, its own placeholders resolved) and imports the result. The device script
 prefers the committed generated file and uses this only when that is absent.
 """
 
@@ -18,6 +19,7 @@ RECIPE_DIR = os.path.join(REPO, "kernels", "linear_bn_softmax")
 GENERATED = os.path.join(REPO, "generated", "linear_bn_softmax", "model_new.py")
 
 _PLACEHOLDER = re.compile(r"([\"'])@@KFORGE_SOURCE:([A-Za-z0-9_.\-/]+)@@\1")
+_PYTHON_PLACEHOLDER = re.compile(r"^([\"'])@@KFORGE_PYTHON:([A-Za-z0-9_.\-/]+)@@\1[ \t]*$", re.M)
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[ \t]*$', re.M)
 
 
@@ -40,12 +42,7 @@ def expand_source(directory, name, seen=None):
     return _LOCAL_INCLUDE.sub(inline, text)
 
 
-def render(recipe_dir=RECIPE_DIR):
-    with open(os.path.join(recipe_dir, "recipe.json"), encoding="utf8") as f:
-        recipe = json.load(f)
-    with open(os.path.join(recipe_dir, recipe["template"]), encoding="utf8") as f:
-        template = f.read()
-
+def _with_sources(recipe_dir, text):
     def literal(match):
         name = match.group(2)
         source = expand_source(recipe_dir, name)
@@ -53,7 +50,20 @@ def render(recipe_dir=RECIPE_DIR):
             raise ValueError(f"{name} cannot be embedded as a raw Python string")
         return 'r"""\n' + source + '"""'
 
-    body = _PLACEHOLDER.sub(literal, template)
+    return _PLACEHOLDER.sub(literal, text)
+
+
+def render(recipe_dir=RECIPE_DIR):
+    with open(os.path.join(recipe_dir, "recipe.json"), encoding="utf8") as f:
+        recipe = json.load(f)
+    with open(os.path.join(recipe_dir, recipe["template"]), encoding="utf8") as f:
+        template = f.read()
+
+    def python(match):
+        with open(os.path.join(recipe_dir, match.group(2)), encoding="utf8") as f:
+            return _with_sources(recipe_dir, f.read()).rstrip()
+
+    body = _PYTHON_PLACEHOLDER.sub(python, _with_sources(recipe_dir, template))
     if "@@KFORGE_" in body:
         raise ValueError("unresolved placeholder")
     return f"# Rendered by bench/linear_bn/dev_loader.py from {recipe_dir} (development copy).\n" + body

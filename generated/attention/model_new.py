@@ -24,13 +24,18 @@ a multiple of 8 or above 1024, misaligned or non-unit-stride head dims, inputs r
 autograd records, GPUs other than sm_90, and empty sequences.
 """
 
+import torch
+import torch.nn as nn
+
+# The attention recipe's Python side: building the extension, deciding per call whether a kforge kernel
+# covers the inputs, and calling it. `kforge emit` inlines this file into generated/attention/model_new.py
+# and `kforge optimize` into every ModelNew with an attention region, so both run the same host logic.
+# Names carry the _kf_attn_ prefix: the file lands in a module beside the reference's own code.
 import math
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-_CUDA_SOURCE = r"""
+_KF_ATTN_CUDA_SOURCE = r"""
 // Host side of the kforge attention recipe: input validation, kernel choice, launches.
 // Includes the kernels so that the emitter inlines every local file exactly once into one source.
 // Narrow ATen headers instead of torch/extension.h (pybind11 + the whole C++ API): this file builds in
@@ -2088,7 +2093,7 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
   return kforge_attn::forward(q, k, v, is_causal, scale, path);
 }
 """
-_CPP_SOURCE = r"""
+_KF_ATTN_CPP_SOURCE = r"""
 // Declaration seen by the extension's C++ translation unit; load_inline(functions=[...]) binds it.
 #include <torch/extension.h>
 
@@ -2099,54 +2104,48 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
                                     double scale, int64_t path);
 """
 
-# Kernel choice passed to the extension (mirrors `Path` in attention.cu); *_MC: clusters of two CTAs
-# multicasting K/V tiles.
-PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
-PATH_WGMMA_512_MC4 = 6
-PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
-PATH_WGMMA_512_REGP_MC = 8  # the same with 2-CTA clusters multicasting K/V
-PATH_WGMMA_1024_REGP_SPLIT = 9  # S_k <= 1024, P in registers, the keys split over 2-CTA clusters
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
-PYTORCH_MAX_FAST_HEAD_DIM = 256
-MAX_HEAD_DIM = 1024
+_KF_ATTN_PYTORCH_MAX_FAST_HEAD_DIM = 256
+_KF_ATTN_MAX_HEAD_DIM = 1024
 # Longer key rows do not fit the wgmma kernel's shared-memory P buffer; the general kernel then
 # recomputes QK^T per 128-wide output slice and measured slower than PyTorch (bench/attention/NOTES.md).
-WGMMA_MAX_KEYS = 1024
+_KF_ATTN_WGMMA_MAX_KEYS = 1024
+_KF_ATTN_PATH_AUTO = 0  # kernel choice left to the extension (`Path` in attention.cu)
 
-_extension_module = None
+_kf_attn_module = None
 
 
-def _extension():
+def _kf_attn_extension():
     """Builds the CUDA extension once per process (torch caches the build on disk). A failed build raises."""
-    global _extension_module
-    if _extension_module is None:
+    global _kf_attn_module
+    if _kf_attn_module is None:
         from torch.utils.cpp_extension import load_inline
 
-        _extension_module = load_inline(
+        _kf_attn_module = load_inline(
             name="kforge_attention_v1",
-            cpp_sources=[_CPP_SOURCE],
-            cuda_sources=[_CUDA_SOURCE],
+            cpp_sources=[_KF_ATTN_CPP_SOURCE],
+            cuda_sources=[_KF_ATTN_CUDA_SOURCE],
             functions=["kforge_attention_forward"],
             extra_cflags=["-O3"],
             extra_cuda_cflags=["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"],
             verbose=False,
         )
-    return _extension_module
+    return _kf_attn_module
 
 
-_CAPABILITY = {}
+_KF_ATTN_CAPABILITY = {}
 
 
-def _is_sm90(device: torch.device) -> bool:
+def _kf_attn_is_sm90(device: torch.device) -> bool:
     """Memoised per device: asked on every call, and get_device_capability costs microseconds."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _CAPABILITY:
-        _CAPABILITY[index] = torch.cuda.get_device_capability(index)
-    return _CAPABILITY[index] == (9, 0)
+    if index not in _KF_ATTN_CAPABILITY:
+        _KF_ATTN_CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return _KF_ATTN_CAPABILITY[index] == (9, 0)
 
 
-def _layout_ok(t: torch.Tensor) -> bool:
+def _kf_attn_layout_ok(t: torch.Tensor) -> bool:
     """Contiguous head dim and 16-byte rows (the kernels' TMA/cp.async loads); size-1 dims' strides never
     matter. One stride() tuple per tensor: per-dimension t.stride(d) calls made this the costliest check."""
     strides = t.stride()
@@ -2155,7 +2154,7 @@ def _layout_ok(t: torch.Tensor) -> bool:
     return all(st % 8 == 0 or n == 1 for st, n in zip(strides[:-1], t.shape[:-1]))
 
 
-def fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
+def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
     """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can.
 
     Cheapest test first: most calls with head dims <= 256 go to PyTorch whatever else holds, and this
@@ -2164,7 +2163,7 @@ def fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     tensors = (query, key, value)
     if not all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in tensors):
         return "non-tensor input"
-    if max(query.shape[-1], value.shape[-1]) <= PYTORCH_MAX_FAST_HEAD_DIM:
+    if max(query.shape[-1], value.shape[-1]) <= _KF_ATTN_PYTORCH_MAX_FAST_HEAD_DIM:
         return "small head dim: PyTorch's flash/cuDNN kernels are faster"
     if attn_mask is not None:
         return "attn_mask"
@@ -2188,42 +2187,60 @@ def fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=
     if ks[-1] != qs[-1] or vs[-2] != ks[-2]:
         return "shape mismatch"  # PyTorch raises its own error
     e, ev = qs[-1], vs[-1]
-    if e % 8 or ev % 8 or not (8 <= e <= MAX_HEAD_DIM and 8 <= ev <= MAX_HEAD_DIM):
+    if e % 8 or ev % 8 or not (8 <= e <= _KF_ATTN_MAX_HEAD_DIM and 8 <= ev <= _KF_ATTN_MAX_HEAD_DIM):
         return "head dim"
     if qs[-2] == 0 or ks[-2] == 0 or query.numel() == 0:
         return "empty"
-    if ks[-2] > WGMMA_MAX_KEYS:
+    if ks[-2] > _KF_ATTN_WGMMA_MAX_KEYS:
         return "key length above 1024: PyTorch's memory-efficient kernel is faster than our general kernel"
     if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
         return "grid limits"
-    if not (_layout_ok(query) and _layout_ok(key) and _layout_ok(value)):
+    if not (_kf_attn_layout_ok(query) and _kf_attn_layout_ok(key) and _kf_attn_layout_ok(value)):
         return "layout"
-    if not _is_sm90(query.device):
+    if not _kf_attn_is_sm90(query.device):
         return "not an sm_90 GPU"
     return None
 
 
-def kforge_attention(query, key, value, is_causal=False, scale=None, path=PATH_AUTO):
+def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_ATTN_PATH_AUTO):
     """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors."""
     if scale is None:
         scale = 1.0 / math.sqrt(query.shape[-1])
     squeeze = query.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out = _extension().kforge_attention_forward(query, key, value, bool(is_causal), float(scale), int(path))
+    out = _kf_attn_extension().kforge_attention_forward(query, key, value, bool(is_causal), float(scale), int(path))
     return out.squeeze(0) if squeeze else out
 
 
-def scaled_dot_product_attention(
-    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
-):
+def _kf_attn_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention, on kforge kernels where they apply."""
-    if fallback_reason(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) is None:
-        return kforge_attention(query, key, value, is_causal=is_causal, scale=scale)
+    if _kf_attn_fallback_reason(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) is None:
+        return _kf_attn_forward(query, key, value, is_causal=is_causal, scale=scale)
     kwargs = {"attn_mask": attn_mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}
     if enable_gqa:
         kwargs["enable_gqa"] = True  # only passed when set: the keyword is newer than PyTorch 2.1
-    return F.scaled_dot_product_attention(query, key, value, **kwargs)
+    return torch.nn.functional.scaled_dot_product_attention(query, key, value, **kwargs)
+
+# The public names of this file (benches and users call them directly).
+_CUDA_SOURCE = _KF_ATTN_CUDA_SOURCE
+_CPP_SOURCE = _KF_ATTN_CPP_SOURCE
+PYTORCH_MAX_FAST_HEAD_DIM = _KF_ATTN_PYTORCH_MAX_FAST_HEAD_DIM
+MAX_HEAD_DIM = _KF_ATTN_MAX_HEAD_DIM
+WGMMA_MAX_KEYS = _KF_ATTN_WGMMA_MAX_KEYS
+_extension = _kf_attn_extension
+_is_sm90 = _kf_attn_is_sm90
+fallback_reason = _kf_attn_fallback_reason
+kforge_attention = _kf_attn_forward
+scaled_dot_product_attention = _kf_attn_sdpa
+
+# Kernel choice passed to the extension (mirrors `Path` in attention.cu); *_MC: clusters of two CTAs
+# multicasting K/V tiles.
+PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
+PATH_WGMMA_512_MC4 = 6
+PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
+PATH_WGMMA_512_REGP_MC = 8  # the same with 2-CTA clusters multicasting K/V
+PATH_WGMMA_1024_REGP_SPLIT = 9  # S_k <= 1024, P in registers, the keys split over 2-CTA clusters
 
 
 class ModelNew(nn.Module):

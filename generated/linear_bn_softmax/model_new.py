@@ -22,12 +22,20 @@ kernels do not cover, batch 1 in training (PyTorch raises its own error) - runs 
 ops, so the answer is never wrong.
 
 The weight's 3xTF32 split (3x the weight's size: 805 MB at 8192 x 8192) is cached between calls while
-the weight is unchanged: the cache is keyed on the Parameter object and its version counter, which
-every in-place update (optimiser step, load_state_dict, copy_) bumps. Writes through `weight.data`
+the weight is unchanged: the cache is keyed on the Parameter object, its storage and its version counter,
+which every in-place update (optimiser step, load_state_dict, copy_) bumps. Writes through `weight.data`
 bypass version counters: after such writes, or to save the memory, set
 `model.cache_weight_split = False` (the split is then rebuilt on every call).
 """
 
+import torch
+import torch.nn as nn
+
+# The linear_bn_softmax recipe's Python side: softmax(scale * BatchNorm1d(x W^T + b), dim=1) on the recipe's
+# kernels. `kforge emit` inlines this file into generated/linear_bn_softmax/model_new.py and `kforge optimize`
+# into every ModelNew with a Linear -> BatchNorm1d -> scale -> softmax region, so both run the same host
+# logic: the applicability checks, the weight-split cache, the BatchNorm bookkeeping and the extension call.
+# Names carry the _kf_lbs_ prefix: the file lands in a module beside the reference's own code.
 import glob
 import math
 import os
@@ -36,7 +44,7 @@ import sys
 import torch
 import torch.nn as nn
 
-_CUDA_SOURCE = r"""
+_KF_LBS_CUDA_SOURCE = r"""
 // Host side of the recipe: input checks, the cuBLAS GEMMs and the kernel launches, all on the current
 // stream with no device synchronisation. Allocations: the output (which doubles as the GEMM result Y,
 // the row pass runs in place) and documented scratch from PyTorch's caching allocator -
@@ -753,7 +761,7 @@ at::Tensor bn_scale_softmax_(const at::Tensor& y, const c10::optional<at::Tensor
   return y;
 }
 """
-_CPP_SOURCE = r"""
+_KF_LBS_CPP_SOURCE = r"""
 // Declarations for load_inline's generated pybind11 module; the definitions live in host.cu.
 #include <torch/extension.h>
 
@@ -770,10 +778,10 @@ at::Tensor bn_scale_softmax_(const at::Tensor& y, const c10::optional<at::Tensor
                              bool update_running_stats, double momentum, bool cumulative_average, double eps);
 """
 
-_extension_module = None
+_kf_lbs_module = None
 
 
-def _cublas_link_flags():
+def _kf_lbs_cublas_link_flags():
     """Linker flags for cuBLAS, matching the soname that torch itself loaded where possible.
 
     pip-installed CUDA (nvidia-cublas wheels) ships only the versioned library (libcublas.so.13), so
@@ -793,45 +801,45 @@ def _cublas_link_flags():
     return []
 
 
-def _extension():
+def _kf_lbs_extension():
     """Builds (once per process, cached on disk by torch) the CUDA extension. A failed build raises."""
-    global _extension_module
-    if _extension_module is None:
+    global _kf_lbs_module
+    if _kf_lbs_module is None:
         from torch.utils.cpp_extension import load_inline
 
-        _extension_module = load_inline(
+        _kf_lbs_module = load_inline(
             name="kforge_linear_bn_softmax",
-            cpp_sources=[_CPP_SOURCE],
-            cuda_sources=[_CUDA_SOURCE],
+            cpp_sources=[_KF_LBS_CPP_SOURCE],
+            cuda_sources=[_KF_LBS_CUDA_SOURCE],
             functions=["linear_no_bias", "bn_scale_softmax_", "split_weight_tf32x3"],
             extra_cflags=["-O3"],
             extra_cuda_cflags=["-O3"],
-            extra_ldflags=_cublas_link_flags(),
+            extra_ldflags=_kf_lbs_cublas_link_flags(),
             verbose=False,
         )
-    return _extension_module
+    return _kf_lbs_module
 
 
-def _autocast_enabled():
+def _kf_lbs_autocast_enabled():
     try:
         return torch.is_autocast_enabled("cuda")
     except TypeError:  # PyTorch < 2.4: no device argument, the flag is CUDA's
         return torch.is_autocast_enabled()
 
 
-_INT32_MAX = 2**31 - 1
-_CAPABILITY = {}
+_KF_LBS_INT32_MAX = 2**31 - 1
+_KF_LBS_CAPABILITY = {}
 
 
-def _device_capability(device):
+def _kf_lbs_device_capability(device):
     """torch.cuda.get_device_capability, memoised: it is asked on every call."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _CAPABILITY:
-        _CAPABILITY[index] = torch.cuda.get_device_capability(index)
-    return _CAPABILITY[index]
+    if index not in _KF_LBS_CAPABILITY:
+        _KF_LBS_CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return _KF_LBS_CAPABILITY[index]
 
 
-def _k_chunk_for(k):
+def _kf_lbs_k_chunk_for(k):
     """K-chunk length of the 3xTF32 layout (split_tf32.cu): one GEMM per chunk of K.
 
     Measured on an H100 (bench/linear_bn/NOTES.md): the tensor cores' accumulator truncates, so the
@@ -846,6 +854,168 @@ def _k_chunk_for(k):
     return chunk if chunk < k else 0
 
 
+class _KfLbsWeightSplit:
+    """The 3xTF32 split of one Linear weight (3x the weight's size: 805 MB at 8192 x 8192), kept between calls
+    while the weight is unchanged: keyed on the Parameter object, its version counter (bumped by every
+    in-place update: optimiser steps, load_state_dict, copy_), its storage address (`weight.data = ...`),
+    the K-chunk length and the device. Writes through `weight.data` bypass version counters: after such
+    writes, or to save the memory, set `enabled = False` (the split is then rebuilt on every call)."""
+
+    def __init__(self):
+        self.enabled = True
+        self.entry = None  # (weight Parameter, key, (N, 3K) split)
+
+    def get(self, ext, w, k_chunk):
+        if not self.enabled:
+            self.entry = None
+            return None  # the extension splits the weight into scratch on this call
+        try:
+            version = w._version
+        except RuntimeError:  # inference tensors carry no version counter: never cache them
+            return None
+        key = (version, w.data_ptr(), k_chunk, w.device)
+        entry = self.entry
+        if entry is not None and entry[0] is w and entry[1] == key:
+            return entry[2]
+        self.entry = None  # free the stale split before allocating the new one
+        split = ext.split_weight_tf32x3(w.detach(), k_chunk)
+        self.entry = (w, key, split)
+        return split
+
+
+def _kf_lbs_split_cache(owner, region):
+    """The weight-split cache of one region of `owner`, kept in its __dict__ (never in its state_dict)."""
+    caches = owner.__dict__.setdefault("_kf_lbs_weight_splits", {})
+    cache = caches.get(region)
+    if cache is None:
+        cache = caches[region] = _KfLbsWeightSplit()
+    return cache
+
+
+def _kf_lbs_gemm_applies(x, weight, others):
+    """What the GEMM itself needs: an fp32 2-D CUDA x, an fp32 [N, K] weight beside it, no autocast, int
+    sizes, and nothing for autograd to record (x, the weight and `others`, the chain's other tensors)."""
+    if not (isinstance(x, torch.Tensor) and x.is_cuda and x.dtype == torch.float32 and x.dim() == 2):
+        return False
+    if not isinstance(weight, torch.Tensor) or _kf_lbs_autocast_enabled():
+        return False
+    if not (weight.is_cuda and weight.dtype == torch.float32 and weight.dim() == 2 and weight.shape[1] == x.shape[1]):
+        return False
+    if weight.device != x.device or min(x.shape[0], x.shape[1], weight.shape[0]) == 0:
+        return False
+    if max(x.shape[0], x.shape[1], weight.shape[0]) > _KF_LBS_INT32_MAX or (
+        not torch.backends.cuda.matmul.allow_tf32 and 3 * x.shape[1] > _KF_LBS_INT32_MAX
+    ):
+        return False  # cuBLAS takes int sizes
+    # Autograd recording (the default outside no_grad when parameters require grad): the original ops
+    # build the graph. Checked here, since it is the common reason to fall back.
+    if torch.is_grad_enabled() and (
+        x.requires_grad
+        or weight.requires_grad
+        or any(isinstance(t, torch.Tensor) and t.requires_grad for t in others)
+    ):
+        return False
+    return _kf_lbs_device_capability(x.device)[0] >= 8  # TF32 tensor cores
+
+
+def _kf_lbs_launch_gemm(x, weight, cache, k_chunk=None):
+    """Launches Y = x W^T on the tensor cores (3xTF32 unless TF32 is allowed) and returns Y. k_chunk: the
+    3xTF32 K-chunk length (None: chosen from K; 0: one GEMM over all of K)."""
+    ext = _kf_lbs_extension()
+    w = weight.detach()
+    if not w.is_contiguous():
+        w = w.contiguous()
+    fp32_accurate = not torch.backends.cuda.matmul.allow_tf32
+    k_chunk = _kf_lbs_k_chunk_for(x.shape[1]) if k_chunk is None else int(k_chunk)
+    # The cached split is of the Parameter itself; a non-contiguous weight is split on every call.
+    weight_split = cache.get(ext, weight, k_chunk) if fp32_accurate and weight.is_contiguous() else None
+    return ext.linear_no_bias(x.contiguous(), w, weight_split, fp32_accurate, k_chunk)
+
+
+def _kf_lbs_uses_batch_stats(bn):
+    """Whether this call normalises with batch statistics (nn.BatchNorm1d's `bn_training`)."""
+    return bn.training or (bn.running_mean is None and bn.running_var is None)
+
+
+def _kf_lbs_scale_supported(scale, n):
+    if not isinstance(scale, torch.Tensor):
+        return isinstance(scale, (int, float)) and not isinstance(scale, bool)
+    if scale.numel() == 1:
+        return scale.dim() <= 2
+    # One value per output feature, broadcast along rows: (N,) or (1, N).
+    return scale.shape[-1] == n and scale.numel() == n and scale.dim() <= 2
+
+
+def _kf_lbs_finish_applies(x, weight, bias, bn, scale, softmax_dim):
+    """The rest of the recipe's conditions, checked while the GEMM runs (x and the weight passed
+    _kf_lbs_gemm_applies already: device, dtype, shapes, sizes)."""
+    if not isinstance(bn, nn.BatchNorm1d) or softmax_dim not in (1, -1):
+        return False
+    tensors = [scale] if isinstance(scale, torch.Tensor) else []
+    tensors += [t for t in (bias, bn.weight, bn.bias, bn.running_mean, bn.running_var) if t is not None]
+    if any(t.device != x.device or t.dtype != torch.float32 for t in tensors):
+        return False
+    n = weight.shape[0]
+    if bn.num_features != n or (bias is not None and bias.shape != (n,)):
+        return False
+    if (bn.running_mean is None) != (bn.running_var is None):
+        return False
+    if _kf_lbs_uses_batch_stats(bn) and x.shape[0] < 2:
+        return False  # PyTorch's own error for batch 1 comes from the original ops
+    return _kf_lbs_scale_supported(scale, n)
+
+
+def _kf_lbs_finish(y, bias, bn, scale):
+    """softmax(scale * BatchNorm1d(y + bias), dim=1) in place on y, with nn.BatchNorm1d's bookkeeping."""
+    ext = _kf_lbs_extension()
+    use_batch_stats = _kf_lbs_uses_batch_stats(bn)
+    update_running_stats = bn.training and bn.track_running_stats and bn.running_mean is not None
+
+    # As nn.BatchNorm1d.forward: num_batches_tracked is bumped (here by the statistics kernel, on
+    # the device) whenever training with tracked stats, before momentum=None's 1/count is read.
+    momentum, cumulative = (0.0 if bn.momentum is None else float(bn.momentum)), False
+    bump_counter = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
+    if bump_counter:
+        cumulative = bn.momentum is None
+    if not update_running_stats:
+        cumulative = False
+    if isinstance(scale, torch.Tensor):
+        scale = scale.detach().reshape(-1).contiguous()
+    else:
+        scale = torch.full((1,), float(scale), device=y.device, dtype=torch.float32)
+
+    # Buffers the kernels read (eval) or update in place (training); None where PyTorch passes None.
+    stats_in_use = (not use_batch_stats) or update_running_stats
+    running_mean = bn.running_mean if stats_in_use else None
+    running_var = bn.running_var if stats_in_use else None
+
+    def vec(t):
+        return None if t is None else t.detach()
+
+    return ext.bn_scale_softmax_(
+        y,
+        vec(bias),
+        vec(bn.weight),
+        vec(bn.bias),
+        scale,
+        running_mean,
+        running_var,
+        bn.num_batches_tracked if bump_counter else None,
+        use_batch_stats,
+        update_running_stats,
+        momentum,
+        cumulative,
+        float(bn.eps),
+    )
+
+# Names benches and tests of this file use.
+_CUDA_SOURCE = _KF_LBS_CUDA_SOURCE
+_CPP_SOURCE = _KF_LBS_CPP_SOURCE
+_cublas_link_flags = _kf_lbs_cublas_link_flags
+_extension = _kf_lbs_extension
+_k_chunk_for = _kf_lbs_k_chunk_for
+
+
 class ModelNew(nn.Module):
     def __init__(self, in_features, out_features, bn_eps=1e-5, bn_momentum=0.1, scale_shape=(1,)):
         super().__init__()
@@ -858,15 +1028,20 @@ class ModelNew(nn.Module):
         # 3xTF32: K-chunk length (see split_tf32.cu and _k_chunk_for); None = chosen from K,
         # 0 = one GEMM over all of K.
         self.fp32_k_chunk = None
-        self._weight_split_cache = None  # (weight Parameter, (_version, k_chunk, device), (N, 3K) split)
+        self._weight_split_cache = _KfLbsWeightSplit()
 
     def forward(self, x):
         # The GEMM is launched as soon as the checks it needs have passed; the remaining checks and the
         # BatchNorm bookkeeping then run on the host while it executes (the GPU is not left idle for
         # them). Should a later check fail, its result is dropped and the original ops run: never wrong.
-        y = self._launch_gemm(x) if self._gemm_applies(x) else None
-        if y is not None and self._cuda_path_applies(x):
-            return self._finish_cuda(y)
+        gemm = self.gemm
+        if type(gemm) is nn.Linear and _kf_lbs_gemm_applies(x, gemm.weight, self.parameters()):
+            self._weight_split_cache.enabled = self.cache_weight_split
+            y = _kf_lbs_launch_gemm(x, gemm.weight, self._weight_split_cache, self.fp32_k_chunk)
+            if isinstance(self.softmax, nn.Softmax) and _kf_lbs_finish_applies(
+                x, gemm.weight, gemm.bias, self.bn, self.scale, self.softmax.dim
+            ):
+                return _kf_lbs_finish(y, gemm.bias, self.bn, self.scale)
         return self._forward_reference(x)
 
     def _forward_reference(self, x):
@@ -876,126 +1051,7 @@ class ModelNew(nn.Module):
         x = self.softmax(x)
         return x
 
-    def _gemm_applies(self, x):
-        """What the GEMM itself needs: an fp32 2-D CUDA x, the Linear's fp32 weight beside it, no autocast."""
-        gemm = self.gemm
-        if not (isinstance(x, torch.Tensor) and x.is_cuda and x.dtype == torch.float32 and x.dim() == 2):
-            return False
-        if type(gemm) is not nn.Linear or _autocast_enabled():
-            return False
-        w = gemm.weight
-        if not (w.is_cuda and w.dtype == torch.float32 and w.dim() == 2 and w.shape[1] == x.shape[1]):
-            return False
-        if w.device != x.device or min(x.shape[0], x.shape[1], w.shape[0]) == 0:
-            return False
-        if max(x.shape[0], x.shape[1], w.shape[0]) > _INT32_MAX or (
-            not torch.backends.cuda.matmul.allow_tf32 and 3 * x.shape[1] > _INT32_MAX
-        ):
-            return False  # cuBLAS takes int sizes
-        # Autograd recording (the default outside no_grad when parameters require grad): the original ops
-        # build the graph. Checked here, since it is the common reason to fall back.
-        if torch.is_grad_enabled() and (x.requires_grad or any(p.requires_grad for p in self.parameters())):
-            return False
-        return _device_capability(x.device)[0] >= 8  # TF32 tensor cores
-
-    def _cuda_path_applies(self, x):
-        """The rest of the recipe's conditions (checked while the GEMM runs; x and the weight passed
-        _gemm_applies already: device, dtype, shapes, sizes)."""
-        gemm, bn = self.gemm, self.bn
-        if not isinstance(bn, nn.BatchNorm1d) or not isinstance(self.softmax, nn.Softmax):
-            return False
-        if self.softmax.dim not in (1, -1):
-            return False
-        tensors = [self.scale]
-        tensors += [t for t in (gemm.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var) if t is not None]
-        if any(t.device != x.device or t.dtype != torch.float32 for t in tensors):
-            return False
-        m = x.shape[0]
-        n = gemm.weight.shape[0]
-        if gemm.out_features != n or bn.num_features != n:
-            return False
-        if (bn.running_mean is None) != (bn.running_var is None):
-            return False
-        if self._uses_batch_stats() and m < 2:
-            return False  # PyTorch's own error for batch 1 comes from the original ops
-        return self._scale_supported(n)
-
-    def _uses_batch_stats(self):
-        """Whether this call normalises with batch statistics (nn.BatchNorm1d's `bn_training`)."""
-        return self.bn.training or (self.bn.running_mean is None and self.bn.running_var is None)
-
-    def _scale_supported(self, n):
-        s = self.scale
-        if s.numel() == 1:
-            return s.dim() <= 2
-        # One value per output feature, broadcast along rows: (N,) or (1, N).
-        return s.shape[-1] == n and s.numel() == n and s.dim() <= 2
-
     def _weight_split(self, ext, k_chunk):
-        if not self.cache_weight_split:
-            self._weight_split_cache = None
-            return None  # the extension splits the weight into scratch on this call
-        w = self.gemm.weight
-        try:
-            version = w._version
-        except RuntimeError:  # inference tensors carry no version counter: never cache them
-            return None
-        cache = self._weight_split_cache
-        if cache is not None and cache[0] is w and cache[1] == (version, k_chunk, w.device):
-            return cache[2]
-        self._weight_split_cache = None  # free the stale split before allocating the new one
-        split = ext.split_weight_tf32x3(w.detach(), k_chunk)
-        self._weight_split_cache = (w, (version, k_chunk, w.device), split)
-        return split
-
-    def _launch_gemm(self, x):
-        """Launches Y = x W^T on the tensor cores (3xTF32 unless TF32 is allowed) and returns Y."""
-        ext = _extension()
-        weight = self.gemm.weight.detach()
-        if not weight.is_contiguous():
-            weight = weight.contiguous()
-        fp32_accurate = not torch.backends.cuda.matmul.allow_tf32
-        k_chunk = _k_chunk_for(x.shape[1]) if self.fp32_k_chunk is None else int(self.fp32_k_chunk)
-        # The cached split is of the Parameter itself; a non-contiguous weight is split on every call.
-        weight_split = self._weight_split(ext, k_chunk) if fp32_accurate and self.gemm.weight.is_contiguous() else None
-        return ext.linear_no_bias(x.contiguous(), weight, weight_split, fp32_accurate, k_chunk)
-
-    def _finish_cuda(self, y):
-        ext = _extension()
-        gemm, bn = self.gemm, self.bn
-        use_batch_stats = self._uses_batch_stats()
-        update_running_stats = bn.training and bn.track_running_stats and bn.running_mean is not None
-
-        # As nn.BatchNorm1d.forward: num_batches_tracked is bumped (here by the statistics kernel, on
-        # the device) whenever training with tracked stats, before momentum=None's 1/count is read.
-        momentum, cumulative = (0.0 if bn.momentum is None else float(bn.momentum)), False
-        bump_counter = bn.training and bn.track_running_stats and bn.num_batches_tracked is not None
-        if bump_counter:
-            cumulative = bn.momentum is None
-        if not update_running_stats:
-            cumulative = False
-        scale = self.scale.detach().reshape(-1).contiguous()
-
-        # Buffers the kernels read (eval) or update in place (training); None where PyTorch passes None.
-        stats_in_use = (not use_batch_stats) or update_running_stats
-        running_mean = bn.running_mean if stats_in_use else None
-        running_var = bn.running_var if stats_in_use else None
-
-        def vec(t):
-            return None if t is None else t.detach()
-
-        return ext.bn_scale_softmax_(
-            y,
-            vec(gemm.bias),
-            vec(bn.weight),
-            vec(bn.bias),
-            scale,
-            running_mean,
-            running_var,
-            bn.num_batches_tracked if bump_counter else None,
-            use_batch_stats,
-            update_running_stats,
-            momentum,
-            cumulative,
-            float(bn.eps),
-        )
+        """The cached 3xTF32 split of gemm.weight (None: not cached, split on the call)."""
+        self._weight_split_cache.enabled = self.cache_weight_split
+        return self._weight_split_cache.get(ext, self.gemm.weight, k_chunk)

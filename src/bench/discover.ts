@@ -1,9 +1,9 @@
 // Which candidates `kforge bench` measures for a problem: the included ones under problems/candidates/
-// (named <problem>_<variant>.py) and the generated file of every recipe that answers the problem.
+// (named <problem>_<variant>.py). Recipes answer no problem by name: `kforge optimize` plans a problem's
+// graph onto them, and a recipe's standalone file is benched with `--candidate problem=generated/...`.
 import { existsSync, readdirSync } from "node:fs";
-import { basename, join, relative } from "node:path";
-import { listRecipes, loadRecipe } from "../optimize/recipe.ts";
-import { PROBLEMS_DIR, REPO_ROOT } from "../paths.ts";
+import { basename, join } from "node:path";
+import { PROBLEMS_DIR } from "../paths.ts";
 import type { Problem } from "../problem/problems.ts";
 
 export interface BenchCandidate {
@@ -21,13 +21,6 @@ export function discoverCandidates(problem: Problem): BenchCandidate[] {
         found.push({ path: join(included, file), variant: basename(file, ".py").slice(prefix.length) });
       }
     }
-  }
-  const problemRel = relative(REPO_ROOT, problem.path);
-  for (const name of listRecipes()) {
-    const recipe = loadRecipe(name);
-    const output = join(REPO_ROOT, recipe.output);
-    if (recipe.problems.includes(problemRel) && existsSync(output))
-      found.push({ path: output, variant: name });
   }
   return found;
 }

@@ -1,4 +1,6 @@
-// A recipe is one folder of kernels/: its manifest says which problems it answers and how to emit its ModelNew.
+// A recipe is one folder of kernels/: hand-written kernels, the Python runtime that calls them, and a standalone
+// ModelNew template. Which models it serves is the planner's business (plan/recipe-rules.ts matches graphs
+// structurally): no recipe is bound to a problem file.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
@@ -8,9 +10,10 @@ import { KERNELS_DIR } from "../paths.ts";
 export const RecipeManifest = z.object({
   name: z.string().regex(/^[a-z0-9_]+$/),
   description: z.string(),
-  /** Built-in problem files (repo-relative) this recipe answers. */
-  problems: z.array(z.string()),
-  /** The ModelNew template, relative to the recipe folder. */
+  /** The recipe's Python runtime (relative to the recipe folder): extension build, applicability checks and
+   * calls, inlined by `kforge optimize` into every file with a region of this recipe. */
+  runtime: z.string(),
+  /** The standalone ModelNew template, relative to the recipe folder (it inlines the runtime). */
   template: z.string(),
   /** Where `kforge emit` writes the generated file, repo-relative. */
   output: z.string(),

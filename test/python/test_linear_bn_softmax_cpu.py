@@ -69,7 +69,7 @@ def _assert_same_state(ref, new):
 
 def test_import_does_not_build_or_need_cuda(model_new):
     # Building happens on the first CUDA call only; importing on CPU torch must not try.
-    assert model_new._extension_module is None
+    assert model_new._kf_lbs_module is None
     assert "@@KFORGE_SOURCE" not in model_new._CUDA_SOURCE and "@@KFORGE_SOURCE" not in model_new._CPP_SOURCE
     assert "__global__" in model_new._CUDA_SOURCE and '#include "' not in model_new._CUDA_SOURCE
 
@@ -195,4 +195,4 @@ def test_weight_split_cache_follows_every_weight_change(model_new):
     assert torch.equal(model._weight_split(ext, 4)[:, :8], model.gemm.weight.detach()) and ext.calls == 5
 
     model.cache_weight_split = False
-    assert model._weight_split(ext, 4) is None and model._weight_split_cache is None
+    assert model._weight_split(ext, 4) is None and model._weight_split_cache.entry is None

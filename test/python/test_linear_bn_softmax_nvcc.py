@@ -10,13 +10,13 @@ from __future__ import annotations
 import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+from conftest import find_nvcc
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench" / "linear_bn"))
@@ -32,14 +32,6 @@ EXPECTED_KERNELS = {
 }
 
 
-def _nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    candidates = sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))
-    return candidates[-1] if candidates else None
-
-
 def _cublas_include() -> str | None:
     for base in sys.path:
         for header in glob.glob(os.path.join(base, "nvidia", "*", "include", "cublas_v2.h")):
@@ -51,14 +43,14 @@ def _embedded_cuda_source() -> str:
     namespace: dict[str, object] = {}
     # Execute only the rendered module's top-level string assignments: the placeholders' contents.
     rendered = dev_loader.render()
-    match = re.search(r'^_CUDA_SOURCE = (r""".*?""")$', rendered, re.S | re.M)
-    assert match, "the template must assign the CUDA placeholder to _CUDA_SOURCE"
+    match = re.search(r'^_KF_LBS_CUDA_SOURCE = (r""".*?""")$', rendered, re.S | re.M)
+    assert match, "the runtime must assign the CUDA placeholder to _KF_LBS_CUDA_SOURCE"
     exec(f"_CUDA_SOURCE = {match.group(1)}", namespace)  # noqa: S102 - our own rendered literal
     return str(namespace["_CUDA_SOURCE"])
 
 
 def test_cuda_source_compiles_for_sm90a_without_local_memory(tmp_path: Path) -> None:
-    nvcc = _nvcc()
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not installed")
     cublas = _cublas_include()

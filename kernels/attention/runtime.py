@@ -1,0 +1,128 @@
+# The attention recipe's Python side: building the extension, deciding per call whether a kforge kernel
+# covers the inputs, and calling it. `kforge emit` inlines this file into generated/attention/model_new.py
+# and `kforge optimize` into every ModelNew with an attention region, so both run the same host logic.
+# Names carry the _kf_attn_ prefix: the file lands in a module beside the reference's own code.
+import math
+
+import torch
+
+_KF_ATTN_CUDA_SOURCE = "@@KFORGE_SOURCE:attention.cu@@"
+_KF_ATTN_CPP_SOURCE = "@@KFORGE_SOURCE:bindings.cpp@@"
+
+# Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
+# our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
+_KF_ATTN_PYTORCH_MAX_FAST_HEAD_DIM = 256
+_KF_ATTN_MAX_HEAD_DIM = 1024
+# Longer key rows do not fit the wgmma kernel's shared-memory P buffer; the general kernel then
+# recomputes QK^T per 128-wide output slice and measured slower than PyTorch (bench/attention/NOTES.md).
+_KF_ATTN_WGMMA_MAX_KEYS = 1024
+_KF_ATTN_PATH_AUTO = 0  # kernel choice left to the extension (`Path` in attention.cu)
+
+_kf_attn_module = None
+
+
+def _kf_attn_extension():
+    """Builds the CUDA extension once per process (torch caches the build on disk). A failed build raises."""
+    global _kf_attn_module
+    if _kf_attn_module is None:
+        from torch.utils.cpp_extension import load_inline
+
+        _kf_attn_module = load_inline(
+            name="kforge_attention_v1",
+            cpp_sources=[_KF_ATTN_CPP_SOURCE],
+            cuda_sources=[_KF_ATTN_CUDA_SOURCE],
+            functions=["kforge_attention_forward"],
+            extra_cflags=["-O3"],
+            extra_cuda_cflags=["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"],
+            verbose=False,
+        )
+    return _kf_attn_module
+
+
+_KF_ATTN_CAPABILITY = {}
+
+
+def _kf_attn_is_sm90(device: torch.device) -> bool:
+    """Memoised per device: asked on every call, and get_device_capability costs microseconds."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _KF_ATTN_CAPABILITY:
+        _KF_ATTN_CAPABILITY[index] = torch.cuda.get_device_capability(index)
+    return _KF_ATTN_CAPABILITY[index] == (9, 0)
+
+
+def _kf_attn_layout_ok(t: torch.Tensor) -> bool:
+    """Contiguous head dim and 16-byte rows (the kernels' TMA/cp.async loads); size-1 dims' strides never
+    matter. One stride() tuple per tensor: per-dimension t.stride(d) calls made this the costliest check."""
+    strides = t.stride()
+    if strides[-1] != 1 or t.data_ptr() % 16 != 0:
+        return False
+    return all(st % 8 == 0 or n == 1 for st, n in zip(strides[:-1], t.shape[:-1]))
+
+
+def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
+    """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can.
+
+    Cheapest test first: most calls with head dims <= 256 go to PyTorch whatever else holds, and this
+    function's own time is host overhead added to every call (measured: up to 0.79x of calling SDPA
+    directly on a 0.16 ms problem before the reordering; 28 us per call before the checks were trimmed)."""
+    tensors = (query, key, value)
+    if not all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in tensors):
+        return "non-tensor input"
+    if max(query.shape[-1], value.shape[-1]) <= _KF_ATTN_PYTORCH_MAX_FAST_HEAD_DIM:
+        return "small head dim: PyTorch's flash/cuDNN kernels are faster"
+    if attn_mask is not None:
+        return "attn_mask"
+    if dropout_p != 0.0:
+        return "dropout"
+    if enable_gqa:
+        return "enable_gqa"
+    if not (query.is_cuda and key.is_cuda and value.is_cuda and query.device == key.device == value.device):
+        return "not all on one CUDA device"
+    if not query.dtype == key.dtype == value.dtype:
+        return "mixed dtypes"
+    if query.dtype not in (torch.float16, torch.bfloat16):
+        return f"dtype {query.dtype}"
+    if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
+        return "autograd"
+    if not (query.dim() == key.dim() == value.dim() and query.dim() in (3, 4)):
+        return "rank"
+    qs, ks, vs = query.shape, key.shape, value.shape
+    if not qs[:-2] == ks[:-2] == vs[:-2]:
+        return "batch/head broadcasting"
+    if ks[-1] != qs[-1] or vs[-2] != ks[-2]:
+        return "shape mismatch"  # PyTorch raises its own error
+    e, ev = qs[-1], vs[-1]
+    if e % 8 or ev % 8 or not (8 <= e <= _KF_ATTN_MAX_HEAD_DIM and 8 <= ev <= _KF_ATTN_MAX_HEAD_DIM):
+        return "head dim"
+    if qs[-2] == 0 or ks[-2] == 0 or query.numel() == 0:
+        return "empty"
+    if ks[-2] > _KF_ATTN_WGMMA_MAX_KEYS:
+        return "key length above 1024: PyTorch's memory-efficient kernel is faster than our general kernel"
+    if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
+        return "grid limits"
+    if not (_kf_attn_layout_ok(query) and _kf_attn_layout_ok(key) and _kf_attn_layout_ok(value)):
+        return "layout"
+    if not _kf_attn_is_sm90(query.device):
+        return "not an sm_90 GPU"
+    return None
+
+
+def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_ATTN_PATH_AUTO):
+    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors."""
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+    squeeze = query.dim() == 3
+    if squeeze:
+        query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
+    out = _kf_attn_extension().kforge_attention_forward(query, key, value, bool(is_causal), float(scale), int(path))
+    return out.squeeze(0) if squeeze else out
+
+
+def _kf_attn_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention, on kforge kernels where they apply."""
+    if _kf_attn_fallback_reason(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) is None:
+        return _kf_attn_forward(query, key, value, is_causal=is_causal, scale=scale)
+    kwargs = {"attn_mask": attn_mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}
+    if enable_gqa:
+        kwargs["enable_gqa"] = True  # only passed when set: the keyword is newer than PyTorch 2.1
+    return torch.nn.functional.scaled_dot_product_attention(query, key, value, **kwargs)
