@@ -13,97 +13,36 @@ Every case is checked against float64 torch on the same inputs before it is time
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+import bwtime
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test" / "gpu" / "harness"))
 import norm_pool_ext as H  # noqa: E402
 
-FLUSH = None
 NO_STATS = torch.empty(0)
 EPS = 1e-5
 
 
-def flush_l2() -> None:
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    FLUSH.fill_(1)
-
-
-def time_ms(fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush_l2()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="JSON records file to write")
-    parser.add_argument("--reps", type=int, default=30)
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("norm_pool_bw: needs a CUDA GPU", file=sys.stderr)
+    args = bwtime.parse_args(__doc__, "norm_pool_bw")
+    if args is None:
         return 2
     kf = H.load()
-    dev = torch.cuda.get_device_name()
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(0)
-
-    big = torch.randn(1 << 28, device="cuda", generator=gen)  # 1 GiB fp32
-    copy_ms = time_ms(lambda: big.clone(), args.reps)
-    copy_gbs = 2 * big.numel() * 4 / copy_ms / 1e6
-    del big
-    print(f"{dev}: copy {copy_gbs:.0f} GB/s (x.clone() of 1 GiB fp32)")
-    records = []
+    run = bwtime.BandwidthRun(args.reps)
+    gen = run.gen
 
     def case(problem: str, variant: str, dtype, shape, ours, torch_op, ref64, tol: float, bytes_moved: int,
              path: str, target: float | None) -> None:
-        out = ours()
-        want = ref64()
-        correct = bool(torch.allclose(out.double(), want.double(), rtol=tol, atol=tol, equal_nan=True))
-        ms = time_ms(ours, args.reps)
-        ref_ms = time_ms(torch_op, args.reps)
-        gbs = bytes_moved / ms / 1e6
-        rec = {
-            "device": dev,
-            "date": datetime.date.today().isoformat(),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "problem": f"norm_pool_bw/{problem}",
-            "variant": variant,
-            "kernel_path": path,
-            "dtype": str(dtype).removeprefix("torch."),
-            "shape": list(shape),
-            "bytes": bytes_moved,
-            "ours_ms": ms,
-            "ref_ms": ref_ms,
-            "speedup": ref_ms / ms,
-            "ours_gbs": gbs,
-            "copy_gbs": copy_gbs,
-            "fraction_of_copy": gbs / copy_gbs,
-            "target_fraction": target,
-            "correct": correct,
-        }
-        records.append(rec)
-        print(f"{problem:<14} {variant:<34} {rec['dtype']:<9} {ms:8.3f} ms {gbs:6.0f} GB/s {gbs / copy_gbs:5.2f} of copy"
-              f"  torch {ref_ms:8.3f} ms  x{ref_ms / ms:5.2f}  correct={correct}")
+        rec = run.measure(f"norm_pool_bw/{problem}", variant, dtype, shape, ours, torch_op, ref64, tol, bytes_moved,
+                          target, extra={"kernel_path": path}, equal_nan=True)
+        print(f"{problem:<14} {variant:<34} {rec['dtype']:<9} {rec['ours_ms']:8.3f} ms {rec['ours_gbs']:6.0f} GB/s"
+              f" {rec['fraction_of_copy']:5.2f} of copy  torch {rec['ref_ms']:8.3f} ms  x{rec['speedup']:5.2f}"
+              f"  correct={rec['correct']}")
 
     def norm(op, ins, shape, dims, sc):
         return kf.norm(op, ins, list(shape), sum(1 << d for d in dims), sc, NO_STATS, 0)
@@ -189,11 +128,10 @@ def main() -> int:
              (x.numel() + x.numel() // 49) * esz, "pool", None)
         del x
 
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(records, indent=2) + "\n", encoding="utf8")
-    short = [r for r in records if (r["target_fraction"] and r["fraction_of_copy"] < r["target_fraction"]) or not r["correct"]]
-    slower = [r for r in records if r["speedup"] < 1.0]
-    print(f"wrote {len(records)} records to {args.out}; below target or incorrect: {len(short)}; slower than torch: {len(slower)}")
+    run.write(args.out)
+    slower = [r for r in run.records if r["speedup"] < 1.0]
+    print(f"wrote {len(run.records)} records to {args.out}; below target or incorrect: {len(run.below_target_or_incorrect())};"
+          f" slower than torch: {len(slower)}")
     return 0
 
 

@@ -11,94 +11,32 @@ torch on the same inputs (`correct`).
 
 from __future__ import annotations
 
-import argparse
-import datetime
-import json
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 
+import bwtime
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "test" / "gpu"))
 import templates_harness  # noqa: E402
 
-FLUSH = None
-
-
-def flush_l2() -> None:
-    global FLUSH
-    if FLUSH is None:
-        FLUSH = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    FLUSH.fill_(1)
-
-
-def time_ms(fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        flush_l2()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", required=True, help="JSON records file to write")
-    parser.add_argument("--reps", type=int, default=30)
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        print("templates_bw: needs a CUDA GPU", file=sys.stderr)
+    args = bwtime.parse_args(__doc__, "templates_bw")
+    if args is None:
         return 2
     kf = templates_harness.build()
-    dev = torch.cuda.get_device_name()
-    gen = torch.Generator(device="cuda")
-    gen.manual_seed(0)
-
-    big = torch.randn(1 << 28, device="cuda", generator=gen)  # 1 GiB fp32
-    copy_ms = time_ms(lambda: big.clone(), args.reps)
-    copy_gbs = 2 * big.numel() * 4 / copy_ms / 1e6
-    del big
-
-    records = []
+    run = bwtime.BandwidthRun(args.reps)
+    gen = run.gen
 
     def case(variant: str, kind: str, dtype: torch.dtype, shape, ours, torch_op, ref64, tol: float, bytes_moved: int) -> None:
         """Times `ours` and torch's own op (`torch_op`) in this process; checks `ours` against float64 `ref64`."""
-        out = ours()
-        correct = bool(torch.allclose(out.double(), ref64().double(), rtol=tol, atol=tol))
-        ms = time_ms(ours, args.reps)
-        ref_ms = time_ms(torch_op, args.reps)
-        gbs = bytes_moved / ms / 1e6
-        rec = {
-            "device": dev,
-            "date": datetime.date.today().isoformat(),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "problem": f"templates_bw/{kind}",
-            "variant": variant,
-            "dtype": str(dtype).removeprefix("torch."),
-            "shape": list(shape),
-            "bytes": bytes_moved,
-            "ours_ms": ms,
-            "ref_ms": ref_ms,
-            "speedup": ref_ms / ms,
-            "ours_gbs": gbs,
-            "copy_gbs": copy_gbs,
-            "fraction_of_copy": gbs / copy_gbs,
-            "target_fraction": 0.9 if kind == "elementwise" else 0.8,
-            "correct": correct,
-        }
-        records.append(rec)
-        print(f"{variant:<38} {rec['dtype']:<9} {ms:8.3f} ms {gbs:7.0f} GB/s {gbs / copy_gbs:5.2f} of copy"
-              f"  torch {ref_ms:8.3f} ms  correct={correct}")
+        rec = run.measure(f"templates_bw/{kind}", variant, dtype, shape, ours, torch_op, ref64, tol, bytes_moved,
+                          0.9 if kind == "elementwise" else 0.8)
+        print(f"{variant:<38} {rec['dtype']:<9} {rec['ours_ms']:8.3f} ms {rec['ours_gbs']:7.0f} GB/s"
+              f" {rec['fraction_of_copy']:5.2f} of copy  torch {rec['ref_ms']:8.3f} ms  correct={rec['correct']}")
 
-    print(f"{dev}: copy {copy_gbs:.0f} GB/s (x.clone() of 1 GiB fp32)")
     for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1e-2)):
         esz = torch.finfo(dtype).bits // 8
         n = (1 << 30) // esz // 2  # 512 MiB input
@@ -137,10 +75,8 @@ def main() -> int:
              lambda: x.double().sum(), red_tol * 1000, n * esz)
         del x, y, rows, long_rows, nchw, bn
 
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(records, indent=2) + "\n", encoding="utf8")
-    short = [r for r in records if r["fraction_of_copy"] < r["target_fraction"] or not r["correct"]]
-    print(f"wrote {len(records)} records to {args.out}; below target or incorrect: {len(short)}")
+    run.write(args.out)
+    print(f"wrote {len(run.records)} records to {args.out}; below target or incorrect: {len(run.below_target_or_incorrect())}")
     return 0
 
 

@@ -12,7 +12,6 @@ Request and result are OptimizeBenchRequest / OptimizeBenchResult (src/optimize/
 from __future__ import annotations
 
 import copy
-import gc
 import json
 import statistics
 import sys
@@ -21,6 +20,7 @@ import traceback
 from typing import Any
 
 from .loading import import_path
+from .timing import Clock, clock_for, gc_paused
 
 
 def _inputs(module: Any, device: Any) -> list[Any]:
@@ -29,25 +29,13 @@ def _inputs(module: Any, device: Any) -> list[Any]:
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
 
 
-def _clock(device: Any):
-    import torch
-
-    from .timing import CpuClock, CudaClock
-
-    return CudaClock(device) if device.type == "cuda" else CpuClock()
-
-
-def _median_rotating(clock: Any, fns: dict[str, Any], iters: int) -> dict[str, float]:
+def _median_rotating(clock: Clock, fns: dict[str, Any], iters: int) -> dict[str, float]:
+    """Median ms of each of fns over `iters` rounds, one call of each per round in turn (drift hits all alike)."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         for _ in range(iters):
             for name, fn in fns.items():
                 samples[name].append(clock.time_ms(fn))
-    finally:
-        if gc_was:
-            gc.enable()
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -127,7 +115,7 @@ def bench(request: dict[str, Any]) -> dict[str, Any]:
         cand = cand_module.ModelNew(*init).to(device)
         cand.load_state_dict(ref.state_dict())
         inputs = _inputs(problem, device)
-        clock = _clock(device)
+        clock = clock_for(device)
         iters = int(request["iters"])
         fns: dict[str, Any] = {}
 

@@ -419,7 +419,7 @@ def verify(ctx: EvalContext) -> None:
 
 def time_models(ctx: EvalContext) -> None:
     from .environment import sm_clock_mhz
-    from .timing import CpuClock, CudaClock, measure_interleaved
+    from .timing import clock_for, measure_interleaved
 
     options = ctx.request.timing
     if not options.enabled:
@@ -431,7 +431,7 @@ def time_models(ctx: EvalContext) -> None:
     pool = [inputs] + [ctx.make_inputs(trial_seed(ctx.request.seed, f"timing{k}")) for k in range(1, _pool_size(inputs))]
     cand_pool = [ctx.clone_inputs(p) for p in pool]
     on_cuda = ctx.device.type == "cuda"
-    clock = CudaClock(ctx.device) if on_cuda else CpuClock()
+    clock = clock_for(ctx.device)
     side = {"now": "Model"}
     kept: dict[str, dict[int, Any]] = {"Model": {}, "ModelNew": {}}
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, Protocol
 
 from .request import TimingOptions
@@ -79,6 +80,26 @@ class CudaClock:
         return float(self._start.elapsed_time(self._end))
 
 
+def clock_for(device: Any) -> Clock:
+    """The clock for a torch.device: CUDA events on a GPU, perf_counter elsewhere."""
+    return CudaClock(device) if device.type == "cuda" else CpuClock()
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The garbage collector off for the block, as timeit does: with the harness's many objects alive, a
+    collection landing inside one side's timed region is host jitter charged to that call. (Why it matters:
+    the worker once measured a 0.45 ms-of-GPU reference at a 0.61 ms median where the same method in a bare
+    process gave 0.47 ms; host jitter widens both sides and pulls ratios toward 1.)"""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def measure_interleaved(
     ref_fn: Callable[[], Any],
     cand_fn: Callable[[], Any],
@@ -92,18 +113,10 @@ def measure_interleaved(
     Stops at the earliest of: maxIters pairs; budgetSeconds of timing once minIters pairs are done; the
     95% CI half-width falling under targetRelativeCi × speedup once minIters pairs are done.
     Returns the protocol's Timing object less smClockMhz (the caller knows the device).
-    The garbage collector is paused while timing, as timeit does: with the harness's many objects alive, a
-    collection landing inside one side's timed region is host jitter charged to that call. (Why it matters:
-    the worker once measured a 0.45 ms-of-GPU reference at a 0.61 ms median where the same method in a bare
-    process gave 0.47 ms; host jitter widens both sides and pulls ratios toward 1.)
+    The garbage collector is paused while timing (gc_paused).
     """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _measure(ref_fn, cand_fn, options, clock, on_progress, now)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _measure(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,8 @@ import pytest
 
 from kforge_worker.request import TimingOptions
 from kforge_worker.stats import bootstrap_speedup_ci, relative_half_width, speedup, summarize
-from kforge_worker.timing import measure_interleaved
+from kforge_worker.optimize_bench import _median_rotating
+from kforge_worker.timing import CpuClock, clock_for, gc_paused, measure_interleaved
 
 
 def test_summarize_reports_exact_order_statistics() -> None:
@@ -135,3 +137,50 @@ def test_min_iters_wins_over_a_smaller_max_iters() -> None:
     timing = measure_interleaved(lambda: "ref", lambda: "cand", options(min_iters=20, max_iters=5), clock)
     assert timing["ref"]["n"] == 20
     assert timing["speedup"] == 1.0
+
+
+def test_gc_is_paused_while_timing_and_its_prior_state_restored() -> None:
+    seen: list[bool] = []
+
+    def side() -> str:
+        seen.append(gc.isenabled())
+        return "ref"
+
+    assert gc.isenabled()
+    measure_interleaved(side, side, options(warmup_iters=0, min_iters=2, max_iters=2), FakeClock(lambda i: 1.0, lambda i: 1.0))
+    assert seen and not any(seen) and gc.isenabled()
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("timed call failed")
+    assert gc.isenabled()  # restored even when the block raises
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
+
+
+def test_rotating_median_takes_each_function_in_turn_with_gc_off() -> None:
+    order: list[str] = []
+    durations = {"eager": iter([5.0, 1.0, 3.0]), "ours": iter([2.0, 9.0, 4.0])}
+
+    class ScriptedClock:
+        method, flush_bytes = "scripted", 0
+
+        def time_ms(self, fn: Callable[[], Any]) -> float:
+            name = fn()
+            order.append(name)
+            assert not gc.isenabled()
+            return next(durations[name])
+
+    medians = _median_rotating(ScriptedClock(), {"eager": lambda: "eager", "ours": lambda: "ours"}, 3)
+    assert order == ["eager", "ours"] * 3
+    assert medians == {"eager": 3.0, "ours": 4.0}
+    assert gc.isenabled()
+
+
+def test_clock_for_picks_perf_counter_off_the_gpu() -> None:
+    import torch
+
+    assert isinstance(clock_for(torch.device("cpu")), CpuClock)
