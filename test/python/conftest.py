@@ -6,8 +6,10 @@ Unit tests import kforge_worker directly (python/ is put on sys.path); end-to-en
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +25,18 @@ CANDIDATES = FIXTURES / "candidates"
 
 if str(PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(PYTHON_DIR))
+
+
+def find_nvcc() -> str | None:
+    """nvcc for the compile-only tests: $NVCC, else the one on PATH, else the newest /usr/local/cuda*/bin/nvcc."""
+    named = os.environ.get("NVCC")
+    if named and os.path.exists(named):
+        return named
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    candidates = sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))
+    return candidates[-1] if candidates else None
 
 
 def problem(name: str) -> str:

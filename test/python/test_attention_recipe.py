@@ -4,15 +4,14 @@ GPU, and the CUDA compiles for sm_90a with no register spills in any kernel the 
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import find_nvcc
 
 REPO = Path(__file__).resolve().parents[2]
 KERNELS = REPO / "kernels" / "attention"
@@ -71,14 +70,6 @@ def test_fallback_reasons(generated):
     assert fr(q, q, q, enable_gqa=True) == "enable_gqa"
 
 
-def _nvcc() -> str | None:
-    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc",
-                 "/usr/local/cuda-13.0/bin/nvcc"):
-        if cand and Path(cand).exists():
-            return cand
-    return None
-
-
 def _ptxas_report(text: str) -> dict[str, tuple[int, int, int]]:
     """kernel (mangled) -> (registers, spill store bytes, stack frame bytes) from `ptxas -v` output."""
     out: dict[str, tuple[int, int, int]] = {}
@@ -100,10 +91,10 @@ def _ptxas_report(text: str) -> dict[str, tuple[int, int, int]]:
     return out
 
 
-@pytest.mark.skipif(_nvcc() is None, reason="nvcc not installed")
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 def test_kernels_compile_for_sm90a_without_spills(tmp_path):
     res = subprocess.run(
-        [_nvcc(), "-c", "-o", str(tmp_path / "dev.o"), str(KERNELS / "attn_device_check.cu"),
+        [find_nvcc(), "-c", "-o", str(tmp_path / "dev.o"), str(KERNELS / "attn_device_check.cu"),
          "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-Xptxas", "-v"],
         capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-4000:]
@@ -131,7 +122,7 @@ def _torch_cuda_include_dirs(shim: Path) -> list[str]:
     return [f"-I{d}" for d in dirs]
 
 
-@pytest.mark.skipif(_nvcc() is None, reason="nvcc not installed")
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 def test_extension_source_compiles_against_torch_headers(tmp_path):
     # CPU torch wheels omit c10/cuda's cmake-generated macro header; on a CUDA build it only says
     # whether c10_cuda is a shared library (it is), so a one-line stand-in is faithful.
@@ -140,7 +131,7 @@ def test_extension_source_compiles_against_torch_headers(tmp_path):
     (shim / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").write_text(
         "#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
     res = subprocess.run(
-        [_nvcc(), "-c", "-o", str(tmp_path / "attention.o"), str(KERNELS / "attention.cu"),
+        [find_nvcc(), "-c", "-o", str(tmp_path / "attention.o"), str(KERNELS / "attention.cu"),
          "-gencode=arch=compute_90a,code=sm_90a", "-O1", "-std=c++17", *_torch_cuda_include_dirs(shim)],
         capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-4000:]

@@ -10,13 +10,12 @@ be present for every dtype and use no stack frame and no spills (the held-row ke
 
 from __future__ import annotations
 
-import glob
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import find_nvcc
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "src" / "optimize" / "codegen" / "cuda"
@@ -29,17 +28,9 @@ STATS = ("KfStatMaxSumExp", "KfStatWelford", "KfStatMeanSquare")
 DTYPES = {"fp32": "f", "fp16": "6__half", "bf16": "13__nv_bfloat16"}
 
 
-def _nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    candidates = sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))
-    return candidates[-1] if candidates else None
-
-
 @pytest.fixture(scope="module")
 def ptxas_entries(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, int, int, int, int]]:
-    nvcc = _nvcc()
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not installed")
     out = tmp_path_factory.mktemp("nvcc") / "norm_pool_harness.o"

@@ -9,7 +9,6 @@ kf_host.h (torch headers) is syntax-checked with g++ against the CPU torch heade
 from __future__ import annotations
 
 import glob
-import os
 import re
 import shutil
 import subprocess
@@ -19,19 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from conftest import find_nvcc
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "test" / "gpu"))
 
 import templates_harness as harness  # noqa: E402
-
-
-def _nvcc() -> str | None:
-    found = shutil.which("nvcc")
-    if found:
-        return found
-    candidates = sorted(glob.glob("/usr/local/cuda*/bin/nvcc"))
-    return candidates[-1] if candidates else None
 
 
 ENTRY = re.compile(
@@ -44,7 +36,7 @@ ENTRY = re.compile(
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """ptxas -v log of each .cu unit."""
-    nvcc = _nvcc()
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not installed")
     src = tmp_path_factory.mktemp("kf_templates")

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 import torch
+from conftest import find_nvcc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
@@ -99,7 +100,7 @@ def test_emitted_file_runs_the_reference_in_eval_mode(emitted: dict[str, str]) -
 
 @pytest.mark.parametrize("case", ["conv_bn_chain", "norms_reduce_pool"])
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:
-    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.path.exists("/usr/local/cuda/bin/nvcc") else None)
+    nvcc = find_nvcc()
     if nvcc is None:
         pytest.skip("nvcc not found")
     cand = _load(emitted[case], f"nvcc_{case}")
