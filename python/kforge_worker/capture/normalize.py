@@ -3,7 +3,8 @@
 Works on the raw call (fx values: Nodes, Python scalars, ParamRefs) so the per-op fix-ups can read
 constants: dim as a list of ints or None for reductions, conv/pool configuration as lists of n ints,
 max_pool's stride defaulting to its kernel, var/std's legacy `unbiased` as `correction`, torch.norm's
-`p` as vector_norm's `ord`, softmax's implicit dim resolved from the input's rank. Module calls take
+`p` as vector_norm's `ord`, softmax's implicit dim resolved from the input's rank, the losses' legacy
+`size_average`/`reduce` (and ATen's integer enum) as `reduction`. Module calls take
 what the call does not pass from the module (weights as parameter paths, eps, momentum, stride, ...).
 """
 
@@ -84,6 +85,38 @@ def _variance(bound: Bound, _facts: Facts, _op: str) -> None:
     bound["correction"] = (correction, "correction" in bound and bound["correction"][1])
 
 
+#: ATen's Reduction enum (torch.nn._reduction.get_enum): the losses' `reduction` as an int in exported graphs.
+_REDUCTION_BY_ENUM = {0: "none", 1: "mean", 2: "sum"}
+
+
+def legacy_reduction(size_average: Any, reduce: Any) -> str:
+    """torch.nn._reduction.legacy_get_string: None counts as True; reduce=False wins over size_average."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        return "mean"
+    return "sum" if reduce else "none"
+
+
+def _loss_reduction(bound: Bound) -> bool:
+    """`reduction` as one of "none" / "mean" / "sum" (or the op's own, like kl_div's "batchmean"): either
+    legacy keyword given overrides it, as in every torch.nn.functional loss. False when that cannot be known
+    (a legacy keyword that is not a constant)."""
+    size_average = bound.pop("size_average", (None, False))[0]
+    reduce = bound.pop("reduce", (None, False))[0]
+    if size_average is not None or reduce is not None:
+        if not all(v is None or isinstance(v, (bool, int)) for v in (size_average, reduce)):
+            return False
+        bound["reduction"] = (legacy_reduction(size_average, reduce), True)
+        return True
+    reduction, explicit = bound["reduction"]
+    if isinstance(reduction, int) and not isinstance(reduction, bool):
+        if reduction not in _REDUCTION_BY_ENUM:
+            return False
+        bound["reduction"] = (_REDUCTION_BY_ENUM[reduction], explicit)
+    return True
+
+
 def _softmax(bound: Bound, facts: Facts, _op: str) -> None:
     if _value(bound, "dim") is None:
         rank = facts.rank(_value(bound, "input"))
@@ -136,7 +169,11 @@ def _norm_to_vector_norm(spec: OpSpec, bound: Bound, facts: Facts) -> tuple[OpSp
         )
     )
     if as_matrix:
+        rank = facts.rank(_value(bound, "input"))
+        if dim is None and rank is not None:  # both norms take a matrix norm without dims over every dim
+            bound["dim"] = (list(range(rank)), False)
         out = Bound(input=bound["input"], ord=(order, order_explicit), dim=bound["dim"], keepdim=bound["keepdim"])
+        out["dtype"] = bound.get("dtype", (None, False))
         return OpSpec("matrix_norm", "matrix_norm"), out
     if order in (None, "fro"):
         order, order_explicit = 2, False
@@ -154,6 +191,8 @@ def finish(spec: OpSpec, bound: Bound | None, facts: Facts) -> tuple[OpSpec, Bou
             bound[name] = (value, False)
     if spec.op == "vector_norm" and spec.sig in ("norm", "linalg_norm"):
         spec, bound = _norm_to_vector_norm(spec, bound, facts)
+    if "reduction" in bound and not _loss_reduction(bound):
+        return spec, None
     fix = _FIXES.get(spec.op)
     if fix is not None:
         fix(bound, facts, spec.op)

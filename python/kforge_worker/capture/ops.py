@@ -54,7 +54,8 @@ scaled_dot_product_attention embedding one_hot pad interpolate pixel_shuffle pix
 mse_loss l1_loss smooth_l1_loss huber_loss cross_entropy nll_loss kl_div binary_cross_entropy
 binary_cross_entropy_with_logits cosine_similarity pairwise_distance triplet_margin_loss hinge_embedding_loss
 margin_ranking_loss cosine_embedding_loss soft_margin_loss multi_margin_loss poisson_nll_loss cdist
-cat concat stack split chunk flatten unflatten unsqueeze squeeze reshape view permute transpose t contiguous
+multilabel_margin_loss multilabel_soft_margin_loss gaussian_nll_loss
+cat concat stack broadcast_tensors split chunk flatten unflatten unsqueeze squeeze reshape view permute transpose t contiguous
 expand expand_as view_as reshape_as repeat repeat_interleave narrow select index_select gather scatter
 masked_fill tril triu flip roll diag diagonal clone detach size numel dim
 zeros_like ones_like empty_like full_like rand_like randn_like randint_like zeros ones empty full arange
@@ -91,6 +92,7 @@ _RENAMED: dict[str, OpSpec] = {
     "torch.square": OpSpec("square"),
     "torch.flatten": OpSpec("flatten"),
     "torch.nn.functional.softmin": OpSpec("softmin"),
+    **{f"torch.fft.{name}": OpSpec(name) for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")},
     "operator.add": OpSpec("add"),
     "operator.sub": OpSpec("sub"),
     "operator.mul": OpSpec("mul"),
@@ -283,6 +285,9 @@ _MODULES: dict[str, OpSpec] = {
     "SoftMarginLoss": OpSpec("soft_margin_loss"),
     "MultiMarginLoss": OpSpec("multi_margin_loss"),
     "PoissonNLLLoss": OpSpec("poisson_nll_loss"),
+    "GaussianNLLLoss": OpSpec("gaussian_nll_loss"),
+    "MultiLabelMarginLoss": OpSpec("multilabel_margin_loss"),
+    "MultiLabelSoftMarginLoss": OpSpec("multilabel_soft_margin_loss"),
 }
 
 # Modules fx must never trace into: recurrent layers (their Python forward is slow to trace and export,
@@ -369,6 +374,7 @@ _ATEN: dict[str, OpSpec] = {
     "_to_copy": OpSpec("to"),
     "slice": OpSpec("slice"),
     "alias": OpSpec("identity"),
+    **{f"fft_{name}": OpSpec(name) for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")},
 }
 
 

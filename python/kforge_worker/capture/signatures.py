@@ -3,8 +3,8 @@
 Each entry is written like a Python def (``"softmax(input, dim=None, _stacklevel=3, dtype=None)"``) and
 parsed once with ast. Binding fills defaults, maps keyword aliases (axis→dim, self→input) and collects
 varargs (``x.view(2, 3)`` and ``x.view((2, 3))`` both give size [2, 3]). Parameters that only steer the
-call (``_stacklevel``, ``out``, ``inplace``, legacy ``size_average``/``reduce``) are dropped from fn; the
-node's own flags carry what matters of them.
+call (``_stacklevel``, ``out``, ``inplace``) are dropped from fn; the node's own flags carry what matters
+of them. The losses' legacy ``size_average``/``reduce`` are folded into ``reduction`` (normalize.py).
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ _SOURCES = [
     "log_softmax(input, dim=None, _stacklevel=3, dtype=None)",
     "softmin(input, dim=None, _stacklevel=3, dtype=None)",
     "sort(input, dim=-1, descending=False)",
+    "argsort(input, dim=-1, descending=False, stable=False)",
     "topk(input, k, dim=-1, largest=True, sorted=True)",
     "batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05)",
     "instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True, momentum=0.1, eps=1e-05)",
@@ -142,6 +143,14 @@ _SOURCES = [
     "pixel_shuffle(input, upscale_factor)",
     "pixel_unshuffle(input, downscale_factor)",
     "one_hot(input, num_classes=-1)",
+    "einsum(equation, *operands)",
+    "repeat_interleave(input, repeats=None, dim=None, *, output_size=None)",
+    *(f"{name}(input, n=None, dim=-1, norm=None)" for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")),
+    *(
+        f"{name}(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None)"
+        for name in ("zeros_like", "ones_like", "empty_like", "rand_like", "randn_like")
+    ),
+    "full_like(input, fill_value, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None)",
     "mse_loss(input, target, size_average=None, reduce=None, reduction='mean')",
     "l1_loss(input, target, size_average=None, reduce=None, reduction='mean')",
     "smooth_l1_loss(input, target, size_average=None, reduce=None, reduction='mean', beta=1.0)",
@@ -158,9 +167,15 @@ _SOURCES = [
     "margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction='mean')",
     "cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction='mean')",
     "soft_margin_loss(input, target, size_average=None, reduce=None, reduction='mean')",
+    "multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction='mean')",
+    "multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction='mean')",
+    "multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction='mean')",
+    "poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-08, reduce=None, reduction='mean')",
+    "gaussian_nll_loss(input, target, var, full=False, eps=1e-06, reduction='mean')",
     "cat(tensors, dim=0)",
     "concat(tensors, dim=0)",
     "stack(tensors, dim=0)",
+    "broadcast_tensors(*tensors)",
     "split(input, split_size_or_sections, dim=0)",
     "chunk(input, chunks, dim=0)",
     "flatten(input, start_dim=0, end_dim=-1)",
@@ -192,7 +207,7 @@ _SOURCES = [
 ]
 
 #: Binding-only parameters: never reported in fn.
-_DROPPED = frozenset({"_stacklevel", "out", "inplace", "size_average", "reduce", "unbiased"})
+_DROPPED = frozenset({"_stacklevel", "out", "inplace", "size_average", "reduce", "unbiased", "pin_memory"})
 #: Ops whose inplace argument is part of their meaning (kept in fn).
 _KEEPS_INPLACE = frozenset({"dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d"})
 _ALIASES = {"self": "input", "axis": "dim", "keepdims": "keepdim", "x": "input", "a": "input", "A": "input"}
