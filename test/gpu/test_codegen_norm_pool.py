@@ -254,7 +254,8 @@ def test_softmax_extremes(ext, dtype):
                 line2[d] = 1
         x[tuple(line2)] = torch.randn(x[tuple(line2)].shape, generator=gen, device="cuda") * big
         # no +inf from fp16 overflow; the -inf masks stay (a clamp would lift them: no line fully masked)
-        x = torch.where(torch.isinf(x), x, x.clamp(-6e4, 6e4)).to(dtype)
+        # |x| <= 3e4: log_softmax's x - max stays inside fp16's range (torch's own fp16 output overflows too)
+        x = torch.where(torch.isinf(x), x, x.clamp(-3e4, 3e4)).to(dtype)
         zero_bias = torch.zeros([1] * len(shape), device="cuda", dtype=dtype)
         for op, ins, sc in [(H.OP_SOFTMAX, [x, zero_bias], [1.0]), (H.OP_LOG_SOFTMAX, [x], [0.0])]:
             out, _ = _run(ext, op, ins, shape, dims, sc)

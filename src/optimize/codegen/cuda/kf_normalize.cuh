@@ -805,8 +805,9 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   constexpr int kBig = big_vpt(NIn);
 
   const Extent e = extent(shape, reduce_mask);
-  if (!e.ok || out == nullptr || in == nullptr) return cudaErrorInvalidValue;
-  if (e.K * e.R == 0) return cudaSuccess;
+  if (!e.ok) return cudaErrorInvalidValue;
+  if (e.K * e.R == 0) return cudaSuccess;  // before the pointer checks: an empty tensor's data pointer is null
+  if (out == nullptr || in == nullptr) return cudaErrorInvalidValue;
   View<NIn> v;
   make_view(shape, reduce_mask, in, out, v);
   KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
