@@ -9,6 +9,7 @@ import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
 import { normDims, poolDims, reductionDims } from "../plan/rules.ts";
 import { type NameOf, pyArg, pyScalar, pyStatement, selfPath } from "./python-expr.ts";
+import { recipeCall } from "./recipe-region.ts";
 
 export interface RegionCode {
   /** Functors + launcher for the .cu unit. */
@@ -23,6 +24,8 @@ export interface RegionCode {
   call: string;
   /** What the region replaced, for comments and the report. */
   summary: string;
+  /** A recipe region: the kernels/<recipe>/ whose runtime the method calls (no generated code). */
+  recipe: string | null;
 }
 
 const CPP_TYPE: Record<string, string> = {
@@ -148,11 +151,26 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
   const outMeta = view.outMeta(outNode);
   if (!outMeta) throw new Error("kforge internal: region output is not a tensor");
   const fn = `kf_${region.id}`;
-  const summary = `${describe(view, ids)} (${region.rule})`;
   const fallback = ids.map((id) => pyStatement(view.node(id), nameOf));
   const params = externals.map(nameOf);
   const header = `def _kf_${region.id}(self${params.map((p) => `, ${p}`).join("")}):`;
   const call = `self._kf_${region.id}(${params.join(", ")})`;
+  if (region.recipe) {
+    // The recipe's runtime decides per call, modes included (it keeps BatchNorm's own bookkeeping).
+    const recipe = region.recipe.name;
+    const summary = `${describe(view, ids)} (${recipe} recipe)`;
+    const fast = recipeCall(view, region, nameOf);
+    const method = [
+      `    ${header}`,
+      `        """${summary}: the recipe's kernels; the reference's ops when the inputs are not what they cover."""`,
+      `        if ${JSON.stringify(region.id)} not in _KF_DISABLED and ${fast.guard}:`,
+      indent(fast.body, "            "),
+      indent(fallback, "        "),
+      `        return ${nameOf(region.output)}`,
+    ].join("\n");
+    return { cuda: "", host: "", fn, method, call, summary, recipe };
+  }
+  const summary = `${describe(view, ids)} (${region.rule})`;
   // Mode-dependent module calls (BatchNorm, Dropout) were planned for the mode captured: another mode takes
   // the reference's ops.
   const modeGuards = ids
@@ -163,7 +181,8 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
         ` and ${selfPath(node.target)}.training is ${view.graph.modules[node.target]?.training === false ? "False" : "True"}`,
     )
     .join("");
-  const gen = KIND_GENERATORS[region.kind];
+  const gen = region.kind === "recipe" ? undefined : KIND_GENERATORS[region.kind];
+  if (!gen) throw new Error(`kforge internal: recipe region ${region.id} without its recipe`);
   const body = gen(view, region, nameOf, fn, outMeta);
   const method = [
     `    ${header}`,
@@ -176,7 +195,7 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
   ]
     .filter((l) => l !== "")
     .join("\n");
-  return { cuda: body.cuda, host: body.host, fn, method, call, summary };
+  return { cuda: body.cuda, host: body.host, fn, method, call, summary, recipe: null };
 }
 
 function collectExternal(arg: Arg, inside: Set<string>, into: string[]): void {
@@ -214,7 +233,7 @@ function channelAdapt(rank: number) {
 function functor(name: string, kIn: number, signature: string, lines: string[], result: string): string {
   return [
     `struct ${name} {`,
-    `  static constexpr int kIn = ${Math.max(kIn, 1)};`,
+    `  static constexpr int kIn = ${kIn};`,
     `  __device__ __forceinline__ float operator()(${signature}) const {`,
     indent(lines, "    "),
     `    return ${result};`,
@@ -294,10 +313,7 @@ const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
   );
   return {
     cuda,
-    host: host.replace(
-      `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pointwise});`,
-      `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pointwise});`,
-    ),
+    host,
     operands: table.operands,
     rank: -1,
     pyPrelude: [operandTuple(table.operands)],
@@ -525,7 +541,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
       `float pooled, const float (&x)[${Math.max(nExtra, 1)}], const KfScalars& sc`,
       epiLines,
       `t_${region.output}`,
-    ).replace(`static constexpr int kIn = ${Math.max(nExtra, 1)};`, `static constexpr int kIn = ${nExtra};`),
+    ),
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pool}) {`,
     "  KfPoolParams p;",
     "  KF_RETURN_IF_ERROR(kf_pool_params_from(geo, ngeo, in_shape, in_rank, &p));",
@@ -611,11 +627,9 @@ function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): string {
   return `[${values.join(", ")}]`;
 }
 
-const KIND_GENERATORS: Record<Region["kind"], KindGenerator> = {
+const KIND_GENERATORS: Record<Exclude<Region["kind"], "recipe">, KindGenerator> = {
   pointwise: generatePointwise,
   reduce: generateReduce,
   normalize: generateNormalize,
   pool: generatePool,
 };
-
-export type { GraphNode };
