@@ -24,9 +24,10 @@ def build(path: str, cache_dir: str) -> dict:
     start = time.perf_counter()
     try:
         module = import_path(path, "candidate")
-        ext = getattr(module, "_kf_ext", None)
-        if ext is not None:
-            ext()
+        # _kf_build_all builds every extension of the file (generated regions and recipes); older files: _kf_ext.
+        build_all = getattr(module, "_kf_build_all", None) or getattr(module, "_kf_ext", None)
+        if build_all is not None:
+            build_all()
         return {"ok": True, "seconds": time.perf_counter() - start, "error": None}
     except Exception as exc:  # noqa: BLE001 — reported; the eval that follows gives the full verdict
         lines = str(exc).strip().splitlines()

@@ -7,10 +7,13 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../paths.ts";
+import { expandSource, renderRuntime } from "../emit.ts";
 import type { Graph } from "../graph.ts";
 import { GraphView } from "../plan/graph-view.ts";
 import { type Plan, regionNodes } from "../plan/planner.ts";
+import { loadRecipe } from "../recipe.ts";
 import { pyScalar, pyStatement } from "./python-expr.ts";
+import { recipeBuilder } from "./recipe-region.ts";
 import { generateRegion, type RegionCode } from "./region.ts";
 
 // From the repository root, not this module's folder: the CLI also runs as one bundled file (.carry/).
@@ -25,14 +28,11 @@ const KIND_HEADERS: Record<string, string[]> = {
   pool: ["kf_pool.cuh", "kf_pool_geometry.cuh"],
 };
 
-/** A header with its local includes inlined once (the emitted file must need nothing beside it). */
-function inlineHeader(file: string, seen: Set<string>): string {
-  if (seen.has(file)) return "";
-  seen.add(file);
-  const text = readFileSync(join(CUDA_DIR, file), "utf8");
-  return text.replace(/^[ \t]*#[ \t]*include[ \t]+"([^"]+)"[ \t]*$/gm, (_line, inc: string) =>
-    inc === "kf_host.h" || inc === "kf_types.h" || inc.startsWith("kf_") ? inlineHeader(inc, seen) : _line,
-  );
+/** Headers with their local includes inlined, each file once (the emitted file needs nothing beside it). */
+function inlineHeaders(files: string[], seen: Set<string> = new Set()): string {
+  const parts: string[] = [];
+  for (const file of files) if (!seen.has(file)) parts.push(expandSource(CUDA_DIR, file, seen));
+  return parts.join("\n");
 }
 
 export interface EmittedModel {
@@ -85,14 +85,17 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   const byOutput = new Map(plan.regions.map((r, i) => [r.output, i]));
   const inRegion = new Set(plan.regions.flatMap(regionNodes));
 
-  const kinds = [...new Set(plan.regions.map((r) => r.kind))];
-  const seen = new Set<string>();
-  const headers = ["kf_common.cuh", "kf_pointwise.cuh", ...kinds.flatMap((k) => KIND_HEADERS[k] ?? [])]
-    .map((h) => inlineHeader(h, seen))
-    .join("\n");
-  const cuda = `${headers}\n\n${regions.map((r) => r.cuda).join("\n\n")}\n`;
-  const hostSeen = new Set<string>();
-  const cpp = `${inlineHeader("kf_region_host.h", hostSeen)}\n\n${regions.map((r) => r.host).join("\n\n")}\n`;
+  // Generated regions share one extension; each recipe used brings its runtime (and its own extension).
+  const generated = regions.filter((r) => !r.recipe);
+  const recipes = [...new Set(regions.flatMap((r) => (r.recipe ? [r.recipe] : [])))];
+  const kinds = [...new Set(plan.regions.filter((r) => !r.recipe).map((r) => r.kind))];
+  const headers = inlineHeaders([
+    "kf_common.cuh",
+    "kf_pointwise.cuh",
+    ...kinds.flatMap((k) => KIND_HEADERS[k] ?? []),
+  ]);
+  const cuda = `${headers}\n\n${generated.map((r) => r.cuda).join("\n\n")}\n`;
+  const cpp = `${inlineHeaders(["kf_region_host.h"])}\n\n${generated.map((r) => r.host).join("\n\n")}\n`;
   const hash = createHash("sha256").update(cuda).update(cpp).digest("hex").slice(0, 12);
   const extensionName = `kforge_${problemName.replace(/\W/g, "_")}_${hash}`;
 
@@ -145,16 +148,21 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
     "",
     graph.source.prelude.trim(),
     "",
-    regions.length
+    generated.length
       ? [
           `_KF_EXTENSION_NAME = ${JSON.stringify(extensionName)}`,
-          `_KF_FUNCTIONS = (${regions.map((r) => JSON.stringify(r.fn)).join(", ")},)`,
+          `_KF_FUNCTIONS = (${generated.map((r) => JSON.stringify(r.fn)).join(", ")},)`,
           `_KF_CUDA_SOURCE = ${pyString(cuda)}`,
           `_KF_CPP_SOURCE = ${pyString(cpp)}`,
           "",
           runtime.trim(),
         ].join("\n")
       : "",
+    ...recipes.map(
+      (name) =>
+        `\n# ---- the ${name} recipe (kernels/${name}/) ----\n${renderRuntime(loadRecipe(name)).trim()}`,
+    ),
+    regions.length ? regionSwitches(generated.length > 0, recipes) : "",
     "",
     "",
     "class ModelNew(nn.Module):",
@@ -162,6 +170,22 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
     "",
   ].join("\n");
   return { source: source.replace(/\n{4,}/g, "\n\n\n"), regions, cuda, cpp, extensionName };
+}
+
+/** The per-region switch the optimizer times regions with, and one call building every extension. */
+function regionSwitches(generated: boolean, recipes: string[]): string {
+  const builders = [...(generated ? ["_kf_ext"] : []), ...recipes.map(recipeBuilder)];
+  return [
+    "",
+    "",
+    "# Region ids forced onto the reference's ops (the optimizer times each region both ways).",
+    "_KF_DISABLED = set()",
+    "",
+    "",
+    "def _kf_build_all():",
+    '    """Compiles every extension this file uses (the optimizer builds them before the GPU runs)."""',
+    ...builders.map((b) => `    ${b}()`),
+  ].join("\n");
 }
 
 function outputExpr(graph: Graph, nameOf: (id: string) => string): string {
@@ -193,7 +217,7 @@ function docstring(graph: Graph, plan: Plan, regions: RegionCode[], problemName:
     lines.push("No region of this model is covered by a fused kernel: every op runs in PyTorch.");
   else
     lines.push(
-      "Fused regions (one generated CUDA kernel each; PyTorch's ops when the inputs are not covered):",
+      "Fused regions (a generated CUDA kernel or a hand-written recipe each; PyTorch's ops when the inputs are not covered):",
     );
   for (const r of regions) lines.push(`  ${r.fn}: ${r.summary}`);
   if (plan.kept.length) {

@@ -1,4 +1,5 @@
-// The planner: groups captured nodes into fused regions with the rule table, greedily and in three steps.
+// The planner: groups captured nodes into fused regions with the rule tables, greedily and in four steps.
+// 0. Recipe chains (recipe-rules.ts): each match is one region calling a hand-written recipe.
 // 1. Seeds (normalisations, reductions, pooling) in graph order, each taking the pointwise producers of
 //    its input that nothing else uses (its prologue).
 // 2. The remaining pointwise nodes into single-output DAGs, grown backwards from each sink.
@@ -7,6 +8,7 @@
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
+import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
 import { pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
 
 export interface Region {
@@ -14,7 +16,8 @@ export interface Region {
   kind: RegionKind;
   /** The rule that formed it. */
   rule: string;
-  /** The normalisation/reduction/pool node, null for a pure pointwise region. */
+  /** The normalisation/reduction/pool node (a recipe region: the chain's first), null for a pure pointwise
+   * region. */
   seed: string | null;
   /** Pointwise nodes computed before the seed (its input), in graph order. */
   prologue: string[];
@@ -22,6 +25,8 @@ export interface Region {
   epilogue: string[];
   /** The node whose value the region produces. */
   output: string;
+  /** A recipe region: the kernels/<recipe>/ it calls and its chain's nodes by step name. */
+  recipe?: { name: string; bind: Record<string, string> };
 }
 
 export interface KeptNode {
@@ -90,8 +95,35 @@ export function planGraph(graph: Graph): Plan {
   for (const node of graph.nodes) pointwiseOk.set(node.id, pointwiseVerdict(node, view));
   const eligible = (id: string) => pointwiseOk.get(id) === null && !claimed.has(id);
 
+  const recipes: Region[] = [];
+  for (const node of graph.nodes) {
+    if (claimed.has(node.id)) continue;
+    for (const rule of RECIPE_RULES) {
+      const match = matchRecipe(rule, node, view);
+      if (!match) continue;
+      if ("why" in match) {
+        kept.push({ node: node.id, op: node.op, reason: match.why });
+        continue;
+      }
+      for (const id of match.nodes) claimed.add(id);
+      const [first, ...rest] = match.nodes as [string, ...string[]];
+      recipes.push({
+        id: "",
+        kind: "recipe",
+        rule: rule.name,
+        seed: first,
+        prologue: [],
+        epilogue: rest,
+        output: match.nodes.at(-1) ?? first,
+        recipe: { name: rule.recipe, bind: match.bind },
+      });
+      break;
+    }
+  }
+
   const seeds: Region[] = [];
   for (const node of graph.nodes) {
+    if (claimed.has(node.id)) continue;
     const match = seedRuleFor(node, view);
     if (!match) continue;
     if (match.why !== null) {
@@ -175,7 +207,7 @@ export function planGraph(graph: Graph): Plan {
       });
     }
   }
-  const regions = [...seeds, ...pointwise.filter((p) => !absorbed.has(p))].sort(
+  const regions = [...recipes, ...seeds, ...pointwise.filter((p) => !absorbed.has(p))].sort(
     (a, b) => (view.index.get(a.output) ?? 0) - (view.index.get(b.output) ?? 0),
   );
   regions.forEach((region, i) => {

@@ -7,14 +7,14 @@ import { POINTWISE } from "../ops/pointwise.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
 import { FLOAT_DTYPES, type GraphView, intList, paramReader } from "./graph-view.ts";
 
-export type RegionKind = "pointwise" | "reduce" | "normalize" | "pool";
+export type RegionKind = "pointwise" | "reduce" | "normalize" | "pool" | "recipe";
 
 /** Why a node is not a seed/member, or null when it is. */
 export type Verdict = string | null;
 
 export interface SeedRule {
   name: string;
-  kind: Exclude<RegionKind, "pointwise">;
+  kind: Exclude<RegionKind, "pointwise" | "recipe">;
   /** null: the node seeds a region of this rule; a string: it is this rule's op but cannot be (why). */
   accepts(node: GraphNode, view: GraphView): Verdict;
   /** Whether pointwise producers of the seed's input are fused in front of it. */

@@ -1,0 +1,92 @@
+// A recipe region -> its ModelNew method: the guard and calls of the recipe's runtime (kernels/<recipe>/
+// runtime.py, inlined once into the file), then the reference's own ops for inputs the recipe does not
+// cover. The runtime holds the recipe's logic (checks, caches, bookkeeping); this module only passes it the
+// region's values, by the names the emitted forward uses.
+import type { Arg, GraphNode } from "../graph.ts";
+import type { GraphView } from "../plan/graph-view.ts";
+import type { Region } from "../plan/planner.ts";
+import { type NameOf, pyArg, selfPath } from "./python-expr.ts";
+
+/** The fast path of a recipe region: lines of the method body, run under the region's switch. */
+export interface RecipeCall {
+  /** Python condition under which the recipe is entered (besides the region's _KF_DISABLED switch). */
+  guard: string;
+  /** Lines run when the guard holds (indented one level below the `if`); they return, or fall through to
+   * the reference's ops. */
+  body: string[];
+}
+
+type RecipeEmitter = (view: GraphView, region: Region, nameOf: NameOf) => RecipeCall;
+
+const isNone = (arg: Arg | undefined) => !arg || (arg.t === "const" && arg.pytype === "none");
+
+function bound(view: GraphView, region: Region, step: string): GraphNode {
+  const id = region.recipe?.bind[step];
+  if (!id) throw new Error(`kforge internal: recipe region ${region.id} has no ${step} step`);
+  return view.node(id);
+}
+
+/** An argument as Python, `dflt` when the call left it out. */
+function argOr(node: GraphNode, key: string, nameOf: NameOf, dflt: string): string {
+  const arg = node.fn?.[key];
+  return isNone(arg) || !arg ? dflt : pyArg(arg, nameOf);
+}
+
+const attention: RecipeEmitter = (view, region, nameOf) => {
+  const sdpa = bound(view, region, "attention");
+  const [q, k, v] = ["query", "key", "value"].map((key) => argOr(sdpa, key, nameOf, "None"));
+  const mask = argOr(sdpa, "attn_mask", nameOf, "None");
+  const dropout = argOr(sdpa, "dropout_p", nameOf, "0.0");
+  const causal = argOr(sdpa, "is_causal", nameOf, "False");
+  const gqa = argOr(sdpa, "enable_gqa", nameOf, "False");
+  const scale = argOr(sdpa, "scale", nameOf, "None");
+  return {
+    guard: `_kf_attn_fallback_reason(${q}, ${k}, ${v}, ${mask}, ${dropout}, ${causal}, ${gqa}) is None`,
+    body: [`return _kf_attn_forward(${q}, ${k}, ${v}, is_causal=${causal}, scale=${scale})`],
+  };
+};
+
+const linearBnSoftmax: RecipeEmitter = (view, region, nameOf) => {
+  const linear = bound(view, region, "linear");
+  const bn = bound(view, region, "bn");
+  const mul = bound(view, region, "scale");
+  const softmax = bound(view, region, "softmax");
+  const x = argOr(linear, "input", nameOf, "None");
+  const weight = argOr(linear, "weight", nameOf, "None");
+  const bias = argOr(linear, "bias", nameOf, "None");
+  const bnModule = selfPath(bn.target);
+  const scaleKey = mul.fn?.input?.t === "node" && mul.fn.input.id === bn.id ? "other" : "input";
+  const scale = argOr(mul, scaleKey, nameOf, "None");
+  // nn.Softmax keeps its dim on the module: read it there, as the reference's call does.
+  const dim =
+    softmax.kind === "call_module" ? `${selfPath(softmax.target)}.dim` : argOr(softmax, "dim", nameOf, "1");
+  return {
+    guard: `_kf_lbs_gemm_applies(${x}, ${weight}, (${bias}, ${bnModule}.weight, ${bnModule}.bias, ${scale}))`,
+    body: [
+      `y = _kf_lbs_launch_gemm(${x}, ${weight}, _kf_lbs_split_cache(self, ${JSON.stringify(region.id)}))`,
+      `if _kf_lbs_finish_applies(${x}, ${weight}, ${bias}, ${bnModule}, ${scale}, ${dim}):`,
+      `    return _kf_lbs_finish(y, ${bias}, ${bnModule}, ${scale})`,
+    ],
+  };
+};
+
+/** Per recipe folder: its region emitter and the runtime function that builds its extension. */
+export const RECIPE_EMITTERS: Record<string, { emit: RecipeEmitter; build: string }> = {
+  attention: { emit: attention, build: "_kf_attn_extension" },
+  linear_bn_softmax: { emit: linearBnSoftmax, build: "_kf_lbs_extension" },
+};
+
+function emitterOf(name: string) {
+  const emitter = RECIPE_EMITTERS[name];
+  if (!emitter) throw new Error(`kforge internal: no emitter for recipe ${name}`);
+  return emitter;
+}
+
+export function recipeCall(view: GraphView, region: Region, nameOf: NameOf): RecipeCall {
+  return emitterOf(region.recipe?.name ?? "").emit(view, region, nameOf);
+}
+
+/** The runtime function that builds (compiles) the recipe's extension. */
+export function recipeBuilder(name: string): string {
+  return emitterOf(name).build;
+}

@@ -1,0 +1,268 @@
+// Golden tests of the recipe rules (plan/recipe-rules.ts): which chains each hand-written recipe must take
+// and which it must leave, on hand-built graphs.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import type { Arg, Graph, GraphNode, TensorMeta } from "../src/optimize/graph.ts";
+import { GraphView } from "../src/optimize/plan/graph-view.ts";
+import { planGraph, regionNodes } from "../src/optimize/plan/planner.ts";
+import { matchRecipe, RECIPE_RULES } from "../src/optimize/plan/recipe-rules.ts";
+
+function meta(shape: number[], dtype = "float32"): TensorMeta {
+  const stride = shape.map(() => 1);
+  for (let i = shape.length - 2; i >= 0; i--) stride[i] = (stride[i + 1] ?? 1) * (shape[i + 1] ?? 1);
+  return { shape, dtype, stride };
+}
+const ref = (id: string): Arg => ({ t: "node", id });
+const param = (path: string): Arg => ({ t: "param", path });
+const none: Arg = { t: "const", pytype: "none", value: null };
+const num = (value: number): Arg => ({
+  t: "const",
+  pytype: Number.isInteger(value) ? "int" : "float",
+  value,
+});
+const bool = (value: boolean): Arg => ({ t: "const", pytype: "bool", value });
+
+function node(
+  id: string,
+  op: string,
+  fn: Record<string, Arg>,
+  out: TensorMeta,
+  extra: Partial<GraphNode> = {},
+) {
+  return {
+    id,
+    kind: "call_function",
+    target: `torch.${op}`,
+    args: Object.values(fn).filter((a) => a.t === "node"),
+    kwargs: {},
+    op,
+    fn,
+    out: { t: "tensor", meta: out },
+    modeDependent: false,
+    rng: false,
+    inplace: false,
+    ...extra,
+  } satisfies GraphNode;
+}
+
+function graph(
+  inputs: Record<string, TensorMeta>,
+  nodes: GraphNode[],
+  output: Arg,
+  params: Record<string, TensorMeta> = {},
+  modules: Graph["modules"] = {},
+): Graph {
+  return {
+    captured: "fx",
+    failure: null,
+    torchVersion: "test",
+    inputs: Object.entries(inputs).map(([name, m]) => ({ name, meta: m, value: null })),
+    nodes,
+    output,
+    params: Object.fromEntries(
+      Object.entries(params).map(([path, m]) => [
+        path,
+        { kind: "parameter" as const, meta: m, requiresGrad: true },
+      ]),
+    ),
+    modules,
+    scalarAttrs: {},
+    source: { prelude: "", init: "", forward: "", methods: [], signature: "self, q, k, v" },
+  };
+}
+
+// ---- attention -------------------------------------------------------------------------------------
+
+function sdpaGraph(
+  opts: { dtype?: string; shape?: number[]; kShape?: number[]; fn?: Record<string, Arg> } = {},
+): Graph {
+  const dtype = opts.dtype ?? "float16";
+  const q = meta(opts.shape ?? [2, 4, 128, 512], dtype);
+  const k = meta(opts.kShape ?? q.shape, dtype);
+  const fn: Record<string, Arg> = {
+    query: ref("q"),
+    key: ref("k"),
+    value: ref("v"),
+    attn_mask: none,
+    dropout_p: num(0.0),
+    is_causal: bool(false),
+    scale: none,
+    enable_gqa: bool(false),
+    ...opts.fn,
+  };
+  const out = meta([...q.shape.slice(0, 3), k.shape[3] ?? 0], dtype);
+  return graph({ q, k, v: k }, [node("attn", "scaled_dot_product_attention", fn, out)], ref("attn"));
+}
+
+const attention = RECIPE_RULES.find((r) => r.name === "attention");
+
+function attentionVerdict(g: Graph) {
+  const view = new GraphView(g);
+  assert.ok(attention);
+  return matchRecipe(attention, view.node("attn"), view);
+}
+
+test("attention: fp16/bf16 rank-4 SDPA with a large head dim is one recipe region", () => {
+  for (const dtype of ["float16", "bfloat16"]) {
+    const plan = planGraph(sdpaGraph({ dtype, fn: { is_causal: bool(true), scale: num(0.05) } }));
+    assert.equal(plan.regions.length, 1);
+    const [region] = plan.regions;
+    assert.equal(region?.kind, "recipe");
+    assert.deepEqual(region?.recipe, { name: "attention", bind: { attention: "attn" } });
+    assert.deepEqual(region && regionNodes(region), ["attn"]);
+  }
+  // Key length up to 1024, head dims up to 1024 (Q/K and V may differ), a missing optional argument.
+  const wide = sdpaGraph({ shape: [1, 2, 7, 1024], kShape: [1, 2, 1024, 1024], fn: { enable_gqa: none } });
+  assert.ok(attentionVerdict(wide) && !("why" in (attentionVerdict(wide) ?? {})));
+});
+
+test("attention: what the recipe's host code does not take stays PyTorch's, with the reason", () => {
+  const cases: [Graph, RegExp][] = [
+    [sdpaGraph({ dtype: "float32" }), /float32 query/],
+    [sdpaGraph({ shape: [2, 4, 128, 64] }), /head dim 64 <= 256/],
+    [sdpaGraph({ shape: [2, 4, 128, 1032] }), /head dims 1032/],
+    [sdpaGraph({ shape: [2, 4, 128, 300] }), /head dims 300/],
+    [sdpaGraph({ kShape: [2, 4, 2048, 512] }), /key length 2048/],
+    [sdpaGraph({ kShape: [2, 1, 128, 512] }), /batch\/head dims broadcast/],
+    [sdpaGraph({ fn: { attn_mask: ref("k") } }), /attn_mask/],
+    [sdpaGraph({ fn: { dropout_p: num(0.1) } }), /dropout_p=0.1/],
+    [sdpaGraph({ fn: { enable_gqa: bool(true) } }), /enable_gqa=true/],
+    [sdpaGraph({ fn: { is_causal: ref("q") } }), /is_causal/],
+  ];
+  for (const [g, why] of cases) {
+    const verdict = attentionVerdict(g);
+    assert.ok(verdict && "why" in verdict, `expected a refusal matching ${why}`);
+    assert.match(verdict.why, why);
+    const plan = planGraph(g);
+    assert.equal(plan.regions.length, 0);
+    assert.ok(plan.kept.some((k) => k.node === "attn" && why.test(k.reason)));
+  }
+  const threeD = sdpaGraph({ shape: [4, 128, 512] });
+  assert.match((attentionVerdict(threeD) as { why: string }).why, /rank-3 query/);
+});
+
+// ---- linear -> batch norm -> scale -> softmax --------------------------------------------------------
+
+const M = 16;
+const K = 24;
+const N = 40;
+const BN1D = "torch.nn.modules.batchnorm.BatchNorm1d";
+
+interface ChainOptions {
+  dtype?: string;
+  bnModule?: string | null;
+  scale?: Arg;
+  scaleShape?: number[];
+  scaleFirst?: boolean;
+  dim?: number;
+  extraUser?: boolean;
+  xShape?: number[];
+}
+
+function chainGraph(o: ChainOptions = {}): Graph {
+  const dtype = o.dtype ?? "float32";
+  const x = meta(o.xShape ?? [M, K], dtype);
+  const y = meta([...x.shape.slice(0, -1), N], dtype);
+  const bnFn: Record<string, Arg> = {
+    input: ref("fc"),
+    running_mean: param("norm.running_mean"),
+    running_var: param("norm.running_var"),
+    weight: param("norm.weight"),
+    bias: param("norm.bias"),
+    training: bool(true),
+    momentum: num(0.1),
+    eps: num(1e-5),
+  };
+  const module = o.bnModule === undefined ? BN1D : o.bnModule;
+  const scale = o.scale ?? param("alpha");
+  const mulFn = o.scaleFirst ? { input: scale, other: ref("norm") } : { input: ref("norm"), other: scale };
+  const nodes = [
+    node("fc", "linear", { input: ref("x"), weight: param("fc.weight"), bias: param("fc.bias") }, y, {
+      kind: "call_module",
+      target: "fc",
+    }),
+    node(
+      "norm",
+      "batch_norm",
+      bnFn,
+      y,
+      module ? { kind: "call_module", target: "norm", modeDependent: true } : {},
+    ),
+    node("mul", "mul", mulFn, y),
+    node("sm", "softmax", { input: ref("mul"), dim: num(o.dim ?? 1), dtype: none }, y),
+  ];
+  const output: Arg = o.extraUser ? { t: "list", kind: "tuple", items: [ref("sm"), ref("norm")] } : ref("sm");
+  const dt = (shape: number[]) => meta(shape, dtype);
+  return graph(
+    { x },
+    nodes,
+    output,
+    {
+      "fc.weight": dt([N, K]),
+      "fc.bias": dt([N]),
+      "norm.weight": dt([N]),
+      "norm.bias": dt([N]),
+      "norm.running_mean": dt([N]),
+      "norm.running_var": dt([N]),
+      alpha: dt(o.scaleShape ?? [1]),
+    },
+    module ? { norm: { type: module, training: true, hyper: {} } } : {},
+  );
+}
+
+test("linear_bn_softmax: the chain is one region whatever the names, scale side or scale form", () => {
+  const variants: ChainOptions[] = [
+    {},
+    { scaleFirst: true },
+    { scaleShape: [N] },
+    { scaleShape: [1, N] },
+    { scale: num(2.5) },
+    { dim: -1 },
+  ];
+  for (const variant of variants) {
+    const plan = planGraph(chainGraph(variant));
+    assert.equal(plan.regions.length, 1, JSON.stringify(variant));
+    const [region] = plan.regions;
+    assert.equal(region?.kind, "recipe");
+    assert.equal(region?.recipe?.name, "linear_bn_softmax");
+    assert.deepEqual(region?.recipe?.bind, { linear: "fc", bn: "norm", scale: "mul", softmax: "sm" });
+    assert.deepEqual(region && regionNodes(region), ["fc", "norm", "mul", "sm"]);
+    assert.equal(region?.output, "sm");
+  }
+});
+
+test("linear_bn_softmax: chains the recipe does not compute are left to the generated rules", () => {
+  const refused: [ChainOptions, RegExp][] = [
+    [{ dtype: "float16" }, /float16 input/],
+    [{ bnModule: null }, /not a BatchNorm1d module call/],
+    [{ bnModule: "torch.nn.modules.batchnorm.BatchNorm2d" }, /not a BatchNorm1d module call/],
+    [{ dim: 0 }, /dim=0/],
+    [{ scaleShape: [2, N] }, /scale of shape \[2, 40\]/],
+    [{ scaleShape: [N, 1] }, /scale of shape \[40, 1\]/],
+    [{ xShape: [2, M, K] }, /rank-3 input/],
+  ];
+  for (const [variant, why] of refused) {
+    const plan = planGraph(chainGraph(variant));
+    assert.ok(!plan.regions.some((r) => r.kind === "recipe"), JSON.stringify(variant));
+    assert.ok(
+      plan.kept.some((k) => k.node === "fc" && why.test(k.reason)),
+      `${JSON.stringify(variant)}: ${JSON.stringify(plan.kept)}`,
+    );
+  }
+  // The BatchNorm output is also returned: it cannot vanish into the recipe. No chain, nothing to report;
+  // the batch norm and the scaled softmax are generated regions instead.
+  const shared = planGraph(chainGraph({ extraUser: true }));
+  assert.ok(!shared.regions.some((r) => r.kind === "recipe"));
+  assert.ok(!shared.kept.some((k) => /recipe/.test(k.reason)));
+  assert.deepEqual(
+    shared.regions.map((r) => r.kind),
+    ["normalize", "normalize"],
+  );
+  // A softmax over the rows of some other producer is not this chain.
+  const g = chainGraph();
+  const view = new GraphView(g);
+  const rule = RECIPE_RULES.find((r) => r.name === "linear_bn_softmax");
+  assert.ok(rule);
+  assert.equal(matchRecipe(rule, view.node("norm"), view), null);
+  assert.equal(matchRecipe(rule, view.node("sm"), view), null);
+});
