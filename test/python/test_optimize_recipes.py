@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import find_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "test" / "fixtures" / "optimize"
@@ -186,13 +187,6 @@ def test_linear_bn_softmax_region_passes_the_recipe_its_modules(emitted: dict[st
     assert not cand._kf_lbs_gemm_applies(x, new.fc.weight, ())  # CPU tensors: the real check declines
 
 
-def _nvcc() -> str | None:
-    for cand in (os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
-        if cand and Path(cand).exists():
-            return cand
-    return None
-
-
 def _include_flags(shim: Path) -> list[str]:
     from torch.utils.cpp_extension import include_paths
 
@@ -211,12 +205,12 @@ def _include_flags(shim: Path) -> list[str]:
     return [f"-I{d}" for d in [*dirs, sysconfig.get_paths()["include"]]]
 
 
-@pytest.mark.skipif(_nvcc() is None, reason="nvcc not installed")
-@pytest.mark.parametrize("case,source,arch", [
-    ("attention_tiny", "_KF_ATTN_CUDA_SOURCE", ["-gencode=arch=compute_90a,code=sm_90a"]),
-    ("linear_bn_softmax_tiny", "_KF_LBS_CUDA_SOURCE", ["-gencode=arch=compute_90a,code=sm_90a"]),
+@pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
+@pytest.mark.parametrize("case,source", [
+    ("attention_tiny", "_KF_ATTN_CUDA_SOURCE"),
+    ("linear_bn_softmax_tiny", "_KF_LBS_CUDA_SOURCE"),
 ])
-def test_embedded_recipe_cuda_compiles_for_sm90a(emitted: dict[str, str], case: str, source: str, arch: list[str],
+def test_embedded_recipe_cuda_compiles_for_sm90a(emitted: dict[str, str], case: str, source: str,
                                                  tmp_path: Path) -> None:
     cand = _load(emitted[case], f"nvcc_{case}")
     cu = tmp_path / "recipe.cu"
@@ -227,7 +221,7 @@ def test_embedded_recipe_cuda_compiles_for_sm90a(emitted: dict[str, str], case: 
     (shim / "c10" / "cuda" / "impl").mkdir(parents=True)
     (shim / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").write_text("#pragma once\n#define C10_CUDA_BUILD_SHARED_LIBS\n")
     run = subprocess.run(
-        [_nvcc(), "-c", str(cu), "-o", str(tmp_path / "recipe.o"), *arch, "-O1", "-std=c++17", "-Xcompiler", "-fPIC",
+        [find_nvcc(), "-c", str(cu), "-o", str(tmp_path / "recipe.o"), "-gencode=arch=compute_90a,code=sm_90a", "-O1", "-std=c++17", "-Xcompiler", "-fPIC",
          "-DTORCH_API_INCLUDE_EXTENSION_H", "-DTORCH_EXTENSION_NAME=kforge_recipe_check", *_include_flags(shim)],
         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-4000:]
