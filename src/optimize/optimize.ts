@@ -22,8 +22,9 @@ export const RegionReport = z.object({
   summary: z.string(),
   kernelMs: z.number().nullable(),
   torchMs: z.number().nullable(),
-  /** "fused": shipped as a kernel; "dropped": slower than PyTorch's ops, left to PyTorch. */
-  status: z.enum(["fused", "dropped"]),
+  /** "fused": shipped as a kernel; "dropped": slower than PyTorch's ops, left to PyTorch; "rejected": the
+   * file with the kernels failed the eval, so every region was left to PyTorch (see `rejected`). */
+  status: z.enum(["fused", "dropped", "rejected"]),
 });
 
 export const OptimizeResult = z.object({
@@ -47,6 +48,9 @@ export const OptimizeResult = z.object({
   device: z.string().nullable(),
   seconds: z.object({ capture: z.number(), plan: z.number(), verify: z.number(), bench: z.number() }),
   eval: EvalResult.nullable(),
+  /** The eval's verdict on the file with its kernels, when it was not `correct` and the file was re-emitted
+   * with PyTorch's ops only (never ship a wrong file). */
+  rejected: z.object({ verdict: Verdict, reason: z.string().nullable() }).nullable(),
   error: z.string().nullable(),
 });
 export type OptimizeResult = z.infer<typeof OptimizeResult>;
@@ -61,6 +65,8 @@ export interface OptimizeOptions {
   benchIters: number;
   compileBaseline: boolean;
   log?: (line: string) => void;
+  /** The evaluation of an emitted file (tests substitute a wrapper); `kforge eval`'s by default. */
+  evaluateFile?: typeof evaluate;
 }
 
 function regionOps(graph: Graph, plan: Plan): Map<string, string[]> {
@@ -167,6 +173,7 @@ export async function prepareProblem(
     device: null,
     seconds: { capture: (t1 - t0) / 1000, plan: (t2 - t1) / 1000, verify: 0, bench: 0 },
     eval: null,
+    rejected: null,
     error: null,
   };
   return { problem, output, graph, plan, result };
@@ -227,7 +234,18 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     // The eager/compile/ours comparison below does the timing; the eval decides correctness.
     timing: { ...DEFAULT_TIMING, enabled: false },
   };
-  const [evalResult] = await evaluate(problem, [output], evalOptions);
+  const evaluateFile = options.evaluateFile ?? evaluate;
+  let [evalResult] = await evaluateFile(problem, [output], evalOptions);
+  if (evalResult && evalResult.verdict !== "correct" && plan.regions.length > 0) {
+    log(
+      `${problem.name}: the file with its kernels is ${evalResult.verdict}: re-emitted with PyTorch's ops only`,
+    );
+    result.rejected = { verdict: evalResult.verdict, reason: evalResult.reason };
+    for (const report of result.regions) if (report.status === "fused") report.status = "rejected";
+    plan = { regions: [], kept: plan.kept };
+    emitTo(graph, plan, problem, output);
+    [evalResult] = await evaluateFile(problem, [output], evalOptions);
+  }
   const t5 = performance.now();
   const finalBench = await runBench(problem, output, [], options, options.compileBaseline);
   const t6 = performance.now();
@@ -265,6 +283,6 @@ export async function optimizeProblem(
 ): Promise<OptimizeResult> {
   const prepared = await prepareProblem(problem, output, options);
   if (!options.verify) return prepared.result;
-  await prebuild(prepared, options);
+  if (options.device === "cuda") await prebuild(prepared, options);
   return verifyProblem(prepared, options);
 }

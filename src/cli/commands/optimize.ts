@@ -71,9 +71,17 @@ function describe(result: OptimizeResult): string {
   }
   for (const region of result.regions) {
     const gain = region.kernelMs && region.torchMs ? ` ${fmt(region.torchMs / region.kernelMs, 2, "×")}` : "";
-    const mark = region.status === "fused" ? "fused" : "left to PyTorch (slower)";
+    const mark = {
+      fused: "fused",
+      dropped: "left to PyTorch (slower)",
+      rejected: "left to PyTorch (the file with the kernels failed the eval)",
+    }[region.status];
     lines.push(`  ${region.id} ${region.summary}: ${mark}${gain}`);
   }
+  if (result.rejected)
+    lines.push(
+      `  kernels rejected: ${result.rejected.verdict} (${result.rejected.reason?.split("\n")[0] ?? ""})`,
+    );
   for (const kept of result.kept) lines.push(`  kept ${kept.node} (${kept.op}): ${kept.reason}`);
   lines.push(`  → ${result.output}`);
   return lines.join("\n");
@@ -140,7 +148,7 @@ export function registerOptimizeCommand(program: Command): void {
         if (problems.length > 1)
           process.stderr.write(`[capture ${index + 1}/${problems.length}] ${problem.name}\n`);
       }
-      if (flags.verify) {
+      if (flags.verify && flags.device === "cuda") {
         // Compiles are CPU-bound and independent: build every extension in parallel before the GPU work.
         const workers = Math.max(1, Math.min(flags.jobs, prepared.length));
         let next = 0;

@@ -1,0 +1,71 @@
+// `kforge optimize` with verification on CPU (--device cpu): the whole pipeline (capture, plan, emit, region
+// timing, the full eval, the eager/compile/ours run) on a small model, and the rule that a file whose kernels
+// fail the eval is never shipped: it is re-emitted with PyTorch's ops only and verified again.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { evaluate } from "../src/eval.ts";
+import { type OptimizeOptions, OptimizeResult, optimizeProblem } from "../src/optimize/optimize.ts";
+import { resolveProblem } from "../src/problem/problems.ts";
+
+const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
+const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
+
+function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOptions {
+  return {
+    python: PYTHON,
+    cacheDir: join(dir, "cache"),
+    verify: true,
+    device: "cpu",
+    trials: 2,
+    timeoutSeconds: 300,
+    benchIters: 3,
+    compileBaseline: false,
+    ...extra,
+  };
+}
+
+test("optimize --device cpu verifies the emitted file and times it against eager", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const result = await optimizeProblem(problem, join(dir, "new.py"), options(dir));
+  OptimizeResult.parse(result);
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.equal(result.rejected, null);
+  assert.ok(result.eagerMs && result.oursMs && result.speedup);
+  assert.ok(result.regions.length >= 1);
+  assert.ok(
+    result.regions.every((r) => r.kernelMs !== null && r.torchMs !== null),
+    "every region was timed",
+  );
+  assert.ok(result.eval?.checks.some((c) => c.name === "banned_ops"));
+});
+
+test("a file whose kernels fail the eval is re-emitted with PyTorch's ops only", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  let calls = 0;
+  const failingFirst: typeof evaluate = async (p, candidates, opts, hooks) => {
+    const results = await evaluate(p, candidates, opts, hooks);
+    calls += 1;
+    if (calls > 1) return results;
+    return results.map((r) => ({
+      ...r,
+      verdict: "incorrect" as const,
+      reason: "injected: output 0 differs",
+    }));
+  };
+  const result = await optimizeProblem(problem, output, options(dir, { evaluateFile: failingFirst }));
+  assert.equal(calls, 2, "evaluated again after re-emitting");
+  assert.deepEqual(result.rejected, { verdict: "incorrect", reason: "injected: output 0 differs" });
+  assert.equal(result.verdict, "correct");
+  assert.ok(result.regions.every((r) => r.status !== "fused"));
+  const source = readFileSync(output, "utf8");
+  assert.doesNotMatch(source, /_KF_CUDA_SOURCE/);
+  assert.match(source, /class ModelNew/);
+});
