@@ -21,11 +21,11 @@ Anything else - CPU tensors, other dtypes, autograd recording, autocast, pre-Amp
 kernels do not cover, batch 1 in training (PyTorch raises its own error) - runs the original PyTorch
 ops, so the answer is never wrong.
 
-The weight's 3xTF32 split (3x the weight's size: 805 MB at 8192 x 8192) is cached between calls while
-the weight is unchanged: the cache is keyed on the Parameter object, its storage and its version counter,
-which every in-place update (optimiser step, load_state_dict, copy_) bumps. Writes through `weight.data`
-bypass version counters: after such writes, or to save the memory, set
-`model.cache_weight_split = False` (the split is then rebuilt on every call).
+The weight's 3xTF32 split (3x the weight's size: 805 MB at 8192 x 8192) is rebuilt on every call by
+default: writes through `weight.data` (`weight.data.copy_(w)`) bump no version counter, so no cache can see
+them. `model.cache_weight_split = True` keeps the split between calls, keyed on the Parameter object, its
+storage and its version counter (bumped by optimiser steps, load_state_dict, copy_ on the Parameter): use it
+when the weight is never written through `.data`.
 """
 
 import torch
@@ -858,11 +858,13 @@ class _KfLbsWeightSplit:
     """The 3xTF32 split of one Linear weight (3x the weight's size: 805 MB at 8192 x 8192), kept between calls
     while the weight is unchanged: keyed on the Parameter object, its version counter (bumped by every
     in-place update: optimiser steps, load_state_dict, copy_), its storage address (`weight.data = ...`),
-    the K-chunk length and the device. Writes through `weight.data` bypass version counters: after such
-    writes, or to save the memory, set `enabled = False` (the split is then rebuilt on every call)."""
+    the K-chunk length and the device. Off by default: writes through `weight.data` (`weight.data.copy_(w)`)
+    bump no version counter and would leave a stale split, so the safe default rebuilds the split on every call
+    (a pass over the weight). Turn it on (`enabled = True`, the ModelNew's `cache_weight_split = True`) when
+    the weight is only changed through in-place ops on the Parameter, load_state_dict or reassignment."""
 
     def __init__(self):
-        self.enabled = True
+        self.enabled = False
         self.entry = None  # (weight Parameter, key, (N, 3K) split)
 
     def get(self, ext, w, k_chunk):
@@ -884,11 +886,13 @@ class _KfLbsWeightSplit:
 
 
 def _kf_lbs_split_cache(owner, region):
-    """The weight-split cache of one region of `owner`, kept in its __dict__ (never in its state_dict)."""
+    """The weight-split cache of one region of `owner`, kept in its __dict__ (never in its state_dict); on only
+    while `owner.cache_weight_split` is set (see _KfLbsWeightSplit for when that is safe)."""
     caches = owner.__dict__.setdefault("_kf_lbs_weight_splits", {})
     cache = caches.get(region)
     if cache is None:
         cache = caches[region] = _KfLbsWeightSplit()
+    cache.enabled = bool(owner.__dict__.get("cache_weight_split", False))
     return cache
 
 
@@ -1024,7 +1028,7 @@ class ModelNew(nn.Module):
         self.bn = nn.BatchNorm1d(out_features, eps=bn_eps, momentum=bn_momentum)
         self.scale = nn.Parameter(torch.ones(scale_shape))
         self.softmax = nn.Softmax(dim=1)
-        self.cache_weight_split = True
+        self.cache_weight_split = False
         # 3xTF32: K-chunk length (see split_tf32.cu and _k_chunk_for); None = chosen from K,
         # 0 = one GEMM over all of K.
         self.fp32_k_chunk = None

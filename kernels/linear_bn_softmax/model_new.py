@@ -19,11 +19,11 @@ Anything else - CPU tensors, other dtypes, autograd recording, autocast, pre-Amp
 kernels do not cover, batch 1 in training (PyTorch raises its own error) - runs the original PyTorch
 ops, so the answer is never wrong.
 
-The weight's 3xTF32 split (3x the weight's size: 805 MB at 8192 x 8192) is cached between calls while
-the weight is unchanged: the cache is keyed on the Parameter object, its storage and its version counter,
-which every in-place update (optimiser step, load_state_dict, copy_) bumps. Writes through `weight.data`
-bypass version counters: after such writes, or to save the memory, set
-`model.cache_weight_split = False` (the split is then rebuilt on every call).
+The weight's 3xTF32 split (3x the weight's size: 805 MB at 8192 x 8192) is rebuilt on every call by
+default: writes through `weight.data` (`weight.data.copy_(w)`) bump no version counter, so no cache can see
+them. `model.cache_weight_split = True` keeps the split between calls, keyed on the Parameter object, its
+storage and its version counter (bumped by optimiser steps, load_state_dict, copy_ on the Parameter): use it
+when the weight is never written through `.data`.
 """
 
 import torch
@@ -47,7 +47,7 @@ class ModelNew(nn.Module):
         self.bn = nn.BatchNorm1d(out_features, eps=bn_eps, momentum=bn_momentum)
         self.scale = nn.Parameter(torch.ones(scale_shape))
         self.softmax = nn.Softmax(dim=1)
-        self.cache_weight_split = True
+        self.cache_weight_split = False
         # 3xTF32: K-chunk length (see split_tf32.cu and _k_chunk_for); None = chosen from K,
         # 0 = one GEMM over all of K.
         self.fp32_k_chunk = None

@@ -94,11 +94,13 @@ class _KfLbsWeightSplit:
     """The 3xTF32 split of one Linear weight (3x the weight's size: 805 MB at 8192 x 8192), kept between calls
     while the weight is unchanged: keyed on the Parameter object, its version counter (bumped by every
     in-place update: optimiser steps, load_state_dict, copy_), its storage address (`weight.data = ...`),
-    the K-chunk length and the device. Writes through `weight.data` bypass version counters: after such
-    writes, or to save the memory, set `enabled = False` (the split is then rebuilt on every call)."""
+    the K-chunk length and the device. Off by default: writes through `weight.data` (`weight.data.copy_(w)`)
+    bump no version counter and would leave a stale split, so the safe default rebuilds the split on every call
+    (a pass over the weight). Turn it on (`enabled = True`, the ModelNew's `cache_weight_split = True`) when
+    the weight is only changed through in-place ops on the Parameter, load_state_dict or reassignment."""
 
     def __init__(self):
-        self.enabled = True
+        self.enabled = False
         self.entry = None  # (weight Parameter, key, (N, 3K) split)
 
     def get(self, ext, w, k_chunk):
@@ -120,11 +122,13 @@ class _KfLbsWeightSplit:
 
 
 def _kf_lbs_split_cache(owner, region):
-    """The weight-split cache of one region of `owner`, kept in its __dict__ (never in its state_dict)."""
+    """The weight-split cache of one region of `owner`, kept in its __dict__ (never in its state_dict); on only
+    while `owner.cache_weight_split` is set (see _KfLbsWeightSplit for when that is safe)."""
     caches = owner.__dict__.setdefault("_kf_lbs_weight_splits", {})
     cache = caches.get(region)
     if cache is None:
         cache = caches[region] = _KfLbsWeightSplit()
+    cache.enabled = bool(owner.__dict__.get("cache_weight_split", False))
     return cache
 
 

@@ -171,8 +171,17 @@ class _CountingSplitExtension:
         return torch.cat([w, torch.zeros_like(w), w], dim=1)
 
 
+def test_weight_split_cache_is_off_by_default(model_new):
+    """A write through `.data` bumps no version counter: only an uncached split is always right."""
+    model = model_new.ModelNew(8, 6)
+    assert model.cache_weight_split is False
+    ext = _CountingSplitExtension()
+    assert model._weight_split(ext, 0) is None and ext.calls == 0  # the extension splits on every call
+
+
 def test_weight_split_cache_follows_every_weight_change(model_new):
     model = model_new.ModelNew(8, 6)
+    model.cache_weight_split = True  # opt-in
     ext = _CountingSplitExtension()
     first = model._weight_split(ext, 0)
     assert model._weight_split(ext, 0) is first and ext.calls == 1  # unchanged weight: reused

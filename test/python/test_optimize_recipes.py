@@ -176,7 +176,16 @@ def test_linear_bn_softmax_region_passes_the_recipe_its_modules(emitted: dict[st
             x = problem.get_inputs()[0]
             torch.testing.assert_close(new(x), ref(x), rtol=1e-6, atol=1e-7)
             _same_state(ref, new)
-        assert Ext.splits == 1  # the weight split is cached while the weight is unchanged
+        # Safe default: no cache (the extension splits the weight on every call), so a write through
+        # `.data` can never leave a stale split.
+        assert Ext.splits == 0
+        new.fc.weight.data.copy_(new.fc.weight.data * 0.25)
+        ref.fc.weight.data.copy_(ref.fc.weight.data * 0.25)
+        torch.testing.assert_close(new(x), ref(x), rtol=1e-6, atol=1e-7)
+        new.cache_weight_split = True  # opt-in: cached while the weight is unchanged
+        for _ in range(2):
+            torch.testing.assert_close(new(x), ref(x), rtol=1e-6, atol=1e-7)
+        assert Ext.splits == 1
         new.fc.weight.mul_(0.5)
         ref.fc.weight.mul_(0.5)
         x = problem.get_inputs()[0]
