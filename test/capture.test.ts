@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { test } from "node:test";
 import { UsageError } from "../src/errors.ts";
-import { captureProblem } from "../src/optimize/capture.ts";
+import { captureProblem, captureProblems } from "../src/optimize/capture.ts";
 import { REPO_ROOT } from "../src/paths.ts";
 
 const FIXTURES = join(REPO_ROOT, "test", "fixtures", "capture");
@@ -55,4 +55,14 @@ test("captureProblem: a worker that cannot start is a plain error, not a UsageEr
       return true;
     },
   );
+});
+
+test("captureProblems captures a suite in one worker and keeps each problem's own outcome", async () => {
+  const good = join(FIXTURES, "conv_relu_scale.py");
+  const bad = join(REPO_ROOT, "test", "fixtures", "python", "problems", "missing_get_inputs.py");
+  const [first, second, third] = await captureProblems([good, bad, good]);
+  assert.ok(first && !(first instanceof Error) && first.captured === "fx");
+  assert.ok(second instanceof UsageError, "a bad problem file is the user's error, not the batch's");
+  assert.match(second.message, /missing_get_inputs/);
+  assert.deepEqual(third, first, "the batch goes on after a bad file");
 });

@@ -21,6 +21,10 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--request", metavar="FILE", help="read the EvalRequest from FILE instead of stdin")
     parser.add_argument("--capture", metavar="PROBLEM", help="capture PROBLEM's forward as a Graph JSON (graph.ts)")
     parser.add_argument("--out", metavar="FILE", help="with --capture: write the Graph to FILE instead of stdout")
+    parser.add_argument("--capture-batch", metavar="LIST",
+                        help="capture every problem path listed in LIST (one per line) into --out-dir: <i>.json "
+                             "each, or <i>.err with the one-line reason (one process: torch is imported once)")
+    parser.add_argument("--out-dir", metavar="DIR", help="with --capture-batch: where the graphs go")
     parser.add_argument("--bench-optimize", metavar="FILE",
                         help="time eager / torch.compile / ModelNew and each fused region (OptimizeBenchRequest in FILE)")
     parser.add_argument("--build", metavar="FILE", help="compile an emitted ModelNew's extension (with --cache-dir)")
@@ -55,10 +59,40 @@ def _capture(problem: str, out: str | None) -> int:
     return 0
 
 
+def _capture_batch(list_path: str, out_dir: str) -> int:
+    """Each listed problem captured in turn; a bad problem file is reported in its .err and the batch goes on.
+    Graphs are written as they are made, so a batch cut short (a crash, a hang killed by the caller) leaves
+    the finished ones for the caller, which captures the rest one per process."""
+    from .capture import ProblemError, capture_problem
+
+    with open(list_path, encoding="utf-8") as f:
+        paths = [line.rstrip("\n") for line in f if line.strip()]
+    os.makedirs(out_dir, exist_ok=True)
+    sys.stdout.flush()
+    os.dup2(2, 1)  # problems' prints go to stderr; results go to files only
+    for index, path in enumerate(paths):
+        target = os.path.join(out_dir, f"{index}.json")
+        try:
+            graph = capture_problem(path)
+        except ProblemError as exc:
+            with open(os.path.join(out_dir, f"{index}.err"), "w", encoding="utf-8") as f:
+                f.write(f"{exc}\n")
+            continue
+        with open(target + ".tmp", "w", encoding="utf-8") as f:
+            f.write(json.dumps(graph, allow_nan=False) + "\n")
+        os.replace(target + ".tmp", target)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     args = _parse_args(argv)
     if args.capture:
         return _capture(args.capture, args.out)
+    if args.capture_batch:
+        if not args.out_dir:
+            print("kforge_worker: --capture-batch needs --out-dir", file=sys.stderr)
+            return 2
+        return _capture_batch(args.capture_batch, args.out_dir)
     if args.build:
         from .prebuild import main as build_main
 

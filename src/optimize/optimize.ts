@@ -130,15 +130,16 @@ export function losingRegions(timings: RegionTiming[]): Set<string> {
   );
 }
 
-/** Capture, plan and emit (CPU only). */
+/** Capture (unless `captured` is given: a suite captures in one batch), plan and emit (CPU only). */
 export async function prepareProblem(
   problem: Problem,
   output: string,
   options: OptimizeOptions,
+  captured?: Graph,
 ): Promise<Prepared> {
   const log = options.log ?? (() => {});
   const t0 = performance.now();
-  const graph = await captureProblem(problem.path, { python: options.python });
+  const graph = captured ?? (await captureProblem(problem.path, { python: options.python }));
   const t1 = performance.now();
   const plan = planGraph(graph);
   const emitted = emitTo(graph, plan, problem, output);

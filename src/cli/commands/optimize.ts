@@ -3,6 +3,7 @@ import { availableParallelism } from "node:os";
 import { basename, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { UsageError } from "../../errors.ts";
+import { captureProblems } from "../../optimize/capture.ts";
 import {
   type OptimizeOptions,
   type OptimizeResult,
@@ -136,17 +137,25 @@ export function registerOptimizeCommand(program: Command): void {
       const results: OptimizeResult[] = [];
       const started = performance.now();
       const prepared: Prepared[] = [];
+      // One capture worker for a suite (torch imported once); a single problem captures on its own.
+      const graphs =
+        problems.length > 1
+          ? await captureProblems(
+              problems.map((p) => p.path),
+              { python },
+            )
+          : [undefined];
       for (const [index, problem] of problems.entries()) {
         const output = resolve(flags.output ?? join(flags.outDir, `${basename(problem.path, ".py")}_new.py`));
         try {
-          prepared.push(await prepareProblem(problem, output, options));
+          const graph = graphs[index];
+          if (graph instanceof Error) throw graph;
+          prepared.push(await prepareProblem(problem, output, options, graph));
         } catch (error) {
           if (error instanceof UsageError && problems.length === 1) throw error;
           process.stderr.write(`kforge: ${problem.name}: ${(error as Error).message.split("\n")[0]}\n`);
           process.exitCode = 1;
         }
-        if (problems.length > 1)
-          process.stderr.write(`[capture ${index + 1}/${problems.length}] ${problem.name}\n`);
       }
       if (flags.verify && flags.device === "cuda") {
         // Compiles are CPU-bound and independent: build every extension in parallel before the GPU work.
