@@ -42,9 +42,11 @@ export function verdictLabel(verdict: string): string {
 }
 
 export function formatDuration(seconds: number): string {
-  if (seconds < 60) return `${seconds.toFixed(1)} s`;
-  const m = Math.floor(seconds / 60);
-  return `${m} min ${Math.round(seconds - m * 60)} s`;
+  if (seconds < 59.95) return `${seconds.toFixed(1)} s`;
+  // Round once, then split: 179.6 s is "3 min 0 s", never "2 min 60 s".
+  const whole = Math.round(seconds);
+  const m = Math.floor(whole / 60);
+  return `${m} min ${whole - m * 60} s`;
 }
 
 // ANSI colour codes take no columns; widths must ignore them.

@@ -13,6 +13,13 @@ interface Line {
 
 const MIN_NODE_MAJOR = 20;
 
+/** What to do about a missing nvcc: nothing on a CPU-only torch (CUDA_HOME changes nothing there). */
+export function missingNvccAdvice(torchCuda: string | null): string {
+  return torchCuda === null
+    ? "not found — needed only with a CUDA build of PyTorch, which this is not"
+    : "not found — load_inline cannot compile CUDA (set CUDA_HOME or put nvcc on PATH)";
+}
+
 export async function doctorLines(pythonFlag?: string): Promise<Line[]> {
   const lines: Line[] = [];
   const nodeMajor = Number(process.versions.node.split(".")[0]);
@@ -39,6 +46,11 @@ export async function doctorLines(pythonFlag?: string): Promise<Line[]> {
     detail:
       p.torch ?? `not importable (${p.torchError ?? "unknown error"}) — install PyTorch into this Python`,
   });
+  if (p.torch === null) {
+    // Without torch, its CUDA build, the GPU it sees and the compilers it would drive cannot be judged.
+    lines.push({ ok: false, optional: true, what: "GPU", detail: "not checked: needs torch first" });
+    return lines;
+  }
   lines.push({
     ok: p.torchCuda !== null,
     optional: true,
@@ -57,7 +69,7 @@ export async function doctorLines(pythonFlag?: string): Promise<Line[]> {
     ok: p.nvcc !== null,
     optional: true,
     what: "nvcc",
-    detail: p.nvcc ?? "not found — load_inline cannot compile CUDA (set CUDA_HOME or put nvcc on PATH)",
+    detail: p.nvcc ?? missingNvccAdvice(p.torchCuda),
   });
   lines.push({
     ok: p.ninja !== null,
