@@ -124,7 +124,7 @@ class EvalContext:
         except BaseException as exc:  # noqa: BLE001 — SystemExit/KeyboardInterrupt from a candidate too
             raise self.candidate_failure(what, exc, verdict) from None
 
-    def guard_reference(self, what: str, fn: Callable[[], Any], verdict: str = "runtime_error") -> Any:
+    def guard_reference(self, what: str, fn: Callable[[], Any], verdict: str = "problem_error") -> Any:
         try:
             return fn()
         except BaseException as exc:  # noqa: BLE001
@@ -137,7 +137,9 @@ class EvalContext:
             return StageFailure("compile_error", self.recorder.reason_for(call))
         return StageFailure(verdict, f"{what}: {summarize_exception(exc)}")
 
-    def reference_failure(self, what: str, exc: BaseException, verdict: str = "runtime_error") -> StageFailure:
+    def reference_failure(self, what: str, exc: BaseException, verdict: str = "problem_error") -> StageFailure:
+        """The problem's own code failed: charged to the problem (e.g. it builds CUDA tensors and the run is on
+        --device cpu), never to the candidate."""
         return StageFailure(verdict, f"problem {what}: {summarize_exception(exc)}")
 
     # -- inputs and forward passes -------------------------------------------------------------
@@ -207,22 +209,23 @@ class EvalContext:
 # Stages
 
 
-def _loading(fn: Callable[[], Any]) -> Any:
-    """Runs a loading step; its LoadError (a one-line reason) becomes import_error."""
+def _loading(fn: Callable[[], Any], verdict: str = "import_error") -> Any:
+    """Runs a loading step; its LoadError (a one-line reason) becomes ``verdict`` (import_error for the
+    candidate's file, problem_error for the problem's)."""
     try:
         return fn()
     except LoadError as exc:
-        raise StageFailure("import_error", str(exc)) from None
+        raise StageFailure(verdict, str(exc)) from None
 
 
 def load_problem(ctx: EvalContext) -> None:
     path = ctx.request.problem_path
     ctx.progress("import", f"importing problem {ctx.request.problem_name}")
-    _loading(lambda: read_source(path, "problem"))
+    _loading(lambda: read_source(path, "problem"), "problem_error")
     ctx.problem = ctx.guard_reference(
-        f"{os.path.basename(path)} failed to import", lambda: import_path(path, "problem"), "import_error"
+        f"{os.path.basename(path)} failed to import", lambda: import_path(path, "problem")
     )
-    _loading(lambda: check_problem(ctx.problem, path))
+    _loading(lambda: check_problem(ctx.problem, path), "problem_error")
 
 
 def load_candidate(ctx: EvalContext) -> None:
@@ -243,7 +246,7 @@ def build_models(ctx: EvalContext) -> None:
     """Model and ModelNew from the same seed; the reference's state_dict loaded when keys match."""
     torch, seed = ctx.torch, ctx.request.seed
     problem, candidate = ctx.problem, ctx.candidate
-    init = ctx.guard_reference("get_init_inputs()", lambda: list(problem.get_init_inputs()), "import_error")
+    init = ctx.guard_reference("get_init_inputs()", lambda: list(problem.get_init_inputs()))
     ctx.init_inputs = [x.to(ctx.device) if isinstance(x, torch.Tensor) else x for x in init]
 
     def construct(cls: Any, args: list[Any]) -> Any:
@@ -254,7 +257,7 @@ def build_models(ctx: EvalContext) -> None:
             torch.seed()
 
     ctx.ref_model = ctx.guard_reference(
-        "Model(*get_init_inputs())", lambda: construct(problem.Model, copy.deepcopy(ctx.init_inputs)), "import_error"
+        "Model(*get_init_inputs())", lambda: construct(problem.Model, copy.deepcopy(ctx.init_inputs))
     )
     ctx.progress("import", "constructing ModelNew")
     ctx.new_model = ctx.guard_candidate(
@@ -262,7 +265,7 @@ def build_models(ctx: EvalContext) -> None:
     )
     if not isinstance(ctx.new_model, torch.nn.Module):
         raise StageFailure("runtime_error", f"ModelNew(...) is a {type(ctx.new_model).__name__}, not a torch.nn.Module")
-    ctx.ref_model = ctx.guard_reference("Model.to(device)", lambda: _place(ctx, ctx.ref_model), "import_error")
+    ctx.ref_model = ctx.guard_reference("Model.to(device)", lambda: _place(ctx, ctx.ref_model))
     ctx.new_model = ctx.guard_candidate("ModelNew.to(device)", lambda: _place(ctx, ctx.new_model))
     ctx.result["paramSync"] = ctx.guard_candidate("load_state_dict", lambda: sync_parameters(ctx.ref_model, ctx.new_model))
     if getattr(problem, "KFORGE_SKIP_FP64", False):
@@ -451,6 +454,10 @@ def time_models(ctx: EvalContext) -> None:
     index = ctx.device.index if ctx.device.index is not None else (torch.cuda.current_device() if on_cuda else 0)
     start_clock = sm_clock_mhz(index) if on_cuda else None
     ctx.progress("time", f"timing ({clock.method})", 0.0)
+
+    # The process fingerprint right before the timed batch; after_timing takes it right after (never per call).
+    call_checks(ctx, "before_timing")
+    fail_on_checks(ctx)
 
     def measure() -> dict[str, Any]:
         with torch.no_grad():

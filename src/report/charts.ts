@@ -15,6 +15,7 @@ export const VERDICT_COLORS: Record<Verdict, string> = {
   import_error: "#ef6c00",
   runtime_error: "#ef6c00",
   timeout: "#f9a825",
+  problem_error: "#546e7a",
   no_code: "#757575",
 };
 const REF_COLOR = "#607d8b";
@@ -23,7 +24,7 @@ const FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-
 let chartCounter = 0;
 
 /** Hover text for the mark of one data item, by ECharts series and data index; null for none. */
-type Tooltip = (seriesIndex: number, dataIndex: number) => string | null;
+export type Tooltip = (seriesIndex: number, dataIndex: number) => string | null;
 
 // ECharts' SSR output tags each data mark with its series and data index; a <title> child gives it a
 // native browser tooltip, with no script in the page.
@@ -43,7 +44,12 @@ function addTooltips(svg: string, tooltip: Tooltip): string {
 }
 
 /** Renders one ECharts option to an SVG string; ids are made unique so several charts share a page. */
-function renderSvg(option: echarts.EChartsOption, width: number, height: number, tooltip?: Tooltip): string {
+export function renderSvg(
+  option: echarts.EChartsOption,
+  width: number,
+  height: number,
+  tooltip?: Tooltip,
+): string {
   const chart = echarts.init(null, null, { renderer: "svg", ssr: true, width, height });
   try {
     chart.setOption({ animation: false, textStyle: { fontFamily: FONT }, ...option });

@@ -63,6 +63,7 @@ export function verdictColor(colors: Colors, verdict: Verdict): (s: string) => s
       return colors.yellow;
     case "timeout":
       return colors.yellow;
+    case "problem_error":
     case "no_code":
       return colors.dim;
   }
@@ -85,7 +86,7 @@ function speedupCell(colors: Colors, result: EvalResult, withCi = true): string 
 }
 
 // No vertical or horizontal rules: spaces between columns, and a rule under the header drawn by us.
-function borderless(gap: string): Partial<Record<Table.CharName, string>> {
+export function borderless(gap: string): Partial<Record<Table.CharName, string>> {
   const none = [
     "top",
     "top-mid",

@@ -16,6 +16,9 @@ export const Verdict = z.enum([
   "compile_error",
   "runtime_error",
   "timeout",
+  /** The problem itself failed (its Model, get_inputs or forward raised; it needs another device): charged
+   * to the problem, not to the candidate. */
+  "problem_error",
   "shape_mismatch",
   "incorrect",
   "cheating",

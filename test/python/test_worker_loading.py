@@ -44,8 +44,8 @@ def test_candidate_without_modelnew_lists_what_it_defines() -> None:
 @pytest.mark.parametrize(
     ("problem_name", "candidate_name", "verdict", "reason_part"),
     [
-        ("missing_model", "linear_correct", "import_error", "problem missing_model.py defines no Model"),
-        ("missing_get_inputs", "linear_correct", "import_error", "defines no get_inputs"),
+        ("missing_model", "linear_correct", "problem_error", "problem missing_model.py defines no Model"),
+        ("missing_get_inputs", "linear_correct", "problem_error", "defines no get_inputs"),
         ("tiny_linear", "empty", "no_code", "has no code"),
         ("tiny_linear", "comments_only", "no_code", "has no code"),
         ("tiny_linear", "no_modelnew", "import_error", "defines no ModelNew"),
@@ -70,14 +70,28 @@ def test_syntax_error_reason_quotes_the_line_not_importlib_frames(cache_dir: str
     assert "frozen" not in result["reason"]
 
 
-def test_missing_files_are_import_errors_naming_the_path(cache_dir: str, tmp_path) -> None:
+def test_missing_files_are_charged_to_their_side_naming_the_path(cache_dir: str, tmp_path) -> None:
     ghost = str(tmp_path / "nope.py")
     result, _ = evaluate(make_request(problem("tiny_linear"), ghost, cache_dir))
     assert result["verdict"] == "import_error"
     assert "candidate file not found" in result["reason"] and "nope.py" in result["reason"]
     result, _ = evaluate(make_request(ghost, candidate("linear_correct"), cache_dir))
-    assert result["verdict"] == "import_error"
+    assert result["verdict"] == "problem_error"
     assert "problem file not found" in result["reason"]
+
+
+def test_a_problem_that_needs_cuda_on_a_cpu_run_is_the_problems_error(cache_dir: str, tmp_path) -> None:
+    """A problem whose get_inputs hard-codes device="cuda", run with --device cpu on a machine without CUDA:
+    the problem cannot run here, which is not the candidate's runtime error."""
+    cuda_problem = tmp_path / "needs_cuda.py"
+    source = open(problem("tiny_linear"), encoding="utf-8").read()
+    assert "torch.rand(4, 16)" in source
+    cuda_problem.write_text(source.replace("torch.rand(4, 16)", 'torch.rand(4, 16, device="cuda")'), encoding="utf-8")
+    result, _ = evaluate(make_request(str(cuda_problem), candidate("linear_correct"), cache_dir))
+    if result["verdict"] == "correct":
+        pytest.skip("this machine has CUDA")
+    assert result["verdict"] == "problem_error", result["reason"]
+    assert result["reason"].startswith("problem ")
 
 
 def test_candidate_with_any_suffix_is_imported(cache_dir: str, tmp_path) -> None:
