@@ -30,37 +30,52 @@ const skip = existsSync(CHROMIUM)
   ? false
   : `${CHROMIUM} not found: install Debian's chromium (sh scripts/install-chromium.sh) to run the browser test`;
 
+interface OpenReport {
+  context: BrowserContext;
+  page: Page;
+  /** Console errors and warnings, page errors, failed requests. */
+  problems: string[];
+  requests: string[];
+}
+
+/** Opens a report offline in a fresh profile (nothing cached, nothing from an earlier test). */
+async function openReport(reportFile: string, profile: string): Promise<OpenReport> {
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    viewport: { width: 1280, height: 1000 },
+    offline: true,
+  });
+  const page = context.pages()[0] ?? (await context.newPage());
+  const problems: string[] = [];
+  const requests: string[] = [];
+  page.on("console", (m) => {
+    if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()}`));
+  page.on("request", (r) => requests.push(r.url()));
+  await page.goto(pathToFileURL(reportFile).href, { waitUntil: "load" });
+  return { context, page, problems, requests };
+}
+
 describe("HTML report in headless Chromium", { skip }, () => {
   const files = readdirSync(FIXTURES)
     .filter((f) => f.endsWith(".json"))
     .sort()
     .map((f) => join(FIXTURES, f));
-  const results = loadResultsFiles(files);
+  const { results } = loadResultsFiles(files);
   const work = mkdtempSync(join(tmpdir(), "kforge-browser-"));
   const reportFile = join(work, "report.html");
   let context: BrowserContext;
   let page: Page;
-  const problems: string[] = [];
-  const requests: string[] = [];
+  let problems: string[] = [];
+  let requests: string[] = [];
 
   before(async () => {
     writeHtmlReport(results, reportFile, { title: "kforge report: fixtures", sourceDirs: [FIXTURES] });
-    // A fresh profile each run: nothing cached, nothing from an earlier test.
-    context = await chromium.launchPersistentContext(join(work, "profile"), {
-      executablePath: CHROMIUM,
-      headless: true,
-      args: ARGS,
-      viewport: { width: 1280, height: 1000 },
-      offline: true,
-    });
-    page = context.pages()[0] ?? (await context.newPage());
-    page.on("console", (m) => {
-      if (m.type() === "error" || m.type() === "warning") problems.push(`console ${m.type()}: ${m.text()}`);
-    });
-    page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
-    page.on("requestfailed", (r) => problems.push(`request failed: ${r.url()}`));
-    page.on("request", (r) => requests.push(r.url()));
-    await page.goto(pathToFileURL(reportFile).href, { waitUntil: "load" });
+    ({ context, page, problems, requests } = await openReport(reportFile, join(work, "profile")));
   });
 
   after(async () => {
@@ -184,5 +199,78 @@ describe("HTML report in headless Chromium", { skip }, () => {
     assert.equal(png.subarray(1, 4).toString(), "PNG");
     assert.equal(png.readUInt32BE(16), 1280, "full width");
     assert.ok(png.readUInt32BE(20) > 600, "header, chart and a table");
+  });
+});
+
+describe("kforge optimize report in headless Chromium", { skip }, () => {
+  const dir = join(FIXTURES, "optimize");
+  const data = loadResultsFiles(
+    readdirSync(dir)
+      .filter((f) => f.endsWith(".json"))
+      .sort()
+      .map((f) => join(dir, f)),
+  );
+  const work = mkdtempSync(join(tmpdir(), "kforge-browser-optimize-"));
+  const reportFile = join(work, "optimize.html");
+  let context: BrowserContext;
+  let page: Page;
+  let problems: string[] = [];
+  let requests: string[] = [];
+
+  before(async () => {
+    writeHtmlReport(data, reportFile, { title: "kforge optimize: fixtures" });
+    ({ context, page, problems, requests } = await openReport(reportFile, join(work, "profile")));
+  });
+
+  after(async () => {
+    await context?.close();
+    rmSync(work, { recursive: true, force: true });
+  });
+
+  test("shows a visible overview row and a section with its regions for every problem", async () => {
+    const rows = await page.$$eval("tr.optimize-row", (trs) =>
+      trs.map((tr) => ({
+        problem: tr.getAttribute("data-problem"),
+        cells: [...tr.querySelectorAll("td")].map((td) => td.textContent?.trim() ?? ""),
+        visible: (tr as HTMLElement).offsetHeight > 0,
+      })),
+    );
+    assert.deepEqual(
+      rows.map((r) => r.problem),
+      data.optimize.map((r) => r.problem),
+    );
+    assert.ok(rows.every((r) => r.visible));
+    const swish = rows.find((r) => r.problem === "swish_scale_residual");
+    assert.deepEqual(swish?.cells.slice(1, 7), ["correct", "1.47", "0.633", "0.582", "2.52×", "1.09×"]);
+    const regions = await page.$$eval("section.optimize-problem", (sections) =>
+      sections.map((s) => s.querySelectorAll("tr.region-row").length),
+    );
+    assert.deepEqual(
+      regions,
+      data.optimize.map((r) => r.regions.length),
+    );
+    const kept = await page.$$eval("tr.kept-row td:last-child", (tds) => tds.map((td) => td.textContent));
+    assert.deepEqual(
+      kept,
+      data.optimize.flatMap((r) => r.kept.map((k) => k.reason)),
+    );
+  });
+
+  test("draws the speedup chart with a pair of bars per timed problem, offline and without errors", async () => {
+    const chart = await page.$eval("figure.chart", (f) => {
+      const svg = f.querySelector("svg");
+      const box = svg?.getBoundingClientRect();
+      return { width: box?.width ?? 0, height: box?.height ?? 0, text: svg?.textContent ?? "" };
+    });
+    assert.ok(chart.width > 300 && chart.height > 300, `${chart.width}×${chart.height}`);
+    for (const r of data.optimize.filter((x) => x.verdict === "correct")) {
+      assert.ok(chart.text.includes(r.problem), r.problem);
+      assert.ok(chart.text.includes(`${r.speedup?.toFixed(2)}×`), `${r.problem} vs eager`);
+    }
+    assert.deepEqual(
+      requests.filter((u) => !u.startsWith("file:")),
+      [],
+    );
+    assert.deepEqual(problems, []);
   });
 });

@@ -7,8 +7,11 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { describe, test } from "node:test";
 import { execa } from "execa";
-import { renderHtmlReport } from "../src/report/html.ts";
+import type { OptimizeResult } from "../src/optimize/optimize.ts";
+import { escapeHtml, renderHtmlReport } from "../src/report/html.ts";
 import { loadResultsFile, loadResultsFiles, ResultsFileError } from "../src/report/load.ts";
+import { geomean, summarizeOptimize } from "../src/report/optimize-summary.ts";
+import { formatOptimizeTable } from "../src/report/optimize-table.ts";
 import { createProgress } from "../src/report/progress.ts";
 import { ceilingsFor, effectivePrecision, floorMs, rooflineEntry } from "../src/report/roofline.ts";
 import { errorSummary } from "../src/report/summary.ts";
@@ -20,10 +23,22 @@ const fixtureFiles = readdirSync(FIXTURES)
   .filter((f) => f.endsWith(".json"))
   .sort()
   .map((f) => join(FIXTURES, f));
-const results = loadResultsFiles(fixtureFiles);
+const { results } = loadResultsFiles(fixtureFiles);
 // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour codes start with ESC
 const ANSI = /\x1b\[[0-9;?]*[A-Za-z]/g;
 const visible = (line: string) => Array.from(line.replace(ANSI, "")).length;
+
+/** Runs the CLI with colour off (Node warns on stderr when FORCE_COLOR and NO_COLOR are both set). */
+function kforgeCli(args: string[]) {
+  return execa("node", [join(import.meta.dirname, "..", "bin", "kforge.js"), ...args], {
+    reject: false,
+    extendEnv: false,
+    env: {
+      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "FORCE_COLOR")),
+      NO_COLOR: "1",
+    },
+  });
+}
 
 function byCandidate(name: string): EvalResult {
   const r = results.find((x) => x.candidate === name);
@@ -318,9 +333,9 @@ describe("results files", () => {
     const shapes = { "one.json": one, "array.json": [one, one], "wrapped.json": { results: [one] } };
     for (const [name, content] of Object.entries(shapes))
       writeFileSync(join(dir, name), JSON.stringify(content));
-    assert.equal(loadResultsFile(join(dir, "one.json")).length, 1);
-    assert.equal(loadResultsFile(join(dir, "array.json")).length, 2);
-    assert.equal(loadResultsFile(join(dir, "wrapped.json"))[0]?.candidate, one.candidate);
+    assert.equal(loadResultsFile(join(dir, "one.json")).results.length, 1);
+    assert.equal(loadResultsFile(join(dir, "array.json")).results.length, 2);
+    assert.equal(loadResultsFile(join(dir, "wrapped.json")).results[0]?.candidate, one.candidate);
   });
 
   test("keep the optional report fields (workload, optimize)", () => {
@@ -515,16 +530,7 @@ describe("HTML report", () => {
 });
 
 describe("kforge report", () => {
-  const kforge = (args: string[]) =>
-    execa("node", [join(import.meta.dirname, "..", "bin", "kforge.js"), "report", ...args], {
-      reject: false,
-      // Node warns on stderr when FORCE_COLOR and NO_COLOR are both set; keep the child's stderr ours.
-      extendEnv: false,
-      env: {
-        ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== "FORCE_COLOR")),
-        NO_COLOR: "1",
-      },
-    });
+  const kforge = (args: string[]) => kforgeCli(["report", ...args]);
   const dir = mkdtempSync(join(tmpdir(), "kforge-report-cmd-"));
 
   test("writes the HTML report from several results files", async () => {
@@ -557,5 +563,246 @@ describe("kforge report", () => {
     assert.equal(run.stderr.trim().split("\n").length, 1);
     assert.match(run.stderr, /^kforge report: .*bad\.json: not an EvalResult at 0\.candidate/);
     assert.equal(existsSync(out), false);
+  });
+});
+
+describe("kforge optimize results", () => {
+  const OPTIMIZE_FIXTURES = join(FIXTURES, "optimize");
+  const optimizeFiles = readdirSync(OPTIMIZE_FIXTURES)
+    .filter((f) => f.endsWith(".json"))
+    .sort()
+    .map((f) => join(OPTIMIZE_FIXTURES, f));
+  const { optimize } = loadResultsFiles(optimizeFiles);
+  const byProblem = (name: string): OptimizeResult => {
+    const r = optimize.find((x) => x.problem === name);
+    assert.ok(r, `optimize fixture ${name}`);
+    return r;
+  };
+  const dir = mkdtempSync(join(tmpdir(), "kforge-report-optimize-"));
+  /** The H100 swish_scale_residual result with its region rejected by the eval, as verifyProblem leaves it. */
+  const rejected = (): OptimizeResult => {
+    const r = structuredClone(byProblem("swish_scale_residual"));
+    r.rejected = { verdict: "incorrect", reason: "output 0: max |Δ| 3.1e-1 > atol 1e-2\nsecond line" };
+    for (const g of r.regions) g.status = "rejected";
+    return r;
+  };
+
+  test("load from {optimize: [...]} files, validated, beside eval results", () => {
+    assert.equal(optimize.length, 13);
+    assert.ok(
+      optimize.some((r) => r.verdict === null),
+      "a --no-verify run",
+    );
+    assert.ok(
+      optimize.some((r) => r.kept.length > 0),
+      "ops kept in PyTorch, with reasons",
+    );
+    assert.ok(optimize.some((r) => r.regions.some((g) => g.status === "dropped")));
+    assert.ok(
+      optimize.some((r) => r.eval !== null),
+      "the eval of the emitted file rides along",
+    );
+    const mixed = loadResultsFiles([...fixtureFiles, ...optimizeFiles]);
+    assert.equal(mixed.results.length, results.length);
+    assert.equal(mixed.optimize.length, optimize.length);
+    assert.equal(loadResultsFile(optimizeFiles[0] ?? "").results.length, 0);
+  });
+
+  test("reject a file that is neither kind, or a bad optimize entry, with one line naming it", () => {
+    const good = byProblem("gelu_exact");
+    const cases: Array<[string, unknown, RegExp]> = [
+      ["neither.json", { rows: [] }, /neither\.json: neither eval results .* nor kforge optimize results/],
+      [
+        "bad-optimize.json",
+        { optimize: [good, { ...good, speedup: "fast" }] },
+        /bad-optimize\.json: not kforge optimize results at optimize\.1\.speedup/,
+      ],
+      [
+        "bad-region.json",
+        { optimize: [{ ...good, regions: [{ ...good.regions[0], status: "maybe" }] }] },
+        /bad-region\.json: not kforge optimize results at optimize\.0\.regions\.0\.status/,
+      ],
+    ];
+    for (const [name, content, expected] of cases) {
+      writeFileSync(join(dir, name), JSON.stringify(content));
+      assert.throws(
+        () => loadResultsFile(join(dir, name)),
+        (e: unknown) =>
+          e instanceof ResultsFileError && expected.test(e.message) && !e.message.includes("\n"),
+        name,
+      );
+    }
+  });
+
+  test("summary: counts, and geomeans over the correct, timed problems only", () => {
+    const s = summarizeOptimize(optimize);
+    assert.equal(s.problems, 13);
+    assert.equal(s.verified, 9);
+    assert.equal(s.correct, 9);
+    // Worked out independently: the n-th root of the product of the fixture's nine H100 speedups.
+    const timed = optimize.filter((r) => r.verdict === "correct");
+    const root = (xs: number[]) => xs.reduce((p, x) => p * x, 1) ** (1 / xs.length);
+    const vsEager = root(timed.map((r) => r.speedup ?? Number.NaN));
+    const vsCompile = root(timed.map((r) => r.speedupVsCompile ?? Number.NaN));
+    assert.equal(s.vsEager.n, 9);
+    assert.equal(s.vsCompile.n, 9);
+    assert.ok(Math.abs((s.vsEager.geomean ?? 0) - vsEager) < 1e-12);
+    assert.ok(Math.abs((s.vsCompile.geomean ?? 0) - vsCompile) < 1e-12);
+    assert.equal(vsEager.toFixed(2), "1.22");
+    assert.equal(vsCompile.toFixed(2), "0.95");
+    assert.deepEqual(s.regions, { fused: 8, dropped: 5, rejected: 0 });
+    assert.equal(s.kept, 2);
+    // A wrong file's time is no speedup: it neither counts nor moves the geomean.
+    const wrong = { ...structuredClone(byProblem("gelu_exact")), verdict: "incorrect" as const, speedup: 50 };
+    const withWrong = summarizeOptimize([...optimize, wrong]);
+    assert.equal(withWrong.vsEager.n, 9);
+    assert.equal(withWrong.vsEager.geomean, s.vsEager.geomean);
+    assert.equal(withWrong.correct, 9);
+    assert.equal(withWrong.verified, 10);
+    assert.equal(geomean([]), null);
+    assert.equal(geomean([2, 8]), 4);
+  });
+
+  test("terminal table: a row per problem with both speedups, and the geomeans, within the width", () => {
+    for (const width of [100, 80, 60]) {
+      for (const color of [false, true]) {
+        const text = formatOptimizeTable(optimize, { color, width });
+        for (const line of text.split("\n"))
+          assert.ok(visible(line) <= width, `${visible(line)} > ${width}: ${line}`);
+      }
+    }
+    const text = formatOptimizeTable(optimize, { color: false });
+    for (const r of optimize) assert.ok(text.includes(r.problem.slice(0, 18)), r.problem);
+    const swish = text.split("\n").find((l) => l.startsWith("swish_scale_residual")) ?? "";
+    assert.match(swish, /correct\s+1\.47\s+0\.633\s+0\.582\s+2\.52×\s+1\.09×\s+1\/1$/);
+    const softmax = text.split("\n").find((l) => l.startsWith("softmax_rows")) ?? "";
+    assert.match(softmax, /0\/1 1 dropped$/);
+    assert.match(text.split("\n").find((l) => l.startsWith("cross_entropy")) ?? "", /not verified.*–$/);
+    assert.match(text.replaceAll("\n", " "), /13 problems: 9 correct of 9 verified; geomean 1\.22× vs eager/);
+    assert.match(
+      text.replaceAll("\n", " "),
+      /geomean 0\.95× vs torch\.compile \(over 9 correct, timed problems\)/,
+    );
+    assert.match(formatOptimizeTable([rejected()], { color: false }), /0\/1 1 rejected/);
+  });
+
+  test("HTML: every problem, region and kept reason, the rejection, the chart and the evidence", () => {
+    const source = () => ({ code: "class ModelNew: pass", note: "n" });
+    const page = renderHtmlReport({ results: [], optimize }, { source });
+    const rejectedPage = renderHtmlReport({ results: [], optimize: [rejected()] }, { source });
+    const rows = page.match(/<tr class="optimize-row"[^>]*>/g) ?? [];
+    assert.equal(rows.length, optimize.length);
+    for (const r of optimize) {
+      assert.ok(page.includes(`<section class="optimize-problem" id="optimize-`), r.problem);
+      assert.ok(page.includes(`data-problem="${r.problem}"`), r.problem);
+      for (const g of r.regions) assert.ok(page.includes(escapeHtml(g.summary)), `${r.problem} ${g.summary}`);
+      for (const k of r.kept) assert.ok(page.includes(escapeHtml(k.reason)), k.reason);
+    }
+    assert.match(page, /it draws random numbers \(kept in PyTorch so the RNG stream matches\)/);
+    assert.match(page, /<td>abs_1<\/td><td>abs<\/td><td>complex64 operand input<\/td>/);
+    // A region row: kernel and PyTorch times and the gain, with its status in words.
+    const conv = page.slice(page.indexOf('data-problem="conv2d_relu_bias" data-verdict'));
+    assert.match(conv.slice(0, conv.indexOf("</tr>")), /2\.35.*1\.28.*1\.94.*1\.21×.*0\.66×/s);
+    assert.match(
+      page,
+      /data-region="r0" data-status="dropped">\s*<td>r0<\/td><td>softmax \(normalize\)<\/td><td>normalize<\/td><td><span class="status dropped">left to PyTorch \(its kernel was slower\)<\/span><\/td>\s*<td class="num">1\.20<\/td><td class="num">0\.783<\/td>\s*<td class="num"><span class="speedup slower">0\.65×<\/span>/,
+    );
+    assert.match(
+      rejectedPage,
+      /kernels rejected: the file with its kernels was incorrect: output 0: max \|Δ\| 3\.1e-1 &gt; atol 1e-2;/,
+    );
+    assert.match(
+      rejectedPage,
+      /class="status rejected">left to PyTorch \(the file with the kernels failed the eval\)/,
+    );
+    assert.match(page, /not verified \(--no-verify\): no eval, no timings/);
+    // Summary numbers and the chart (paired bars per timed problem, hover text with the times).
+    assert.match(page, /<div class="stat-value">1\.22×<\/div><div class="stat-label">vs eager<\/div>/);
+    assert.match(
+      page,
+      /<div class="stat-value">0\.95×<\/div><div class="stat-label">vs torch\.compile<\/div>/,
+    );
+    assert.equal((page.match(/<svg[\s>]/g) ?? []).length, 1, "one chart; no empty eval sections");
+    assert.match(
+      page,
+      /<title>swish_scale_residual \(correct\): 2\.52× vs eager; ours 0\.582 ms, eager 1\.47 ms<\/title>/,
+    );
+    assert.match(
+      page,
+      /<title>swish_scale_residual \(correct\): 1\.09× vs torch\.compile; ours 0\.582 ms, torch\.compile 0\.633 ms<\/title>/,
+    );
+    assert.doesNotMatch(page, /id="roofline"|No speedup chart: no candidate/);
+    // The emitted file's eval as evidence: its checks, under its own anchor.
+    assert.match(page, /<details class="result" id="optimize-5-eval"/);
+    assert.match(page, /static_shortcut/);
+    // Well-formed enough to trust: balanced blocks, nothing executable, nothing fetched.
+    for (const tag of ["section", "table", "tr", "details", "figure", "ul", "svg"])
+      assert.equal(
+        (page.match(new RegExp(`<${tag}[\\s>]`, "g")) ?? []).length,
+        (page.match(new RegExp(`</${tag}>`, "g")) ?? []).length,
+        `<${tag}> balanced`,
+      );
+    assert.doesNotMatch(page, /<script|<link|src="http|url\(http/i);
+  });
+
+  test("HTML: escapes problem names, summaries and reasons", () => {
+    const evil = structuredClone(byProblem("scale_dropout_gelu"));
+    evil.problem = `<b>p</b>`;
+    evil.kept = [{ node: "n<1>", op: "op&", reason: `<img src=x onerror=alert(1)>` }];
+    const first = evil.regions[0];
+    if (first) first.summary = `<script>x()</script>`;
+    const page = renderHtmlReport({ results: [], optimize: [evil] });
+    assert.doesNotMatch(page, /<script|<img|<b>/);
+    assert.match(page, /&lt;img src=x onerror=alert\(1\)&gt;/);
+    assert.match(page, /&lt;b&gt;p&lt;\/b&gt;/);
+  });
+
+  test("kforge report takes optimize and eval files together; --table prints both tables", async () => {
+    const out = join(dir, "both.html");
+    const run = await kforgeCli(["report", ...fixtureFiles, ...optimizeFiles, "-o", out, "--table"]);
+    assert.equal(run.exitCode, 0, run.stderr);
+    assert.match(run.stderr, /wrote .*both\.html \(10 results, 3 problems; 13 optimized problems\)/);
+    const page = readFileSync(out, "utf8");
+    assert.equal((page.match(/<tr class="optimize-row"/g) ?? []).length, 13);
+    assert.equal((page.match(/<tr class="result-row"/g) ?? []).length, 10);
+    assert.match(run.stdout, /geomean 1\.22× vs eager/);
+    assert.match(run.stdout, /gemm_bn_scale_softmax\.kforge\.py\s+correct/);
+    for (const line of run.stdout.split("\n")) assert.ok(visible(line) <= 100, line);
+    const bad = join(dir, "neither.json");
+    writeFileSync(bad, JSON.stringify({ rows: [] }));
+    const failed = await kforgeCli(["report", ...optimizeFiles, bad, "-o", join(dir, "never.html")]);
+    assert.equal(failed.exitCode, 1);
+    assert.equal(failed.stderr.trim().split("\n").length, 1);
+    assert.match(failed.stderr, /^kforge report: .*neither\.json: neither eval results/);
+    assert.equal(existsSync(join(dir, "never.html")), false);
+  });
+
+  test("kforge optimize --html writes the report; several problems end with the summary table", async () => {
+    const html = join(dir, "run", "optimize.html");
+    const json = join(dir, "run", "optimize.json");
+    const run = await kforgeCli([
+      "optimize",
+      "relu_large",
+      "scale_dropout_gelu",
+      "--no-verify",
+      "--out-dir",
+      join(dir, "run"),
+      "--json",
+      json,
+      "--html",
+      html,
+    ]);
+    assert.equal(run.exitCode, 0, run.stderr);
+    const page = readFileSync(html, "utf8");
+    assert.equal((page.match(/<tr class="optimize-row"/g) ?? []).length, 2);
+    assert.match(page, /data-problem="scale_dropout_gelu"/);
+    assert.match(page, /it draws random numbers/);
+    assert.deepEqual(
+      loadResultsFile(json).optimize.map((r) => r.problem),
+      ["relu_large", "scale_dropout_gelu"],
+    );
+    const table = run.stdout.slice(run.stdout.lastIndexOf("\nproblem"));
+    assert.match(table, /relu_large\s+not verified/);
+    assert.match(table, /2 problems: 0 correct of 0 verified; no timings vs eager/);
   });
 });

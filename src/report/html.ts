@@ -3,11 +3,15 @@
 // One file, no scripts, no network. Everything that comes from results is HTML-escaped (html-escape.ts).
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
+import type { OptimizeResult } from "../optimize/optimize.ts";
 import type { EvalResult, Verdict } from "../worker/protocol.ts";
 import { rooflineChart, speedupChart, timingChart, VERDICT_COLORS } from "./charts.ts";
 import { optimizeInfoOf } from "./extensions.ts";
 import { formatDuration, formatError, formatMs, formatSpeedupWithCi, verdictLabel } from "./format.ts";
-import { escapeHtml, html, type Part, type Raw, raw } from "./html-escape.ts";
+import { escapeHtml, html, type Raw, raw } from "./html-escape.ts";
+import { chartBlock, verdictBadge } from "./html-parts.ts";
+import type { ReportData } from "./load.ts";
+import { OPTIMIZE_STYLE, optimizeAnchor, optimizeSection } from "./optimize-html.ts";
 import { type RooflineEntry, rooflineEntry } from "./roofline.ts";
 import { type CandidateSource, readCandidateSource } from "./sources.ts";
 import {
@@ -39,10 +43,6 @@ function capLog(log: string): string {
   if (log.length <= LOG_CAP) return log;
   const half = LOG_CAP / 2;
   return `${log.slice(0, half)}\n… ${log.length - LOG_CAP} characters cut …\n${log.slice(-half)}`;
-}
-
-function verdictBadge(verdict: Verdict): Raw {
-  return html`<span class="verdict" style="background:${VERDICT_COLORS[verdict]}">${verdictLabel(verdict)}</span>`;
 }
 
 function speedupText(r: EvalResult): Raw {
@@ -123,12 +123,6 @@ function problemTable(
 </section>`;
 }
 
-function chartBlock(title: string, svg: string | null, emptyMessage: string, note?: Part): Raw {
-  return html`<figure class="chart"><figcaption>${title}</figcaption>${
-    svg ? raw(svg) : html`<div class="no-chart">${emptyMessage}</div>`
-  }${note ? html`<div class="muted small">${note}</div>` : ""}</figure>`;
-}
-
 function rooflineSection(results: EvalResult[], roof: Map<EvalResult, RooflineEntry>): Raw {
   const entries = results.map((r) => roof.get(r)).filter((e): e is RooflineEntry => !!e);
   const placed = entries.filter((e): e is Extract<RooflineEntry, { ok: true }> => e.ok);
@@ -187,7 +181,7 @@ function codeDisclosure(r: EvalResult, source: CandidateSource): Raw {
   }${source.code === null ? html`<p class="muted">${source.note}</p>` : html`<p class="muted small">${source.note}</p><pre><code>${source.code}</code></pre>`}</details>`;
 }
 
-function detailSection(r: EvalResult, index: number, source: CandidateSource): Raw {
+function detailSection(r: EvalResult, anchor: string, source: CandidateSource): Raw {
   const env = r.environment;
   const trials =
     r.trials.length === 0
@@ -249,7 +243,7 @@ function detailSection(r: EvalResult, index: number, source: CandidateSource): R
           : ""
       }`
     : "";
-  return html`<details class="result" id="${anchorOf(index)}" ${r.verdict === "correct" ? "" : raw("data-failed")}>
+  return html`<details class="result" id="${anchor}" ${r.verdict === "correct" ? "" : raw("data-failed")}>
 <summary>${verdictBadge(r.verdict)} <strong>${r.problem}</strong> · ${r.candidate} <span class="muted">${r.timing ? formatSpeedupWithCi(r.timing.speedup, r.timing.speedupCi) : ""}</span></summary>
 <div class="body">
 ${r.reason ? html`<h4>reason</h4><pre class="reason">${r.reason}</pre>` : ""}
@@ -306,7 +300,8 @@ nav a { margin-right: 14px; }
 `;
 
 /** The whole report as one HTML document (no external resources, no scripts). */
-export function renderHtmlReport(results: EvalResult[], opts: HtmlReportOptions = {}): string {
+export function renderHtmlReport(data: ReportData | EvalResult[], opts: HtmlReportOptions = {}): string {
+  const { results, optimize } = Array.isArray(data) ? { results: data, optimize: [] } : data;
   const title = opts.title ?? "kforge report";
   const generatedAt = opts.generatedAt ?? new Date();
   const sourceOf = opts.source ?? ((r: EvalResult) => readCandidateSource(r.origin, opts.sourceDirs ?? []));
@@ -316,9 +311,10 @@ export function renderHtmlReport(results: EvalResult[], opts: HtmlReportOptions 
 
   const counts = new Map<Verdict, number>();
   for (const r of results) counts.set(r.verdict, (counts.get(r.verdict) ?? 0) + 1);
+  const evals = [...results, ...optimize.flatMap((o) => (o.eval ? [o.eval] : []))];
   const environments = [
     ...new Set(
-      results.map((r) => {
+      evals.map((r) => {
         const e = r.environment;
         return `${e.gpu ?? e.device} · torch ${e.torch ?? "?"} · CUDA ${e.cuda ?? "–"} · driver ${e.driver ?? "–"} · Python ${e.python}`;
       }),
@@ -343,26 +339,37 @@ export function renderHtmlReport(results: EvalResult[], opts: HtmlReportOptions 
       samples.length ? samples.join(" · ") : undefined,
     );
   });
-  const details = indexed.map(({ r, index }) => detailSection(r, index, sourceOf(r)));
-
-  const body = html`<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${title}</title>
-<style>${raw(STYLE)}</style>
-</head>
-<body>
-<header>
-<h1>${title}</h1>
-<p class="muted">${results.length} result${results.length === 1 ? "" : "s"} · ${groups.size} problem${groups.size === 1 ? "" : "s"} · generated ${generatedAt.toISOString().replace("T", " ").slice(0, 19)} UTC</p>
-<div class="chips">${[...counts.entries()].map(([v, n]) => html`<span class="verdict" style="background:${VERDICT_COLORS[v]}">${n} ${verdictLabel(v)}</span>`)}</div>
-<p class="small muted">${environments.map((e, i) => html`${i > 0 ? raw("<br>") : ""}${e}`)}</p>
-<nav class="small"><a href="#speedup">overview</a><a href="#summary">summary</a><a href="#timing">timing</a><a href="#roofline">roofline</a><a href="#details">details</a></nav>
-</header>
-<main>
-<h2 id="speedup">Overview</h2>
+  const details = indexed.map(({ r, index }) => detailSection(r, anchorOf(index), sourceOf(r)));
+  const evidence = (o: OptimizeResult, index: number) =>
+    o.eval
+      ? html`<h4>verification: kforge eval of the emitted file</h4>${detailSection(o.eval, `${optimizeAnchor(index)}-eval`, sourceOf(o.eval))}`
+      : html``;
+  const optimizeProblems = new Set(optimize.map((o) => o.problem)).size;
+  const what = [
+    results.length > 0 || optimize.length === 0
+      ? `${results.length} result${results.length === 1 ? "" : "s"} · ${groups.size} problem${groups.size === 1 ? "" : "s"}`
+      : "",
+    optimize.length > 0
+      ? `kforge optimize: ${optimizeProblems} problem${optimizeProblems === 1 ? "" : "s"}`
+      : "",
+  ].filter(Boolean);
+  const nav = [
+    ...(optimize.length > 0 ? [["optimize", "optimize"]] : []),
+    ...(results.length > 0 || optimize.length === 0
+      ? [
+          ["speedup", "overview"],
+          ["summary", "summary"],
+          ["timing", "timing"],
+          ["roofline", "roofline"],
+          ["details", "details"],
+        ]
+      : []),
+  ];
+  // An optimize-only report has no eval results of its own: their sections would only say "no data".
+  const evalSections =
+    results.length === 0 && optimize.length > 0
+      ? html``
+      : html`<h2 id="speedup">Overview</h2>
 ${chartBlock("Speedup", speedupChart(results), "No speedup chart: no candidate was timed (the worker times only candidates that pass every check).")}
 <h2 id="summary">Summary</h2>
 <p class="small muted">Speedup = PyTorch median / candidate median, measured in the same process; the CI is a 95% bootstrap interval. Errors are the largest absolute differences over all trials and outputs; “vs fp64” compares with the reference evaluated in float64, so the reference column is PyTorch's own error.</p>
@@ -373,7 +380,27 @@ ${timingCharts}
 <p class="small muted">Achieved throughput counts the problem's floor FLOPs and bytes (not what a kernel actually moved) over the median time, against the device's measured ceilings. The red triangle marks the best any implementation could do.</p>
 ${rooflineSection(results, roof)}
 <h2 id="details">Details</h2>
-${details}
+${details}`;
+
+  const body = html`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${title}</title>
+<style>${raw(STYLE + OPTIMIZE_STYLE)}</style>
+</head>
+<body>
+<header>
+<h1>${title}</h1>
+<p class="muted">${what.join(" · ")} · generated ${generatedAt.toISOString().replace("T", " ").slice(0, 19)} UTC</p>
+<div class="chips">${[...counts.entries()].map(([v, n]) => html`<span class="verdict" style="background:${VERDICT_COLORS[v]}">${n} ${verdictLabel(v)}</span>`)}</div>
+<p class="small muted">${environments.map((e, i) => html`${i > 0 ? raw("<br>") : ""}${e}`)}</p>
+<nav class="small">${nav.map(([id, label]) => html`<a href="#${id ?? ""}">${label ?? ""}</a>`)}</nav>
+</header>
+<main>
+${optimize.length > 0 ? optimizeSection(optimize, evidence) : ""}
+${evalSections}
 </main>
 </body>
 </html>
@@ -382,9 +409,13 @@ ${details}
 }
 
 /** Writes the report to `file` (creating its folder); relative source paths are also tried from there. */
-export function writeHtmlReport(results: EvalResult[], file: string, opts: HtmlReportOptions = {}): void {
+export function writeHtmlReport(
+  data: ReportData | EvalResult[],
+  file: string,
+  opts: HtmlReportOptions = {},
+): void {
   mkdirSync(dirname(file), { recursive: true });
-  writeFileSync(file, renderHtmlReport(results, opts));
+  writeFileSync(file, renderHtmlReport(data, opts));
 }
 
 export { escapeHtml };

@@ -14,6 +14,9 @@ import {
 } from "../../optimize/optimize.ts";
 import { cacheDir } from "../../paths.ts";
 import { type Problem, resolveProblem } from "../../problem/problems.ts";
+import { writeHtmlReport } from "../../report/html.ts";
+import { formatOptimizeTable } from "../../report/optimize-table.ts";
+import { useColor } from "../../report/table.ts";
 import { choosePython } from "../../worker/python.ts";
 import { positiveInt, positiveNumber } from "../args.ts";
 import { requireWorker } from "./eval.ts";
@@ -22,6 +25,7 @@ interface OptimizeFlags {
   output?: string;
   outDir: string;
   json?: string;
+  html?: string;
   verify: boolean;
   python?: string;
   device: "cuda" | "cpu";
@@ -98,6 +102,7 @@ export function registerOptimizeCommand(program: Command): void {
     .option("-o, --output <file>", "where to write the ModelNew (one target only)")
     .option("--out-dir <dir>", "folder for the ModelNew files of several targets", "optimized")
     .option("--json <file>", "write the results as JSON (for kforge report)")
+    .option("--html <file>", "write the HTML report of the results (as kforge report does)")
     .option("--no-verify", "capture, plan and emit only (no GPU needed)")
     .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, then python3)")
     .option("--device <device>", "where to verify and time", "cuda")
@@ -183,8 +188,15 @@ export function registerOptimizeCommand(program: Command): void {
         const result = flags.verify ? await verifyProblem(item, options) : item.result;
         results.push(result);
         process.stdout.write(`${describe(result)}\n`);
+        // Rewritten after every problem, so a long run that is cut short still leaves its results.
         if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ optimize: results }, null, 2)}\n`);
+        if (flags.html)
+          writeHtmlReport({ results: [], optimize: results }, flags.html, { title: "kforge optimize" });
         if (flags.verify && result.verdict !== "correct") process.exitCode = 1;
+      }
+      if (results.length > 1) {
+        const width = process.stdout.columns && process.stdout.columns > 0 ? process.stdout.columns : 100;
+        process.stdout.write(`\n${formatOptimizeTable(results, { color: useColor(process.stdout), width })}`);
       }
     });
 }
