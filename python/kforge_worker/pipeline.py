@@ -8,8 +8,9 @@ BaseException (a candidate's sys.exit or KeyboardInterrupt included) and turn it
 the traceback's useful lines — compile_error when the exception came out of a load_inline/load call.
 New stages slot into STAGES. Verification lives in ``kforge_worker.checks`` (owned by the verification
 work); the pipeline calls its hooks through ``call_checks`` at fixed points: before_import/after_import
-around the candidate's import, run_checks (the verify stage), after_timing, on_failure when correctness
-failed, close at the end. Without that package (or with ``use_checks=False``) the hooks are skipped.
+around the candidate's import, run_checks (the verify stage), before_timing/after_timing around the timed
+batch (the process fingerprint, once each side, never per call), on_failure when correctness failed, close
+at the end. Without that package (or with ``use_checks=False``) the hooks are skipped.
 """
 
 from __future__ import annotations

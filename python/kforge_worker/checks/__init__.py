@@ -7,6 +7,7 @@ The worker pipeline (pipeline.py) calls these hooks with its EvalContext:
     after_import(ctx)    the import left the harness intact?
     run_checks(ctx)      the verify stage: every runtime check; returns protocol Check dicts, the
                          failures that decide the verdict first
+    before_timing(ctx)   the process fingerprint right before the timed batch; returns failing Check dicts
     after_timing(ctx)    roofline floor and harness integrity after timing; returns Check dicts
     on_failure(ctx, verdict)  when correctness already failed: still run the checks, so a cheat that also
                          gets the numbers wrong is named as cheating rather than merely incorrect
@@ -27,7 +28,7 @@ from .result import CheckResult, verdict_from_checks
 from .verifier import RUNTIME_CHECKS, Verifier
 
 __all__ = ["CheckResult", "RUNTIME_CHECKS", "Verifier", "verdict_from_checks", "before_import", "after_import",
-           "run_checks", "after_timing", "on_failure", "selected_checks", "close"]
+           "run_checks", "before_timing", "after_timing", "on_failure", "selected_checks", "close"]
 
 
 def selected_checks(requested: list[str] | None) -> list[str]:
@@ -46,19 +47,20 @@ def _verifier(ctx: Any) -> Verifier:
         request = ctx.request
         verifier = Verifier(request.problem_path, request.candidate_path, ctx.device,
                             selected_checks(getattr(request, "checks", None)) or ["__none__"],
-                            strict=bool(getattr(request, "strict", False)))
+                            strict=bool(getattr(request, "strict", False)),
+                            allow_tf32=bool(getattr(request, "allow_tf32", False)))
         ctx.kforge_verifier = verifier
     return verifier
 
 
 def before_import(ctx: Any) -> None:
-    _verifier(ctx).before_import()
+    _verifier(ctx).before_import(getattr(ctx, "problem", None))
 
 
 def after_import(ctx: Any) -> None:
     verifier = _verifier(ctx)
     if verifier.scan is None:
-        verifier.before_import()
+        verifier.before_import(getattr(ctx, "problem", None))
     verifier.after_import()
 
 
@@ -80,6 +82,13 @@ def _run(ctx: Any, trials_passed: bool) -> Verifier:
 
 def run_checks(ctx: Any) -> list[dict[str, Any]]:
     return _ordered(_run(ctx, trials_passed=True))
+
+
+def before_timing(ctx: Any) -> list[dict[str, Any]]:
+    """The process fingerprint right before the timed batch."""
+    verifier = _verifier(ctx)
+    verifier.before_timing()
+    return [c for c in _ordered(verifier) if c["name"] in ("harness_integrity", "runtime_audit", "thread_count")]
 
 
 def after_timing(ctx: Any) -> list[dict[str, Any]]:

@@ -147,32 +147,63 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
     return passed("input_distribution", "; ".join(results), "incorrect")
 
 
-def _shape_variants(inputs: Inputs) -> list[tuple[str, dict[int, int]]]:
-    """Size substitutions: each distinct dimension size (batch first) replaced everywhere by an odd,
-    smaller size. The reference decides which are valid."""
-    sizes: list[int] = []
-    for x in inputs:
+Axis = tuple[int, int]  # (input index, dimension)
+
+
+def _odd(n: int, toward: int) -> int:
+    """n, or its odd neighbour on the side of `toward` (odd sizes break tile-multiple assumptions)."""
+    if n % 2 == 1:
+        return n
+    return n + 1 if toward > n else n - 1
+
+
+def _smaller(s: int) -> int:
+    new = max(2, (s * 3) // 4 + 1) if s > 3 else s - 1
+    new = _odd(new, 0) if new > 2 else new
+    return s - 1 if new >= s else new
+
+
+def _larger(s: int) -> list[int]:
+    """Sizes above s, largest first: ~1.5× (odd), then smaller steps down to s+1 for when the budget is tight."""
+    first = _odd(s + s // 2 + 1, 2 * s)
+    steps = [first, _odd(s + s // 4 + 1, 2 * s), s + 1]
+    out: list[int] = []
+    for n in steps:
+        if n > s and n not in out:
+            out.append(n)
+    return out
+
+
+def _occurrences(inputs: Inputs) -> dict[int, list[Axis]]:
+    """Each distinct dimension size (> 2, first seen first: batch first) -> where it occurs."""
+    where: dict[int, list[Axis]] = {}
+    for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
-            for s in x.shape:
-                if s > 2 and s not in sizes:
-                    sizes.append(s)
-    variants = []
-    for s in sizes[:4]:
-        new = max(2, (s * 3) // 4 + 1) if s > 3 else s - 1
-        if new == s:
-            new = s - 1
-        variants.append((f"{s}->{new}", {s: new}))
-    return variants
+            for d, size in enumerate(x.shape):
+                if size > 2:
+                    where.setdefault(size, []).append((i, d))
+    return where
 
 
-def _resize_inputs(inputs: Inputs, mapping: dict[int, int], gen: torch.Generator) -> Inputs:
+def _input_bytes(inputs: Inputs, mapping: dict[Axis, int] | None = None) -> int:
+    total = 0
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor):
+            n = 1
+            for d, size in enumerate(x.shape):
+                n *= (mapping or {}).get((i, d), size)
+            total += n * x.element_size()
+    return total
+
+
+def _resize_inputs(inputs: Inputs, mapping: dict[Axis, int], gen: torch.Generator) -> Inputs:
     out = []
-    for x in inputs:
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor):
+            shape = [mapping.get((i, d), s) for d, s in enumerate(x.shape)]
         if isinstance(x, torch.Tensor) and x.is_floating_point():
-            shape = [mapping.get(s, s) for s in x.shape]
             out.append(torch.rand(shape, generator=gen, dtype=torch.float32, device=gen.device).to(x.dtype).to(x.device))
         elif isinstance(x, torch.Tensor):
-            shape = [mapping.get(s, s) for s in x.shape]
             lo, hi = (int(x.min()), int(x.max()) + 1) if x.numel() else (0, 2)
             out.append(torch.randint(lo, max(hi, lo + 1), shape, generator=gen, device=gen.device).to(x.dtype)
                        .to(x.device))
@@ -181,36 +212,76 @@ def _resize_inputs(inputs: Inputs, mapping: dict[int, int], gen: torch.Generator
     return out
 
 
-def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28) -> CheckResult:
+def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_sizes: int = 4,
+                       budget: float = 2.0) -> CheckResult:
+    """Odd sizes below *and above* the problem's: each distinct dimension size (batch first, up to
+    `max_sizes`) replaced everywhere by an odd smaller one and by an odd one ~1.5× larger. The reference
+    decides which are valid (a size tied to the weights makes it raise: skipped); when replacing every
+    occurrence is rejected, each occurrence alone is tried. A larger size is taken only while the inputs
+    and the reference's outputs stay within `budget`× the problem's own footprint (else the next smaller
+    step, down to s+1, or a skip said in the evidence; the outputs are taken to grow as the inputs do). Wrong at any valid size: `incorrect` — code that
+    only holds at or below the benchmark's sizes (a fixed grid, a tile count baked in)."""
     base = ctx.make_inputs(ctx.seed())
-    tried = []
-    for label, mapping in _shape_variants(base):
-        gen = torch.Generator(device=ctx.device).manual_seed(ctx.seed())
-        variant = _resize_inputs(base, mapping, gen)
-        if sum(x.numel() for x in variant if isinstance(x, torch.Tensor)) > max_elements:
-            continue
-        try:
-            with preserved_state(ctx.ref):
-                ref_out = run(ctx.ref, clone_inputs(variant))
-        except Exception:  # noqa: BLE001 — this size is fixed by the model (weights): not a free dimension
-            continue
-        try:
-            with preserved_state(ctx.cand):
-                out = run(ctx.cand, clone_inputs(variant))
-        except Exception as exc:  # noqa: BLE001
-            tried.append(f"{label}: candidate raised {type(exc).__name__} (specialised, but not wrong)")
-            continue
-        c = compare(out, ref_out, ctx.atol, ctx.rtol)
-        if not c.ok:
-            return failed("extra_shapes", f"sizes {label} (the reference accepts them): {c.message} — code "
-                          "specialised to the benchmark's shapes", "incorrect")
-        tried.append(f"{label}: ok")
+    in_bytes = _input_bytes(base)
+    tried: list[str] = []
+    over_budget: list[str] = []
+    for s, axes in list(_occurrences(base).items())[:max_sizes]:
+        for direction in ("below", "above"):
+            sizes = [_smaller(s)] if direction == "below" else _larger(s)
+            groups = [axes] + ([[a] for a in axes[:3]] if len(axes) > 1 else [])
+            for group in groups:
+                mapping: dict[Axis, int] | None = None
+                for new in sizes:
+                    candidate_map = {a: new for a in group}
+                    grown = _input_bytes(base, candidate_map) / max(1, in_bytes)
+                    if direction == "below" or grown <= budget:  # outputs assumed to grow as the inputs do
+                        mapping = candidate_map
+                        break
+                where = "" if group is axes else f" (input {group[0][0]} dim {group[0][1]} only)"
+                if mapping is None:
+                    over_budget.append(f"{s}->{sizes[-1]}{where}")
+                    break
+                label = f"{s}->{next(iter(mapping.values()))}{where}"
+                outcome = _try_variant(ctx, base, mapping, label, max_elements)
+                if outcome == "rejected":
+                    continue  # the reference does not take this size here: try one occurrence alone
+                if isinstance(outcome, CheckResult):
+                    return outcome
+                tried.append(outcome)
+                break
+    skipped_text = (f"; above the {budget:g}× footprint budget, not tried: {', '.join(over_budget)}"
+                    if over_budget else "")
     if not tried:
-        return skipped("extra_shapes", "no dimension of the inputs can change (the reference rejects every variant)",
-                       "incorrect")
-    if any("raised" in t for t in tried):
-        return warned("extra_shapes", "; ".join(tried), "incorrect")
+        return skipped("extra_shapes", "no dimension of the inputs can change (the reference rejects every variant)"
+                       + skipped_text, "incorrect")
+    if any("raised" in t for t in tried) or over_budget:
+        return warned("extra_shapes", "; ".join(tried) + skipped_text, "incorrect")
     return passed("extra_shapes", "; ".join(tried), "incorrect")
+
+
+def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], label: str,
+                 max_elements: int) -> str | CheckResult:
+    """'rejected' (the reference raises at these sizes), a line for the evidence, or the failure."""
+    gen = torch.Generator(device=ctx.device).manual_seed(ctx.seed())
+    variant = _resize_inputs(base, mapping, gen)
+    if sum(x.numel() for x in variant if isinstance(x, torch.Tensor)) > max_elements:
+        return "rejected"
+    try:
+        with preserved_state(ctx.ref):
+            ref_out = run(ctx.ref, clone_inputs(variant))
+    except Exception:  # noqa: BLE001 — this size is fixed by the model (weights): not a free dimension
+        return "rejected"
+    try:
+        with preserved_state(ctx.cand):
+            out = run(ctx.cand, clone_inputs(variant))
+    except Exception as exc:  # noqa: BLE001
+        return f"{label}: candidate raised {type(exc).__name__} (specialised, but not wrong)"
+    # The tightened atol when the problem's own would pass a trivial output (tolerance_sanity).
+    c = compare(out, ref_out, min(ctx.atol, ctx.notes.get("tight_atol", ctx.atol)), ctx.rtol)
+    if not c.ok:
+        return failed("extra_shapes", f"sizes {label} (the reference accepts them): {c.message} — code "
+                      "specialised to the benchmark's shapes", "incorrect")
+    return f"{label}: ok"
 
 
 def check_timed_outputs(ctx: VerifyContext, pool_size: int = 4, iters: int = 24) -> CheckResult:

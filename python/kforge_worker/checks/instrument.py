@@ -160,6 +160,9 @@ def poison_cuda_cache(sizes: list[int], device: torch.device, copies: int = 3) -
     del blocks
 
 
+_INHERITED = object()
+
+
 @contextlib.contextmanager
 def poisoned_allocations(device: torch.device, sizes: list[int]) -> Iterator[None]:
     if device.type == "cuda":
@@ -177,7 +180,10 @@ def poisoned_allocations(device: torch.device, sizes: list[int]) -> Iterator[Non
             out = original(*args, **kwargs)
             return _poison_fill(out) if isinstance(out, torch.Tensor) else out
 
-        patched.append((owner, name, original))
+        # An inherited method (Tensor.new_empty lives on TensorBase) is shadowed, then the shadow removed:
+        # restoring it by assignment would leave a new attribute on torch.Tensor.
+        own = name in vars(owner)
+        patched.append((owner, name, original if own else _INHERITED))
         setattr(owner, name, poisoned)
 
     for name in ("empty", "empty_like", "empty_strided"):
@@ -188,4 +194,7 @@ def poisoned_allocations(device: torch.device, sizes: list[int]) -> Iterator[Non
         yield
     finally:
         for owner, name, original in reversed(patched):
-            setattr(owner, name, original)
+            if original is _INHERITED:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)

@@ -8,7 +8,16 @@
   records process spawns, ctypes loads, frame and gc walks, reads of /proc/self/{environ,fd,mem}, class
   patching — each attributed to the candidate only when the candidate's file is the calling frame (or on
   the stack for process spawns that do not come from torch's own extension builder).
-* Thread and descriptor counts before/after.
+* Thread and descriptor counts before/after; native threads by id from /proc/self/task (`native_threads`).
+
+The snapshot is the process's fingerprint: besides the functions it holds the process-wide switches that
+change how the *reference* runs (`_process_flags`: TF32/reduced-precision/cuDNN/SDPA backend switches,
+default dtype and device, deterministic mode, thread counts), `os.environ`, the problem module's globals
+(`module_fingerprint`: values, function code, the reference class's methods), the attribute *names* of
+torch's classes (a method added to torch.Tensor, nn.Module or any torch.nn layer is a change too, not only
+a replaced one) and nn.Module's global hook tables. It is taken once before the candidate is imported and
+diffed after the import, after every check group and around timing: a few milliseconds each, never
+inside a timed loop.
 """
 
 from __future__ import annotations
@@ -61,7 +70,30 @@ _WATCHED_CLASSES = (
 _EXEMPT = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "sys.stdout", "sys.stderr"}
 
 
-def _precision_flags() -> dict[str, Any]:
+# Switches that only say how something else is computed: changed under a declared --allow-tf32 they are the
+# user's choice, not the candidate's (the pipeline sets the first two itself from the request).
+_TF32_FLAGS = {"torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
+               "torch.get_float32_matmul_precision()", "torch.backends.fp32_precision",
+               "torch.backends.cuda.matmul.fp32_precision", "torch.backends.cudnn.fp32_precision",
+               "torch.backends.cudnn.conv.fp32_precision", "torch.backends.cudnn.rnn.fp32_precision"}
+_TF32_VALUES = {True, False, "high", "highest", "tf32", "ieee", "none"}
+# Environment variables the harness sets itself, or torch sets on the harness's behalf when its instruments
+# load (the profiler's CUPTI switches; inductor's cache directories, set when the dispatch-recording and
+# FLOP-counting checks import torch's compile machinery). None of them changes how eager PyTorch computes.
+_HARNESS_ENV = {"TORCH_EXTENSIONS_DIR", "DISABLE_CUPTI_LAZY_REINIT", "TEARDOWN_CUPTI", "CUDA_MODULE_LOADING",
+                "KMP_DUPLICATE_LIB_OK", "TORCH_WARM_POOL"}
+_HARNESS_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_")
+
+
+def _probe(flags: dict[str, Any], key: str, read: Any) -> None:
+    try:
+        flags[key] = read()
+    except Exception:  # noqa: BLE001 — switch absent in this build
+        pass
+
+
+def _process_flags() -> dict[str, Any]:
+    """Every process-wide switch that changes how the reference computes or how fast it runs."""
     import torch
 
     flags: dict[str, Any] = {
@@ -71,18 +103,33 @@ def _precision_flags() -> dict[str, Any]:
         "torch.is_grad_enabled()": torch.is_grad_enabled(),
         "torch.get_num_threads()": torch.get_num_threads(),
     }
-    matmul = torch.backends.cuda.matmul
-    for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
-        try:
-            flags[f"torch.backends.cuda.matmul.{name}"] = getattr(matmul, name)
-        except Exception:  # noqa: BLE001 — flag absent in this build
-            pass
-    cudnn = torch.backends.cudnn
-    for name in ("allow_tf32", "enabled", "benchmark", "deterministic"):
-        try:
-            flags[f"torch.backends.cudnn.{name}"] = getattr(cudnn, name)
-        except Exception:  # noqa: BLE001
-            pass
+    _probe(flags, "torch.get_num_interop_threads()", torch.get_num_interop_threads)
+    _probe(flags, "torch.is_deterministic_algorithms_warn_only_enabled()",
+           torch.is_deterministic_algorithms_warn_only_enabled)
+    _probe(flags, "torch.get_default_device()", lambda: str(torch.get_default_device()))
+    _probe(flags, "torch.is_anomaly_enabled()", torch.is_anomaly_enabled)
+    _probe(flags, "torch.is_inference_mode_enabled()", torch.is_inference_mode_enabled)
+    backends = torch.backends
+    matmul = backends.cuda.matmul
+    for name in ("allow_tf32", "allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction",
+                 "allow_fp16_accumulation", "fp32_precision"):
+        _probe(flags, f"torch.backends.cuda.matmul.{name}", lambda n=name: getattr(matmul, n))
+    cudnn = backends.cudnn
+    for name in ("allow_tf32", "enabled", "benchmark", "deterministic", "benchmark_limit", "fp32_precision"):
+        _probe(flags, f"torch.backends.cudnn.{name}", lambda n=name: getattr(cudnn, n))
+    for sub in ("conv", "rnn"):
+        _probe(flags, f"torch.backends.cudnn.{sub}.fp32_precision", lambda s=sub: getattr(getattr(cudnn, s),
+                                                                                           "fp32_precision"))
+    _probe(flags, "torch.backends.fp32_precision", lambda: backends.fp32_precision)
+    # SDPA backend enables: one disabled at import pushes the reference's attention onto a slower kernel.
+    for name in ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled", "cudnn_sdp_enabled"):
+        fn = getattr(backends.cuda, name, None)
+        if fn is not None:
+            _probe(flags, f"torch.backends.cuda.{name}()", fn)
+    _probe(flags, "torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()",
+           backends.cuda.fp16_bf16_reduction_math_sdp_allowed)
+    _probe(flags, "torch.backends.mkldnn.enabled", lambda: backends.mkldnn.enabled)
+    _probe(flags, "torch.backends.opt_einsum.enabled", lambda: backends.opt_einsum.enabled)
     try:
         flags["torch function modes"] = torch._C._len_torch_function_stack()
     except Exception:  # noqa: BLE001
@@ -93,9 +140,33 @@ def _precision_flags() -> dict[str, Any]:
         flags["torch dispatch modes"] = _len_torch_dispatch_stack()
     except Exception:  # noqa: BLE001
         pass
+    # nn.Module's process-wide hook tables: a global forward (pre-)hook runs inside the reference's forward.
+    modules = sys.modules.get("torch.nn.modules.module")
+    for name, table in sorted(vars(modules).items()) if modules is not None else ():
+        if name.startswith("_global_") and isinstance(table, dict):
+            flags[f"torch.nn.modules.module.{name}"] = len(table)
     flags["sys.gettrace()"] = repr(sys.gettrace())
     flags["sys.getprofile()"] = repr(sys.getprofile())
+    _resolve_fp32_precision(flags)
     return flags
+
+
+def _resolve_fp32_precision(flags: dict[str, Any]) -> None:
+    """'none' in the fp32_precision switches means "as the parent says" (generic -> cuda.matmul, cudnn ->
+    cudnn.conv/rnn); torch turns 'none' into the explicit value when the legacy API is used, so compare the
+    effective values, not the spelling."""
+    root = "torch.backends.fp32_precision"
+    parents = {"torch.backends.cuda.matmul.fp32_precision": root, "torch.backends.cudnn.fp32_precision": root,
+               "torch.backends.cudnn.conv.fp32_precision": "torch.backends.cudnn.fp32_precision",
+               "torch.backends.cudnn.rnn.fp32_precision": "torch.backends.cudnn.fp32_precision"}
+    if flags.get(root) == "none":
+        flags[root] = "ieee"
+    for key in parents:  # parents come first in this order
+        if flags.get(key) == "none":
+            flags[key] = flags.get(parents[key], "ieee")
+
+
+_precision_flags = _process_flags  # the older name
 
 
 def _callables(obj: Any) -> dict[str, int]:
@@ -110,15 +181,106 @@ def _callables(obj: Any) -> dict[str, int]:
     return out
 
 
+def _torch_classes() -> list[tuple[str, type]]:
+    """The classes whose attribute *names* are fingerprinted too: torch.Tensor, nn.Module and every
+    nn.Module subclass torch.nn exports (the layers a reference is built from)."""
+    import torch
+    from torch import nn
+
+    out: list[tuple[str, type]] = [("torch.Tensor", torch.Tensor), ("torch.nn.Module", nn.Module)]
+    for name, value in sorted(vars(nn).items()):
+        if isinstance(value, type) and issubclass(value, nn.Module) and value is not nn.Module:
+            out.append((f"torch.nn.{name}", value))
+    return out
+
+
+def _value_print(value: Any) -> Any:
+    """What identifies a global's value: simple values by repr, functions by identity and code, classes by
+    identity and their own methods' identity and code, tensors by identity and version counter."""
+    import torch
+
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return ("value", repr(value)[:200])
+    if isinstance(value, (tuple, list, frozenset, set, dict)) and len(value) <= 64:
+        items = list(value.items()) if isinstance(value, dict) else list(value)
+        flat = [x for kv in items for x in (kv if isinstance(value, dict) else (kv,))]
+        if all(x is None or isinstance(x, (bool, int, float, str, bytes)) for x in flat):
+            return ("value", id(value), repr(value)[:200])
+    if isinstance(value, torch.Tensor):
+        return ("tensor", id(value), value._version)
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        return ("function", id(value), id(code), id(getattr(value, "__defaults__", None)),
+                id(getattr(value, "__kwdefaults__", None)))
+    if isinstance(value, type):
+        members = []
+        for attr, raw in sorted(vars(value).items()):
+            if attr in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
+                continue
+            inner = getattr(raw, "__func__", raw)  # staticmethod/classmethod
+            members.append((attr, id(raw), id(getattr(inner, "__code__", None))))
+        return ("class", id(value), tuple(members))
+    return ("object", id(value))
+
+
+def module_fingerprint(module: ModuleType) -> dict[str, Any]:
+    """The problem module's globals (dunders aside) -> what identifies each value (`_value_print`)."""
+    out: dict[str, Any] = {}
+    for name, value in list(vars(module).items()):
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        try:
+            out[name] = _value_print(value)
+        except Exception:  # noqa: BLE001 — an exotic global: identity only
+            out[name] = ("object", id(value))
+    return out
+
+
+def _explain_global(prefix: str, name: str, before: Any, after: Any) -> str:
+    if before[0] != after[0]:
+        return f"{prefix}.{name} was rebound (a {before[0]} before, a {after[0]} now)"
+    kind = before[0]
+    if kind == "value":
+        return f"{prefix}.{name} changed from {before[-1]} to {after[-1]}"
+    if kind == "tensor":
+        return (f"{prefix}.{name} (a tensor) was " + ("replaced" if before[1] != after[1] else
+                                                      f"written in place (version {before[2]} -> {after[2]})"))
+    if kind == "function":
+        if before[1] != after[1]:
+            return f"{prefix}.{name} was replaced by another function"
+        if before[2] != after[2]:
+            return f"{prefix}.{name}.__code__ was replaced"
+        return f"{prefix}.{name}'s default arguments were replaced"
+    if kind == "class":
+        if before[1] != after[1]:
+            return f"{prefix}.{name} was replaced by another class"
+        old, new = {m[0]: m for m in before[2]}, {m[0]: m for m in after[2]}
+        changed = sorted(a for a in old.keys() & new.keys() if old[a] != new[a])
+        added, removed = sorted(new.keys() - old.keys()), sorted(old.keys() - new.keys())
+        parts = [f"{prefix}.{name}.{a} was replaced" for a in changed]
+        parts += [f"{prefix}.{name}.{a} was added" for a in added] + [f"{prefix}.{name}.{a} was deleted" for a in removed]
+        return "; ".join(parts) or f"{prefix}.{name} changed"
+    return f"{prefix}.{name} was rebound to another object"
+
+
 @dataclass
 class IntegritySnapshot:
     functions: dict[str, tuple[Any, int]] = field(default_factory=dict)  # qualified name -> (object, id)
     modules: dict[str, int] = field(default_factory=dict)
     flags: dict[str, Any] = field(default_factory=dict)
+    environ: dict[str, str] = field(default_factory=dict)
+    class_names: dict[str, frozenset[str]] = field(default_factory=dict)  # torch class -> its own attribute names
+    problem: ModuleType | None = None
+    problem_globals: dict[str, Any] = field(default_factory=dict)
+    tf32_declared: bool = False  # --allow-tf32: the TF32 switches are the user's to set
 
     @classmethod
-    def take(cls, extra_modules: tuple[str, ...] = ()) -> IntegritySnapshot:
-        snap = cls()
+    def take(cls, extra_modules: tuple[str, ...] = (), problem: ModuleType | None = None,
+             allow_tf32: bool = False) -> IntegritySnapshot:
+        snap = cls(problem=problem, tf32_declared=allow_tf32)
+        snap.environ = dict(os.environ)
+        if problem is not None:
+            snap.problem_globals = module_fingerprint(problem)
         names = list(_WATCHED_MODULES) + [m for m in sys.modules if m.startswith("kforge_worker")] + list(extra_modules)
         for mod_name in names:
             module = sys.modules.get(mod_name)
@@ -142,8 +304,14 @@ class IntegritySnapshot:
             for meth in _callables(owner):
                 raw = vars(owner)[meth]
                 snap.functions[f"{mod_name}.{cls_name}.{meth}"] = (raw, id(raw))
+        for qual, owner in _torch_classes():
+            snap.class_names[qual] = frozenset(vars(owner))
+            if qual.startswith("torch.nn.") and qual != "torch.nn.Module":
+                for meth in _callables(owner):  # a layer's forward replaced: the reference runs it
+                    raw = vars(owner)[meth]
+                    snap.functions[f"{qual}.{meth}"] = (raw, id(raw))
         snap.modules = {name: id(mod) for name, mod in list(sys.modules.items()) if mod is not None}
-        snap.flags = _precision_flags()
+        snap.flags = _process_flags()
         return snap
 
     def diff(self) -> list[str]:
@@ -173,12 +341,54 @@ class IntegritySnapshot:
                         problems.append(f"sys.modules[{name!r}] was removed")
             elif id(module) != ident and _important_module(name):
                 problems.append(f"sys.modules[{name!r}] was replaced by {_describe(module)}")
-        now_flags = _precision_flags()
+        now_flags = _process_flags()
         for key, before in self.flags.items():
             after = now_flags.get(key)
             if after != before:
+                if self.tf32_declared and key in _TF32_FLAGS and after in _TF32_VALUES:
+                    continue
                 problems.append(f"{key} changed from {before!r} to {after!r}")
+        problems += self._environ_changes()
+        problems += self._class_additions()
+        if self.problem is not None:
+            now_globals = module_fingerprint(self.problem)
+            for name in sorted(self.problem_globals.keys() | now_globals.keys()):
+                before, after = self.problem_globals.get(name), now_globals.get(name)
+                if before == after:
+                    continue
+                if before is None:
+                    problems.append(f"problem.{name} was added")
+                elif after is None:
+                    problems.append(f"problem.{name} was deleted")
+                else:
+                    problems.append(_explain_global("problem", name, before, after))
         return problems
+
+    def _environ_changes(self) -> list[str]:
+        now = dict(os.environ)
+        out = []
+        for key in sorted(self.environ.keys() | now.keys()):
+            if key in _HARNESS_ENV or key.startswith(_HARNESS_ENV_PREFIXES) or self.environ.get(key) == now.get(key):
+                continue
+            if key not in now:
+                out.append(f"os.environ[{key!r}] was removed")
+            elif key not in self.environ:
+                out.append(f"os.environ[{key!r}] was set to {now[key][:80]!r}")
+            else:
+                out.append(f"os.environ[{key!r}] changed from {self.environ[key][:80]!r} to {now[key][:80]!r}")
+        return out
+
+    def _class_additions(self) -> list[str]:
+        out = []
+        for qual, owner in _torch_classes():
+            before = self.class_names.get(qual)
+            if before is None:
+                continue
+            added = sorted(set(vars(owner)) - before)
+            if added:
+                out.append(f"{qual} gained {', '.join(added[:4])}" + (f" (+{len(added) - 4} more)" if len(added) > 4
+                                                                      else "") + " (added to torch's class)")
+        return out
 
 
 _MISSING = object()
@@ -372,6 +582,37 @@ class ThreadCount:
             native = -1
         names = sorted(t.name for t in threading.enumerate())
         return cls(python, native, names)
+
+
+def native_threads() -> set[int]:
+    """The ids of every OS thread of this process (/proc/self/task): Python's, torch's pools, and any a
+    native extension started, which Python's threading never sees. Empty where /proc is absent."""
+    try:
+        return {int(t) for t in os.listdir("/proc/self/task")}
+    except OSError:
+        return set()
+
+
+def thread_name(tid: int) -> str:
+    try:
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
+
+
+def lingering_threads(before: set[int], timeout: float = 0.25) -> dict[int, str]:
+    """Threads that did not exist in `before` and are still running after up to `timeout` seconds:
+    threads that were joined take a few milliseconds to leave /proc (and an OpenMP team started by a
+    short-lived worker thread leaves with it), so only what stays is reported, with its name."""
+    import time
+
+    deadline = time.perf_counter() + timeout
+    while True:
+        extra = native_threads() - before if before else set()
+        if not extra or time.perf_counter() >= deadline:
+            return {tid: thread_name(tid) for tid in sorted(extra)}
+        time.sleep(0.005)
 
 
 def open_descriptors() -> dict[int, bool]:

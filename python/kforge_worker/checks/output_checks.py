@@ -4,6 +4,7 @@ answers), tolerance sanity, uninitialised memory, and precision against float64.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,7 @@ from .context import (
     VerifyContext,
 )
 from .instrument import poisoned_allocations
+from .integrity import lingering_threads, native_threads
 from .result import CheckResult, failed, passed, skipped, warned
 
 
@@ -109,6 +111,46 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
 
     results.append(_degenerate(out, ref_out, cand_in, ctx))
     return results
+
+
+_sleep = time.sleep  # bound before the candidate is imported
+
+
+def check_settled_outputs(ctx: VerifyContext, calls: int = 2, settle_s: float = 0.03) -> CheckResult:
+    """Outputs are complete when forward returns: each output is copied right after forward returns and
+    the device syncs, and compared bitwise with itself `settle_s` later (after another sync). A change
+    means something (a thread, native or Python, or a callback) still writes them after the return.
+    The OS's thread list (/proc/self/task) is read before the call and after: a thread that forward
+    started and left running is named too. Cheap: `calls` forwards and a few tens of ms."""
+    changes: list[str] = []
+    left: dict[int, str] = {}
+    for call in range(calls):
+        inputs = clone_inputs(ctx.make_inputs(ctx.seed()))
+        threads = native_threads()
+        out = run(ctx.cand, inputs)
+        sync(ctx.device)
+        first = [torch.Tensor.clone(torch.Tensor.detach(t)) for t in tensors(out)]
+        _sleep(settle_s)
+        sync(ctx.device)
+        for i, (now, then) in enumerate(zip(tensors(out), first)):
+            now = torch.Tensor.detach(now)
+            if now.shape != then.shape or now.dtype != then.dtype:
+                changes.append(f"call {call}: output {i} changed shape/dtype after forward returned "
+                               f"({list(then.shape)} {then.dtype} -> {list(now.shape)} {now.dtype})")
+            elif not _equal(torch.nan_to_num(now), torch.nan_to_num(then)):
+                n = int((torch.nan_to_num(now) != torch.nan_to_num(then)).sum())
+                changes.append(f"call {call}: output {i} changed after forward returned ({n}/{now.numel()} "
+                               f"elements differ {settle_s * 1e3:.0f} ms later)")
+        left.update(lingering_threads(threads))
+        del out, first
+    if changes or left:
+        parts = changes[:3]
+        if left:
+            parts.append("forward left OS thread(s) running after it returned: "
+                         + ", ".join(f"{tid} ({name})" for tid, name in list(left.items())[:6]))
+        return failed("output_settled", "; ".join(parts) + " — the outputs were not finished when forward returned")
+    return passed("output_settled", f"outputs of {calls} calls bitwise unchanged {settle_s * 1e3:.0f} ms after "
+                                    "forward returned; no thread left running (OS thread list)")
 
 
 def _degenerate(out: Any, ref_out: Any, inputs: Inputs, ctx: VerifyContext) -> CheckResult:

@@ -78,7 +78,7 @@ def evaluate(problem_path: str, candidate_path: str, device_name: str, timing: b
                               "verdict": None, "reason": None, "checks": [], "trials": [], "timing": None}
     problem = _import(problem_path, "problem")
     verifier = Verifier(problem_path, candidate_path, device, checks, strict=strict)
-    verifier.before_import()
+    verifier.before_import(problem)
     try:
         try:
             module = _import(candidate_path, "candidate")

@@ -64,6 +64,7 @@ _EVASION_MODULES = {
     "code": "runs an interactive interpreter",
     "codeop": "compiles code strings",
 }
+_THREAD_MODULES = {"threading", "_thread", "concurrent"}
 _TAMPER_MODULES = {
     "gc": "walks the garbage collector's objects (can find the reference's outputs)",
     "inspect": "inspects stack frames (can read the harness's locals)",
@@ -283,7 +284,12 @@ class _Scanner(ast.NodeVisitor):
     # -- imports and bindings -------------------------------------------------------------------------
     def _check_module(self, node: ast.AST, module: str) -> None:
         root = module.split(".")[0]
-        if root in _EVASION_MODULES:
+        if root in _THREAD_MODULES:
+            # Threads joined before forward returns are honest; what decides is whether anything is still
+            # running or still writing after the return (thread_count, output_settled), not the import.
+            self.add("evasion", "warn", node, f"imports {module}: {_EVASION_MODULES[root]} (the runtime checks "
+                     "decide: thread_count, output_settled)")
+        elif root in _EVASION_MODULES:
             self.add("evasion", "fail", node, f"imports {module}: {_EVASION_MODULES[root]}")
         elif root in _TAMPER_MODULES:
             self.add("tamper", "fail", node, f"imports {module}: {_TAMPER_MODULES[root]}")

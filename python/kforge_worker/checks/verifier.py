@@ -20,6 +20,7 @@ import os
 import random
 import traceback
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -27,7 +28,8 @@ from torch import nn
 
 from . import context, execution_checks, harness_checks, input_checks, output_checks, state_checks
 from .instrument import ExtensionRecorder
-from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount, open_descriptors
+from .integrity import (AuditMonitor, IntegritySnapshot, ThreadCount, lingering_threads, native_threads,
+                        open_descriptors)
 from .result import CheckResult, failed, passed, verdict_from_checks, warned
 from .roofline import Workload, check_roofline, floor_for, measure_workload, peaks_from_env
 from .static_scan import ScanReport, reference_info, scan_source, static_checks
@@ -35,13 +37,14 @@ from .static_scan import ScanReport, reference_info, scan_source, static_checks
 # Runtime checks in the order they run; cheap and decisive ones first. Names are what `--checks` selects.
 RUNTIME_CHECKS = (
     "output_contract",  # output_type, output_aliasing, input_mutation, degenerate_output
+    "settled",  # output_settled: outputs unchanged a while after forward returned; no thread left running
     "tolerance",  # tolerance_sanity (+ tight_tolerance)
     "ops",  # banned_ops (library ops disclosed; failed under strict), custom_kernel_used, silent_fallback
     "replay",  # replay_cache, determinism
     "uninitialized",
     "sensitivity",
     "distribution",
-    "shapes",
+    "shapes",  # extra_shapes: odd sizes below and above the problem's
     "timed",
     "precision",
     "state",
@@ -50,19 +53,33 @@ RUNTIME_CHECKS = (
 )
 
 
+def _warm_thread_pools(device: torch.device) -> None:
+    """Start the thread pools the reference's first forward would start (OpenMP's team; on CUDA the
+    context and a cuBLAS handle) before the thread baseline, so threads counted later are not torch's."""
+    x = torch.ones(1 << 18)
+    float((x + 1).sum())
+    torch.mm(torch.ones(64, 64), torch.ones(64, 64))
+    if device.type == "cuda":
+        y = torch.ones(64, 64, device=device)
+        torch.mm(y, y)
+        torch.cuda.synchronize(device)
+
+
 class Verifier:
     def __init__(self, problem_path: str, candidate_path: str, device: str | torch.device,
-                 enabled: list[str] | None = None, strict: bool = False) -> None:
+                 enabled: list[str] | None = None, strict: bool = False, allow_tf32: bool = False) -> None:
         self.problem_path = problem_path
         self.candidate_path = candidate_path
         self.device = torch.device(device)
         self.enabled = set(enabled) if enabled else set(RUNTIME_CHECKS)
         self.strict = strict
+        self.allow_tf32 = allow_tf32  # --allow-tf32 declared: the TF32 switches are not the candidate's doing
         self.checks: list[CheckResult] = []
         self.extensions = ExtensionRecorder()
         self.audit: AuditMonitor | None = None
         self.snapshot: IntegritySnapshot | None = None
         self.threads_before: ThreadCount | None = None
+        self.native_before: set[int] = set()
         self.scan: ScanReport | None = None
         self.ref_families: frozenset[str] = frozenset()
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
@@ -72,7 +89,8 @@ class Verifier:
         self.workload: Workload | None = None  # counted on the reference after timing (roofline)
 
     # ------------------------------------------------------------------------------------ stage hooks
-    def before_import(self) -> None:
+    def before_import(self, problem: ModuleType | None = None) -> None:
+        """problem: the imported problem module, whose globals join the fingerprint (None: not watched)."""
         with open(self.problem_path, encoding="utf-8", errors="replace") as f:
             problem_source = f.read()
         with open(self.candidate_path, encoding="utf-8", errors="replace") as f:
@@ -89,11 +107,19 @@ class Verifier:
         self.audit = AuditMonitor.install()
         self.audit.watch(self.candidate_path)
         self.audit.active = True
-        self.snapshot = IntegritySnapshot.take()
+        _warm_thread_pools(self.device)
+        self.snapshot = IntegritySnapshot.take(problem=problem, allow_tf32=self.allow_tf32)
         self.threads_before = ThreadCount.now()
+        self.native_before = native_threads()
 
     def after_import(self) -> None:
         self._stage_integrity("import")
+        started = lingering_threads(self.native_before)
+        if started:
+            names = ", ".join(f"{tid} ({name})" for tid, name in list(started.items())[:6])
+            self.checks.append(failed("thread_count", f"the import started {len(started)} OS thread(s) that are "
+                                      f"still running: {names} — counted from /proc/self/task, native threads "
+                                      "included: work can continue after forward returns"))
         leaked = sorted(fd for fd, inheritable in self._fds_before.items() if fd > 2 and inheritable)
         if leaked:
             self.checks.append(warned("fd_hygiene", f"descriptors {leaked} were inherited by the worker and stay "
@@ -115,6 +141,7 @@ class Verifier:
         self.context = ctx
         steps: dict[str, Callable[[], Any]] = {
             "output_contract": lambda: output_checks.check_output_contract(ctx),
+            "settled": lambda: output_checks.check_settled_outputs(ctx),
             "tolerance": lambda: [output_checks.check_tolerance(ctx), output_checks.check_tight_tolerance(ctx)],
             "ops": lambda: execution_checks.check_ops(ctx),
             "replay": lambda: input_checks.check_replay(ctx),
@@ -128,6 +155,7 @@ class Verifier:
             "cuda_profile": lambda: execution_checks.check_cuda_profile(ctx),
             "timing_cross": lambda: execution_checks.check_timing_cross(ctx),
         }
+        ran = 0
         for name in RUNTIME_CHECKS:
             if name not in self.enabled:
                 continue
@@ -139,7 +167,16 @@ class Verifier:
             for item in produced if isinstance(produced, list) else [produced]:
                 if item is not None:
                     self.checks.append(item)
-        self._stage_integrity("runtime checks")
+            # The fingerprint after every group: a patch made for one group and undone before the next
+            # snapshot has a window of one group, not the whole stage.
+            self._stage_integrity(f"the {name} checks")
+            ran += 1
+        if not ran:
+            self._stage_integrity("runtime checks")
+
+    def before_timing(self) -> None:
+        """The fingerprint right before the timed batch (after_timing takes it right after)."""
+        self._stage_integrity("verification, before timing")
 
     def after_timing(self, cand_median_ms: float | None, gpu_name: str | None, ref: nn.Module | None = None,
                      make_inputs: Callable[[int], list[Any]] | None = None) -> None:

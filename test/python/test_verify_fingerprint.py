@@ -1,0 +1,278 @@
+"""The structural defences of issue 15 on their own: the process fingerprint (flags, environment, problem
+globals, torch class attributes, global hooks), outputs still written after forward returned, threads
+counted from the OS, and extra shapes above the problem's sizes."""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+import types
+
+import torch
+from torch import nn
+
+from kforge_worker.checks import context
+from kforge_worker.checks.input_checks import _larger, _smaller, check_extra_shapes
+from kforge_worker.checks.instrument import ExtensionRecorder
+from kforge_worker.checks.integrity import IntegritySnapshot, lingering_threads, native_threads
+from kforge_worker.checks.output_checks import check_settled_outputs
+from kforge_worker.checks.static_scan import ScanReport
+
+
+def _problem_module() -> types.ModuleType:
+    module = types.ModuleType("kforge_problem_fingerprint_test")
+    exec(
+        "import torch\nfrom torch import nn\nBATCH = 48\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+        "def get_inputs():\n    return [torch.rand(BATCH, 8)]\n"
+        "def get_init_inputs():\n    return []\n",
+        module.__dict__,
+    )
+    return module
+
+
+def test_fingerprint_is_clean_when_nothing_changed_and_cheap():
+    problem = _problem_module()
+    started = time.perf_counter()
+    snap = IntegritySnapshot.take(problem=problem)
+    taken = time.perf_counter() - started
+    started = time.perf_counter()
+    assert snap.diff() == []
+    diffed = time.perf_counter() - started
+    # torch ops, module construction and the problem's own functions leave no trace
+    nn.Linear(4, 4)(torch.rand(2, 4))
+    problem.Model()(*problem.get_inputs())
+    assert snap.diff() == []
+    assert taken < 0.5 and diffed < 0.5  # milliseconds in practice; never inside a timed loop
+
+
+def test_fingerprint_names_a_flipped_sdpa_backend_and_thread_count():
+    snap = IntegritySnapshot.take()
+    threads = torch.get_num_threads()
+    try:
+        torch.backends.cuda.enable_mem_efficient_sdp(False)
+        torch.set_num_threads(max(1, threads - 1) if threads > 1 else 2)
+        problems = snap.diff()
+    finally:
+        torch.backends.cuda.enable_mem_efficient_sdp(True)
+        torch.set_num_threads(threads)
+    assert any("mem_efficient_sdp_enabled() changed from True to False" in p for p in problems)
+    assert any("torch.get_num_threads()" in p for p in problems)
+    assert snap.diff() == []
+
+
+def test_fingerprint_sees_the_environment_but_not_harness_keys():
+    snap = IntegritySnapshot.take()
+    try:
+        os.environ["KFORGE_TEST_FINGERPRINT"] = "1"
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = "/tmp/elsewhere"  # torch sets this when its instruments load
+        problems = snap.diff()
+    finally:
+        os.environ.pop("KFORGE_TEST_FINGERPRINT", None)
+        if "TORCHINDUCTOR_CACHE_DIR" in snap.environ:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = snap.environ["TORCHINDUCTOR_CACHE_DIR"]
+        else:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+    assert problems == ["os.environ['KFORGE_TEST_FINGERPRINT'] was set to '1'"]
+    assert snap.diff() == []
+
+
+def test_fingerprint_sees_problem_globals_code_and_methods():
+    problem = _problem_module()
+    snap = IntegritySnapshot.take(problem=problem)
+    original_forward, original_code = problem.Model.forward, problem.get_inputs.__code__
+    problem.Model.forward = lambda self, x: x
+    problem.get_inputs.__code__ = (lambda: [torch.ones(48, 8)]).__code__
+    problem.BATCH = 12
+    problem.EXTRA = 1
+    problems = snap.diff()
+    assert "problem.Model.forward was replaced" in problems
+    assert "problem.get_inputs.__code__ was replaced" in problems
+    assert "problem.BATCH changed from 48 to 12" in problems
+    assert "problem.EXTRA was added" in problems
+    problem.Model.forward, problem.get_inputs.__code__, problem.BATCH = original_forward, original_code, 48
+    del problem.EXTRA
+    assert snap.diff() == []
+
+
+def test_fingerprint_sees_methods_added_to_torch_classes_and_global_hooks():
+    snap = IntegritySnapshot.take()
+    torch.Tensor.kforge_fast = lambda self: self
+    nn.Linear.kforge_fast = lambda self: self
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: o)
+    try:
+        problems = snap.diff()
+    finally:
+        del torch.Tensor.kforge_fast
+        del nn.Linear.kforge_fast
+        handle.remove()
+    assert any(p.startswith("torch.Tensor gained kforge_fast") for p in problems)
+    assert any(p.startswith("torch.nn.Linear gained kforge_fast") for p in problems)
+    assert any("_global_forward_hooks changed from 0 to 1" in p for p in problems)
+    assert snap.diff() == []
+
+
+def test_a_replaced_layer_forward_is_a_change():
+    snap = IntegritySnapshot.take()
+    original = nn.Linear.forward
+    nn.Linear.forward = lambda self, x: x
+    try:
+        problems = snap.diff()
+    finally:
+        nn.Linear.forward = original
+    assert any(p.startswith("torch.nn.Linear.forward was replaced") for p in problems)
+
+
+def test_declared_tf32_lets_the_tf32_switches_change_and_nothing_else():
+    before = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
+    declared = IntegritySnapshot.take(allow_tf32=True)
+    undeclared = IntegritySnapshot.take()
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = not before[0]
+        torch.set_float32_matmul_precision("high" if before[1] == "highest" else "highest")
+        assert declared.diff() == []
+        assert any("allow_tf32" in p or "float32_matmul_precision" in p for p in undeclared.diff())
+        torch.set_float32_matmul_precision("medium")  # bf16 passes: not what --allow-tf32 declared
+        assert any("float32_matmul_precision" in p for p in declared.diff())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before[0]
+        torch.set_float32_matmul_precision(before[1])
+
+
+# ------------------------------------------------------------------------------ outputs and threads
+def _context(ref: nn.Module, cand: nn.Module, make_inputs) -> context.VerifyContext:
+    return context.VerifyContext(ref=ref, cand=cand, make_inputs=make_inputs, device=torch.device("cpu"),
+                                 atol=1e-4, rtol=1e-4, scan=ScanReport("c.py", frozenset()),
+                                 extensions=ExtensionRecorder(), rng=random.Random(5))
+
+
+class _Relu(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+class _LateWriter(nn.Module):
+    """Returns zeros; a thread writes the answer 3 ms later."""
+
+    def forward(self, x):
+        out = torch.zeros_like(x)
+
+        def fill() -> None:
+            time.sleep(0.003)
+            out.copy_(torch.relu(x))
+
+        threading.Thread(target=fill).start()
+        return out
+
+
+class _JoinedPool(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        parts = [slice(0, x.shape[0] // 2), slice(x.shape[0] // 2, x.shape[0])]
+        workers = [threading.Thread(target=lambda s=s: out[s].copy_(torch.relu(x[s]))) for s in parts]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return out
+
+
+class _LeavesAThread(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stop = threading.Event()
+
+    def forward(self, x):
+        threading.Thread(target=self.stop.wait, daemon=True).start()
+        return torch.relu(x)
+
+
+def _inputs(seed: int):
+    return [torch.randn(16, 8, generator=torch.Generator().manual_seed(seed))]
+
+
+def test_outputs_written_after_return_are_cheating():
+    result = check_settled_outputs(_context(_Relu(), _LateWriter(), _inputs))
+    assert result.outcome == "fail" and result.fail_verdict == "cheating"
+    assert "changed after forward returned" in result.evidence
+    time.sleep(0.02)
+
+
+def test_joined_threads_and_plain_forwards_settle():
+    for cand in (_Relu(), _JoinedPool()):
+        result = check_settled_outputs(_context(_Relu(), cand, _inputs))
+        assert result.outcome == "pass", result.evidence
+
+
+def test_a_thread_left_running_by_forward_is_named_from_the_os():
+    cand = _LeavesAThread()
+    try:
+        result = check_settled_outputs(_context(_Relu(), cand, _inputs), calls=1)
+    finally:
+        cand.stop.set()
+    assert result.outcome == "fail" and "left OS thread(s) running" in result.evidence
+
+
+def test_lingering_threads_waits_for_joined_threads_to_leave():
+    before = native_threads()
+    assert before  # /proc/self/task is readable on Linux
+    t = threading.Thread(target=time.sleep, args=(0.001,))
+    t.start()
+    t.join()
+    assert lingering_threads(before) == {}
+    stop = threading.Event()
+    alive = threading.Thread(target=stop.wait, daemon=True)
+    alive.start()
+    try:
+        assert len(lingering_threads(before, timeout=0.05)) == 1
+    finally:
+        stop.set()
+        alive.join()
+
+
+# ------------------------------------------------------------------------------------- extra shapes
+def test_shape_steps_are_odd_and_on_both_sides():
+    for s in (8, 48, 64, 96, 512, 16384):
+        assert _smaller(s) < s and _smaller(s) % 2 == 1
+        up = _larger(s)
+        assert up[0] % 2 == 1 and s < up[0] <= 2 * s and up[-1] > s
+
+
+class _RowsUpTo64(nn.Module):
+    """Right for up to 64 rows, zeros beyond: wrong only above the benchmark's 48."""
+
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        out[:64] = torch.relu(x[:64])
+        return out
+
+
+def _rows(seed: int):
+    return [torch.randn(48, 8, generator=torch.Generator().manual_seed(seed))]
+
+
+def test_a_candidate_wrong_only_above_the_benchmark_size_is_incorrect():
+    result = check_extra_shapes(_context(_Relu(), _RowsUpTo64(), _rows))
+    assert result.outcome == "fail" and result.fail_verdict == "incorrect"
+    assert "48->73" in result.evidence
+
+
+def test_an_honest_candidate_passes_sizes_below_and_above():
+    result = check_extra_shapes(_context(_Relu(), _Relu(), _rows))
+    assert result.outcome == "pass", result.evidence
+    assert "48->37" in result.evidence and "48->73" in result.evidence
+
+
+def test_larger_sizes_respect_the_footprint_budget():
+    """A square input grows as the square of its size: 1.5× would be 2.25× the bytes, so a smaller step
+    (within 2×) is taken; with a budget below any step the larger size is skipped and said so."""
+
+    def square(seed: int):
+        return [torch.randn(64, 64, generator=torch.Generator().manual_seed(seed))]
+
+    result = check_extra_shapes(_context(_Relu(), _Relu(), square))
+    assert result.outcome == "pass" and "64->81" in result.evidence and "64->97" not in result.evidence
+    tight = check_extra_shapes(_context(_Relu(), _Relu(), square), budget=1.01)
+    assert tight.outcome == "warn" and "footprint budget" in tight.evidence and "64->49" in tight.evidence
