@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";
-import { planGraph, regionNodes } from "../src/optimize/plan/planner.ts";
+import { planGraph, regionNodes, withoutAnchors } from "../src/optimize/plan/planner.ts";
 import { pointwiseVerdict, SEED_RULES } from "../src/optimize/plan/rules.ts";
 
 const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
@@ -89,6 +89,58 @@ test("a conv's pointwise epilogue (relu, + per-channel bias, * attribute scale) 
   assert.ok(first);
   assert.deepEqual(regionNodes(first), ["relu", "add", "mul"]);
   assert.equal(plan.regions[0]?.output, "mul");
+});
+
+function convGraph(moduleType: string, extraUsers = false, paddingMode = "zeros"): Graph {
+  const g = graph(
+    [
+      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") }, X, {
+        kind: "call_module",
+        target: "conv",
+      }),
+      node("relu", "relu", { input: ref("conv") }, X),
+      node("add", "add", { input: ref("relu"), other: param("bias"), alpha: num(1) }, X),
+      ...(extraUsers
+        ? [node("sum", "sum", { input: ref("conv"), dim: none, keepdim: bool(false) }, [])]
+        : []),
+    ],
+    "add",
+    { "conv.weight": [16, 16, 3, 3], "conv.bias": [16], bias: [16, 1, 1] },
+  );
+  const padding: Arg = { t: "const", pytype: "str", value: paddingMode };
+  g.modules.conv = { type: moduleType, training: true, hyper: { padding_mode: padding } };
+  return g;
+}
+
+test("a stock conv whose output only a pointwise region reads becomes that region's anchor", () => {
+  const plan = planGraph(convGraph("torch.nn.modules.conv.Conv2d"));
+  assert.equal(plan.regions.length, 1);
+  const region = plan.regions[0];
+  assert.equal(region?.anchor, "conv");
+  assert.deepEqual(region && regionNodes(region), ["conv", "relu", "add"]);
+});
+
+test("no anchor: a conv read elsewhere, a subclass of Conv2d, a padding mode other than zeros", () => {
+  const shared = planGraph(convGraph("torch.nn.modules.conv.Conv2d", true));
+  assert.ok(shared.regions.every((r) => r.anchor === undefined));
+  const subclass = planGraph(convGraph("problem.MyConv"));
+  assert.ok(subclass.regions.every((r) => r.anchor === undefined));
+  assert.match(
+    subclass.kept.find((k) => k.node === "conv")?.reason ?? "",
+    /not a stock torch.nn convolution/,
+  );
+  const reflect = planGraph(convGraph("torch.nn.modules.conv.Conv2d", false, "reflect"));
+  assert.ok(reflect.regions.every((r) => r.anchor === undefined));
+  assert.match(reflect.kept.find((k) => k.node === "conv")?.reason ?? "", /padding_mode/);
+});
+
+test("withoutAnchors keeps the pointwise region and drops only the anchor", () => {
+  const plan = planGraph(convGraph("torch.nn.modules.conv.Conv2d"));
+  const id = plan.regions[0]?.id ?? "";
+  const plain = withoutAnchors(plan, new Set([id]));
+  assert.equal(plain.regions[0]?.anchor, undefined);
+  assert.deepEqual(plain.regions[0] && regionNodes(plain.regions[0]), ["relu", "add"]);
+  assert.equal(plan.regions[0]?.anchor, "conv", "the original plan is not modified");
 });
 
 test("a value used outside the chain ends the region there (single output)", () => {

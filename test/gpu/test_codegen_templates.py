@@ -137,6 +137,25 @@ def test_elementwise_strided_views(kf, dt):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("nchw", [(8, 64, 32, 32), (3, 37, 33, 17), (2, 16, 16, 1), (1, 130, 5, 7)], ids=str)
+def test_elementwise_channels_last_operands(kf, dt, nchw):
+    """Channels-last operands into a contiguous (NCHW) result: the tiled path stages up to two of them; a
+    third transposed operand sends the launch to the generic path. Edge tiles (sizes not multiples of 32)."""
+    dtype = DTYPES[dt]
+    n, c, h, w = nchw
+    cl = randn(nchw, dtype, 12).contiguous(memory_format=torch.channels_last)
+    cl2 = randn(nchw, dtype, 13).contiguous(memory_format=torch.channels_last)
+    cl3 = randn(nchw, dtype, 14).contiguous(memory_format=torch.channels_last)
+    bias = randn((c, 1, 1), dtype, 15)
+    check_ew(kf, "axpy", [cl, bias])  # conv output + its per-channel bias
+    check_ew(kf, "fma3", [cl, randn(nchw, dtype, 16), bias])  # with a contiguous residual
+    check_ew(kf, "fma3", [cl, cl2, bias])  # two staged operands
+    check_ew(kf, "fma3", [cl, cl2, cl3])  # three: generic path
+    cl5 = randn((2, c, 3, h, w), dtype, 17).contiguous(memory_format=torch.channels_last_3d)
+    check_ew(kf, "axpy", [cl5, randn((c, 1, 1, 1), dtype, 18)])
+
+
+@pytest.mark.parametrize("dt", DTYPES)
 def test_elementwise_eight_inputs_each_broadcast_differently(kf, dt):
     dtype = DTYPES[dt]
     shape = (6, 10, 12, 16)

@@ -5,6 +5,7 @@ import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { floatLiteral, POINTWISE, scalarValue } from "../ops/pointwise.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
+import { anchorBias } from "../plan/anchors.ts";
 import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
 import { normDims, poolDims, reductionDims } from "../plan/rules.ts";
@@ -74,6 +75,16 @@ class OperandTable {
     if (index < 0) {
       index = this.operands.length;
       this.operands.push({ py, dtype: meta.dtype, key });
+    }
+    return `x[${index}]`;
+  }
+
+  /** An operand computed by the region's method itself (its Python expression as given). */
+  raw(py: string, dtype: string): string {
+    let index = this.operands.findIndex((o) => o.key === py);
+    if (index < 0) {
+      index = this.operands.length;
+      this.operands.push({ py, dtype, key: py });
     }
     return `x[${index}]`;
   }
@@ -184,12 +195,27 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
   const gen = region.kind === "recipe" ? undefined : KIND_GENERATORS[region.kind];
   if (!gen) throw new Error(`kforge internal: recipe region ${region.id} without its recipe`);
   const body = gen(view, region, nameOf, fn, outMeta);
+  const ready = `_kf_ready(ins, ${dtypeList(body.operands)}, ${body.rank})`;
+  const enabled = `${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards}`;
+  const doc = `        """${summary}: one generated kernel; the reference's ops when the inputs are not what it covers."""`;
+  const fast = body.anchorPy
+    ? [
+        `        if ${enabled}:`,
+        `            kf_anchor = ${body.anchorPy}`,
+        "            if kf_anchor is not None:",
+        indent(body.pyPrelude, "                "),
+        `                if ${ready}:`,
+        indent(body.pyLaunch, "                    "),
+      ]
+    : [
+        indent(body.pyPrelude, "        "),
+        `        if ${enabled} and ${ready}:`,
+        indent(body.pyLaunch, "            "),
+      ];
   const method = [
     `    ${header}`,
-    `        """${summary}: one generated kernel; the reference's ops when the inputs are not what it covers."""`,
-    indent(body.pyPrelude, "        "),
-    `        if ${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards} and _kf_ready(ins, ${dtypeList(body.operands)}, ${body.rank}):`,
-    indent(body.pyLaunch, "            "),
+    doc,
+    ...fast,
     indent(fallback, "        "),
     `        return ${nameOf(region.output)}`,
   ]
@@ -213,6 +239,9 @@ interface KindCode {
   rank: number;
   pyPrelude: string[];
   pyLaunch: string[];
+  /** An anchored region: the Python expression computing the anchor as `kf_anchor` (None: not covered),
+   * before `pyPrelude` runs. */
+  anchorPy?: string;
 }
 
 type KindGenerator = (
@@ -286,9 +315,33 @@ const LAUNCH_PARAMS: Record<string, string> = {
   pool: "const int64_t* geo, int ngeo, const int64_t* in_shape, int in_rank, const void* in, void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream",
 };
 
+/** An anchored region's first operands (the anchor's output, then its bias per channel) and the line that
+ * adds them; `resolve` maps the anchor's value inside the functor. */
+function anchorOperands(view: GraphView, region: Region, table: OperandTable, nameOf: NameOf) {
+  const id = region.anchor;
+  if (!id) return { lines: [], resolve: () => null, anchorPy: undefined, rank: -1 };
+  const node = view.node(id);
+  const meta = view.outMeta(node);
+  if (!meta) throw new Error("kforge internal: anchor output is not a tensor");
+  const value = table.raw("kf_anchor", meta.dtype);
+  const biasPath = anchorBias(node);
+  const bias = biasPath
+    ? ` + ${table.raw(`${selfPath(biasPath)}.view(-1${", 1".repeat(meta.shape.length - 2)})`, view.graph.params[biasPath]?.meta.dtype ?? meta.dtype)}`
+    : "";
+  const input = node.fn?.input;
+  if (input?.t !== "node") throw new Error("kforge internal: anchor input is not a node");
+  return {
+    lines: [`const float t_${id} = ${value}${bias};`],
+    resolve: (arg: Arg) => (arg.t === "node" && arg.id === id ? `t_${id}` : null),
+    anchorPy: `_kf_conv_channels_last(${selfPath(node.target)}, ${pyArg(input, nameOf)})`,
+    rank: meta.shape.length,
+  };
+}
+
 const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
   const table = new OperandTable(view, nameOf, broadcastAdapt);
-  const lines = pointwiseLines(view, region.epilogue, table, () => null);
+  const anchor = anchorOperands(view, region, table, nameOf);
+  const lines = [...anchor.lines, ...pointwiseLines(view, region.epilogue, table, anchor.resolve)];
   const name = `KfPw_${region.id}`;
   const nIn = table.operands.length;
   const cuda = [
@@ -315,12 +368,13 @@ const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
     cuda,
     host,
     operands: table.operands,
-    rank: -1,
+    rank: anchor.rank,
     pyPrelude: [operandTuple(table.operands)],
     pyLaunch: [
       "shape = _kf_broadcast(ins)",
       `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, 0, shape, _KF_NO_INTS, _KF_NO_TENSOR)`,
     ],
+    anchorPy: anchor.anchorPy,
   };
 };
 

@@ -5,8 +5,10 @@
 // 2. The remaining pointwise nodes into single-output DAGs, grown backwards from each sink.
 // 3. A pointwise region that only consumes a seed's output (and, for reductions, scalars) becomes the
 //    seed's epilogue.
+// 4. A pointwise region that is the only consumer of a convolution takes it as its anchor (anchors.ts).
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
+import { anchorRuleFor } from "./anchors.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
 import { pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
@@ -27,6 +29,8 @@ export interface Region {
   output: string;
   /** A recipe region: the kernels/<recipe>/ it calls and its chain's nodes by step name. */
   recipe?: { name: string; bind: Record<string, string> };
+  /** A library call computed first, which the region's method makes its own way (anchors.ts). */
+  anchor?: string;
 }
 
 export interface KeptNode {
@@ -42,7 +46,41 @@ export interface Plan {
 }
 
 export function regionNodes(region: Region): string[] {
-  return [...region.prologue, ...(region.seed ? [region.seed] : []), ...region.epilogue];
+  return [
+    ...(region.anchor ? [region.anchor] : []),
+    ...region.prologue,
+    ...(region.seed ? [region.seed] : []),
+    ...region.epilogue,
+  ];
+}
+
+/** Step 4: each pointwise region takes as its anchor a convolution whose output only it reads. */
+function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>, kept: KeptNode[]): void {
+  for (const region of regions) {
+    if (region.kind !== "pointwise") continue;
+    for (const id of operandNodes(view, region.epilogue)) {
+      if (claimed.has(id) || view.isGraphInput(id)) continue;
+      const node = view.node(id);
+      const match = anchorRuleFor(node, view);
+      if (!match) continue;
+      if (match.why !== null) {
+        kept.push({ node: id, op: node.op, reason: match.why });
+        continue;
+      }
+      if (!view.usersOf(id).every((user) => region.epilogue.includes(user))) continue;
+      region.anchor = id;
+      claimed.add(id);
+      break;
+    }
+  }
+}
+
+/** The plan without the anchors of `regions` (their pointwise parts stay fused). */
+export function withoutAnchors(plan: Plan, regions: Set<string>): Plan {
+  return {
+    regions: plan.regions.map((r) => (regions.has(r.id) ? { ...r, anchor: undefined } : r)),
+    kept: plan.kept,
+  };
 }
 
 function operandNodes(view: GraphView, nodes: Iterable<string>): Set<string> {
@@ -207,9 +245,9 @@ export function planGraph(graph: Graph): Plan {
       });
     }
   }
-  const regions = [...recipes, ...seeds, ...pointwise.filter((p) => !absorbed.has(p))].sort(
-    (a, b) => (view.index.get(a.output) ?? 0) - (view.index.get(b.output) ?? 0),
-  );
+  const regions = [...recipes, ...seeds, ...pointwise.filter((p) => !absorbed.has(p))];
+  attachAnchors(view, regions, claimed, kept);
+  regions.sort((a, b) => (view.index.get(a.output) ?? 0) - (view.index.get(b.output) ?? 0));
   regions.forEach((region, i) => {
     region.id = `r${i}`;
   });

@@ -25,6 +25,11 @@
 //    touched vector is 16-byte aligned, each thread moves kVec = 16 / (smallest element size) elements per
 //    operand in 16-byte words (4 floats, 8 halves). The innermost dim is counted in vectors, so the index
 //    decomposition below runs once per vector.
+//  - tiled path: one or two operands transposed against the output across the two innermost coalesced dims
+//    (a channels-last conv output feeding an NCHW result coalesces to [HW, C, N] with that operand's strides
+//    [C, 1, HWC]). A 32x32 tile of each such operand is staged through shared memory, so both its reads
+//    (along dim 1) and the output's writes (along dim 0) are coalesced; the other operands load directly.
+//    Taken when both dims are >= 16 (below that the strided reads of the generic path are nearly coalesced).
 //  - generic path: anything else (transposed, misaligned), one element per index, kUnroll per thread; also
 //    every launch past 2^31 elements or offsets (64-bit index math), to keep the kernel count per region low.
 // Both are one grid-stride kernel: a grid of (SMs x resident blocks), each thread issuing the loads of
@@ -32,6 +37,7 @@
 // Coordinates come from the linear index by peeling dims innermost-first with a multiply-high divider;
 // 32-bit index math when every count and reachable offset is below 2^31.
 #pragma once
+#include <tuple>
 #include "kf_common.cuh"
 
 #define KF_EW_THREADS 256
@@ -250,6 +256,147 @@ cudaError_t kf_ew_run(const KfEwPlan& plan, void* out, const KfTensorRef* in, co
   return cudaGetLastError();
 }
 
+// ------------------------------------------------------------------------------------------------ tiled path
+
+#define KF_EW_TILE 32
+#define KF_EW_TILE_ROWS 8
+#define KF_EW_MAX_STAGED 2
+
+template <int N>
+struct KfEwTiledParams {
+  uint32_t size0, size1, tiles0, tiles1, tiles_total;
+  int nouter;                                // dims 2.. of the plan, innermost first
+  uint32_t osize[KF_MAX_DIMS];
+  KfIdxDiv<uint32_t> odiv[KF_MAX_DIMS];
+  KfIdxDiv<uint32_t> div_tiles0, div_tiles1;
+  uint32_t stride[N][KF_MAX_DIMS];           // element strides of every plan dim
+  int slot[N];                               // shared-memory tile of a staged operand, -1 for a direct load
+  const void* in[N];
+  void* out;
+};
+
+template <int K, typename... T>
+using kf_nth_t = typename std::tuple_element<K, std::tuple<T...>>::type;
+
+// Stages the tiles of the transposed operands: lanes run along dim 1, where those operands are contiguous.
+template <typename... TIn, int N, size_t... K>
+__device__ __forceinline__ void kf_ew_tile_stage(const KfEwTiledParams<N>& p, const uint32_t (&base)[N],
+                                                 uint32_t d0, uint32_t d1, int row, int lane,
+                                                 float (*tile)[KF_EW_TILE][KF_EW_TILE + 1],
+                                                 std::index_sequence<K...>) {
+  ((p.slot[K] >= 0 ? (void)(tile[p.slot[K]][row][lane] = kf_load<kf_nth_t<K, TIn...>>(
+                                p.in[K], base[K] + d0 * p.stride[K][0] + d1 * p.stride[K][1]))
+                   : (void)0),
+   ...);
+}
+
+// The functor's inputs at (d0, d1): staged operands from their tile, the others from memory.
+template <typename... TIn, int N, size_t... K>
+__device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, const uint32_t (&base)[N],
+                                                  uint32_t d0, uint32_t d1, int lane, int row,
+                                                  float (*tile)[KF_EW_TILE][KF_EW_TILE + 1], float (&x)[N],
+                                                  std::index_sequence<K...>) {
+  ((x[K] = p.slot[K] >= 0 ? tile[p.slot[K]][lane][row]
+                          : kf_load<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] +
+                                                                      d1 * p.stride[K][1])),
+   ...);
+}
+
+template <class F, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(KF_EW_TILE * KF_EW_TILE_ROWS)
+    kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
+  constexpr int N = sizeof...(TIn);
+  constexpr int kStaged = N < KF_EW_MAX_STAGED ? N : KF_EW_MAX_STAGED;
+  __shared__ float tile[kStaged][KF_EW_TILE][KF_EW_TILE + 1];
+  const F f{};
+  const int lane = threadIdx.x % KF_EW_TILE;
+  const int row0 = threadIdx.x / KF_EW_TILE;
+  for (uint32_t t = blockIdx.x; t < p.tiles_total; t += gridDim.x) {
+    const uint32_t q0 = p.div_tiles0.div(t);
+    const uint32_t t0 = t - q0 * p.tiles0;
+    const uint32_t outer = p.div_tiles1.div(q0);
+    const uint32_t t1 = q0 - outer * p.tiles1;
+    uint32_t base[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) base[k] = 0;
+    uint32_t rem = outer;
+#pragma unroll
+    for (int d = 0; d < KF_MAX_DIMS - 2; ++d) {
+      if (d == p.nouter) break;
+      const uint32_t q = p.odiv[d].div(rem);
+      const uint32_t c = rem - q * p.osize[d];
+      rem = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) base[k] += c * p.stride[k][d + 2];
+    }
+    const uint32_t b0 = t0 * KF_EW_TILE, b1 = t1 * KF_EW_TILE;
+#pragma unroll
+    for (int r = row0; r < KF_EW_TILE; r += KF_EW_TILE_ROWS) {
+      const uint32_t d0 = b0 + r, d1 = b1 + lane;
+      if (d0 < p.size0 && d1 < p.size1)
+        kf_ew_tile_stage<TIn...>(p, base, d0, d1, r, lane, tile, std::index_sequence_for<TIn...>{});
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = row0; r < KF_EW_TILE; r += KF_EW_TILE_ROWS) {
+      const uint32_t d0 = b0 + lane, d1 = b1 + r;
+      if (d0 < p.size0 && d1 < p.size1) {
+        float x[N];
+        kf_ew_tile_inputs<TIn...>(p, base, d0, d1, lane, r, tile, x, std::index_sequence_for<TIn...>{});
+        kf_store<TOut>(p.out, (outer * p.size1 + d1) * p.size0 + d0, f(x, sc));
+      }
+    }
+    __syncthreads();  // the next tile overwrites the staged values
+  }
+}
+
+// Operands the tiled path would stage (transposed across dims 0 and 1), or 0 when the path does not apply.
+inline int kf_ew_tiled_operands(const KfEwPlan& plan, int n, int* slot) {
+  if (plan.ndim < 2 || plan.size[0] < 16 || plan.size[1] < 16) return 0;
+  int staged = 0;
+  for (int k = 0; k < n; ++k) {
+    const bool transposed = plan.stride[k][1] == 1 && plan.stride[k][0] > 1;
+    slot[k] = transposed && staged < KF_EW_MAX_STAGED ? staged++ : -1;
+    if (transposed && slot[k] < 0) return 0;
+  }
+  return staged;
+}
+
+template <class F, typename TOut, typename... TIn>
+cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, const KfTensorRef* in,
+                            const KfScalars& sc, cudaStream_t stream) {
+  constexpr int N = sizeof...(TIn);
+  KfEwTiledParams<N> p;
+  p.size0 = uint32_t(plan.size[0]);
+  p.size1 = uint32_t(plan.size[1]);
+  p.tiles0 = uint32_t(kf_ceil_div(plan.size[0], KF_EW_TILE));
+  p.tiles1 = uint32_t(kf_ceil_div(plan.size[1], KF_EW_TILE));
+  p.div_tiles0 = KfIdxDiv<uint32_t>::make(p.tiles0);
+  p.div_tiles1 = KfIdxDiv<uint32_t>::make(p.tiles1);
+  int64_t outer = 1;
+  p.nouter = plan.ndim - 2;
+  for (int d = 2; d < plan.ndim; ++d) {
+    outer *= plan.size[d];
+    p.osize[d - 2] = uint32_t(plan.size[d]);
+    p.odiv[d - 2] = KfIdxDiv<uint32_t>::make(plan.size[d]);
+  }
+  const int64_t tiles = int64_t(p.tiles0) * p.tiles1 * outer;
+  if (tiles > (int64_t(1) << 31) - 1) return cudaErrorInvalidValue;  // callers check kf_ew_fits_32bit first
+  p.tiles_total = uint32_t(tiles);
+  for (int k = 0; k < N; ++k) {
+    for (int d = 0; d < plan.ndim; ++d) p.stride[k][d] = uint32_t(plan.stride[k][d]);
+    p.slot[k] = slot[k];
+    p.in[k] = in[k].data;
+  }
+  p.out = out;
+  auto kernel = kf_ew_tiled_kernel<F, TOut, TIn...>;
+  static const int resident = kf_blocks_per_sm(kernel, KF_EW_TILE * KF_EW_TILE_ROWS, 0);
+  const int64_t cap = int64_t(kf_sm_count()) * resident;
+  const int64_t grid = tiles < cap ? tiles : cap;
+  kernel<<<dim3(unsigned(grid)), KF_EW_TILE * KF_EW_TILE_ROWS, 0, stream>>>(p, sc);
+  return cudaGetLastError();
+}
+
 template <class F, typename TOut, typename... TIn>
 cudaError_t kf_launch_elementwise(const KfShape& shape, void* out, const KfTensorRef* in, const KfScalars& sc,
                                   cudaStream_t stream) {
@@ -263,6 +410,9 @@ cudaError_t kf_launch_elementwise(const KfShape& shape, void* out, const KfTenso
   constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
   const bool vec = kf_ew_vector_width(plan, in, elem_bytes, N, out, int(sizeof(TOut))) == kVec;
   if (kf_ew_fits_32bit(plan, N)) {
+    int slot[N];
+    if (!vec && kf_ew_tiled_operands(plan, N, slot) > 0)
+      return kf_ew_run_tiled<F, TOut, TIn...>(plan, slot, out, in, sc, stream);
     return vec ? kf_ew_run<F, kVec, uint32_t, TOut, TIn...>(plan, out, in, sc, stream)
                : kf_ew_run<F, 1, uint32_t, TOut, TIn...>(plan, out, in, sc, stream);
   }

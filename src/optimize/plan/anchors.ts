@@ -1,0 +1,59 @@
+// Anchor rules: a library call (a cuDNN convolution) taken into the pointwise region that consumes its
+// output, so that the region decides how the library is called. A convolution is then run on channels-last
+// input and weight (cuDNN's NHWC kernels beat its NCHW ones at most shapes) and without its bias, which the
+// region's kernel adds in the same pass as its other ops while it writes the result back in the reference's
+// layout. Measured planning keeps the anchor only where the region wins (bench/optimize/NOTES.md).
+import type { GraphNode } from "../graph.ts";
+import { FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
+import type { Verdict } from "./rules.ts";
+
+export interface AnchorRule {
+  name: string;
+  /** Canonical ops the rule takes. */
+  ops: string[];
+  /** Exact module classes: a subclass may override forward, so it keeps its own call. */
+  moduleTypes: string[];
+  /** Output ranks the channels-last memory formats cover. */
+  ranks: number[];
+}
+
+const CONV = "torch.nn.modules.conv";
+
+export const ANCHOR_RULES: AnchorRule[] = [
+  {
+    name: "conv-channels-last",
+    ops: ["conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d"],
+    moduleTypes: ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d"].map((c) => `${CONV}.${c}`),
+    ranks: [4, 5],
+  },
+];
+
+/** The rule under which `node` can anchor the region consuming it, or why not (null: no rule covers its op). */
+export function anchorRuleFor(node: GraphNode, view: GraphView): { rule: AnchorRule; why: Verdict } | null {
+  const rule = ANCHOR_RULES.find((r) => r.ops.includes(node.op));
+  if (!rule) return null;
+  const fail = (why: string) => ({ rule, why });
+  if (node.kind !== "call_module") return fail("a functional convolution keeps its own call");
+  const module = view.graph.modules[node.target];
+  if (!module || !rule.moduleTypes.includes(module.type))
+    return fail(`${module?.type ?? "its module"} is not a stock torch.nn convolution`);
+  const padding = module.hyper.padding_mode;
+  if (padding && !(padding.t === "const" && padding.value === "zeros"))
+    return fail("padding_mode is not zeros");
+  if (node.inplace || node.rng || !node.fn) return fail("its call could not be normalised");
+  const input = node.fn.input;
+  if (input?.t !== "node") return fail("its input is not a tensor the planner can see");
+  const bias = node.fn.bias;
+  if (bias && !(bias.t === "param" || (bias.t === "const" && bias.pytype === "none")))
+    return fail("its bias is not a parameter");
+  const out = view.outMeta(node);
+  if (!out || !FLOAT_DTYPES.has(out.dtype)) return fail("its output is not a float tensor");
+  if (!rule.ranks.includes(out.shape.length)) return fail(`rank ${out.shape.length} output`);
+  return { rule, why: null };
+}
+
+/** The conv bias parameter path the region's kernel adds, or null (bias=False). */
+export function anchorBias(node: GraphNode): string | null {
+  const bias = node.fn?.bias;
+  return bias?.t === "param" ? bias.path : null;
+}
