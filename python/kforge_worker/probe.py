@@ -13,6 +13,18 @@ from typing import Any
 from .environment import driver_version, ninja_version, nvcc_version
 
 
+def cuda_arch_list(torch: Any) -> str:
+    """TORCH_CUDA_ARCH_LIST as torch.utils.cpp_extension derives it when unset (every visible GPU's
+    capability, clamped to what this torch was built for, the highest with +PTX). A build that sees no GPU
+    given this list passes nvcc the same -gencode flags, so its ninja build is reused, not redone."""
+    supported = [int("".join(ch for ch in arch.split("_")[1] if ch.isdigit()))
+                 for arch in torch.cuda.get_arch_list() if arch.startswith("sm_")]
+    ceiling = max(((sm // 10, sm % 10) for sm in supported), default=(99, 9))
+    arches = sorted({"{}.{}".format(*min(ceiling, torch.cuda.get_device_capability(i)))
+                     for i in range(torch.cuda.device_count())})
+    return ";".join(arches[:-1] + [arches[-1] + "+PTX"])
+
+
 def probe() -> dict[str, Any]:
     """The protocol's ProbeResult."""
     result: dict[str, Any] = {
@@ -26,6 +38,8 @@ def probe() -> dict[str, Any]:
         "driver": None,
         "ninja": None,
         "nvcc": None,
+        "gpuCount": 0,
+        "cudaArchList": None,
     }
     try:
         import torch
@@ -35,6 +49,8 @@ def probe() -> dict[str, Any]:
         result["cudaAvailable"] = bool(torch.cuda.is_available())
         if result["cudaAvailable"]:
             result["gpu"] = torch.cuda.get_device_name(0)
+            result["gpuCount"] = int(torch.cuda.device_count())
+            result["cudaArchList"] = cuda_arch_list(torch)
     except BaseException as exc:  # noqa: BLE001 — a broken torch install is a finding, not a crash
         message = str(exc).strip().splitlines()
         result["torchError"] = f"{type(exc).__name__}: {message[0] if message else ''}".rstrip(": ")

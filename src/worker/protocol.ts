@@ -239,5 +239,11 @@ export const ProbeResult = z.object({
   driver: z.string().nullable(),
   ninja: z.string().nullable(),
   nvcc: z.string().nullable(),
+  /** GPUs torch sees (after CUDA_VISIBLE_DEVICES): the suite scheduler runs one worker per GPU. Absent from
+   * older workers. */
+  gpuCount: z.number().int().nonnegative().optional(),
+  /** TORCH_CUDA_ARCH_LIST as torch would derive it from the visible GPUs: pinned for the suite's CPU-side
+   * prebuilds (which see no GPU) so they compile with the same flags the GPU worker would. */
+  cudaArchList: z.string().nullable().optional(),
 });
 export type ProbeResult = z.infer<typeof ProbeResult>;

@@ -13,6 +13,8 @@ export interface RunWorkerOptions {
   onProgress?: (message: ProgressMessage) => void;
   /** Called with each line the worker writes to stderr (the candidate's prints, compiler output, logs). */
   onLog?: (line: string) => void;
+  /** Extra environment for the worker (the suite scheduler pins it to one GPU with CUDA_VISIBLE_DEVICES). */
+  env?: Record<string, string>;
 }
 
 const STDERR_TAIL_LINES = 40;
@@ -34,59 +36,133 @@ function lastUsefulLines(lines: string[], count = 12): string {
     .join("\n");
 }
 
+/** How a worker process ended, however it was run (a local child, or a Ray task on another host). */
+export interface WorkerExit {
+  timedOut: boolean;
+  /** Processes of the worker's group were still alive after it exited (and were killed). */
+  leftovers: boolean;
+  signal: string | null;
+  exitCode: number | null;
+  seconds: number;
+}
+
+/**
+ * Turns a worker's stdout/stderr lines into its EvalResult. Shared by the local runner and the Ray driver's
+ * streamed outcomes, so a result forged on the channel or left-over processes are judged the same anywhere.
+ */
+export class WorkerOutput {
+  private result: EvalResult | null = null;
+  private resultCount = 0;
+  private readonly forged: string[] = [];
+  private readonly protocolErrors: string[] = [];
+  private readonly stderrTail: string[] = [];
+
+  constructor(
+    private readonly request: EvalRequest,
+    private readonly hooks: Pick<RunWorkerOptions, "onProgress" | "onLog"> = {},
+  ) {}
+
+  stdoutLine(line: string): void {
+    if (line.trim() === "") return;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      this.protocolErrors.push(`not JSON: ${line.slice(0, 200)}`);
+      return;
+    }
+    const message = WorkerMessage.safeParse(parsed);
+    if (!message.success) {
+      this.protocolErrors.push(
+        `invalid message: ${message.error.issues[0]?.message ?? "?"} in ${line.slice(0, 200)}`,
+      );
+    } else if (this.request.nonce !== undefined && message.data.nonce !== this.request.nonce) {
+      this.forged.push(`a ${message.data.type} message without this run's nonce: ${line.slice(0, 160)}`);
+    } else if (message.data.type === "progress") {
+      this.hooks.onProgress?.(message.data);
+    } else {
+      this.resultCount += 1;
+      this.result = message.data.result;
+    }
+  }
+
+  stderrLine(line: string): void {
+    this.stderrTail.push(line);
+    if (this.stderrTail.length > STDERR_TAIL_LINES) this.stderrTail.shift();
+    this.hooks.onLog?.(line);
+  }
+
+  finish(exit: WorkerExit, timeoutMs: number): EvalResult {
+    const request = this.request;
+    if (exit.timedOut) {
+      return failedResult(
+        request,
+        "timeout",
+        `killed after ${timeoutMs / 1000} s without finishing`,
+        exit.seconds,
+      );
+    }
+    const finished = this.result;
+    if (finished && (this.forged.length > 0 || this.resultCount > 1)) {
+      // Only code inside the worker process can write to its protocol channel: the candidate wrote there.
+      const evidence =
+        this.forged[0] ?? `${this.resultCount} result messages where the worker sends exactly one`;
+      finished.checks.push({ name: "result_channel", outcome: "fail", failVerdict: "cheating", evidence });
+      finished.verdict = "cheating";
+      finished.reason = `result_channel: ${evidence}`;
+    }
+    if (finished) {
+      if (exit.leftovers) {
+        finished.checks.push({
+          name: "process_leftovers",
+          outcome: "fail",
+          failVerdict: "cheating",
+          evidence: "processes started by the candidate were still running after the worker exited; killed",
+        });
+        if (finished.verdict === "correct") {
+          finished.verdict = "cheating";
+          finished.reason = "the candidate left processes running after the worker exited";
+        }
+      }
+      return finished;
+    }
+    const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
+    const detail = lastUsefulLines(this.stderrTail) || this.protocolErrors.slice(-3).join("\n");
+    return failedResult(
+      request,
+      "runtime_error",
+      `worker ${how} before reporting a result\n${detail}`.trim(),
+      exit.seconds,
+    );
+  }
+}
+
+/** A fresh secret for the worker's trial seeds: it reaches the worker only through its environment, which
+ * the worker clears after reading. */
+export function secretSeed(): string {
+  return randomBytes(8).readBigUInt64BE().toString();
+}
+
 export async function runWorker(request: EvalRequest, options: RunWorkerOptions): Promise<EvalResult> {
   const started = Date.now();
-  // The secret seed reaches the worker only through its environment, which the worker clears after reading.
-  const secret = randomBytes(8).readBigUInt64BE().toString();
   const child = execa(options.python, ["-m", "kforge_worker"], {
     input: JSON.stringify(request),
-    env: workerEnv({ KFORGE_SECRET_SEED: secret }),
+    env: workerEnv({ ...options.env, KFORGE_SECRET_SEED: secretSeed() }),
     detached: true,
     buffer: false,
     reject: false,
     stdio: ["pipe", "pipe", "pipe"],
     cleanup: true,
   });
-
-  let result: EvalResult | null = null;
-  let resultCount = 0;
-  const forged: string[] = [];
-  const protocolErrors: string[] = [];
-  const stderrTail: string[] = [];
+  const output = new WorkerOutput(request, options);
 
   const stdoutDone = (async () => {
     if (!child.stdout) return;
-    for await (const line of createInterface({ input: child.stdout })) {
-      if (line.trim() === "") continue;
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(line);
-      } catch {
-        protocolErrors.push(`not JSON: ${line.slice(0, 200)}`);
-        continue;
-      }
-      const message = WorkerMessage.safeParse(parsed);
-      if (!message.success) {
-        protocolErrors.push(
-          `invalid message: ${message.error.issues[0]?.message ?? "?"} in ${line.slice(0, 200)}`,
-        );
-      } else if (request.nonce !== undefined && message.data.nonce !== request.nonce) {
-        forged.push(`a ${message.data.type} message without this run's nonce: ${line.slice(0, 160)}`);
-      } else if (message.data.type === "progress") {
-        options.onProgress?.(message.data);
-      } else {
-        resultCount += 1;
-        result = message.data.result;
-      }
-    }
+    for await (const line of createInterface({ input: child.stdout })) output.stdoutLine(line);
   })();
   const stderrDone = (async () => {
     if (!child.stderr) return;
-    for await (const line of createInterface({ input: child.stderr })) {
-      stderrTail.push(line);
-      if (stderrTail.length > STDERR_TAIL_LINES) stderrTail.shift();
-      options.onLog?.(line);
-    }
+    for await (const line of createInterface({ input: child.stderr })) output.stderrLine(line);
   })();
 
   let timedOut = false;
@@ -96,54 +172,27 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
   }, options.timeoutMs);
 
   // Wait for the worker itself to exit, not for its pipes to close: a process the candidate forked may hold
-  // them open. Anything it left running dies with the group, which also closes the pipes.
+  // them open. Anything it left running dies with the group, which also closes the pipes. A program that
+  // cannot start emits 'error' and may never emit 'exit'.
   await new Promise<void>((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) resolve();
-    else child.once("exit", () => resolve());
+    else {
+      child.once("exit", () => resolve());
+      child.once("error", () => resolve());
+    }
   });
   clearTimeout(timer);
   const leftovers = !timedOut && killGroup(child.pid);
   const exit = await child;
   await Promise.all([stdoutDone, stderrDone]);
-  const seconds = (Date.now() - started) / 1000;
-
-  if (timedOut) {
-    return failedResult(
-      request,
-      "timeout",
-      `killed after ${options.timeoutMs / 1000} s without finishing`,
-      seconds,
-    );
-  }
-  const finished = result as EvalResult | null;
-  if (finished && (forged.length > 0 || resultCount > 1)) {
-    // Only code inside the worker process can write to its protocol channel: the candidate wrote there.
-    const evidence = forged[0] ?? `${resultCount} result messages where the worker sends exactly one`;
-    finished.checks.push({ name: "result_channel", outcome: "fail", failVerdict: "cheating", evidence });
-    finished.verdict = "cheating";
-    finished.reason = `result_channel: ${evidence}`;
-  }
-  if (finished) {
-    if (leftovers) {
-      finished.checks.push({
-        name: "process_leftovers",
-        outcome: "fail",
-        failVerdict: "cheating",
-        evidence: "processes started by the candidate were still running after the worker exited; killed",
-      });
-      if (finished.verdict === "correct") {
-        finished.verdict = "cheating";
-        finished.reason = "the candidate left processes running after the worker exited";
-      }
-    }
-    return finished;
-  }
-  const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
-  const detail = lastUsefulLines(stderrTail) || protocolErrors.slice(-3).join("\n");
-  return failedResult(
-    request,
-    "runtime_error",
-    `worker ${how} before reporting a result\n${detail}`.trim(),
-    seconds,
+  return output.finish(
+    {
+      timedOut,
+      leftovers,
+      signal: exit.signal ?? null,
+      exitCode: exit.exitCode ?? null,
+      seconds: (Date.now() - started) / 1000,
+    },
+    options.timeoutMs,
   );
 }

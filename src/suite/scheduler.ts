@@ -1,0 +1,168 @@
+// Keeps a set of slots (one per GPU, or one per Ray task stream) busy with a queue of tasks. One task runs on
+// one slot at a time, so a candidate's reference and its own timing always share one GPU. A CPU `prepare`
+// stage (extension builds) runs ahead of the slots in a bounded pool, so compiles overlap GPU work.
+
+/** Thrown by `run` when the slot failed, not the task (the GPU is gone, the worker could not start): the
+ * task is requeued for another slot instead of being charged. */
+export class SlotError extends Error {}
+
+export interface Slot {
+  /** Shown in progress lines: "gpu0", "gpu1", "local". */
+  id: string;
+  /** Environment of every worker run on this slot (CUDA_VISIBLE_DEVICES pins one GPU). */
+  env: Record<string, string>;
+}
+
+export interface ScheduleOptions<T, R> {
+  slots: Slot[];
+  run: (task: T, slot: Slot) => Promise<R>;
+  /** Work that needs no slot and must finish before the task runs (compiles); its failure is not the
+   * task's: the run still happens and reports its own verdict. */
+  prepare?: (task: T) => Promise<void>;
+  /** How many prepares at once (CPU cores spent on compiles while the slots run). */
+  prepareConcurrency?: number;
+  /** Slots a task may try before it is charged with giveUp (default 2). */
+  maxAttempts?: number;
+  /** SlotErrors in a row after which a slot is retired (default 2). */
+  slotFailureLimit?: number;
+  /** The result charged to a task no slot could run. */
+  giveUp: (task: T, why: string) => R;
+  onStart?: (task: T, slot: Slot) => void;
+  /** Called once per task as soon as its result exists (journal writes, progress). */
+  onResult?: (task: T, result: R, slot: Slot | null) => void;
+  onSlotRetired?: (slot: Slot, why: string) => void;
+}
+
+interface Entry<T> {
+  task: T;
+  index: number;
+  failedOn: Set<string>;
+  errors: string[];
+  prepared: Promise<void>;
+}
+
+/** Runs every task once; results come back in task order (onResult sees them in finishing order). */
+export async function schedule<T, R>(tasks: T[], options: ScheduleOptions<T, R>): Promise<R[]> {
+  if (options.slots.length === 0) throw new Error("schedule: no slots to run on");
+  const maxAttempts = options.maxAttempts ?? 2;
+  const slotFailureLimit = options.slotFailureLimit ?? 2;
+  const results = new Array<R>(tasks.length);
+  const live = new Set(options.slots.map((s) => s.id));
+  let inFlight = 0;
+
+  let wake: () => void = () => {};
+  let changed = new Promise<void>((r) => {
+    wake = r;
+  });
+  const notify = () => {
+    const w = wake;
+    changed = new Promise<void>((r) => {
+      wake = r;
+    });
+    w();
+  };
+
+  const settle = (entry: Entry<T>, result: R, slot: Slot | null) => {
+    results[entry.index] = result;
+    options.onResult?.(entry.task, result, slot);
+  };
+
+  const entries: Entry<T>[] = tasks.map((task, index) => ({
+    task,
+    index,
+    failedOn: new Set(),
+    errors: [],
+    prepared: Promise.resolve(),
+  }));
+  startPrepares(entries, options.prepare, options.prepareConcurrency ?? 1);
+  const pending = [...entries];
+
+  /** Charges tasks that no live slot may still run (each live slot already failed them, or none is left). */
+  const abandonStranded = () => {
+    for (let i = pending.length - 1; i >= 0; i--) {
+      const entry = pending[i] as Entry<T>;
+      const runnable = [...live].some((id) => !entry.failedOn.has(id));
+      if (runnable && entry.errors.length < maxAttempts) continue;
+      pending.splice(i, 1);
+      const why = entry.errors.length ? entry.errors.join("; ") : "no slot left to run it";
+      settle(entry, options.giveUp(entry.task, why), null);
+    }
+  };
+
+  const slotLoop = async (slot: Slot) => {
+    let failuresInARow = 0;
+    while (live.has(slot.id)) {
+      const at = pending.findIndex((e) => !e.failedOn.has(slot.id));
+      if (at < 0) {
+        // Nothing for this slot now; a task running elsewhere may still come back (its slot failed).
+        if (inFlight === 0) return;
+        await changed;
+        continue;
+      }
+      const [entry] = pending.splice(at, 1) as [Entry<T>];
+      inFlight += 1;
+      try {
+        await entry.prepared;
+        options.onStart?.(entry.task, slot);
+        const result = await options.run(entry.task, slot);
+        failuresInARow = 0;
+        settle(entry, result, slot);
+      } catch (error) {
+        const why = error instanceof Error ? error.message : String(error);
+        if (!(error instanceof SlotError)) {
+          // A bug in `run` itself: charged to this task, never silently dropped.
+          settle(entry, options.giveUp(entry.task, why), slot);
+        } else {
+          entry.failedOn.add(slot.id);
+          entry.errors.push(`${slot.id}: ${why}`);
+          pending.unshift(entry);
+          failuresInARow += 1;
+          if (failuresInARow >= slotFailureLimit) {
+            live.delete(slot.id);
+            options.onSlotRetired?.(slot, why);
+          }
+        }
+      } finally {
+        inFlight -= 1;
+        abandonStranded();
+        notify();
+      }
+    }
+  };
+
+  await Promise.all(options.slots.map((slot) => slotLoop(slot)));
+  abandonStranded();
+  return results;
+}
+
+/** Starts the prepares in task order, at most `concurrency` at once; each entry's promise never rejects. */
+function startPrepares<T>(
+  entries: Entry<T>[],
+  prepare: ((task: T) => Promise<void>) | undefined,
+  concurrency: number,
+): void {
+  if (!prepare || concurrency < 1) return;
+  const gates = entries.map(() => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      open = r;
+    });
+    return { gate, open };
+  });
+  for (const [i, entry] of entries.entries()) entry.prepared = (gates[i] as { gate: Promise<void> }).gate;
+  let next = 0;
+  const runner = async () => {
+    while (next < entries.length) {
+      const i = next++;
+      const entry = entries[i] as Entry<T>;
+      try {
+        await prepare(entry.task);
+      } catch {
+        // A failed prepare only means the run compiles for itself (and reports any compile error).
+      } finally {
+        gates[i]?.open();
+      }
+    }
+  };
+  for (let k = 0; k < Math.min(concurrency, entries.length); k++) void runner();
+}

@@ -1,0 +1,130 @@
+// The suite scheduler on its own: placement, one task per slot at a time, slot failures requeued and
+// charged to the right task, prepares overlapping runs within their bound.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { type Slot, SlotError, schedule } from "../src/suite/scheduler.ts";
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const slots = (n: number): Slot[] => Array.from({ length: n }, (_, i) => ({ id: `gpu${i}`, env: {} }));
+const giveUp = (task: number, why: string) => `gave up ${task}: ${why}`;
+
+test("every task runs exactly once, results come back in task order, every slot is used", async () => {
+  const ranOn = new Map<number, string[]>();
+  const busy = new Set<string>();
+  const results = await schedule([0, 1, 2, 3, 4, 5, 6, 7, 8], {
+    slots: slots(3),
+    run: async (task, slot) => {
+      assert.ok(!busy.has(slot.id), `${slot.id} was given a second task while busy`);
+      busy.add(slot.id);
+      ranOn.set(task, [...(ranOn.get(task) ?? []), slot.id]);
+      await sleep(5 + (task % 3) * 7);
+      busy.delete(slot.id);
+      return `r${task}`;
+    },
+    giveUp,
+  });
+  assert.deepEqual(results, ["r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8"]);
+  for (const [task, where] of ranOn) assert.equal(where.length, 1, `task ${task} ran on ${where}`);
+  assert.equal(new Set([...ranOn.values()].flat()).size, 3);
+});
+
+test("a slot failure requeues the task on another slot; the slot is retired after repeated failures", async () => {
+  const charged: [number, string, string | null][] = [];
+  const retired: string[] = [];
+  const results = await schedule([0, 1, 2, 3, 4, 5], {
+    slots: slots(2),
+    run: async (task, slot) => {
+      await sleep(5);
+      if (slot.id === "gpu1") throw new SlotError("GPU lost");
+      return `ok ${task} on ${slot.id}`;
+    },
+    giveUp,
+    onResult: (task, result, slot) => charged.push([task, result, slot?.id ?? null]),
+    onSlotRetired: (slot) => retired.push(slot.id),
+  });
+  assert.deepEqual(retired, ["gpu1"]);
+  assert.deepEqual(
+    results,
+    [0, 1, 2, 3, 4, 5].map((t) => `ok ${t} on gpu0`),
+  );
+  assert.equal(charged.length, 6, "one result per task, none charged twice");
+  assert.ok(charged.every(([, , slot]) => slot === "gpu0"));
+});
+
+test("a task every slot fails with is charged through giveUp with each slot's reason; the others run", async () => {
+  const results = await schedule([0, 1, 2], {
+    slots: slots(2),
+    slotFailureLimit: 5,
+    run: async (task, slot) => {
+      if (task === 1) throw new SlotError(`no memory on ${slot.id}`);
+      return `ok ${task}`;
+    },
+    giveUp,
+  });
+  assert.equal(results[0], "ok 0");
+  assert.equal(results[2], "ok 2");
+  assert.match(results[1] ?? "", /^gave up 1: /);
+  assert.match(results[1] ?? "", /gpu0: no memory on gpu0/);
+  assert.match(results[1] ?? "", /gpu1: no memory on gpu1/);
+});
+
+test("a bug in run is charged to that task only, never requeued", async () => {
+  let attempts = 0;
+  const results = await schedule([0, 1, 2], {
+    slots: slots(2),
+    run: async (task) => {
+      if (task === 0) {
+        attempts += 1;
+        throw new Error("parse failure");
+      }
+      return `ok ${task}`;
+    },
+    giveUp,
+  });
+  assert.equal(attempts, 1);
+  assert.deepEqual(results, ["gave up 0: parse failure", "ok 1", "ok 2"]);
+});
+
+test("when the last slot is retired, the tasks still queued are charged, not lost", async () => {
+  const results = await schedule([0, 1, 2, 3], {
+    slots: slots(1),
+    run: async () => {
+      throw new SlotError("driver gone");
+    },
+    giveUp,
+  });
+  assert.equal(results.length, 4);
+  for (const r of results) assert.match(r, /^gave up \d: /);
+});
+
+test("prepares run ahead of the slots, within their bound, and each run waits for its own prepare", async () => {
+  const events: string[] = [];
+  let preparing = 0;
+  let maxPreparing = 0;
+  const prepared = new Set<number>();
+  await schedule([0, 1, 2, 3, 4, 5], {
+    slots: slots(1),
+    prepareConcurrency: 2,
+    prepare: async (task) => {
+      preparing += 1;
+      maxPreparing = Math.max(maxPreparing, preparing);
+      events.push(`prepare ${task}`);
+      await sleep(task === 0 ? 5 : 20);
+      prepared.add(task);
+      preparing -= 1;
+      if (task === 3) throw new Error("build failed"); // the run still happens
+    },
+    run: async (task) => {
+      assert.ok(prepared.has(task), `task ${task} ran before its prepare finished`);
+      events.push(`run ${task}`);
+      await sleep(30);
+      events.push(`end ${task}`);
+      return task;
+    },
+    giveUp: () => -1,
+  });
+  assert.equal(maxPreparing, 2);
+  // Compile of the next candidates overlaps the current one's GPU work.
+  assert.ok(events.indexOf("prepare 2") < events.indexOf("end 0"), events.join(", "));
+  assert.ok(events.includes("run 3"));
+});
