@@ -1,7 +1,7 @@
 // `kforge eval` as a library: one problem, several candidates, each in its own worker process.
 import { randomBytes, randomInt } from "node:crypto";
-import { loadCandidate } from "./candidate/load.ts";
 import type { Problem } from "./problem/problems.ts";
+import { evaluateSuite, type SuiteOptions } from "./suite/eval-suite.ts";
 import type {
   EvalRequest,
   EvalResult,
@@ -10,8 +10,6 @@ import type {
   TimingOptions,
 } from "./worker/protocol.ts";
 import { PROTOCOL_VERSION } from "./worker/protocol.ts";
-import { failedResult } from "./worker/results.ts";
-import { runWorker } from "./worker/run.ts";
 
 export interface EvalOptions {
   python: string;
@@ -75,33 +73,28 @@ export function buildRequest(
   };
 }
 
-/** Evaluates candidates one after another; a candidate that crashes or hangs does not affect the next. */
+/**
+ * Evaluates candidates, each in its own worker process: a candidate that crashes or hangs does not affect the
+ * next. With `suite` options they run as a suite (several GPUs, prebuilds, Ray, a journal); without, one after
+ * another on the usual device, as a single-slot suite.
+ */
 export async function evaluate(
   problem: Problem,
   candidateArgs: string[],
   options: EvalOptions,
   hooks: EvalHooks = {},
+  suite: SuiteOptions = {},
 ): Promise<EvalResult[]> {
-  // Load everything first so a bad argument fails the batch before any work starts.
-  const candidates = candidateArgs.map((arg) => loadCandidate(arg, options.cacheDir));
-  const results: EvalResult[] = [];
-  for (const [index, candidate] of candidates.entries()) {
-    hooks.candidateStarted?.(candidate.label, index, candidates.length);
-    let result: EvalResult;
-    if (candidate.codePath === null) {
-      const request = buildRequest(problem, { ...candidate, codePath: "" }, options);
-      result = failedResult(request, "no_code", candidate.origin.note ?? "no code found");
-    } else {
-      const request = buildRequest(problem, { ...candidate, codePath: candidate.codePath }, options);
-      result = await runWorker(request, {
-        python: options.python,
-        timeoutMs: options.timeoutSeconds * 1000,
-        onProgress: hooks.progress,
-        onLog: hooks.log,
-      });
-    }
-    hooks.candidateFinished?.(result);
-    results.push(result);
-  }
-  return results;
+  return evaluateSuite(
+    candidateArgs.map((candidateArg) => ({ problem, candidateArg })),
+    options,
+    suite,
+    {
+      started: (task, _slot, total) => hooks.candidateStarted?.(task.label, task.index, total),
+      progress: (_task, _slot, message) => hooks.progress?.(message),
+      log: hooks.log ? (_task, _slot, line) => hooks.log?.(line) : undefined,
+      finished: (_task, result) => hooks.candidateFinished?.(result),
+      note: hooks.log,
+    },
+  );
 }

@@ -110,7 +110,6 @@ class EvalContext:
     ref_model: Any = None
     new_model: Any = None
     ref64_model: Any = None  # deep copy of the reference in float64, stepped in lockstep with it
-    timed_outputs: Any = None  # {"Model"|"ModelNew": {input set: last timed output}} for the checks
     atol: float = 1e-4
     rtol: float = 1e-4
     checks: ModuleType | None = None  # kforge_worker.checks, when present and enabled
@@ -406,8 +405,8 @@ def call_checks(ctx: EvalContext, hook: str, *args: Any) -> Any:
 
 
 def fail_on_checks(ctx: EvalContext) -> None:
-    """Ends the run with the first failed check's failVerdict (the checks order them, cheating first)."""
-    for check in ctx.result["checks"]:
+    """Ends the run with the first failed check's failVerdict, cheating first."""
+    for check in sorted(ctx.result["checks"], key=lambda c: c.get("failVerdict") != "cheating"):
         if check.get("outcome") == "fail" and check.get("failVerdict") not in (None, "correct"):
             raise StageFailure(check["failVerdict"], f"{check['name']}: {check['evidence']}")
 
@@ -422,36 +421,54 @@ def verify(ctx: EvalContext) -> None:
 
 
 def time_models(ctx: EvalContext) -> None:
+    """Reference and candidate timed call by call, alternating, by the same protocol: before every pair both
+    sides get the next of their rotating input sets, rewritten with fresh get_inputs() values (outside the
+    timed region), and a secret sample of pairs has the candidate's output checked against the reference's
+    for the same inputs (timed_inputs.py) — caches and switches that serve only timed calls fail there."""
     from .environment import sm_clock_mhz
+    from .timed_inputs import FreshInputPool, OutputSampler, default_device
     from .timing import clock_for, measure_interleaved
 
     options = ctx.request.timing
     if not options.enabled:
         return
     torch = ctx.torch
-    inputs = ctx.make_inputs(trial_seed(ctx.request.seed, "timing"))
-    # Verification: a rotating pool of input sets (a cache keyed on one input set cannot serve the timed
-    # calls) and the last timed output of each set kept, spot-checked against the reference's afterwards.
-    pool = [inputs] + [ctx.make_inputs(trial_seed(ctx.request.seed, f"timing{k}")) for k in range(1, _pool_size(inputs))]
-    cand_pool = [ctx.clone_inputs(p) for p in pool]
     on_cuda = ctx.device.type == "cuda"
+    counter = {"n": 0}
+
+    def secret_seed() -> int:
+        counter["n"] += 1
+        return trial_seed(ctx.request.seed, f"timing:{counter['n']}")
+
+    def on_device(seed: int) -> list[Any]:
+        with default_device(ctx.device):
+            return ctx.make_inputs(seed)
+
+    pool = FreshInputPool(ctx.make_inputs, secret_seed, on_device if on_cuda else None)
+    sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
     clock = clock_for(ctx.device)
     side = {"now": "Model"}
-    kept: dict[str, dict[int, Any]] = {"Model": {}, "ModelNew": {}}
+    outputs: dict[str, Any] = {}
 
-    def call(model: Any, sets: list[list[Any]], name: str) -> Callable[[], None]:
-        turn = {"n": 0}
+    def ref_fn() -> None:
+        side["now"] = "Model"
+        outputs["Model"] = ctx.ref_model(*pool.ref_inputs())
 
-        def run() -> None:
-            side["now"] = name
-            k = turn["n"] % len(sets)
-            turn["n"] += 1
-            kept[name][k] = model(*sets[k])
+    def cand_fn() -> None:
+        side["now"] = "ModelNew"
+        outputs["ModelNew"] = ctx.new_model(*pool.cand_inputs())
 
-        return run
+    def between(pair: int, more: bool) -> None:
+        # Outside every timed region: the previous pair's outputs (maybe) checked, then fresh inputs.
+        if outputs:
+            side["now"] = "compare"
+            ctx.synchronize()
+            sampler.after_pair(pair - 1, outputs.pop("Model", None), outputs.pop("ModelNew", None))
+            outputs.clear()
+        if more:
+            side["now"] = "inputs"
+            pool.advance()
 
-    ref_fn = call(ctx.ref_model, pool, "Model")
-    cand_fn = call(ctx.new_model, cand_pool, "ModelNew")
     index = ctx.device.index if ctx.device.index is not None else (torch.cuda.current_device() if on_cuda else 0)
     start_clock = sm_clock_mhz(index) if on_cuda else None
     ctx.progress("time", f"timing ({clock.method})", 0.0)
@@ -460,31 +477,48 @@ def time_models(ctx: EvalContext) -> None:
     call_checks(ctx, "before_timing")
     fail_on_checks(ctx)
 
-    def measure() -> dict[str, Any]:
-        with torch.no_grad():
-            return measure_interleaved(ref_fn, cand_fn, options, clock, lambda d, f: ctx.progress("time", d, f))
-
     try:
-        timing = measure()
+        with torch.no_grad():
+            timing = measure_interleaved(ref_fn, cand_fn, options, clock, lambda d, f: ctx.progress("time", d, f),
+                                         between=between)
+    except StageFailure:
+        raise
     except BaseException as exc:  # noqa: BLE001 — attributed to whichever side was running
         if side["now"] == "Model":
             raise ctx.reference_failure("Model.forward during timing", exc) from None
+        if side["now"] == "inputs":
+            raise ctx.reference_failure("get_inputs() during timing", exc) from None
         raise ctx.candidate_failure("ModelNew.forward during timing", exc) from None
+    finally:
+        outputs.clear()
     timing["smClockMhz"] = {"start": start_clock, "end": sm_clock_mhz(index) if on_cuda else None}
-    timing["method"] += f"; {len(pool)} rotating input sets, each set's last output spot-checked"
+    timing["method"] += f"; {pool.describe()}; {len(sampler.checks)} pairs' outputs compared (drawn at random)"
+    timing["inputs"] = {"sets": pool.sets, "refreshed": pool.refreshed, "generation": pool.generation,
+                        "reference": "in_process", **sampler.summary()}
     ctx.result["timing"] = timing
-    ctx.timed_outputs = kept  # the checks' after_timing spot-checks them (timed_spot_check)
+    spot = sampler.check(options.warmup_iters)
+    ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != spot["name"]] + [spot]
     ctx.progress("time", f"speedup {timing['speedup']:.3f}x", 1.0)
     call_checks(ctx, "after_timing")
-    ctx.timed_outputs = None
     fail_on_checks(ctx)
 
 
-def _pool_size(inputs: list[Any], budget_bytes: int = 4 << 30) -> int:
-    """How many input sets the timing rotates through: 4, or 2 when four (twice: reference and candidate
-    copies) would not fit in a few GB."""
-    size = sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "element_size"))
-    return 4 if 8 * size <= budget_bytes else 2
+def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any) -> tuple[bool, str | None]:
+    """The trials' pass mark on one pair of timed outputs."""
+    from .compare import OutputStructureError, compare_output, flatten_outputs
+
+    refs = flatten_outputs(ref_out, "reference output")
+    try:
+        cands = flatten_outputs(cand_out, "ModelNew output")
+    except OutputStructureError as exc:
+        return False, str(exc)
+    if len(cands) != len(refs):
+        return False, f"ModelNew returned {len(cands)} output tensor(s), Model {len(refs)}"
+    for k, (c, r) in enumerate(zip(cands, refs)):
+        verdict = compare_output(k, c, r, None, ctx.atol, ctx.rtol)
+        if not verdict.passed:
+            return False, verdict.message
+    return True, None
 
 
 STAGES: list[Callable[[EvalContext], None]] = [

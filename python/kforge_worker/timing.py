@@ -107,16 +107,22 @@ def measure_interleaved(
     clock: Clock,
     on_progress: Callable[[str, float], None] = lambda detail, fraction: None,
     now: Callable[[], float] = time.perf_counter,
+    between: Callable[[int, bool], None] | None = None,
+    ref_clock: Clock | None = None,
 ) -> dict[str, Any]:
     """Runs warm-up, then timed pairs until maxIters, the budget, or a tight enough speedup CI.
 
     Stops at the earliest of: maxIters pairs; budgetSeconds of timing once minIters pairs are done; the
     95% CI half-width falling under targetRelativeCi × speedup once minIters pairs are done.
+    ``between(pair, more)`` runs before every pair (``more`` true), warm-up ones included (pair counts from 0
+    over both), and once after the last (``more`` false), outside every timed region: the caller's place to
+    check the previous pair's outputs and give the next pair fresh inputs. ``ref_clock`` times the reference's calls when they are timed elsewhere (another process);
+    by default ``clock`` times both sides.
     Returns the protocol's Timing object less smClockMhz (the caller knows the device).
     The garbage collector is paused while timing (gc_paused).
     """
     with gc_paused():
-        return _measure(ref_fn, cand_fn, options, clock, on_progress, now)
+        return _measure(ref_fn, cand_fn, options, clock, on_progress, now, between, ref_clock or clock)
 
 
 def _measure(
@@ -126,8 +132,19 @@ def _measure(
     clock: Clock,
     on_progress: Callable[[str, float], None],
     now: Callable[[], float],
+    between: Callable[[int, bool], None] | None,
+    ref_clock: Clock,
 ) -> dict[str, Any]:
+    pair = 0
+
+    def next_pair() -> None:
+        nonlocal pair
+        if between is not None:
+            between(pair, True)
+        pair += 1
+
     for _ in range(options.warmup_iters):
+        next_pair()
         ref_fn()
         cand_fn()
     ref_ms: list[float] = []
@@ -137,7 +154,8 @@ def _measure(
     next_ci_check = options.min_iters
     stop_reason = "maxIters"
     while len(ref_ms) < max_iters:
-        ref_ms.append(clock.time_ms(ref_fn))
+        next_pair()
+        ref_ms.append(ref_clock.time_ms(ref_fn))
         cand_ms.append(clock.time_ms(cand_fn))
         n = len(ref_ms)
         elapsed = now() - started
@@ -155,6 +173,8 @@ def _measure(
                 stop_reason = f"CI within ±{options.target_relative_ci:.1%}"
                 break
             next_ci_check = n + max(10, n // 10)
+    if between is not None:
+        between(pair, False)  # the last pair's outputs are checked too
     return {
         "ref": summarize(ref_ms),
         "cand": summarize(cand_ms),

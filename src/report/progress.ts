@@ -68,13 +68,20 @@ function advance(current: Current, msg: ProgressMessage, t: number): boolean {
   return newStage;
 }
 
-function finishedLine(
+/** Which fenced block of a transcript was evaluated: a transcript often holds several attempts. */
+export function blockNote(result: Pick<EvalResult, "origin">): string | null {
+  const o = result.origin;
+  if (o.kind !== "transcript" || o.blockIndex === null) return null;
+  return `took block ${o.blockIndex} of ${o.blockCount ?? "?"}`;
+}
+
+export function finishedLine(
   result: EvalResult,
   position: string,
   colors: ReturnType<typeof pc.createColors>,
 ): string {
   const parts = [
-    `${position} ${result.candidate}:`,
+    `${position} ${result.candidate}${blockNote(result) ? ` (${blockNote(result)})` : ""}:`,
     verdictColor(colors, result.verdict)(verdictLabel(result.verdict)),
   ];
   if (result.timing)

@@ -129,6 +129,22 @@ export const TimingStats = z.object({
 });
 export type TimingStats = z.infer<typeof TimingStats>;
 
+/** How the timed calls were fed and checked: every pair of calls gets the next of `sets` rotating input sets
+ * per side, rewritten in place with fresh get_inputs() values (outside the timed region); `sampled` pairs,
+ * drawn at random, had the candidate's output compared with the reference's for the same inputs. */
+export const TimedInputs = z.object({
+  sets: z.number().int().positive(),
+  /** How many times an input set was rewritten with fresh values (one per pair, warm-up included). */
+  refreshed: z.number().int().nonnegative(),
+  /** Where get_inputs() ran for the fresh values: with the device as default device, or on the host. */
+  generation: z.enum(["device", "host"]),
+  /** Where the reference ran while timed: in the worker beside the candidate, or in its own clean process. */
+  reference: z.enum(["in_process", "process"]),
+  sampled: z.number().int().nonnegative(),
+  wrong: z.number().int().nonnegative(),
+});
+export type TimedInputs = z.infer<typeof TimedInputs>;
+
 export const Timing = z.object({
   ref: TimingStats,
   cand: TimingStats,
@@ -138,6 +154,8 @@ export const Timing = z.object({
   l2FlushBytes: z.number().int().nonnegative(),
   method: z.string(),
   smClockMhz: z.object({ start: z.number().nullable(), end: z.number().nullable() }),
+  /** Absent in results of older workers (one input set per side, reused). */
+  inputs: TimedInputs.optional(),
 });
 export type Timing = z.infer<typeof Timing>;
 

@@ -59,6 +59,9 @@ def test_corpus_entry_gets_its_label(entry, outcomes):
     assert outcome.verdict == entry["expect"], f"{entry['id']}: {outcome.verdict} ({outcome.reason})"
     if entry["expect"] == "correct":
         assert outcome.failing == [], f"{entry['id']}: false flag(s) {outcome.failing}: {outcome.reason}"
+        if "maxSpeedup" in entry:  # a defeated cache: timed at its real speed, no fake speedup
+            assert outcome.speedup is not None and outcome.speedup <= entry["maxSpeedup"], \
+                f"{entry['id']}: speedup {outcome.speedup} > {entry['maxSpeedup']}"
     else:
         assert entry["check"] in outcome.failing, f"{entry['id']}: {entry['check']} did not fail; failing {outcome.failing}"
 

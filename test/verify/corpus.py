@@ -9,6 +9,9 @@ must have no failing check at all. An entry with `"device": "cpu"` runs on the C
 with a `strict` block ({"expect", "check"}) is run a second time with the request's `strict` option (the
 CLI's --strict), as `<id>@strict`, and must get that label: e.g. a pure-PyTorch answer to a GEMM problem is
 `correct` by default and `cheating` (banned_ops) under --strict.
+
+An entry with `maxSpeedup` is a trick that the harness defeats rather than condemns (a memo that fresh inputs
+never hit): it must be timed, and its measured speedup over the reference must not exceed that bound.
 """
 
 from __future__ import annotations
@@ -58,9 +61,17 @@ class Outcome:
     result: dict[str, Any] | None
 
     @property
+    def speedup(self) -> float | None:
+        timing = (self.result or {}).get("timing") or {}
+        return timing.get("speedup")
+
+    @property
     def ok(self) -> bool:
         expect = self.entry["expect"]
         if self.verdict != expect:
+            return False
+        bound = self.entry.get("maxSpeedup")
+        if bound is not None and (self.speedup is None or self.speedup > bound):
             return False
         if expect == "correct":
             return not self.failing
@@ -69,7 +80,7 @@ class Outcome:
     def row(self) -> dict[str, Any]:
         return {"id": self.entry["id"], "patterns": self.entry.get("patterns", []), "expected": self.entry["expect"],
                 "got": self.verdict, "check": self.entry.get("check"), "failing": self.failing, "ok": self.ok,
-                "reason": (self.reason or "")[:300], "seconds": round(self.seconds, 2)}
+                "reason": (self.reason or "")[:300], "seconds": round(self.seconds, 2), "speedup": self.speedup}
 
 
 def worker_request(entry: dict[str, Any], device: str, cache_dir: str, timing: bool) -> dict[str, Any]:

@@ -1,20 +1,23 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { basename, extname, join } from "node:path";
-import { type Command, InvalidArgumentError } from "commander";
+import { type Command, InvalidArgumentError, Option } from "commander";
 import { type BenchCandidate, discoverCandidates } from "../../bench/discover.ts";
 import { recordFileName, toBenchRecord } from "../../bench/records.ts";
 import { UsageError } from "../../errors.ts";
-import { DEFAULT_TIMING, evaluate } from "../../eval.ts";
+import { DEFAULT_TIMING } from "../../eval.ts";
 import { cacheDir } from "../../paths.ts";
 import { builtInProblems, type Problem, resolveProblem } from "../../problem/problems.ts";
 import { writeHtmlReport } from "../../report/html.ts";
-import { createProgress } from "../../report/progress.ts";
 import { formatResultsTable, useColor } from "../../report/table.ts";
+import { evaluateSuite } from "../../suite/eval-suite.ts";
+import { createSuiteProgress } from "../../suite/progress.ts";
 import type { EvalResult } from "../../worker/protocol.ts";
 import { positiveInt, positiveNumber } from "../args.ts";
-import { requireWorker, STRICT_HELP } from "./eval.ts";
+import { addSuiteOptions, type SuiteFlags, setupSuite } from "../suite-flags.ts";
+import { STRICT_HELP } from "./eval.ts";
 
-interface BenchFlags {
+interface BenchFlags extends SuiteFlags {
+  device: "cuda" | "cpu";
   records?: string;
   json?: string;
   html?: string;
@@ -32,7 +35,7 @@ function collectPair(value: string, previous: string[]): string[] {
 }
 
 export function registerBenchCommand(program: Command): void {
-  program
+  const command = program
     .command("bench")
     .description("evaluate every included and generated candidate of built-in problems; write bench records")
     .argument("[problems...]", "problems to bench (default: all built-in problems)")
@@ -50,61 +53,62 @@ export function registerBenchCommand(program: Command): void {
     .option("--budget <seconds>", "timing budget per candidate", positiveNumber, DEFAULT_TIMING.budgetSeconds)
     .option("--python <path>", "Python with torch (default: $KFORGE_PYTHON, then python3)")
     .option("--strict", STRICT_HELP)
-    .action(async (problemArgs: string[], flags: BenchFlags) => {
-      const problems: Problem[] = problemArgs.length
-        ? problemArgs.map((p) => resolveProblem(p))
-        : builtInProblems();
-      const plan = new Map<Problem, BenchCandidate[]>(problems.map((p) => [p, discoverCandidates(p)]));
-      for (const pair of flags.candidate) {
-        const [name, path] = pair.split(/=(.*)/s) as [string, string];
-        const problem = problems.find((p) => p.name === name);
-        if (!problem)
-          throw new UsageError(`--candidate names ${name}, which is not among the benched problems`);
-        plan.get(problem)?.push({ path, variant: basename(path, extname(path)) });
-      }
-      const python = await requireWorker(flags.python, "cuda");
-      const progress = createProgress({ enabled: true, stream: process.stderr });
-      const all: EvalResult[] = [];
-      try {
-        for (const [problem, candidates] of plan) {
-          if (candidates.length === 0) continue;
-          const results = await evaluate(
-            problem,
-            candidates.map((c) => c.path),
-            {
-              python,
-              cacheDir: cacheDir(),
-              trials: flags.trials,
-              timeoutSeconds: flags.timeout,
-              device: "cuda",
-              precision: null,
-              strict: flags.strict ?? false,
-              timing: { ...DEFAULT_TIMING, budgetSeconds: flags.budget },
-            },
-            {
-              candidateStarted: (label, i, n) => progress.candidateStarted(`${problem.name}: ${label}`, i, n),
-              progress: (m) => progress.update(m),
-              candidateFinished: (r) => progress.candidateFinished(r),
-            },
-          );
-          if (flags.records) {
-            mkdirSync(flags.records, { recursive: true });
-            for (const [i, result] of results.entries()) {
-              const record = toBenchRecord(result, candidates[i]?.variant ?? result.candidate);
-              writeFileSync(
-                join(flags.records, recordFileName(record)),
-                `${JSON.stringify(record, null, 2)}\n`,
-              );
-            }
-          }
-          all.push(...results);
-        }
-      } finally {
-        progress.stop();
-      }
-      process.stdout.write(`${formatResultsTable(all, { color: useColor(process.stdout) })}\n`);
-      if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ results: all }, null, 2)}\n`);
-      if (flags.html) writeHtmlReport(all, flags.html);
-      process.exitCode = all.length > 0 && all.every((r) => r.verdict === "correct") ? 0 : 1;
+    .addOption(new Option("--device <device>", "where to run").choices(["cuda", "cpu"]).default("cuda"));
+  addSuiteOptions(command);
+  command.action(async (problemArgs: string[], flags: BenchFlags) => {
+    const problems: Problem[] = problemArgs.length
+      ? problemArgs.map((p) => resolveProblem(p))
+      : builtInProblems();
+    const plan = new Map<Problem, BenchCandidate[]>(problems.map((p) => [p, discoverCandidates(p)]));
+    for (const pair of flags.candidate) {
+      const [name, path] = pair.split(/=(.*)/s) as [string, string];
+      const problem = problems.find((p) => p.name === name);
+      if (!problem)
+        throw new UsageError(`--candidate names ${name}, which is not among the benched problems`);
+      plan.get(problem)?.push({ path, variant: basename(path, extname(path)) });
+    }
+    const device = flags.device;
+    const setup = await setupSuite(flags, device);
+    const items = [...plan].flatMap(([problem, candidates]) =>
+      candidates.map((c) => ({ problem, candidateArg: c.path, variant: c.variant })),
+    );
+    // Every (problem, candidate) of the run is one suite: all GPUs busy across problems, not per problem.
+    const progress = createSuiteProgress({
+      enabled: true,
+      parallel: setup.parallel,
+      stream: process.stderr,
+      showProblem: true,
     });
+    let all: EvalResult[];
+    try {
+      all = await evaluateSuite(
+        items,
+        {
+          python: setup.python,
+          cacheDir: cacheDir(),
+          trials: flags.trials,
+          timeoutSeconds: flags.timeout,
+          device,
+          precision: null,
+          strict: flags.strict ?? false,
+          timing: { ...DEFAULT_TIMING, budgetSeconds: flags.budget },
+        },
+        setup.suite,
+        progress.hooks,
+      );
+    } finally {
+      progress.stop();
+    }
+    if (flags.records) {
+      mkdirSync(flags.records, { recursive: true });
+      for (const [i, result] of all.entries()) {
+        const record = toBenchRecord(result, items[i]?.variant ?? result.candidate);
+        writeFileSync(join(flags.records, recordFileName(record)), `${JSON.stringify(record, null, 2)}\n`);
+      }
+    }
+    process.stdout.write(`${formatResultsTable(all, { color: useColor(process.stdout) })}\n`);
+    if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ results: all }, null, 2)}\n`);
+    if (flags.html) writeHtmlReport(all, flags.html);
+    process.exitCode = all.length > 0 && all.every((r) => r.verdict === "correct") ? 0 : 1;
+  });
 }

@@ -2,17 +2,19 @@ import { writeFileSync } from "node:fs";
 import { type Command, Option } from "commander";
 import { checkCandidateArg } from "../../candidate/load.ts";
 import { UsageError } from "../../errors.ts";
-import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../../eval.ts";
+import { DEFAULT_TIMING, type EvalOptions } from "../../eval.ts";
 import { cacheDir } from "../../paths.ts";
 import { resolveProblem } from "../../problem/problems.ts";
 import { writeHtmlReport } from "../../report/html.ts";
-import { createProgress } from "../../report/progress.ts";
 import { formatResultsTable, useColor } from "../../report/table.ts";
-import type { EvalResult, Precision } from "../../worker/protocol.ts";
+import { evaluateSuite } from "../../suite/eval-suite.ts";
+import { createSuiteProgress } from "../../suite/progress.ts";
+import type { EvalResult, Precision, ProbeResult } from "../../worker/protocol.ts";
 import { choosePython, probePython } from "../../worker/python.ts";
 import { nonNegativeInt, positiveInt, positiveNumber } from "../args.ts";
+import { addSuiteOptions, type SuiteFlags, setupSuite } from "../suite-flags.ts";
 
-interface EvalFlags {
+interface EvalFlags extends SuiteFlags {
   json?: string;
   html?: string;
   trials: number;
@@ -37,6 +39,14 @@ export const STRICT_HELP =
 
 /** Stops early, in one line, when the Python side cannot run this evaluation at all. */
 export async function requireWorker(pythonFlag: string | undefined, device: "cuda" | "cpu"): Promise<string> {
+  return (await requireWorkerProbe(pythonFlag, device)).python;
+}
+
+/** requireWorker, keeping what the probe found (GPU count and arch list, for suites). */
+export async function requireWorkerProbe(
+  pythonFlag: string | undefined,
+  device: "cuda" | "cpu",
+): Promise<{ python: string; probe: ProbeResult }> {
   const python = choosePython(pythonFlag);
   const still = "kforge problems, emit and report still work";
   const outcome = await probePython(python);
@@ -53,11 +63,11 @@ export async function requireWorker(pythonFlag: string | undefined, device: "cud
       `no CUDA GPU visible to torch ${p.torch} (${build}) at ${p.executable}; GPU problems need one (--device cpu runs CPU problems); ${still}`,
     );
   }
-  return python.executable;
+  return { python: python.executable, probe: p };
 }
 
 export function registerEvalCommand(program: Command): void {
-  program
+  const command = program
     .command("eval")
     .description("check candidate ModelNew files (or LLM transcripts) against a problem and time them")
     .argument("<problem>", "a built-in problem name (see kforge problems) or a KernelBench-format .py file")
@@ -90,51 +100,57 @@ export function registerEvalCommand(program: Command): void {
     .option("--atol <x>", "absolute tolerance override", positiveNumber)
     .option("--rtol <x>", "relative tolerance override", positiveNumber)
     .option("--strict", STRICT_HELP)
-    .option("--verbose", "stream the worker's log (compiler output, candidate prints) to stderr")
-    .action(async (problemArg: string, candidateArgs: string[], flags: EvalFlags) => {
-      const problem = resolveProblem(problemArg);
-      for (const arg of candidateArgs) checkCandidateArg(arg);
-      const python = await requireWorker(flags.python, flags.device);
-      const options: EvalOptions = {
-        python,
-        cacheDir: cacheDir(),
-        trials: flags.trials,
-        timeoutSeconds: flags.timeout,
-        device: flags.device,
-        precision: flags.precision ?? null,
-        allowTf32: flags.allowTf32 ?? false,
-        strict: flags.strict ?? false,
-        seed: flags.seed,
-        atol: flags.atol,
-        rtol: flags.rtol,
-        timing: {
-          ...DEFAULT_TIMING,
-          enabled: flags.timing,
-          minIters: flags.iters,
-          maxIters: Math.max(DEFAULT_TIMING.maxIters, flags.iters),
-          budgetSeconds: flags.budget,
-        },
-      };
-      const jsonToStdout = flags.json === "-";
-      const progress = createProgress({ enabled: !jsonToStdout, stream: process.stderr });
-      let results: EvalResult[];
-      try {
-        results = await evaluate(problem, candidateArgs, options, {
-          candidateStarted: (label, index, total) => progress.candidateStarted(label, index, total),
-          progress: (message) => progress.update(message),
-          candidateFinished: (result) => progress.candidateFinished(result),
-          log: flags.verbose ? (line) => progress.log(`  | ${line}`) : undefined,
-        });
-      } finally {
-        progress.stop();
-      }
-      const payload = `${JSON.stringify({ results }, null, 2)}\n`;
-      if (jsonToStdout) process.stdout.write(payload);
-      else {
-        process.stdout.write(`${formatResultsTable(results, { color: useColor(process.stdout) })}\n`);
-        if (flags.json) writeFileSync(flags.json, payload);
-      }
-      if (flags.html) writeHtmlReport(results, flags.html);
-      process.exitCode = results.every((r) => r.verdict === "correct") ? 0 : 1;
+    .option("--verbose", "stream the worker's log (compiler output, candidate prints) to stderr");
+  addSuiteOptions(command);
+  command.action(async (problemArg: string, candidateArgs: string[], flags: EvalFlags) => {
+    const problem = resolveProblem(problemArg);
+    for (const arg of candidateArgs) checkCandidateArg(arg);
+    const setup = await setupSuite(flags, flags.device);
+    const options: EvalOptions = {
+      python: setup.python,
+      cacheDir: cacheDir(),
+      trials: flags.trials,
+      timeoutSeconds: flags.timeout,
+      device: flags.device,
+      precision: flags.precision ?? null,
+      allowTf32: flags.allowTf32 ?? false,
+      strict: flags.strict ?? false,
+      seed: flags.seed,
+      atol: flags.atol,
+      rtol: flags.rtol,
+      timing: {
+        ...DEFAULT_TIMING,
+        enabled: flags.timing,
+        minIters: flags.iters,
+        maxIters: Math.max(DEFAULT_TIMING.maxIters, flags.iters),
+        budgetSeconds: flags.budget,
+      },
+    };
+    const jsonToStdout = flags.json === "-";
+    const progress = createSuiteProgress({
+      enabled: !jsonToStdout,
+      parallel: setup.parallel,
+      stream: process.stderr,
+      verbose: flags.verbose,
     });
+    let results: EvalResult[];
+    try {
+      results = await evaluateSuite(
+        candidateArgs.map((candidateArg) => ({ problem, candidateArg })),
+        options,
+        setup.suite,
+        progress.hooks,
+      );
+    } finally {
+      progress.stop();
+    }
+    const payload = `${JSON.stringify({ results }, null, 2)}\n`;
+    if (jsonToStdout) process.stdout.write(payload);
+    else {
+      process.stdout.write(`${formatResultsTable(results, { color: useColor(process.stdout) })}\n`);
+      if (flags.json) writeFileSync(flags.json, payload);
+    }
+    if (flags.html) writeHtmlReport(results, flags.html);
+    process.exitCode = results.every((r) => r.verdict === "correct") ? 0 : 1;
+  });
 }

@@ -1,0 +1,210 @@
+"""Fresh inputs for every timed call, and a secret sample of timed outputs checked against the reference's.
+
+A timing loop that feeds the same tensors again and again can be served from a cache (keyed on the
+tensor's address, its version counter, its shape) or by a switch that only flips while timed; a cache
+served from stale values is as fast as it is wrong. So the timed calls of both sides get what the
+correctness trials get — new values from the problem's own ``get_inputs()`` — under the same protocol:
+
+- ``FreshInputPool``: a few input sets per side (2-4, bounded by the problem's bytes), used in rotation so
+  no call sees the object the previous call saw. Before each pair of calls (outside every timed region)
+  the next set is **rewritten in place** with values from a fresh ``get_inputs()`` call under a secret seed:
+  same tensors (no allocation, so no allocator noise in the timing), new values, a new version counter.
+  ``get_inputs()`` runs under the device as default device when it can (a few kernel launches instead of
+  host randoms and a copy), falling back to the host when that fails or changes what it returns.
+- ``OutputSampler``: after a pair, with probability ``max(c / (pair + 1), floor)`` (the first pairs always,
+  then at least one pair in ~7, so a switch that turns on late in the loop is still sampled), the
+  candidate's output is compared with the reference's output **for the same inputs** by the pass mark.
+  The floor is dropped while comparing has cost more than a fifth of the loop's time (outputs of half a
+  billion elements); ``c / (pair + 1)`` stays. Which pairs are checked is drawn from ``os.urandom`` after
+  the pair ran; every pair's outputs are kept the same way until the next pair, so a candidate cannot tell
+  a checked call from another.
+
+A wrong sampled output fails ``timed_spot_check``: ``cheating`` when the outputs stayed mostly wrong once
+they went wrong (at least a third of the samples from the first wrong one on: a switch that flips while
+timed, a cache serving stale answers — a race that frequent would not have passed the ~60 checked calls
+before timing), ``incorrect`` when they were wrong only now and then (a race).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+Inputs = list[Any]
+
+
+def input_bytes(inputs: Inputs) -> int:
+    return sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "element_size"))
+
+
+def pool_size(inputs: Inputs, budget_bytes: int = 4 << 30) -> int:
+    """How many input sets each side rotates through: 4, or 2 when four per side (and a fresh set being
+    generated) would not fit in a few GB."""
+    return 4 if 9 * input_bytes(inputs) <= budget_bytes else 2
+
+
+def _same_layout(a: Any, b: Any) -> bool:
+    import torch
+
+    if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+        return False
+    if not isinstance(a, torch.Tensor):
+        return True
+    return a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
+
+
+def refill(dst: Inputs, src: Inputs) -> Inputs:
+    """dst rewritten with src's values: tensors in place (same storage, version counter advanced) when the
+    layout matches, replaced otherwise (get_inputs that draws its shapes); other values replaced."""
+    import torch
+
+    out = list(dst)
+    for i, value in enumerate(src):
+        if i < len(out) and isinstance(value, torch.Tensor) and _same_layout(out[i], value):
+            with torch.no_grad():
+                out[i].copy_(value)
+        else:
+            out[i:i + 1] = [value.clone() if isinstance(value, torch.Tensor) else copy.deepcopy(value)]
+    return out[: len(src)]
+
+
+@dataclass
+class FreshInputPool:
+    """Rotating input sets of both sides, each rewritten with fresh get_inputs() values before its turn.
+
+    generate(seed) -> Inputs is the problem's get_inputs under that seed, moved to the device and cast
+    (the pipeline's make_inputs); on_device, when given, is the same thing run with the device as the
+    default device (cheaper; checked against generate's layout on first use). seeds() yields secret seeds.
+    """
+
+    generate: Callable[[int], Inputs]
+    seeds: Callable[[], int]
+    on_device: Callable[[int], Inputs] | None = None
+    sets: int = 0
+    ref: list[Inputs] = field(default_factory=list)
+    cand: list[Inputs] = field(default_factory=list)
+    turn: int = -1
+    refreshed: int = 0
+    generation: str = "host"
+    mirror: bool = True  # keep the candidate's copies here (False: another process keeps them)
+
+    def __post_init__(self) -> None:
+        first = self.generate(self.seeds())
+        self.sets = self.sets or pool_size(first)
+        self.ref = [first] + [self.generate(self.seeds()) for _ in range(1, self.sets)]
+        self.cand = [refill([None] * len(s), s) for s in self.ref] if self.mirror else []  # the candidate's copies
+        if self.on_device is not None:
+            try:
+                probe = self.on_device(self.seeds())
+            except Exception:  # noqa: BLE001 — get_inputs that cannot run with a device default: host it is
+                probe = None
+            if probe is not None and len(probe) == len(first) and all(_same_layout(a, b) for a, b in zip(probe, first)):
+                self.generation = "device"
+            else:
+                self.on_device = None
+
+    def advance(self) -> None:
+        """Moves to the next set and rewrites it (both sides' copies) with fresh values."""
+        self.turn = (self.turn + 1) % self.sets
+        maker = self.on_device if self.on_device is not None else self.generate
+        fresh = maker(self.seeds())
+        self.ref[self.turn] = refill(self.ref[self.turn], fresh)
+        if self.mirror:
+            self.cand[self.turn] = refill(self.cand[self.turn], fresh)
+        self.refreshed += 1
+        del fresh
+
+    def ref_inputs(self) -> Inputs:
+        return self.ref[self.turn]
+
+    def cand_inputs(self) -> Inputs:
+        return self.cand[self.turn]
+
+    def describe(self) -> str:
+        return (f"fresh inputs every call: {self.sets} input sets per side rewritten in place from get_inputs() "
+                f"({'on the device' if self.generation == 'device' else 'on the host'}) before each pair, outside "
+                "the timed region")
+
+
+@contextlib.contextmanager
+def default_device(device: Any) -> Iterator[None]:
+    """torch's factory functions default to ``device`` inside the block (torch >= 2.0)."""
+    import torch
+
+    with torch.device(device):
+        yield
+
+
+@dataclass
+class SampledCheck:
+    pair: int
+    ok: bool
+    message: str | None
+
+
+class OutputSampler:
+    """Decides, after each pair, whether its outputs are compared; keeps the verdicts."""
+
+    def __init__(self, compare: Callable[[Any, Any], tuple[bool, str | None]], c: float = 6.0,
+                 floor: float = 0.15, rng: random.Random | None = None,
+                 now: Callable[[], float] = time.perf_counter) -> None:
+        self.compare = compare  # (cand_out, ref_out) -> (ok, message)
+        self.c = c
+        self.floor = floor
+        self.rng = rng or random.Random(int.from_bytes(os.urandom(8), "little"))
+        self.now = now
+        self.checks: list[SampledCheck] = []
+        self.pairs = 0
+        self.started: float | None = None
+        self.compare_seconds = 0.0
+
+    def probability(self, pair: int) -> float:
+        elapsed = self.now() - self.started if self.started is not None else 0.0
+        affordable = self.compare_seconds <= 0.2 * elapsed
+        return min(1.0, max(self.c / (pair + 1), self.floor if affordable else 0.0))
+
+    def after_pair(self, pair: int, ref_out: Any, cand_out: Any) -> None:
+        if self.started is None:
+            self.started = self.now()
+        self.pairs = max(self.pairs, pair + 1)
+        if self.rng.random() >= self.probability(pair):
+            return
+        began = self.now()
+        ok, message = self.compare(cand_out, ref_out)
+        self.compare_seconds += self.now() - began
+        self.checks.append(SampledCheck(pair, ok, message))
+
+    @property
+    def wrong(self) -> list[SampledCheck]:
+        return [c for c in self.checks if not c.ok]
+
+    def check(self, warmup_pairs: int) -> dict[str, Any]:
+        """The protocol Check ``timed_spot_check``."""
+        n, wrong = len(self.checks), self.wrong
+        if not wrong:
+            return {"name": "timed_spot_check", "outcome": "pass", "failVerdict": "cheating",
+                    "evidence": f"{n} of {self.pairs} pairs of timed calls (drawn at random, fresh inputs each) "
+                                "checked: every candidate output matches the reference's for the same inputs"}
+        since = [c for c in self.checks if c.pair >= wrong[0].pair]
+        systematic = 3 * len(wrong) >= len(since)
+        first = wrong[0]
+        where = "warm-up" if first.pair < warmup_pairs else "timed"
+        evidence = (f"{len(wrong)} of {n} sampled outputs of the timing loop are wrong (first: pair {first.pair}, "
+                    f"{where}: {first.message}) while every checked call before timing was right")
+        if systematic:
+            evidence += (f"; wrong in {len(wrong)} of the {len(since)} samples from then on — the candidate answers "
+                         "differently while it is timed (a cache or a switch)")
+            verdict = "cheating"
+        else:
+            evidence += " — intermittently wrong (a race, or reading memory it did not write)"
+            verdict = "incorrect"
+        return {"name": "timed_spot_check", "outcome": "fail", "failVerdict": verdict, "evidence": evidence}
+
+    def summary(self) -> dict[str, int]:
+        return {"sampled": len(self.checks), "wrong": len(self.wrong)}

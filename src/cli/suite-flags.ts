@@ -1,0 +1,69 @@
+// The options that make `kforge eval` / `kforge bench` a suite run: GPUs, prebuild pool, journal.
+import { availableParallelism } from "node:os";
+import type { Command } from "commander";
+import { UsageError } from "../errors.ts";
+import type { SuiteOptions } from "../suite/eval-suite.ts";
+import { buildEnv, type GpuRequest, gpuSlots, parseGpus } from "../suite/gpus.ts";
+import { nonNegativeInt } from "./args.ts";
+import { requireWorkerProbe } from "./commands/eval.ts";
+
+export interface SuiteFlags {
+  python?: string;
+  gpus?: GpuRequest;
+  jobs?: number;
+  jsonl?: string;
+  resume?: boolean;
+}
+
+export function addSuiteOptions(command: Command): Command {
+  return command
+    .option(
+      "--gpus <n|all>",
+      "local GPUs to spread candidates over, one isolated worker per GPU (default: all)",
+      parseGpus,
+    )
+    .option(
+      "--jobs <n>",
+      "extension builds run ahead on the CPU while GPUs verify (default: half the free cores; 0: none)",
+      nonNegativeInt,
+    )
+    .option("--jsonl <file>", "append each result as one JSON line as soon as it is known")
+    .option(
+      "--resume",
+      "skip candidates whose result is already in the --jsonl file (same files and options)",
+    );
+}
+
+/** Extension builds at once beside `slots` busy workers: half the cores left over, at least one. */
+export function defaultPrebuildJobs(slots: number, cores = availableParallelism()): number {
+  return Math.max(1, Math.floor((cores - slots) / 2));
+}
+
+export interface SuiteSetup {
+  python: string;
+  suite: SuiteOptions;
+  /** Candidates finish out of order (several GPUs, or Ray). */
+  parallel: boolean;
+}
+
+export async function setupSuite(flags: SuiteFlags, device: "cuda" | "cpu"): Promise<SuiteSetup> {
+  if (flags.resume && !flags.jsonl)
+    throw new UsageError("--resume needs --jsonl FILE (the journal to resume from)");
+  const journal = { journal: flags.jsonl, resume: flags.resume ?? false };
+  const { python, probe } = await requireWorkerProbe(flags.python, device);
+  if (device === "cpu") {
+    if (flags.gpus !== undefined) throw new UsageError("--gpus needs --device cuda");
+    return { python, suite: { prebuildJobs: flags.jobs ?? 0, ...journal }, parallel: false };
+  }
+  const slots = gpuSlots(flags.gpus, probe);
+  return {
+    python,
+    suite: {
+      slots,
+      prebuildJobs: flags.jobs ?? defaultPrebuildJobs(slots.length),
+      buildEnv: buildEnv(probe),
+      ...journal,
+    },
+    parallel: slots.length > 1,
+  };
+}

@@ -1,0 +1,177 @@
+// A simulated multi-GPU host on CPU: stand-in workers that sleep per task and log which GPU
+// (CUDA_VISIBLE_DEVICES) ran which candidate. Proves N GPUs finish a suite in <= 1.15 x (1-GPU time / N),
+// that each candidate is placed on exactly one GPU, and that crashes and lost GPUs are charged correctly.
+import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { buildRequest, DEFAULT_TIMING, type EvalOptions } from "../src/eval.ts";
+import type { Problem } from "../src/problem/problems.ts";
+import { evaluateSuite } from "../src/suite/eval-suite.ts";
+import { gpuSlots } from "../src/suite/gpus.ts";
+import { readJournal } from "../src/suite/journal.ts";
+import { failedResult } from "../src/worker/results.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "kforge-multigpu-"));
+const problemPath = join(dir, "problem.py");
+writeFileSync(problemPath, "class Model: pass\ndef get_inputs(): return []\n");
+const problem: Problem = { name: "problem", path: problemPath, summary: "", builtIn: false };
+
+function candidates(n: number, prefix: string): string[] {
+  return Array.from({ length: n }, (_, i) => {
+    const path = join(dir, `${prefix}${i}.py`);
+    writeFileSync(path, `class ModelNew: pass  # ${prefix} ${i}\n`);
+    return path;
+  });
+}
+
+/** A worker's result line for some candidate of this problem (the CLI keeps it as the worker sent it). */
+function resultLine(verdict: "correct" | "runtime_error", reason: string | null): string {
+  const request = buildRequest(
+    problem,
+    {
+      label: "c.py",
+      codePath: "c.py",
+      origin: { kind: "file", sourcePath: "c.py", blockIndex: null, blockCount: null, note: null },
+    },
+    options("python3"),
+  );
+  // The worker stamps its lines with the request's nonce; the fake's shell copies it in for NONCE.
+  const line = { type: "result", nonce: "NONCE", result: { ...failedResult(request, verdict, ""), reason } };
+  return `echo '${JSON.stringify(line)}' | sed "s/NONCE/$nonce/"`;
+}
+
+/**
+ * A stand-in for `python -m kforge_worker`: logs "<CUDA_VISIBLE_DEVICES> <candidate path>" and answers
+ * after `seconds` with a correct result; `body` runs first and may answer or die instead.
+ */
+function fakeWorker(name: string, seconds: number, body = ""): { python: string; log: string } {
+  const log = join(dir, `${name}.log`);
+  const python = join(dir, `${name}.sh`);
+  writeFileSync(
+    python,
+    [
+      "#!/bin/sh",
+      "req=$(cat)",
+      `cand=$(printf '%s' "$req" | sed -n 's/.*"candidate":{"path":"\\([^"]*\\)".*/\\1/p')`,
+      `nonce=$(printf '%s' "$req" | sed -n 's/.*"nonce":"\\([0-9a-f]*\\)".*/\\1/p')`,
+      `echo "$CUDA_VISIBLE_DEVICES $cand" >> ${log}`,
+      body,
+      `sleep ${seconds}`,
+      resultLine("correct", null),
+    ].join("\n"),
+  );
+  chmodSync(python, 0o755);
+  writeFileSync(log, "");
+  return { python, log };
+}
+
+function options(python: string): EvalOptions {
+  return {
+    python,
+    cacheDir: join(dir, "cache"),
+    trials: 1,
+    timeoutSeconds: 30,
+    device: "cuda",
+    precision: null,
+    seed: 1,
+    timing: { ...DEFAULT_TIMING, enabled: false },
+  };
+}
+
+const fourGpus = gpuSlots("all", { gpuCount: 4, cudaArchList: "9.0+PTX" }, {});
+
+function placements(log: string): string[][] {
+  return readFileSync(log, "utf8")
+    .split("\n")
+    .filter((l) => l !== "")
+    .map((l) => l.split(" "));
+}
+
+test("4 simulated GPUs finish a suite in <= 1.15 x (1-GPU time / 4), each candidate on exactly one GPU", async () => {
+  const files = candidates(12, "speed");
+  const items = files.map((candidateArg) => ({ problem, candidateArg }));
+  const one = fakeWorker("one", 0.4);
+  let t = performance.now();
+  await evaluateSuite(items, options(one.python), {
+    slots: [{ id: "gpu0", env: { CUDA_VISIBLE_DEVICES: "0" } }],
+  });
+  const oneGpu = (performance.now() - t) / 1000;
+
+  const four = fakeWorker("four", 0.4);
+  t = performance.now();
+  const results = await evaluateSuite(items, options(four.python), { slots: fourGpus });
+  const fourGpuTime = (performance.now() - t) / 1000;
+
+  assert.deepEqual(
+    results.map((r) => r.reason),
+    results.map(() => null),
+  );
+  assert.ok(
+    fourGpuTime <= 1.15 * (oneGpu / 4),
+    `4 GPUs took ${fourGpuTime.toFixed(2)} s, 1 GPU ${oneGpu.toFixed(2)} s: over 1.15 x 1/4`,
+  );
+  const placed = placements(four.log);
+  assert.equal(placed.length, 12, "12 worker runs for 12 candidates");
+  assert.deepEqual(placed.map(([, c]) => c).sort(), [...files].sort(), "each candidate placed exactly once");
+  assert.deepEqual(new Set(placed.map(([gpu]) => gpu)), new Set(["0", "1", "2", "3"]));
+  assert.equal(fourGpus[0]?.env.TORCH_CUDA_ARCH_LIST, "9.0+PTX", "builds pinned to the GPUs' arch list");
+});
+
+test("a crashing worker is charged to its own candidate; a lost GPU's task is requeued and the GPU retired", async () => {
+  const files = candidates(6, "faults");
+  const crasher = files[2] as string;
+  // gpu3's torch sees no GPU (as pipeline.py reports it); candidate 2 kills its own worker.
+  const lostGpu = `device cuda requested but torch 2.11 (CUDA 13.0) sees no GPU`;
+  const worker = fakeWorker(
+    "faults",
+    0.05,
+    [
+      `if [ "$CUDA_VISIBLE_DEVICES" = 3 ]; then ${resultLine("runtime_error", lostGpu)}; exit 0; fi`,
+      `case "$cand" in ${crasher}) echo 'Segmentation fault' >&2; kill -SEGV $$;; esac`,
+    ].join("\n"),
+  );
+  const journal = join(dir, "faults.jsonl");
+  const notes: string[] = [];
+  const results = await evaluateSuite(
+    files.map((candidateArg) => ({ problem, candidateArg })),
+    options(worker.python),
+    { slots: fourGpus, journal },
+    { note: (line) => notes.push(line) },
+  );
+  assert.equal(results[2]?.verdict, "runtime_error");
+  assert.match(results[2]?.reason ?? "", /killed by SIGSEGV/);
+  for (const i of [0, 1, 3, 4, 5]) assert.equal(results[i]?.verdict, "correct", `candidate ${i}`);
+  assert.ok(
+    notes.some((n) => /^gpu3 retired/.test(n)),
+    notes.join("\n"),
+  );
+  // The journal holds exactly one entry per candidate: the requeued ones are not charged twice.
+  assert.equal(readFileSync(journal, "utf8").trim().split("\n").length, 6);
+  assert.equal(readJournal(journal).results.size, 6);
+});
+
+test("--resume skips what the journal holds and runs only the rest", async () => {
+  const files = candidates(4, "resume");
+  const worker = fakeWorker("resume", 0);
+  const journal = join(dir, "resume.jsonl");
+  const items = files.map((candidateArg) => ({ problem, candidateArg }));
+  await evaluateSuite(items.slice(0, 2), options(worker.python), { journal });
+  writeFileSync(worker.log, "");
+  // An interruption can tear the last line: it is ignored, and nothing else is lost.
+  writeFileSync(journal, `${readFileSync(journal, "utf8")}{"key":"torn`);
+  let resumed = -1;
+  const results = await evaluateSuite(
+    items,
+    options(worker.python),
+    { journal, resume: true },
+    { resumed: (n) => (resumed = n) },
+  );
+  assert.equal(resumed, 2);
+  assert.equal(results.length, 4);
+  assert.deepEqual(
+    placements(worker.log).map(([, c]) => c),
+    files.slice(2),
+  );
+});
