@@ -66,6 +66,28 @@ def test_count_not_close_agrees_with_torch_allclose() -> None:
         assert non_finite == 0
 
 
+def test_reference_rounding_is_not_charged_to_a_candidate_as_accurate_as_it() -> None:
+    """A noisy reference (TF32-like error vs float64) and a candidate closer to float64 than it: elements
+    outside the allclose band still pass; a candidate as far from float64 as twice the band does not."""
+    torch.manual_seed(1)
+    truth = torch.randn(100_000, dtype=torch.float64)
+    ref = (truth + 3e-4 * torch.randn_like(truth)).float()  # the reference's own rounding
+    close = (truth + 1e-6 * torch.randn_like(truth)).float()  # nearer the truth than the reference
+    assert not torch.allclose(close, ref, atol=1e-4, rtol=1e-4)
+    bad, _ = count_not_close(close, ref, 1e-4, 1e-4, truth)
+    assert bad == 0
+    assert compare_output(0, close, ref, truth, 1e-4, 1e-4).passed
+    assert not compare_output(0, close, ref, None, 1e-4, 1e-4).passed  # without float64: KernelBench's rule
+    wrong = ref.clone()
+    wrong[123] += 1e-2  # one element off by far more than the reference's error
+    bad, _ = count_not_close(wrong, ref, 1e-4, 1e-4, truth)
+    assert bad == 1
+    nan = close.clone()
+    nan[7] = float("nan")
+    bad, non_finite = count_not_close(nan, ref, 1e-4, 1e-4, truth)
+    assert bad >= 1 and non_finite == 1
+
+
 def test_nan_never_passes() -> None:
     ref = torch.ones(4)
     out = ref.clone()
