@@ -151,7 +151,7 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
     generated.length
       ? [
           `_KF_EXTENSION_NAME = ${JSON.stringify(extensionName)}`,
-          `_KF_FUNCTIONS = (${generated.map((r) => JSON.stringify(r.fn)).join(", ")},)`,
+          `_KF_FUNCTIONS = (${generated.flatMap((r) => [r.fn, ...(r.helperFns ?? [])].map((f) => JSON.stringify(f))).join(", ")},)`,
           `_KF_CUDA_SOURCE = ${pyString(cuda)}`,
           `_KF_CPP_SOURCE = ${pyString(cpp)}`,
           "",

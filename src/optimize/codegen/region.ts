@@ -19,6 +19,8 @@ export interface RegionCode {
   host: string;
   /** Name of the host function (exported to Python). */
   fn: string;
+  /** Further host functions the method calls (an anchor's layout conversion). */
+  helperFns?: string[];
   /** The ModelNew method (indented one level). */
   method: string;
   /** The method call that replaces the region in forward: `self._kf_r0(v_conv)`. */
@@ -221,7 +223,16 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
   ]
     .filter((l) => l !== "")
     .join("\n");
-  return { cuda: body.cuda, host: body.host, fn, method, call, summary, recipe: null };
+  return {
+    cuda: body.cuda,
+    host: body.host,
+    fn,
+    helperFns: body.helperFns,
+    method,
+    call,
+    summary,
+    recipe: null,
+  };
 }
 
 function collectExternal(arg: Arg, inside: Set<string>, into: string[]): void {
@@ -242,6 +253,7 @@ interface KindCode {
   /** An anchored region: the Python expression computing the anchor as `kf_anchor` (None: not covered),
    * before `pyPrelude` runs. */
   anchorPy?: string;
+  helperFns?: string[];
 }
 
 type KindGenerator = (
@@ -317,9 +329,9 @@ const LAUNCH_PARAMS: Record<string, string> = {
 
 /** An anchored region's first operands (the anchor's output, then its bias per channel) and the line that
  * adds them; `resolve` maps the anchor's value inside the functor. */
-function anchorOperands(view: GraphView, region: Region, table: OperandTable, nameOf: NameOf) {
+function anchorOperands(view: GraphView, region: Region, table: OperandTable, nameOf: NameOf, fn: string) {
   const id = region.anchor;
-  if (!id) return { lines: [], resolve: () => null, anchorPy: undefined, rank: -1 };
+  if (!id) return { lines: [], resolve: () => null, anchorPy: undefined, rank: -1, inDtype: null };
   const node = view.node(id);
   const meta = view.outMeta(node);
   if (!meta) throw new Error("kforge internal: anchor output is not a tensor");
@@ -329,18 +341,41 @@ function anchorOperands(view: GraphView, region: Region, table: OperandTable, na
     ? ` + ${table.raw(`${selfPath(biasPath)}.view(-1${", 1".repeat(meta.shape.length - 2)})`, view.graph.params[biasPath]?.meta.dtype ?? meta.dtype)}`
     : "";
   const input = node.fn?.input;
-  if (input?.t !== "node") throw new Error("kforge internal: anchor input is not a node");
+  const inMeta = view.tensorOf(input);
+  if (input?.t !== "node" || !inMeta) throw new Error("kforge internal: anchor input is not a node");
   return {
     lines: [`const float t_${id} = ${value}${bias};`],
     resolve: (arg: Arg) => (arg.t === "node" && arg.id === id ? `t_${id}` : null),
-    anchorPy: `_kf_conv_channels_last(${selfPath(node.target)}, ${pyArg(input, nameOf)})`,
+    anchorPy: `_kf_conv_channels_last(${selfPath(node.target)}, ${pyArg(input, nameOf)}, _kf_ext().${fn}_cl)`,
     rank: meta.shape.length,
+    inDtype: inMeta.dtype,
   };
+}
+
+/** An identity pointwise function: a permuted view in, its contiguous copy out (a layout change). */
+function layoutCopy(fn: string, id: string, dtype: string): { cuda: string; host: string } {
+  const name = `KfCopy_${id}`;
+  const type = CPP_TYPE[dtype] ?? "float";
+  const cuda = [
+    functor(name, 1, "const float (&x)[1], const KfScalars&", [], "x[0]"),
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pointwise}) {`,
+    `  return kf_launch_elementwise<${name}, ${type}, ${type}>(shape, out, in, sc, stream);`,
+    "}",
+    `size_t ${fn}_workspace(const KfShape&, uint32_t) { return 0; }`,
+  ].join("\n");
+  const host = hostFunction(
+    fn,
+    `${fn}_launch(shape, out.data_ptr(), refs, scalars, stream)`,
+    dtype,
+    "pointwise",
+    1,
+  );
+  return { cuda, host };
 }
 
 const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
   const table = new OperandTable(view, nameOf, broadcastAdapt);
-  const anchor = anchorOperands(view, region, table, nameOf);
+  const anchor = anchorOperands(view, region, table, nameOf, fn);
   const lines = [...anchor.lines, ...pointwiseLines(view, region.epilogue, table, anchor.resolve)];
   const name = `KfPw_${region.id}`;
   const nIn = table.operands.length;
@@ -364,9 +399,11 @@ const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
     "pointwise",
     nIn,
   );
+  // The anchor's input copied to channels-last by the tiled transpose (faster than a strided copy).
+  const convert = anchor.inDtype ? layoutCopy(`${fn}_cl`, region.id, anchor.inDtype) : null;
   return {
-    cuda,
-    host,
+    cuda: convert ? `${cuda}\n${convert.cuda}` : cuda,
+    host: convert ? `${host}\n${convert.host}` : host,
     operands: table.operands,
     rank: anchor.rank,
     pyPrelude: [operandTuple(table.operands)],
@@ -375,6 +412,7 @@ const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
       `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, 0, shape, _KF_NO_INTS, _KF_NO_TENSOR)`,
     ],
     anchorPy: anchor.anchorPy,
+    helperFns: convert ? [`${fn}_cl`] : undefined,
   };
 };
 

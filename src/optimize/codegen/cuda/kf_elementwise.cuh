@@ -27,8 +27,9 @@
 //    decomposition below runs once per vector.
 //  - tiled path: one or two operands transposed against the output across the two innermost coalesced dims
 //    (a channels-last conv output feeding an NCHW result coalesces to [HW, C, N] with that operand's strides
-//    [C, 1, HWC]). A 32x32 tile of each such operand is staged through shared memory, so both its reads
-//    (along dim 1) and the output's writes (along dim 0) are coalesced; the other operands load directly.
+//    [C, 1, HWC]). A 64x64 tile of each such operand is staged through shared memory, so both its reads
+//    (along dim 1) and the output's writes (along dim 0) are coalesced and move 4 elements per access; the
+//    other operands load directly.
 //    Taken when both dims are >= 16 (below that the strided reads of the generic path are nearly coalesced).
 //  - generic path: anything else (transposed, misaligned), one element per index, kUnroll per thread; also
 //    every launch past 2^31 elements or offsets (64-bit index math), to keep the kernel count per region low.
@@ -258,8 +259,13 @@ cudaError_t kf_ew_run(const KfEwPlan& plan, void* out, const KfTensorRef* in, co
 
 // ------------------------------------------------------------------------------------------------ tiled path
 
-#define KF_EW_TILE 32
-#define KF_EW_TILE_ROWS 8
+// A 64x64 tile (dim 0 x dim 1) per step of a block of 256 threads. Global memory moves in runs of 4 elements
+// (one 16- or 8-byte access when the run is whole and aligned, else element by element): staged operands
+// along dim 1, everything else and the output along dim 0. Shared memory holds each staged tile as
+// [dim 1][dim 0] with a pitch of 65 floats (two-way bank conflicts at most, both ways).
+#define KF_EW_TILE 64
+#define KF_EW_TILE_PITCH (KF_EW_TILE + 1)
+#define KF_EW_TILED_THREADS 256
 #define KF_EW_MAX_STAGED 2
 
 template <int N>
@@ -271,6 +277,8 @@ struct KfEwTiledParams {
   KfIdxDiv<uint32_t> div_tiles0, div_tiles1;
   uint32_t stride[N][KF_MAX_DIMS];           // element strides of every plan dim
   int slot[N];                               // shared-memory tile of a staged operand, -1 for a direct load
+  uint32_t run_mask;                         // bit k: operand k's runs of 4 are aligned whole accesses
+  bool out_runs;                             // the output's runs of 4 along dim 0 are aligned
   const void* in[N];
   void* out;
 };
@@ -278,39 +286,114 @@ struct KfEwTiledParams {
 template <int K, typename... T>
 using kf_nth_t = typename std::tuple_element<K, std::tuple<T...>>::type;
 
-// Stages the tiles of the transposed operands: lanes run along dim 1, where those operands are contiguous.
-template <typename... TIn, int N, size_t... K>
-__device__ __forceinline__ void kf_ew_tile_stage(const KfEwTiledParams<N>& p, const uint32_t (&base)[N],
-                                                 uint32_t d0, uint32_t d1, int row, int lane,
-                                                 float (*tile)[KF_EW_TILE][KF_EW_TILE + 1],
-                                                 std::index_sequence<K...>) {
-  ((p.slot[K] >= 0 ? (void)(tile[p.slot[K]][row][lane] = kf_load<kf_nth_t<K, TIn...>>(
-                                p.in[K], base[K] + d0 * p.stride[K][0] + d1 * p.stride[K][1]))
-                   : (void)0),
-   ...);
+// Four consecutive elements of T at base + off as fp32 in one access (off is a multiple of 4 elements).
+template <typename T>
+__device__ __forceinline__ void kf_load_run(const void* base, uint32_t off, float (&v)[4]) {
+  const T* p = static_cast<const T*>(base) + off;
+  if constexpr (sizeof(T) == 4) {
+    const float4 r = *reinterpret_cast<const float4*>(p);
+    v[0] = kf_to_float<T>(reinterpret_cast<const T&>(r.x));
+    v[1] = kf_to_float<T>(reinterpret_cast<const T&>(r.y));
+    v[2] = kf_to_float<T>(reinterpret_cast<const T&>(r.z));
+    v[3] = kf_to_float<T>(reinterpret_cast<const T&>(r.w));
+  } else {
+    const uint2 r = *reinterpret_cast<const uint2*>(p);
+    const T* t = reinterpret_cast<const T*>(&r);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = kf_to_float<T>(t[j]);
+  }
 }
 
-// The functor's inputs at (d0, d1): staged operands from their tile, the others from memory.
+template <typename T>
+__device__ __forceinline__ void kf_store_run(void* base, uint32_t off, const float (&v)[4]) {
+  T* p = static_cast<T*>(base) + off;
+  if constexpr (sizeof(T) == 4) {
+    float4 r;
+    reinterpret_cast<T&>(r.x) = kf_from_float<T>(v[0]);
+    reinterpret_cast<T&>(r.y) = kf_from_float<T>(v[1]);
+    reinterpret_cast<T&>(r.z) = kf_from_float<T>(v[2]);
+    reinterpret_cast<T&>(r.w) = kf_from_float<T>(v[3]);
+    *reinterpret_cast<float4*>(p) = r;
+  } else {
+    uint2 r;
+    T* t = reinterpret_cast<T*>(&r);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) t[j] = kf_from_float<T>(v[j]);
+    *reinterpret_cast<uint2*>(p) = r;
+  }
+}
+
+// Up to 4 elements of T starting at `off`, `step` apart, the first `n` of them (n >= 1): one access when the
+// run is whole, contiguous and aligned (`whole`), else element by element.
+template <typename T>
+__device__ __forceinline__ void kf_load_strided_run(const void* base, uint32_t off, uint32_t step, int n,
+                                                    bool whole, float (&v)[4]) {
+  if (whole) {
+    kf_load_run<T>(base, off, v);
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = j < n ? kf_load<T>(base, int64_t(off) + int64_t(j) * step) : 0.f;
+}
+
+// Stages the tiles of the transposed operands: runs along dim 1, where those operands are contiguous.
+template <typename... TIn, int N, size_t... K>
+__device__ __forceinline__ void kf_ew_tile_stage(const KfEwTiledParams<N>& p, const uint32_t (&base)[N],
+                                                 uint32_t d0, uint32_t d1, int r, int c, int n1,
+                                                 float (*tile)[KF_EW_TILE][KF_EW_TILE_PITCH],
+                                                 std::index_sequence<K...>) {
+  (
+      [&] {
+        if (p.slot[K] < 0) return;
+        float v[4];
+        kf_load_strided_run<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, 1, n1,
+                                                 n1 == 4 && ((p.run_mask >> K) & 1u), v);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) tile[p.slot[K]][c + j][r] = v[j];
+      }(),
+      ...);
+}
+
+// The functor's inputs at (d0 .. d0 + n0 - 1, d1): staged operands from their tile, the others from memory.
 template <typename... TIn, int N, size_t... K>
 __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, const uint32_t (&base)[N],
-                                                  uint32_t d0, uint32_t d1, int lane, int row,
-                                                  float (*tile)[KF_EW_TILE][KF_EW_TILE + 1], float (&x)[N],
-                                                  std::index_sequence<K...>) {
-  ((x[K] = p.slot[K] >= 0 ? tile[p.slot[K]][lane][row]
-                          : kf_load<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] +
-                                                                      d1 * p.stride[K][1])),
-   ...);
+                                                  uint32_t d0, uint32_t d1, int c, int r, int n0,
+                                                  float (*tile)[KF_EW_TILE][KF_EW_TILE_PITCH],
+                                                  float (&x)[4][N], std::index_sequence<K...>) {
+  (
+      [&] {
+        float v[4];
+        if (p.slot[K] >= 0) {
+#pragma unroll
+          for (int j = 0; j < 4; ++j) v[j] = tile[p.slot[K]][r][c + j];
+        } else {
+          const uint32_t s0 = p.stride[K][0];
+          const uint32_t off = base[K] + d0 * s0 + d1 * p.stride[K][1];
+          if (s0 == 0) {
+            const float b = kf_load<kf_nth_t<K, TIn...>>(p.in[K], off);
+#pragma unroll
+            for (int j = 0; j < 4; ++j) v[j] = b;
+          } else {
+            kf_load_strided_run<kf_nth_t<K, TIn...>>(p.in[K], off, s0, n0,
+                                                     n0 == 4 && ((p.run_mask >> K) & 1u), v);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) x[j][K] = v[j];
+      }(),
+      ...);
 }
 
 template <class F, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(KF_EW_TILE * KF_EW_TILE_ROWS)
+__global__ void __launch_bounds__(KF_EW_TILED_THREADS)
     kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
   constexpr int kStaged = N < KF_EW_MAX_STAGED ? N : KF_EW_MAX_STAGED;
-  __shared__ float tile[kStaged][KF_EW_TILE][KF_EW_TILE + 1];
+  constexpr int kRows = KF_EW_TILED_THREADS / (KF_EW_TILE / 4);  // 16 rows of runs per pass
+  __shared__ float tile[kStaged][KF_EW_TILE][KF_EW_TILE_PITCH];
   const F f{};
-  const int lane = threadIdx.x % KF_EW_TILE;
-  const int row0 = threadIdx.x / KF_EW_TILE;
+  const int c = (threadIdx.x % (KF_EW_TILE / 4)) * 4;  // this thread's run within a tile row
+  const int r0 = threadIdx.x / (KF_EW_TILE / 4);
   for (uint32_t t = blockIdx.x; t < p.tiles_total; t += gridDim.x) {
     const uint32_t q0 = p.div_tiles0.div(t);
     const uint32_t t0 = t - q0 * p.tiles0;
@@ -324,26 +407,39 @@ __global__ void __launch_bounds__(KF_EW_TILE * KF_EW_TILE_ROWS)
     for (int d = 0; d < KF_MAX_DIMS - 2; ++d) {
       if (d == p.nouter) break;
       const uint32_t q = p.odiv[d].div(rem);
-      const uint32_t c = rem - q * p.osize[d];
+      const uint32_t cd = rem - q * p.osize[d];
       rem = q;
 #pragma unroll
-      for (int k = 0; k < N; ++k) base[k] += c * p.stride[k][d + 2];
+      for (int k = 0; k < N; ++k) base[k] += cd * p.stride[k][d + 2];
     }
     const uint32_t b0 = t0 * KF_EW_TILE, b1 = t1 * KF_EW_TILE;
+    // Stage: rows along dim 0, runs along dim 1.
+    const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, b1 + c)));
 #pragma unroll
-    for (int r = row0; r < KF_EW_TILE; r += KF_EW_TILE_ROWS) {
-      const uint32_t d0 = b0 + r, d1 = b1 + lane;
-      if (d0 < p.size0 && d1 < p.size1)
-        kf_ew_tile_stage<TIn...>(p, base, d0, d1, r, lane, tile, std::index_sequence_for<TIn...>{});
+    for (int r = r0; r < KF_EW_TILE; r += kRows) {
+      const uint32_t d0 = b0 + r;
+      if (d0 < p.size0 && n1 > 0)
+        kf_ew_tile_stage<TIn...>(p, base, d0, b1 + c, r, c, n1, tile, std::index_sequence_for<TIn...>{});
     }
     __syncthreads();
+    // Compute: rows along dim 1, runs along dim 0.
+    const int n0 = int(min(uint32_t(4), p.size0 - min(p.size0, b0 + c)));
 #pragma unroll
-    for (int r = row0; r < KF_EW_TILE; r += KF_EW_TILE_ROWS) {
-      const uint32_t d0 = b0 + lane, d1 = b1 + r;
-      if (d0 < p.size0 && d1 < p.size1) {
-        float x[N];
-        kf_ew_tile_inputs<TIn...>(p, base, d0, d1, lane, r, tile, x, std::index_sequence_for<TIn...>{});
-        kf_store<TOut>(p.out, (outer * p.size1 + d1) * p.size0 + d0, f(x, sc));
+    for (int r = r0; r < KF_EW_TILE; r += kRows) {
+      const uint32_t d1 = b1 + r;
+      if (d1 >= p.size1 || n0 <= 0) continue;
+      float x[4][N];
+      kf_ew_tile_inputs<TIn...>(p, base, b0 + c, d1, c, r, n0, tile, x, std::index_sequence_for<TIn...>{});
+      float y[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) y[j] = f(x[j], sc);
+      const uint32_t o = (outer * p.size1 + d1) * p.size0 + b0 + c;
+      if (n0 == 4 && p.out_runs) {
+        kf_store_run<TOut>(p.out, o, y);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (j < n0) kf_store<TOut>(p.out, o + j, y[j]);
       }
     }
     __syncthreads();  // the next tile overwrites the staged values
@@ -362,10 +458,21 @@ inline int kf_ew_tiled_operands(const KfEwPlan& plan, int n, int* slot) {
   return staged;
 }
 
+// Whether runs of 4 elements of an operand along `dim` (unit stride there) are aligned whole accesses:
+// the base and every other dim's stride keep a run's first element on a 4-element boundary.
+inline bool kf_ew_runs_aligned(const KfEwPlan& plan, int k, int dim, const void* data, int elem_bytes) {
+  if (plan.stride[k][dim] != 1 || plan.size[dim] % 4 != 0) return false;
+  if (reinterpret_cast<uintptr_t>(data) % (4 * elem_bytes) != 0) return false;
+  for (int d = 0; d < plan.ndim; ++d)
+    if (d != dim && plan.stride[k][d] % 4 != 0) return false;
+  return true;
+}
+
 template <class F, typename TOut, typename... TIn>
 cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, const KfTensorRef* in,
                             const KfScalars& sc, cudaStream_t stream) {
   constexpr int N = sizeof...(TIn);
+  const int elem_bytes[N] = {int(sizeof(TIn))...};
   KfEwTiledParams<N> p;
   p.size0 = uint32_t(plan.size[0]);
   p.size1 = uint32_t(plan.size[1]);
@@ -383,17 +490,20 @@ cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, co
   const int64_t tiles = int64_t(p.tiles0) * p.tiles1 * outer;
   if (tiles > (int64_t(1) << 31) - 1) return cudaErrorInvalidValue;  // callers check kf_ew_fits_32bit first
   p.tiles_total = uint32_t(tiles);
+  p.run_mask = 0;
   for (int k = 0; k < N; ++k) {
     for (int d = 0; d < plan.ndim; ++d) p.stride[k][d] = uint32_t(plan.stride[k][d]);
     p.slot[k] = slot[k];
     p.in[k] = in[k].data;
+    if (kf_ew_runs_aligned(plan, k, slot[k] >= 0 ? 1 : 0, in[k].data, elem_bytes[k])) p.run_mask |= 1u << k;
   }
   p.out = out;
+  p.out_runs = plan.size[0] % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(TOut)) == 0;
   auto kernel = kf_ew_tiled_kernel<F, TOut, TIn...>;
-  static const int resident = kf_blocks_per_sm(kernel, KF_EW_TILE * KF_EW_TILE_ROWS, 0);
+  static const int resident = kf_blocks_per_sm(kernel, KF_EW_TILED_THREADS, 0);
   const int64_t cap = int64_t(kf_sm_count()) * resident;
   const int64_t grid = tiles < cap ? tiles : cap;
-  kernel<<<dim3(unsigned(grid)), KF_EW_TILE * KF_EW_TILE_ROWS, 0, stream>>>(p, sc);
+  kernel<<<dim3(unsigned(grid)), KF_EW_TILED_THREADS, 0, stream>>>(p, sc);
   return cudaGetLastError();
 }
 
