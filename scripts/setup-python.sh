@@ -16,4 +16,9 @@ fi
 if ! .venv/bin/python -c 'import nvidia.cu13' 2>/dev/null; then
   .venv/bin/python -m pip install -q --disable-pip-version-check nvidia-cuda-runtime nvidia-cublas nvidia-cusparse
 fi
+# Ray serves only `kforge eval/bench --ray`; the test venv has it so the Ray end-to-end test runs (a few seconds
+# from the package mirror). GPU hosts install it themselves only if they use --ray.
+if ! .venv/bin/python -c 'import ray' 2>/dev/null; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check ray
+fi
 .venv/bin/python -c 'import torch; print("python venv ready: torch", torch.__version__)'

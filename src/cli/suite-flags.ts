@@ -1,9 +1,10 @@
-// The options that make `kforge eval` / `kforge bench` a suite run: GPUs, prebuild pool, journal.
+// The options that make `kforge eval` / `kforge bench` a suite run: GPUs, prebuild pool, Ray, journal.
 import { availableParallelism } from "node:os";
 import type { Command } from "commander";
 import { UsageError } from "../errors.ts";
 import type { SuiteOptions } from "../suite/eval-suite.ts";
 import { buildEnv, type GpuRequest, gpuSlots, parseGpus } from "../suite/gpus.ts";
+import { choosePython } from "../worker/python.ts";
 import { nonNegativeInt } from "./args.ts";
 import { requireWorkerProbe } from "./commands/eval.ts";
 
@@ -11,6 +12,7 @@ export interface SuiteFlags {
   python?: string;
   gpus?: GpuRequest;
   jobs?: number;
+  ray?: string;
   jsonl?: string;
   resume?: boolean;
 }
@@ -26,6 +28,10 @@ export function addSuiteOptions(command: Command): Command {
       "--jobs <n>",
       "extension builds run ahead on the CPU while GPUs verify (default: half the free cores; 0: none)",
       nonNegativeInt,
+    )
+    .option(
+      "--ray <address>",
+      "run each evaluation as a Ray task with one GPU: auto (a running cluster), local, or a cluster address",
     )
     .option("--jsonl <file>", "append each result as one JSON line as soon as it is known")
     .option(
@@ -50,6 +56,16 @@ export async function setupSuite(flags: SuiteFlags, device: "cuda" | "cpu"): Pro
   if (flags.resume && !flags.jsonl)
     throw new UsageError("--resume needs --jsonl FILE (the journal to resume from)");
   const journal = { journal: flags.jsonl, resume: flags.resume ?? false };
+  if (flags.ray) {
+    if (flags.gpus !== undefined)
+      throw new UsageError("--gpus is for local runs; with --ray the cluster decides");
+    // The cluster's nodes need torch, not this host: the driver only needs Ray (it says so if it is missing).
+    return {
+      python: choosePython(flags.python).executable,
+      suite: { ray: { address: flags.ray, device }, ...journal },
+      parallel: true,
+    };
+  }
   const { python, probe } = await requireWorkerProbe(flags.python, device);
   if (device === "cpu") {
     if (flags.gpus !== undefined) throw new UsageError("--gpus needs --device cuda");

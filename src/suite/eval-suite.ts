@@ -1,4 +1,5 @@
-// Evaluates (problem, candidate) pairs as one suite: every local GPU kept busy by the scheduler, extension builds run ahead on the CPU, each result journaled as it arrives, a resumed run
+// Evaluates (problem, candidate) pairs as one suite: every local GPU kept busy by the scheduler (or a Ray
+// cluster), extension builds run ahead on the CPU, each result journaled as it arrives, a resumed run
 // skipping what a previous one finished.
 import { readFileSync } from "node:fs";
 import { loadCandidate } from "../candidate/load.ts";
@@ -9,6 +10,7 @@ import { failedResult } from "../worker/results.ts";
 import { runWorker } from "../worker/run.ts";
 import { appendJournal, readJournal, taskKey } from "./journal.ts";
 import { needsPrebuild, prebuildCandidate } from "./prebuild.ts";
+import { type RayOptions, runOnRay } from "./ray.ts";
 import { type Slot, SlotError, schedule } from "./scheduler.ts";
 
 export interface SuiteItem {
@@ -23,6 +25,8 @@ export interface SuiteOptions {
   prebuildJobs?: number;
   /** Environment shared by prebuilds and workers (gpus.ts buildEnv). */
   buildEnv?: Record<string, string>;
+  /** Run every evaluation as a Ray task instead of on local slots. */
+  ray?: RayOptions;
   /** Append each result here as one JSON line (journal.ts). */
   journal?: string;
   /** Take results already in the journal instead of running those tasks again. */
@@ -128,7 +132,16 @@ export async function evaluateSuite(
   }
 
   const timeoutMs = options.timeoutSeconds * 1000;
-  {
+  if (suite.ray) {
+    await runOnRay(
+      runnable,
+      { ...suite.ray, python: options.python, timeoutMs },
+      {
+        finished: (task, result, node) => settle(task, result, node),
+        note: hooks.note,
+      },
+    );
+  } else {
     const slots = suite.slots ?? [{ id: "local", env: suite.buildEnv ?? {} }];
     await schedule(runnable, {
       slots,

@@ -1,0 +1,53 @@
+"""The body of a Ray task (ray_task.run_isolated), without Ray: it must run the same isolated worker a local
+run does, from the task's own copies of the files, and report what the TS side needs to judge the run."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from conftest import assert_valid, candidate, make_request, problem
+
+from kforge_worker.ray_driver import _outcome
+from kforge_worker.ray_task import localize, run_isolated
+
+
+def _task(request: dict, timeout: float = 120) -> dict:
+    with open(request["problem"]["path"], encoding="utf-8") as f:
+        problem_source = f.read()
+    with open(request["candidate"]["path"], encoding="utf-8") as f:
+        candidate_source = f.read()
+    task = {"id": "7", "request": request, "problemSource": problem_source, "candidateSource": candidate_source,
+            "timeoutSeconds": timeout, "secret": "12345"}
+    assert_valid(task, "RayTask")
+    return task
+
+
+def test_the_task_runs_the_worker_on_its_own_copies_and_returns_its_protocol_lines(cache_dir: str) -> None:
+    request = make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, trials=2)
+    outcome = run_isolated(_task(request))
+    message = _outcome("7", outcome, None)
+    assert_valid(message, "RayDriverMessage")
+    assert outcome["timedOut"] is False and outcome["leftovers"] is False and outcome["exitCode"] == 0
+    results = [json.loads(line) for line in outcome["stdout"] if '"type":"result"' in line]
+    assert len(results) == 1
+    assert results[0]["result"]["verdict"] == "correct", results[0]["result"]["reason"]
+
+
+def test_a_hanging_candidate_is_killed_at_the_task_limit(cache_dir: str, tmp_path) -> None:
+    hang = tmp_path / "hang.py"
+    hang.write_text("import time\ntime.sleep(600)\n")
+    request = make_request(problem("tiny_linear"), str(hang), cache_dir)
+    outcome = run_isolated(_task(request, timeout=3))
+    assert outcome["timedOut"] is True
+    assert outcome["seconds"] < 60
+
+
+def test_localize_writes_the_sources_and_points_the_request_at_them(tmp_path) -> None:
+    request = make_request(problem("tiny_add"), candidate("add_cpp_ok"), str(tmp_path / "unwritable" / "cache"))
+    local = localize(_task(request), str(tmp_path))
+    assert local["problem"]["path"] == os.path.join(str(tmp_path), "problem.py")
+    with open(local["candidate"]["path"], encoding="utf-8") as f:
+        assert "load_inline" in f.read()
+    assert os.path.isdir(local["options"]["cacheDir"])
+    assert request["problem"]["path"] != local["problem"]["path"], "the caller's request is not modified"
