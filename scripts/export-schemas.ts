@@ -5,11 +5,11 @@ import { join } from "node:path";
 import { z } from "zod";
 import { Graph } from "../src/optimize/graph.ts";
 import { REPO_ROOT } from "../src/paths.ts";
-import { RayDriverMessage, RayTask } from "../src/suite/ray-protocol.ts";
+import { RayDriverMessage } from "../src/suite/ray-protocol.ts";
 import { EvalRequest, EvalResult, ProbeResult, WorkerMessage } from "../src/worker/protocol.ts";
 
 const OUT_DIR = join(REPO_ROOT, "python", "kforge_worker", "schemas");
-const SCHEMAS = { EvalRequest, EvalResult, ProbeResult, WorkerMessage, Graph, RayTask, RayDriverMessage };
+const SCHEMAS = { EvalRequest, EvalResult, ProbeResult, WorkerMessage, Graph, RayDriverMessage };
 
 const check = process.argv.includes("--check");
 let stale = 0;
