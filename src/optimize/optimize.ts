@@ -67,6 +67,8 @@ export interface OptimizeOptions {
   log?: (line: string) => void;
   /** The evaluation of an emitted file (tests substitute a wrapper); `kforge eval`'s by default. */
   evaluateFile?: typeof evaluate;
+  /** Extra environment of the GPU-side workers: the suite scheduler pins one GPU (CUDA_VISIBLE_DEVICES). */
+  env?: Record<string, string>;
 }
 
 function regionOps(graph: Graph, plan: Plan): Map<string, string[]> {
@@ -100,7 +102,7 @@ async function runBench(
   const requestPath = `${candidatePath}.bench.json`;
   writeFileSync(requestPath, JSON.stringify(request));
   const run = await execa(options.python, ["-m", "kforge_worker", "--bench-optimize", requestPath], {
-    env: workerEnv(),
+    env: workerEnv(options.env),
     reject: false,
     timeout: options.timeoutSeconds * 1000,
   });
@@ -245,7 +247,8 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     timing: { ...DEFAULT_TIMING, enabled: false },
   };
   const evaluateFile = options.evaluateFile ?? evaluate;
-  let [evalResult] = await evaluateFile(problem, [output], evalOptions);
+  const onSameGpu = { slots: [{ id: "gpu", env: options.env ?? {} }] };
+  let [evalResult] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
   if (evalResult && evalResult.verdict !== "correct" && plan.regions.length > 0) {
     log(
       `${problem.name}: the file with its kernels is ${evalResult.verdict}: re-emitted with PyTorch's ops only`,
@@ -254,7 +257,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     for (const report of result.regions) if (report.status === "fused") report.status = "rejected";
     plan = { regions: [], kept: plan.kept };
     emitTo(graph, plan, problem, output);
-    [evalResult] = await evaluateFile(problem, [output], evalOptions);
+    [evalResult] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
   }
   const t5 = performance.now();
   const finalBench = await runBench(problem, output, [], options, options.compileBaseline);

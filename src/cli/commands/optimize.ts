@@ -17,9 +17,11 @@ import { type Problem, resolveProblem } from "../../problem/problems.ts";
 import { writeHtmlReport } from "../../report/html.ts";
 import { formatOptimizeTable } from "../../report/optimize-table.ts";
 import { useColor } from "../../report/table.ts";
+import { type GpuRequest, gpuSlots, parseGpus } from "../../suite/gpus.ts";
+import { schedule } from "../../suite/scheduler.ts";
 import { choosePython } from "../../worker/python.ts";
 import { positiveInt, positiveNumber } from "../args.ts";
-import { requireWorker } from "./eval.ts";
+import { requireWorkerProbe } from "./eval.ts";
 
 interface OptimizeFlags {
   output?: string;
@@ -34,6 +36,7 @@ interface OptimizeFlags {
   iters: number;
   compileBaseline: boolean;
   jobs: number;
+  gpus?: GpuRequest;
 }
 
 const DEFINES_MODEL = /^class[ \t]+Model\b/m;
@@ -121,13 +124,14 @@ export function registerOptimizeCommand(program: Command): void {
       positiveInt,
       Math.max(1, Math.floor(availableParallelism() / 2)),
     )
+    .option("--gpus <n|all>", "GPUs to verify and time problems on, one problem per GPU at a time", parseGpus)
     .action(async (targets: string[], flags: OptimizeFlags) => {
       const problems = expandTargets(targets);
       if (flags.output && problems.length > 1)
         throw new UsageError("-o/--output takes one target; use --out-dir for several");
-      const python = flags.verify
-        ? await requireWorker(flags.python, flags.device)
-        : choosePython(flags.python).executable;
+      const worker = flags.verify ? await requireWorkerProbe(flags.python, flags.device) : null;
+      const python = worker?.python ?? choosePython(flags.python).executable;
+      const probe = worker?.probe;
       const options: OptimizeOptions = {
         python,
         cacheDir: cacheDir(),
@@ -178,22 +182,41 @@ export function registerOptimizeCommand(program: Command): void {
           }),
         );
       }
-      for (const [index, item] of prepared.entries()) {
-        if (prepared.length > 1) {
-          const elapsed = (performance.now() - started) / 1000;
-          const eta =
-            index > 0 ? ` · ETA ${Math.round((elapsed / index) * (prepared.length - index))} s` : "";
-          process.stderr.write(`[${index + 1}/${prepared.length}] ${item.problem.name}${eta}\n`);
-        }
-        const result = flags.verify ? await verifyProblem(item, options) : item.result;
-        results.push(result);
-        process.stdout.write(`${describe(result)}\n`);
-        // Rewritten after every problem, so a long run that is cut short still leaves its results.
-        if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ optimize: results }, null, 2)}\n`);
-        if (flags.html)
-          writeHtmlReport({ results: [], optimize: results }, flags.html, { title: "kforge optimize" });
-        if (flags.verify && result.verdict !== "correct") process.exitCode = 1;
-      }
+      // The GPU work of a suite goes through the scheduler: one problem per GPU at a time, every step of a
+      // problem (region timing, eval, final bench) pinned to that GPU; results keep the problems' order.
+      const slots =
+        flags.verify && flags.device === "cuda"
+          ? gpuSlots(flags.gpus, probe ?? {})
+          : [{ id: "local", env: {} }];
+      const byIndex: (OptimizeResult | undefined)[] = [];
+      let done = 0;
+      await schedule(
+        prepared.map((item, index) => ({ item, index })),
+        {
+          slots,
+          onStart: ({ item }, slot) => {
+            if (prepared.length <= 1) return;
+            const elapsed = (performance.now() - started) / 1000;
+            const eta = done > 0 ? ` · ETA ${Math.round((elapsed / done) * (prepared.length - done))} s` : "";
+            const where = slots.length > 1 ? ` on ${slot.id}` : "";
+            process.stderr.write(`[${done + 1}/${prepared.length}] ${item.problem.name}${where}${eta}\n`);
+          },
+          run: async ({ item }, slot) =>
+            flags.verify ? await verifyProblem(item, { ...options, env: slot.env }) : item.result,
+          giveUp: ({ item }, why) => ({ ...item.result, error: why }),
+          onResult: ({ index }, result) => {
+            done += 1;
+            byIndex[index] = result;
+            results.splice(0, results.length, ...byIndex.filter((r) => r !== undefined));
+            process.stdout.write(`${describe(result)}\n`);
+            // Rewritten after every problem, so a long run that is cut short still leaves its results.
+            if (flags.json) writeFileSync(flags.json, `${JSON.stringify({ optimize: results }, null, 2)}\n`);
+            if (flags.html)
+              writeHtmlReport({ results: [], optimize: results }, flags.html, { title: "kforge optimize" });
+            if (flags.verify && result.verdict !== "correct") process.exitCode = 1;
+          },
+        },
+      );
       if (results.length > 1) {
         const width = process.stdout.columns && process.stdout.columns > 0 ? process.stdout.columns : 100;
         process.stdout.write(`\n${formatOptimizeTable(results, { color: useColor(process.stdout), width })}`);
