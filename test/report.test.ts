@@ -303,7 +303,7 @@ describe("progress", () => {
       "[2/3] 000_510f890c0e824915.txt: compile: building extension sdpa_cuda (ninja)",
       "[2/3] 000_510f890c0e824915.txt: trials 20%: trial 1/5",
       "[2/3] 000_510f890c0e824915.txt: trials 60%: trial 3/5",
-      "[2/3] 000_510f890c0e824915.txt: incorrect (52.0 s) — output 0 differs from the reference in 5/5 trials: max |Δ| 3.81 at [3, 7, 100, 12] (atol 0.01, rtol 0.01)",
+      "[2/3] 000_510f890c0e824915.txt (took block 6 of 6): incorrect (52.0 s) — output 0 differs from the reference in 5/5 trials: max |Δ| 3.81 at [3, 7, 100, 12] (atol 0.01, rtol 0.01)",
     ]);
   });
 

@@ -2,7 +2,7 @@
 // needs no script and no network to show them, and a browser test can find them as <svg> elements.
 import * as echarts from "echarts";
 import type { EvalResult, TimingStats, Verdict } from "../worker/protocol.ts";
-import { formatMs, formatSpeedup, formatSpeedupWithCi, verdictLabel } from "./format.ts";
+import { formatMs, formatSpeedup, formatSpeedupWithCi, timerName, verdictLabel } from "./format.ts";
 import { escapeHtml } from "./html-escape.ts";
 import { attainableTflops, type RooflineEntry } from "./roofline.ts";
 
@@ -221,7 +221,8 @@ export function timingChart(problem: string, results: EvalResult[]): string | nu
     {
       title: {
         text: `Timing distributions: ${problem}`,
-        subtext: "ms per forward (CUDA events) · box: quartiles · whiskers: 1.5 IQR · dots: outliers",
+        // The clock the worker really used: CPU runs are wall-clock timed, not with CUDA events.
+        subtext: `ms per forward (${[...new Set(rows.map((r) => timerName(r.timing.method)))].join(", ")}) · box: quartiles · whiskers: 1.5 IQR · dots: outliers`,
         left: 8,
         textStyle: { fontSize: 14 },
         subtextStyle: { fontSize: 11 },

@@ -41,6 +41,14 @@ export function verdictLabel(verdict: string): string {
   return verdict.replaceAll("_", " ");
 }
 
+/** The clock a timing used, from its method ("cuda events, interleaved …" / "cpu perf_counter, …"). */
+export function timerName(method: string): string {
+  const clock = method.split(/[,;]/)[0]?.trim() ?? "";
+  if (/^cuda events?$/i.test(clock)) return "CUDA events";
+  if (/^cpu perf_counter$/i.test(clock)) return "CPU wall clock";
+  return clock || "unknown timer";
+}
+
 export function formatDuration(seconds: number): string {
   if (seconds < 59.95) return `${seconds.toFixed(1)} s`;
   // Round once, then split: 179.6 s is "3 min 0 s", never "2 min 60 s".

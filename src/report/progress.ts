@@ -4,6 +4,7 @@
 import cliProgress from "cli-progress";
 import pc from "picocolors";
 import type { EvalResult, ProgressMessage } from "../worker/protocol.ts";
+import { timingWarning } from "./bimodal.ts";
 import { formatDuration, formatSpeedupWithCi, truncate, verdictLabel } from "./format.ts";
 import { firstReasonLine } from "./summary.ts";
 import { useColor, verdictColor } from "./table.ts";
@@ -89,6 +90,8 @@ export function finishedLine(
   parts.push(`(${formatDuration(result.seconds)})`);
   const reason = firstReasonLine(result);
   if (reason) parts.push(`— ${truncate(reason, 160)}`);
+  const warning = result.timing ? timingWarning(result.timing) : null;
+  if (warning) parts.push(colors.yellow(`! ${warning}`));
   return parts.join(" ");
 }
 

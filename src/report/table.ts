@@ -3,6 +3,7 @@
 import Table from "cli-table3";
 import pc from "picocolors";
 import type { EvalResult, Verdict } from "../worker/protocol.ts";
+import { timingWarning } from "./bimodal.ts";
 import {
   formatDuration,
   formatError,
@@ -240,11 +241,16 @@ export function formatResultsTable(results: EvalResult[], opts: TableOptions): s
       table.push([newProblem ? r.problem : "", r.candidate, ...numbers]);
     }
     const reason = firstReasonLine(r);
-    if (reason) {
-      // The reason may use the terminal's whole width, wider than the table: a placeholder row keeps
-      // its place and is replaced after rendering (cli-table3 cuts a spanning cell at the table's width).
-      const prefix = grouped ? "    ↳ " : "  ↳ ";
-      reasonLines.push(colors.dim(prefix + truncate(reason, width - prefix.length)));
+    const warning = r.timing ? timingWarning(r.timing) : null;
+    for (const [note, mark, paint] of [
+      [reason, "↳", colors.dim],
+      [warning, "!", colors.yellow],
+    ] as const) {
+      if (!note) continue;
+      // A note may use the terminal's whole width, wider than the table: a placeholder row keeps its
+      // place and is replaced after rendering (cli-table3 cuts a spanning cell at the table's width).
+      const prefix = grouped ? `    ${mark} ` : `  ${mark} `;
+      reasonLines.push(paint(prefix + truncate(note, width - prefix.length)));
       table.push([{ colSpan: headers.length, content: `${REASON_MARK}${reasonLines.length - 1}` }]);
     }
   }
