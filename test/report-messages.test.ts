@@ -16,7 +16,8 @@ const plain = pc.createColors(false);
 const [gpuResult] = loadResultsFile(
   join(import.meta.dirname, "fixtures", "results", "sdpa_fp16.json"),
 ).results;
-if (!gpuResult?.timing) throw new Error("fixture sdpa_fp16.json has no timed result");
+const gpuTiming = gpuResult?.timing;
+if (!gpuResult || !gpuTiming) throw new Error("fixture sdpa_fp16.json has no timed result");
 
 /** A seeded normal sampler (Box-Muller over a small LCG): the same samples on every run. */
 function normals(seed: number) {
@@ -70,28 +71,24 @@ test("two separated modes are found; one mode, a skewed tail or a few spikes are
 });
 
 test("a tight CI over bimodal CPU samples is printed with a warning, in the table and the progress line", () => {
-  const cpu: EvalResult = {
-    ...gpuResult,
-    verdict: "correct",
-    reason: null,
-    timing: {
-      ...gpuResult.timing!,
-      method: "cpu perf_counter, interleaved ref/cand",
-      ref: stats(twoModes),
-      cand: stats(twoModes.map((v) => v * 0.999)),
-      speedup: 1.0,
-      speedupCi: [1.0, 1.0],
-    },
+  const cpuTiming = {
+    ...gpuTiming,
+    method: "cpu perf_counter, interleaved ref/cand",
+    ref: stats(twoModes),
+    cand: stats(twoModes.map((v) => v * 0.999)),
+    speedup: 1.0,
+    speedupCi: [1.0, 1.0] as [number, number],
   };
+  const cpu: EvalResult = { ...gpuResult, verdict: "correct", reason: null, timing: cpuTiming };
   assert.match(
-    timingWarning(cpu.timing!) ?? "",
+    timingWarning(cpuTiming) ?? "",
     /^bimodal timing samples — PyTorch 0\.99\d and 1\.29 ms \(30% slow\); candidate /,
   );
   const table = formatResultsTable([cpu], { color: false, width: 160 });
   assert.match(table, /\n {2}! bimodal timing samples — .* the 95% CI assumes one population/);
   assert.match(finishedLine(cpu, "[1/1]", plain), /! bimodal timing samples/);
 
-  const steady = { ...cpu, timing: { ...cpu.timing!, ref: stats(unimodal), cand: stats(unimodal) } };
+  const steady = { ...cpu, timing: { ...cpuTiming, ref: stats(unimodal), cand: stats(unimodal) } };
   assert.equal(timingWarning(steady.timing), null);
   assert.doesNotMatch(formatResultsTable([steady], { color: false, width: 160 }), /bimodal/);
 });
@@ -104,7 +101,7 @@ test("the timing chart names the clock the worker used: CPU wall clock on CPU, C
   );
   const cpu = {
     ...gpuResult,
-    timing: { ...gpuResult.timing!, method: "cpu perf_counter, interleaved ref/cand" },
+    timing: { ...gpuTiming, method: "cpu perf_counter, interleaved ref/cand" },
   };
   const cpuChart = timingChart("p", [cpu]) ?? "";
   assert.match(cpuChart, /ms per forward \(CPU wall clock\)/);
