@@ -50,7 +50,11 @@ def probe() -> dict[str, Any]:
         if result["cudaAvailable"]:
             result["gpu"] = torch.cuda.get_device_name(0)
             result["gpuCount"] = int(torch.cuda.device_count())
-            result["cudaArchList"] = cuda_arch_list(torch)
+            if torch.version.cuda:  # ROCm builds read PYTORCH_ROCM_ARCH, not this
+                try:
+                    result["cudaArchList"] = cuda_arch_list(torch)
+                except Exception:  # noqa: BLE001 — only a build hint: without it prebuilds see their own GPUs
+                    result["cudaArchList"] = None
     except BaseException as exc:  # noqa: BLE001 — a broken torch install is a finding, not a crash
         message = str(exc).strip().splitlines()
         result["torchError"] = f"{type(exc).__name__}: {message[0] if message else ''}".rstrip(": ")

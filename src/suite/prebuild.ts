@@ -7,6 +7,7 @@ import { delimiter, dirname, resolve } from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
 import { workerEnv } from "../worker/python.ts";
+import { killGroup } from "../worker/run.ts";
 
 /** Only files that build something are worth a prebuild process (importing torch alone costs seconds). */
 const BUILDS_EXTENSION = /\bload_inline\b|\bcpp_extension\b|\b_kf_build_all\b/;
@@ -66,13 +67,7 @@ export async function prebuildCandidate(codePath: string, options: PrebuildOptio
     }
   }
   const run = await child;
-  if (child.pid !== undefined) {
-    try {
-      process.kill(-child.pid, "SIGKILL"); // whatever the candidate's import left running
-    } catch {
-      // the group is gone
-    }
-  }
+  killGroup(child.pid); // whatever the candidate's import left running
   const line = run.stdout.trim().split("\n").at(-1) ?? "";
   try {
     const outcome = BuildOutcome.parse(JSON.parse(line));

@@ -19,7 +19,8 @@ export interface RunWorkerOptions {
 
 const STDERR_TAIL_LINES = 40;
 
-function killGroup(pid: number | undefined): boolean {
+/** SIGKILL to a detached child's whole process group; true when something in it was still alive. */
+export function killGroup(pid: number | undefined): boolean {
   if (pid === undefined) return false;
   try {
     process.kill(-pid, "SIGKILL");
