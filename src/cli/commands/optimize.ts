@@ -166,34 +166,23 @@ export function registerOptimizeCommand(program: Command): void {
           process.exitCode = 1;
         }
       }
-      if (flags.verify && flags.device === "cuda") {
-        // Compiles are CPU-bound and independent: build every extension in parallel before the GPU work.
-        const workers = Math.max(1, Math.min(flags.jobs, prepared.length));
-        let next = 0;
-        await Promise.all(
-          Array.from({ length: workers }, async () => {
-            while (next < prepared.length) {
-              const item = prepared[next++];
-              if (!item) break;
-              const error = await prebuild(item, options);
-              if (error)
-                process.stderr.write(`kforge: ${item.problem.name}: build failed: ${error.split("\n")[0]}\n`);
-            }
-          }),
-        );
-      }
       // The GPU work of a suite goes through the scheduler: one problem per GPU at a time, every step of a
       // problem (region timing, eval, final bench) pinned to that GPU; results keep the problems' order.
-      const slots =
-        flags.verify && flags.device === "cuda"
-          ? gpuSlots(flags.gpus, probe ?? {})
-          : [{ id: "local", env: {} }];
+      // Extension builds (CPU-bound, independent) run ahead in a pool of --jobs, overlapping the GPU work.
+      const builds = flags.verify && flags.device === "cuda";
+      const slots = builds ? gpuSlots(flags.gpus, probe ?? {}) : [{ id: "local", env: {} }];
       const byIndex: (OptimizeResult | undefined)[] = [];
       let done = 0;
       await schedule(
         prepared.map((item, index) => ({ item, index })),
         {
           slots,
+          prepareConcurrency: builds ? Math.max(1, Math.min(flags.jobs, prepared.length)) : 0,
+          prepare: async ({ item }) => {
+            const error = await prebuild(item, options);
+            if (error)
+              process.stderr.write(`kforge: ${item.problem.name}: build failed: ${error.split("\n")[0]}\n`);
+          },
           onStart: ({ item }, slot) => {
             if (prepared.length <= 1) return;
             const elapsed = (performance.now() - started) / 1000;
