@@ -2,10 +2,11 @@
 
 Pass mark (KernelBench-compatible): same shape and dtype, ``torch.allclose(out, ref, atol, rtol)``, and
 never a NaN/Inf in the candidate (allclose alone would accept inf == inf). With a float64 evaluation, an
-element outside that band still passes when the candidate is no further from float64 than the reference is,
-plus the same band: the reference's own rounding (a TF32 convolution, another summation order) is not
-charged to the candidate — a cuDNN algorithm other than the reference's differs from it by more than
-1e-4 at a few of a hundred million TF32 outputs while being as accurate. The error measures — max
+element outside that band still passes when the candidate is no further from float64 there than the
+reference is at its worst element, plus the same band: the reference's own rounding (a TF32 convolution,
+another summation order) is not charged to the candidate. Two TF32 convolutions by different cuDNN
+algorithms differ by more than 1e-4 at tens of a hundred million outputs while equally accurate; a
+candidate that is systematically less precise is the precision check's to catch (rel L2 vs float64). The error measures — max
 absolute error and relative L2 error — are reported for candidate vs reference, candidate vs float64
 and reference vs float64, so "is it as accurate as PyTorch?" can be answered, not only "does it pass".
 
@@ -105,22 +106,42 @@ def error_stats(out: torch.Tensor, ref: torch.Tensor) -> ErrorStats:
 def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float,
                     ref64: torch.Tensor | None = None) -> tuple[int, int]:
     """(elements failing torch.isclose — the allclose criterion, NaN never close — and, given the float64
-    evaluation, also further from it than the reference plus the same band; non-finite in out)."""
+    evaluation, also further from it than the reference's worst element is, plus the same band; non-finite
+    in out)."""
     a, b = out.detach().reshape(-1), ref.detach().reshape(-1)
     c = ref64.detach().reshape(-1) if ref64 is not None and ref64.numel() == a.numel() else None
-    bad, non_finite = 0, 0
+    non_finite = 0
+    far_chunks: list[tuple[int, torch.Tensor]] = []
     for start in range(0, a.numel(), CHUNK):
         x, y = a[start : start + CHUNK], b[start : start + CHUNK]
         if x.is_floating_point() or x.is_complex():
             non_finite += int((~torch.isfinite(x)).sum().item())
         far = ~torch.isclose(x, y, rtol=rtol, atol=atol)
-        if c is not None and x.is_floating_point() and bool(far.any()):
-            z = c[start : start + CHUNK].to(x.device, torch.float64)
-            x64, y64 = x.double(), y.double()
-            as_accurate = (x64 - z).abs() <= (y64 - z).abs() + atol + rtol * z.abs()
-            far &= ~as_accurate  # NaN in x compares False: still far
-        bad += int(far.sum().item())
+        if bool(far.any()):
+            far_chunks.append((start, far))
+    if not far_chunks or c is None or not a.is_floating_point():
+        return sum(int(far.sum().item()) for _, far in far_chunks), non_finite
+    ref_worst = reference_worst_error(b, c)
+    bad = 0
+    for start, far in far_chunks:
+        x = a[start : start + CHUNK].double()
+        z = c[start : start + CHUNK].to(x.device, torch.float64)
+        as_accurate = (x - z).abs() <= ref_worst + atol + rtol * z.abs()  # NaN compares False: still far
+        bad += int((far & ~as_accurate).sum().item())
     return bad, non_finite
+
+
+def reference_worst_error(ref: torch.Tensor, ref64: torch.Tensor) -> float:
+    """The reference's largest absolute error against the float64 evaluation, over the elements where both
+    are finite (a reference that overflows somewhere grants no allowance elsewhere)."""
+    worst = 0.0
+    for start in range(0, ref.numel(), CHUNK):
+        y = ref[start : start + CHUNK].double()
+        z = ref64[start : start + CHUNK].to(y.device, torch.float64)
+        err = torch.where(torch.isfinite(y) & torch.isfinite(z), (y - z).abs(), 0.0)
+        if err.numel():
+            worst = max(worst, float(err.max().item()))
+    return worst
 
 
 def _index(flat: int, shape: torch.Size) -> list[int]:

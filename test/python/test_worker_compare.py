@@ -67,8 +67,9 @@ def test_count_not_close_agrees_with_torch_allclose() -> None:
 
 
 def test_reference_rounding_is_not_charged_to_a_candidate_as_accurate_as_it() -> None:
-    """A noisy reference (TF32-like error vs float64) and a candidate closer to float64 than it: elements
-    outside the allclose band still pass; a candidate as far from float64 as twice the band does not."""
+    """A noisy reference (TF32-like error vs float64): a candidate closer to float64 than it, or as noisy but
+    independently so, passes where it is outside the allclose band; an element off by far more than the
+    reference's worst error does not, and NaN never passes."""
     torch.manual_seed(1)
     truth = torch.randn(100_000, dtype=torch.float64)
     ref = (truth + 3e-4 * torch.randn_like(truth)).float()  # the reference's own rounding
@@ -78,6 +79,8 @@ def test_reference_rounding_is_not_charged_to_a_candidate_as_accurate_as_it() ->
     assert bad == 0
     assert compare_output(0, close, ref, truth, 1e-4, 1e-4).passed
     assert not compare_output(0, close, ref, None, 1e-4, 1e-4).passed  # without float64: KernelBench's rule
+    as_noisy = (truth + 3e-4 * torch.randn_like(truth)).float()  # another algorithm, the same rounding
+    assert count_not_close(as_noisy, ref, 1e-4, 1e-4, truth)[0] == 0
     wrong = ref.clone()
     wrong[123] += 1e-2  # one element off by far more than the reference's error
     bad, _ = count_not_close(wrong, ref, 1e-4, 1e-4, truth)
