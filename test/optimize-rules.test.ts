@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";
-import { planGraph, regionNodes, withoutAnchors } from "../src/optimize/plan/planner.ts";
+import { planGraph, regionNodes, relaxAnchors } from "../src/optimize/plan/planner.ts";
 import { pointwiseVerdict, SEED_RULES } from "../src/optimize/plan/rules.ts";
 
 const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
@@ -134,13 +134,49 @@ test("no anchor: a conv read elsewhere, a subclass of Conv2d, a padding mode oth
   assert.match(reflect.kept.find((k) => k.node === "conv")?.reason ?? "", /padding_mode/);
 });
 
-test("withoutAnchors keeps the pointwise region and drops only the anchor", () => {
+test("relaxAnchors steps an anchor down: channels-last, then the reference's layout, then none", () => {
   const plan = planGraph(convGraph("torch.nn.modules.conv.Conv2d"));
   const id = plan.regions[0]?.id ?? "";
-  const plain = withoutAnchors(plan, new Set([id]));
+  assert.equal(plan.regions[0]?.anchorLayout, "channels_last");
+  const native = relaxAnchors(plan, new Set([id]));
+  assert.equal(native.regions[0]?.anchor, "conv");
+  assert.equal(native.regions[0]?.anchorLayout, "native");
+  const plain = relaxAnchors(native, new Set([id]));
   assert.equal(plain.regions[0]?.anchor, undefined);
   assert.deepEqual(plain.regions[0] && regionNodes(plain.regions[0]), ["relu", "add"]);
-  assert.equal(plan.regions[0]?.anchor, "conv", "the original plan is not modified");
+  assert.equal(plan.regions[0]?.anchorLayout, "channels_last", "the original plan is not modified");
+});
+
+test("a reduction or instance norm reading a conv anchors it in the reference's layout; group norm does not", () => {
+  const seeded = (op: string, fn: Record<string, Arg>, shape: number[]) => {
+    const g = graph(
+      [
+        node(
+          "conv",
+          "conv2d",
+          { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") },
+          X,
+          {
+            kind: "call_module",
+            target: "conv",
+          },
+        ),
+        node("seed", op, { input: ref("conv"), ...fn }, shape),
+      ],
+      "seed",
+      { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+    );
+    g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+    return planGraph(g).regions.find((r) => r.seed === "seed");
+  };
+  const sum = seeded("sum", { dim: ints(2, 3), keepdim: bool(false) }, [8, 16]);
+  assert.equal(sum?.anchor, "conv");
+  assert.equal(sum?.anchorLayout, "native");
+  const instance = seeded("instance_norm", { eps: num(1e-5) }, X);
+  assert.equal(instance?.anchor, "conv");
+  const group = seeded("group_norm", { num_groups: num(4), eps: num(1e-5) }, X);
+  assert.ok(group, "group norm still seeds a region");
+  assert.equal(group?.anchor, undefined);
 });
 
 test("a value used outside the chain ends the region there (single output)", () => {

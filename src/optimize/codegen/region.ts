@@ -328,7 +328,8 @@ const LAUNCH_PARAMS: Record<string, string> = {
 };
 
 /** An anchored region's first operands (the anchor's output, then its bias per channel) and the line that
- * adds them; `resolve` maps the anchor's value inside the functor. */
+ * adds them; `resolve` maps the anchor's value inside the functor. Called before any other operand is
+ * registered, so the anchor is operand 0 (the host takes the output's device from it). */
 function anchorOperands(view: GraphView, region: Region, table: OperandTable, nameOf: NameOf, fn: string) {
   const id = region.anchor;
   if (!id) return { lines: [], resolve: () => null, anchorPy: undefined, rank: -1, inDtype: null };
@@ -343,12 +344,14 @@ function anchorOperands(view: GraphView, region: Region, table: OperandTable, na
   const input = node.fn?.input;
   const inMeta = view.tensorOf(input);
   if (input?.t !== "node" || !inMeta) throw new Error("kforge internal: anchor input is not a node");
+  const channelsLast = region.anchorLayout === "channels_last";
+  const transpose = channelsLast ? `_kf_ext().${fn}_cl` : "None";
   return {
     lines: [`const float t_${id} = ${value}${bias};`],
     resolve: (arg: Arg) => (arg.t === "node" && arg.id === id ? `t_${id}` : null),
-    anchorPy: `_kf_conv_channels_last(${selfPath(node.target)}, ${pyArg(input, nameOf)}, _kf_ext().${fn}_cl)`,
+    anchorPy: `_kf_conv_anchor(${selfPath(node.target)}, ${pyArg(input, nameOf)}, ${transpose})`,
     rank: meta.shape.length,
-    inDtype: inMeta.dtype,
+    inDtype: channelsLast ? inMeta.dtype : null,
   };
 }
 
@@ -428,11 +431,14 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const dims = reductionDims(seed, view);
   if (!spec || !seedFn || !inMeta || !dims) throw new Error(`kforge internal: ${seed.op} is not a reduction`);
   const table = new OperandTable(view, nameOf, broadcastAdapt);
-  const proLines = pointwiseLines(view, region.prologue, table, () => null);
+  const anchor = anchorOperands(view, region, table, nameOf, fn);
+  const proLines = [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
   const values = spec.operands.map((key) => {
     const arg = seedFn[key];
     if (!arg) return "0.f";
     if (arg.t === "node" && region.prologue.includes(arg.id)) return `t_${arg.id}`;
+    const anchored = anchor.resolve(arg);
+    if (anchored) return anchored;
     return arg.t === "const" ? table.scalar(arg) : table.tensor(arg);
   });
   const reader = paramReader(seedFn, table.runtime);
@@ -485,6 +491,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
       `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(dims)}, ${pyList(kept.map((d) => `shape[${d}]`))}, _KF_NO_INTS, _KF_NO_TENSOR)`,
       `return out.view(${pyList(out.shape.length === kept.length ? kept.map((d) => `shape[${d}]`) : Array.from({ length: rank }, (_, d) => (dims.includes(d) ? "1" : `shape[${d}]`)))})`,
     ],
+    anchorPy: anchor.anchorPy,
   };
 };
 
@@ -503,11 +510,14 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
         layout === "channel" ? `${py}.view(${groups}, -1, 1)` : `_kf_groups(${py}, ins_shape, ${groups})`
     : channelAdapt(rank);
   const table = new OperandTable(view, nameOf, adapt);
-  const proLines = pointwiseLines(view, region.prologue, table, () => null);
+  const anchor = anchorOperands(view, region, table, nameOf, fn);
+  const proLines = [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
   const input = seedFn.input;
   if (!input) throw new Error("kforge internal: normalisation without input");
   const vExpr =
-    input.t === "node" && region.prologue.includes(input.id) ? `t_${input.id}` : table.tensor(input);
+    input.t === "node" && region.prologue.includes(input.id)
+      ? `t_${input.id}`
+      : (anchor.resolve(input) ?? table.tensor(input));
   const paramValues = spec.params.map((param) => {
     const arg = seedFn[param.key];
     if (!arg || (arg.t === "const" && arg.pytype === "none")) return "";
@@ -574,6 +584,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
     rank,
     pyPrelude: [...prelude, operandTuple(table.operands)],
     pyLaunch: launch,
+    anchorPy: anchor.anchorPy,
   };
 };
 

@@ -1,11 +1,16 @@
-// Anchor rules: a library call (a cuDNN convolution) taken into the pointwise region that consumes its
-// output, so that the region decides how the library is called. A convolution is then run on channels-last
-// input and weight (cuDNN's NHWC kernels beat its NCHW ones at most shapes) and without its bias, which the
-// region's kernel adds in the same pass as its other ops while it writes the result back in the reference's
-// layout. Measured planning keeps the anchor only where the region wins (bench/optimize/NOTES.md).
+// Anchor rules: a library call (a cuDNN convolution) taken into the region that consumes its output, so that
+// the region decides how the library is called. The convolution runs without its bias, which the region's
+// kernel adds in the same pass as its other ops; a pointwise region also runs it on channels-last input and
+// weight (cuDNN's NHWC kernels beat its NCHW ones at most shapes) and writes the result back in the
+// reference's layout. Measured planning keeps an anchor only where the region wins, stepping down from
+// channels-last to the reference's layout to no anchor (bench/optimize/NOTES.md).
 import type { GraphNode } from "../graph.ts";
+import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
+import type { Region } from "./planner.ts";
 import type { Verdict } from "./rules.ts";
+
+export type AnchorLayout = "channels_last" | "native";
 
 export interface AnchorRule {
   name: string;
@@ -50,6 +55,15 @@ export function anchorRuleFor(node: GraphNode, view: GraphView): { rule: AnchorR
   if (!out || !FLOAT_DTYPES.has(out.dtype)) return fail("its output is not a float tensor");
   if (!rule.ranks.includes(out.shape.length)) return fail(`rank ${out.shape.length} output`);
   return { rule, why: null };
+}
+
+/** Whether a seed region's kernel can take an anchor's output plus its bias as its input: reductions and
+ * normalisations over the input's own shape (group norm reshapes its operands from the input's shape, which
+ * an anchor computes inside the method, so it keeps the conv's own call). */
+export function seedTakesAnchor(region: Region, view: GraphView): boolean {
+  if (region.kind === "reduce") return true;
+  if (region.kind !== "normalize" || !region.seed) return false;
+  return !NORMALIZATIONS[view.node(region.seed).op]?.groups;
 }
 
 /** The conv bias parameter path the region's kernel adds, or null (bias=False). */

@@ -5,10 +5,11 @@
 // 2. The remaining pointwise nodes into single-output DAGs, grown backwards from each sink.
 // 3. A pointwise region that only consumes a seed's output (and, for reductions, scalars) becomes the
 //    seed's epilogue.
-// 4. A pointwise region that is the only consumer of a convolution takes it as its anchor (anchors.ts).
+// 4. A region that is the only consumer of a convolution takes it as its anchor (anchors.ts): a pointwise
+//    region calls it in channels-last, a reduction or normalisation in its own layout (bias folded in).
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
-import { anchorRuleFor } from "./anchors.ts";
+import { type AnchorLayout, anchorRuleFor, seedTakesAnchor } from "./anchors.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
 import { pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
@@ -31,6 +32,9 @@ export interface Region {
   recipe?: { name: string; bind: Record<string, string> };
   /** A library call computed first, which the region's method makes its own way (anchors.ts). */
   anchor?: string;
+  /** How the anchor is called: channels-last (its output transposed back by the region's kernel), or in
+   * the reference's layout with only its bias moved into the region's kernel. */
+  anchorLayout?: AnchorLayout;
 }
 
 export interface KeptNode {
@@ -54,11 +58,14 @@ export function regionNodes(region: Region): string[] {
   ];
 }
 
-/** Step 4: each pointwise region takes as its anchor a convolution whose output only it reads. */
+/** Step 4: each region takes as its anchor a convolution whose output only it reads. */
 function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>, kept: KeptNode[]): void {
   for (const region of regions) {
-    if (region.kind !== "pointwise") continue;
-    for (const id of operandNodes(view, region.epilogue)) {
+    const layout: AnchorLayout | null =
+      region.kind === "pointwise" ? "channels_last" : seedTakesAnchor(region, view) ? "native" : null;
+    if (!layout) continue;
+    const members = regionNodes(region);
+    for (const id of operandNodes(view, members)) {
       if (claimed.has(id) || view.isGraphInput(id)) continue;
       const node = view.node(id);
       const match = anchorRuleFor(node, view);
@@ -67,18 +74,24 @@ function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>,
         kept.push({ node: id, op: node.op, reason: match.why });
         continue;
       }
-      if (!view.usersOf(id).every((user) => region.epilogue.includes(user))) continue;
+      if (!view.usersOf(id).every((user) => members.includes(user))) continue;
       region.anchor = id;
+      region.anchorLayout = layout;
       claimed.add(id);
       break;
     }
   }
 }
 
-/** The plan without the anchors of `regions` (their pointwise parts stay fused). */
-export function withoutAnchors(plan: Plan, regions: Set<string>): Plan {
+/** The plan with the anchors of `regions` one step simpler: channels-last -> the reference's layout (bias
+ * still folded) -> no anchor (the library call made as the reference makes it). */
+export function relaxAnchors(plan: Plan, regions: Set<string>): Plan {
+  const relax = (r: Region): Region =>
+    r.anchorLayout === "channels_last" && r.kind === "pointwise"
+      ? { ...r, anchorLayout: "native" }
+      : { ...r, anchor: undefined, anchorLayout: undefined };
   return {
-    regions: plan.regions.map((r) => (regions.has(r.id) ? { ...r, anchor: undefined } : r)),
+    regions: plan.regions.map((r) => (regions.has(r.id) && r.anchor ? relax(r) : r)),
     kept: plan.kept,
   };
 }
