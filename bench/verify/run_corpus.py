@@ -79,7 +79,11 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=420)
     parser.add_argument("--deadline", type=float, default=540, help="seconds; entries not started by then are skipped")
     parser.add_argument("--via", choices=["worker", "standalone"], default="worker")
+    parser.add_argument("--reference-process", action="store_true",
+                        help="run every entry's reference in its own process (the CUDA IPC path; off by default on CUDA)")
     args = parser.parse_args()
+    if args.reference_process:
+        os.environ["KFORGE_REFERENCE_PROCESS"] = "1"
     os.makedirs(args.out, exist_ok=True)
     started = time.time()
     entries = [e for e in corpus.with_strict_variants(corpus.load_manifest()) if os.path.exists(os.path.join(ROOT, e["candidate"]))

@@ -19,6 +19,7 @@ import copy
 import hashlib
 import importlib
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -113,6 +114,7 @@ class EvalContext:
     atol: float = 1e-4
     rtol: float = 1e-4
     checks: ModuleType | None = None  # kforge_worker.checks, when present and enabled
+    reference: Any = None  # reference_process.ReferenceProcess: the clean reference, when it runs on its own
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
@@ -228,6 +230,30 @@ def load_problem(ctx: EvalContext) -> None:
     _loading(lambda: check_problem(ctx.problem, path), "problem_error")
 
 
+def start_reference(ctx: EvalContext) -> None:
+    """The clean reference process, started before the candidate is imported (so nothing the candidate does
+    can shape its environment). A start that fails leaves the reference in this process, said by a warning."""
+    if not ctx.request.reference_in_own_process:
+        return
+    from .reference_process import ProblemFailure, ReferenceProcess, ReferenceProcessError
+
+    spec = {"problemPath": os.path.abspath(ctx.request.problem_path), "device": ctx.request.device,
+            "dtype": str(ctx.dtype).replace("torch.", "") if ctx.dtype is not None else None,
+            "seed": ctx.request.seed, "allowTf32": ctx.request.allow_tf32, "fp64": True}
+    try:
+        ctx.reference = ReferenceProcess(spec)
+    except ProblemFailure as exc:
+        raise StageFailure("problem_error", f"problem {exc.what}: {exc.reason} (in the reference process)") from None
+    except (OSError, ReferenceProcessError) as exc:
+        _isolation_check(ctx, "warn", f"the reference process could not start ({exc}); the reference ran in the "
+                                      "worker beside the candidate")
+
+
+def _isolation_check(ctx: EvalContext, outcome: str, evidence: str) -> None:
+    check = {"name": "reference_isolation", "outcome": outcome, "failVerdict": "cheating", "evidence": evidence}
+    ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != check["name"]] + [check]
+
+
 def load_candidate(ctx: EvalContext) -> None:
     path = ctx.request.candidate_path
     ctx.progress("import", f"importing candidate {ctx.request.candidate_label}")
@@ -271,6 +297,8 @@ def build_models(ctx: EvalContext) -> None:
     if getattr(problem, "KFORGE_SKIP_FP64", False):
         print("kforge_worker: problem sets KFORGE_SKIP_FP64; no float64 reference", flush=True)
         return
+    if ctx.reference is not None:
+        return  # the float64 evaluation runs in the reference process
     try:
         ctx.ref64_model = copy.deepcopy(ctx.ref_model).to(torch.float64)
     except Exception as exc:  # noqa: BLE001 — evidence only
@@ -323,31 +351,45 @@ def check_correctness(ctx: EvalContext) -> None:
 
     torch, trials = ctx.torch, ctx.request.trials
     first_failure: str | None = None
+    mismatch: str | None = None
     failed = 0
     for t in range(trials):
         ctx.progress("check", f"trial {t + 1}/{trials}", t / trials)
         seed = trial_seed(ctx.request.seed, t)
-        inputs = ctx.make_inputs(seed)
-        ref64_out = ctx.forward_fp64(inputs)
-        ref_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
-        cand_inputs = ctx.clone_inputs(inputs)
-        cand_out = ctx.guard_candidate("ModelNew.forward", lambda: ctx.forward(ctx.new_model, cand_inputs))
-        ref_list = ctx.guard_reference("output", lambda: flatten_outputs(ref_out, "reference output"))
+        if ctx.reference is not None:
+            # Inputs, reference outputs and the float64 evaluation from the clean process; the worker's own
+            # reference runs in lockstep (the checks use it) and must agree with the clean one.
+            inputs, ref_list, ref64_out = _remote_trial(ctx, seed)
+            cand_inputs = ctx.clone_inputs(inputs)  # pristine, as the clean reference got them
+            local_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
+        else:
+            inputs = ctx.make_inputs(seed)
+            ref64_out = ctx.forward_fp64(inputs)
+            ref_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
+            ref_list = ctx.guard_reference("output", lambda: flatten_outputs(ref_out, "reference output"))
+            cand_inputs = ctx.clone_inputs(inputs)
+            del ref_out
         if t == 0:
             dtypes = [x.dtype for x in inputs if isinstance(x, torch.Tensor)] + [o.dtype for o in ref_list]
             ctx.atol, ctx.rtol = tolerance_for(ctx, dtypes)
             ctx.result["tolerance"] = {"atol": ctx.atol, "rtol": ctx.rtol}
+        if ctx.reference is not None:
+            mismatch = mismatch or _reference_disagrees(ctx, t, local_out, ref_list)
+            del local_out
+        cand_out = ctx.guard_candidate("ModelNew.forward", lambda: ctx.forward(ctx.new_model, cand_inputs))
         trial: dict[str, Any] = {"seed": seed, "passed": False, "outputs": [], "message": None}
         ctx.result["trials"].append(trial)
         try:
             cand_list = flatten_outputs(cand_out, "ModelNew output")
         except OutputStructureError as exc:
             trial["message"] = str(exc)
+            _settle_isolation(ctx, mismatch)
             raise StageFailure("shape_mismatch", f"trial {t}: {exc}") from None
         if len(cand_list) != len(ref_list):
             trial["message"] = f"ModelNew returned {len(cand_list)} output tensor(s), Model {len(ref_list)}"
+            _settle_isolation(ctx, mismatch)
             raise StageFailure("shape_mismatch", f"trial {t}: {trial['message']}")
-        ref64_list = flatten_outputs(ref64_out) if ref64_out is not None else None
+        ref64_list = (ref64_out if isinstance(ref64_out, list) else flatten_outputs(ref64_out)) if ref64_out is not None else None
         if ref64_list is not None and len(ref64_list) != len(ref_list):
             ref64_list = None
         verdicts = [
@@ -360,16 +402,61 @@ def check_correctness(ctx: EvalContext) -> None:
         trial["message"] = "; ".join(messages) if messages else None
         structural = next((v for v in verdicts if v.structural), None)
         if structural is not None:
+            _settle_isolation(ctx, mismatch)
             raise StageFailure("shape_mismatch", f"trial {t} {structural.message}")
         if not trial["passed"]:
             failed += 1
             first_failure = first_failure or f"trial {t} {messages[0]}"
-        del inputs, cand_inputs, ref_out, cand_out, ref64_out, ref_list, cand_list, ref64_list
+        del inputs, cand_inputs, cand_out, ref64_out, ref_list, cand_list, ref64_list
         if ctx.device.type == "cuda":
             torch.cuda.empty_cache()
     ctx.progress("check", f"{trials - failed}/{trials} trials passed", 1.0)
+    _settle_isolation(ctx, mismatch)
     if first_failure is not None:
         raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
+
+
+def _remote_trial(ctx: EvalContext, seed: int) -> tuple[list[Any], list[Any], list[Any] | None]:
+    try:
+        return ctx.reference.trial(seed)
+    except BaseException as exc:  # noqa: BLE001
+        _raise_if_remote(exc)
+        raise
+
+
+def _reference_disagrees(ctx: EvalContext, trial: int, local_out: Any, remote: list[Any]) -> str | None:
+    """Why the worker's own reference disagrees with the clean process's on this trial, or None."""
+    from .checks.context import has_dropout
+    from .compare import OutputStructureError, compare_output, flatten_outputs
+
+    if has_dropout(ctx.ref_model):
+        return None  # random by design: the two processes draw different masks
+    try:
+        local = flatten_outputs(local_out, "reference output")
+    except OutputStructureError as exc:
+        return f"trial {trial}: {exc}"
+    if len(local) != len(remote):
+        return f"trial {trial}: {len(local)} outputs here, {len(remote)} in the reference process"
+    for k, (a, b) in enumerate(zip(local, remote)):
+        verdict = compare_output(k, a, b, None, ctx.atol, ctx.rtol)
+        if not verdict.passed:
+            return f"trial {trial} {verdict.message}"
+    return None
+
+
+def _settle_isolation(ctx: EvalContext, mismatch: str | None) -> None:
+    """reference_isolation after the trials: the worker's reference agreed with the clean one, or it failed
+    (cheating; the verdict is given with the other checks' failures, cheating first)."""
+    if ctx.reference is None:
+        return
+    if mismatch is not None:
+        _isolation_check(ctx, "fail", f"the reference in the candidate's process answers differently from the clean "
+                                      f"reference process ({mismatch}): something in this process changed the "
+                                      "reference (its forward, a hook, a switch)")
+        return
+    _isolation_check(ctx, "pass", f"inputs, reference outputs and the float64 evaluation of every trial came from "
+                                  f"a clean process (pid {ctx.reference.proc.pid}) that never imported the candidate; "
+                                  "the worker's own reference agreed on every trial")
 
 
 def load_checks() -> ModuleType | None:
@@ -414,6 +501,7 @@ def fail_on_checks(ctx: EvalContext) -> None:
 def verify(ctx: EvalContext) -> None:
     """The verification checks on a candidate that passed every trial; a failed check gives its verdict."""
     if ctx.checks is None or not hasattr(ctx.checks, "run_checks"):
+        fail_on_checks(ctx)  # the pipeline's own (reference_isolation)
         return
     ctx.progress("verify", "running verification checks")
     call_checks(ctx, "run_checks")
@@ -444,15 +532,37 @@ def time_models(ctx: EvalContext) -> None:
         with default_device(ctx.device):
             return ctx.make_inputs(seed)
 
-    pool = FreshInputPool(ctx.make_inputs, secret_seed, on_device if on_cuda else None)
-    sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
     clock = clock_for(ctx.device)
     side = {"now": "Model"}
     outputs: dict[str, Any] = {}
+    remote = _remote_timing(ctx) if ctx.reference is not None else None
+    pool: Any = remote if remote is not None else FreshInputPool(ctx.make_inputs, secret_seed,
+                                                                 on_device if on_cuda else None)
+    sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
 
     def ref_fn() -> None:
         side["now"] = "Model"
-        outputs["Model"] = ctx.ref_model(*pool.ref_inputs())
+        if remote is not None:
+            remote.call(timed=False)
+            outputs["Model"] = remote.last_outputs  # fetched from the reference process only when sampled
+            side["now"] = "inputs"
+            remote.take_inputs()
+        else:
+            outputs["Model"] = ctx.ref_model(*pool.ref_inputs())
+
+    class RemoteClock:
+        """The reference's calls, timed by the reference process's own clock (the same kind as ours)."""
+
+        method = remote.method if remote is not None else ""
+        flush_bytes = remote.flush_bytes if remote is not None else 0
+
+        def time_ms(self, fn: Callable[[], Any]) -> float:
+            side["now"] = "Model"
+            ms = remote.call(timed=True)  # type: ignore[union-attr]
+            outputs["Model"] = remote.last_outputs  # type: ignore[union-attr]
+            side["now"] = "inputs"
+            remote.take_inputs()  # type: ignore[union-attr]  # outside any timed region: the ref was timed there
+            return ms
 
     def cand_fn() -> None:
         side["now"] = "ModelNew"
@@ -480,10 +590,11 @@ def time_models(ctx: EvalContext) -> None:
     try:
         with torch.no_grad():
             timing = measure_interleaved(ref_fn, cand_fn, options, clock, lambda d, f: ctx.progress("time", d, f),
-                                         between=between)
+                                         between=between, ref_clock=RemoteClock() if remote is not None else None)
     except StageFailure:
         raise
     except BaseException as exc:  # noqa: BLE001 — attributed to whichever side was running
+        _raise_if_remote(exc)
         if side["now"] == "Model":
             raise ctx.reference_failure("Model.forward during timing", exc) from None
         if side["now"] == "inputs":
@@ -494,7 +605,9 @@ def time_models(ctx: EvalContext) -> None:
     timing["smClockMhz"] = {"start": start_clock, "end": sm_clock_mhz(index) if on_cuda else None}
     timing["method"] += f"; {pool.describe()}; {len(sampler.checks)} pairs' outputs compared (drawn at random)"
     timing["inputs"] = {"sets": pool.sets, "refreshed": pool.refreshed, "generation": pool.generation,
-                        "reference": "in_process", **sampler.summary()}
+                        "reference": "process" if remote is not None else "in_process", **sampler.summary()}
+    if remote is not None:
+        timing["method"] += f"; {remote.method}"
     ctx.result["timing"] = timing
     spot = sampler.check(options.warmup_iters)
     ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != spot["name"]] + [spot]
@@ -503,11 +616,31 @@ def time_models(ctx: EvalContext) -> None:
     fail_on_checks(ctx)
 
 
+def _remote_timing(ctx: EvalContext) -> Any:
+    from .reference_process import RemoteTiming
+
+    try:
+        return RemoteTiming(ctx.reference)
+    except BaseException as exc:  # noqa: BLE001
+        _raise_if_remote(exc)
+        raise
+
+
+def _raise_if_remote(exc: BaseException) -> None:
+    """A failure reported by the reference process: the problem's (problem_error) or the harness's."""
+    from .reference_process import ProblemFailure, ReferenceProcessError
+
+    if isinstance(exc, ProblemFailure):
+        raise StageFailure("problem_error", f"problem {exc.what}: {exc.reason} (in the reference process)") from None
+    if isinstance(exc, ReferenceProcessError):
+        raise StageFailure("runtime_error", f"{exc}: the run cannot be judged") from None
+
+
 def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any) -> tuple[bool, str | None]:
-    """The trials' pass mark on one pair of timed outputs."""
+    """The trials' pass mark on one pair of timed outputs (ref_out: the output, or how to fetch it)."""
     from .compare import OutputStructureError, compare_output, flatten_outputs
 
-    refs = flatten_outputs(ref_out, "reference output")
+    refs = flatten_outputs(ref_out() if callable(ref_out) else ref_out, "reference output")
     try:
         cands = flatten_outputs(cand_out, "ModelNew output")
     except OutputStructureError as exc:
@@ -523,6 +656,7 @@ def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any) -> tuple[boo
 
 STAGES: list[Callable[[EvalContext], None]] = [
     load_problem,
+    start_reference,
     load_candidate,
     build_models,
     check_correctness,
@@ -545,6 +679,11 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
     ctx = EvalContext(request=request, channel=channel, recorder=recorder, result=result)
     saved_ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
     installed = False
+    if request.reference_in_own_process and "torch" not in sys.modules:
+        # Both processes of a split run wait passively between parallel regions: an OpenMP team left spinning
+        # by one process steals the cores the other is being timed on (measured on 2 cores: a 0.04 ms GEMM
+        # took 7 ms in the reference process while the worker's team spun). The child inherits it.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         try:
             import torch
@@ -586,6 +725,8 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
         result["reason"] = f"kforge_worker internal error: {summarize_exception(exc)}"
     finally:
         call_checks(ctx, "close")
+        if ctx.reference is not None:
+            ctx.reference.close()
         if installed:
             recorder.uninstall()
         if saved_ext_dir is None:
@@ -602,10 +743,15 @@ def _checks_after_failure(ctx: EvalContext, failure: StageFailure) -> None:
     try:
         value = call_checks(ctx, "on_failure", failure.verdict)
     except StageFailure:
-        return
+        value = None
     override = value[1] if isinstance(value, tuple) and len(value) == 2 else None
     if override is not None:
         ctx.result["verdict"], ctx.result["reason"] = override
+    if ctx.result["verdict"] != "cheating":  # a check of the pipeline's own (reference_isolation) may name it
+        cheat = next((c for c in ctx.result["checks"] if c.get("outcome") == "fail"
+                      and c.get("failVerdict") == "cheating"), None)
+        if cheat is not None:
+            ctx.result["verdict"], ctx.result["reason"] = "cheating", f"{cheat['name']}: {cheat['evidence']}"
 
 
 def _compile_summary(call: CompileCall) -> str:

@@ -47,6 +47,13 @@ class EvalRequest:
     cache_dir: str
     checks: list[str]
     strict: bool = False
+    # None: the default for the device (reference_in_own_process)
+    reference_process: bool | None = None
+
+    @property
+    def reference_in_own_process(self) -> bool:
+        """Absent in the request: on for CPU; off for CUDA until its IPC path has run on a GPU."""
+        return self.device == "cpu" if self.reference_process is None else self.reference_process
 
 
 def _get(obj: Any, key: str, where: str) -> Any:
@@ -151,4 +158,5 @@ def parse_request(data: Any) -> EvalRequest:
         cache_dir=_str(options, "cacheDir", "request.options"),
         checks=list(checks),
         strict=_optional_flag(options, "strict"),
+        reference_process=_optional_flag(options, "referenceProcess") if "referenceProcess" in options else None,
     )

@@ -1,4 +1,7 @@
-"""Side-by-side timing of reference and candidate in one process.
+"""Side-by-side timing of reference and candidate, call by call.
+
+Both sides are timed by the same clock kind; the reference's calls may be timed in another process (the
+clean reference process: ``ref_clock``), the loop is the same.
 
 Iterations alternate reference, candidate, reference, candidate … so slow drifts (clock boost, heat,
 other tenants) hit both alike. On CUDA each forward is bracketed by CUDA events, nothing else inside,

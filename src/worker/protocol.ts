@@ -82,6 +82,10 @@ export const EvalRequest = z.object({
      * attention) is `cheating`. Off (absent in older requests): library and PyTorch operators are disclosed
      * in the checks, not condemned. */
     strict: z.boolean().optional(),
+    /** Run the reference (the trials' outputs, the float64 evaluation, its side of the timing) in its own
+     * process that never imports candidate code. Absent: on for device "cpu"; off for "cuda" until the CUDA
+     * IPC path has been run on a GPU (python/kforge_worker/reference_process.py). */
+    referenceProcess: z.boolean().optional(),
   }),
 });
 export type EvalRequest = z.infer<typeof EvalRequest>;

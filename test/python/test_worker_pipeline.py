@@ -250,8 +250,9 @@ def test_checks_hooks_run_in_order_and_a_later_check_replaces_an_earlier_one(
     assert result["verdict"] == "correct"
     fakes = [c for c in result["checks"] if c["name"] == "fake"]
     assert fakes == [{"name": "fake", "outcome": "pass", "failVerdict": None, "evidence": "after timing"}]
-    # The pipeline's own check of the timed outputs (timed_inputs.py) runs whatever checks package is loaded.
-    assert [c["name"] for c in result["checks"]] == ["timed_spot_check", "fake"]
+    # The pipeline's own checks (the clean reference process; the timed outputs, timed_inputs.py) run whatever
+    # checks package is loaded.
+    assert [c["name"] for c in result["checks"]] == ["reference_isolation", "timed_spot_check", "fake"]
     assert any(m.get("stage") == "verify" for m in messages)
 
 
@@ -267,7 +268,7 @@ def test_a_crashing_check_is_a_warning_not_a_verdict(cache_dir: str, monkeypatch
     _with_fake_checks(monkeypatch, FakeChecks(crash=True))
     result, _ = evaluate(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir), use_checks=True)
     assert result["verdict"] == "correct"
-    (check,) = result["checks"]
+    (check,) = [c for c in result["checks"] if c["name"] != "reference_isolation"]
     assert check["name"] == "checks.run_checks" and check["outcome"] == "warn"
     assert "ValueError: bug in a check" in check["evidence"]
 

@@ -96,8 +96,16 @@ def worker_request(entry: dict[str, Any], device: str, cache_dir: str, timing: b
         "options": {"trials": 5, "seed": int.from_bytes(os.urandom(3), "little"), "precision": None, "device": device,
                     "timing": {"enabled": timing, "warmupIters": 5, "minIters": 40, "maxIters": 200,
                                "budgetSeconds": 4, "targetRelativeCi": 0.02},
-                    "cacheDir": cache_dir, "checks": ["all"], "strict": entry.get("mode") == "strict"},
+                    "cacheDir": cache_dir, "checks": ["all"], "strict": entry.get("mode") == "strict",
+                    **_reference_process_option()},
     }
+
+
+def _reference_process_option() -> dict[str, Any]:
+    """KFORGE_REFERENCE_PROCESS=1/0 forces the clean reference process on/off (the device script's
+    --reference-process); unset leaves the worker's default for the device."""
+    value = os.environ.get("KFORGE_REFERENCE_PROCESS")
+    return {} if value is None else {"referenceProcess": value == "1"}
 
 
 def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float = 300, timing: bool | None = None,

@@ -1,0 +1,619 @@
+"""The reference in its own clean process: it never imports candidate code.
+
+The worker (the candidate's process) starts this process **before** the candidate is imported and asks it,
+over a pipe, for everything the verdict and the speedup rest on:
+
+- the correctness trials' inputs, the reference's outputs and the float64 evaluation (``trial``);
+- the reference's side of the timing: its own rotating input sets rewritten with fresh ``get_inputs()``
+  values before every pair (``advance``; the same values are handed to the candidate's side), one call
+  timed by its own clock per request (``call``), and the last output when a pair is sampled (``last``).
+
+So nothing the candidate does inside its process — a replaced ``Model.forward``, a global module hook, a
+backend switch, a patched timer, a slowed reference — reaches the reference's outputs or its times.
+
+Transport. Requests are JSON lines on the child's stdin; replies JSON lines on a private dup of its stdout
+(the problem's own prints go to stderr), stamped with the run's nonce (``Channel``). Tensors never travel
+in the JSON: the reference process writes them into shared memory and sends a description —
+files in a private directory (``/dev/shm`` when it exists) mapped by both processes on CPU, CUDA IPC
+handles on a GPU (the tensor's own allocation, or a named staging buffer reused across the timing pairs).
+Data only flows from the reference to the worker: the reference process never reads memory the
+candidate's process can write. Nothing is unpickled.
+
+``ReferenceProcess`` is the worker's handle on it; ``serve`` is the child's loop
+(``python -m kforge_worker.reference_process``).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import errno
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class ReferenceProcessError(RuntimeError):
+    """The reference process failed as a harness (it died, or answered off protocol)."""
+
+
+class ProblemFailure(Exception):
+    """The problem's own code failed in the reference process: charged to the problem."""
+
+    def __init__(self, what: str, reason: str) -> None:
+        super().__init__(f"{what}: {reason}")
+        self.what = what
+        self.reason = reason
+
+
+# ------------------------------------------------------------------------------------ shared tensors
+def _dtype(name: str) -> Any:
+    import torch
+
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype):
+        raise ReferenceProcessError(f"unknown dtype {name!r}")
+    return value
+
+
+def _dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+class Exporter:
+    """The reference process's side: puts tensors where the worker can map them.
+
+    ``put(name, t, staging=True)`` copies ``t`` into a buffer kept under ``name`` (reused while the size
+    fits: the timing's staging sets get one handle for the whole loop); ``staging=False`` shares the tensor's
+    own memory on CUDA (no copy of a large output) until ``drop``. On CPU everything is copied into a file
+    of the private directory, mapped shared."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.buffers: dict[str, Any] = {}  # name -> the mapped/device buffer (flat, its dtype)
+        self.held: dict[str, Any] = {}  # name -> tensor shared as is (CUDA), until drop
+
+    def put(self, name: str, t: Any, staging: bool = True) -> dict[str, Any]:
+        import torch
+
+        t = t.detach()
+        dense = t if dense_layout(t) else t.contiguous()  # a transposed input keeps its strides, as clone() does
+        desc: dict[str, Any] = {"name": name, "dtype": _dtype_name(dense.dtype), "shape": list(dense.shape),
+                                "stride": list(dense.stride()), "numel": dense.numel(), "device": str(dense.device)}
+        if dense.numel() == 0:
+            desc["kind"] = "empty"
+            return desc
+        # The dense span of memory the tensor covers: numel elements from its storage offset.
+        flat = dense.as_strided((dense.numel(),), (1,), dense.storage_offset())
+        if dense.device.type == "cuda":
+            if staging:
+                buf = self.buffers.get(name)
+                if buf is None or buf.numel() < flat.numel() or buf.dtype != flat.dtype or buf.device != flat.device:
+                    buf = torch.empty(flat.numel(), dtype=flat.dtype, device=flat.device)
+                    self.buffers[name] = buf
+                buf[: flat.numel()].copy_(flat)
+                source = buf
+            else:
+                source = flat.contiguous()
+                self.held[name] = source
+            torch.cuda.synchronize(source.device)
+            desc.update(kind="cuda_ipc", ipc=_share_cuda(source))
+            return desc
+        path = os.path.join(self.directory, f"{name}.{desc['dtype']}")
+        buf = self.buffers.get(name)
+        if buf is None or buf.numel() != flat.numel() or buf.dtype != flat.dtype:
+            nbytes = flat.numel() * flat.element_size()
+            with open(path, "wb") as f:
+                try:  # reserve the pages now: a full tmpfs is then an error here, not a SIGBUS on a later write
+                    os.posix_fallocate(f.fileno(), 0, nbytes)
+                except OSError as exc:
+                    if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                        raise
+                    f.truncate(nbytes)
+            buf = torch.from_file(path, shared=True, size=flat.numel(), dtype=flat.dtype)
+            self.buffers[name] = buf
+        buf.copy_(flat)
+        desc.update(kind="file", path=path)
+        return desc
+
+    def drop(self, prefix: str = "") -> None:
+        for name in [n for n in self.held if n.startswith(prefix)]:
+            del self.held[name]
+
+
+def dense_layout(t: Any) -> bool:
+    """Whether t covers a gap-free, non-overlapping span of memory (any dimension order)."""
+    expected = 1
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _b64(value: bytes | None) -> str | None:
+    return None if value is None else base64.b64encode(value).decode("ascii")
+
+
+def _unb64(value: str | None) -> bytes | None:
+    return None if value is None else base64.b64decode(value)
+
+
+def _share_cuda(t: Any) -> dict[str, Any]:
+    """A CUDA IPC handle on t's storage, as JSON (what torch.multiprocessing pickles, without pickle)."""
+    (device, handle, size_bytes, offset_bytes, ref_handle, ref_offset, event_handle,
+     event_sync) = t.untyped_storage()._share_cuda_()
+    return {"device": int(device), "handle": _b64(handle), "sizeBytes": int(size_bytes),
+            "offsetBytes": int(offset_bytes), "refCounterHandle": _b64(ref_handle), "refCounterOffset": int(ref_offset),
+            "eventHandle": _b64(event_handle), "eventSyncRequired": bool(event_sync),
+            "storageOffset": int(t.storage_offset())}
+
+
+class Importer:
+    """The worker's side: maps what the reference process shared. ``get`` returns a tensor in the worker's
+    own memory (a copy), so nothing the candidate does to it can reach the reference's buffers' next use;
+    ``view`` returns the shared memory itself, for reading only (comparisons of large outputs)."""
+
+    def __init__(self) -> None:
+        self.files: dict[tuple[str, int, str], Any] = {}
+        self.cuda: dict[tuple[str, str], Any] = {}
+
+    def view(self, desc: dict[str, Any]) -> Any:
+        import torch
+
+        dtype = _dtype(desc["dtype"])
+        shape, stride, numel = desc["shape"], desc["stride"], int(desc["numel"])
+        if desc["kind"] == "empty":
+            return torch.empty_strided(shape, stride, dtype=dtype, device=desc["device"])
+        if desc["kind"] == "file":
+            key = (desc["path"], numel, desc["dtype"])
+            flat = self.files.get(key)
+            if flat is None:
+                flat = torch.from_file(desc["path"], shared=True, size=numel, dtype=dtype)
+                self.files[key] = flat
+            return flat[:numel].as_strided(shape, stride)
+        if desc["kind"] == "cuda_ipc":
+            ipc = desc["ipc"]
+            key = (ipc["handle"], desc["name"])
+            storage = self.cuda.get(key)
+            if storage is None:
+                torch.cuda._lazy_init()
+                storage = torch.UntypedStorage._new_shared_cuda(
+                    ipc["device"], _unb64(ipc["handle"]), ipc["sizeBytes"], ipc["offsetBytes"],
+                    _unb64(ipc["refCounterHandle"]), ipc["refCounterOffset"], _unb64(ipc["eventHandle"]),
+                    ipc["eventSyncRequired"])
+                self.cuda = {k: v for k, v in self.cuda.items() if k[1] != desc["name"]}  # a new handle replaces
+                self.cuda[key] = storage
+            typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True)
+            flat = torch._utils._rebuild_tensor(typed, ipc["storageOffset"], (numel,), (1,))
+            return flat.as_strided(shape, stride)
+        raise ReferenceProcessError(f"unknown tensor kind {desc['kind']!r}")
+
+    def get(self, desc: dict[str, Any]) -> Any:
+        import torch
+
+        shared = self.view(desc)
+        own = torch.empty_strided(shared.shape, shared.stride(), dtype=shared.dtype, device=shared.device)
+        own.copy_(shared)
+        return own
+
+    def forget(self, prefix: str) -> None:
+        """Unmaps CUDA allocations the reference process is about to free (its outputs of one call)."""
+        self.cuda = {k: v for k, v in self.cuda.items() if not k[1].startswith(prefix)}
+
+
+def encode_values(values: list[Any], exporter: Exporter, prefix: str, staging: bool = True) -> list[dict[str, Any]]:
+    """A list of inputs or flattened outputs: tensors shared, plain values as JSON."""
+    import torch
+
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor):
+            out.append({"tensor": exporter.put(f"{prefix}{i}", v, staging)})
+        else:
+            try:
+                json.dumps(v, allow_nan=False)
+            except (TypeError, ValueError):
+                raise ProblemFailure("get_inputs()", f"input {i} is a {type(v).__name__}: only tensors and JSON values "
+                                     "can be handed to the candidate's process") from None
+            out.append({"value": v})
+    return out
+
+
+def decode_values(items: list[dict[str, Any]], importer: Importer, copy_tensors: bool = True) -> list[Any]:
+    return [(importer.get(x["tensor"]) if copy_tensors else importer.view(x["tensor"])) if "tensor" in x
+            else copy.deepcopy(x["value"]) for x in items]
+
+
+# ---------------------------------------------------------------------------------------- the child
+class _Reference:
+    """The child's state: the problem, Model, its float64 copy, the timing pool and clock."""
+
+    def __init__(self, spec: dict[str, Any], directory: str) -> None:
+        import torch
+
+        from .loading import LoadError, check_problem, import_path
+
+        self.torch = torch
+        self.spec = spec
+        self.device = torch.device(spec["device"])
+        self.dtype = _dtype(spec["dtype"]) if spec.get("dtype") else None
+        torch.backends.cuda.matmul.allow_tf32 = bool(spec["allowTf32"])
+        torch.backends.cudnn.allow_tf32 = bool(spec["allowTf32"]) or torch.backends.cudnn.allow_tf32
+        self.exporter = Exporter(directory)
+        self.problem = self._problem_call("failed to import", lambda: import_path(spec["problemPath"], "problem"))
+        try:
+            check_problem(self.problem, spec["problemPath"])
+        except LoadError as exc:
+            raise ProblemFailure("load", str(exc)) from None
+        seed = int(spec["seed"])
+        init = self._problem_call("get_init_inputs()", lambda: list(self.problem.get_init_inputs()))
+        init = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in init]
+
+        def construct() -> Any:
+            torch.manual_seed(seed)
+            try:
+                model = self.problem.Model(*copy.deepcopy(init))
+            finally:
+                torch.seed()
+            model = model.to(self.device)
+            return model.to(self.dtype) if self.dtype is not None else model
+
+        self.model = self._problem_call("Model(*get_init_inputs())", construct)
+        self.model64 = None
+        if spec.get("fp64", True) and not getattr(self.problem, "KFORGE_SKIP_FP64", False):
+            try:
+                self.model64 = copy.deepcopy(self.model).to(torch.float64)
+            except Exception:  # noqa: BLE001 — evidence only, as in the worker
+                self.model64 = None
+        self.inputs: list[Any] = []
+        self.pool: Any = None
+        self.clock: Any = None
+        self.last: Any = None
+
+    def _problem_call(self, what: str, fn: Callable[[], Any]) -> Any:
+        from .errors import summarize_exception
+
+        try:
+            return fn()
+        except BaseException as exc:  # noqa: BLE001
+            raise ProblemFailure(what, summarize_exception(exc)) from None
+
+    def make_inputs(self, seed: int) -> list[Any]:
+        torch = self.torch
+
+        def generate() -> list[Any]:
+            torch.manual_seed(seed)
+            try:
+                raw = self.problem.get_inputs()
+            finally:
+                torch.seed()
+            items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+            return [self._prepare(x) for x in items]
+
+        return self._problem_call("get_inputs()", generate)
+
+    def _prepare(self, value: Any) -> Any:
+        torch = self.torch
+        if isinstance(value, torch.Tensor):
+            value = value.to(self.device)
+            if self.dtype is not None and value.is_floating_point():
+                value = value.to(self.dtype)
+        return value
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+    def forward(self, model: Any, inputs: list[Any]) -> Any:
+        with self.torch.no_grad():
+            out = model(*inputs)
+        self.sync()
+        return out
+
+    # -- requests ------------------------------------------------------------------------------
+    def trial(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Fresh inputs from the seed; the float64 evaluation first, then the reference (as the worker does)."""
+        from .compare import flatten_outputs
+
+        torch = self.torch
+        self.exporter.drop()
+        self.inputs = self.make_inputs(int(req["seed"]))
+        out64 = None
+        if self.model64 is not None:
+            wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                    for x in self.inputs]
+            try:
+                out64 = flatten_outputs(self.forward(self.model64, wide))
+            except BaseException:  # noqa: BLE001 — the fp64 view is extra evidence, never a verdict
+                self.model64 = None
+                out64 = None
+        given = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
+        out = self._problem_call("Model.forward", lambda: self.forward(self.model, given))
+        outs = self._problem_call("output", lambda: flatten_outputs(out, "reference output"))
+        return {"inputs": encode_values(self.inputs, self.exporter, "in"),
+                "outputs": encode_values(outs, self.exporter, "out", staging=False),
+                "outputs64": encode_values(out64, self.exporter, "o64_", staging=False) if out64 is not None else None}
+
+    def pool_init(self, req: dict[str, Any]) -> dict[str, Any]:
+        from .timed_inputs import FreshInputPool, default_device
+        from .timing import clock_for
+
+        self.exporter.drop()
+
+        def seed() -> int:
+            return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
+
+        def on_device(s: int) -> list[Any]:
+            with default_device(self.device):
+                return self.make_inputs(s)
+
+        self.pool = FreshInputPool(self.make_inputs, seed, on_device if self.device.type == "cuda" else None,
+                                   sets=int(req.get("sets") or 0), mirror=False)
+        self.clock = clock_for(self.device)
+        return {"sets": self.pool.sets, "generation": self.pool.generation, "method": self.clock.method,
+                "flushBytes": int(self.clock.flush_bytes)}
+
+    def advance(self) -> dict[str, Any]:
+        self.last = None
+        self.pool.advance()
+        self.sync()
+        return {"turn": self.pool.turn, "inputs": encode_values(self.pool.ref_inputs(), self.exporter, "stage")}
+
+    def call(self, req: dict[str, Any]) -> dict[str, Any]:
+        inputs = self.pool.ref_inputs()
+
+        def run() -> None:
+            self.last = self.model(*inputs)
+
+        with self.torch.no_grad():
+            if req.get("timed"):
+                ms = self._problem_call("Model.forward during timing", lambda: self.clock.time_ms(run))
+                return {"ms": ms}
+            self._problem_call("Model.forward during timing", run)
+        return {"ms": None}
+
+    def last_output(self) -> dict[str, Any]:
+        from .compare import flatten_outputs
+
+        self.sync()
+        outs = self._problem_call("output", lambda: flatten_outputs(self.last, "reference output"))
+        return {"outputs": encode_values(outs, self.exporter, "last", staging=False)}
+
+
+def _shared_dir(min_free: int = 1 << 30) -> str | None:
+    """/dev/shm when it is writable with room to spare (containers often give it 64 MB), else the temp dir."""
+    try:
+        st = os.statvfs("/dev/shm")
+        if os.access("/dev/shm", os.W_OK) and st.f_bavail * st.f_frsize >= min_free:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return None
+
+
+def serve() -> int:
+    """The child's loop: one JSON request per stdin line, one reply per request on the private channel."""
+    from .channel import open_private_channel
+    from .errors import summarize_exception
+    from .timing import gc_paused
+
+    channel = open_private_channel()
+    first = sys.stdin.readline()
+    try:
+        hello = json.loads(first)
+        channel.nonce = str(hello["nonce"])
+        spec, first_id = hello["spec"], hello["id"]
+    except (ValueError, KeyError, TypeError):
+        print("kforge_worker.reference_process: bad first line", file=sys.stderr, flush=True)
+        return 2
+    directory = tempfile.mkdtemp(prefix="kforge-ref-", dir=_shared_dir())
+    os.chmod(directory, 0o700)
+    state: _Reference | None = None
+
+    def reply(rid: Any, body: dict[str, Any]) -> None:
+        channel.send({"type": "reference", "id": rid, **body})
+
+    try:
+        try:
+            state = _Reference(spec, directory)
+            reply(first_id, {"ok": True, "directory": directory, "fp64": state.model64 is not None})
+        except ProblemFailure as exc:
+            reply(first_id, {"ok": False, "problem": True, "what": exc.what, "reason": exc.reason})
+            return 0
+        for line in sys.stdin:
+            try:
+                req = json.loads(line)
+                op, rid = req["op"], req["id"]
+            except (ValueError, KeyError, TypeError):
+                continue  # not a request of the worker's (a line the candidate wrote into the pipe): ignored
+            if req.get("nonce") != channel.nonce:
+                continue
+            if op == "close":
+                reply(rid, {"ok": True})
+                break
+            try:
+                handlers: dict[str, Callable[[], dict[str, Any]]] = {
+                    "trial": lambda: state.trial(req),
+                    "pool": lambda: state.pool_init(req),
+                    "advance": state.advance,
+                    "call": lambda: state.call(req),
+                    "last": state.last_output,
+                }
+                if op not in handlers:
+                    reply(rid, {"ok": False, "problem": False, "reason": f"unknown op {op!r}"})
+                    continue
+                if op == "call":
+                    with gc_paused():  # as the worker's own timing loop: the same protocol on both sides
+                        body = handlers[op]()
+                else:
+                    body = handlers[op]()
+                reply(rid, {"ok": True, **body})
+            except ProblemFailure as exc:
+                reply(rid, {"ok": False, "problem": True, "what": exc.what, "reason": exc.reason})
+            except BaseException as exc:  # noqa: BLE001 — a harness failure, reported, never a hang
+                reply(rid, {"ok": False, "problem": False, "reason": summarize_exception(exc)})
+    finally:
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
+    return 0
+
+
+# ------------------------------------------------------------------------------------ the worker's side
+def _finish_copies(values: list[Any]) -> None:
+    """Waits for the worker's copies out of CUDA staging buffers (queued on its stream) to finish."""
+    import torch
+
+    devices = {v.device for v in values if isinstance(v, torch.Tensor) and v.device.type == "cuda"}
+    for device in devices:
+        torch.cuda.synchronize(device)
+
+
+class ReferenceProcess:
+    """The worker's handle on the clean reference process (start it before importing the candidate)."""
+
+    def __init__(self, spec: dict[str, Any], python: str = sys.executable) -> None:
+        self.nonce = os.urandom(16).hex()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [python, "-m", "kforge_worker.reference_process"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=None, env=env, text=True, bufsize=1, close_fds=True,
+        )
+        self.importer = Importer()
+        self.sequence = 0
+        try:
+            self.info = self._send({"spec": spec})
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One request, its reply: matched by the nonce and a sequence number, so a line someone else wrote
+        into the child's stdin (ignored there) or its stdout cannot stand in for an answer."""
+        self.sequence += 1
+        request = {**request, "nonce": self.nonce, "id": self.sequence}
+        try:
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            while True:
+                line = self.proc.stdout.readline()
+                if not line:
+                    raise ReferenceProcessError(f"the reference process ended (exit status {self.proc.poll()})")
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue
+                if (isinstance(message, dict) and message.get("type") == "reference"
+                        and message.get("nonce") == self.nonce and message.get("id") == self.sequence):
+                    break
+        except (OSError, ValueError) as exc:
+            raise ReferenceProcessError(f"the reference process ended ({type(exc).__name__}: {exc})") from None
+        if not message.get("ok"):
+            if message.get("problem"):
+                raise ProblemFailure(str(message.get("what")), str(message.get("reason")))
+            raise ReferenceProcessError(f"the reference process failed: {message.get('reason')}")
+        return message
+
+    def request(self, op: str, **fields: Any) -> dict[str, Any]:
+        return self._send({"op": op, **fields})
+
+    # -- what the pipeline asks for ------------------------------------------------------------
+    def trial(self, seed: int) -> tuple[list[Any], list[Any], list[Any] | None]:
+        """(inputs in the worker's own memory, reference outputs, float64 outputs or None) — the outputs are
+        views on the shared memory, valid until the next request; read them, do not keep them."""
+        self.importer.forget("out")
+        self.importer.forget("o64_")
+        reply = self.request("trial", seed=seed)
+        inputs = decode_values(reply["inputs"], self.importer)
+        outs = decode_values(reply["outputs"], self.importer, copy_tensors=False)
+        outs64 = decode_values(reply["outputs64"], self.importer, copy_tensors=False) if reply.get("outputs64") else None
+        _finish_copies(inputs)  # the staging buffers are rewritten by the next request
+        return inputs, outs, outs64
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.request("close")
+            except (ReferenceProcessError, ProblemFailure):
+                pass
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+
+
+class RemoteTiming:
+    """The reference's side of the timing loop, run by the reference process; the worker mirrors the
+    rotating input sets for the candidate from what the reference process hands over after each advance."""
+
+    def __init__(self, ref: ReferenceProcess, sets: int = 0) -> None:
+        self.ref = ref
+        info = ref.request("pool", sets=sets)
+        self.sets = int(info["sets"])
+        self.generation = str(info["generation"])
+        self.method = f"reference timed in its own process ({info['method']})"
+        self.flush_bytes = int(info["flushBytes"])
+        self.cand: list[list[Any]] = [[] for _ in range(self.sets)]
+        self.turn = -1
+        self.refreshed = 0
+        self.staged: list[dict[str, Any]] | None = None
+
+    def advance(self) -> None:
+        """The reference process rewrites its next set with fresh values (and stages them for us)."""
+        reply = self.ref.request("advance")
+        self.turn = int(reply["turn"])
+        self.staged = reply["inputs"]
+        self.refreshed += 1
+
+    def take_inputs(self) -> None:
+        """The staged values into the candidate's own set — called after the reference's call, so each side's
+        inputs are written right before its own call (the reference process writes its set in advance()):
+        the same cache state for both on a CPU, where no flush evens it out."""
+        from .timed_inputs import refill
+
+        if self.staged is None:
+            return
+        fresh = decode_values(self.staged, self.ref.importer, copy_tensors=False)
+        self.cand[self.turn] = refill(self.cand[self.turn] or [None] * len(fresh), fresh)
+        _finish_copies(self.cand[self.turn])  # the staging buffers are rewritten by the next advance
+        self.staged = None
+
+    def cand_inputs(self) -> list[Any]:
+        return self.cand[self.turn]
+
+    def call(self, timed: bool) -> float:
+        """One reference call on the current set, timed inside the reference process when ``timed``."""
+        ms = self.ref.request("call", timed=timed)["ms"]
+        return float(ms) if ms is not None else 0.0
+
+    def last_outputs(self) -> list[Any]:
+        self.ref.importer.forget("last")
+        return decode_values(self.ref.request("last")["outputs"], self.ref.importer, copy_tensors=False)
+
+    def describe(self) -> str:
+        return (f"fresh inputs every call: {self.sets} input sets per side rewritten in place from get_inputs() "
+                f"({'on the device' if self.generation == 'device' else 'on the host'}) in the reference process "
+                "and handed to the candidate's before each pair, outside the timed region")
+
+
+if __name__ == "__main__":
+    code = serve()
+    sys.stderr.flush()
+    os._exit(code)
