@@ -33,7 +33,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from typing import Any
 
