@@ -28,6 +28,22 @@ FP32_TOLERANCE = 1e-4
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+# The reference's own worst error against float64 seen in this process's correctness trials: comparisons
+# made without a float64 evaluation (the checks, the timed spot checks) allow a candidate to differ from the
+# reference by twice that plus the band — by the triangle inequality, no less than the float64 rule allows.
+_reference_noise = 0.0
+
+
+def note_reference_noise(worst: float) -> None:
+    global _reference_noise
+    if math.isfinite(worst):
+        _reference_noise = max(_reference_noise, worst)
+
+
+def reference_noise() -> float:
+    return _reference_noise
+
+
 class OutputStructureError(Exception):
     """Candidate and reference outputs differ in count or kind (a shape_mismatch)."""
 
@@ -119,8 +135,15 @@ def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
         far = ~torch.isclose(x, y, rtol=rtol, atol=atol)
         if bool(far.any()):
             far_chunks.append((start, far))
-    if not far_chunks or c is None or not a.is_floating_point():
+    if not far_chunks or not a.is_floating_point() or (c is None and _reference_noise == 0.0):
         return sum(int(far.sum().item()) for _, far in far_chunks), non_finite
+    if c is None:
+        bad = 0
+        for start, far in far_chunks:
+            x, y = a[start : start + CHUNK].double(), b[start : start + CHUNK].double()
+            within = (x - y).abs() <= 2 * _reference_noise + atol + rtol * y.abs()
+            bad += int((far & ~within).sum().item())
+        return bad, non_finite
     ref_worst = reference_worst_error(b, c)
     bad = 0
     for start, far in far_chunks:

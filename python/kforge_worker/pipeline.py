@@ -347,7 +347,8 @@ def tolerance_for(ctx: EvalContext, dtypes: list[Any]) -> tuple[float, float]:
 
 
 def check_correctness(ctx: EvalContext) -> None:
-    from .compare import OutputStructureError, compare_output, flatten_outputs
+    from .compare import (OutputStructureError, compare_output, flatten_outputs, note_reference_noise,
+                          reference_worst_error)
 
     torch, trials = ctx.torch, ctx.request.trials
     first_failure: str | None = None
@@ -396,6 +397,10 @@ def check_correctness(ctx: EvalContext) -> None:
             compare_output(k, c, r, ref64_list[k] if ref64_list else None, ctx.atol, ctx.rtol)
             for k, (c, r) in enumerate(zip(cand_list, ref_list))
         ]
+        if ref64_list is not None:
+            for r, r64 in zip(ref_list, ref64_list):
+                if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == r64.shape:
+                    note_reference_noise(reference_worst_error(r, r64))
         trial["outputs"] = [v.json for v in verdicts]
         trial["passed"] = all(v.passed for v in verdicts)
         messages = [v.message for v in verdicts if v.message]
