@@ -44,15 +44,24 @@ function resultLine(verdict: "correct" | "runtime_error", reason: string | null)
 
 /**
  * A stand-in for `python -m kforge_worker`: logs "<CUDA_VISIBLE_DEVICES> <candidate path>" and answers
- * after `seconds` with a correct result; `body` runs first and may answer or die instead.
+ * after `seconds` with a correct result; `body` runs first and may answer or die instead. A prebuild
+ * (`--build`) takes `buildSeconds`.
  */
-function fakeWorker(name: string, seconds: number, body = ""): { python: string; log: string } {
+function fakeWorker(
+  name: string,
+  seconds: number,
+  body = "",
+  buildSeconds = 0,
+): { python: string; log: string } {
   const log = join(dir, `${name}.log`);
   const python = join(dir, `${name}.sh`);
+  // `-m kforge_worker --build FILE`: the CPU-side prebuild, logged as "built FILE" when it ends.
+  const build = `if [ "$3" = "--build" ]; then sleep ${buildSeconds}; echo "built $4" >> ${log}; echo '{"ok":true,"seconds":${buildSeconds},"error":null}'; exit 0; fi`;
   writeFileSync(
     python,
     [
       "#!/bin/sh",
+      build,
       "req=$(cat)",
       `cand=$(printf '%s' "$req" | sed -n 's/.*"candidate":{"path":"\\([^"]*\\)".*/\\1/p')`,
       `nonce=$(printf '%s' "$req" | sed -n 's/.*"nonce":"\\([0-9a-f]*\\)".*/\\1/p')`,
@@ -174,4 +183,36 @@ test("--resume skips what the journal holds and runs only the rest", async () =>
     placements(worker.log).map(([, c]) => c),
     files.slice(2),
   );
+});
+
+test("pipelined: builds run ahead on the CPU, so a suite's wall time stays near the sum of its GPU phases", async () => {
+  // Every candidate builds an extension (1 s of CPU each) and then needs 0.5 s of GPU: strictly in turn
+  // that is 12 s; with two builds at a time ahead of the GPU, about 0.5 + 8 x 0.5 + the first build.
+  const files = Array.from({ length: 8 }, (_, i) => {
+    const path = join(dir, `pipelined${i}.py`);
+    writeFileSync(path, `from torch.utils.cpp_extension import load_inline  # ${i}\nclass ModelNew: pass\n`);
+    return path;
+  });
+  const worker = fakeWorker("pipelined", 0.5, "", 1);
+  const started = performance.now();
+  const results = await evaluateSuite(
+    files.map((candidateArg) => ({ problem, candidateArg })),
+    options(worker.python),
+    { slots: [{ id: "gpu0", env: {} }], prebuildJobs: 2 },
+  );
+  const wall = (performance.now() - started) / 1000;
+  assert.ok(results.every((r) => r.verdict === "correct"));
+  const gpuPhases = 8 * 0.5;
+  const firstBuild = 1;
+  assert.ok(
+    wall <= 1.3 * gpuPhases + firstBuild,
+    `wall ${wall.toFixed(2)} s for ${gpuPhases} s of GPU phases`,
+  );
+  // Each evaluation started only after its own build had finished.
+  const lines = readFileSync(worker.log, "utf8").split("\n");
+  for (const file of files) {
+    const built = lines.indexOf(`built ${file}`);
+    const evaluated = lines.findIndex((l) => l.endsWith(` ${file}`) && !l.startsWith("built"));
+    assert.ok(built >= 0 && evaluated > built, `${file}: built at line ${built}, evaluated at ${evaluated}`);
+  }
 });
