@@ -62,7 +62,7 @@ export async function doctorLines(pythonFlag?: string): Promise<Line[]> {
     optional: true,
     what: "GPU",
     detail: p.cudaAvailable
-      ? `${p.gpu ?? "unknown GPU"} (driver ${p.driver ?? "unknown"})`
+      ? `${(p.gpuCount ?? 1) > 1 ? `${p.gpuCount} × ` : ""}${p.gpu ?? "unknown GPU"} (driver ${p.driver ?? "unknown"})${(p.gpuCount ?? 1) > 1 ? "; suites run one worker per GPU (--gpus)" : ""}`
       : "no CUDA device visible — eval on GPU problems cannot run here; emit, report, problems and CPU problems still work",
   });
   lines.push({
