@@ -3,8 +3,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { defaultPrebuildJobs, setupSuite } from "../src/cli/suite-flags.ts";
 import { UsageError } from "../src/errors.ts";
+import type { EvalTask } from "../src/suite/eval-suite.ts";
 import { buildEnv, gpuSlots, parseGpus, visibleGpuIds } from "../src/suite/gpus.ts";
-import { countsLine, etaSeconds } from "../src/suite/progress.ts";
+import { countsLine, createSuiteProgress, etaSeconds } from "../src/suite/progress.ts";
+import type { ProgressMessage } from "../src/worker/protocol.ts";
 
 test("one slot per GPU, each pinned to its physical id; a user's CUDA_VISIBLE_DEVICES is respected", () => {
   const probe = { gpuCount: 2, cudaArchList: "9.0+PTX" };
@@ -62,4 +64,39 @@ test("the ETA comes from this run's own rate; resumed results cost nothing", () 
     countsLine({ done: 4, total: 10, ranHere: 2 }, 20),
     "4/10 done · 20.0 s elapsed · ETA 1 min 0 s",
   );
+});
+
+test("with several GPUs each slot prints its stage changes, and within a stage at most one line per interval", () => {
+  const lines: string[] = [];
+  const stream = { write: (s: string) => lines.push(s.trimEnd()) } as unknown as NodeJS.WriteStream;
+  let t = 0;
+  const progress = createSuiteProgress({
+    enabled: true,
+    parallel: true,
+    stream,
+    now: () => t,
+    stageLineMs: 1000,
+  });
+  const task = { problem: { name: "p" }, label: "c.py" } as unknown as EvalTask;
+  const msg = (stage: ProgressMessage["stage"], detail: string): ProgressMessage => ({
+    type: "progress",
+    stage,
+    detail,
+    fraction: null,
+  });
+  progress.hooks.started?.(task, "gpu1", 2);
+  progress.hooks.progress?.(task, "gpu1", msg("verify", "check 1"));
+  t = 500;
+  progress.hooks.progress?.(task, "gpu1", msg("verify", "check 2"));
+  progress.hooks.progress?.(task, "gpu0", msg("verify", "check 1 elsewhere"));
+  t = 1600;
+  progress.hooks.progress?.(task, "gpu1", msg("verify", "check 3"));
+  progress.hooks.progress?.(task, "gpu1", msg("time", "timing"));
+  assert.deepEqual(lines, [
+    "[gpu1] c.py: started",
+    "[gpu1] c.py: checks: check 1",
+    "[gpu0] c.py: checks: check 1 elsewhere",
+    "[gpu1] c.py: checks: check 3",
+    "[gpu1] c.py: timing: timing",
+  ]);
 });

@@ -29,7 +29,7 @@ export interface ProgressOptions {
   now?: () => number;
 }
 
-const STAGE_NAMES: Record<ProgressMessage["stage"], string> = {
+export const STAGE_NAMES: Record<ProgressMessage["stage"], string> = {
   import: "import",
   compile: "compile",
   check: "trials",

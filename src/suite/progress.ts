@@ -3,7 +3,7 @@
 // tagged with where it ran. Either way every finished candidate says how many are done and the ETA.
 import pc from "picocolors";
 import { formatDuration } from "../report/format.ts";
-import { createProgress, finishedLine } from "../report/progress.ts";
+import { createProgress, finishedLine, STAGE_NAMES } from "../report/progress.ts";
 import type { SuiteCounts, SuiteHooks } from "./eval-suite.ts";
 
 /** Remaining time at the rate this run has kept so far (resumed results cost nothing and are not counted). */
@@ -28,7 +28,11 @@ export interface SuiteProgressOptions {
   showProblem?: boolean;
   verbose?: boolean;
   now?: () => number;
+  /** Several slots: at most one line per slot per this many ms within a stage (default 15 s). */
+  stageLineMs?: number;
 }
+
+const STAGE_LINE_MS = 15_000;
 
 export interface SuiteProgress {
   hooks: SuiteHooks;
@@ -64,9 +68,24 @@ export function createSuiteProgress(options: SuiteProgressOptions): SuiteProgres
 
   const colors = pc.createColors(false);
   const write = (line: string) => stream.write(`${line}\n`);
+  // Per slot: the stage last printed and when. A new stage always prints; within one, a line at most every
+  // STAGE_LINE_MS, so a long checks phase on one GPU still shows it is alive without flooding the log.
+  const lastStage = new Map<string, { stage: string; at: number }>();
   return {
     hooks: {
-      started: (task, slot) => write(`[${slot}] ${name(task.problem.name, task.label)}: started`),
+      started: (task, slot) => {
+        lastStage.delete(slot);
+        write(`[${slot}] ${name(task.problem.name, task.label)}: started`);
+      },
+      progress: (task, slot, message) => {
+        const last = lastStage.get(slot);
+        const t = now();
+        if (last && last.stage === message.stage && t - last.at < (options.stageLineMs ?? STAGE_LINE_MS))
+          return;
+        lastStage.set(slot, { stage: message.stage, at: t });
+        const percent = message.fraction === null ? "" : ` ${Math.round(message.fraction * 100)}%`;
+        write(`[${slot}] ${task.label}: ${STAGE_NAMES[message.stage]}${percent}: ${message.detail}`);
+      },
       log: options.verbose ? (task, slot, line) => write(`[${slot}] ${task.label} | ${line}`) : undefined,
       finished: (task, result, slot, counts) => {
         const where = slot ? `[${slot}] ` : "";
