@@ -1,6 +1,7 @@
 // kforge's command line: parse, dispatch, and turn user mistakes into one-line errors with a non-zero exit.
 import { Command, CommanderError } from "commander";
 import { UsageError } from "../errors.ts";
+import { killActiveWorkers } from "../worker/run.ts";
 import { registerBenchCommand } from "./commands/bench.ts";
 import { registerDoctorCommand } from "./commands/doctor.ts";
 import { registerEmitCommand } from "./commands/emit.ts";
@@ -42,6 +43,16 @@ export async function main(argv: string[]): Promise<number> {
     }
     throw error;
   }
+}
+
+// Workers run in their own process groups (so a timeout can kill a candidate's whole tree), which the
+// terminal's Ctrl-C does not reach: on an interrupt, kill them before leaving. A suite's journal (--jsonl)
+// already holds every finished result, so `--resume` picks up from there.
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    killActiveWorkers();
+    process.exit(signal === "SIGINT" ? 130 : 143);
+  });
 }
 
 process.exitCode = await main(process.argv);

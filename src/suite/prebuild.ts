@@ -7,7 +7,7 @@ import { delimiter, dirname, resolve } from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
 import { workerEnv } from "../worker/python.ts";
-import { killGroup } from "../worker/run.ts";
+import { killGroup, trackGroup } from "../worker/run.ts";
 
 /** Only files that build something are worth a prebuild process (importing torch alone costs seconds). */
 const BUILDS_EXTENSION = /\bload_inline\b|\bcpp_extension\b|\b_kf_build_all\b/;
@@ -66,8 +66,10 @@ export async function prebuildCandidate(codePath: string, options: PrebuildOptio
       // Not permitted here: the build simply runs at normal priority.
     }
   }
+  const untrack = trackGroup(child.pid);
   const run = await child;
   killGroup(child.pid); // whatever the candidate's import left running
+  untrack();
   const line = run.stdout.trim().split("\n").at(-1) ?? "";
   try {
     const outcome = BuildOutcome.parse(JSON.parse(line));

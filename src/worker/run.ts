@@ -19,6 +19,24 @@ export interface RunWorkerOptions {
 
 const STDERR_TAIL_LINES = 40;
 
+/** Process groups of the workers (and prebuilds) running now: an interrupted suite kills them all, since a
+ * detached group never sees the terminal's Ctrl-C and the candidate's own processes would outlive it. */
+const activeGroups = new Set<number>();
+
+export function trackGroup(pid: number | undefined): () => void {
+  if (pid === undefined) return () => {};
+  activeGroups.add(pid);
+  return () => activeGroups.delete(pid);
+}
+
+/** Kills every tracked worker group (on SIGINT/SIGTERM of the CLI); returns how many were alive. */
+export function killActiveWorkers(): number {
+  let alive = 0;
+  for (const pid of activeGroups) if (killGroup(pid)) alive += 1;
+  activeGroups.clear();
+  return alive;
+}
+
 /** SIGKILL to a detached child's whole process group; true when something in it was still alive. */
 export function killGroup(pid: number | undefined): boolean {
   if (pid === undefined) return false;
@@ -155,6 +173,7 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
     stdio: ["pipe", "pipe", "pipe"],
     cleanup: true,
   });
+  const untrack = trackGroup(child.pid);
   const output = new WorkerOutput(request, options);
 
   const stdoutDone = (async () => {
@@ -184,6 +203,7 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
   });
   clearTimeout(timer);
   const leftovers = !timedOut && killGroup(child.pid);
+  untrack();
   const exit = await child;
   await Promise.all([stdoutDone, stderrDone]);
   return output.finish(
