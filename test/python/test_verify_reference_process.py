@@ -216,3 +216,52 @@ def test_a_reference_process_that_cannot_start_leaves_the_reference_here_and_say
     check = next(c for c in result["checks"] if c["name"] == "reference_isolation")
     assert check["outcome"] == "warn" and "no processes left" in check["evidence"]
     assert result["timing"]["inputs"]["reference"] == "in_process"
+
+
+def test_the_cuda_ipc_description_round_trips_every_field_in_order(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUDA path cannot run here; its plumbing can: what _share_cuda_ returns travels as JSON (bytes as
+    base64) and reaches _new_shared_cuda in torch's order, and the tensor is rebuilt from the storage offset,
+    shape and strides. A CPU storage stands in for the shared allocation."""
+    import kforge_worker.reference_process as rp
+
+    backing = torch.arange(24, dtype=torch.float32)
+    view = backing[4:].view(4, 5).t()  # storage offset 4, transposed
+    fields = (0, b"\x01handle\xff", backing.untyped_storage().nbytes(), 0, b"refcount", 7, b"\x00event", True)
+
+    class FakeStorage:
+        def _share_cuda_(self):
+            return fields
+
+    class Shared:
+        def __init__(self, t):
+            self.t = t
+
+        def untyped_storage(self):
+            return FakeStorage()
+
+        def storage_offset(self):
+            return self.t.storage_offset()
+
+    ipc = rp._share_cuda(Shared(view))
+    import json
+
+    ipc = json.loads(json.dumps(ipc))  # it crosses the pipe as JSON
+    opened = []
+
+    def new_shared_cuda(*args):
+        opened.append(args)
+        return backing.untyped_storage()
+
+    monkeypatch.setattr(torch.UntypedStorage, "_new_shared_cuda", staticmethod(new_shared_cuda), raising=False)
+    monkeypatch.setattr(torch.cuda, "_lazy_init", lambda: None)
+    desc = {"name": "out0", "kind": "cuda_ipc", "ipc": ipc, "dtype": "float32", "shape": [5, 4], "stride": [1, 5],
+            "numel": 20, "device": "cpu"}
+    importer = rp.Importer()
+    got = importer.view(desc)
+    assert opened == [fields]  # device, handle, size, offset, ref-counter handle/offset, event handle, sync flag
+    assert torch.equal(got, view) and got.stride() == (1, 5)
+    importer.view(desc)
+    assert len(opened) == 1  # one open per handle and name
+    importer.forget("out")
+    importer.view(desc)
+    assert len(opened) == 2
