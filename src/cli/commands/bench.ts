@@ -3,6 +3,7 @@ import { basename, extname, join } from "node:path";
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { type BenchCandidate, discoverCandidates } from "../../bench/discover.ts";
 import { recordFileName, toBenchRecord } from "../../bench/records.ts";
+import { checkCandidateArg } from "../../candidate/load.ts";
 import { UsageError } from "../../errors.ts";
 import { DEFAULT_TIMING } from "../../eval.ts";
 import { cacheDir } from "../../paths.ts";
@@ -10,6 +11,7 @@ import { builtInProblems, type Problem, resolveProblem } from "../../problem/pro
 import { writeHtmlReport } from "../../report/html.ts";
 import { formatResultsTable, useColor } from "../../report/table.ts";
 import { evaluateSuite } from "../../suite/eval-suite.ts";
+import { type Pair, readPairs } from "../../suite/pairs.ts";
 import { createSuiteProgress } from "../../suite/progress.ts";
 import type { EvalResult } from "../../worker/protocol.ts";
 import { positiveInt, positiveNumber } from "../args.ts";
@@ -17,6 +19,7 @@ import { addSuiteOptions, type SuiteFlags, setupSuite } from "../suite-flags.ts"
 import { STRICT_HELP } from "./eval.ts";
 
 interface BenchFlags extends SuiteFlags {
+  pairs?: string;
   device: "cuda" | "cpu";
   records?: string;
   json?: string;
@@ -27,6 +30,27 @@ interface BenchFlags extends SuiteFlags {
   python?: string;
   budget: number;
   strict?: boolean;
+}
+
+/** The named problems (default: every built-in one) with their included candidates. */
+function discoveredPlan(problemArgs: string[]): Map<Problem, BenchCandidate[]> {
+  const problems = problemArgs.length ? problemArgs.map((p) => resolveProblem(p)) : builtInProblems();
+  return new Map(problems.map((p) => [p, discoverCandidates(p)]));
+}
+
+/** A manifest's pairs, each problem resolved once, in the manifest's order. */
+function planFromPairs(pairs: Pair[]): Map<Problem, BenchCandidate[]> {
+  const byArg = new Map<string, Problem>();
+  const plan = new Map<Problem, BenchCandidate[]>();
+  for (const pair of pairs) {
+    const problem = byArg.get(pair.problem) ?? resolveProblem(pair.problem);
+    byArg.set(pair.problem, problem);
+    checkCandidateArg(pair.candidate);
+    const list = plan.get(problem) ?? [];
+    list.push({ path: pair.candidate, variant: basename(pair.candidate, extname(pair.candidate)) });
+    plan.set(problem, list);
+  }
+  return plan;
 }
 
 function collectPair(value: string, previous: string[]): string[] {
@@ -45,6 +69,10 @@ export function registerBenchCommand(program: Command): void {
       collectPair,
       [],
     )
+    .option(
+      "--pairs <file>",
+      "evaluate exactly the PROBLEM=CANDIDATE lines of this file (paths relative to it), nothing discovered",
+    )
     .option("--records <dir>", "write one bench record JSON per (problem, variant) into this folder")
     .option("--json <file>", "write the full results as JSON")
     .option("--html <file>", "write a self-contained HTML report")
@@ -56,10 +84,10 @@ export function registerBenchCommand(program: Command): void {
     .addOption(new Option("--device <device>", "where to run").choices(["cuda", "cpu"]).default("cuda"));
   addSuiteOptions(command);
   command.action(async (problemArgs: string[], flags: BenchFlags) => {
-    const problems: Problem[] = problemArgs.length
-      ? problemArgs.map((p) => resolveProblem(p))
-      : builtInProblems();
-    const plan = new Map<Problem, BenchCandidate[]>(problems.map((p) => [p, discoverCandidates(p)]));
+    if (flags.pairs && problemArgs.length > 0)
+      throw new UsageError("--pairs names its problems itself; give no problem arguments with it");
+    const plan = flags.pairs ? planFromPairs(readPairs(flags.pairs)) : discoveredPlan(problemArgs);
+    const problems = [...plan.keys()];
     for (const pair of flags.candidate) {
       const [name, path] = pair.split(/=(.*)/s) as [string, string];
       const problem = problems.find((p) => p.name === name);
