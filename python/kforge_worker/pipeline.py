@@ -357,10 +357,11 @@ def check_correctness(ctx: EvalContext) -> None:
     for t in range(trials):
         ctx.progress("check", f"trial {t + 1}/{trials}", t / trials)
         seed = trial_seed(ctx.request.seed, t)
-        if ctx.reference is not None:
+        remote = _remote_trial(ctx, seed) if ctx.reference is not None else None
+        if remote is not None:
             # Inputs, reference outputs and the float64 evaluation from the clean process; the worker's own
             # reference runs in lockstep (the checks use it) and must agree with the clean one.
-            inputs, ref_list, ref64_out = _remote_trial(ctx, seed)
+            inputs, ref_list, ref64_out = remote
             cand_inputs = ctx.clone_inputs(inputs)  # pristine, as the clean reference got them
             local_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
         else:
@@ -374,9 +375,9 @@ def check_correctness(ctx: EvalContext) -> None:
             dtypes = [x.dtype for x in inputs if isinstance(x, torch.Tensor)] + [o.dtype for o in ref_list]
             ctx.atol, ctx.rtol = tolerance_for(ctx, dtypes)
             ctx.result["tolerance"] = {"atol": ctx.atol, "rtol": ctx.rtol}
-        if ctx.reference is not None:
+        if remote is not None:
             mismatch = mismatch or _reference_disagrees(ctx, t, local_out, ref_list)
-            del local_out
+            del local_out, remote
         cand_out = ctx.guard_candidate("ModelNew.forward", lambda: ctx.forward(ctx.new_model, cand_inputs))
         trial: dict[str, Any] = {"seed": seed, "passed": False, "outputs": [], "message": None}
         ctx.result["trials"].append(trial)
@@ -421,9 +422,23 @@ def check_correctness(ctx: EvalContext) -> None:
         raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
 
 
-def _remote_trial(ctx: EvalContext, seed: int) -> tuple[list[Any], list[Any], list[Any] | None]:
+def _remote_trial(ctx: EvalContext, seed: int) -> tuple[list[Any], list[Any], list[Any] | None] | None:
+    """The trial from the reference process; None when it cannot hand these inputs over (the reference
+    process said so): the rest of the run keeps the reference in the worker, with a warning."""
+    from .reference_process import Untransportable
+
     try:
         return ctx.reference.trial(seed)
+    except Untransportable as exc:
+        ctx.reference.close()
+        ctx.reference = None
+        _isolation_check(ctx, "warn", f"{exc}: the reference ran in the worker beside the candidate")
+        if not getattr(ctx.problem, "KFORGE_SKIP_FP64", False):
+            try:
+                ctx.ref64_model = copy.deepcopy(ctx.ref_model).to(ctx.torch.float64)
+            except Exception:  # noqa: BLE001 — evidence only
+                ctx.ref64_model = None
+        return None
     except BaseException as exc:  # noqa: BLE001
         _raise_if_remote(exc)
         raise
@@ -452,13 +467,13 @@ def _reference_disagrees(ctx: EvalContext, trial: int, local_out: Any, remote: l
 def _settle_isolation(ctx: EvalContext, mismatch: str | None) -> None:
     """reference_isolation after the trials: the worker's reference agreed with the clean one, or it failed
     (cheating; the verdict is given with the other checks' failures, cheating first)."""
-    if ctx.reference is None:
-        return
     if mismatch is not None:
         _isolation_check(ctx, "fail", f"the reference in the candidate's process answers differently from the clean "
                                       f"reference process ({mismatch}): something in this process changed the "
                                       "reference (its forward, a hook, a switch)")
         return
+    if ctx.reference is None:
+        return  # never started, or fell back (its warning stands)
     _isolation_check(ctx, "pass", f"inputs, reference outputs and the float64 evaluation of every trial came from "
                                   f"a clean process (pid {ctx.reference.proc.pid}) that never imported the candidate; "
                                   "the worker's own reference agreed on every trial")

@@ -43,6 +43,11 @@ class ReferenceProcessError(RuntimeError):
     """The reference process failed as a harness (it died, or answered off protocol)."""
 
 
+class Untransportable(Exception):
+    """An input the shared-memory transport cannot hand over (neither a tensor nor a JSON value): the run goes
+    on with the reference in the worker. Decided in the reference process, from the problem's own inputs."""
+
+
 class ProblemFailure(Exception):
     """The problem's own code failed in the reference process: charged to the problem."""
 
@@ -220,15 +225,15 @@ def encode_values(values: list[Any], exporter: Exporter, prefix: str, staging: b
             try:
                 json.dumps(v, allow_nan=False)
             except (TypeError, ValueError):
-                raise ProblemFailure("get_inputs()", f"input {i} is a {type(v).__name__}: only tensors and JSON values "
-                                     "can be handed to the candidate's process") from None
-            out.append({"value": v})
+                raise Untransportable(f"input {i} is a {type(v).__name__}: only tensors and JSON values can be "
+                                      "handed to the candidate's process") from None
+            out.append({"value": v, "tuple": True} if isinstance(v, tuple) else {"value": v})
     return out
 
 
 def decode_values(items: list[dict[str, Any]], importer: Importer, copy_tensors: bool = True) -> list[Any]:
     return [(importer.get(x["tensor"]) if copy_tensors else importer.view(x["tensor"])) if "tensor" in x
-            else copy.deepcopy(x["value"]) for x in items]
+            else tuple(x["value"]) if x.get("tuple") else copy.deepcopy(x["value"]) for x in items]
 
 
 # ---------------------------------------------------------------------------------------- the child
@@ -457,6 +462,8 @@ def serve() -> int:
                 reply(rid, {"ok": True, **body})
             except ProblemFailure as exc:
                 reply(rid, {"ok": False, "problem": True, "what": exc.what, "reason": exc.reason})
+            except Untransportable as exc:
+                reply(rid, {"ok": False, "problem": False, "transport": True, "reason": str(exc)})
             except BaseException as exc:  # noqa: BLE001 — a harness failure, reported, never a hang
                 reply(rid, {"ok": False, "problem": False, "reason": summarize_exception(exc)})
     finally:
@@ -521,6 +528,8 @@ class ReferenceProcess:
         if not message.get("ok"):
             if message.get("problem"):
                 raise ProblemFailure(str(message.get("what")), str(message.get("reason")))
+            if message.get("transport"):
+                raise Untransportable(str(message.get("reason")))
             raise ReferenceProcessError(f"the reference process failed: {message.get('reason')}")
         return message
 

@@ -13,7 +13,7 @@ import pytest
 import torch
 from conftest import REPO, assert_valid, candidate, evaluate, make_request, problem
 
-from kforge_worker.reference_process import (Exporter, Importer, ProblemFailure, ReferenceProcess, decode_values,
+from kforge_worker.reference_process import (Exporter, Importer, ReferenceProcess, Untransportable, decode_values,
                                              dense_layout, encode_values)
 from kforge_worker.request import parse_request
 
@@ -59,8 +59,9 @@ def test_shared_tensors_round_trip_with_their_layout_and_stay_the_workers_own(tm
     # A staging name is reused: the next put of the same size writes into the same file.
     again = exporter.put("in0", torch.ones(3, 5).t())
     assert again["path"] == encoded[0]["tensor"]["path"] and torch.equal(importer.view(again), torch.ones(5, 3))
-    with pytest.raises(ProblemFailure, match="only tensors and JSON values"):
+    with pytest.raises(Untransportable, match="only tensors and JSON values"):
         encode_values([object()], exporter, "x")
+    assert decode_values(encode_values([(1, 2)], exporter, "t"), importer) == [(1, 2)]  # a tuple stays a tuple
 
 
 def test_trials_come_from_a_clean_process_that_never_imports_the_candidate(cache_dir: str, tmp_path) -> None:
@@ -265,3 +266,36 @@ def test_the_cuda_ipc_description_round_trips_every_field_in_order(tmp_path, mon
     importer.forget("out")
     importer.view(desc)
     assert len(opened) == 2
+
+
+def test_inputs_the_transport_cannot_carry_leave_the_reference_here_and_say_so(cache_dir: str, tmp_path) -> None:
+    """A tuple of ints arrives as a tuple; a value that is neither a tensor nor JSON (a dtype here) makes the
+    reference process decline the trial, and the run goes on with the reference in the worker."""
+    source = (
+        "import torch, torch.nn as nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x, dims, kind):\n"
+        "        assert isinstance(dims, tuple), type(dims)\n"
+        "        return x.sum(dim=dims).to(kind)\n"
+        "def get_inputs():\n    return [torch.randn(4, 3, 2), (1, 2), KIND]\n"
+        "def get_init_inputs():\n    return []\n"
+    )
+    ident = tmp_path / "ident.py"
+    ident.write_text("import torch.nn as nn\nclass ModelNew(nn.Module):\n"
+                     "    def forward(self, x, dims, kind):\n        return x.sum(dim=dims).to(kind)\n")
+    plain = tmp_path / "plain.py"
+    plain.write_text(source.replace("KIND", "'float64'").replace(".to(kind)", ".double()"))
+    ident_plain = tmp_path / "ident_plain.py"
+    ident_plain.write_text(ident.read_text().replace(".to(kind)", ".double()"))
+    result, _ = evaluate(_request(str(plain), str(ident_plain), cache_dir, True))
+    assert result["verdict"] == "correct", result["reason"]
+    assert next(c for c in result["checks"] if c["name"] == "reference_isolation")["outcome"] == "pass"
+
+    odd = tmp_path / "odd.py"
+    odd.write_text(source.replace("KIND", "torch.float64"))
+    result, _ = evaluate(_request(str(odd), str(ident), cache_dir, True, timing=True))
+    assert result["verdict"] == "correct", result["reason"]
+    check = next(c for c in result["checks"] if c["name"] == "reference_isolation")
+    assert check["outcome"] == "warn" and "input 2 is a dtype" in check["evidence"]
+    assert result["timing"]["inputs"]["reference"] == "in_process"
+    assert result["trials"][0]["outputs"][0]["refVsFp64"]["relL2"] is not None  # the worker's float64 copy
