@@ -1,13 +1,13 @@
 // Suite manifests (`kforge bench --pairs FILE`): PROBLEM=CANDIDATE lines, paths relative to the manifest.
 import assert from "node:assert/strict";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { execa } from "execa";
 import { REPO_ROOT } from "../src/paths.ts";
+import { loadResultsFile } from "../src/report/load.ts";
 import { readPairs } from "../src/suite/pairs.ts";
-import { EvalResult } from "../src/worker/protocol.ts";
+import { runKforge } from "./helpers/kforge.ts";
 
 const fixtures = join(REPO_ROOT, "test", "fixtures", "python");
 
@@ -51,36 +51,12 @@ test("kforge bench --pairs evaluates exactly the manifest's pairs, across proble
     ].join("\n"),
   );
   const json = join(dir, "results.json");
-  const run = await execa(
-    "node",
-    [
-      join(REPO_ROOT, "bin", "kforge.js"),
-      "bench",
-      "--pairs",
-      manifest,
-      "--device",
-      "cpu",
-      "--trials",
-      "1",
-      "--budget",
-      "1",
-      "--json",
-      json,
-    ],
-    {
-      reject: false,
-      env: {
-        KFORGE_PYTHON: process.env.KFORGE_PYTHON ?? join(REPO_ROOT, ".venv", "bin", "python"),
-        KFORGE_CACHE_DIR: join(dir, "cache"),
-        NO_COLOR: "1",
-      },
-      timeout: 300_000,
-    },
+  const run = await runKforge(
+    ["bench", "--pairs", manifest, "--device", "cpu", "--trials", "1", "--budget", "1", "--json", json],
+    join(dir, "cache"),
   );
   assert.equal(run.exitCode, 0, run.stderr);
-  const results = (JSON.parse(readFileSync(json, "utf8")) as { results: unknown[] }).results.map((r) =>
-    EvalResult.parse(r),
-  );
+  const { results } = loadResultsFile(json);
   assert.deepEqual(
     results.map((r) => [r.problem, r.candidate, r.verdict]),
     [

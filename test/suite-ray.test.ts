@@ -5,15 +5,16 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { execa, execaSync } from "execa";
+import { execaSync } from "execa";
 import { DEFAULT_TIMING } from "../src/eval.ts";
 import { REPO_ROOT } from "../src/paths.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
+import { loadResultsFile } from "../src/report/load.ts";
 import { suiteTasks } from "../src/suite/eval-suite.ts";
 import { runOnRay } from "../src/suite/ray.ts";
-import { EvalResult } from "../src/worker/protocol.ts";
+import { runKforge, testPython } from "./helpers/kforge.ts";
 
-const python = process.env.KFORGE_PYTHON ?? join(REPO_ROOT, ".venv", "bin", "python");
+const python = testPython;
 const fixtures = join(REPO_ROOT, "test", "fixtures", "python");
 const hasRay = execaSync(python, ["-c", "import ray"], { reject: false }).exitCode === 0;
 // CI installs Ray (scripts/setup-python.sh): there this test must run, never skip.
@@ -33,10 +34,8 @@ test("kforge bench --ray local --device cpu evaluates two problems end to end, i
   writeFileSync(leaves, `import subprocess\nsubprocess.Popen(["sleep", "60"])\n${readFileSync(add, "utf8")}`);
   const json = join(dir, "results.json");
   const journal = join(dir, "results.jsonl");
-  const run = await execa(
-    "node",
+  const run = await runKforge(
     [
-      join(REPO_ROOT, "bin", "kforge.js"),
       "bench",
       join(fixtures, "problems", "tiny_linear.py"),
       join(fixtures, "problems", "tiny_add.py"),
@@ -59,16 +58,10 @@ test("kforge bench --ray local --device cpu evaluates two problems end to end, i
       "--jsonl",
       journal,
     ],
-    {
-      reject: false,
-      env: { KFORGE_PYTHON: python, KFORGE_CACHE_DIR: join(dir, "cache"), NO_COLOR: "1" },
-      timeout: 300_000,
-    },
+    join(dir, "cache"),
   );
   assert.match(run.stderr, /Ray cluster: 0 GPU, \d+ CPU; 3 evaluation\(s\) submitted/, run.stderr);
-  const results = (JSON.parse(readFileSync(json, "utf8")) as { results: unknown[] }).results.map((r) =>
-    EvalResult.parse(r),
-  );
+  const { results } = loadResultsFile(json);
   assert.deepEqual(
     results.map((r) => [r.problem, r.candidate, r.verdict]),
     [
