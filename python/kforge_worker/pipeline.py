@@ -93,6 +93,39 @@ def initial_result(request: EvalRequest) -> dict[str, Any]:
     }
 
 
+def placed(torch: Any, value: Any, device: Any, dtype: Any) -> Any:
+    """A tensor to the request's device (as KernelBench moves CPU inputs to the GPU) and the precision cast
+    (floating tensors only); anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        value = value.to(device)
+        if dtype is not None and value.is_floating_point():
+            value = value.to(dtype)
+    return value
+
+
+def seeded_inputs(torch: Any, problem: Any, seed: int, place: Callable[[Any], Any]) -> list[Any]:
+    """``get_inputs()`` under ``torch.manual_seed(seed)``, each value placed. Shared by the worker and the
+    reference process, so one seed gives both the same inputs."""
+    torch.manual_seed(seed)
+    try:
+        raw = problem.get_inputs()
+    finally:
+        # Leave the generators on a fresh random seed: torch.initial_seed() and the RNG state the candidate
+        # sees must not reveal the seed its inputs came from.
+        torch.seed()
+    items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
+    return [place(x) for x in items]
+
+
+def seeded_build(torch: Any, cls: Any, args: list[Any], seed: int) -> Any:
+    """cls(*args) under torch.manual_seed(seed) (Model and ModelNew get the same initial parameters)."""
+    torch.manual_seed(seed)
+    try:
+        return cls(*args)
+    finally:
+        torch.seed()
+
+
 @dataclass
 class EvalContext:
     """Everything the stages share; also what verification checks receive."""
@@ -147,28 +180,11 @@ class EvalContext:
     # -- inputs and forward passes -------------------------------------------------------------
     def prepare(self, value: Any) -> Any:
         """To the request's device (as KernelBench moves CPU inputs to the GPU) and the precision."""
-        torch = self.torch
-        if isinstance(value, torch.Tensor):
-            value = value.to(self.device)
-            if self.dtype is not None and value.is_floating_point():
-                value = value.to(self.dtype)
-        return value
+        return placed(self.torch, value, self.device, self.dtype)
 
     def make_inputs(self, seed: int) -> list[Any]:
         """``get_inputs()`` under ``torch.manual_seed(seed)``, moved and cast."""
-
-        def generate() -> list[Any]:
-            self.torch.manual_seed(seed)
-            try:
-                raw = self.problem.get_inputs()  # type: ignore[union-attr]
-            finally:
-                # Leave the generators on a fresh random seed: torch.initial_seed() and the RNG state
-                # the candidate sees must not reveal the seed its inputs came from.
-                self.torch.seed()
-            items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
-            return [self.prepare(x) for x in items]
-
-        return self.guard_reference("get_inputs()", generate)
+        return self.guard_reference("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, self.prepare))
 
     def clone_inputs(self, inputs: list[Any]) -> list[Any]:
         """What the candidate receives: copies, so it cannot alter the reference's inputs."""
@@ -276,11 +292,7 @@ def build_models(ctx: EvalContext) -> None:
     ctx.init_inputs = [x.to(ctx.device) if isinstance(x, torch.Tensor) else x for x in init]
 
     def construct(cls: Any, args: list[Any]) -> Any:
-        torch.manual_seed(seed)
-        try:
-            return cls(*args)
-        finally:
-            torch.seed()
+        return seeded_build(torch, cls, args, seed)
 
     ctx.ref_model = ctx.guard_reference(
         "Model(*get_init_inputs())", lambda: construct(problem.Model, copy.deepcopy(ctx.init_inputs))

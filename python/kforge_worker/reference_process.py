@@ -36,6 +36,8 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from .pipeline import placed, seeded_build, seeded_inputs
+
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -262,12 +264,7 @@ class _Reference:
         init = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in init]
 
         def construct() -> Any:
-            torch.manual_seed(seed)
-            try:
-                model = self.problem.Model(*copy.deepcopy(init))
-            finally:
-                torch.seed()
-            model = model.to(self.device)
+            model = seeded_build(torch, self.problem.Model, copy.deepcopy(init), seed).to(self.device)
             return model.to(self.dtype) if self.dtype is not None else model
 
         self.model = self._problem_call("Model(*get_init_inputs())", construct)
@@ -291,26 +288,9 @@ class _Reference:
             raise ProblemFailure(what, summarize_exception(exc)) from None
 
     def make_inputs(self, seed: int) -> list[Any]:
-        torch = self.torch
-
-        def generate() -> list[Any]:
-            torch.manual_seed(seed)
-            try:
-                raw = self.problem.get_inputs()
-            finally:
-                torch.seed()
-            items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
-            return [self._prepare(x) for x in items]
-
-        return self._problem_call("get_inputs()", generate)
-
-    def _prepare(self, value: Any) -> Any:
-        torch = self.torch
-        if isinstance(value, torch.Tensor):
-            value = value.to(self.device)
-            if self.dtype is not None and value.is_floating_point():
-                value = value.to(self.dtype)
-        return value
+        """Exactly the worker's make_inputs (one seed, the same inputs)."""
+        place = lambda x: placed(self.torch, x, self.device, self.dtype)  # noqa: E731
+        return self._problem_call("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, place))
 
     def sync(self) -> None:
         if self.device.type == "cuda":
