@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from conftest import assert_valid, candidate, make_request, problem
 
 from kforge_worker.ray_driver import _outcome
@@ -52,3 +54,36 @@ def test_localize_writes_the_sources_and_points_the_request_at_them(tmp_path) ->
         assert "load_inline" in f.read()
     assert os.path.isdir(local["options"]["cacheDir"])
     assert request["problem"]["path"] != local["problem"]["path"], "the caller's request is not modified"
+
+
+def test_under_ray_each_task_s_worker_runs_on_the_gpu_ray_granted(cache_dir: str, tmp_path) -> None:
+    """Two Ray tasks asking for one GPU each (two GPUs declared, so no GPU is needed here): each spawned worker
+    process sees only its own grant in CUDA_VISIBLE_DEVICES, so a candidate and its reference are timed on it."""
+    ray = pytest.importorskip("ray")
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    # A problem that records, from inside the worker process, which GPU it was given.
+    recorder = tmp_path / "records_gpu.py"
+    source = open(problem("tiny_linear"), encoding="utf-8").read()
+    recorder.write_text(
+        source
+        + "\nimport os as _os, uuid as _uuid\n"
+        + f"open(_os.path.join({str(seen)!r}, _uuid.uuid4().hex), 'w').write(_os.environ.get('CUDA_VISIBLE_DEVICES', ''))\n",
+        encoding="utf-8",
+    )
+    tasks = [_task(make_request(str(recorder), candidate("linear_correct"), cache_dir, trials=1)) for _ in range(2)]
+    import kforge_worker
+
+    # As ray_driver does: the worker package travels with the job.
+    package = os.path.dirname(os.path.abspath(kforge_worker.__file__))
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+             runtime_env={"py_modules": [package]})
+    try:
+        remote = ray.remote(run_isolated).options(num_gpus=1, num_cpus=1)
+        outcomes = ray.get([remote.remote(task) for task in tasks])
+    finally:
+        ray.shutdown()
+    assert all(o["exitCode"] == 0 and not o["timedOut"] for o in outcomes)
+    grants = sorted(p.read_text() for p in seen.iterdir())
+    # A worker may import the problem more than once (its checks do): every import saw its own grant.
+    assert set(grants) == {"0", "1"}, grants
