@@ -388,7 +388,7 @@ def check_correctness(ctx: EvalContext) -> None:
             ctx.atol, ctx.rtol = tolerance_for(ctx, dtypes)
             ctx.result["tolerance"] = {"atol": ctx.atol, "rtol": ctx.rtol}
         if remote is not None:
-            mismatch = mismatch or _reference_disagrees(ctx, t, local_out, ref_list)
+            mismatch = mismatch or _reference_disagrees(ctx, f"trial {t}", local_out, ref_list)
             del local_out, remote
         cand_out = ctx.guard_candidate("ModelNew.forward", lambda: ctx.forward(ctx.new_model, cand_inputs))
         trial: dict[str, Any] = {"seed": seed, "passed": False, "outputs": [], "message": None}
@@ -434,13 +434,13 @@ def check_correctness(ctx: EvalContext) -> None:
         raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
 
 
-def _remote_trial(ctx: EvalContext, seed: int) -> tuple[list[Any], list[Any], list[Any] | None] | None:
+def _remote_trial(ctx: EvalContext, seed: int, probe: bool = False) -> tuple[list[Any], list[Any], list[Any] | None] | None:
     """The trial from the reference process; None when it cannot hand these inputs over (the reference
     process said so): the rest of the run keeps the reference in the worker, with a warning."""
     from .reference_process import Untransportable
 
     try:
-        return ctx.reference.trial(seed)
+        return ctx.reference.trial(seed, probe)
     except Untransportable as exc:
         ctx.reference.close()
         ctx.reference = None
@@ -456,8 +456,8 @@ def _remote_trial(ctx: EvalContext, seed: int) -> tuple[list[Any], list[Any], li
         raise
 
 
-def _reference_disagrees(ctx: EvalContext, trial: int, local_out: Any, remote: list[Any]) -> str | None:
-    """Why the worker's own reference disagrees with the clean process's on this trial, or None."""
+def _reference_disagrees(ctx: EvalContext, label: str, local_out: Any, remote: list[Any]) -> str | None:
+    """Why the worker's own reference disagrees with the clean process's (label: which call), or None."""
     from .checks.context import has_dropout
     from .compare import OutputStructureError, compare_output, flatten_outputs
 
@@ -466,13 +466,13 @@ def _reference_disagrees(ctx: EvalContext, trial: int, local_out: Any, remote: l
     try:
         local = flatten_outputs(local_out, "reference output")
     except OutputStructureError as exc:
-        return f"trial {trial}: {exc}"
+        return f"{label}: {exc}"
     if len(local) != len(remote):
-        return f"trial {trial}: {len(local)} outputs here, {len(remote)} in the reference process"
+        return f"{label}: {len(local)} outputs here, {len(remote)} in the reference process"
     for k, (a, b) in enumerate(zip(local, remote)):
         verdict = compare_output(k, a, b, None, ctx.atol, ctx.rtol)
         if not verdict.passed:
-            return f"trial {trial} {verdict.message}"
+            return f"{label} {verdict.message}"
     return None
 
 
@@ -532,12 +532,31 @@ def fail_on_checks(ctx: EvalContext) -> None:
 
 def verify(ctx: EvalContext) -> None:
     """The verification checks on a candidate that passed every trial; a failed check gives its verdict."""
-    if ctx.checks is None or not hasattr(ctx.checks, "run_checks"):
-        fail_on_checks(ctx)  # the pipeline's own (reference_isolation)
-        return
-    ctx.progress("verify", "running verification checks")
-    call_checks(ctx, "run_checks")
+    if ctx.checks is not None and hasattr(ctx.checks, "run_checks"):
+        ctx.progress("verify", "running verification checks")
+        call_checks(ctx, "run_checks")
+    _probe_isolation(ctx, "after the verification checks")
     fail_on_checks(ctx)
+
+
+def _probe_isolation(ctx: EvalContext, when: str) -> None:
+    """The worker's reference (which the runtime checks used) against the clean one once more, on fresh
+    inputs, both references' state restored afterwards: a reference changed after the trials is caught."""
+    if ctx.reference is None or any(c.get("name") == "reference_isolation" and c.get("outcome") == "fail"
+                                    for c in ctx.result["checks"]):
+        return
+    from .checks.context import preserved_state
+
+    seed = trial_seed(ctx.request.seed, f"probe:{when}")
+    inputs, ref_list, _ = _remote_trial(ctx, seed, probe=True) or (None, None, None)
+    if inputs is None:
+        return
+    with preserved_state(ctx.ref_model):
+        local_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
+        mismatch = _reference_disagrees(ctx, when, local_out, ref_list)
+    del local_out, ref_list, inputs
+    if mismatch is not None:
+        _settle_isolation(ctx, mismatch)
 
 
 def time_models(ctx: EvalContext) -> None:

@@ -304,12 +304,22 @@ class _Reference:
 
     # -- requests ------------------------------------------------------------------------------
     def trial(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Fresh inputs from the seed; the float64 evaluation first, then the reference (as the worker does)."""
+        """Fresh inputs from the seed; the float64 evaluation first, then the reference (as the worker does).
+        ``probe``: the reference alone, its parameters, buffers and train/eval flags restored afterwards (a
+        check that the worker's reference still agrees, which must not step BatchNorm's statistics)."""
+        from .checks.context import preserved_state
         from .compare import flatten_outputs
 
         torch = self.torch
         self.exporter.drop()
         self.inputs = self.make_inputs(int(req["seed"]))
+        if req.get("probe"):
+            given = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
+            with preserved_state(self.model):
+                out = self._problem_call("Model.forward", lambda: self.forward(self.model, given))
+            outs = self._problem_call("output", lambda: flatten_outputs(out, "reference output"))
+            return {"inputs": encode_values(self.inputs, self.exporter, "in"),
+                    "outputs": encode_values(outs, self.exporter, "out", staging=False), "outputs64": None}
         out64 = None
         if self.model64 is not None:
             wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
@@ -517,12 +527,13 @@ class ReferenceProcess:
         return self._send({"op": op, **fields})
 
     # -- what the pipeline asks for ------------------------------------------------------------
-    def trial(self, seed: int) -> tuple[list[Any], list[Any], list[Any] | None]:
+    def trial(self, seed: int, probe: bool = False) -> tuple[list[Any], list[Any], list[Any] | None]:
         """(inputs in the worker's own memory, reference outputs, float64 outputs or None) — the outputs are
-        views on the shared memory, valid until the next request; read them, do not keep them."""
+        views on the shared memory, valid until the next request; read them, do not keep them. ``probe``: no
+        float64, and the reference's state left as it was."""
         self.importer.forget("out")
         self.importer.forget("o64_")
-        reply = self.request("trial", seed=seed)
+        reply = self.request("trial", seed=seed, probe=probe)
         inputs = decode_values(reply["inputs"], self.importer)
         outs = decode_values(reply["outputs"], self.importer, copy_tensors=False)
         outs64 = decode_values(reply["outputs64"], self.importer, copy_tensors=False) if reply.get("outputs64") else None

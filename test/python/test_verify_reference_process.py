@@ -299,3 +299,29 @@ def test_inputs_the_transport_cannot_carry_leave_the_reference_here_and_say_so(c
     assert check["outcome"] == "warn" and "input 2 is a dtype" in check["evidence"]
     assert result["timing"]["inputs"]["reference"] == "in_process"
     assert result["trials"][0]["outputs"][0]["refVsFp64"]["relL2"] is not None  # the worker's float64 copy
+
+
+def test_a_reference_changed_after_the_trials_is_caught_before_timing(cache_dir: str, tmp_path) -> None:
+    """The candidate replaces the problem's Model.forward only once its own trials are done (its 3rd call):
+    every trial agreed, and the runtime checks would then compare against the changed reference. The probe
+    after the verification stage compares the worker's reference with the clean one again."""
+    late = tmp_path / "late_tamper.py"
+    late.write_text(
+        "import sys, torch, torch.nn as nn\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self, i, o):\n        super().__init__()\n        self.fc = nn.Linear(i, o)\n"
+        "        self.calls = 0\n"
+        "    def forward(self, x):\n"
+        "        self.calls += 1\n"
+        "        if self.calls == 3:\n"
+        "            for m in list(sys.modules.values()):\n"
+        "                model = getattr(m, 'Model', None)\n"
+        "                if callable(getattr(m, 'get_inputs', None)) and isinstance(model, type) and model is not nn.Module:\n"
+        "                    model.forward = lambda self, x: torch.zeros(x.shape[0], 8)\n"
+        "        return torch.relu(self.fc(x))\n"
+    )
+    result, _ = evaluate(_request(problem("tiny_linear"), str(late), cache_dir, True, trials=3))
+    assert result["verdict"] == "cheating", result["reason"]
+    assert result["reason"].startswith("reference_isolation: the reference in the candidate's process answers "
+                                       "differently from the clean reference process (after the verification checks")
+    assert all(t["passed"] for t in result["trials"])
