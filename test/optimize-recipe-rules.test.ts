@@ -266,3 +266,41 @@ test("linear_bn_softmax: chains the recipe does not compute are left to the gene
   assert.equal(matchRecipe(rule, view.node("norm"), view), null);
   assert.equal(matchRecipe(rule, view.node("sm"), view), null);
 });
+
+// ---- linear -> sum/mean over the output features (an algebraic rewrite) ------------------------------
+
+function linearReduceGraph(op: string, dim: number, extraUser = false): Graph {
+  const x = meta([32, 64]);
+  const y = meta([32, 48]);
+  const dims: Arg = { t: "list", kind: "list", items: [num(dim)] };
+  const nodes = [
+    node("lin", "linear", { input: ref("x"), weight: param("fc.weight"), bias: param("fc.bias") }, y),
+    node(
+      "red",
+      op,
+      { input: ref("lin"), dim: dims, keepdim: bool(true) },
+      meta(dim === 0 ? [1, 48] : [32, 1]),
+    ),
+    ...(extraUser ? [node("other", "relu", { input: ref("lin") }, y)] : []),
+  ];
+  return graph({ x }, nodes, ref("red"), { "fc.weight": meta([48, 64]), "fc.bias": meta([48]) });
+}
+
+test("linear -> sum or mean over the output features becomes one rewrite region", () => {
+  for (const op of ["sum", "mean"]) {
+    for (const dim of [1, -1]) {
+      const plan = planGraph(linearReduceGraph(op, dim));
+      const region = plan.regions.find((r) => r.recipe?.name === "linear_reduce");
+      assert.ok(region, `${op} over dim ${dim}`);
+      assert.deepEqual(regionNodes(region), ["lin", "red"]);
+    }
+  }
+});
+
+test("linear -> sum over the batch dim, or a linear output read elsewhere, is not rewritten", () => {
+  const batch = planGraph(linearReduceGraph("sum", 0));
+  assert.ok(!batch.regions.some((r) => r.recipe?.name === "linear_reduce"));
+  assert.match(batch.kept.find((k) => k.node === "lin")?.reason ?? "", /reduces dim 0/);
+  const shared = planGraph(linearReduceGraph("sum", 1, true));
+  assert.ok(!shared.regions.some((r) => r.recipe?.name === "linear_reduce"));
+});

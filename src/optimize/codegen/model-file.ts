@@ -87,7 +87,10 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
 
   // Generated regions share one extension; each recipe used brings its runtime (and its own extension).
   const generated = regions.filter((r) => !r.recipe);
-  const recipes = [...new Set(regions.flatMap((r) => (r.recipe ? [r.recipe] : [])))];
+  // A rewrite recipe (no builder) is PyTorch ops in the region's method: no runtime to inline.
+  const recipes = [...new Set(regions.flatMap((r) => (r.recipe ? [r.recipe] : [])))].filter(
+    (name) => recipeBuilder(name) !== null,
+  );
   const kinds = [...new Set(plan.regions.filter((r) => !r.recipe).map((r) => r.kind))];
   const headers = inlineHeaders([
     "kf_common.cuh",
@@ -174,7 +177,7 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
 
 /** The per-region switch the optimizer times regions with, and one call building every extension. */
 function regionSwitches(generated: boolean, recipes: string[]): string {
-  const builders = [...(generated ? ["_kf_ext"] : []), ...recipes.map(recipeBuilder)];
+  const builders = [...(generated ? ["_kf_ext"] : []), ...recipes.flatMap((r) => recipeBuilder(r) ?? [])];
   return [
     "",
     "",

@@ -70,10 +70,41 @@ const linearBnSoftmax: RecipeEmitter = (view, region, nameOf) => {
   };
 };
 
-/** Per recipe folder: its region emitter and the runtime function that builds its extension. */
-export const RECIPE_EMITTERS: Record<string, { emit: RecipeEmitter; build: string }> = {
+/** Linear -> sum/mean over the output features as x @ (column sums of W^T) + sum(b): reads W once and runs
+ * a GEMV instead of the GEMM. Sums accumulate in fp32 whatever the dtype; autograd flows through as usual. */
+const linearReduce: RecipeEmitter = (view, region, nameOf) => {
+  const linear = bound(view, region, "linear");
+  const reduce = bound(view, region, "reduce");
+  const x = argOr(linear, "input", nameOf, "None");
+  const weight = argOr(linear, "weight", nameOf, "None");
+  const bias = argOr(linear, "bias", nameOf, "None");
+  const keepdim = argOr(reduce, "keepdim", nameOf, "False");
+  const mean = reduce.op === "mean" ? ` / ${weight}.shape[0]` : "";
+  // The reduction's dim was planned as the last one of an input of this rank.
+  const rank = view.tensorOf(linear.fn?.input)?.shape.length ?? 2;
+  const result =
+    keepdim === "True"
+      ? "kf_y.unsqueeze(-1)"
+      : keepdim === "False"
+        ? "kf_y"
+        : `kf_y.unsqueeze(-1) if ${keepdim} else kf_y`;
+  return {
+    guard: `isinstance(${x}, torch.Tensor) and ${x}.dim() == ${rank} and ${x}.shape[-1] == ${weight}.shape[1]`,
+    body: [
+      `kf_y = torch.matmul(${x}.float(), ${weight}.sum(0, dtype=torch.float32))`,
+      ...(bias === "None" ? [] : [`kf_y = kf_y + ${bias}.sum(dtype=torch.float32)`]),
+      `kf_y = (kf_y${mean}).to(${x}.dtype)`,
+      `return ${result}`,
+    ],
+  };
+};
+
+/** Per recipe: its region emitter and the runtime function that builds its extension (null: a rewrite in
+ * PyTorch ops, with no kernels/ folder and nothing to build). */
+export const RECIPE_EMITTERS: Record<string, { emit: RecipeEmitter; build: string | null }> = {
   attention: { emit: attention, build: "_kf_attn_extension" },
   linear_bn_softmax: { emit: linearBnSoftmax, build: "_kf_lbs_extension" },
+  linear_reduce: { emit: linearReduce, build: null },
 };
 
 function emitterOf(name: string) {
@@ -86,7 +117,7 @@ export function recipeCall(view: GraphView, region: Region, nameOf: NameOf): Rec
   return emitterOf(region.recipe?.name ?? "").emit(view, region, nameOf);
 }
 
-/** The runtime function that builds (compiles) the recipe's extension. */
-export function recipeBuilder(name: string): string {
+/** The runtime function that builds (compiles) the recipe's extension; null for a rewrite in PyTorch ops. */
+export function recipeBuilder(name: string): string | null {
   return emitterOf(name).build;
 }

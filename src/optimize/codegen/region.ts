@@ -10,7 +10,7 @@ import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
 import { normDims, poolDims, reductionDims } from "../plan/rules.ts";
 import { type NameOf, pyArg, pyScalar, pyStatement, selfPath } from "./python-expr.ts";
-import { recipeCall } from "./recipe-region.ts";
+import { recipeBuilder, recipeCall } from "./recipe-region.ts";
 
 export interface RegionCode {
   /** Functors + launcher for the .cu unit. */
@@ -175,7 +175,7 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
     const fast = recipeCall(view, region, nameOf);
     const method = [
       `    ${header}`,
-      `        """${summary}: the recipe's kernels; the reference's ops when the inputs are not what they cover."""`,
+      `        """${summary}: ${recipeBuilder(recipe) ? "the recipe's kernels" : "the same math rewritten"}; the reference's ops when the inputs are not what they cover."""`,
       `        if ${JSON.stringify(region.id)} not in _KF_DISABLED and ${fast.guard}:`,
       indent(fast.body, "            "),
       indent(fallback, "        "),

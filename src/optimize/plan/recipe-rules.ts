@@ -114,6 +114,7 @@ const plain: Check = (node, ctx) => {
 
 const HALF = ["float16", "bfloat16"];
 const F32 = ["float32"];
+const FLOAT = [...F32, ...HALF];
 
 /** What kernels/attention/runtime.py's `_kf_attn_fallback_reason` lets through (keep the two in step):
  * head dims up to 256 stay with PyTorch's flash/cuDNN kernels, which are faster there. */
@@ -231,6 +232,48 @@ export const RECIPE_RULES: RecipeRule[] = [
     ],
   },
 ];
+
+// ---- algebraic rewrites -------------------------------------------------------------------------------
+
+/** A float tensor of any rank >= 1. */
+function floatTensor(key: string): Check {
+  return (node, ctx) => {
+    const meta = metaOf(node, key, ctx);
+    if (!meta) return `its ${key} is not a tensor the planner can see`;
+    if (!FLOAT.includes(meta.dtype)) return `${meta.dtype} ${key}`;
+    return meta.shape.length >= 1 ? null : `a 0-d ${key}`;
+  };
+}
+
+/** The reduction runs over the last dim only (a linear layer's output features). */
+const overLastDim: Check = (node, ctx) => {
+  const rank = ctx.view.tensorOf(node.fn?.input)?.shape.length ?? 0;
+  const dim = node.fn?.dim;
+  const dims = dim?.t === "list" ? dim.items : dim ? [dim] : [];
+  const only = dims.length === 1 ? dims[0] : undefined;
+  if (only?.t !== "const" || typeof only.value !== "number") return "it does not reduce one constant dim";
+  const d = only.value < 0 ? only.value + rank : only.value;
+  return d === rank - 1 ? null : `it reduces dim ${only.value}, not the output features`;
+};
+
+/** Linear -> sum/mean over its output features: x @ (sum of W's rows) + sum(b), a GEMV instead of a GEMM
+ * (an algebraic rewrite in PyTorch ops: no kernels/ folder). */
+function linearReduce(op: "sum" | "mean"): RecipeRule {
+  return {
+    name: `linear_${op}`,
+    recipe: "linear_reduce",
+    chain: [
+      {
+        bind: "linear",
+        op: "linear",
+        checks: [plain, floatTensor("input"), parameter("weight"), optionalTensor("bias", FLOAT, 1)],
+      },
+      { bind: "reduce", op, from: ["input"], checks: [plain, overLastDim, absent("dtype")] },
+    ],
+  };
+}
+
+RECIPE_RULES.push(linearReduce("sum"), linearReduce("mean"));
 
 // ---- the matcher -------------------------------------------------------------------------------------
 
