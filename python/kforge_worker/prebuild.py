@@ -16,7 +16,10 @@ def build(path: str, cache_dir: str) -> dict:
     import torch
 
     from .compile_capture import extension_dir
+    from .environment import ensure_tools_on_path
     from .loading import import_path
+
+    ensure_tools_on_path()  # the worker's ninja: another one writes another build log and the worker rebuilds
 
     with open(path, "rb") as f:
         source = f.read()

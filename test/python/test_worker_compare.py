@@ -166,3 +166,12 @@ def test_comparisons_without_float64_allow_twice_the_reference_noise_seen_in_tri
     out[6] = 1e-3  # beyond 2 * 3e-4 + 1e-4
     assert count_not_close(out, ref, 1e-4, 1e-4)[0] == 1
     assert not compare(out, ref, 1e-4, 1e-4).ok
+
+
+def test_reference_worst_error_of_a_scalar_output() -> None:
+    """A loss is a 0-d output: the reference's error against float64 is measured on it like on any other."""
+    from kforge_worker.compare import reference_worst_error
+
+    ref64 = torch.tensor(2.0, dtype=torch.float64)
+    assert reference_worst_error(torch.tensor(2.5), ref64) == 0.5
+    assert count_not_close(torch.tensor(2.0), torch.tensor(2.5), 1e-4, 1e-4, ref64)[0] == 0
