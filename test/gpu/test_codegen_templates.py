@@ -142,8 +142,8 @@ def test_elementwise_strided_views(kf, dt):
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("nchw", [(8, 64, 32, 32), (3, 37, 33, 17), (2, 16, 16, 1), (1, 130, 5, 7)], ids=str)
 def test_elementwise_channels_last_operands(kf, dt, nchw):
-    """Channels-last operands into a contiguous (NCHW) result: the tiled path stages up to two of them; a
-    third transposed operand sends the launch to the generic path. Edge tiles (sizes not multiples of 32)."""
+    """Channels-last operands into a contiguous (NCHW) result: the tiled path stages one of them; a second
+    transposed operand sends the launch to the generic path. Edge tiles (sizes not multiples of 64)."""
     dtype = DTYPES[dt]
     n, c, h, w = nchw
     cl = randn(nchw, dtype, 12).contiguous(memory_format=torch.channels_last)
@@ -152,8 +152,8 @@ def test_elementwise_channels_last_operands(kf, dt, nchw):
     bias = randn((c, 1, 1), dtype, 15)
     check_ew(kf, "axpy", [cl, bias])  # conv output + its per-channel bias
     check_ew(kf, "fma3", [cl, randn(nchw, dtype, 16), bias])  # with a contiguous residual
-    check_ew(kf, "fma3", [cl, cl2, bias])  # two staged operands
-    check_ew(kf, "fma3", [cl, cl2, cl3])  # three: generic path
+    check_ew(kf, "fma3", [cl, cl2, bias])  # two transposed operands: generic path
+    check_ew(kf, "fma3", [cl, cl2, cl3])
     cl5 = randn((2, c, 3, h, w), dtype, 17).contiguous(memory_format=torch.channels_last_3d)
     check_ew(kf, "axpy", [cl5, randn((c, 1, 1, 1), dtype, 18)])
 

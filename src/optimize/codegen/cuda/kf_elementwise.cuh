@@ -25,7 +25,7 @@
 //    touched vector is 16-byte aligned, each thread moves kVec = 16 / (smallest element size) elements per
 //    operand in 16-byte words (4 floats, 8 halves). The innermost dim is counted in vectors, so the index
 //    decomposition below runs once per vector.
-//  - tiled path: one or two operands transposed against the output across the two innermost coalesced dims
+//  - tiled path: one operand transposed against the output across the two innermost coalesced dims
 //    (a channels-last conv output feeding an NCHW result coalesces to [HW, C, N] with that operand's strides
 //    [C, 1, HWC]). A 64x64 tile of each such operand is staged through shared memory, so both its reads
 //    (along dim 1) and the output's writes (along dim 0) are coalesced and move 4 elements per access; the
@@ -262,11 +262,14 @@ cudaError_t kf_ew_run(const KfEwPlan& plan, void* out, const KfTensorRef* in, co
 // A 64x64 tile (dim 0 x dim 1) per step of a block of 256 threads. Global memory moves in runs of 4 elements
 // (one 16- or 8-byte access when the run is whole and aligned, else element by element): staged operands
 // along dim 1, everything else and the output along dim 0. Shared memory holds each staged tile as
-// [dim 1][dim 0] with a pitch of 65 floats (two-way bank conflicts at most, both ways).
+// [dim 1][dim 0] with a pitch of 65 floats (two-way bank conflicts at most, both ways); the next tile's
+// staged runs are loaded into registers while this tile is computed.
 #define KF_EW_TILE 64
 #define KF_EW_TILE_PITCH (KF_EW_TILE + 1)
 #define KF_EW_TILED_THREADS 256
-#define KF_EW_MAX_STAGED 2
+// One staged operand (a conv output, a permuted input): the register prefetch of a second one's runs went to
+// local memory (they are chosen at run time, so their registers would be indexed at run time).
+#define KF_EW_MAX_STAGED 1
 
 template <int N>
 struct KfEwTiledParams {
@@ -336,23 +339,26 @@ __device__ __forceinline__ void kf_load_strided_run(const void* base, uint32_t o
   for (int j = 0; j < 4; ++j) v[j] = j < n ? kf_load<T>(base, int64_t(off) + int64_t(j) * step) : 0.f;
 }
 
-// Stages the tiles of the transposed operands: runs along dim 1, where those operands are contiguous.
-template <typename... TIn, int N, size_t... K>
-__device__ __forceinline__ void kf_ew_tile_stage(const KfEwTiledParams<N>& p, const uint32_t (&base)[N],
-                                                 uint32_t d0, uint32_t d1, int r, int c, int n1,
-                                                 float (*tile)[KF_EW_TILE][KF_EW_TILE_PITCH],
-                                                 std::index_sequence<K...>) {
-  (
-      [&] {
-        if (p.slot[K] < 0) return;
-        float v[4];
-        kf_load_strided_run<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, 1, n1,
-                                                 n1 == 4 && ((p.run_mask >> K) & 1u), v);
+// Fetches this thread's runs of the transposed operands' tile into registers (runs along dim 1, where those
+// operands are contiguous): kf_ew_tiled_kernel issues them for the next tile before computing this one. A
+// recursion over the operands, not a fold of lambdas: those stop being inlined at three operands and their
+// reference captures then put `reg` in local memory.
+template <int K, int kStaged, typename... TIn>
+struct KfEwTileFetch {
+  template <int N>
+  __device__ __forceinline__ static void run(const KfEwTiledParams<N>& p, const uint32_t (&base)[N], uint32_t d0,
+                                             uint32_t d1, int n1, float (&reg)[kStaged][4]) {
+    if constexpr (K < N) {
+      // Registers take compile-time indices only (a runtime one would move `reg` to local memory).
 #pragma unroll
-        for (int j = 0; j < 4; ++j) tile[p.slot[K]][c + j][r] = v[j];
-      }(),
-      ...);
-}
+      for (int s = 0; s < kStaged; ++s)
+        if (p.slot[K] == s)
+          kf_load_strided_run<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, 1, n1,
+                                                   n1 == 4 && ((p.run_mask >> K) & 1u), reg[s]);
+      KfEwTileFetch<K + 1, kStaged, TIn...>::run(p, base, d0, d1, n1, reg);
+    }
+  }
+};
 
 // The functor's inputs at (d0 .. d0 + n0 - 1, d1): staged operands from their tile, the others from memory.
 template <typename... TIn, int N, size_t... K>
@@ -384,56 +390,94 @@ __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, c
       ...);
 }
 
+// A tile's origin: its first element along dims 0 and 1, its outer index, and each operand's offset there.
+template <int N>
+struct KfEwTile {
+  uint32_t b0, b1, outer;
+  uint32_t base[N];
+};
+
+template <int N>
+__device__ __forceinline__ KfEwTile<N> kf_ew_tile_at(const KfEwTiledParams<N>& p, uint32_t t) {
+  KfEwTile<N> tile;
+  const uint32_t q0 = p.div_tiles0.div(t);
+  const uint32_t outer = p.div_tiles1.div(q0);
+  tile.b0 = (t - q0 * p.tiles0) * KF_EW_TILE;
+  tile.b1 = (q0 - outer * p.tiles1) * KF_EW_TILE;
+  tile.outer = outer;
+#pragma unroll
+  for (int k = 0; k < N; ++k) tile.base[k] = 0;
+  uint32_t rem = outer;
+#pragma unroll
+  for (int d = 0; d < KF_MAX_DIMS - 2; ++d) {
+    if (d == p.nouter) break;
+    const uint32_t q = p.odiv[d].div(rem);
+    const uint32_t cd = rem - q * p.osize[d];
+    rem = q;
+#pragma unroll
+    for (int k = 0; k < N; ++k) tile.base[k] += cd * p.stride[k][d + 2];
+  }
+  return tile;
+}
+
+// All of this thread's staged runs of a tile (kPasses rows, kRows apart along dim 0).
+template <int kPasses, int kRows, int kStaged, typename... TIn, int N>
+__device__ __forceinline__ void kf_ew_tile_fetch_all(const KfEwTiledParams<N>& p, const KfEwTile<N>& at, int c,
+                                                     int r0, float (&reg)[kPasses][kStaged][4]) {
+  const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, at.b1 + c)));
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const uint32_t d0 = at.b0 + r0 + i * kRows;
+    if (d0 < p.size0 && n1 > 0)
+      KfEwTileFetch<0, kStaged, TIn...>::run(p, at.base, d0, at.b1 + c, n1, reg[i]);
+  }
+}
+
 template <class F, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(KF_EW_TILED_THREADS)
     kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
   constexpr int kStaged = N < KF_EW_MAX_STAGED ? N : KF_EW_MAX_STAGED;
   constexpr int kRows = KF_EW_TILED_THREADS / (KF_EW_TILE / 4);  // 16 rows of runs per pass
-  __shared__ float tile[kStaged][KF_EW_TILE][KF_EW_TILE_PITCH];
+  constexpr int kPasses = KF_EW_TILE / kRows;
+  // As many [dim 1][dim 0] tiles as operands are staged (the launch sizes it).
+  extern __shared__ float kf_ew_smem[];
+  float(*tile)[KF_EW_TILE][KF_EW_TILE_PITCH] = reinterpret_cast<float(*)[KF_EW_TILE][KF_EW_TILE_PITCH]>(kf_ew_smem);
   const F f{};
   const int c = (threadIdx.x % (KF_EW_TILE / 4)) * 4;  // this thread's run within a tile row
   const int r0 = threadIdx.x / (KF_EW_TILE / 4);
-  for (uint32_t t = blockIdx.x; t < p.tiles_total; t += gridDim.x) {
-    const uint32_t q0 = p.div_tiles0.div(t);
-    const uint32_t t0 = t - q0 * p.tiles0;
-    const uint32_t outer = p.div_tiles1.div(q0);
-    const uint32_t t1 = q0 - outer * p.tiles1;
-    uint32_t base[N];
+  float reg[kPasses][kStaged][4] = {};
+  // The first tile's staged runs; each iteration then fetches the next tile's before computing its own.
+  uint32_t t = blockIdx.x;
+  KfEwTile<N> at = kf_ew_tile_at(p, t < p.tiles_total ? t : 0);
+  if (t < p.tiles_total) kf_ew_tile_fetch_all<kPasses, kRows, kStaged, TIn...>(p, at, c, r0, reg);
+  for (; t < p.tiles_total; t += gridDim.x) {
 #pragma unroll
-    for (int k = 0; k < N; ++k) base[k] = 0;
-    uint32_t rem = outer;
+    for (int i = 0; i < kPasses; ++i)
 #pragma unroll
-    for (int d = 0; d < KF_MAX_DIMS - 2; ++d) {
-      if (d == p.nouter) break;
-      const uint32_t q = p.odiv[d].div(rem);
-      const uint32_t cd = rem - q * p.osize[d];
-      rem = q;
+      for (int s = 0; s < kStaged; ++s)
 #pragma unroll
-      for (int k = 0; k < N; ++k) base[k] += cd * p.stride[k][d + 2];
-    }
-    const uint32_t b0 = t0 * KF_EW_TILE, b1 = t1 * KF_EW_TILE;
-    // Stage: rows along dim 0, runs along dim 1.
-    const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, b1 + c)));
-#pragma unroll
-    for (int r = r0; r < KF_EW_TILE; r += kRows) {
-      const uint32_t d0 = b0 + r;
-      if (d0 < p.size0 && n1 > 0)
-        kf_ew_tile_stage<TIn...>(p, base, d0, b1 + c, r, c, n1, tile, std::index_sequence_for<TIn...>{});
-    }
+        for (int j = 0; j < 4; ++j) tile[s][c + j][r0 + i * kRows] = reg[i][s][j];
     __syncthreads();
+    const KfEwTile<N> here = at;
+    const uint32_t next = t + gridDim.x;
+    if (next < p.tiles_total) {
+      at = kf_ew_tile_at(p, next);
+      kf_ew_tile_fetch_all<kPasses, kRows, kStaged, TIn...>(p, at, c, r0, reg);  // in flight during compute
+    }
     // Compute: rows along dim 1, runs along dim 0.
-    const int n0 = int(min(uint32_t(4), p.size0 - min(p.size0, b0 + c)));
+    const int n0 = int(min(uint32_t(4), p.size0 - min(p.size0, here.b0 + c)));
 #pragma unroll
-    for (int r = r0; r < KF_EW_TILE; r += kRows) {
-      const uint32_t d1 = b1 + r;
+    for (int i = 0; i < kPasses; ++i) {
+      const int r = r0 + i * kRows;
+      const uint32_t d1 = here.b1 + r;
       if (d1 >= p.size1 || n0 <= 0) continue;
       float x[4][N];
-      kf_ew_tile_inputs<TIn...>(p, base, b0 + c, d1, c, r, n0, tile, x, std::index_sequence_for<TIn...>{});
+      kf_ew_tile_inputs<TIn...>(p, here.base, here.b0 + c, d1, c, r, n0, tile, x, std::index_sequence_for<TIn...>{});
       float y[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) y[j] = f(x[j], sc);
-      const uint32_t o = (outer * p.size1 + d1) * p.size0 + b0 + c;
+      const uint32_t o = (here.outer * p.size1 + d1) * p.size0 + here.b0 + c;
       if (n0 == 4 && p.out_runs) {
         kf_store_run<TOut>(p.out, o, y);
       } else {
@@ -499,11 +543,12 @@ cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, co
   }
   p.out = out;
   p.out_runs = plan.size[0] % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(TOut)) == 0;
+  const size_t smem = size_t(KF_EW_MAX_STAGED) * KF_EW_TILE * KF_EW_TILE_PITCH * sizeof(float);
   auto kernel = kf_ew_tiled_kernel<F, TOut, TIn...>;
-  static const int resident = kf_blocks_per_sm(kernel, KF_EW_TILED_THREADS, 0);
+  static const int resident = kf_blocks_per_sm(kernel, KF_EW_TILED_THREADS, smem);  // one staged tile
   const int64_t cap = int64_t(kf_sm_count()) * resident;
   const int64_t grid = tiles < cap ? tiles : cap;
-  kernel<<<dim3(unsigned(grid)), KF_EW_TILED_THREADS, 0, stream>>>(p, sc);
+  kernel<<<dim3(unsigned(grid)), KF_EW_TILED_THREADS, smem, stream>>>(p, sc);
   return cudaGetLastError();
 }
 
