@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib
+import math
 import os
 import sys
 import time
@@ -148,6 +149,7 @@ class EvalContext:
     rtol: float = 1e-4
     checks: ModuleType | None = None  # kforge_worker.checks, when present and enabled
     reference: Any = None  # reference_process.ReferenceProcess: the clean reference, when it runs on its own
+    reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
@@ -359,12 +361,14 @@ def tolerance_for(ctx: EvalContext, dtypes: list[Any]) -> tuple[float, float]:
 
 
 def check_correctness(ctx: EvalContext) -> None:
-    from .compare import (OutputStructureError, compare_output, flatten_outputs, note_reference_noise,
-                          reference_worst_error)
+    from .compare import OutputStructureError, compare_output, flatten_outputs, reference_worst_error
 
     torch, trials = ctx.torch, ctx.request.trials
     first_failure: str | None = None
     mismatch: str | None = None
+    noise = 0.0  # the reference's own worst error vs float64 over the trials (compare.reference_noise)
+    _keep_reference_noise(ctx, 0.0)  # whatever the module held before (an import may have written it)
+    ctx.reference_noise = None  # guarded once the trials have measured it
     failed = 0
     for t in range(trials):
         ctx.progress("check", f"trial {t + 1}/{trials}", t / trials)
@@ -413,7 +417,8 @@ def check_correctness(ctx: EvalContext) -> None:
         if ref64_list is not None:
             for r, r64 in zip(ref_list, ref64_list):
                 if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == r64.shape:
-                    note_reference_noise(reference_worst_error(r, r64))
+                    worst = reference_worst_error(r, r64)
+                    noise = max(noise, worst) if math.isfinite(worst) else noise
         trial["outputs"] = [v.json for v in verdicts]
         trial["passed"] = all(v.passed for v in verdicts)
         messages = [v.message for v in verdicts if v.message]
@@ -429,9 +434,39 @@ def check_correctness(ctx: EvalContext) -> None:
         if ctx.device.type == "cuda":
             torch.cuda.empty_cache()
     ctx.progress("check", f"{trials - failed}/{trials} trials passed", 1.0)
+    _keep_reference_noise(ctx, noise)
     _settle_isolation(ctx, mismatch)
     if first_failure is not None:
         raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
+
+
+def _keep_reference_noise(ctx: EvalContext, noise: float) -> None:
+    """The comparisons without float64 (checks, sampled timed outputs, reference_isolation) allow twice the
+    reference's own error seen in the trials — a value in compare.py's module state. It is set from what the
+    trials measured here, whatever the module held, and guarded from then on (_guard_reference_noise)."""
+    from .compare import set_reference_noise
+
+    ctx.reference_noise = noise
+    set_reference_noise(noise)
+
+
+def _guard_reference_noise(ctx: EvalContext, when: str) -> None:
+    """compare.py's allowance unchanged since the trials, else put back and cheating (harness_state)."""
+    from .compare import reference_noise, set_reference_noise
+
+    if ctx.reference_noise is None:
+        return
+    now = reference_noise()
+    if now == ctx.reference_noise:
+        return
+    set_reference_noise(ctx.reference_noise)
+    if any(c.get("name") == "harness_state" and c.get("outcome") == "fail" for c in ctx.result["checks"]):
+        return
+    check = {"name": "harness_state", "outcome": "fail", "failVerdict": "cheating",
+             "evidence": f"{when}: the comparison allowance (kforge_worker.compare's reference noise) changed from "
+                         f"{ctx.reference_noise:.3g}, measured in the trials, to {now:.3g} — with it every comparison "
+                         "without float64 would pass; put back"}
+    ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != "harness_state"] + [check]
 
 
 def _remote_trial(ctx: EvalContext, seed: int, probe: bool = False) -> tuple[list[Any], list[Any], list[Any] | None] | None:
@@ -536,6 +571,7 @@ def verify(ctx: EvalContext) -> None:
         ctx.progress("verify", "running verification checks")
         call_checks(ctx, "run_checks")
     _probe_isolation(ctx, "after the verification checks")
+    _guard_reference_noise(ctx, "after the verification checks")
     fail_on_checks(ctx)
 
 
@@ -624,6 +660,7 @@ def time_models(ctx: EvalContext) -> None:
         if outputs:
             side["now"] = "compare"
             ctx.synchronize()
+            _guard_reference_noise(ctx, f"timing, before pair {pair}")
             sampler.after_pair(pair - 1, outputs.pop("Model", None), outputs.pop("ModelNew", None))
             outputs.clear()
         if more:
@@ -664,6 +701,7 @@ def time_models(ctx: EvalContext) -> None:
     ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != spot["name"]] + [spot]
     ctx.progress("time", f"speedup {timing['speedup']:.3f}x", 1.0)
     call_checks(ctx, "after_timing")
+    _guard_reference_noise(ctx, "after timing")
     fail_on_checks(ctx)
 
 
@@ -795,6 +833,7 @@ def _checks_after_failure(ctx: EvalContext, failure: StageFailure) -> None:
         value = call_checks(ctx, "on_failure", failure.verdict)
     except StageFailure:
         value = None
+    _guard_reference_noise(ctx, "after the checks of a failed run")
     override = value[1] if isinstance(value, tuple) and len(value) == 2 else None
     if override is not None:
         ctx.result["verdict"], ctx.result["reason"] = override

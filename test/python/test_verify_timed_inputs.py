@@ -175,3 +175,28 @@ def test_timing_method_says_how_inputs_were_fed(cache_dir: str, name: str) -> No
     result, _ = evaluate(make_request(problem("tiny_linear"), candidate(name), cache_dir, timing=True))
     assert "fresh inputs every call" in result["timing"]["method"]
     assert result["timing"]["inputs"]["generation"] == "host"  # CPU: nothing to gain from a device default
+
+
+def test_the_comparison_allowance_is_the_trials_measurement_not_the_modules(cache_dir: str, tmp_path) -> None:
+    """compare.py's allowance for comparisons without float64 lives in module state the candidate can reach:
+    a value written at import is replaced by what the trials measure; one written while timed is put back and
+    named (harness_state)."""
+    import kforge_worker.compare as compare
+
+    writer = tmp_path / "writes_at_import.py"
+    writer.write_text(
+        "import torch, torch.nn as nn\nimport kforge_worker.compare as c\nc._reference_noise = 1e30\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self, i, o):\n        super().__init__()\n        self.fc = nn.Linear(i, o)\n"
+        "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+    )
+    result, _ = evaluate(make_request(problem("tiny_linear"), str(writer), cache_dir, timing=True))
+    assert result["verdict"] == "correct"
+    assert 0 < compare.reference_noise() < 1e-5  # fp32 rounding of a 16x8 linear, not 1e30
+
+    timed = make_request(str(CORPUS / "problems" / "tiny_linear_relu.py"), _corpus_candidate("adv_compare_noise"),
+                         cache_dir, timing=True, min_iters=80, max_iters=80)
+    result, _ = evaluate(timed)
+    assert result["verdict"] == "cheating" and result["reason"].startswith("harness_state: timing, before pair")
+    assert compare.reference_noise() < 1e-5  # put back
+    assert result["timing"]["inputs"]["wrong"] > 0  # and the stale answers were then seen
