@@ -34,10 +34,6 @@
 // The host first canonicalises: size-1 dims dropped, neighbours of the same kind (both kept or both reduced)
 // merged where every input's strides allow. K = kept count ("rows"), R = reduced count ("row length").
 //  - rows (innermost dim reduced), R small enough to live in registers: ONE pass, x read once, y written once.
-//      vectorised rows     every operand's row contiguous (or broadcast) and 16-byte aligned, R a multiple of
-//                          the vector width, 2 vectors <= R <= 16K: rows_vec_kernel, 16-byte loads and
-//                          stores, a power-of-two group of lanes per short row, a warp or block per long one
-//    otherwise:
 //      R <= 128            a group of 1..32 lanes per row, 4 values per lane (many rows per warp)
 //      R <= 32 * kBigVPT   a warp per row, kBigVPT values per lane
 //      R <= 1024 * kBigVPT a block (64..1024 threads) per row; chosen only when there are enough rows to fill
@@ -353,8 +349,7 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
 }
 
 
-// Rows read in 16-byte vectors (rows shorter than a warp's 32 vectors: several rows per warp, a power-of-two
-// group of lanes each): the single reduced dim is innermost with unit stride (or broadcast) in every
+// Rows read in 16-byte vectors: the single reduced dim is innermost with unit stride (or broadcast) in every
 // input and the output, the row length a multiple of the vector width, every row 16-byte aligned. Each thread
 // holds kSlots vectors of v = Pro(x) in registers (x is read from DRAM once); `warps` warps share a row (1: four
 // rows per block, a warp each, shuffles only; more: one row per block, one shared-memory step per statistic).
@@ -366,23 +361,19 @@ constexpr int kVecRowThreads = 512;
 
 template <class Pro, class Stat, class Apply, int kVec, int kSlots, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(kVecRowThreads)
-rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const int group, const KfScalars sc,
-                KfStats* stats_out) {
+rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars sc, KfStats* stats_out) {
   constexpr int NIn = sizeof...(TIn);
   __shared__ float scratch[32];
   const Pro pro;
   const Apply apply;
-  // warps == 1: rows of `group` lanes (a power of two <= 32; short rows share a warp); else a row per block.
-  const int threads_per_row = warps == 1 ? group : warps * 32;
-  const int rows_per_block = warps == 1 ? int(blockDim.x) / group : 1;
-  const int sub = warps == 1 ? int(threadIdx.x) / group : 0;  // this thread's row within the block
-  const int t = warps == 1 ? int(threadIdx.x) % group : int(threadIdx.x);
+  const int threads_per_row = warps * 32;
+  const int rows_per_block = warps == 1 ? int(blockDim.x >> 5) : 1;
+  const int t = warps == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
   const int64_t row_step = int64_t(gridDim.x) * rows_per_block;
+  const int64_t first = int64_t(blockIdx.x) * rows_per_block + (warps == 1 ? int(threadIdx.x >> 5) : 0);
   const int64_t n_vec = v.R / kVec;
-  // Every thread runs the block's iterations (shuffles take whole warps; a block-row reaches the barriers).
-  for (int64_t row0 = int64_t(blockIdx.x) * rows_per_block; row0 < v.K; row0 += row_step) {
-    const int64_t row = row0 + sub;
-    const bool row_ok = row < v.K;
+  for (int64_t row = first; row - (warps == 1 ? int(threadIdx.x >> 5) : 0) < v.K; row += row_step) {
+    const bool row_ok = row < v.K;  // every warp of a block-row reaches the barriers
     int64_t base[NIn], obase;
     kept_offsets(v, row_ok ? row : 0, base, obase);
     float val[kSlots][kVec];
@@ -403,7 +394,7 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const int group, 
         }
       }
     }
-    acc = warps == 1 ? group_allreduce(acc, group, R1MergeOp<Stat>()) : block_allreduce(acc, scratch, R1MergeOp<Stat>());
+    acc = warps == 1 ? group_allreduce(acc, 32, R1MergeOp<Stat>()) : block_allreduce(acc, scratch, R1MergeOp<Stat>());
     KfStats s;
     s.count = float(v.R);
     s.a = Stat::r1_final(acc, s.count);
@@ -418,7 +409,7 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const int group, 
           for (int e = 0; e < kVec; ++e) acc2 += Stat::r2_term(val[j][e], s.a);
         }
       }
-      s.b = warps == 1 ? group_allreduce(acc2, group, SumOp()) : block_allreduce(acc2, scratch, SumOp());
+      s.b = warps == 1 ? group_allreduce(acc2, 32, SumOp()) : block_allreduce(acc2, scratch, SumOp());
     }
     if (stats_out != nullptr && row_ok && t == 0) stats_out[row] = s;
 #pragma unroll
@@ -826,17 +817,14 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   const uint32_t inner_mask = (1u << v.nd) - (1u << (v.nd - v.nr));
   constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
   constexpr int kSlots = 32 / kVec;  // 32 held values per thread
-  if (e.reduced_inner && v.nr == 1 && e.R >= 2 * kVec && e.R <= int64_t(kVecRowThreads) * kSlots * kVec &&
+  if (e.reduced_inner && v.nr == 1 && e.R >= 256 && e.R <= int64_t(kVecRowThreads) * kSlots * kVec &&
       rows_vectorizable<kVec>(v, in, out, sizeof(TOut), {sizeof(TIn)...})) {
     int warps = 1;
     while (int64_t(warps) * 32 * kSlots * kVec < e.R) warps *= 2;
-    // Rows shorter than a warp's 32 vectors take the smallest power-of-two group of lanes holding one each.
-    const int64_t lanes = kf_next_pow2(ceil_div(e.R, int64_t(kVec)));
-    const int group = lanes < 32 ? int(lanes) : 32;
     const int threads = warps == 1 ? 128 : warps * 32;
-    const int64_t rows_per_block = warps == 1 ? threads / group : 1;
+    const int64_t rows_per_block = warps == 1 ? 4 : 1;
     rows_vec_kernel<Pro, Stat, Apply, kVec, kSlots, TOut, TIn...>
-        <<<grid_for(ceil_div(e.K, rows_per_block)), threads, 0, stream>>>(v, warps, group, sc, stats_dst);
+        <<<grid_for(ceil_div(e.K, rows_per_block)), threads, 0, stream>>>(v, warps, sc, stats_dst);
     return cudaGetLastError();
   }
   if (e.reduced_inner && v.nr <= 2 && v.rmask == inner_mask) {
