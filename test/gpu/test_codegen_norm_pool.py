@@ -131,7 +131,9 @@ OP_NAMES = {H.OP_SOFTMAX: "softmax", H.OP_LOG_SOFTMAX: "log_softmax", H.OP_AFFIN
 # Rows (last dim reduced): every held-row size class, the block-per-row limit, split rows (few long rows).
 ROW_SHAPES = [(1, 1), (7, 1), (3, 5), (1000, 3), (33, 100), (17, 128), (5, 129), (9, 700), (4, 1000), (260, 768),
               (3, 1025), (2, 3000), (300, 4097), (65, 8192), (140, 8193), (3, 20000), (200, 30000), (2, 100003),
-              (2, 2_000_003)]
+              (2, 2_000_003),
+              # short rows several to a warp (groups of 2..32 lanes), vector-aligned lengths included
+              (4096, 8), (999, 16), (333, 64), (257, 40), (64, 248)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)
