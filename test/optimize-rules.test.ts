@@ -305,3 +305,31 @@ test("a boolean mask read from outside a region keeps that region in PyTorch", (
   assert.equal(plan.regions.length, 0);
   assert.ok(plan.kept.some((k) => k.node === "w" && /boolean/.test(k.reason)));
 });
+
+test("torch.max/min with a dim read through [0] is a reduction producing the values; used indices keep it in PyTorch", () => {
+  const pair = (useIndices: boolean) => {
+    const out: GraphNode["out"] = {
+      t: "tuple",
+      items: [f32([8, 32, 32]), { ...f32([8, 32, 32]), dtype: "int64" }],
+    };
+    const index = (i: number): Arg => ({ t: "const", pytype: "int", value: i });
+    return graph(
+      [
+        node("mx", "max_dim", { input: ref("x"), dim: num(1), keepdim: bool(false) }, [8, 32, 32], { out }),
+        node("vals", "getitem", { input: ref("mx"), index: index(0) }, [8, 32, 32]),
+        ...(useIndices ? [node("idx", "getitem", { input: ref("mx"), index: index(1) }, [8, 32, 32])] : []),
+        node("act", "relu", { input: ref("vals") }, [8, 32, 32]),
+      ],
+      "act",
+    );
+  };
+  const plan = planGraph(pair(false));
+  assert.equal(plan.regions.length, 1);
+  const region = plan.regions[0];
+  assert.equal(region?.kind, "reduce");
+  assert.deepEqual(region && regionNodes(region), ["mx", "vals", "act"]);
+  assert.equal(region?.output, "act");
+  const withIndices = planGraph(pair(true));
+  assert.ok(!withIndices.regions.some((r) => r.seed === "mx"));
+  assert.match(withIndices.kept.find((k) => k.node === "mx")?.reason ?? "", /indices are used/);
+});

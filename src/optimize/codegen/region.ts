@@ -447,9 +447,15 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   if (proExpr === null || epiExpr === null)
     throw new Error(`kforge internal: ${seed.op} declined after planning`);
   const epiLines = [`const float t_${seed.id} = ${epiExpr};`];
+  // A (values, indices) reduction's `[0]` is its value.
+  const pairValues = spec.valuesOfPair ? region.epilogue[0] : undefined;
+  if (pairValues) epiLines.push(`const float t_${pairValues} = t_${seed.id};`);
   epiLines.push(
-    ...pointwiseLines(view, region.epilogue, table, (arg) =>
-      arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null,
+    ...pointwiseLines(
+      view,
+      region.epilogue.filter((id) => id !== pairValues),
+      table,
+      (arg) => (arg.t === "node" && (arg.id === seed.id || arg.id === pairValues) ? `t_${arg.id}` : null),
     ),
   );
   const nIn = table.operands.length;

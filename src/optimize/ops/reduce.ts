@@ -26,6 +26,9 @@ export interface ReduceSpec {
   index?: boolean;
   /** Losses: the fn's `reduction` must be one of these for the call to be a reduction. */
   reductions?: string[];
+  /** The call returns (values, indices) (torch.max/min with a dim): the region computes the values, read
+   * through the one `[0]` that uses them. */
+  valuesOfPair?: boolean;
 }
 
 const identity = ([a]: string[]) => a ?? null;
@@ -50,6 +53,22 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
   amin: { acc: "KfAccMin", operands: ["input"], pro: identity, epi: value, dims: "dim" },
   max: { acc: "KfAccMax", operands: ["input"], pro: identity, epi: value, dims: "all" },
   min: { acc: "KfAccMin", operands: ["input"], pro: identity, epi: value, dims: "all" },
+  max_dim: {
+    acc: "KfAccMax",
+    operands: ["input"],
+    pro: identity,
+    epi: value,
+    dims: "dim",
+    valuesOfPair: true,
+  },
+  min_dim: {
+    acc: "KfAccMin",
+    operands: ["input"],
+    pro: identity,
+    epi: value,
+    dims: "dim",
+    valuesOfPair: true,
+  },
   argmax: { acc: "KfAccArgMax", operands: ["input"], pro: identity, epi: value, dims: "dim", index: true },
   argmin: { acc: "KfAccArgMin", operands: ["input"], pro: identity, epi: value, dims: "dim", index: true },
   logsumexp: { acc: "KfAccLogSumExp", operands: ["input"], pro: identity, epi: value, dims: "dim" },

@@ -9,10 +9,11 @@
 //    region calls it in channels-last, a reduction or normalisation in its own layout (bias folded in).
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
+import { REDUCTIONS } from "../ops/reduce.ts";
 import { type AnchorLayout, anchorRuleFor, seedTakesAnchor } from "./anchors.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
-import { pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
+import { pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule, valuesProjection } from "./rules.ts";
 
 export interface Region {
   id: string;
@@ -191,15 +192,17 @@ export function planGraph(graph: Graph): Plan {
     ) {
       prologue = growBackwards(view, [input.id], eligible);
     }
-    for (const id of [...prologue, node.id]) claimed.add(id);
+    // A (values, indices) reduction is read through its `[0]`: the region produces that node's value.
+    const values = REDUCTIONS[node.op]?.valuesOfPair ? valuesProjection(node, view) : null;
+    for (const id of [...prologue, node.id, ...(values ? [values] : [])]) claimed.add(id);
     seeds.push({
       id: "",
       kind: match.rule.kind,
       rule: match.rule.name,
       seed: node.id,
       prologue,
-      epilogue: [],
-      output: node.id,
+      epilogue: values ? [values] : [],
+      output: values ?? node.id,
     });
   }
 
@@ -221,7 +224,7 @@ export function planGraph(graph: Graph): Plan {
 
   const absorbed = new Set<Region>();
   for (const seed of seeds) {
-    const seedId = seed.seed ?? "";
+    const seedId = seed.output; // the seed's value (through its `[0]` for a (values, indices) reduction)
     const rule = SEED_RULES.find((r) => r.name === seed.rule);
     const users = view.usersOf(seedId);
     const host = pointwise.find(
@@ -234,7 +237,7 @@ export function planGraph(graph: Graph): Plan {
     const sameShape = seedShape.length === hostShape.length && seedShape.every((s, i) => s === hostShape[i]);
     const onlySeed = [...outside].every((id) => id === seedId) && operandParams(view, host.epilogue) === 0;
     if (!sameShape || (rule.epilogue === "scalars" && !onlySeed)) continue;
-    seed.epilogue = host.epilogue;
+    seed.epilogue = [...seed.epilogue, ...host.epilogue];
     seed.output = host.output;
     absorbed.add(host);
   }

@@ -116,6 +116,15 @@ export function normDims(node: GraphNode, view: GraphView): number[] | null {
   return spec.dims(rank, paramReader(node.fn, probe));
 }
 
+/** The `[0]` (values) node that alone reads a (values, indices) reduction, or null. */
+export function valuesProjection(node: GraphNode, view: GraphView): string | null {
+  const users = view.usersOf(node.id);
+  const only = users.length === 1 && users[0] !== "@output" ? view.node(users[0] ?? "") : null;
+  if (!only || only.op !== "getitem") return null;
+  const index = only.fn?.index;
+  return index?.t === "const" && index.value === 0 && view.outMeta(only) ? only.id : null;
+}
+
 export function reductionDims(node: GraphNode, view: GraphView): number[] | null {
   const meta = view.tensorOf(node.fn?.input);
   return meta ? reduceDims(node, meta.shape.length) : null;
@@ -200,7 +209,9 @@ export const SEED_RULES: SeedRule[] = [
         if (typeof reduction !== "string" || !spec.reductions.includes(reduction))
           return `reduction=${String(reduction)}`;
       }
-      if (!view.outMeta(node)) return "its output is not one tensor";
+      if (spec.valuesOfPair) {
+        if (!valuesProjection(node, view)) return "its indices are used (only the values have a kernel)";
+      } else if (!view.outMeta(node)) return "its output is not one tensor";
       if (!reductionDims(node, view)) return "its dims are not constant";
       const reader = paramReader(fn, probe);
       const ok =
