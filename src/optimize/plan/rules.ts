@@ -120,7 +120,7 @@ export function normDims(node: GraphNode, view: GraphView): number[] | null {
 export function valuesProjection(node: GraphNode, view: GraphView): string | null {
   const users = view.usersOf(node.id);
   const only = users.length === 1 && users[0] !== "@output" ? view.node(users[0] ?? "") : null;
-  if (!only || only.op !== "getitem") return null;
+  if (only?.op !== "getitem") return null;
   const index = only.fn?.index;
   return index?.t === "const" && index.value === 0 && view.outMeta(only) ? only.id : null;
 }
