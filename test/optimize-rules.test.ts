@@ -120,7 +120,7 @@ test("a stock conv whose output only a pointwise region reads becomes that regio
   assert.deepEqual(region && regionNodes(region), ["conv", "relu", "add"]);
 });
 
-test("no anchor: a conv read elsewhere, a subclass of Conv2d, a padding mode other than zeros", () => {
+test("no anchor: a conv read elsewhere, a subclass, a call with more than its input, padding other than zeros", () => {
   const shared = planGraph(convGraph("torch.nn.modules.conv.Conv2d", true));
   assert.ok(shared.regions.every((r) => r.anchor === undefined));
   const subclass = planGraph(convGraph("problem.MyConv"));
@@ -129,6 +129,10 @@ test("no anchor: a conv read elsewhere, a subclass of Conv2d, a padding mode oth
     subclass.kept.find((k) => k.node === "conv")?.reason ?? "",
     /not a stock torch.nn convolution/,
   );
+  const sized = convGraph("torch.nn.modules.conv.Conv2d");
+  const conv = sized.nodes[0];
+  if (conv) conv.kwargs = { output_size: ints(32, 32) };
+  assert.ok(planGraph(sized).regions.every((r) => r.anchor === undefined));
   const reflect = planGraph(convGraph("torch.nn.modules.conv.Conv2d", false, "reflect"));
   assert.ok(reflect.regions.every((r) => r.anchor === undefined));
   assert.match(reflect.kept.find((k) => k.node === "conv")?.reason ?? "", /padding_mode/);

@@ -46,6 +46,9 @@ export function anchorRuleFor(node: GraphNode, view: GraphView): { rule: AnchorR
   if (padding && !(padding.t === "const" && padding.value === "zeros"))
     return fail("padding_mode is not zeros");
   if (node.inplace || node.rng || !node.fn) return fail("its call could not be normalised");
+  // The anchor calls the module's own configuration: an output_size given to a transposed conv is not in it.
+  if (node.args.length !== 1 || Object.keys(node.kwargs).length > 0)
+    return fail("it is called with more than its input");
   const input = node.fn.input;
   if (input?.t !== "node") return fail("its input is not a tensor the planner can see");
   const bias = node.fn.bias;
