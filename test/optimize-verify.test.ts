@@ -2,12 +2,17 @@
 // timing, the full eval, the eager/compile/ours run) on a small model, and the rule that a file whose kernels
 // fail the eval is never shipped: it is re-emitted with PyTorch's ops only and verified again.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { evaluate } from "../src/eval.ts";
-import { type OptimizeOptions, OptimizeResult, optimizeProblem } from "../src/optimize/optimize.ts";
+import {
+  type OptimizeOptions,
+  OptimizeResult,
+  optimizeProblem,
+  reusableResult,
+} from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
 
 const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
@@ -42,6 +47,16 @@ test("optimize --device cpu verifies the emitted file and times it against eager
     "every region was timed",
   );
   assert.ok(result.eval?.checks.some((c) => c.name === "banned_ops"));
+  // --resume keeps this result only while the problem, the emitted file and the settings are unchanged.
+  const output = join(dir, "new.py");
+  assert.equal(reusableResult(result, problem.path, output, options(dir)), result);
+  assert.equal(reusableResult(result, problem.path, output, options(dir, { trials: 5 })), null);
+  assert.equal(
+    reusableResult({ ...result, fingerprint: undefined }, problem.path, output, options(dir)),
+    null,
+  );
+  appendFileSync(output, "\n# edited\n");
+  assert.equal(reusableResult(result, problem.path, output, options(dir)), null);
 });
 
 test("a file whose kernels fail the eval is re-emitted with PyTorch's ops only", {

@@ -1,6 +1,7 @@
 // `kforge optimize` as a library: capture -> plan -> emit -> (GPU) verify with every check of `kforge eval`,
 // time against eager and torch.compile, and re-emit without the regions that lost to PyTorch.
-import { mkdirSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
@@ -52,6 +53,9 @@ export const OptimizeResult = z.object({
    * with PyTorch's ops only (never ship a wrong file). */
   rejected: z.object({ verdict: Verdict, reason: z.string().nullable() }).nullable(),
   error: z.string().nullable(),
+  /** What a verified result holds for (sha256 of the problem file, of the emitted file as verified, and
+   * of the settings): `--resume` reuses it only while all three still match. */
+  fingerprint: z.object({ problem: z.string(), output: z.string(), settings: z.string() }).optional(),
 });
 export type OptimizeResult = z.infer<typeof OptimizeResult>;
 
@@ -278,9 +282,44 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   if (finalBench.compiledMs && finalBench.oursMs)
     result.speedupVsCompile = finalBench.compiledMs / finalBench.oursMs;
   result.error = finalBench.error;
+  result.fingerprint = fingerprintOf(problem.path, output, options);
   result.seconds.verify = (t5 - t4) / 1000;
   result.seconds.bench = (t4 - t3 + (t6 - t5)) / 1000;
   return result;
+}
+
+function sha256(data: string | Buffer): string {
+  return createHash("sha256").update(data).digest("hex");
+}
+
+/** The verification settings a result depends on. */
+export function settingsKey(options: OptimizeOptions): string {
+  const { device, trials, benchIters, compileBaseline } = options;
+  return sha256(JSON.stringify({ device, trials, benchIters, compileBaseline }));
+}
+
+export function fingerprintOf(problemPath: string, output: string, options: OptimizeOptions) {
+  return {
+    problem: sha256(readFileSync(problemPath)),
+    output: sha256(readFileSync(output)),
+    settings: settingsKey(options),
+  };
+}
+
+/** A previous verified result that still holds: same problem file, same emitted file on disk, same
+ * settings (the file is not emitted again, so what was verified is what is there). */
+export function reusableResult(
+  previous: OptimizeResult | undefined,
+  problemPath: string,
+  output: string,
+  options: OptimizeOptions,
+): OptimizeResult | null {
+  if (!previous?.fingerprint || previous.verdict === null || !existsSync(output)) return null;
+  const now = fingerprintOf(problemPath, output, options);
+  const then = previous.fingerprint;
+  return now.problem === then.problem && now.output === then.output && now.settings === then.settings
+    ? previous
+    : null;
 }
 
 export interface Prepared {

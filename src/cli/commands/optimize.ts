@@ -10,11 +10,13 @@ import {
   type Prepared,
   prebuild,
   prepareProblem,
+  reusableResult,
   verifyProblem,
 } from "../../optimize/optimize.ts";
 import { cacheDir } from "../../paths.ts";
 import { type Problem, resolveProblem } from "../../problem/problems.ts";
 import { writeHtmlReport } from "../../report/html.ts";
+import { loadResultsFile } from "../../report/load.ts";
 import { formatOptimizeTable } from "../../report/optimize-table.ts";
 import { useColor } from "../../report/table.ts";
 import { type GpuRequest, gpuSlots, parseGpus } from "../../suite/gpus.ts";
@@ -37,6 +39,7 @@ interface OptimizeFlags {
   compileBaseline: boolean;
   jobs: number;
   gpus?: GpuRequest;
+  resume: boolean;
 }
 
 const DEFINES_MODEL = /^class[ \t]+Model\b/m;
@@ -95,6 +98,29 @@ function describe(result: OptimizeResult): string {
   return lines.join("\n");
 }
 
+/** The --json file's results that still hold for these problems (see reusableResult), by problem path. */
+function keptResults(
+  file: string,
+  problems: Problem[],
+  outputOf: (problem: Problem) => string,
+  options: OptimizeOptions,
+): Map<string, OptimizeResult> {
+  const kept = new Map<string, OptimizeResult>();
+  if (!existsSync(file)) return kept;
+  let previous: OptimizeResult[];
+  try {
+    previous = loadResultsFile(file).optimize;
+  } catch (error) {
+    throw new UsageError(`--resume: ${(error as Error).message.split("\n")[0]}`);
+  }
+  for (const problem of problems) {
+    const before = previous.find((r) => r.problemPath === problem.path);
+    const reused = reusableResult(before, problem.path, outputOf(problem), options);
+    if (reused) kept.set(problem.path, reused);
+  }
+  return kept;
+}
+
 export function registerOptimizeCommand(program: Command): void {
   program
     .command("optimize")
@@ -125,6 +151,11 @@ export function registerOptimizeCommand(program: Command): void {
       Math.max(1, Math.floor(availableParallelism() / 2)),
     )
     .option("--gpus <n|all>", "GPUs to verify and time problems on, one problem per GPU at a time", parseGpus)
+    .option(
+      "--resume",
+      "keep the --json file's verified results whose problem, emitted file and settings are unchanged",
+      false,
+    )
     .action(async (targets: string[], flags: OptimizeFlags) => {
       const problems = expandTargets(targets);
       if (flags.output && problems.length > 1)
@@ -143,19 +174,29 @@ export function registerOptimizeCommand(program: Command): void {
         compileBaseline: flags.compileBaseline,
         log: (line) => process.stderr.write(`${line}\n`),
       };
-      const results: OptimizeResult[] = [];
+      if (flags.resume && !flags.json)
+        throw new UsageError("--resume reads the results of --json FILE: give it");
+      const outputOf = (problem: Problem) =>
+        resolve(flags.output ?? join(flags.outDir, `${basename(problem.path, ".py")}_new.py`));
+      const kept =
+        flags.resume && flags.json ? keptResults(flags.json, problems, outputOf, options) : new Map();
+      if (kept.size > 0)
+        process.stderr.write(`kforge: --resume keeps ${kept.size} verified result(s) from ${flags.json}\n`);
+      const results: OptimizeResult[] = [...kept.values()];
+      for (const result of kept.values()) process.stdout.write(`${describe(result)} (kept: --resume)\n`);
       const started = performance.now();
       const prepared: Prepared[] = [];
       // One capture worker for a suite (torch imported once); a single problem captures on its own.
+      const todo = problems.filter((p) => !kept.has(p.path));
       const graphs =
-        problems.length > 1
+        todo.length > 1
           ? await captureProblems(
-              problems.map((p) => p.path),
+              todo.map((p) => p.path),
               { python },
             )
           : [undefined];
-      for (const [index, problem] of problems.entries()) {
-        const output = resolve(flags.output ?? join(flags.outDir, `${basename(problem.path, ".py")}_new.py`));
+      for (const [index, problem] of todo.entries()) {
+        const output = outputOf(problem);
         try {
           const graph = graphs[index];
           if (graph instanceof Error) throw graph;
@@ -171,10 +212,11 @@ export function registerOptimizeCommand(program: Command): void {
       // Extension builds (CPU-bound, independent) run ahead in a pool of --jobs, overlapping the GPU work.
       const builds = flags.verify && flags.device === "cuda";
       const slots = builds ? gpuSlots(flags.gpus, probe ?? {}) : [{ id: "local", env: {} }];
-      const byIndex: (OptimizeResult | undefined)[] = [];
+      const byIndex: (OptimizeResult | undefined)[] = [...kept.values()];
+      const first = byIndex.length;
       let done = 0;
       await schedule(
-        prepared.map((item, index) => ({ item, index })),
+        prepared.map((item, index) => ({ item, index: first + index })),
         {
           slots,
           prepareConcurrency: builds ? Math.max(1, Math.min(flags.jobs, prepared.length)) : 0,
