@@ -26,6 +26,8 @@ export interface EvalOptions {
   checks?: string[];
   /** Running the operator family the problem replaces is cheating (default: disclosed). */
   strict?: boolean;
+  /** The reference in its own clean process (undefined: the worker's default for the device). */
+  referenceProcess?: boolean;
 }
 
 export interface EvalHooks {
@@ -69,6 +71,7 @@ export function buildRequest(
       cacheDir: options.cacheDir,
       checks: options.checks ?? [],
       strict: options.strict ?? false,
+      ...(options.referenceProcess === undefined ? {} : { referenceProcess: options.referenceProcess }),
     },
   };
 }

@@ -59,6 +59,9 @@ test("bad arguments fail with one line and exit code 2", async () => {
     assert.equal(lines.length, 1, `one line expected, got:\n${run.stderr}`);
     assert.match(lines[0] ?? "", pattern);
   }
+  const flag = await kforge(["eval", problem, join(fixtures, "good.py"), "--reference-process", "maybe"]);
+  assert.equal(flag.exitCode, 2, flag.stderr);
+  assert.match(flag.stderr, /--reference-process .*expected on or off/);
 });
 
 test("a correct file and a correct transcript pass; state_dict sync and the block taken are reported", async () => {

@@ -5,7 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { toBenchRecord } from "../src/bench/records.ts";
-import type { EvalRequest, ProgressMessage } from "../src/worker/protocol.ts";
+import { buildRequest, DEFAULT_TIMING } from "../src/eval.ts";
+import { EvalRequest, type ProgressMessage } from "../src/worker/protocol.ts";
 import { failedResult } from "../src/worker/results.ts";
 import { runWorker } from "../src/worker/run.ts";
 
@@ -154,4 +155,28 @@ test("bench records carry the required fields and correct only for a correct ver
   assert.deepEqual([record.ref_ms, record.ours_ms, record.speedup, record.correct], [2, 1, 2, true]);
   const wrong = toBenchRecord({ ...timed, verdict: "incorrect" }, "identity");
   assert.equal(wrong.correct, false);
+});
+
+test("--reference-process reaches the worker's request only when given (absent: the worker's device default)", () => {
+  const problem = { name: "p", path: "p.py", summary: "", builtIn: false };
+  const candidate = {
+    label: "c.py",
+    codePath: "c.py",
+    origin: { kind: "file" as const, sourcePath: "c.py", blockIndex: null, blockCount: null, note: null },
+  };
+  const base = {
+    python: "python3",
+    cacheDir: "/tmp",
+    trials: 1,
+    timeoutSeconds: 10,
+    device: "cuda" as const,
+    precision: null,
+    timing: DEFAULT_TIMING,
+  };
+  const absent = EvalRequest.parse(buildRequest(problem, candidate, base));
+  assert.equal(absent.options.referenceProcess, undefined);
+  const on = EvalRequest.parse(buildRequest(problem, candidate, { ...base, referenceProcess: true }));
+  assert.equal(on.options.referenceProcess, true);
+  const off = EvalRequest.parse(buildRequest(problem, candidate, { ...base, referenceProcess: false }));
+  assert.equal(off.options.referenceProcess, false);
 });

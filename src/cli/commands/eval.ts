@@ -1,5 +1,5 @@
 import { writeFileSync } from "node:fs";
-import { type Command, Option } from "commander";
+import { type Command, InvalidArgumentError, Option } from "commander";
 import { checkCandidateArg } from "../../candidate/load.ts";
 import { UsageError } from "../../errors.ts";
 import { DEFAULT_TIMING, type EvalOptions } from "../../eval.ts";
@@ -31,6 +31,12 @@ interface EvalFlags extends SuiteFlags {
   rtol?: number;
   verbose?: boolean;
   strict?: boolean;
+  referenceProcess?: boolean;
+}
+
+function onOff(value: string): boolean {
+  if (value === "on" || value === "off") return value === "on";
+  throw new InvalidArgumentError(`expected on or off, got ${JSON.stringify(value)}`);
 }
 
 export const STRICT_HELP =
@@ -100,6 +106,11 @@ export function registerEvalCommand(program: Command): void {
     .option("--atol <x>", "absolute tolerance override", positiveNumber)
     .option("--rtol <x>", "relative tolerance override", positiveNumber)
     .option("--strict", STRICT_HELP)
+    .option(
+      "--reference-process <on|off>",
+      "run the reference in its own process that never imports the candidate (default: on for --device cpu, off for cuda)",
+      onOff,
+    )
     .option("--verbose", "stream the worker's log (compiler output, candidate prints) to stderr");
   addSuiteOptions(command);
   command.action(async (problemArg: string, candidateArgs: string[], flags: EvalFlags) => {
@@ -115,6 +126,7 @@ export function registerEvalCommand(program: Command): void {
       precision: flags.precision ?? null,
       allowTf32: flags.allowTf32 ?? false,
       strict: flags.strict ?? false,
+      referenceProcess: flags.referenceProcess,
       seed: flags.seed,
       atol: flags.atol,
       rtol: flags.rtol,
