@@ -4,7 +4,7 @@ import { test } from "node:test";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";
 import { planGraph, regionNodes, relaxAnchors } from "../src/optimize/plan/planner.ts";
-import { pointwiseVerdict, SEED_RULES } from "../src/optimize/plan/rules.ts";
+import { pointwiseVerdict, reduceSpecOf, SEED_RULES } from "../src/optimize/plan/rules.ts";
 
 const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
 function contiguous(shape: number[]): number[] {
@@ -310,30 +310,35 @@ test("a boolean mask read from outside a region keeps that region in PyTorch", (
   assert.ok(plan.kept.some((k) => k.node === "w" && /boolean/.test(k.reason)));
 });
 
-test("torch.max/min with a dim read through [0] is a reduction producing the values; used indices keep it in PyTorch", () => {
-  const pair = (useIndices: boolean) => {
+test("torch.max/min with a dim read through one [i] is a reduction of the values or the indices; both read: PyTorch", () => {
+  const pair = (reads: number[]) => {
     const out: GraphNode["out"] = {
       t: "tuple",
       items: [f32([8, 32, 32]), { ...f32([8, 32, 32]), dtype: "int64" }],
     };
     const index = (i: number): Arg => ({ t: "const", pytype: "int", value: i });
-    return graph(
-      [
-        node("mx", "max_dim", { input: ref("x"), dim: num(1), keepdim: bool(false) }, [8, 32, 32], { out }),
-        node("vals", "getitem", { input: ref("mx"), index: index(0) }, [8, 32, 32]),
-        ...(useIndices ? [node("idx", "getitem", { input: ref("mx"), index: index(1) }, [8, 32, 32])] : []),
-        node("act", "relu", { input: ref("vals") }, [8, 32, 32]),
-      ],
-      "act",
-    );
+    const nodes = [
+      node("mx", "max_dim", { input: ref("x"), dim: num(1), keepdim: bool(false) }, [8, 32, 32], { out }),
+      ...reads.map((i) => {
+        const read = node(`get${i}`, "getitem", { input: ref("mx"), index: index(i) }, [8, 32, 32]);
+        if (i === 1) read.out = { t: "tensor", meta: { ...f32([8, 32, 32]), dtype: "int64" } };
+        return read;
+      }),
+    ];
+    if (reads.includes(0)) nodes.push(node("act", "relu", { input: ref("get0") }, [8, 32, 32]));
+    return graph(nodes, reads.includes(0) ? "act" : "get1");
   };
-  const plan = planGraph(pair(false));
-  assert.equal(plan.regions.length, 1);
-  const region = plan.regions[0];
+  const values = planGraph(pair([0]));
+  assert.equal(values.regions.length, 1);
+  const region = values.regions[0];
   assert.equal(region?.kind, "reduce");
-  assert.deepEqual(region && regionNodes(region), ["mx", "vals", "act"]);
+  assert.deepEqual(region && regionNodes(region), ["mx", "get0", "act"]);
   assert.equal(region?.output, "act");
-  const withIndices = planGraph(pair(true));
-  assert.ok(!withIndices.regions.some((r) => r.seed === "mx"));
-  assert.match(withIndices.kept.find((k) => k.node === "mx")?.reason ?? "", /indices are used/);
+  const view = new GraphView(pair([1]));
+  const indices = planGraph(pair([1]));
+  assert.deepEqual(indices.regions[0] && regionNodes(indices.regions[0]), ["mx", "get1"]);
+  assert.equal(reduceSpecOf(view.node("mx"), view)?.acc, "KfAccArgMax");
+  const both = planGraph(pair([0, 1]));
+  assert.ok(!both.regions.some((r) => r.seed === "mx"));
+  assert.match(both.kept.find((k) => k.node === "mx")?.reason ?? "", /both its values and its indices/);
 });

@@ -8,7 +8,7 @@ import { REDUCTIONS } from "../ops/reduce.ts";
 import { anchorBias } from "../plan/anchors.ts";
 import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
-import { normDims, poolDims, reductionDims } from "../plan/rules.ts";
+import { normDims, poolDims, reduceSpecOf, reductionDims } from "../plan/rules.ts";
 import { type NameOf, pyArg, pyScalar, pyStatement, selfPath } from "./python-expr.ts";
 import { recipeBuilder, recipeCall } from "./recipe-region.ts";
 
@@ -349,7 +349,7 @@ function anchorOperands(view: GraphView, region: Region, table: OperandTable, na
   return {
     lines: [`const float t_${id} = ${value}${bias};`],
     resolve: (arg: Arg) => (arg.t === "node" && arg.id === id ? `t_${id}` : null),
-    anchorPy: `_kf_conv_anchor(${selfPath(node.target)}, ${pyArg(input, nameOf)}, ${transpose})`,
+    anchorPy: `_kf_conv_anchor(${selfPath(node.target)}, ${pyArg(input, nameOf)}, ${transpose}, ${biasPath ? "True" : "False"})`,
     rank: meta.shape.length,
     inDtype: channelsLast ? inMeta.dtype : null,
   };
@@ -425,7 +425,7 @@ function maskOf(dims: number[]): number {
 
 const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const seed = view.node(region.seed ?? "");
-  const spec = REDUCTIONS[seed.op];
+  const spec = reduceSpecOf(seed, view);
   const seedFn = seed.fn;
   const inMeta = view.tensorOf(seedFn?.input);
   const dims = reductionDims(seed, view);
@@ -447,8 +447,8 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   if (proExpr === null || epiExpr === null)
     throw new Error(`kforge internal: ${seed.op} declined after planning`);
   const epiLines = [`const float t_${seed.id} = ${epiExpr};`];
-  // A (values, indices) reduction's `[0]` is its value.
-  const pairValues = spec.valuesOfPair ? region.epilogue[0] : undefined;
+  // A (values, indices) reduction's `[i]` is its value (the indices: reduceSpecOf gave argmax/argmin).
+  const pairValues = REDUCTIONS[seed.op]?.valuesOfPair ? region.epilogue[0] : undefined;
   if (pairValues) epiLines.push(`const float t_${pairValues} = t_${seed.id};`);
   epiLines.push(
     ...pointwiseLines(

@@ -13,7 +13,7 @@ import { REDUCTIONS } from "../ops/reduce.ts";
 import { type AnchorLayout, anchorRuleFor, seedTakesAnchor } from "./anchors.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
-import { pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule, valuesProjection } from "./rules.ts";
+import { pairProjection, pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
 
 export interface Region {
   id: string;
@@ -192,8 +192,8 @@ export function planGraph(graph: Graph): Plan {
     ) {
       prologue = growBackwards(view, [input.id], eligible);
     }
-    // A (values, indices) reduction is read through its `[0]`: the region produces that node's value.
-    const values = REDUCTIONS[node.op]?.valuesOfPair ? valuesProjection(node, view) : null;
+    // A (values, indices) reduction is read through one `[i]`: the region produces that node's value.
+    const values = REDUCTIONS[node.op]?.valuesOfPair ? (pairProjection(node, view)?.id ?? null) : null;
     for (const id of [...prologue, node.id, ...(values ? [values] : [])]) claimed.add(id);
     seeds.push({
       id: "",

@@ -4,7 +4,7 @@
 import type { GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
-import { REDUCTIONS } from "../ops/reduce.ts";
+import { REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
 import { FLOAT_DTYPES, type GraphView, intList, paramReader } from "./graph-view.ts";
 
 export type RegionKind = "pointwise" | "reduce" | "normalize" | "pool" | "recipe";
@@ -116,13 +116,21 @@ export function normDims(node: GraphNode, view: GraphView): number[] | null {
   return spec.dims(rank, paramReader(node.fn, probe));
 }
 
-/** The `[0]` (values) node that alone reads a (values, indices) reduction, or null. */
-export function valuesProjection(node: GraphNode, view: GraphView): string | null {
+/** The `[0]` (values) or `[1]` (indices) node that alone reads a (values, indices) reduction, or null. */
+export function pairProjection(node: GraphNode, view: GraphView): { id: string; index: 0 | 1 } | null {
   const users = view.usersOf(node.id);
   const only = users.length === 1 && users[0] !== "@output" ? view.node(users[0] ?? "") : null;
-  if (only?.op !== "getitem") return null;
+  if (only?.op !== "getitem" || !view.outMeta(only)) return null;
   const index = only.fn?.index;
-  return index?.t === "const" && index.value === 0 && view.outMeta(only) ? only.id : null;
+  if (index?.t !== "const" || (index.value !== 0 && index.value !== 1)) return null;
+  return { id: only.id, index: index.value };
+}
+
+/** The reduction a node computes: a (values, indices) reduction read through `[1]` is its argmax/argmin. */
+export function reduceSpecOf(node: GraphNode, view: GraphView): ReduceSpec | undefined {
+  const spec = REDUCTIONS[node.op];
+  if (!spec?.valuesOfPair || pairProjection(node, view)?.index !== 1) return spec;
+  return REDUCTIONS[spec.acc === "KfAccMax" ? "argmax" : "argmin"];
 }
 
 export function reductionDims(node: GraphNode, view: GraphView): number[] | null {
@@ -210,7 +218,7 @@ export const SEED_RULES: SeedRule[] = [
           return `reduction=${String(reduction)}`;
       }
       if (spec.valuesOfPair) {
-        if (!valuesProjection(node, view)) return "its indices are used (only the values have a kernel)";
+        if (!pairProjection(node, view)) return "both its values and its indices are used";
       } else if (!view.outMeta(node)) return "its output is not one tensor";
       if (!reductionDims(node, view)) return "its dims are not constant";
       const reader = paramReader(fn, probe);
