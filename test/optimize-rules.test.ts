@@ -151,20 +151,14 @@ test("relaxAnchors steps an anchor down: channels-last, then the reference's lay
   assert.equal(plan.regions[0]?.anchorLayout, "channels_last", "the original plan is not modified");
 });
 
-test("a reduction or instance norm reading a conv anchors it in the reference's layout; group norm does not", () => {
-  const seeded = (op: string, fn: Record<string, Arg>, shape: number[]) => {
+test("a reduction or instance norm reading a conv with a bias anchors it in its own layout; group norm does not", () => {
+  const seeded = (op: string, fn: Record<string, Arg>, shape: number[], bias: Arg = param("conv.bias")) => {
     const g = graph(
       [
-        node(
-          "conv",
-          "conv2d",
-          { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") },
-          X,
-          {
-            kind: "call_module",
-            target: "conv",
-          },
-        ),
+        node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias }, X, {
+          kind: "call_module",
+          target: "conv",
+        }),
         node("seed", op, { input: ref("conv"), ...fn }, shape),
       ],
       "seed",
@@ -178,6 +172,8 @@ test("a reduction or instance norm reading a conv anchors it in the reference's 
   assert.equal(sum?.anchorLayout, "native");
   const instance = seeded("instance_norm", { eps: num(1e-5) }, X);
   assert.equal(instance?.anchor, "conv");
+  const biasless = seeded("sum", { dim: ints(2, 3), keepdim: bool(false) }, [8, 16], none);
+  assert.equal(biasless?.anchor, undefined, "in its own layout a conv without bias gains nothing");
   const group = seeded("group_norm", { num_groups: num(4), eps: num(1e-5) }, X);
   assert.ok(group, "group norm still seeds a region");
   assert.equal(group?.anchor, undefined);

@@ -10,7 +10,7 @@
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
-import { type AnchorLayout, anchorRuleFor, seedTakesAnchor } from "./anchors.ts";
+import { type AnchorLayout, anchorBias, anchorRuleFor, seedTakesAnchor } from "./anchors.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
 import { pairProjection, pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
@@ -76,6 +76,8 @@ function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>,
         continue;
       }
       if (!view.usersOf(id).every((user) => members.includes(user))) continue;
+      // In its own layout a conv without bias gains nothing from being anchored.
+      if (layout === "native" && !anchorBias(node)) continue;
       region.anchor = id;
       region.anchorLayout = layout;
       claimed.add(id);
