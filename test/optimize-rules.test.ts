@@ -338,3 +338,26 @@ test("torch.max/min with a dim read through one [i] is a reduction of the values
   assert.ok(!both.regions.some((r) => r.seed === "mx"));
   assert.match(both.kept.find((k) => k.node === "mx")?.reason ?? "", /both its values and its indices/);
 });
+
+test("a 1-d conv (no channels-last format) anchors a pointwise region in its own layout, with its bias only", () => {
+  const conv1d = (bias: Arg) => {
+    const L = [8, 16, 30];
+    const g = graph(
+      [
+        node("conv", "conv1d", { input: ref("x"), weight: param("conv.weight"), bias }, L, {
+          kind: "call_module",
+          target: "conv",
+        }),
+        node("act", "relu", { input: ref("conv") }, L),
+      ],
+      "act",
+      { "conv.weight": [16, 16, 3], "conv.bias": [16] },
+    );
+    g.modules.conv = { type: "torch.nn.modules.conv.Conv1d", training: true, hyper: {} };
+    return planGraph(g).regions[0];
+  };
+  const withBias = conv1d(param("conv.bias"));
+  assert.equal(withBias?.anchor, "conv");
+  assert.equal(withBias?.anchorLayout, "native");
+  assert.equal(conv1d(none)?.anchor, undefined);
+});

@@ -18,7 +18,7 @@ export interface AnchorRule {
   ops: string[];
   /** Exact module classes: a subclass may override forward, so it keeps its own call. */
   moduleTypes: string[];
-  /** Output ranks the channels-last memory formats cover. */
+  /** Batched output ranks it takes (channels-last exists for 4 and 5 only: 1-d convs stay in their layout). */
   ranks: number[];
 }
 
@@ -27,9 +27,11 @@ const CONV = "torch.nn.modules.conv";
 export const ANCHOR_RULES: AnchorRule[] = [
   {
     name: "conv-channels-last",
-    ops: ["conv2d", "conv3d", "conv_transpose2d", "conv_transpose3d"],
-    moduleTypes: ["Conv2d", "Conv3d", "ConvTranspose2d", "ConvTranspose3d"].map((c) => `${CONV}.${c}`),
-    ranks: [4, 5],
+    ops: ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
+    moduleTypes: ["Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"].map(
+      (c) => `${CONV}.${c}`,
+    ),
+    ranks: [3, 4, 5],
   },
 ];
 
@@ -67,6 +69,12 @@ export function seedTakesAnchor(region: Region, view: GraphView): boolean {
   if (region.kind === "reduce") return true;
   if (region.kind !== "normalize" || !region.seed) return false;
   return !NORMALIZATIONS[view.node(region.seed).op]?.groups;
+}
+
+/** Whether an anchor's output has a channels-last memory format (4-D and 5-D tensors). */
+export function channelsLastRank(node: GraphNode, view: GraphView): boolean {
+  const rank = view.outMeta(node)?.shape.length ?? 0;
+  return rank === 4 || rank === 5;
 }
 
 /** The conv bias parameter path the region's kernel adds, or null (bias=False). */

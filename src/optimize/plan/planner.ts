@@ -10,7 +10,13 @@
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
-import { type AnchorLayout, anchorBias, anchorRuleFor, seedTakesAnchor } from "./anchors.ts";
+import {
+  type AnchorLayout,
+  anchorBias,
+  anchorRuleFor,
+  channelsLastRank,
+  seedTakesAnchor,
+} from "./anchors.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
 import { pairProjection, pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
@@ -62,9 +68,8 @@ export function regionNodes(region: Region): string[] {
 /** Step 4: each region takes as its anchor a convolution whose output only it reads. */
 function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>, kept: KeptNode[]): void {
   for (const region of regions) {
-    const layout: AnchorLayout | null =
-      region.kind === "pointwise" ? "channels_last" : seedTakesAnchor(region, view) ? "native" : null;
-    if (!layout) continue;
+    const takes = region.kind === "pointwise" || seedTakesAnchor(region, view);
+    if (!takes) continue;
     const members = regionNodes(region);
     for (const id of operandNodes(view, members)) {
       if (claimed.has(id) || view.isGraphInput(id)) continue;
@@ -76,6 +81,8 @@ function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>,
         continue;
       }
       if (!view.usersOf(id).every((user) => members.includes(user))) continue;
+      const layout: AnchorLayout =
+        region.kind === "pointwise" && channelsLastRank(node, view) ? "channels_last" : "native";
       // In its own layout a conv without bias gains nothing from being anchored.
       if (layout === "native" && !anchorBias(node)) continue;
       region.anchor = id;
