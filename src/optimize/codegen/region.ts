@@ -355,25 +355,31 @@ function anchorOperands(view: GraphView, region: Region, table: OperandTable, na
   };
 }
 
-/** An identity pointwise function: a permuted view in, its contiguous copy out (a layout change). */
-function layoutCopy(fn: string, id: string, dtype: string): { cuda: string; host: string } {
-  const name = `KfCopy_${id}`;
-  const type = CPP_TYPE[dtype] ?? "float";
+/** A pointwise host function `fn` over the elementwise template: functor `name` (given), its launcher and
+ * the host side (operand types `inTypes`, C++ names; output dtype `outDtype`). */
+function pointwiseFunction(
+  fn: string,
+  name: string,
+  functorCode: string,
+  outDtype: string,
+  inTypes: string[],
+) {
   const cuda = [
-    functor(name, 1, "const float (&x)[1], const KfScalars&", [], "x[0]"),
+    functorCode,
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pointwise}) {`,
-    `  return kf_launch_elementwise<${name}, ${type}, ${type}>(shape, out, in, sc, stream);`,
+    `  return kf_launch_elementwise<${name}, ${CPP_TYPE[outDtype] ?? "float"}, ${inTypes.join(", ")}>(shape, out, in, sc, stream);`,
     "}",
     `size_t ${fn}_workspace(const KfShape&, uint32_t) { return 0; }`,
   ].join("\n");
-  const host = hostFunction(
-    fn,
-    `${fn}_launch(shape, out.data_ptr(), refs, scalars, stream)`,
-    dtype,
-    "pointwise",
-    1,
-  );
-  return { cuda, host };
+  const launch = `${fn}_launch(shape, out.data_ptr(), refs, scalars, stream)`;
+  return { cuda, host: hostFunction(fn, launch, outDtype, "pointwise", inTypes.length) };
+}
+
+/** An identity pointwise function: a permuted view in, its contiguous copy out (a layout change). */
+function layoutCopy(fn: string, id: string, dtype: string): { cuda: string; host: string } {
+  const name = `KfCopy_${id}`;
+  const copy = functor(name, 1, "const float (&x)[1], const KfScalars&", [], "x[0]");
+  return pointwiseFunction(fn, name, copy, dtype, [CPP_TYPE[dtype] ?? "float"]);
 }
 
 const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
@@ -382,25 +388,13 @@ const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
   const lines = [...anchor.lines, ...pointwiseLines(view, region.epilogue, table, anchor.resolve)];
   const name = `KfPw_${region.id}`;
   const nIn = table.operands.length;
-  const cuda = [
-    functor(
-      name,
-      nIn,
-      `const float (&x)[${Math.max(nIn, 1)}], const KfScalars& sc`,
-      lines,
-      `t_${region.output}`,
-    ),
-    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pointwise}) {`,
-    `  return kf_launch_elementwise<${name}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, out, in, sc, stream);`,
-    "}",
-    `size_t ${fn}_workspace(const KfShape&, uint32_t) { return 0; }`,
-  ].join("\n");
-  const host = hostFunction(
+  const signature = `const float (&x)[${Math.max(nIn, 1)}], const KfScalars& sc`;
+  const { cuda, host } = pointwiseFunction(
     fn,
-    `${fn}_launch(shape, out.data_ptr(), refs, scalars, stream)`,
+    name,
+    functor(name, nIn, signature, lines, `t_${region.output}`),
     out.dtype,
-    "pointwise",
-    nIn,
+    table.operands.map((o) => CPP_TYPE[o.dtype] ?? "float"),
   );
   // The anchor's input copied to channels-last by the tiled transpose (faster than a strided copy).
   const convert = anchor.inDtype ? layoutCopy(`${fn}_cl`, region.id, anchor.inDtype) : null;
