@@ -52,6 +52,13 @@ def set_reference_noise(value: float) -> None:
     _reference_noise = float(value) if math.isfinite(value) else 0.0
 
 
+def within_reference_noise(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
+    """Where candidate x differs from reference y by no more than twice the reference's own worst error
+    (seen in the trials) plus the band: the rule of comparisons made without a float64 evaluation."""
+    x, y = x.double(), y.double()
+    return (x - y).abs() <= 2 * _reference_noise + atol + rtol * y.abs()
+
+
 class OutputStructureError(Exception):
     """Candidate and reference outputs differ in count or kind (a shape_mismatch)."""
 
@@ -148,8 +155,7 @@ def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     if c is None:
         bad = 0
         for start, far in far_chunks:
-            x, y = a[start : start + CHUNK].double(), b[start : start + CHUNK].double()
-            within = (x - y).abs() <= 2 * _reference_noise + atol + rtol * y.abs()
+            within = within_reference_noise(a[start : start + CHUNK], b[start : start + CHUNK], atol, rtol)
             bad += int((far & ~within).sum().item())
         return bad, non_finite
     ref_worst = reference_worst_error(b, c)

@@ -91,7 +91,7 @@ class Closeness:
 def compare(out: Any, ref: Any, atol: float, rtol: float) -> Closeness:
     """allclose per output (NaN never passes), with the worst error, over flattened outputs; an element
     outside the band still passes within twice the reference's own worst error seen in the trials."""
-    from ..compare import reference_noise
+    from ..compare import reference_noise, within_reference_noise
 
     noise = reference_noise()
     outs, refs = flatten(out), flatten(ref)
@@ -120,8 +120,8 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> Closeness:
             diff = (a - b).abs().nan_to_num_(nan=math.inf)
             nan += int(torch.isnan(a).sum())
             far = ~_isclose(a, b, rtol=rtol, atol=atol)
-            if noise:  # the reference's own rounding is not charged to the candidate (compare.py)
-                far &= ~((a - b).abs() <= 2 * noise + atol + rtol * b.abs())
+            if noise:  # the reference's own rounding is not charged to the candidate
+                far &= ~within_reference_noise(a, b, atol, rtol)
             bad += int(far.sum())
             if diff.numel():
                 max_abs = max(max_abs, float(diff.max()))
