@@ -803,7 +803,11 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
         installed = True
         ctx.checks = load_checks() if use_checks else None
         for stage in STAGES:
-            stage(ctx)
+            began = time.perf_counter()
+            try:
+                stage(ctx)
+            finally:
+                result.setdefault("stageSeconds", {})[stage.__name__] = time.perf_counter() - began
         result["verdict"], result["reason"] = "correct", None
     except StageFailure as failure:
         result["verdict"], result["reason"] = failure.verdict, failure.reason

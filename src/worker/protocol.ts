@@ -172,6 +172,8 @@ export const Check = z.object({
   /** The verdict a failure of this check implies (e.g. "cheating", "incorrect"). */
   failVerdict: Verdict.nullable(),
   evidence: z.string(),
+  /** Wall time of the check group that produced it (absent for static checks and older workers). */
+  seconds: z.number().optional(),
 });
 export type Check = z.infer<typeof Check>;
 
@@ -227,6 +229,8 @@ export const EvalResult = z.object({
   /** Absent when the run was not timed, the work could not be counted, or it has no FLOPs to count. */
   workload: Workload.nullable().optional(),
   seconds: z.number(),
+  /** Wall time of each pipeline stage that ran, in order (absent in results of older workers). */
+  stageSeconds: z.record(z.string(), z.number()).optional(),
 });
 export type EvalResult = z.infer<typeof EvalResult>;
 

@@ -21,14 +21,18 @@ class CheckResult:
     outcome: Outcome
     fail_verdict: str | None
     evidence: str
+    seconds: float | None = None  # wall time of the check group that produced it
 
     def to_json(self) -> dict:
-        return {
+        found = {
             "name": self.name,
             "outcome": self.outcome,
             "failVerdict": self.fail_verdict,
             "evidence": self.evidence,
         }
+        if self.seconds is not None:
+            found["seconds"] = self.seconds
+        return found
 
 
 def passed(name: str, evidence: str, fail_verdict: str | None = None) -> CheckResult:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 import traceback
 from collections.abc import Callable
 from types import ModuleType
@@ -159,13 +160,16 @@ class Verifier:
         for name in RUNTIME_CHECKS:
             if name not in self.enabled:
                 continue
+            began = time.perf_counter()
             with context.preserved_state(ref, cand):
                 try:
                     produced = steps[name]()
                 except BaseException as exc:  # noqa: BLE001 — a candidate's sys.exit too; classified below
                     produced = [self._crashed(name, exc)]
+            elapsed = time.perf_counter() - began
             for item in produced if isinstance(produced, list) else [produced]:
                 if item is not None:
+                    item.seconds = elapsed
                     self.checks.append(item)
             # The fingerprint after every group: a patch made for one group and undone before the next
             # snapshot has a window of one group, not the whole stage.
