@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";
-import { planGraph, regionNodes, relaxAnchors } from "../src/optimize/plan/planner.ts";
+import { LAYOUT_RULE, planGraph, regionNodes, relaxAnchors } from "../src/optimize/plan/planner.ts";
 import { pointwiseVerdict, reduceSpecOf, SEED_RULES } from "../src/optimize/plan/rules.ts";
 
 const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
@@ -122,7 +122,7 @@ test("a stock conv whose output only a pointwise region reads becomes that regio
 
 test("no anchor: a conv read elsewhere, a subclass, a call with more than its input, padding other than zeros", () => {
   const shared = planGraph(convGraph("torch.nn.modules.conv.Conv2d", true));
-  assert.ok(shared.regions.every((r) => r.anchor === undefined));
+  assert.ok(shared.regions.filter((r) => r.rule !== LAYOUT_RULE).every((r) => r.anchor === undefined));
   const subclass = planGraph(convGraph("problem.MyConv"));
   assert.ok(subclass.regions.every((r) => r.anchor === undefined));
   assert.match(
@@ -177,6 +177,39 @@ test("a reduction or instance norm reading a conv with a bias anchors it in its 
   const group = seeded("group_norm", { num_groups: num(4), eps: num(1e-5) }, X);
   assert.ok(group, "group norm still seeds a region");
   assert.equal(group?.anchor, undefined);
+});
+
+test("a 2-d conv no region anchors runs channels-last in a layout region of its own; 1-d and odd ones do not", () => {
+  const shared = planGraph(convGraph("torch.nn.modules.conv.Conv2d", true));
+  const layout = shared.regions.filter((r) => r.rule === LAYOUT_RULE);
+  assert.equal(layout.length, 1);
+  assert.equal(layout[0]?.anchor, "conv");
+  assert.equal(layout[0]?.anchorLayout, "channels_last");
+  assert.equal(layout[0]?.output, "conv", "its users read the conv's value, in the reference's layout");
+  assert.deepEqual(layout[0] && regionNodes(layout[0]), ["conv"]);
+  const pointwise = shared.regions.find((r) => r.epilogue.includes("relu"));
+  assert.equal(pointwise?.anchor, undefined);
+  // Measured planning: a layout region that lost has nothing else to offer and leaves the plan.
+  const relaxed = relaxAnchors(shared, new Set([layout[0]?.id ?? ""]));
+  assert.ok(relaxed.regions.every((r) => r.rule !== LAYOUT_RULE));
+  assert.equal(relaxed.regions.length, shared.regions.length - 1);
+  for (const odd of [
+    convGraph("problem.MyConv", true),
+    convGraph("torch.nn.modules.conv.Conv2d", true, "circular"),
+  ])
+    assert.ok(planGraph(odd).regions.every((r) => r.rule !== LAYOUT_RULE));
+  const conv1d = convGraph("torch.nn.modules.conv.Conv1d", true);
+  for (const n of conv1d.nodes) {
+    n.out = { t: "tensor", meta: f32([8, 16, 32]) };
+    if (n.op === "conv2d") n.op = "conv1d";
+    if (n.id === "sum") n.out = { t: "tensor", meta: f32([]) };
+  }
+  const bias = conv1d.params.bias;
+  if (bias) bias.meta = f32([16, 1]);
+  assert.ok(
+    planGraph(conv1d).regions.every((r) => r.rule !== LAYOUT_RULE),
+    "no channels-last for 3-D tensors",
+  );
 });
 
 test("a value used outside the chain ends the region there (single output)", () => {

@@ -226,11 +226,14 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
       const anchored = new Set(plan.regions.filter((r) => r.anchor && losers.has(r.id)).map((r) => r.id));
       if (anchored.size === 0) break;
       plan = relaxAnchors(plan, anchored);
-      log(`${problem.name}: ${[...anchored].join(", ")} lost: timed again with a simpler anchor`);
+      // A region relaxed out of the plan (a layout region) stays a loser; the others are timed again.
+      const retimed = plan.regions.filter((r) => anchored.has(r.id)).map((r) => r.id);
+      if (retimed.length === 0) break;
+      log(`${problem.name}: ${retimed.join(", ")} lost: timed again with a simpler anchor`);
       emitTo(graph, plan, problem, output);
       await prebuild({ ...prepared, plan }, options);
-      const again = await timeRegions([...anchored]);
-      losers = new Set([...losers].filter((id) => !anchored.has(id) || again.has(id)));
+      const again = await timeRegions(retimed);
+      losers = new Set([...losers].filter((id) => !retimed.includes(id) || again.has(id)));
     }
     const ops = regionOps(graph, plan);
     for (const report of result.regions) report.ops = ops.get(report.id) ?? report.ops;

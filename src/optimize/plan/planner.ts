@@ -7,6 +7,8 @@
 //    seed's epilogue.
 // 4. A region that is the only consumer of a convolution takes it as its anchor (anchors.ts): a pointwise
 //    region calls it in channels-last, a reduction or normalisation in its own layout (bias folded in).
+// 5. A 2-d/3-d convolution no region anchored becomes a layout region of its own: called channels-last
+//    without its bias, which its kernel adds while writing the reference's layout back.
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
@@ -93,15 +95,52 @@ function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>,
   }
 }
 
+/** Step 5: every 2-d/3-d stock convolution nobody claimed, as a region of its own that runs it channels-last
+ * (its users, PyTorch calls or regions that cannot take an anchor, read the reference's layout as before). */
+function layoutRegions(view: GraphView, claimed: Set<string>, kept: KeptNode[]): Region[] {
+  const regions: Region[] = [];
+  for (const node of view.graph.nodes) {
+    if (claimed.has(node.id)) continue;
+    const match = anchorRuleFor(node, view);
+    if (!match) continue;
+    if (match.why !== null) {
+      if (!kept.some((k) => k.node === node.id)) kept.push({ node: node.id, op: node.op, reason: match.why });
+      continue;
+    }
+    if (!channelsLastRank(node, view)) continue;
+    claimed.add(node.id);
+    regions.push({
+      id: "",
+      kind: "pointwise",
+      rule: LAYOUT_RULE,
+      seed: null,
+      prologue: [],
+      epilogue: [],
+      output: node.id,
+      anchor: node.id,
+      anchorLayout: "channels_last",
+    });
+  }
+  return regions;
+}
+
+/** The rule of a region that is only a convolution run channels-last (step 5). */
+export const LAYOUT_RULE = "conv-layout";
+
 /** The plan with the anchors of `regions` one step simpler: channels-last -> the reference's layout (bias
- * still folded) -> no anchor (the library call made as the reference makes it). */
+ * still folded) -> no anchor (the library call made as the reference makes it). A layout region has nothing
+ * but its anchor's layout to offer, so it leaves the plan at its first step. */
 export function relaxAnchors(plan: Plan, regions: Set<string>): Plan {
-  const relax = (r: Region): Region =>
-    r.anchorLayout === "channels_last" && r.kind === "pointwise"
+  const relax = (r: Region): Region | null => {
+    if (r.rule === LAYOUT_RULE) return null;
+    return r.anchorLayout === "channels_last" && r.kind === "pointwise"
       ? { ...r, anchorLayout: "native" }
       : { ...r, anchor: undefined, anchorLayout: undefined };
+  };
   return {
-    regions: plan.regions.map((r) => (regions.has(r.id) && r.anchor ? relax(r) : r)),
+    regions: plan.regions
+      .map((r) => (regions.has(r.id) && r.anchor ? relax(r) : r))
+      .filter((r): r is Region => r !== null),
     kept: plan.kept,
   };
 }
@@ -272,6 +311,7 @@ export function planGraph(graph: Graph): Plan {
   }
   const regions = [...recipes, ...seeds, ...pointwise.filter((p) => !absorbed.has(p))];
   attachAnchors(view, regions, claimed, kept);
+  regions.push(...layoutRegions(view, claimed, kept));
   regions.sort((a, b) => (view.index.get(a.output) ?? 0) - (view.index.get(b.output) ?? 0));
   regions.forEach((region, i) => {
     region.id = `r${i}`;
