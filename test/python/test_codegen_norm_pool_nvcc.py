@@ -22,7 +22,8 @@ TEMPLATES = REPO / "src" / "optimize" / "codegen" / "cuda"
 HARNESS = REPO / "test" / "gpu" / "harness" / "norm_pool_harness.cu"
 
 # finalize_kernel depends on the Stat policy only (no element type): checked per policy below.
-KERNELS = ("rows_resident_kernel", "row_partial_kernel", "columns_kernel", "apply_kernel", "pool_kernel")
+KERNELS = ("rows_resident_kernel", "row_partial_kernel", "row_partial_vec_kernel", "columns_kernel", "apply_kernel",
+           "apply_vec_kernel", "pool_kernel")
 STATS = ("KfStatMaxSumExp", "KfStatWelford", "KfStatMeanSquare")
 # Itanium-mangled spellings of the element types inside kernel names.
 DTYPES = {"fp32": "f", "fp16": "6__half", "bf16": "13__nv_bfloat16"}

@@ -481,6 +481,67 @@ row_partial_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div, con
   }
 }
 
+// row_partial_kernel with kVec-wide loads, for an innermost reduced dim that every input reads contiguously
+// (or broadcasts) and whose length is a multiple of kVec (inner_vectorizable): offsets are computed once per
+// vector instead of per element, which is what bounds the scalar kernel on long strided reductions (batch
+// norm's N x HW per channel). Two vectors in flight per thread.
+template <class Pro, class Stat, int kVec, typename... TIn>
+__global__ void __launch_bounds__(kStreamThreads)
+row_partial_vec_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div, const KfScalars sc,
+                       KfStats* partial, KfStats* stats, KfStats* stats_out) {
+  constexpr int NIn = sizeof...(TIn);
+  constexpr int kU = 2;
+  __shared__ KfStats scratch[kStreamThreads / 32];
+  const Pro pro;
+  const int64_t splits = int64_t(splits_div.d);
+  const int64_t n_vec = v.R / kVec;
+  const int64_t chunk = (n_vec + splits - 1) / splits;
+  for (int64_t b = blockIdx.x; b < v.K * splits; b += gridDim.x) {
+    int64_t k = b;
+    const int64_t split = splits_div.peel(k);
+    const int64_t begin = split * chunk, end = begin + chunk < n_vec ? begin + chunk : n_vec;
+    int64_t base[NIn], obase;
+    kept_offsets(v, k, base, obase);
+    KfStats s = Stat::identity();
+    for (int64_t q0 = begin + threadIdx.x; q0 < end; q0 += int64_t(kU) * blockDim.x) {
+      float xin[kU][NIn][kVec];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t q = q0 + int64_t(u) * blockDim.x;
+        if (q < end) {
+          int64_t off[NIn], ooff = 0;
+#pragma unroll
+          for (int i = 0; i < NIn; ++i) off[i] = base[i];
+          add_reduced_offsets(v, q * kVec, off, ooff);
+          KfVecPack<0, kVec, TIn...>::load(xin[u], v.in, off, v.rs, 0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        if (q0 + int64_t(u) * blockDim.x >= end) continue;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          float xe[NIn];
+#pragma unroll
+          for (int i = 0; i < NIn; ++i) xe[i] = xin[u][i][e];
+          Stat::push(s, pro(xe, sc));
+        }
+      }
+    }
+    s = block_merge_to_first<Stat>(s, scratch);
+    if (threadIdx.x == 0) {
+      if (splits == 1) {
+        Stat::finalize(s);
+        s.count = float(v.R);
+        stats[k] = s;
+        if (stats_out != nullptr) stats_out[k] = s;
+      } else {
+        partial[b] = s;
+      }
+    }
+  }
+}
+
 // Columns: lane tx owns kept index k (consecutive k are the contiguous inner kept dim), warp ty walks the
 // reduced indices ty, ty + 8, ... of the block's split. With one split the block has every value of its
 // columns: it merges the 8 partials (every thread, same order), then applies. Otherwise it writes partials.
@@ -612,6 +673,62 @@ apply_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t e = e0 + int64_t(u) * blockDim.x;
       if (e < total) kf_store<TOut>(v.out, e, apply(pro(x[u], sc), stats[kk[u]], x[u], sc));
+    }
+  }
+}
+
+// apply_kernel with kVec-wide loads and stores (inner_vectorizable): a vector's elements share every
+// coordinate but the innermost, so its offsets and kept index are computed once.
+template <class Pro, class Apply, int kVec, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(kStreamThreads)
+apply_vec_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars sc) {
+  constexpr int NIn = sizeof...(TIn);
+  constexpr int kU = 2;
+  const Pro pro;
+  const Apply apply;
+  const int inner = v.nd - 1;
+  int64_t inner_stride[NIn];
+#pragma unroll
+  for (int i = 0; i < NIn; ++i) inner_stride[i] = v.stride[i][inner];
+  const int64_t k_step = v.kmul[inner];  // 0 when the innermost dim is reduced
+  const int64_t n_vec = v.K * v.R / kVec;
+  const int64_t step = int64_t(gridDim.x) * blockDim.x * kU;
+  for (int64_t q0 = int64_t(blockIdx.x) * blockDim.x * kU + threadIdx.x; q0 < n_vec; q0 += step) {
+    float xin[kU][NIn][kVec];
+    int64_t kk[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t q = q0 + int64_t(u) * blockDim.x;
+      if (q < n_vec) {
+        int64_t rest = q * kVec, off[NIn], k = 0;
+#pragma unroll
+        for (int i = 0; i < NIn; ++i) off[i] = 0;
+#pragma unroll
+        for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
+          if (d < v.nd) {
+            const int64_t c = d == 0 ? rest : v.div[d].peel(rest);
+#pragma unroll
+            for (int i = 0; i < NIn; ++i) off[i] += c * v.stride[i][d];
+            k += c * v.kmul[d];
+          }
+        }
+        kk[u] = k;
+        KfVecPack<0, kVec, TIn...>::load(xin[u], v.in, off, inner_stride, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t q = q0 + int64_t(u) * blockDim.x;
+      if (q >= n_vec) continue;
+      float y[kVec];
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        float xe[NIn];
+#pragma unroll
+        for (int i = 0; i < NIn; ++i) xe[i] = xin[u][i][e];
+        y[e] = apply(pro(xe, sc), stats[kk[u] + e * k_step], xe, sc);
+      }
+      kf_store_vec<TOut, kVec>(v.out, q * kVec, y);
     }
   }
 }
@@ -783,6 +900,23 @@ inline bool rows_vectorizable(const View<NIn>& v, const KfTensorRef* in, void* o
   return true;
 }
 
+// Whether the streaming kernels can move kVec elements at a time: the innermost canonical dim is a multiple of
+// kVec long and every input reads it contiguously (16-byte aligned, its other strides multiples of kVec) or
+// broadcasts it (stride 0). The output is contiguous.
+template <int kVec, int NIn>
+inline bool inner_vectorizable(const View<NIn>& v, const KfTensorRef* in, const void* out) {
+  const int inner = v.nd - 1;
+  if (int64_t(v.div[inner].d) % kVec != 0 || reinterpret_cast<uintptr_t>(out) % 16 != 0) return false;
+  for (int i = 0; i < NIn; ++i) {
+    const int64_t s = v.stride[i][inner];
+    if (s == 0) continue;
+    if (s != 1 || reinterpret_cast<uintptr_t>(in[i].data) % 16 != 0) return false;
+    for (int d = 0; d < v.nd; ++d)
+      if (v.stride[i][d] % kVec != 0 && d != inner) return false;
+  }
+  return true;
+}
+
 inline int grid_for(int64_t blocks) { return int(blocks < (int64_t(1) << 30) ? (blocks > 0 ? blocks : 1) : (int64_t(1) << 30)); }
 
 }  // namespace kf_norm
@@ -857,10 +991,19 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   KfStats* partial = stats + e.K;
   const int64_t apply_blocks = ceil_div(e.K * e.R, int64_t(kStreamThreads) * kUnroll);
 
+  // Vectors of the streaming kernels: as wide as 16 bytes of the narrowest type, while a thread's two vectors
+  // of every input fit its registers.
+  constexpr int kStreamVec = NIn * kVec <= 32 ? kVec : 1;
+  const bool vectorized = kStreamVec > 1 && inner_vectorizable<kStreamVec>(v, in, out);
   if (e.reduced_inner) {
-    row_partial_kernel<Pro, Stat, TIn...>
-        <<<grid_for(e.K * plan.splits), kStreamThreads, 0, stream>>>(v, KfFastDiv::make(uint64_t(plan.splits)), sc, partial,
-                                                                     stats, stats_dst);
+    if (vectorized)
+      row_partial_vec_kernel<Pro, Stat, kStreamVec, TIn...>
+          <<<grid_for(e.K * plan.splits), kStreamThreads, 0, stream>>>(v, KfFastDiv::make(uint64_t(plan.splits)), sc,
+                                                                       partial, stats, stats_dst);
+    else
+      row_partial_kernel<Pro, Stat, TIn...>
+          <<<grid_for(e.K * plan.splits), kStreamThreads, 0, stream>>>(v, KfFastDiv::make(uint64_t(plan.splits)), sc,
+                                                                       partial, stats, stats_dst);
     KF_RETURN_IF_ERROR(cudaGetLastError());
   } else {
     const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(plan.splits));
@@ -874,6 +1017,10 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
         e.K, plan.splits, float(e.R), partial, stats, stats_dst);
     KF_RETURN_IF_ERROR(cudaGetLastError());
   }
-  apply_kernel<Pro, Apply, TOut, TIn...><<<grid_for(apply_blocks), kStreamThreads, 0, stream>>>(v, stats, sc);
+  if (vectorized)
+    apply_vec_kernel<Pro, Apply, kStreamVec, TOut, TIn...>
+        <<<grid_for(ceil_div(apply_blocks, kStreamVec)), kStreamThreads, 0, stream>>>(v, stats, sc);
+  else
+    apply_kernel<Pro, Apply, TOut, TIn...><<<grid_for(apply_blocks), kStreamThreads, 0, stream>>>(v, stats, sc);
   return cudaGetLastError();
 }
