@@ -71,14 +71,13 @@ def run_poisoned(fn, out_shape, dtype):
 
 
 def kernel_paths(mod, sk):
+    """Every kernel the extension can launch that holds S_k keys, by name (each is swept on every case it can
+    take, not only where the automatic choice picks it)."""
     paths = [("general", mod.PATH_GENERAL)]
     if sk <= 512:
-        paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_mc", mod.PATH_WGMMA_512_MC),
-                  ("wgmma512_mc4", mod.PATH_WGMMA_512_MC4), ("wgmma512_regp", mod.PATH_WGMMA_512_REGP),
-                  ("wgmma512_regp_mc", mod.PATH_WGMMA_512_REGP_MC)]
+        paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_regp_mc", mod.PATH_WGMMA_512_REGP_MC)]
     if sk <= 1024:
-        paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("wgmma1024_mc", mod.PATH_WGMMA_1024_MC),
-                  ("regp_split", mod.PATH_WGMMA_1024_REGP_SPLIT)]
+        paths += [("wgmma1024", mod.PATH_WGMMA_1024), ("regp_split", mod.PATH_WGMMA_1024_REGP_SPLIT)]
     return paths
 
 

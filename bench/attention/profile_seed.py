@@ -4,9 +4,10 @@
     ncu --clock-control none --set full -k regex:attn_hopper --launch-skip 2 --launch-count 1 \
         -o $OUT/seed python3 bench/attention/profile_seed.py once [--path N]  # one launch under ncu
 
-`phases` times the wgmma kernel (the shipped NWG=2 path) with the head dims of one phase shrunk to 64,
-so each phase's cost is the difference (METHOD.md: leave a stage out, take differences), and times the
-two GEMMs the fused kernel contains as cuBLAS batched GEMMs (what a good GEMM reaches on these shapes).
+`phases` times the two wgmma kernels for S_k <= 512 (P in shared memory, and P in registers: the shipped one)
+with the head dims of one phase shrunk to 64, so each phase's cost is the difference (METHOD.md: leave a stage
+out, take differences), and times the two GEMMs the fused kernel contains as cuBLAS batched GEMMs (what a good
+GEMM reaches on these shapes).
 """
 
 import argparse
@@ -50,7 +51,7 @@ def inputs(dqk, dv, dtype=torch.float16):
 
 def phases(mod, out_dir):
     rows = []
-    paths = {"NWG=2": mod.PATH_WGMMA_512, "P in registers": mod.PATH_WGMMA_512_REGP}
+    paths = {"NWG=2": mod.PATH_WGMMA_512, "P in registers, K/V multicast": mod.PATH_WGMMA_512_REGP_MC}
     for dqk, dv in [(1024, 1024), (1024, 64), (64, 1024), (64, 64)]:
         q, k, v = inputs(dqk, dv)
         for name, path in paths.items():

@@ -735,9 +735,6 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
 // tiles, 128B swizzle) over the same 96 KB. Slots complete on "full" mbarriers; each consumer warp
 // releases a slot on its "empty" mbarrier once the MMAs reading it retired. Consumers keep one wgmma
 // group in flight (wait_group 1) so the tensor cores are not drained between slots.
-// With CLUSTER=2 the two CTAs of a cluster (adjacent query tiles of one head) each load half of every
-// K/V tile and multicast it to both, halving L2->SM traffic for K and V; a slot is then refilled only
-// after the consumer warps of both CTAs released it (remote arrives on the "empty" barriers).
 // P for NWG*64 rows x NKB_MAX*256 keys must fit in shared memory: NWG=2 handles S_k <= 512, NWG=1
 // handles S_k <= 1024.
 // (already inlined: attn_common.cuh)
@@ -919,21 +916,19 @@ __device__ __forceinline__ unsigned char* stage1_slot(unsigned char* sP, unsigne
                              : sP + (s - kHopRingStages1) * L::kPanelsPerWg * kHopPanel + L::kLastBlockP;
 }
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+template <typename T, int NWG, int NKB_MAX>
 __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
                                         float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
                                         uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
                                         int n_dc);
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 128, 1)
+template <typename T, int NWG, int NKB_MAX>
+__global__ void __launch_bounds__(NWG * 128 + 128, 1)
     attn_hopper_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                        const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   using L = HopperLayout<NWG, NKB_MAX>;
   static_assert(L::kSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "K/V multicast is written for clusters of 1, 2 or 4 CTAs");
-  constexpr int kEmptyArrivals = CLUSTER * NWG * 4;  // every consumer warp of the cluster releases every slot
-  constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
+  constexpr int kEmptyArrivals = NWG * 4;  // every consumer warp releases every slot
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sP = smem;
@@ -948,11 +943,8 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * L::kRows;
   const int h = blockIdx.y, b = blockIdx.z;
-  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
-  // The CTAs of a cluster fill each other's slots, so they walk one item sequence: the causal key range
-  // is that of the cluster's last query tile (extra keys are masked anyway).
-  const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * L::kRows;
-  const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
+  const int m_end = (blockIdx.x + 1) * L::kRows;  // causal: no key past the tile's last row is visible
+  const int k_end = p.causal ? min(p.Sk, m_end) : p.Sk;
   const int n_kb = (k_end + kHopKeyBlock - 1) / kHopKeyBlock;
   const int n_kt = (k_end + kHopKeyTile - 1) / kHopKeyTile;
   const int n_c = (p.Dqk + kHopQkChunk - 1) / kHopQkChunk;
@@ -965,9 +957,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
     for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], kEmptyArrivals);
     fence_mbar_init();
   }
-  // Peers may multicast into this CTA and arrive on its barriers only once they exist.
-  if (CLUSTER > 1) cluster_sync();
-  else __syncthreads();
+  __syncthreads();  // the barriers exist before anyone waits on them
 
   if (tid >= L::kConsumerThreads) {
     // ---------------- producer warpgroup: one thread issues every load ----------------
@@ -980,15 +970,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
         // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
         // they are still in L2 (a second read of Q from HBM is the largest excess traffic at S_k = 512).
         const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
-        mbar_arrive_expect_tx(&full1[s], L::kStage1);  // own Q chunk + the whole K chunk (both halves)
+        mbar_arrive_expect_tx(&full1[s], L::kStage1);  // Q chunk + K chunk
         tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
-        if (CLUSTER == 1) {
-          tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
-        } else {
-          constexpr int rows = kHopKeyBlock / CLUSTER;
-          tma_load_4d_multicast(slot + L::kQChunk + rank * rows * kHopQkChunk * 2, &tm_k, &full1[s], c * kHopQkChunk,
-                                kb * kHopKeyBlock + rank * rows, h, b, kAllCtas);
-        }
+        tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
       }
       // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 ring slot is consumed.
       for (int s = 0; s < kHopRingStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / L::kStages1) & 1);
@@ -998,31 +982,25 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
         unsigned char* slot = sRing + s * L::kVTile;
         const int dc = j / n_kt, kt = j % n_kt;
         mbar_arrive_expect_tx(&full2[s], L::kVTile);
-        constexpr int rows = kHopKeyTile / CLUSTER;
 #pragma unroll
         for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
-          if (CLUSTER == 1) {
-            tma_load_4d(slot + pp * kHopVPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
-          } else {
-            tma_load_4d_multicast(slot + pp * kHopVPanel + rank * rows * 128, &tm_v, &full2[s],
-                                  dc * kHopDvChunk + pp * 64, kt * kHopKeyTile + rank * rows, h, b, kAllCtas);
-          }
+          tma_load_4d(slot + pp * kHopVPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
         }
       }
     }
   } else {
     setmaxnreg_inc<L::kConsumerRegs>();
-    consume<T, NWG, NKB_MAX, CLUSTER>(p, sP, sRing, sRatio, sInvL, full1, empty1, full2, empty2, m0, h, b, k_end,
-                                      n_kb, n_kt, n_c, n_dc);
+    consume<T, NWG, NKB_MAX>(p, sP, sRing, sRatio, sInvL, full1, empty1, full2, empty2, m0, h, b, k_end, n_kb,
+                             n_kt, n_c, n_dc);
   }
-  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
-  // (__syncwarp: the producer's lanes diverged above; the cluster barrier wants whole warps.)
+  // Reconverges the producer warp's lanes (they diverged above). Nothing after it needs that any more (it
+  // preceded a cluster barrier), but without it ptxas schedules the whole kernel differently: kept so that the
+  // machine code stays that of the measured build.
   __syncwarp();
-  if (CLUSTER > 1) cluster_sync();
 }
 
 // Consumer warpgroups: everything but the loads.
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+template <typename T, int NWG, int NKB_MAX>
 __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
                                         float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
                                         uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
@@ -1044,14 +1022,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
   unsigned char* sP_wg = sP + wg * L::kPanelsPerWg * kHopPanel;
   // This warp's reads of a slot are over once the MMA group that used it retired: release it then.
   auto release = [&](uint64_t* empty, int slot) {
-    if (lane == 0) {
-      if (CLUSTER == 1) {
-        mbar_arrive(&empty[slot]);
-      } else {
-#pragma unroll
-        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&empty[slot], r);
-      }
-    }
+    if (lane == 0) mbar_arrive(&empty[slot]);
   };
 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> smem ----------------
@@ -1096,8 +1067,8 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
       l_run[r] *= alpha;
     }
     if (kb == NKB_MAX - 1) {
-      // This block's P goes where phase-1 slot kHopRingStages1 + wg lived: every consumer warp (of every
-      // CTA of the cluster) must have released that slot's last use before it is overwritten.
+      // This block's P goes where phase-1 slot kHopRingStages1 + wg lived: every consumer warp must have
+      // released that slot's last use before it is overwritten.
       const int s = kHopRingStages1 + wg, n1 = n_kb * n_c;
       if (s < n1) mbar_wait(&empty1[s], ((n1 - 1 - s) / L::kStages1) & 1);
     }
@@ -1435,7 +1406,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
   // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 22: not built.)
-  static_assert((CLUSTER == 1 || CLUSTER == 2) && (KSPLIT == 1 || KSPLIT == 2) && (CLUSTER == 1 || KSPLIT == 1),
+  static_assert((CLUSTER == 2 && KSPLIT == 1) || (CLUSTER == 1 && KSPLIT == 2),
                 "written for K/V multicast over 2 CTAs or keys split over 2 CTAs, not both");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
@@ -1454,7 +1425,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   const int n_c = (p.Dqk + kRpQkChunk - 1) / kRpQkChunk;
   const int n_dc = (p.Dv + kRpDvChunk - 1) / kRpDvChunk;
   const RpTile<CLUSTER, KSPLIT> tile(p);
-  const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0;
+  const uint32_t rank = cluster_ctarank();
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
@@ -1469,9 +1440,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     if (KSPLIT > 1) mbar_arrive_expect_tx(bar.stats_full, kRpStatsBytes);
     fence_mbar_init();
   }
-  // Peers write into this CTA and arrive on its barriers only once they exist.
-  if (CLUSTER * KSPLIT > 1) cluster_sync();
-  else __syncthreads();
+  cluster_sync();  // peers write into this CTA and arrive on its barriers only once they exist
 
   if (tid >= kRpConsumerThreads) {
     // ---------------- producer warpgroup: one thread issues every load ----------------
@@ -1574,8 +1543,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   // This warp's O staging area, computed where used (a register holding it through phase 1 spilled).
   auto stage = [&]() { return smem_u32(ring) + kRpRingBytes + kRpStatsBytes + (threadIdx.x / 32) * kStageBytesPerWarp; };
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
-  const uint32_t peer = CLUSTER * KSPLIT > 1 ? cluster_ctarank() ^ 1u : 0u;  // split keys: the other half
-  const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0u;
+  const uint32_t peer = cluster_ctarank() ^ 1u;  // split keys: the other half
+  const uint32_t rank = cluster_ctarank();
   // Waits for the next item's bytes; returns its first granule.
   auto acquire = [&](int granules) {
     const int at = st.place(granules);
@@ -1826,11 +1795,13 @@ namespace kforge_attn {
 // over 2-CTA clusters (S_k <= 512); for S_k <= 1024 P in registers with the keys split over 2-CTA clusters,
 // or, causal, P in shared memory (the split kernel computes the masked half of the early query tiles: 1.27
 // vs 1.14 ms at B16 H16 S1024 D512, run 18).
-// Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
-// *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers;
-// *Split = clusters of two CTAs taking one half of the keys each.
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
-                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
+// Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024), both with P in
+// shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
+// tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
+// (4-7 were variants that were never dispatched; the numbers are not reused, so a path means the same kernel
+// in older generated files.)
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8,
+                      kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -1981,14 +1952,13 @@ static void launch_wgmma(const AttnParams& p, const at::Tensor& q, const at::Ten
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+template <typename T, int NWG, int NKB_MAX>
 static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           cudaStream_t stream) {
   using L = HopperLayout<NWG, NKB_MAX>;
-  launch_wgmma<attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>>(
+  launch_wgmma<attn_hopper_kernel<T, NWG, NKB_MAX>>(
       p, q, k, v,
-      {L::kMaxKeys, L::kRows, L::kRows, kHopQkChunk, kHopKeyBlock / CLUSTER, kHopKeyTile / CLUSTER, CLUSTER, 1,
-       L::kThreads, L::kSmemBytes},
+      {L::kMaxKeys, L::kRows, L::kRows, kHopQkChunk, kHopKeyBlock, kHopKeyTile, 1, 1, L::kThreads, L::kSmemBytes},
       stream);
 }
 
@@ -2009,12 +1979,8 @@ template <typename T>
 static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    cudaStream_t stream) {
   switch (path) {
-    case kHopperWide: return launch_hopper<T, 2, 2, 1>(p, q, k, v, stream);
-    case kHopperLong: return launch_hopper<T, 1, 4, 1>(p, q, k, v, stream);
-    case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
-    case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
-    case kHopperWideMc4: return launch_hopper<T, 2, 2, 4>(p, q, k, v, stream);
-    case kHopperWideRegP: return launch_hopper_regp<T, 1, 1>(p, q, k, v, stream);
+    case kHopperWide: return launch_hopper<T, 2, 2>(p, q, k, v, stream);
+    case kHopperLong: return launch_hopper<T, 1, 4>(p, q, k, v, stream);
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
     default: break;
@@ -2048,7 +2014,9 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", txt(path));
+  TORCH_CHECK(path == kAuto || path == kGeneral || path == kHopperWide || path == kHopperLong ||
+                  path == kHopperWideRegPMc || path == kHopperWideRegPSplit,
+              "kforge attention: unknown path ", txt(path));
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -2098,8 +2066,9 @@ _KF_ATTN_CPP_SOURCE = r"""
 #include <torch/extension.h>
 
 // out = softmax(q k^T * scale, causal mask if is_causal) v. path: 0 auto, 1 general mma.sync kernel,
-// 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024, 4-6 their multicast variants, 7 wgmma kernel
-// with P in registers for S_k <= 512, 8 its multicast variant (2-8 need an sm_90 GPU).
+// 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024 (P in shared memory), 8 wgmma kernel with P in
+// registers for S_k <= 512 (2-CTA K/V multicast), 9 the same with the keys split over 2 CTAs for S_k <= 1024
+// (2, 3, 8, 9 need an sm_90 GPU).
 at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
                                     double scale, int64_t path);
 """
@@ -2234,12 +2203,10 @@ fallback_reason = _kf_attn_fallback_reason
 kforge_attention = _kf_attn_forward
 scaled_dot_product_attention = _kf_attn_sdpa
 
-# Kernel choice passed to the extension (mirrors `Path` in attention.cu); *_MC: clusters of two CTAs
-# multicasting K/V tiles.
-PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
-PATH_WGMMA_512_MC4 = 6
-PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
-PATH_WGMMA_512_REGP_MC = 8  # the same with 2-CTA clusters multicasting K/V
+# Kernel choice passed to the extension (mirrors `Path` in attention.cu).
+PATH_AUTO, PATH_GENERAL = 0, 1
+PATH_WGMMA_512, PATH_WGMMA_1024 = 2, 3  # P in shared memory, S_k <= 512 / <= 1024 (attn_hopper.cu)
+PATH_WGMMA_512_REGP_MC = 8  # S_k <= 512, P in registers, 2-CTA clusters multicasting K/V (attn_hopper_regp.cu)
 PATH_WGMMA_1024_REGP_SPLIT = 9  # S_k <= 1024, P in registers, the keys split over 2-CTA clusters
 
 

@@ -27,11 +27,13 @@ namespace kforge_attn {
 // over 2-CTA clusters (S_k <= 512); for S_k <= 1024 P in registers with the keys split over 2-CTA clusters,
 // or, causal, P in shared memory (the split kernel computes the masked half of the early query tiles: 1.27
 // vs 1.14 ms at B16 H16 S1024 D512, run 18).
-// Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024);
-// *Mc = clusters of two CTAs multicasting K/V tiles; WideRegP = 2 consumer warpgroups with P in registers;
-// *Split = clusters of two CTAs taking one half of the keys each.
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideMc = 4, kHopperLongMc = 5,
-                      kHopperWideMc4 = 6, kHopperWideRegP = 7, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
+// Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024), both with P in
+// shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
+// tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
+// (4-7 were variants that were never dispatched; the numbers are not reused, so a path means the same kernel
+// in older generated files.)
+enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8,
+                      kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -182,14 +184,13 @@ static void launch_wgmma(const AttnParams& p, const at::Tensor& q, const at::Ten
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+template <typename T, int NWG, int NKB_MAX>
 static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                           cudaStream_t stream) {
   using L = HopperLayout<NWG, NKB_MAX>;
-  launch_wgmma<attn_hopper_kernel<T, NWG, NKB_MAX, CLUSTER>>(
+  launch_wgmma<attn_hopper_kernel<T, NWG, NKB_MAX>>(
       p, q, k, v,
-      {L::kMaxKeys, L::kRows, L::kRows, kHopQkChunk, kHopKeyBlock / CLUSTER, kHopKeyTile / CLUSTER, CLUSTER, 1,
-       L::kThreads, L::kSmemBytes},
+      {L::kMaxKeys, L::kRows, L::kRows, kHopQkChunk, kHopKeyBlock, kHopKeyTile, 1, 1, L::kThreads, L::kSmemBytes},
       stream);
 }
 
@@ -210,12 +211,8 @@ template <typename T>
 static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    cudaStream_t stream) {
   switch (path) {
-    case kHopperWide: return launch_hopper<T, 2, 2, 1>(p, q, k, v, stream);
-    case kHopperLong: return launch_hopper<T, 1, 4, 1>(p, q, k, v, stream);
-    case kHopperWideMc: return launch_hopper<T, 2, 2, 2>(p, q, k, v, stream);
-    case kHopperLongMc: return launch_hopper<T, 1, 4, 2>(p, q, k, v, stream);
-    case kHopperWideMc4: return launch_hopper<T, 2, 2, 4>(p, q, k, v, stream);
-    case kHopperWideRegP: return launch_hopper_regp<T, 1, 1>(p, q, k, v, stream);
+    case kHopperWide: return launch_hopper<T, 2, 2>(p, q, k, v, stream);
+    case kHopperLong: return launch_hopper<T, 1, 4>(p, q, k, v, stream);
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
     default: break;
@@ -249,7 +246,9 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path >= kAuto && path <= kHopperWideRegPSplit, "kforge attention: unknown path ", txt(path));
+  TORCH_CHECK(path == kAuto || path == kGeneral || path == kHopperWide || path == kHopperLong ||
+                  path == kHopperWideRegPMc || path == kHopperWideRegPSplit,
+              "kforge attention: unknown path ", txt(path));
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());

@@ -10,8 +10,8 @@
 namespace kforge_attn {
 // Every (dtype x variant) the host dispatcher can launch (attention.cu's Path), nothing else.
 #define KFORGE_GENERAL(T, SLICE) template __global__ void attn_general_kernel<T, SLICE>(const __grid_constant__ AttnParams);
-#define KFORGE_HOPPER(T, NWG, NKB, CLUSTER)                                                                   \
-  template __global__ void attn_hopper_kernel<T, NWG, NKB, CLUSTER>(                                           \
+#define KFORGE_HOPPER(T, NWG, NKB)                                                                             \
+  template __global__ void attn_hopper_kernel<T, NWG, NKB>(                                                    \
       const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
       const __grid_constant__ CUtensorMap);
 #define KFORGE_HOPPER_REGP(T, CLUSTER, KSPLIT)                                                                \
@@ -21,12 +21,8 @@ namespace kforge_attn {
 #define KFORGE_ALL_VARIANTS(T)                                                                                \
   KFORGE_GENERAL(T, 64)                                                                                       \
   KFORGE_GENERAL(T, 128)                                                                                      \
-  KFORGE_HOPPER(T, 2, 2, 1)                                                                                   \
-  KFORGE_HOPPER(T, 2, 2, 2)                                                                                   \
-  KFORGE_HOPPER(T, 2, 2, 4)                                                                                   \
-  KFORGE_HOPPER(T, 1, 4, 1)                                                                                   \
-  KFORGE_HOPPER(T, 1, 4, 2)                                                                                   \
-  KFORGE_HOPPER_REGP(T, 1, 1)                                                                                 \
+  KFORGE_HOPPER(T, 2, 2)                                                                                      \
+  KFORGE_HOPPER(T, 1, 4)                                                                                      \
   KFORGE_HOPPER_REGP(T, 2, 1)                                                                                 \
   KFORGE_HOPPER_REGP(T, 1, 2)
 KFORGE_ALL_VARIANTS(__half)

@@ -15,9 +15,6 @@
 // tiles, 128B swizzle) over the same 96 KB. Slots complete on "full" mbarriers; each consumer warp
 // releases a slot on its "empty" mbarrier once the MMAs reading it retired. Consumers keep one wgmma
 // group in flight (wait_group 1) so the tensor cores are not drained between slots.
-// With CLUSTER=2 the two CTAs of a cluster (adjacent query tiles of one head) each load half of every
-// K/V tile and multicast it to both, halving L2->SM traffic for K and V; a slot is then refilled only
-// after the consumer warps of both CTAs released it (remote arrives on the "empty" barriers).
 // P for NWG*64 rows x NKB_MAX*256 keys must fit in shared memory: NWG=2 handles S_k <= 512, NWG=1
 // handles S_k <= 1024.
 #include "attn_common.cuh"
@@ -74,21 +71,19 @@ __device__ __forceinline__ unsigned char* stage1_slot(unsigned char* sP, unsigne
                              : sP + (s - kHopRingStages1) * L::kPanelsPerWg * kHopPanel + L::kLastBlockP;
 }
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+template <typename T, int NWG, int NKB_MAX>
 __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
                                         float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
                                         uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
                                         int n_dc);
 
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
-__global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 128, 1)
+template <typename T, int NWG, int NKB_MAX>
+__global__ void __launch_bounds__(NWG * 128 + 128, 1)
     attn_hopper_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                        const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   using L = HopperLayout<NWG, NKB_MAX>;
   static_assert(L::kSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  static_assert(CLUSTER == 1 || CLUSTER == 2 || CLUSTER == 4, "K/V multicast is written for clusters of 1, 2 or 4 CTAs");
-  constexpr int kEmptyArrivals = CLUSTER * NWG * 4;  // every consumer warp of the cluster releases every slot
-  constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
+  constexpr int kEmptyArrivals = NWG * 4;  // every consumer warp releases every slot
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sP = smem;
@@ -103,11 +98,8 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
   const int tid = threadIdx.x;
   const int m0 = blockIdx.x * L::kRows;
   const int h = blockIdx.y, b = blockIdx.z;
-  const uint32_t rank = CLUSTER > 1 ? cluster_ctarank() : 0;
-  // The CTAs of a cluster fill each other's slots, so they walk one item sequence: the causal key range
-  // is that of the cluster's last query tile (extra keys are masked anyway).
-  const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * L::kRows;
-  const int k_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
+  const int m_end = (blockIdx.x + 1) * L::kRows;  // causal: no key past the tile's last row is visible
+  const int k_end = p.causal ? min(p.Sk, m_end) : p.Sk;
   const int n_kb = (k_end + kHopKeyBlock - 1) / kHopKeyBlock;
   const int n_kt = (k_end + kHopKeyTile - 1) / kHopKeyTile;
   const int n_c = (p.Dqk + kHopQkChunk - 1) / kHopQkChunk;
@@ -120,9 +112,7 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
     for (int s = 0; s < kHopStages2; ++s) mbar_init(&full2[s], 1), mbar_init(&empty2[s], kEmptyArrivals);
     fence_mbar_init();
   }
-  // Peers may multicast into this CTA and arrive on its barriers only once they exist.
-  if (CLUSTER > 1) cluster_sync();
-  else __syncthreads();
+  __syncthreads();  // the barriers exist before anyone waits on them
 
   if (tid >= L::kConsumerThreads) {
     // ---------------- producer warpgroup: one thread issues every load ----------------
@@ -135,15 +125,9 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
         // Odd key blocks walk the head dim backwards: the Q chunks loaded last are re-read first, while
         // they are still in L2 (a second read of Q from HBM is the largest excess traffic at S_k = 512).
         const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
-        mbar_arrive_expect_tx(&full1[s], L::kStage1);  // own Q chunk + the whole K chunk (both halves)
+        mbar_arrive_expect_tx(&full1[s], L::kStage1);  // Q chunk + K chunk
         tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
-        if (CLUSTER == 1) {
-          tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
-        } else {
-          constexpr int rows = kHopKeyBlock / CLUSTER;
-          tma_load_4d_multicast(slot + L::kQChunk + rank * rows * kHopQkChunk * 2, &tm_k, &full1[s], c * kHopQkChunk,
-                                kb * kHopKeyBlock + rank * rows, h, b, kAllCtas);
-        }
+        tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
       }
       // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 ring slot is consumed.
       for (int s = 0; s < kHopRingStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / L::kStages1) & 1);
@@ -153,31 +137,25 @@ __global__ void __cluster_dims__(CLUSTER, 1, 1) __launch_bounds__(NWG * 128 + 12
         unsigned char* slot = sRing + s * L::kVTile;
         const int dc = j / n_kt, kt = j % n_kt;
         mbar_arrive_expect_tx(&full2[s], L::kVTile);
-        constexpr int rows = kHopKeyTile / CLUSTER;
 #pragma unroll
         for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
-          if (CLUSTER == 1) {
-            tma_load_4d(slot + pp * kHopVPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
-          } else {
-            tma_load_4d_multicast(slot + pp * kHopVPanel + rank * rows * 128, &tm_v, &full2[s],
-                                  dc * kHopDvChunk + pp * 64, kt * kHopKeyTile + rank * rows, h, b, kAllCtas);
-          }
+          tma_load_4d(slot + pp * kHopVPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
         }
       }
     }
   } else {
     setmaxnreg_inc<L::kConsumerRegs>();
-    consume<T, NWG, NKB_MAX, CLUSTER>(p, sP, sRing, sRatio, sInvL, full1, empty1, full2, empty2, m0, h, b, k_end,
-                                      n_kb, n_kt, n_c, n_dc);
+    consume<T, NWG, NKB_MAX>(p, sP, sRing, sRatio, sInvL, full1, empty1, full2, empty2, m0, h, b, k_end, n_kb,
+                             n_kt, n_c, n_dc);
   }
-  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
-  // (__syncwarp: the producer's lanes diverged above; the cluster barrier wants whole warps.)
+  // Reconverges the producer warp's lanes (they diverged above). Nothing after it needs that any more (it
+  // preceded a cluster barrier), but without it ptxas schedules the whole kernel differently: kept so that the
+  // machine code stays that of the measured build.
   __syncwarp();
-  if (CLUSTER > 1) cluster_sync();
 }
 
 // Consumer warpgroups: everything but the loads.
-template <typename T, int NWG, int NKB_MAX, int CLUSTER>
+template <typename T, int NWG, int NKB_MAX>
 __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, unsigned char* sRing, float* sRatio,
                                         float* sInvL, uint64_t* full1, uint64_t* empty1, uint64_t* full2,
                                         uint64_t* empty2, int m0, int h, int b, int k_end, int n_kb, int n_kt, int n_c,
@@ -199,14 +177,7 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
   unsigned char* sP_wg = sP + wg * L::kPanelsPerWg * kHopPanel;
   // This warp's reads of a slot are over once the MMA group that used it retired: release it then.
   auto release = [&](uint64_t* empty, int slot) {
-    if (lane == 0) {
-      if (CLUSTER == 1) {
-        mbar_arrive(&empty[slot]);
-      } else {
-#pragma unroll
-        for (int r = 0; r < CLUSTER; ++r) mbar_arrive_cluster(&empty[slot], r);
-      }
-    }
+    if (lane == 0) mbar_arrive(&empty[slot]);
   };
 
   // ---------------- phase 1: S_kb = Q K_kb^T over Dqk chunks; softmax statistics; P_kb -> smem ----------------
@@ -251,8 +222,8 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
       l_run[r] *= alpha;
     }
     if (kb == NKB_MAX - 1) {
-      // This block's P goes where phase-1 slot kHopRingStages1 + wg lived: every consumer warp (of every
-      // CTA of the cluster) must have released that slot's last use before it is overwritten.
+      // This block's P goes where phase-1 slot kHopRingStages1 + wg lived: every consumer warp must have
+      // released that slot's last use before it is overwritten.
       const int s = kHopRingStages1 + wg, n1 = n_kb * n_c;
       if (s < n1) mbar_wait(&empty1[s], ((n1 - 1 - s) / L::kStages1) & 1);
     }

@@ -164,7 +164,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
   // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 22: not built.)
-  static_assert((CLUSTER == 1 || CLUSTER == 2) && (KSPLIT == 1 || KSPLIT == 2) && (CLUSTER == 1 || KSPLIT == 1),
+  static_assert((CLUSTER == 2 && KSPLIT == 1) || (CLUSTER == 1 && KSPLIT == 2),
                 "written for K/V multicast over 2 CTAs or keys split over 2 CTAs, not both");
   extern __shared__ unsigned char smem_raw[];
   unsigned char* ring =
@@ -183,7 +183,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   const int n_c = (p.Dqk + kRpQkChunk - 1) / kRpQkChunk;
   const int n_dc = (p.Dv + kRpDvChunk - 1) / kRpDvChunk;
   const RpTile<CLUSTER, KSPLIT> tile(p);
-  const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0;
+  const uint32_t rank = cluster_ctarank();
   constexpr uint16_t kAllCtas = (1u << CLUSTER) - 1;
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
@@ -198,9 +198,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     if (KSPLIT > 1) mbar_arrive_expect_tx(bar.stats_full, kRpStatsBytes);
     fence_mbar_init();
   }
-  // Peers write into this CTA and arrive on its barriers only once they exist.
-  if (CLUSTER * KSPLIT > 1) cluster_sync();
-  else __syncthreads();
+  cluster_sync();  // peers write into this CTA and arrive on its barriers only once they exist
 
   if (tid >= kRpConsumerThreads) {
     // ---------------- producer warpgroup: one thread issues every load ----------------
@@ -303,8 +301,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   // This warp's O staging area, computed where used (a register holding it through phase 1 spilled).
   auto stage = [&]() { return smem_u32(ring) + kRpRingBytes + kRpStatsBytes + (threadIdx.x / 32) * kStageBytesPerWarp; };
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
-  const uint32_t peer = CLUSTER * KSPLIT > 1 ? cluster_ctarank() ^ 1u : 0u;  // split keys: the other half
-  const uint32_t rank = CLUSTER * KSPLIT > 1 ? cluster_ctarank() : 0u;
+  const uint32_t peer = cluster_ctarank() ^ 1u;  // split keys: the other half
+  const uint32_t rank = cluster_ctarank();
   // Waits for the next item's bytes; returns its first granule.
   auto acquire = [&](int granules) {
     const int at = st.place(granules);

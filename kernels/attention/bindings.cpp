@@ -2,7 +2,8 @@
 #include <torch/extension.h>
 
 // out = softmax(q k^T * scale, causal mask if is_causal) v. path: 0 auto, 1 general mma.sync kernel,
-// 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024, 4-6 their multicast variants, 7 wgmma kernel
-// with P in registers for S_k <= 512, 8 its multicast variant (2-8 need an sm_90 GPU).
+// 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024 (P in shared memory), 8 wgmma kernel with P in
+// registers for S_k <= 512 (2-CTA K/V multicast), 9 the same with the keys split over 2 CTAs for S_k <= 1024
+// (2, 3, 8, 9 need an sm_90 GPU).
 at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
                                     double scale, int64_t path);

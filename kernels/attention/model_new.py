@@ -39,12 +39,10 @@ fallback_reason = _kf_attn_fallback_reason
 kforge_attention = _kf_attn_forward
 scaled_dot_product_attention = _kf_attn_sdpa
 
-# Kernel choice passed to the extension (mirrors `Path` in attention.cu); *_MC: clusters of two CTAs
-# multicasting K/V tiles.
-PATH_AUTO, PATH_GENERAL, PATH_WGMMA_512, PATH_WGMMA_1024, PATH_WGMMA_512_MC, PATH_WGMMA_1024_MC = 0, 1, 2, 3, 4, 5
-PATH_WGMMA_512_MC4 = 6
-PATH_WGMMA_512_REGP = 7  # S_k <= 512 with P in registers (attn_hopper_regp.cu)
-PATH_WGMMA_512_REGP_MC = 8  # the same with 2-CTA clusters multicasting K/V
+# Kernel choice passed to the extension (mirrors `Path` in attention.cu).
+PATH_AUTO, PATH_GENERAL = 0, 1
+PATH_WGMMA_512, PATH_WGMMA_1024 = 2, 3  # P in shared memory, S_k <= 512 / <= 1024 (attn_hopper.cu)
+PATH_WGMMA_512_REGP_MC = 8  # S_k <= 512, P in registers, 2-CTA clusters multicasting K/V (attn_hopper_regp.cu)
 PATH_WGMMA_1024_REGP_SPLIT = 9  # S_k <= 1024, P in registers, the keys split over 2-CTA clusters
 
 
