@@ -1,13 +1,15 @@
-"""A/B of compile-time kernel variants in one process (device script).
+"""A/B of kernel builds in one process (device script).
 
-    python3 bench/attention/ab_variants.py NAME=-DFLAG=1,-DOTHER=2 NAME2= NAME3@FILE= ... [--reps 30] [--out DIR]
+    python3 bench/attention/ab_variants.py NAME= NAME2@FILE= NAME3@FILE=-DFLAG=1,-DOTHER=2 ... [--reps 30] [--out DIR]
 
 Each NAME=defines builds the generated ModelNew's CUDA source (NAME@FILE=defines: that of the generated
-ModelNew file FILE, e.g. an earlier commit's written out with `git show`) with those macros as its own extension (all
-builds run in parallel subprocesses, then load from the cache), and every variant's kernel is timed
-round-robin with PyTorch's SDPA on the same inputs (L2 flushed before every call, CUDA events, medians):
-the seed shape (fp16, bf16) through the register-P multicast path and B16 H16 S1024 D512 through the
-split-key path; the shipped ModelNew call is timed next to them. Each variant's output is checked against a
+ModelNew file FILE, e.g. an earlier commit's or a branch's written out with `git show`) with those macros as its
+own extension (all builds run in parallel subprocesses, then load from the cache). The shipped sources read no
+macro: an experiment that needs one lives on a branch, and its generated file is built here as NAME@FILE.
+Every variant's kernel is timed round-robin with PyTorch's SDPA
+on the same inputs (L2 flushed before every call, CUDA events, medians): the seed shape (fp16, bf16) through the
+register-P multicast path and B16 H16 S1024 D512 through the split-key path; the shipped ModelNew call is timed
+next to them. Each variant's output is checked against a
 float64 reference on a head subset before timing.
 """
 

@@ -1197,94 +1197,6 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
 // (already inlined: attn_common.cuh)
 // (already inlined: attn_wgmma.cuh)
 // (already inlined: attn_epilogue.cuh)
-// ---- begin attn_timeline.cuh ----
-// Per-CTA timeline for diagnosis (compiled only with -DKFORGE_TIMELINE=<max CTAs>; the shipped kernels record
-// nothing): the SM a CTA ran on and the global-timer nanoseconds of its start and of its last consumer warp's
-// end, so a script can see waves, the gaps between one CTA and the next on an SM, and the last wave's tail
-// (bench/attention/timeline.py reads it back).
-#pragma once
-#include <stdint.h>
-
-namespace kforge_attn {
-
-#ifdef KFORGE_TIMELINE
-struct CtaSpan {
-  unsigned long long start, end;
-  uint32_t smid, cta;
-};
-__device__ CtaSpan g_kforge_timeline[KFORGE_TIMELINE];
-constexpr int kTimelineMarks = 24;  // per consumer warpgroup
-__device__ unsigned long long g_kforge_marks[KFORGE_TIMELINE][2][kTimelineMarks];
-
-__device__ __forceinline__ unsigned long long global_timer_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
-  return t;
-}
-__device__ __forceinline__ uint32_t linear_cta() {
-  return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-}
-// Called by one thread as the CTA starts.
-__device__ __forceinline__ void timeline_start() {
-  const uint32_t cta = linear_cta();
-  if (cta >= KFORGE_TIMELINE) return;
-  uint32_t smid;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-  g_kforge_timeline[cta].start = global_timer_ns();
-  g_kforge_timeline[cta].smid = smid;
-  g_kforge_timeline[cta].cta = cta;
-}
-// Called by every consumer warp (one lane) once it is done: the CTA ends with the last of them.
-__device__ __forceinline__ void timeline_end() {
-  const uint32_t cta = linear_cta();
-  if (cta < KFORGE_TIMELINE) atomicMax(&g_kforge_timeline[cta].end, global_timer_ns());
-}
-// Called by all threads of a consumer warpgroup; its first thread records the time once `dep` (a register the
-// event produced: an accumulator after its MMAs retired, a packed P value) is available. ptxas schedules a
-// timer read like any instruction without inputs: without the predicate on `dep` it hoisted the read above
-// the wgmma wait, and a mark said "MMAs retired" when they had only been issued. All in one asm statement, so
-// that nothing it computes stays live in the kernel's registers (the consumers sit at their register limit,
-// and a C++ version made ptxas spill).
-__device__ __forceinline__ void timeline_mark(int wg, int mark, uint32_t dep) {
-  asm volatile(
-      "{\n"
-      ".reg .u32 tx, bx, by, bz, nx, ny, lin;\n"
-      ".reg .u64 t, addr;\n"
-      ".reg .pred skip, after;\n"
-      "mov.u32 tx, %%tid.x;\n"
-      "and.b32 tx, tx, 127;\n"
-      "setp.ne.u32 skip, tx, 0;\n"
-      "@skip bra MARK_DONE_%=;\n"
-      "mov.u32 bx, %%ctaid.x;\n"
-      "mov.u32 by, %%ctaid.y;\n"
-      "mov.u32 bz, %%ctaid.z;\n"
-      "mov.u32 nx, %%nctaid.x;\n"
-      "mov.u32 ny, %%nctaid.y;\n"
-      "mad.lo.u32 lin, bz, ny, by;\n"
-      "mad.lo.u32 lin, lin, nx, bx;\n"
-      "setp.ge.u32 skip, lin, %3;\n"
-      "@skip bra MARK_DONE_%=;\n"
-      "mad.lo.u32 lin, lin, 2, %1;\n"
-      "mad.lo.u32 lin, lin, %4, %2;\n"
-      "mul.wide.u32 addr, lin, 8;\n"
-      "add.u64 addr, addr, %0;\n"
-      "setp.ne.u32 after, %5, 0x7FC0DEAD;\n"
-      "mov.u64 t, 0;\n"
-      "@after mov.u64 t, %%globaltimer;\n"
-      "st.global.u64 [addr], t;\n"
-      "MARK_DONE_%=:\n"
-      "}\n" ::"l"(&g_kforge_marks[0][0][0]),
-      "r"(wg), "r"(mark), "n"(KFORGE_TIMELINE), "n"(kTimelineMarks), "r"(dep)
-      : "memory");
-}
-#else
-__device__ __forceinline__ void timeline_start() {}
-__device__ __forceinline__ void timeline_end() {}
-__device__ __forceinline__ void timeline_mark(int, int, uint32_t) {}
-#endif
-
-}  // namespace kforge_attn
-// ---- end attn_timeline.cuh ----
 #include <cuda.h>  // CUtensorMap
 
 namespace kforge_attn {
@@ -1318,15 +1230,10 @@ constexpr int kRpStatsBytes = kRpRows * 8;  // split keys: the peer's (m, l) per
 constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
 constexpr int kRpStageBytes = kRpConsumerWarps * kStageBytesPerWarp;  // O epilogue, store_o_chunk_staged
 constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + kRpStageBytes + (2 * kRpGranules + 4) * 8;
-#ifndef KFORGE_PHASE2_LAG
-#define KFORGE_PHASE2_LAG 4  // runs 19-20: +1.5-2.3% at the seed shape (2 and 6: no better)
-#endif
-#ifndef KFORGE_SPLIT_LAG
-#define KFORGE_SPLIT_LAG 0
-#endif
-// V tiles warpgroup 0 runs ahead of warpgroup 1 in phase 2 (one CTA per tile / keys split over two)
-constexpr int kPhase2Lag = KFORGE_PHASE2_LAG, kSplitLag = KFORGE_SPLIT_LAG;
-constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)  // each releases every item (of every CTA of a cluster)
+// V tiles warpgroup 0 issues in its first output chunk before warpgroup 1 starts (multicast kernel; the split
+// kernel starts both at once): see accumulate_chunk.
+constexpr int kPhase2Lag = 4;
+constexpr int kLagBarrier = 3;  // named barrier id (0: __syncthreads)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
 // holds, per granule, the parity of the barrier phase this side waits for next.
@@ -1430,7 +1337,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
   if (tid == 0) {
-    timeline_start();
     for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
     mbar_init(bar.done, CLUSTER > 1 ? (CLUSTER - 1) * kRpConsumerWarps : 1);
     mbar_init(bar.stats_full, 1);
@@ -1525,7 +1431,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
       }
       mbar_wait(bar.done, 0);
     }
-    if (tid % 32 == 0) timeline_end();
   }
 }
 
@@ -1582,7 +1487,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     int pending = -1;  // item whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
       const int at = acquire(kRpItem1);
-      if (kb == 0 && c == 0) timeline_mark(wg, 0, at);  // first data of the tile
       const unsigned char* slot = ring + at * kRpGranule;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kRpQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + kRpQBytes);
@@ -1599,7 +1503,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     wgmma_wait<0>();
     reg_fence(acc);
     release(pending, kRpItem1);
-    timeline_mark(wg, 1 + 2 * kb, __float_as_uint(acc[127]));  // key block kb's QK^T retired
 
     // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
     const int key0 = tile.key0 + kb * kRpKeyBlock;
@@ -1638,7 +1541,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
       pr[kb][2 * jn + 1] = Pack2<T>::from_floats(p2, p3);
     }
-    timeline_mark(wg, 2 + 2 * kb, pr[kb][63]);  // its softmax done
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -1682,7 +1584,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   // Leaves this CTA's unnormalised sum for output columns dc in acc[0..63]. In the first chunk warpgroup 1
   // starts only once warpgroup 0 has issued kPhase2Lag tiles, so that from then on one warpgroup's
   // epilogue falls under the other's MMAs.
-  constexpr int kLag = KSPLIT == 1 ? kPhase2Lag : kSplitLag;
+  constexpr int kLag = KSPLIT == 1 ? kPhase2Lag : 0;
   auto accumulate_chunk = [&](bool first) {
     if (kLag > 0 && first && wg == 1) named_bar_sync(kLagBarrier, kRpConsumerThreads);
 #pragma unroll
@@ -1730,9 +1632,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   if (KSPLIT == 1) {
     for (int dc = 0; dc < n_dc; ++dc) {
       accumulate_chunk(dc == 0);
-      timeline_mark(wg, 5 + dc, __float_as_uint(acc[63]));  // output chunk dc's P.V retired
       store_chunk(dc, o_scale[0], o_scale[1]);
-      timeline_mark(wg, 13 + dc, 0u);  // and stored
     }
     return;
   }
@@ -1754,7 +1654,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         partial_parity = st.take_parity(partial_at);
       }
       accumulate_chunk(first);
-      timeline_mark(wg, 5 + 2 * pair + half, __float_as_uint(acc[63]));
       if (first) combine_stats();
       first = false;
       if (half == 0) {
@@ -1781,7 +1680,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         release(partial_at, kRpItemPartial);
         if (lane == 0) mbar_arrive(bar.partial_read);
       }
-      timeline_mark(wg, 13 + 2 * pair + half, 0u);
     }
   }
 }

@@ -42,7 +42,6 @@
 #include "attn_common.cuh"
 #include "attn_wgmma.cuh"
 #include "attn_epilogue.cuh"
-#include "attn_timeline.cuh"
 #include <cuda.h>  // CUtensorMap
 
 namespace kforge_attn {
@@ -76,15 +75,10 @@ constexpr int kRpStatsBytes = kRpRows * 8;  // split keys: the peer's (m, l) per
 constexpr int kRpConsumerWarps = kRpConsumerThreads / 32;
 constexpr int kRpStageBytes = kRpConsumerWarps * kStageBytesPerWarp;  // O epilogue, store_o_chunk_staged
 constexpr int kRpSmemBytes = kRpAlignSlack + kRpRingBytes + kRpStatsBytes + kRpStageBytes + (2 * kRpGranules + 4) * 8;
-#ifndef KFORGE_PHASE2_LAG
-#define KFORGE_PHASE2_LAG 4  // runs 19-20: +1.5-2.3% at the seed shape (2 and 6: no better)
-#endif
-#ifndef KFORGE_SPLIT_LAG
-#define KFORGE_SPLIT_LAG 0
-#endif
-// V tiles warpgroup 0 runs ahead of warpgroup 1 in phase 2 (one CTA per tile / keys split over two)
-constexpr int kPhase2Lag = KFORGE_PHASE2_LAG, kSplitLag = KFORGE_SPLIT_LAG;
-constexpr int kLagBarrier = 3;                // named barrier id (0: __syncthreads)  // each releases every item (of every CTA of a cluster)
+// V tiles warpgroup 0 issues in its first output chunk before warpgroup 1 starts (multicast kernel; the split
+// kernel starts both at once): see accumulate_chunk.
+constexpr int kPhase2Lag = 4;
+constexpr int kLagBarrier = 3;  // named barrier id (0: __syncthreads)
 
 // Where the next item goes; producer and consumers walk the same item sequence, so they agree. `bits`
 // holds, per granule, the parity of the barrier phase this side waits for next.
@@ -188,7 +182,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
   constexpr int kKRows = kRpKeyBlock / CLUSTER, kVRows = kRpKeyTile / CLUSTER;  // rows this CTA loads
 
   if (tid == 0) {
-    timeline_start();
     for (int q = 0; q < kRpGranules; ++q) mbar_init(&bar.full[q], 1), mbar_init(&bar.empty[q], CLUSTER * kRpConsumerWarps);
     mbar_init(bar.done, CLUSTER > 1 ? (CLUSTER - 1) * kRpConsumerWarps : 1);
     mbar_init(bar.stats_full, 1);
@@ -283,7 +276,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
       }
       mbar_wait(bar.done, 0);
     }
-    if (tid % 32 == 0) timeline_end();
   }
 }
 
@@ -340,7 +332,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     int pending = -1;  // item whose MMA group may still be in flight
     for (int c = 0; c < n_c; ++c) {
       const int at = acquire(kRpItem1);
-      if (kb == 0 && c == 0) timeline_mark(wg, 0, at);  // first data of the tile
       const unsigned char* slot = ring + at * kRpGranule;
       const uint32_t a_base = smem_u32(slot + wg * 64 * kRpQkChunk * 2);
       const uint32_t b_base = smem_u32(slot + kRpQBytes);
@@ -357,7 +348,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     wgmma_wait<0>();
     reg_fence(acc);
     release(pending, kRpItem1);
-    timeline_mark(wg, 1 + 2 * kb, __float_as_uint(acc[127]));  // key block kb's QK^T retired
 
     // Masking is needed only in a block that reaches past this CTA's keys or crosses the causal diagonal.
     const int key0 = tile.key0 + kb * kRpKeyBlock;
@@ -396,7 +386,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
       pr[kb][2 * jn + 1] = Pack2<T>::from_floats(p2, p3);
     }
-    timeline_mark(wg, 2 + 2 * kb, pr[kb][63]);  // its softmax done
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -440,7 +429,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   // Leaves this CTA's unnormalised sum for output columns dc in acc[0..63]. In the first chunk warpgroup 1
   // starts only once warpgroup 0 has issued kPhase2Lag tiles, so that from then on one warpgroup's
   // epilogue falls under the other's MMAs.
-  constexpr int kLag = KSPLIT == 1 ? kPhase2Lag : kSplitLag;
+  constexpr int kLag = KSPLIT == 1 ? kPhase2Lag : 0;
   auto accumulate_chunk = [&](bool first) {
     if (kLag > 0 && first && wg == 1) named_bar_sync(kLagBarrier, kRpConsumerThreads);
 #pragma unroll
@@ -488,9 +477,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   if (KSPLIT == 1) {
     for (int dc = 0; dc < n_dc; ++dc) {
       accumulate_chunk(dc == 0);
-      timeline_mark(wg, 5 + dc, __float_as_uint(acc[63]));  // output chunk dc's P.V retired
       store_chunk(dc, o_scale[0], o_scale[1]);
-      timeline_mark(wg, 13 + dc, 0u);  // and stored
     }
     return;
   }
@@ -512,7 +499,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         partial_parity = st.take_parity(partial_at);
       }
       accumulate_chunk(first);
-      timeline_mark(wg, 5 + 2 * pair + half, __float_as_uint(acc[63]));
       if (first) combine_stats();
       first = false;
       if (half == 0) {
@@ -539,7 +525,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
         release(partial_at, kRpItemPartial);
         if (lane == 0) mbar_arrive(bar.partial_read);
       }
-      timeline_mark(wg, 13 + 2 * pair + half, 0u);
     }
   }
 }
