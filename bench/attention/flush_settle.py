@@ -36,8 +36,9 @@ def main():
     for b, h, s, d, dtype in [(32, 32, 512, 1024, torch.float16), (16, 16, 1024, 512, torch.float16),
                               (32, 32, 512, 1024, torch.bfloat16)]:
         q, k, v = make_inputs(b, h, s, s, d, d, dtype, False, gen)
+        path = mod.kernel_path(s, False, d ** -0.5)  # the kernel the ModelNew dispatches to
         fns = {"pytorch_sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
-               "kernel": lambda: ext.kforge_attention_forward(q, k, v, False, d ** -0.5, mod.PATH_AUTO),
+               "kernel": lambda: ext.kforge_attention_forward(q, k, v, False, d ** -0.5, path),
                "modelnew": lambda: mod.scaled_dot_product_attention(q, k, v)}
         for method, timer in methods.items():
             t = timer.median_ms(fns, args.reps, warmup=3)

@@ -42,7 +42,8 @@ def main():
     ext = mod._extension().kforge_attention_forward
     parts = {
         "fallback_reason": lambda: mod.fallback_reason(q, k, v),
-        "extension_call": lambda: ext(q, k, v, False, 1 / 32, mod.PATH_AUTO),
+        "dispatch": lambda: mod.dispatch(q, k, v),
+        "extension_call": lambda: ext(q, k, v, False, 1 / 32, mod.PATH_WGMMA_512_REGP_MC),
         "modelnew_sdpa": lambda: mod.scaled_dot_product_attention(q, k, v),
         "torch_sdpa": lambda: F.scaled_dot_product_attention(q, k, v),
     }

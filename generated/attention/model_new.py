@@ -10,7 +10,8 @@ Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistic
             S x S matrix never reaches HBM): S_k <= 512 keeps P in registers and all shared memory for loads
             in flight, O in 128-wide head-dim chunks, 2-CTA clusters sharing K/V loads; S_k <= 1024 splits
             the keys over a 2-CTA cluster (each CTA holds P of its half in registers; partial O chunks are
-            combined through distributed shared memory), or, causal, stages P in shared memory.
+            combined through distributed shared memory), or, causal, stages P in shared memory. A zero or
+            negative scale: P in shared memory at every S_k.
   general   any shape the recipe accepts: mma.sync, online softmax, O in 128-wide head-dim slices.
 Both: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
@@ -18,19 +19,27 @@ is_causal (top-left, as SDPA), any scale, batch and heads of any size.
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
 flash/cuDNN kernels are faster there, measured), key lengths above 1024 (our general kernel is slower
-than PyTorch's memory-efficient one there, measured; call `kforge_attention` to use it anyway), attn_mask, dropout_p > 0, enable_gqa, CPU tensors,
-float32 (PyTorch's own fp32 path; its error vs float64 is in bench/attention/NOTES.md), head dims not
-a multiple of 8 or above 1024, misaligned or non-unit-stride head dims, inputs requiring grad while
-autograd records, GPUs other than sm_90, and empty sequences.
+than PyTorch's memory-efficient one there, measured; call `kforge_attention` to use it anyway), attn_mask,
+dropout_p > 0, enable_gqa, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
+bench/attention/NOTES.md), head dims not a multiple of 8 or above 1024, misaligned or non-unit-stride head
+dims, inputs requiring grad while autograd records, GPUs other than sm_90, and empty sequences.
+
+One function decides, per call, all of the above: `dispatch` (PyTorch's reason from `fallback_reason`, else the
+kernel from `kernel_path`); the extension launches the kernel it is given and refuses inputs it cannot take.
 """
 
 import torch
 import torch.nn as nn
 
-# The attention recipe's Python side: building the extension, deciding per call whether a kforge kernel
-# covers the inputs, and calling it. `kforge emit` inlines this file into generated/attention/model_new.py
+# The attention recipe's Python side: building the extension, the dispatch decision (whether a kforge kernel
+# covers a call, and which one), and the call. `kforge emit` inlines this file into generated/attention/model_new.py
 # and `kforge optimize` into every ModelNew with an attention region, so both run the same host logic.
 # Names carry the _kf_attn_ prefix: the file lands in a module beside the reference's own code.
+#
+# The whole decision is made here (_kf_attn_dispatch: _kf_attn_fallback_reason, then _kf_attn_kernel_path); the
+# extension launches the kernel it is given and only checks that the kernel can take the inputs. Python, not C++:
+# the decision must be answerable where the extension is not built (CPU hosts, the guard of an optimized model
+# before any build), every call pays for it in host time, and the checks read tensor metadata Python already has.
 import math
 
 import torch
@@ -1689,17 +1698,14 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
 
 namespace kforge_attn {
 
-// Kernel choice. kAuto picks a wgmma kernel when the whole key row fits: P in registers with K/V multicast
-// over 2-CTA clusters (S_k <= 512); for S_k <= 1024 P in registers with the keys split over 2-CTA clusters,
-// or, causal, P in shared memory (the split kernel computes the masked half of the early query tiles: 1.27
-// vs 1.14 ms at B16 H16 S1024 D512, run 18).
+// The kernel a call runs. Chosen by the caller: the recipe's dispatch decision is made in Python (runtime.py,
+// _kf_attn_kernel_path); this file only checks that the chosen kernel can take the inputs.
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024), both with P in
 // shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
-// (4-7 were variants that were never dispatched; the numbers are not reused, so a path means the same kernel
-// in older generated files.)
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8,
-                      kHopperWideRegPSplit = 9 };
+// (0 was "choose here"; 4-7 were variants that were never dispatched. The numbers are not reused, so a path means
+// the same kernel in older generated files.)
+enum Path : int64_t { kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -1881,7 +1887,7 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperLong: return launch_hopper<T, 1, 4>(p, q, k, v, stream);
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
-    default: break;
+    default: break;  // kGeneral (forward refused every other value)
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
   const bool narrow = p.Dv <= 64;
@@ -1912,9 +1918,10 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path == kAuto || path == kGeneral || path == kHopperWide || path == kHopperLong ||
-                  path == kHopperWideRegPMc || path == kHopperWideRegPSplit,
-              "kforge attention: unknown path ", txt(path));
+  TORCH_CHECK(path == kGeneral || path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc ||
+                  path == kHopperWideRegPSplit,
+              "kforge attention: unknown kernel path ", txt(path),
+              " (1 general; 2, 3 P in shared memory; 8, 9 P in registers: the caller chooses, see runtime.py)");
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -1934,18 +1941,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
 
-  if (path == kAuto) {
-    int major = 0, minor = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q.get_device()));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
-    const bool hopper = major == 9 && minor == 0;
-    const bool regp = hopper && p.scale_log2 > 0.f;  // (a zero or negative scale: the shared-memory-P kernels)
-    if (regp && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
-    else if (regp && p.Sk <= 2 * kRpMaxKeys && !p.causal) path = kHopperWideRegPSplit;  // run 18: 1.43x run 13's
-    else if (hopper && p.Sk <= HopperLayout<2, 2>::kMaxKeys) path = kHopperWide;
-    else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
-    else path = kGeneral;
-  }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
   if (q.scalar_type() == at::kHalf) launch<__half>(p, path, q, k, v, stream);
   else launch<__nv_bfloat16>(p, path, q, k, v, stream);
@@ -1963,10 +1958,10 @@ _KF_ATTN_CPP_SOURCE = r"""
 // Declaration seen by the extension's C++ translation unit; load_inline(functions=[...]) binds it.
 #include <torch/extension.h>
 
-// out = softmax(q k^T * scale, causal mask if is_causal) v. path: 0 auto, 1 general mma.sync kernel,
-// 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024 (P in shared memory), 8 wgmma kernel with P in
-// registers for S_k <= 512 (2-CTA K/V multicast), 9 the same with the keys split over 2 CTAs for S_k <= 1024
-// (2, 3, 8, 9 need an sm_90 GPU).
+// out = softmax(q k^T * scale, causal mask if is_causal) v with the kernel `path` (chosen by the caller, runtime.py's
+// _kf_attn_kernel_path): 1 general mma.sync kernel, 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024
+// (P in shared memory), 8 wgmma kernel with P in registers for S_k <= 512 (2-CTA K/V multicast), 9 the same with
+// the keys split over 2 CTAs for S_k <= 1024 (8 and 9 need a positive scale). All need an sm_90 GPU.
 at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
                                     double scale, int64_t path);
 """
@@ -1978,7 +1973,19 @@ _KF_ATTN_MAX_HEAD_DIM = 1024
 # Longer key rows do not fit the wgmma kernel's shared-memory P buffer; the general kernel then
 # recomputes QK^T per 128-wide output slice and measured slower than PyTorch (bench/attention/NOTES.md).
 _KF_ATTN_WGMMA_MAX_KEYS = 1024
-_KF_ATTN_PATH_AUTO = 0  # kernel choice left to the extension (`Path` in attention.cu)
+# The register-P kernels hold P of at most this many keys per CTA (512: two 256-key blocks in registers).
+_KF_ATTN_REGP_MAX_KEYS = 512
+
+# Kernel paths: the extension's `path` argument (`Path` in attention.cu; 4-7 were withdrawn variants and are
+# not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
+_KF_ATTN_PATH_AUTO = 0
+_KF_ATTN_PATH_GENERAL = 1  # mma.sync, online softmax: any S_k
+_KF_ATTN_PATH_WGMMA_512 = 2  # wgmma, P in shared memory, 2 consumer warpgroups: S_k <= 512
+_KF_ATTN_PATH_WGMMA_1024 = 3  # wgmma, P in shared memory, 1 consumer warpgroup: S_k <= 1024
+_KF_ATTN_PATH_WGMMA_512_REGP_MC = 8  # wgmma, P in registers, 2-CTA clusters multicasting K/V: S_k <= 512
+_KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT = 9  # wgmma, P in registers, the keys split over a 2-CTA cluster: S_k <= 1024
+# float(kLog2e) of the kernels, as a double: the kernels work with scale_log2 = fp32(scale * _KF_ATTN_LOG2E_F32).
+_KF_ATTN_LOG2E_F32 = 1.4426950216293335
 
 _kf_attn_module = None
 
@@ -2022,7 +2029,8 @@ def _kf_attn_layout_ok(t: torch.Tensor) -> bool:
 
 
 def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
-    """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can.
+    """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can (which one:
+    _kf_attn_kernel_path). The first half of _kf_attn_dispatch, also called alone by optimized models' guards.
 
     Cheapest test first: most calls with head dims <= 256 go to PyTorch whatever else holds, and this
     function's own time is host overhead added to every call (measured: up to 0.79x of calling SDPA
@@ -2069,21 +2077,55 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     return None
 
 
+def _kf_attn_kernel_path(key_len, is_causal, scale):
+    """Which kernel runs a call the recipe takes (S_k keys, scale already resolved): the fastest measured.
+
+    The register-P kernels take each row's max of the unscaled S, so they need a scale that is positive after
+    rounding to fp32 (x rounds to a nonzero fp32 exactly when x > 2^-150); other scales go to the kernels with P
+    in shared memory. Causal calls with 512 < S_k <= 1024 go there too: the split kernel computes the masked half
+    of the early query tiles and measured slower (bench/attention/NOTES.md). Above 1024 keys only the general
+    kernel holds a row (the applicability check sends such calls to PyTorch; kforge_attention runs it anyway)."""
+    regp = scale * _KF_ATTN_LOG2E_F32 > 2.0**-150
+    if regp and key_len <= _KF_ATTN_REGP_MAX_KEYS:
+        return _KF_ATTN_PATH_WGMMA_512_REGP_MC
+    if regp and key_len <= 2 * _KF_ATTN_REGP_MAX_KEYS and not is_causal:
+        return _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT
+    if key_len <= 512:  # HopperLayout<2, 2>::kMaxKeys
+        return _KF_ATTN_PATH_WGMMA_512
+    if key_len <= _KF_ATTN_WGMMA_MAX_KEYS:  # HopperLayout<1, 4>::kMaxKeys
+        return _KF_ATTN_PATH_WGMMA_1024
+    return _KF_ATTN_PATH_GENERAL
+
+
+def _kf_attn_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """The recipe's dispatch decision for an SDPA call: (path, None) with the kernel path that runs it, or
+    (None, reason) when PyTorch's own SDPA must (the reason a short phrase)."""
+    reason = _kf_attn_fallback_reason(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    if reason is not None:
+        return None, reason
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    return _kf_attn_kernel_path(key.shape[-2], is_causal, scale), None
+
+
 def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_ATTN_PATH_AUTO):
-    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors."""
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
+    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors.
+    path: a _KF_ATTN_PATH_* kernel, or AUTO for _kf_attn_kernel_path's choice; the extension checks that the
+    kernel can take the inputs and raises otherwise."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    if path == _KF_ATTN_PATH_AUTO:
+        path = _kf_attn_kernel_path(key.shape[-2], is_causal, scale)
     squeeze = query.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out = _kf_attn_extension().kforge_attention_forward(query, key, value, bool(is_causal), float(scale), int(path))
+    out = _kf_attn_extension().kforge_attention_forward(query, key, value, bool(is_causal), scale, int(path))
     return out.squeeze(0) if squeeze else out
 
 
 def _kf_attn_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention, on kforge kernels where they apply."""
-    if _kf_attn_fallback_reason(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) is None:
-        return _kf_attn_forward(query, key, value, is_causal=is_causal, scale=scale)
+    path, _ = _kf_attn_dispatch(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if path is not None:
+        return _kf_attn_forward(query, key, value, is_causal=is_causal, scale=scale, path=path)
     kwargs = {"attn_mask": attn_mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}
     if enable_gqa:
         kwargs["enable_gqa"] = True  # only passed when set: the keyword is newer than PyTorch 2.1
@@ -2097,15 +2139,17 @@ MAX_HEAD_DIM = _KF_ATTN_MAX_HEAD_DIM
 WGMMA_MAX_KEYS = _KF_ATTN_WGMMA_MAX_KEYS
 _extension = _kf_attn_extension
 _is_sm90 = _kf_attn_is_sm90
+dispatch = _kf_attn_dispatch  # (kernel path, None) or (None, why PyTorch runs the call)
 fallback_reason = _kf_attn_fallback_reason
+kernel_path = _kf_attn_kernel_path
 kforge_attention = _kf_attn_forward
 scaled_dot_product_attention = _kf_attn_sdpa
 
-# Kernel choice passed to the extension (mirrors `Path` in attention.cu).
-PATH_AUTO, PATH_GENERAL = 0, 1
-PATH_WGMMA_512, PATH_WGMMA_1024 = 2, 3  # P in shared memory, S_k <= 512 / <= 1024 (attn_hopper.cu)
-PATH_WGMMA_512_REGP_MC = 8  # S_k <= 512, P in registers, 2-CTA clusters multicasting K/V (attn_hopper_regp.cu)
-PATH_WGMMA_1024_REGP_SPLIT = 9  # S_k <= 1024, P in registers, the keys split over 2-CTA clusters
+# Kernel paths for kforge_attention(path=...) (runtime.py; `Path` in attention.cu). AUTO: kernel_path's choice.
+PATH_AUTO, PATH_GENERAL = _KF_ATTN_PATH_AUTO, _KF_ATTN_PATH_GENERAL
+PATH_WGMMA_512, PATH_WGMMA_1024 = _KF_ATTN_PATH_WGMMA_512, _KF_ATTN_PATH_WGMMA_1024
+PATH_WGMMA_512_REGP_MC = _KF_ATTN_PATH_WGMMA_512_REGP_MC
+PATH_WGMMA_1024_REGP_SPLIT = _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT
 
 
 class ModelNew(nn.Module):

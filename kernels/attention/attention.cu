@@ -23,17 +23,14 @@
 
 namespace kforge_attn {
 
-// Kernel choice. kAuto picks a wgmma kernel when the whole key row fits: P in registers with K/V multicast
-// over 2-CTA clusters (S_k <= 512); for S_k <= 1024 P in registers with the keys split over 2-CTA clusters,
-// or, causal, P in shared memory (the split kernel computes the masked half of the early query tiles: 1.27
-// vs 1.14 ms at B16 H16 S1024 D512, run 18).
+// The kernel a call runs. Chosen by the caller: the recipe's dispatch decision is made in Python (runtime.py,
+// _kf_attn_kernel_path); this file only checks that the chosen kernel can take the inputs.
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024), both with P in
 // shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
-// (4-7 were variants that were never dispatched; the numbers are not reused, so a path means the same kernel
-// in older generated files.)
-enum Path : int64_t { kAuto = 0, kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8,
-                      kHopperWideRegPSplit = 9 };
+// (0 was "choose here"; 4-7 were variants that were never dispatched. The numbers are not reused, so a path means
+// the same kernel in older generated files.)
+enum Path : int64_t { kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -215,7 +212,7 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperLong: return launch_hopper<T, 1, 4>(p, q, k, v, stream);
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
-    default: break;
+    default: break;  // kGeneral (forward refused every other value)
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
   const bool narrow = p.Dv <= 64;
@@ -246,9 +243,10 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path == kAuto || path == kGeneral || path == kHopperWide || path == kHopperLong ||
-                  path == kHopperWideRegPMc || path == kHopperWideRegPSplit,
-              "kforge attention: unknown path ", txt(path));
+  TORCH_CHECK(path == kGeneral || path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc ||
+                  path == kHopperWideRegPSplit,
+              "kforge attention: unknown kernel path ", txt(path),
+              " (1 general; 2, 3 P in shared memory; 8, 9 P in registers: the caller chooses, see runtime.py)");
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -268,18 +266,6 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
 
-  if (path == kAuto) {
-    int major = 0, minor = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q.get_device()));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, q.get_device()));
-    const bool hopper = major == 9 && minor == 0;
-    const bool regp = hopper && p.scale_log2 > 0.f;  // (a zero or negative scale: the shared-memory-P kernels)
-    if (regp && p.Sk <= kRpMaxKeys) path = kHopperWideRegPMc;  // run 15: 1-7% faster than one CTA
-    else if (regp && p.Sk <= 2 * kRpMaxKeys && !p.causal) path = kHopperWideRegPSplit;  // run 18: 1.43x run 13's
-    else if (hopper && p.Sk <= HopperLayout<2, 2>::kMaxKeys) path = kHopperWide;
-    else if (hopper && p.Sk <= HopperLayout<1, 4>::kMaxKeys) path = kHopperLong;
-    else path = kGeneral;
-  }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
   if (q.scalar_type() == at::kHalf) launch<__half>(p, path, q, k, v, stream);
   else launch<__nv_bfloat16>(p, path, q, k, v, stream);

@@ -1,9 +1,9 @@
 // Declaration seen by the extension's C++ translation unit; load_inline(functions=[...]) binds it.
 #include <torch/extension.h>
 
-// out = softmax(q k^T * scale, causal mask if is_causal) v. path: 0 auto, 1 general mma.sync kernel,
-// 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024 (P in shared memory), 8 wgmma kernel with P in
-// registers for S_k <= 512 (2-CTA K/V multicast), 9 the same with the keys split over 2 CTAs for S_k <= 1024
-// (2, 3, 8, 9 need an sm_90 GPU).
+// out = softmax(q k^T * scale, causal mask if is_causal) v with the kernel `path` (chosen by the caller, runtime.py's
+// _kf_attn_kernel_path): 1 general mma.sync kernel, 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024
+// (P in shared memory), 8 wgmma kernel with P in registers for S_k <= 512 (2-CTA K/V multicast), 9 the same with
+// the keys split over 2 CTAs for S_k <= 1024 (8 and 9 need a positive scale). All need an sm_90 GPU.
 at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
                                     double scale, int64_t path);

@@ -8,7 +8,8 @@ Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistic
             S x S matrix never reaches HBM): S_k <= 512 keeps P in registers and all shared memory for loads
             in flight, O in 128-wide head-dim chunks, 2-CTA clusters sharing K/V loads; S_k <= 1024 splits
             the keys over a 2-CTA cluster (each CTA holds P of its half in registers; partial O chunks are
-            combined through distributed shared memory), or, causal, stages P in shared memory.
+            combined through distributed shared memory), or, causal, stages P in shared memory. A zero or
+            negative scale: P in shared memory at every S_k.
   general   any shape the recipe accepts: mma.sync, online softmax, O in 128-wide head-dim slices.
 Both: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
@@ -16,10 +17,13 @@ is_causal (top-left, as SDPA), any scale, batch and heads of any size.
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
 flash/cuDNN kernels are faster there, measured), key lengths above 1024 (our general kernel is slower
-than PyTorch's memory-efficient one there, measured; call `kforge_attention` to use it anyway), attn_mask, dropout_p > 0, enable_gqa, CPU tensors,
-float32 (PyTorch's own fp32 path; its error vs float64 is in bench/attention/NOTES.md), head dims not
-a multiple of 8 or above 1024, misaligned or non-unit-stride head dims, inputs requiring grad while
-autograd records, GPUs other than sm_90, and empty sequences.
+than PyTorch's memory-efficient one there, measured; call `kforge_attention` to use it anyway), attn_mask,
+dropout_p > 0, enable_gqa, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
+bench/attention/NOTES.md), head dims not a multiple of 8 or above 1024, misaligned or non-unit-stride head
+dims, inputs requiring grad while autograd records, GPUs other than sm_90, and empty sequences.
+
+One function decides, per call, all of the above: `dispatch` (PyTorch's reason from `fallback_reason`, else the
+kernel from `kernel_path`); the extension launches the kernel it is given and refuses inputs it cannot take.
 """
 
 import torch
@@ -35,15 +39,17 @@ MAX_HEAD_DIM = _KF_ATTN_MAX_HEAD_DIM
 WGMMA_MAX_KEYS = _KF_ATTN_WGMMA_MAX_KEYS
 _extension = _kf_attn_extension
 _is_sm90 = _kf_attn_is_sm90
+dispatch = _kf_attn_dispatch  # (kernel path, None) or (None, why PyTorch runs the call)
 fallback_reason = _kf_attn_fallback_reason
+kernel_path = _kf_attn_kernel_path
 kforge_attention = _kf_attn_forward
 scaled_dot_product_attention = _kf_attn_sdpa
 
-# Kernel choice passed to the extension (mirrors `Path` in attention.cu).
-PATH_AUTO, PATH_GENERAL = 0, 1
-PATH_WGMMA_512, PATH_WGMMA_1024 = 2, 3  # P in shared memory, S_k <= 512 / <= 1024 (attn_hopper.cu)
-PATH_WGMMA_512_REGP_MC = 8  # S_k <= 512, P in registers, 2-CTA clusters multicasting K/V (attn_hopper_regp.cu)
-PATH_WGMMA_1024_REGP_SPLIT = 9  # S_k <= 1024, P in registers, the keys split over 2-CTA clusters
+# Kernel paths for kforge_attention(path=...) (runtime.py; `Path` in attention.cu). AUTO: kernel_path's choice.
+PATH_AUTO, PATH_GENERAL = _KF_ATTN_PATH_AUTO, _KF_ATTN_PATH_GENERAL
+PATH_WGMMA_512, PATH_WGMMA_1024 = _KF_ATTN_PATH_WGMMA_512, _KF_ATTN_PATH_WGMMA_1024
+PATH_WGMMA_512_REGP_MC = _KF_ATTN_PATH_WGMMA_512_REGP_MC
+PATH_WGMMA_1024_REGP_SPLIT = _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT
 
 
 class ModelNew(nn.Module):

@@ -1,7 +1,12 @@
-# The attention recipe's Python side: building the extension, deciding per call whether a kforge kernel
-# covers the inputs, and calling it. `kforge emit` inlines this file into generated/attention/model_new.py
+# The attention recipe's Python side: building the extension, the dispatch decision (whether a kforge kernel
+# covers a call, and which one), and the call. `kforge emit` inlines this file into generated/attention/model_new.py
 # and `kforge optimize` into every ModelNew with an attention region, so both run the same host logic.
 # Names carry the _kf_attn_ prefix: the file lands in a module beside the reference's own code.
+#
+# The whole decision is made here (_kf_attn_dispatch: _kf_attn_fallback_reason, then _kf_attn_kernel_path); the
+# extension launches the kernel it is given and only checks that the kernel can take the inputs. Python, not C++:
+# the decision must be answerable where the extension is not built (CPU hosts, the guard of an optimized model
+# before any build), every call pays for it in host time, and the checks read tensor metadata Python already has.
 import math
 
 import torch
@@ -16,7 +21,19 @@ _KF_ATTN_MAX_HEAD_DIM = 1024
 # Longer key rows do not fit the wgmma kernel's shared-memory P buffer; the general kernel then
 # recomputes QK^T per 128-wide output slice and measured slower than PyTorch (bench/attention/NOTES.md).
 _KF_ATTN_WGMMA_MAX_KEYS = 1024
-_KF_ATTN_PATH_AUTO = 0  # kernel choice left to the extension (`Path` in attention.cu)
+# The register-P kernels hold P of at most this many keys per CTA (512: two 256-key blocks in registers).
+_KF_ATTN_REGP_MAX_KEYS = 512
+
+# Kernel paths: the extension's `path` argument (`Path` in attention.cu; 4-7 were withdrawn variants and are
+# not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
+_KF_ATTN_PATH_AUTO = 0
+_KF_ATTN_PATH_GENERAL = 1  # mma.sync, online softmax: any S_k
+_KF_ATTN_PATH_WGMMA_512 = 2  # wgmma, P in shared memory, 2 consumer warpgroups: S_k <= 512
+_KF_ATTN_PATH_WGMMA_1024 = 3  # wgmma, P in shared memory, 1 consumer warpgroup: S_k <= 1024
+_KF_ATTN_PATH_WGMMA_512_REGP_MC = 8  # wgmma, P in registers, 2-CTA clusters multicasting K/V: S_k <= 512
+_KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT = 9  # wgmma, P in registers, the keys split over a 2-CTA cluster: S_k <= 1024
+# float(kLog2e) of the kernels, as a double: the kernels work with scale_log2 = fp32(scale * _KF_ATTN_LOG2E_F32).
+_KF_ATTN_LOG2E_F32 = 1.4426950216293335
 
 _kf_attn_module = None
 
@@ -60,7 +77,8 @@ def _kf_attn_layout_ok(t: torch.Tensor) -> bool:
 
 
 def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False):
-    """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can.
+    """Why PyTorch must handle this call (a short phrase), or None when a kforge kernel can (which one:
+    _kf_attn_kernel_path). The first half of _kf_attn_dispatch, also called alone by optimized models' guards.
 
     Cheapest test first: most calls with head dims <= 256 go to PyTorch whatever else holds, and this
     function's own time is host overhead added to every call (measured: up to 0.79x of calling SDPA
@@ -107,21 +125,55 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     return None
 
 
+def _kf_attn_kernel_path(key_len, is_causal, scale):
+    """Which kernel runs a call the recipe takes (S_k keys, scale already resolved): the fastest measured.
+
+    The register-P kernels take each row's max of the unscaled S, so they need a scale that is positive after
+    rounding to fp32 (x rounds to a nonzero fp32 exactly when x > 2^-150); other scales go to the kernels with P
+    in shared memory. Causal calls with 512 < S_k <= 1024 go there too: the split kernel computes the masked half
+    of the early query tiles and measured slower (bench/attention/NOTES.md). Above 1024 keys only the general
+    kernel holds a row (the applicability check sends such calls to PyTorch; kforge_attention runs it anyway)."""
+    regp = scale * _KF_ATTN_LOG2E_F32 > 2.0**-150
+    if regp and key_len <= _KF_ATTN_REGP_MAX_KEYS:
+        return _KF_ATTN_PATH_WGMMA_512_REGP_MC
+    if regp and key_len <= 2 * _KF_ATTN_REGP_MAX_KEYS and not is_causal:
+        return _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT
+    if key_len <= 512:  # HopperLayout<2, 2>::kMaxKeys
+        return _KF_ATTN_PATH_WGMMA_512
+    if key_len <= _KF_ATTN_WGMMA_MAX_KEYS:  # HopperLayout<1, 4>::kMaxKeys
+        return _KF_ATTN_PATH_WGMMA_1024
+    return _KF_ATTN_PATH_GENERAL
+
+
+def _kf_attn_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """The recipe's dispatch decision for an SDPA call: (path, None) with the kernel path that runs it, or
+    (None, reason) when PyTorch's own SDPA must (the reason a short phrase)."""
+    reason = _kf_attn_fallback_reason(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa)
+    if reason is not None:
+        return None, reason
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    return _kf_attn_kernel_path(key.shape[-2], is_causal, scale), None
+
+
 def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_ATTN_PATH_AUTO):
-    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors."""
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1])
+    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors.
+    path: a _KF_ATTN_PATH_* kernel, or AUTO for _kf_attn_kernel_path's choice; the extension checks that the
+    kernel can take the inputs and raises otherwise."""
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    if path == _KF_ATTN_PATH_AUTO:
+        path = _kf_attn_kernel_path(key.shape[-2], is_causal, scale)
     squeeze = query.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out = _kf_attn_extension().kforge_attention_forward(query, key, value, bool(is_causal), float(scale), int(path))
+    out = _kf_attn_extension().kforge_attention_forward(query, key, value, bool(is_causal), scale, int(path))
     return out.squeeze(0) if squeeze else out
 
 
 def _kf_attn_sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """torch.nn.functional.scaled_dot_product_attention, on kforge kernels where they apply."""
-    if _kf_attn_fallback_reason(query, key, value, attn_mask, dropout_p, is_causal, enable_gqa) is None:
-        return _kf_attn_forward(query, key, value, is_causal=is_causal, scale=scale)
+    path, _ = _kf_attn_dispatch(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+    if path is not None:
+        return _kf_attn_forward(query, key, value, is_causal=is_causal, scale=scale, path=path)
     kwargs = {"attn_mask": attn_mask, "dropout_p": dropout_p, "is_causal": is_causal, "scale": scale}
     if enable_gqa:
         kwargs["enable_gqa"] = True  # only passed when set: the keyword is newer than PyTorch 2.1

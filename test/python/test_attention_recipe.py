@@ -4,6 +4,7 @@ GPU, and the CUDA compiles for sm_90a with no register spills in any kernel the 
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -68,6 +69,61 @@ def test_fallback_reasons(generated):
     assert fr(q, q, q, attn_mask=torch.zeros(8, 8)) == "attn_mask"
     assert fr(q, q, q, dropout_p=0.1) == "dropout"
     assert fr(q, q, q, enable_gqa=True) == "enable_gqa"
+    # dispatch is the whole decision: PyTorch's reason, or the kernel
+    assert generated.dispatch(q, q, q) == (None, "not all on one CUDA device")
+
+
+def test_kernel_path_is_the_fastest_kernel_that_holds_the_keys(generated):
+    kp, m = generated.kernel_path, generated
+    s = 1 / 32
+    assert kp(512, False, s) == kp(1, True, s) == m.PATH_WGMMA_512_REGP_MC  # the seed shape
+    assert kp(513, False, s) == kp(1024, False, s) == m.PATH_WGMMA_1024_REGP_SPLIT
+    assert kp(513, True, s) == kp(1024, True, s) == m.PATH_WGMMA_1024  # causal: the split kernel is slower
+    assert kp(1025, False, s) == kp(4096, True, s) == m.PATH_GENERAL  # only for direct kforge_attention calls
+    # The register-P kernels need fp32(scale * log2 e) > 0; everything else takes P in shared memory.
+    for scale in (0.0, -0.0, -s, float("nan"), 2.0**-151):
+        assert kp(512, False, scale) == m.PATH_WGMMA_512, scale
+        assert kp(1024, False, scale) == m.PATH_WGMMA_1024, scale
+    tiny = 2.0**-150 / 1.4426950216293335  # scale * log2e rounds to the smallest fp32 subnormal or to 0
+    assert kp(512, False, tiny * 1.0001) == m.PATH_WGMMA_512_REGP_MC
+    assert kp(512, False, tiny * 0.9999) == m.PATH_WGMMA_512
+    assert kp(512, False, float("inf")) == m.PATH_WGMMA_512_REGP_MC
+
+
+class _FakeExtension:
+    """Stands in for the built extension: records the kernel path each call asks for."""
+
+    def __init__(self):
+        self.paths = []
+
+    def kforge_attention_forward(self, q, k, v, is_causal, scale, path):
+        self.paths.append((path, is_causal, scale))
+        return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)
+
+
+def test_the_extension_runs_the_kernel_python_chose(generated, monkeypatch):
+    fake = _FakeExtension()
+    monkeypatch.setattr(generated, "_kf_attn_extension", lambda: fake)
+    monkeypatch.setattr(generated, "_kf_attn_fallback_reason", lambda *args: None)  # as if on an H100
+    q = torch.zeros(1, 2, 300, 512, dtype=torch.float16)
+    kv = {n: torch.zeros(1, 2, n, 512, dtype=torch.float16) for n in (512, 1000, 2048)}
+    generated.scaled_dot_product_attention(q, kv[512], kv[512])
+    generated.scaled_dot_product_attention(q, kv[1000], kv[1000], is_causal=True)
+    generated.scaled_dot_product_attention(q, kv[1000], kv[1000], scale=-0.1)
+    generated.kforge_attention(q[0], kv[2048][0], kv[2048][0])  # 3-D, no applicability check: the general kernel
+    generated.kforge_attention(q, kv[512], kv[512], path=generated.PATH_WGMMA_512)  # an explicit kernel
+    m, s = generated, 1 / math.sqrt(512)
+    assert fake.paths == [(m.PATH_WGMMA_512_REGP_MC, False, s), (m.PATH_WGMMA_1024, True, s),
+                          (m.PATH_WGMMA_1024, False, -0.1), (m.PATH_GENERAL, False, s), (m.PATH_WGMMA_512, False, s)]
+
+
+def test_python_kernel_paths_are_the_extensions(generated):
+    """The extension's `Path` enum is exactly the kernel paths Python chooses among (no "auto": C++ decides
+    nothing), and only those kernels are instantiated."""
+    enum = re.search(r"enum Path : int64_t \{([^}]*)\}", (KERNELS / "attention.cu").read_text()).group(1)
+    cpp = {int(v) for v in re.findall(r"=\s*(\d+)", enum)}
+    py = {getattr(generated, n) for n in dir(generated) if n.startswith("PATH_") and n != "PATH_AUTO"}
+    assert cpp == py and generated.PATH_AUTO not in cpp
 
 
 def _ptxas_report(text: str) -> dict[str, tuple[int, int, int]]:
