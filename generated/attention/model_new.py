@@ -141,8 +141,8 @@ __device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, 
 
 // The unmasked case with a positive scale (every block of the seed shape): each row's max of the raw S, in
 // log2 units afterwards, with S left unscaled for exp2(S * scale - m) as one FFMA. With the mask merged in
-// (scale_mask_rowmax with a run-time need_mask), ptxas if-converted the masking of all 128 elements, and the
-// block's softmax was ~1900 instructions of which ~600 were predicates and selects for a mask not in force.
+// (scale_mask_rowmax with a run-time need_mask), ptxas if-converts the masking of all 128 elements: ~600 of the
+// block's ~1900 softmax instructions become predicates and selects for a mask not in force.
 template <bool kScaleInPlace = false>
 __device__ __forceinline__ void rowmax_unmasked(float* acc, float scale_log2, float (&mx)[2]) {
   mx[0] = mx[1] = -INFINITY;
@@ -281,9 +281,8 @@ namespace kforge_attn {
 // Arrive on the barrier at the same shared-memory offset in CTA `cta_rank` of this cluster. Default
 // (.release.cta) semantics on purpose: the arriving warp only says "my MMAs that read this slot retired";
 // there are no generic-proxy writes for the peer to see. A .release.cluster arrive compiles to a cluster-
-// wide memory barrier per release (measured: 45% of all warp stall cycles, the multicast kernel ran at half
-// the speed of the plain one); the producer's wait is likewise a plain CTA-scope try_wait (an acquire.cluster
-// wait invalidates L1 on every poll).
+// wide memory barrier per release (45% of all warp stall cycles in a profile: half the speed); the producer's
+// wait is likewise a plain CTA-scope try_wait (an acquire.cluster wait invalidates L1 on every poll).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, uint32_t cta_rank) {
   asm volatile(
       "{\n"
@@ -522,7 +521,7 @@ template <> struct Wgmma<__nv_bfloat16> {
 // FlashAttention-2 style: keys in blocks of 64 with an online softmax, O for the slice in registers.
 // Q's whole row block stays in shared memory (up to 128 KB at D=1024); K is streamed in 64-wide head-dim
 // chunks, double-buffered. With several slices (Dv > DV_SLICE) QK^T is recomputed per slice: that is the
-// price of generality here; the seed shape goes to the wgmma kernel instead (attn_hopper.cu).
+// price of generality here; key rows up to 1024 go to the wgmma kernels instead (attn_hopper*.cu).
 // (already inlined: attn_common.cuh)
 
 namespace kforge_attn {
@@ -727,8 +726,10 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
 }  // namespace kforge_attn
 // ---- end attn_general.cu ----
 // ---- begin attn_hopper.cu ----
-// Fast fused attention forward for Hopper (sm_90a: wgmma + TMA), for short key sequences and large head
-// dims (the seed shape: S=512, D=1024). Exact softmax over the whole key row, no online rescaling of O:
+// Fused attention forward for Hopper (sm_90a: wgmma + TMA) with P staged in shared memory, for key rows up to
+// 1024 and large head dims. Dispatched where the register-P kernels (attn_hopper_regp.cu) do not apply: causal
+// calls with 512 < S_k <= 1024, and a zero or negative scale. Exact softmax over the whole key row, no online
+// rescaling of O:
 //
 //   phase 1  for each 256-key block kb:  S = Q K_kb^T, accumulated over Dqk in 32-wide chunks
 //            (m64n256k16 per warpgroup, 128 fp32 registers/thread); row max/sum update; P_kb =
@@ -804,8 +805,8 @@ __device__ __forceinline__ void store_o_chunk(float* acc, float il0, float il1, 
 // The same store through a per-warp staging area of shared memory (kStageBytesPerWarp): the accumulator goes
 // in with stmatrix (the mma accumulator layout is stmatrix's fragment layout: no shuffles) and comes back as
 // 16-byte rows, 32 columns at a time. store_o_chunk's quad transpose selects each register by a lane-dependent
-// index, which ptxas turned into ~1100 instructions of selects and branches per chunk: 1.7 us of a warp's time
-// per 128-wide chunk, 14 of the seed tile's 66 us (timeline.py, run 41). Thread (g, t) writes rows g and g + 8
+// index, which ptxas turns into ~1100 instructions of selects and branches per 128-wide chunk (about half the
+// epilogue's time: NOTES.md). Thread (g, t) writes rows g and g + 8
 // of its warp's 16 both ways, so the row pointers and guards are the same.
 // Stage layout: [16 rows][4 x 16 bytes], the 16-byte unit of row r at unit u ^ ((r >> 1) & 3), so that the 8
 // rows of each stmatrix matrix and of each ld.shared.v4 fall in distinct banks.
@@ -830,7 +831,7 @@ __device__ __forceinline__ void st_global_v4(void* ptr, uint4 v) {
 
 // With a `partial` (shared-memory address, split keys): stores acc * il + partial instead, the partial laid
 // out as 16-byte vectors, vector j of consumer thread `tid` (elements 4j..4j+3) at partial + (j * 256) * 16.
-// Read block by block, so that no more than 16 of its registers are live at once (all 64 at once spilled P).
+// Read block by block, so that no more than 16 of its registers are live at once (all 64 at once spill P).
 template <typename T, int NQ, bool kPartial = false>
 __device__ __forceinline__ void store_o_chunk_staged(float* acc, float il0, float il1, T* row0, int64_t row_stride,
                                                      bool ok0, bool ok1, int cols_left, uint32_t stage, int lane,
@@ -891,7 +892,7 @@ template <int NWG, int NKB_MAX>
 struct HopperLayout {
   static constexpr int kConsumerThreads = NWG * 128;
   // + one producer warpgroup (one thread issues the loads). A whole warpgroup, so setmaxnreg can move its
-  // registers to the consumers: a 9-warp block was capped at 168 registers per thread (3 warps on one SM
+  // registers to the consumers: a 9-warp block is capped at 168 registers per thread (3 warps on one SM
   // sub-partition's 16K-register file).
   static constexpr int kThreads = kConsumerThreads + 128;
   static constexpr int kProducerRegs = 40;
@@ -1187,9 +1188,8 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
 // item is consumed (no phase-wide handover between the two layouts).
 //
 // One CTA per 128-row query tile, in launch order: tiles of one head run side by side and share K/V in
-// L2. (A persistent variant — one CTA per SM walking tiles i, i+132, ... and loading the next tile while
-// finishing the current one — measured 26% slower: the CTAs drift apart, the tiles of a head stop
-// running together, and K/V come from HBM again. NOTES.md, run 9.)
+// L2. (With one CTA per SM walking tiles i, i+132, ... the CTAs drift apart, the tiles of a head stop
+// running together, and K/V come from HBM again: NOTES.md.)
 //
 // Split keys (KSPLIT = 2, for 512 < S_k <= 1024, where P of a whole row no longer fits in registers): the
 // two CTAs of a cluster take the same 128 query rows and one half of the keys each, so each holds P of at
@@ -1321,7 +1321,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     attn_hopper_regp_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 22: not built.)
   static_assert((CLUSTER == 2 && KSPLIT == 1) || (CLUSTER == 1 && KSPLIT == 2),
                 "written for K/V multicast over 2 CTAs or keys split over 2 CTAs, not both");
   extern __shared__ unsigned char smem_raw[];
@@ -1411,7 +1410,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
             // The chunk this CTA finishes: first claim the item the peer's partial lands in, then tell the
             // peer; its bytes complete the item's barrier like a load's. Claimed before this chunk's V tiles
             // (after them, the claim could wait for granules those tiles hold, whose consumers come after the
-            // send the peer is waiting for: a deadlock, seen on the device). Not before the previous partial
+            // send the peer is waiting for: a deadlock). Not before the previous partial
             // was read: that read needed every peer thread's stores, each made after it saw the previous
             // "ready", so no peer thread can miss a phase of `peer_ready`.
             if (half == 1) {
@@ -1430,8 +1429,8 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     consume_tile<T, CLUSTER, KSPLIT>(p, tile, ring, bar, st, n_c, n_dc);
     // No CTA may leave while its peer's consumers can still arrive on its barriers: each consumer warp says
     // so on the peer's `done` barrier once its last arrive there is made, and waits for the peer's word.
-    // (Not a cluster barrier: one in the producer's branch spilled registers in both roles, and the
-    // producer arriving early and exiting hung, run 10.) The producer's loads into the peer complete on
+    // (Not a cluster barrier: one in the producer's branch spills registers in both roles, and a producer
+    // that arrives early and exits hangs the cluster.) The producer's loads into the peer complete on
     // barriers the peer's consumers wait for before they get here. Split keys need no handshake: every
     // write into a CTA and every arrive on its barriers is one that CTA waits for before it finishes.
     if (CLUSTER > 1) {
@@ -1454,7 +1453,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
   const int row_tile = wg * 64 + warp * 16 + g;  // and row_tile + 8
   const int row_glob = m0 + row_tile;
-  // This warp's O staging area, computed where used (a register holding it through phase 1 spilled).
+  // This warp's O staging area, computed where used (a register holding it through phase 1 spills).
   auto stage = [&]() { return smem_u32(ring) + kRpRingBytes + kRpStatsBytes + (threadIdx.x / 32) * kStageBytesPerWarp; };
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
   const uint32_t peer = cluster_ctarank() ^ 1u;  // split keys: the other half
@@ -1485,8 +1484,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
 #pragma unroll
   for (int kb = 0; kb < kRpMaxBlocks; ++kb) {
     if (kb >= n_kb) {
-      // Defined on every path, though never read: left undefined, ptxas kept registers for it through
-      // QK^T and spilled (7 registers here; half of P, MMAs serialised, in a persistent variant).
+      // Defined on every path, though never read: left undefined, ptxas keeps registers for it through
+      // QK^T and spills.
 #pragma unroll
       for (int e = 0; e < 64; ++e) pr[kb][e] = 0u;
       continue;
@@ -1518,11 +1517,11 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     const bool need_mask = key0 + kRpKeyBlock > tile.key_end || (p.causal && key0 + kRpKeyBlock - 1 > m0);
     // Softmax of the block on the raw S (the scale, > 0 on this path, goes into exp2's FFMA), the mask applied
     // first behind a uniform branch. With the mask merged into the per-element code under a run-time flag,
-    // ptxas if-converted it: the block's softmax was ~1900 instructions, a third of them predicates and
-    // selects for a mask not in force, and took 3.0 us (timeline.py, run 41; 1.8 us since, run 43).
+    // ptxas if-converts it: a third of the block's ~1900 softmax instructions become predicates and selects
+    // for a mask not in force.
     if (need_mask) mask_block(acc, key0 + 2 * t, tile.key_end, p.causal, row_glob);
-    // The split kernel scales S in place while taking the max (with the scale folded into the FFMA it spilled
-    // 12-16 bytes at its register limit, run 44); the others keep S raw.
+    // The split kernel scales S in place while taking the max (with the scale folded into the FFMA it spills
+    // 12-16 bytes at its register limit); the multicast kernel keeps S raw.
     float mx[2];
     rowmax_unmasked<KSPLIT == 2>(acc, p.scale_log2, mx);
     auto exp_arg = [&](float s, float m) { return KSPLIT == 2 ? s - m : fmaf(s, p.scale_log2, -m); };
@@ -1703,15 +1702,15 @@ namespace kforge_attn {
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024), both with P in
 // shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
-// (0 was "choose here"; 4-7 were variants that were never dispatched. The numbers are not reused, so a path means
-// the same kernel in older generated files.)
+// 0 and 4-7 are unused (withdrawn: bench/attention/NOTES.md) and stay so, so that a path means the same kernel in
+// older generated files, which benchmarks build side by side with this one.
 enum Path : int64_t { kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
 // Numbers go into error messages as text made here: on the device host (torch 2.11 wheel, g++ 13) a TORCH_CHECK
-// message with an int or float argument crashed the process in the ostream insertion (run 44: a segfault
-// instead of the error, in the extension's .cu and .cpp alike), while string arguments were fine.
+// message with an int or float argument segfaults in the ostream insertion instead of raising (in a .cu and a
+// .cpp alike), while string arguments are fine.
 template <typename N>
 static std::string txt(N x) { return std::to_string(x); }
 static std::string txt(c10::IntArrayRef xs) {
@@ -1767,7 +1766,7 @@ static EncodeTiledFn encode_tiled() {
 static CUtensorMap encode_tensor_map(const at::Tensor& t, int box_cols, int box_rows, const char* name);
 
 // Encoding a map is a driver call of several microseconds, three per forward, and host time before the
-// launch showed in the ModelNew's timings (run 16: 48 us per call in C++). A map is a pure function of
+// launch shows in the ModelNew's timings (NOTES.md: the host time of a call). A map is a pure function of
 // the tensor's device, pointer, dtype, sizes and strides and of the box, so a few recent ones are kept per
 // host thread (no locking) and reused when all of that matches.
 struct TensorMapKey {
@@ -1782,8 +1781,8 @@ static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_ro
   key.dtype = static_cast<int64_t>(t.scalar_type());
   for (int d = 0; d < 4; ++d) key.sizes[d] = t.size(d), key.strides[d] = t.stride(d);
   key.box_cols = box_cols, key.box_rows = box_rows;
-  // Three maps a call; 32 slots keep every path's maps for a few shapes (a benchmark alternating all eight
-  // kernel variants at one shape needs 24: with 8 slots each call re-encoded its maps, run 27).
+  // Three maps a call; 32 slots keep every kernel's maps for a few shapes at once, so that a benchmark that
+  // alternates the kernels (and shapes) does not re-encode the maps on every call.
   constexpr int kSlots = 32;
   thread_local TensorMapKey keys[kSlots];
   thread_local CUtensorMap maps[kSlots];
@@ -2021,7 +2020,7 @@ def _kf_attn_is_sm90(device: torch.device) -> bool:
 
 def _kf_attn_layout_ok(t: torch.Tensor) -> bool:
     """Contiguous head dim and 16-byte rows (the kernels' TMA/cp.async loads); size-1 dims' strides never
-    matter. One stride() tuple per tensor: per-dimension t.stride(d) calls made this the costliest check."""
+    matter. One stride() tuple per tensor: per-dimension t.stride(d) calls make this the costliest check."""
     strides = t.stride()
     if strides[-1] != 1 or t.data_ptr() % 16 != 0:
         return False
@@ -2033,8 +2032,8 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     _kf_attn_kernel_path). The first half of _kf_attn_dispatch, also called alone by optimized models' guards.
 
     Cheapest test first: most calls with head dims <= 256 go to PyTorch whatever else holds, and this
-    function's own time is host overhead added to every call (measured: up to 0.79x of calling SDPA
-    directly on a 0.16 ms problem before the reordering; 28 us per call before the checks were trimmed)."""
+    function's own time is host overhead added to every call (on small problems it shows in the ratio to calling
+    SDPA directly: bench/attention/NOTES.md)."""
     tensors = (query, key, value)
     if not all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in tensors):
         return "non-tensor input"

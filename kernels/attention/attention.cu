@@ -28,15 +28,15 @@ namespace kforge_attn {
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024), both with P in
 // shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
-// (0 was "choose here"; 4-7 were variants that were never dispatched. The numbers are not reused, so a path means
-// the same kernel in older generated files.)
+// 0 and 4-7 are unused (withdrawn: bench/attention/NOTES.md) and stay so, so that a path means the same kernel in
+// older generated files, which benchmarks build side by side with this one.
 enum Path : int64_t { kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
 
 constexpr int kMaxHeadDim = 1024;
 
 // Numbers go into error messages as text made here: on the device host (torch 2.11 wheel, g++ 13) a TORCH_CHECK
-// message with an int or float argument crashed the process in the ostream insertion (run 44: a segfault
-// instead of the error, in the extension's .cu and .cpp alike), while string arguments were fine.
+// message with an int or float argument segfaults in the ostream insertion instead of raising (in a .cu and a
+// .cpp alike), while string arguments are fine.
 template <typename N>
 static std::string txt(N x) { return std::to_string(x); }
 static std::string txt(c10::IntArrayRef xs) {
@@ -92,7 +92,7 @@ static EncodeTiledFn encode_tiled() {
 static CUtensorMap encode_tensor_map(const at::Tensor& t, int box_cols, int box_rows, const char* name);
 
 // Encoding a map is a driver call of several microseconds, three per forward, and host time before the
-// launch showed in the ModelNew's timings (run 16: 48 us per call in C++). A map is a pure function of
+// launch shows in the ModelNew's timings (NOTES.md: the host time of a call). A map is a pure function of
 // the tensor's device, pointer, dtype, sizes and strides and of the box, so a few recent ones are kept per
 // host thread (no locking) and reused when all of that matches.
 struct TensorMapKey {
@@ -107,8 +107,8 @@ static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_ro
   key.dtype = static_cast<int64_t>(t.scalar_type());
   for (int d = 0; d < 4; ++d) key.sizes[d] = t.size(d), key.strides[d] = t.stride(d);
   key.box_cols = box_cols, key.box_rows = box_rows;
-  // Three maps a call; 32 slots keep every path's maps for a few shapes (a benchmark alternating all eight
-  // kernel variants at one shape needs 24: with 8 slots each call re-encoded its maps, run 27).
+  // Three maps a call; 32 slots keep every kernel's maps for a few shapes at once, so that a benchmark that
+  // alternates the kernels (and shapes) does not re-encode the maps on every call.
   constexpr int kSlots = 32;
   thread_local TensorMapKey keys[kSlots];
   thread_local CUtensorMap maps[kSlots];

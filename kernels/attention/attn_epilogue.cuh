@@ -53,8 +53,8 @@ __device__ __forceinline__ void store_o_chunk(float* acc, float il0, float il1, 
 // The same store through a per-warp staging area of shared memory (kStageBytesPerWarp): the accumulator goes
 // in with stmatrix (the mma accumulator layout is stmatrix's fragment layout: no shuffles) and comes back as
 // 16-byte rows, 32 columns at a time. store_o_chunk's quad transpose selects each register by a lane-dependent
-// index, which ptxas turned into ~1100 instructions of selects and branches per chunk: 1.7 us of a warp's time
-// per 128-wide chunk, 14 of the seed tile's 66 us (timeline.py, run 41). Thread (g, t) writes rows g and g + 8
+// index, which ptxas turns into ~1100 instructions of selects and branches per 128-wide chunk (about half the
+// epilogue's time: NOTES.md). Thread (g, t) writes rows g and g + 8
 // of its warp's 16 both ways, so the row pointers and guards are the same.
 // Stage layout: [16 rows][4 x 16 bytes], the 16-byte unit of row r at unit u ^ ((r >> 1) & 3), so that the 8
 // rows of each stmatrix matrix and of each ld.shared.v4 fall in distinct banks.
@@ -79,7 +79,7 @@ __device__ __forceinline__ void st_global_v4(void* ptr, uint4 v) {
 
 // With a `partial` (shared-memory address, split keys): stores acc * il + partial instead, the partial laid
 // out as 16-byte vectors, vector j of consumer thread `tid` (elements 4j..4j+3) at partial + (j * 256) * 16.
-// Read block by block, so that no more than 16 of its registers are live at once (all 64 at once spilled P).
+// Read block by block, so that no more than 16 of its registers are live at once (all 64 at once spill P).
 template <typename T, int NQ, bool kPartial = false>
 __device__ __forceinline__ void store_o_chunk_staged(float* acc, float il0, float il1, T* row0, int64_t row_stride,
                                                      bool ok0, bool ok1, int cols_left, uint32_t stage, int lane,

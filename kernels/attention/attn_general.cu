@@ -6,7 +6,7 @@
 // FlashAttention-2 style: keys in blocks of 64 with an online softmax, O for the slice in registers.
 // Q's whole row block stays in shared memory (up to 128 KB at D=1024); K is streamed in 64-wide head-dim
 // chunks, double-buffered. With several slices (Dv > DV_SLICE) QK^T is recomputed per slice: that is the
-// price of generality here; the seed shape goes to the wgmma kernel instead (attn_hopper.cu).
+// price of generality here; key rows up to 1024 go to the wgmma kernels instead (attn_hopper*.cu).
 #include "attn_common.cuh"
 
 namespace kforge_attn {

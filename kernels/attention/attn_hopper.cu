@@ -1,5 +1,7 @@
-// Fast fused attention forward for Hopper (sm_90a: wgmma + TMA), for short key sequences and large head
-// dims (the seed shape: S=512, D=1024). Exact softmax over the whole key row, no online rescaling of O:
+// Fused attention forward for Hopper (sm_90a: wgmma + TMA) with P staged in shared memory, for key rows up to
+// 1024 and large head dims. Dispatched where the register-P kernels (attn_hopper_regp.cu) do not apply: causal
+// calls with 512 < S_k <= 1024, and a zero or negative scale. Exact softmax over the whole key row, no online
+// rescaling of O:
 //
 //   phase 1  for each 256-key block kb:  S = Q K_kb^T, accumulated over Dqk in 32-wide chunks
 //            (m64n256k16 per warpgroup, 128 fp32 registers/thread); row max/sum update; P_kb =
@@ -37,7 +39,7 @@ template <int NWG, int NKB_MAX>
 struct HopperLayout {
   static constexpr int kConsumerThreads = NWG * 128;
   // + one producer warpgroup (one thread issues the loads). A whole warpgroup, so setmaxnreg can move its
-  // registers to the consumers: a 9-warp block was capped at 168 registers per thread (3 warps on one SM
+  // registers to the consumers: a 9-warp block is capped at 168 registers per thread (3 warps on one SM
   // sub-partition's 16K-register file).
   static constexpr int kThreads = kConsumerThreads + 128;
   static constexpr int kProducerRegs = 40;

@@ -23,9 +23,8 @@
 // item is consumed (no phase-wide handover between the two layouts).
 //
 // One CTA per 128-row query tile, in launch order: tiles of one head run side by side and share K/V in
-// L2. (A persistent variant — one CTA per SM walking tiles i, i+132, ... and loading the next tile while
-// finishing the current one — measured 26% slower: the CTAs drift apart, the tiles of a head stop
-// running together, and K/V come from HBM again. NOTES.md, run 9.)
+// L2. (With one CTA per SM walking tiles i, i+132, ... the CTAs drift apart, the tiles of a head stop
+// running together, and K/V come from HBM again: NOTES.md.)
 //
 // Split keys (KSPLIT = 2, for 512 < S_k <= 1024, where P of a whole row no longer fits in registers): the
 // two CTAs of a cluster take the same 128 query rows and one half of the keys each, so each holds P of at
@@ -157,7 +156,6 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     attn_hopper_regp_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                             const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v) {
   static_assert(kRpSmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
-  // (4-CTA multicast measured 13% slower than 2 at the seed shape, run 22: not built.)
   static_assert((CLUSTER == 2 && KSPLIT == 1) || (CLUSTER == 1 && KSPLIT == 2),
                 "written for K/V multicast over 2 CTAs or keys split over 2 CTAs, not both");
   extern __shared__ unsigned char smem_raw[];
@@ -247,7 +245,7 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
             // The chunk this CTA finishes: first claim the item the peer's partial lands in, then tell the
             // peer; its bytes complete the item's barrier like a load's. Claimed before this chunk's V tiles
             // (after them, the claim could wait for granules those tiles hold, whose consumers come after the
-            // send the peer is waiting for: a deadlock, seen on the device). Not before the previous partial
+            // send the peer is waiting for: a deadlock). Not before the previous partial
             // was read: that read needed every peer thread's stores, each made after it saw the previous
             // "ready", so no peer thread can miss a phase of `peer_ready`.
             if (half == 1) {
@@ -266,8 +264,8 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
     consume_tile<T, CLUSTER, KSPLIT>(p, tile, ring, bar, st, n_c, n_dc);
     // No CTA may leave while its peer's consumers can still arrive on its barriers: each consumer warp says
     // so on the peer's `done` barrier once its last arrive there is made, and waits for the peer's word.
-    // (Not a cluster barrier: one in the producer's branch spilled registers in both roles, and the
-    // producer arriving early and exiting hung, run 10.) The producer's loads into the peer complete on
+    // (Not a cluster barrier: one in the producer's branch spills registers in both roles, and a producer
+    // that arrives early and exits hangs the cluster.) The producer's loads into the peer complete on
     // barriers the peer's consumers wait for before they get here. Split keys need no handshake: every
     // write into a CTA and every arrive on its barriers is one that CTA waits for before it finishes.
     if (CLUSTER > 1) {
@@ -290,7 +288,7 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
   const int m0 = tile.m0, n_kb = tile.n_kb, n_kt = tile.n_kt;
   const int row_tile = wg * 64 + warp * 16 + g;  // and row_tile + 8
   const int row_glob = m0 + row_tile;
-  // This warp's O staging area, computed where used (a register holding it through phase 1 spilled).
+  // This warp's O staging area, computed where used (a register holding it through phase 1 spills).
   auto stage = [&]() { return smem_u32(ring) + kRpRingBytes + kRpStatsBytes + (threadIdx.x / 32) * kStageBytesPerWarp; };
   T* o = static_cast<T*>(p.o) + tile.b * p.o_sb + tile.h * p.o_sh;
   const uint32_t peer = cluster_ctarank() ^ 1u;  // split keys: the other half
@@ -321,8 +319,8 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
 #pragma unroll
   for (int kb = 0; kb < kRpMaxBlocks; ++kb) {
     if (kb >= n_kb) {
-      // Defined on every path, though never read: left undefined, ptxas kept registers for it through
-      // QK^T and spilled (7 registers here; half of P, MMAs serialised, in a persistent variant).
+      // Defined on every path, though never read: left undefined, ptxas keeps registers for it through
+      // QK^T and spills.
 #pragma unroll
       for (int e = 0; e < 64; ++e) pr[kb][e] = 0u;
       continue;
@@ -354,11 +352,11 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     const bool need_mask = key0 + kRpKeyBlock > tile.key_end || (p.causal && key0 + kRpKeyBlock - 1 > m0);
     // Softmax of the block on the raw S (the scale, > 0 on this path, goes into exp2's FFMA), the mask applied
     // first behind a uniform branch. With the mask merged into the per-element code under a run-time flag,
-    // ptxas if-converted it: the block's softmax was ~1900 instructions, a third of them predicates and
-    // selects for a mask not in force, and took 3.0 us (timeline.py, run 41; 1.8 us since, run 43).
+    // ptxas if-converts it: a third of the block's ~1900 softmax instructions become predicates and selects
+    // for a mask not in force.
     if (need_mask) mask_block(acc, key0 + 2 * t, tile.key_end, p.causal, row_glob);
-    // The split kernel scales S in place while taking the max (with the scale folded into the FFMA it spilled
-    // 12-16 bytes at its register limit, run 44); the others keep S raw.
+    // The split kernel scales S in place while taking the max (with the scale folded into the FFMA it spills
+    // 12-16 bytes at its register limit); the multicast kernel keeps S raw.
     float mx[2];
     rowmax_unmasked<KSPLIT == 2>(acc, p.scale_log2, mx);
     auto exp_arg = [&](float s, float m) { return KSPLIT == 2 ? s - m : fmaf(s, p.scale_log2, -m); };

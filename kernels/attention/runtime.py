@@ -69,7 +69,7 @@ def _kf_attn_is_sm90(device: torch.device) -> bool:
 
 def _kf_attn_layout_ok(t: torch.Tensor) -> bool:
     """Contiguous head dim and 16-byte rows (the kernels' TMA/cp.async loads); size-1 dims' strides never
-    matter. One stride() tuple per tensor: per-dimension t.stride(d) calls made this the costliest check."""
+    matter. One stride() tuple per tensor: per-dimension t.stride(d) calls make this the costliest check."""
     strides = t.stride()
     if strides[-1] != 1 or t.data_ptr() % 16 != 0:
         return False
@@ -81,8 +81,8 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     _kf_attn_kernel_path). The first half of _kf_attn_dispatch, also called alone by optimized models' guards.
 
     Cheapest test first: most calls with head dims <= 256 go to PyTorch whatever else holds, and this
-    function's own time is host overhead added to every call (measured: up to 0.79x of calling SDPA
-    directly on a 0.16 ms problem before the reordering; 28 us per call before the checks were trimmed)."""
+    function's own time is host overhead added to every call (on small problems it shows in the ratio to calling
+    SDPA directly: bench/attention/NOTES.md)."""
     tensors = (query, key, value)
     if not all(isinstance(t, torch.Tensor) and t.dim() > 0 for t in tensors):
         return "non-tensor input"
