@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { evaluate } from "../src/eval.ts";
 import {
+  losingRegions,
   type OptimizeOptions,
   OptimizeResult,
   optimizeProblem,
@@ -31,6 +32,18 @@ function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOpt
     ...extra,
   };
 }
+
+test("a region ships only when it beats PyTorch's ops by the margin; a tie or an untimed region is not a loser", () => {
+  const t = (id: string, kernelMs: number | null, torchMs: number | null) => ({
+    id,
+    kernelMs,
+    torchMs,
+    note: null,
+  });
+  const timings = [t("win", 1.0, 1.2), t("tie", 1.0, 1.01), t("lose", 1.3, 1.0), t("untimed", null, null)];
+  assert.deepEqual([...losingRegions(timings)].sort(), ["lose", "tie"]);
+  assert.deepEqual([...losingRegions(timings, 0)], []);
+});
 
 test("optimize --device cpu verifies the emitted file and times it against eager", {
   timeout: 300_000,
@@ -75,7 +88,12 @@ test("a file whose kernels fail the eval is re-emitted with PyTorch's ops only",
       reason: "injected: output 0 differs",
     }));
   };
-  const result = await optimizeProblem(problem, output, options(dir, { evaluateFile: failingFirst }));
+  // On the CPU both sides of a region are PyTorch's ops (a tie): margin 0 keeps the region for the eval to reject.
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { evaluateFile: failingFirst, regionWinMargin: 0 }),
+  );
   assert.equal(calls, 2, "evaluated again after re-emitting");
   assert.deepEqual(result.rejected, { verdict: "incorrect", reason: "injected: output 0 differs" });
   assert.equal(result.verdict, "correct");

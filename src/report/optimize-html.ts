@@ -55,7 +55,7 @@ function summaryStats(results: OptimizeResult[]): Raw {
     stat(
       "regions fused",
       `${s.regions.fused} / ${s.regions.fused + s.regions.dropped + s.regions.rejected}`,
-      `${s.regions.dropped} dropped (slower), ${s.regions.rejected} rejected (failed the eval)`,
+      `${s.regions.dropped} dropped (not faster), ${s.regions.rejected} rejected (failed the eval)`,
     ),
     stat("ops kept in PyTorch", String(s.kept), "by the planner, with the reason"),
   ]}</div>`;

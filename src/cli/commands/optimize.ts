@@ -84,7 +84,7 @@ function describe(result: OptimizeResult): string {
     const gain = region.kernelMs && region.torchMs ? ` ${fmt(region.torchMs / region.kernelMs, 2, "×")}` : "";
     const mark = {
       fused: "fused",
-      dropped: "left to PyTorch (slower)",
+      dropped: "left to PyTorch (not faster)",
       rejected: "left to PyTorch (the file with the kernels failed the eval)",
     }[region.status];
     lines.push(`  ${region.id} ${region.summary}: ${mark}${gain}`);
