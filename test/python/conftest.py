@@ -27,6 +27,20 @@ if str(PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(PYTHON_DIR))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "heavy: slow sweeps (nvcc over every built-in problem); run only with -m")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked heavy are deselected unless a -m expression picks the tests (e.g. -m heavy)."""
+    if config.option.markexpr:
+        return
+    heavy = [item for item in items if item.get_closest_marker("heavy")]
+    if heavy:
+        config.hook.pytest_deselected(items=heavy)
+        items[:] = [item for item in items if not item.get_closest_marker("heavy")]
+
+
 def find_nvcc() -> str | None:
     """nvcc for the compile-only tests: $NVCC, else the one on PATH, else the newest /usr/local/cuda*/bin/nvcc."""
     named = os.environ.get("NVCC")
