@@ -30,12 +30,15 @@ def _inputs(module: Any, device: Any) -> list[Any]:
 
 
 def _median_rotating(clock: Clock, fns: dict[str, Any], iters: int) -> dict[str, float]:
-    """Median ms of each of fns over `iters` rounds, one call of each per round in turn (drift hits all alike)."""
+    """Median ms of each of fns over `iters` rounds, one call of each per round in turn (drift hits all alike),
+    the order rotated every round so that no side always follows the same neighbour."""
     samples: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
     with gc_paused():
-        for _ in range(iters):
-            for name, fn in fns.items():
-                samples[name].append(clock.time_ms(fn))
+        for i in range(iters):
+            shift = i % len(names)
+            for name in names[shift:] + names[:shift]:
+                samples[name].append(clock.time_ms(fns[name]))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 

@@ -345,7 +345,8 @@ function anchorOperands(view: GraphView, region: Region, table: OperandTable, na
   const inMeta = view.tensorOf(input);
   if (input?.t !== "node" || !inMeta) throw new Error("kforge internal: anchor input is not a node");
   const channelsLast = region.anchorLayout === "channels_last";
-  const transpose = channelsLast ? `_kf_ext().${fn}_cl` : "None";
+  // The kernel's name, not the kernel: the extension is built only once the anchor's checks pass (on CUDA).
+  const transpose = channelsLast ? JSON.stringify(`${fn}_cl`) : "None";
   return {
     lines: [`const float t_${id} = ${value}${bias};`],
     resolve: (arg: Arg) => (arg.t === "node" && arg.id === id ? `t_${id}` : null),
