@@ -3,7 +3,13 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";
-import { LAYOUT_RULE, planGraph, regionNodes, relaxAnchors } from "../src/optimize/plan/planner.ts";
+import {
+  handAnchorsBack,
+  LAYOUT_RULE,
+  planGraph,
+  regionNodes,
+  relaxAnchors,
+} from "../src/optimize/plan/planner.ts";
 import { pointwiseVerdict, reduceSpecOf, SEED_RULES } from "../src/optimize/plan/rules.ts";
 
 const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
@@ -151,8 +157,8 @@ test("relaxAnchors steps an anchor down: channels-last, then the reference's lay
   assert.equal(plan.regions[0]?.anchorLayout, "channels_last", "the original plan is not modified");
 });
 
-test("a reduction or instance norm reading a conv with a bias anchors it in its own layout; group norm does not", () => {
-  const seeded = (op: string, fn: Record<string, Arg>, shape: number[], bias: Arg = param("conv.bias")) => {
+test("a reduction or norm reading a 2-d conv runs it channels-last in a layout region; if that loses, takes it natively", () => {
+  const planned = (op: string, fn: Record<string, Arg>, shape: number[], bias: Arg = param("conv.bias")) => {
     const g = graph(
       [
         node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias }, X, {
@@ -165,50 +171,39 @@ test("a reduction or instance norm reading a conv with a bias anchors it in its 
       { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
     );
     g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
-    return planGraph(g).regions.find((r) => r.seed === "seed");
+    const plan = planGraph(g);
+    const seed = plan.regions.find((r) => r.seed === "seed");
+    const layout = plan.regions.find((r) => r.rule === LAYOUT_RULE);
+    // Measured planning: the layout region lost, so it leaves the plan and its conv is handed back.
+    const relaxed = relaxAnchors(plan, new Set([layout?.id ?? ""]));
+    const handed = handAnchorsBack(g, relaxed, ["conv"]);
+    return {
+      seed,
+      layout,
+      handed: handed.plan.regions.find((r) => r.seed === "seed"),
+      changed: handed.changed,
+    };
   };
-  const sum = seeded("sum", { dim: ints(2, 3), keepdim: bool(false) }, [8, 16]);
-  assert.equal(sum?.anchor, "conv");
-  assert.equal(sum?.anchorLayout, "native");
-  const instance = seeded("instance_norm", { eps: num(1e-5) }, X);
-  assert.equal(instance?.anchor, "conv");
-  const biasless = seeded("sum", { dim: ints(2, 3), keepdim: bool(false) }, [8, 16], none);
-  assert.equal(biasless?.anchor, undefined, "in its own layout a conv without bias gains nothing");
-  const group = seeded("group_norm", { num_groups: num(4), eps: num(1e-5) }, X);
-  assert.ok(group, "group norm still seeds a region");
-  assert.equal(group?.anchor, undefined);
-});
-
-test("a 2-d conv no region anchors runs channels-last in a layout region of its own; 1-d and odd ones do not", () => {
-  const shared = planGraph(convGraph("torch.nn.modules.conv.Conv2d", true));
-  const layout = shared.regions.filter((r) => r.rule === LAYOUT_RULE);
-  assert.equal(layout.length, 1);
-  assert.equal(layout[0]?.anchor, "conv");
-  assert.equal(layout[0]?.anchorLayout, "channels_last");
-  assert.equal(layout[0]?.output, "conv", "its users read the conv's value, in the reference's layout");
-  assert.deepEqual(layout[0] && regionNodes(layout[0]), ["conv"]);
-  const pointwise = shared.regions.find((r) => r.epilogue.includes("relu"));
-  assert.equal(pointwise?.anchor, undefined);
-  // Measured planning: a layout region that lost has nothing else to offer and leaves the plan.
-  const relaxed = relaxAnchors(shared, new Set([layout[0]?.id ?? ""]));
-  assert.ok(relaxed.regions.every((r) => r.rule !== LAYOUT_RULE));
-  assert.equal(relaxed.regions.length, shared.regions.length - 1);
-  for (const odd of [
-    convGraph("problem.MyConv", true),
-    convGraph("torch.nn.modules.conv.Conv2d", true, "circular"),
-  ])
-    assert.ok(planGraph(odd).regions.every((r) => r.rule !== LAYOUT_RULE));
-  const conv1d = convGraph("torch.nn.modules.conv.Conv1d", true);
-  for (const n of conv1d.nodes) {
-    n.out = { t: "tensor", meta: f32([8, 16, 32]) };
-    if (n.op === "conv2d") n.op = "conv1d";
-    if (n.id === "sum") n.out = { t: "tensor", meta: f32([]) };
-  }
-  const bias = conv1d.params.bias;
-  if (bias) bias.meta = f32([16, 1]);
-  assert.ok(
-    planGraph(conv1d).regions.every((r) => r.rule !== LAYOUT_RULE),
-    "no channels-last for 3-D tensors",
+  const sum = planned("sum", { dim: ints(2, 3), keepdim: bool(false) }, [8, 16]);
+  assert.equal(sum.seed?.anchor, undefined);
+  assert.equal(sum.layout?.anchor, "conv");
+  assert.equal(sum.layout?.anchorLayout, "channels_last");
+  assert.equal(sum.handed?.anchor, "conv");
+  assert.equal(sum.handed?.anchorLayout, "native");
+  assert.deepEqual(sum.changed, [sum.seed?.id]);
+  const instance = planned("instance_norm", { eps: num(1e-5) }, X);
+  assert.equal(instance.handed?.anchor, "conv");
+  const biasless = planned("sum", { dim: ints(2, 3), keepdim: bool(false) }, [8, 16], none);
+  assert.ok(biasless.layout, "channels-last pays without a bias too");
+  assert.equal(biasless.handed?.anchor, undefined, "in its own layout a conv without bias gains nothing");
+  assert.deepEqual(biasless.changed, []);
+  const group = planned("group_norm", { num_groups: num(4), eps: num(1e-5) }, X);
+  assert.ok(group.seed, "group norm still seeds a region");
+  assert.ok(group.layout);
+  assert.equal(
+    group.handed?.anchor,
+    undefined,
+    "group norm reshapes its input: it keeps the conv's own call",
   );
 });
 

@@ -14,7 +14,7 @@ import { captureProblem } from "./capture.ts";
 import { emitModelFile } from "./codegen/model-file.ts";
 import type { Graph } from "./graph.ts";
 import { GraphView } from "./plan/graph-view.ts";
-import { type Plan, planGraph, regionNodes, relaxAnchors } from "./plan/planner.ts";
+import { handAnchorsBack, type Plan, planGraph, regionNodes, relaxAnchors } from "./plan/planner.ts";
 
 export const RegionReport = z.object({
   id: z.string(),
@@ -228,19 +228,32 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     };
     let losers = await timeRegions(plan.regions.map((r) => r.id));
     // An anchored region that lost is timed again with its anchor one step simpler (channels-last -> the
-    // reference's layout -> the library call made as the reference makes it), at most twice.
-    for (let round = 0; round < 2; round++) {
+    // reference's layout -> the library call made as the reference makes it; a lost layout region's conv goes
+    // to the reduction or normalisation reading it), at most three rounds.
+    for (let round = 0; round < 3; round++) {
       const anchored = new Set(plan.regions.filter((r) => r.anchor && losers.has(r.id)).map((r) => r.id));
       if (anchored.size === 0) break;
+      const before = plan;
       plan = relaxAnchors(plan, anchored);
-      // A region relaxed out of the plan (a layout region) stays a loser; the others are timed again.
-      const retimed = plan.regions.filter((r) => anchored.has(r.id)).map((r) => r.id);
+      // A region relaxed out of the plan (a layout region) stays a loser, its conv handed to a reduction or
+      // normalisation reading it where one can take it; those and the other relaxed regions are timed again.
+      const gone = before.regions.filter(
+        (r) => anchored.has(r.id) && !plan.regions.some((p) => p.id === r.id),
+      );
+      const handed = handAnchorsBack(
+        graph,
+        plan,
+        gone.map((r) => r.anchor ?? ""),
+      );
+      plan = handed.plan;
+      const retimed = [...plan.regions.filter((r) => anchored.has(r.id)).map((r) => r.id), ...handed.changed];
       if (retimed.length === 0) break;
       log(`${problem.name}: ${retimed.join(", ")} lost: timed again with a simpler anchor`);
       emitTo(graph, plan, problem, output);
       await prebuild({ ...prepared, plan }, options);
       const again = await timeRegions(retimed);
       losers = new Set([...losers].filter((id) => !retimed.includes(id) || again.has(id)));
+      for (const id of handed.changed) if (again.has(id)) losers.add(id);
     }
     const ops = regionOps(graph, plan);
     for (const report of result.regions) report.ops = ops.get(report.id) ?? report.ops;

@@ -6,9 +6,11 @@
 // 3. A pointwise region that only consumes a seed's output (and, for reductions, scalars) becomes the
 //    seed's epilogue.
 // 4. A region that is the only consumer of a convolution takes it as its anchor (anchors.ts): a pointwise
-//    region calls it in channels-last, a reduction or normalisation in its own layout (bias folded in).
+//    region calls it in channels-last; a reduction or normalisation takes a 1-d conv in its own layout (bias
+//    folded in).
 // 5. A 2-d/3-d convolution no region anchored becomes a layout region of its own: called channels-last
-//    without its bias, which its kernel adds while writing the reference's layout back.
+//    without its bias, which its kernel adds while writing the reference's layout back. If that loses,
+//    a reduction or normalisation reading it takes it in its own layout instead (handAnchorsBack).
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
@@ -72,27 +74,60 @@ function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>,
   for (const region of regions) {
     const takes = region.kind === "pointwise" || seedTakesAnchor(region, view);
     if (!takes) continue;
-    const members = regionNodes(region);
-    for (const id of operandNodes(view, members)) {
-      if (claimed.has(id) || view.isGraphInput(id)) continue;
-      const node = view.node(id);
-      const match = anchorRuleFor(node, view);
-      if (!match) continue;
-      if (match.why !== null) {
-        kept.push({ node: id, op: node.op, reason: match.why });
-        continue;
-      }
-      if (!view.usersOf(id).every((user) => members.includes(user))) continue;
-      const layout: AnchorLayout =
-        region.kind === "pointwise" && channelsLastRank(node, view) ? "channels_last" : "native";
-      // In its own layout a conv without bias gains nothing from being anchored.
-      if (layout === "native" && !anchorBias(node)) continue;
-      region.anchor = id;
-      region.anchorLayout = layout;
-      claimed.add(id);
-      break;
-    }
+    attachAnchor(view, region, claimed, kept);
   }
+}
+
+/** `region` takes the first convolution among its operands that only it reads (a reduction or normalisation
+ * takes a 2-d/3-d conv only through handAnchorsBack: first it runs channels-last in a layout region). */
+function attachAnchor(view: GraphView, region: Region, claimed: Set<string>, kept: KeptNode[]): void {
+  const members = regionNodes(region);
+  for (const id of operandNodes(view, members)) {
+    if (claimed.has(id) || view.isGraphInput(id)) continue;
+    const node = view.node(id);
+    const match = anchorRuleFor(node, view);
+    if (!match) continue;
+    if (match.why !== null) {
+      kept.push({ node: id, op: node.op, reason: match.why });
+      continue;
+    }
+    if (!view.usersOf(id).every((user) => members.includes(user))) continue;
+    if (region.kind !== "pointwise" && channelsLastRank(node, view)) continue;
+    const layout: AnchorLayout =
+      region.kind === "pointwise" && channelsLastRank(node, view) ? "channels_last" : "native";
+    // In its own layout a conv without bias gains nothing from being anchored.
+    if (layout === "native" && !anchorBias(node)) continue;
+    region.anchor = id;
+    region.anchorLayout = layout;
+    claimed.add(id);
+    return;
+  }
+}
+
+/** After layout regions left the plan (they lost): a reduction or normalisation that is the only reader of
+ * such a convolution takes it in its own layout, bias folded in. The plan, and the regions that changed. */
+export function handAnchorsBack(
+  graph: Graph,
+  plan: Plan,
+  droppedConvs: string[],
+): { plan: Plan; changed: string[] } {
+  const view = new GraphView(graph);
+  const changed: string[] = [];
+  const regions = plan.regions.map((region) => {
+    if (region.anchor || region.kind === "pointwise" || !seedTakesAnchor(region, view)) return region;
+    const members = regionNodes(region);
+    const conv = droppedConvs.find(
+      (id) =>
+        operandNodes(view, members).has(id) &&
+        view.usersOf(id).every((user) => members.includes(user)) &&
+        anchorRuleFor(view.node(id), view)?.why === null &&
+        anchorBias(view.node(id)) !== null,
+    );
+    if (!conv) return region;
+    changed.push(region.id);
+    return { ...region, anchor: conv, anchorLayout: "native" as const };
+  });
+  return { plan: { regions, kept: plan.kept }, changed };
 }
 
 /** Step 5: every 2-d/3-d stock convolution nobody claimed, as a region of its own that runs it channels-last
