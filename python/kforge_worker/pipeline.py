@@ -370,10 +370,17 @@ def check_correctness(ctx: EvalContext) -> None:
     _keep_reference_noise(ctx, 0.0)  # whatever the module held before (an import may have written it)
     ctx.reference_noise = None  # guarded once the trials have measured it
     failed = 0
+    from .checks.context import has_dropout, seed_for_inputs
+
+    # Active dropout: reference and candidate draw from the same random stream (each forward seeded from its
+    # inputs), the clean process cannot hand its stream over, and a float64 copy draws other masks.
+    paired = has_dropout(ctx.ref_model)
+    if paired:
+        ctx.ref64_model = None
     for t in range(trials):
         ctx.progress("check", f"trial {t + 1}/{trials}", t / trials)
         seed = trial_seed(ctx.request.seed, t)
-        remote = _remote_trial(ctx, seed) if ctx.reference is not None else None
+        remote = _remote_trial(ctx, seed) if ctx.reference is not None and not paired else None
         if remote is not None:
             # Inputs, reference outputs and the float64 evaluation from the clean process; the worker's own
             # reference runs in lockstep (the checks use it) and must agree with the clean one.
@@ -383,6 +390,8 @@ def check_correctness(ctx: EvalContext) -> None:
         else:
             inputs = ctx.make_inputs(seed)
             ref64_out = ctx.forward_fp64(inputs)
+            if paired:
+                seed_for_inputs(inputs)
             ref_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
             ref_list = ctx.guard_reference("output", lambda: flatten_outputs(ref_out, "reference output"))
             cand_inputs = ctx.clone_inputs(inputs)
@@ -394,6 +403,8 @@ def check_correctness(ctx: EvalContext) -> None:
         if remote is not None:
             mismatch = mismatch or _reference_disagrees(ctx, f"trial {t}", local_out, ref_list)
             del local_out, remote
+        if paired:
+            seed_for_inputs(cand_inputs)
         cand_out = ctx.guard_candidate("ModelNew.forward", lambda: ctx.forward(ctx.new_model, cand_inputs))
         trial: dict[str, Any] = {"seed": seed, "passed": False, "outputs": [], "message": None}
         ctx.result["trials"].append(trial)

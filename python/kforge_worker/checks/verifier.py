@@ -157,6 +157,14 @@ class Verifier:
             "timing_cross": lambda: execution_checks.check_timing_cross(ctx),
         }
         ran = 0
+        context.pair_random_streams(context.has_dropout(ref))
+        try:
+            self._run_groups(ref, cand, steps)
+        finally:
+            context.pair_random_streams(False)
+
+    def _run_groups(self, ref: nn.Module, cand: nn.Module, steps: dict[str, Callable[[], Any]]) -> None:
+        ran = 0
         for name in RUNTIME_CHECKS:
             if name not in self.enabled:
                 continue
