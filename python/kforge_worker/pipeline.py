@@ -612,6 +612,7 @@ def time_models(ctx: EvalContext) -> None:
     timed region), and a secret sample of pairs has the candidate's output checked against the reference's
     for the same inputs (timed_inputs.py) — caches and switches that serve only timed calls fail there."""
     from .environment import sm_clock_mhz
+    from .checks.context import has_dropout
     from .timed_inputs import FreshInputPool, OutputSampler, default_device
     from .timing import clock_for, measure_interleaved
 
@@ -633,13 +634,32 @@ def time_models(ctx: EvalContext) -> None:
     clock = clock_for(ctx.device)
     side = {"now": "Model"}
     outputs: dict[str, Any] = {}
-    remote = _remote_timing(ctx) if ctx.reference is not None else None
+    # Active dropout: both sides of a pair start from the same generator state (taken between pairs, set back
+    # on the host before each call: no device work in the timed region), so a sampled pair draws one mask; the
+    # clean process cannot share its stream.
+    paired = has_dropout(ctx.ref_model)
+    rng: dict[str, Any] = {}
+
+    def same_stream() -> None:
+        if paired and rng:
+            torch.set_rng_state(rng["cpu"])
+            if on_cuda:
+                torch.cuda.set_rng_state_all(rng["cuda"])
+
+    def next_stream() -> None:
+        if paired:
+            rng["cpu"] = torch.get_rng_state()
+            if on_cuda:
+                rng["cuda"] = torch.cuda.get_rng_state_all()
+
+    remote = _remote_timing(ctx) if ctx.reference is not None and not paired else None
     pool: Any = remote if remote is not None else FreshInputPool(ctx.make_inputs, secret_seed,
                                                                  on_device if on_cuda else None)
     sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
 
     def ref_fn() -> None:
         side["now"] = "Model"
+        same_stream()
         if remote is not None:
             remote.call(timed=False)
             outputs["Model"] = remote.last_outputs  # fetched from the reference process only when sampled
@@ -664,6 +684,7 @@ def time_models(ctx: EvalContext) -> None:
 
     def cand_fn() -> None:
         side["now"] = "ModelNew"
+        same_stream()
         outputs["ModelNew"] = ctx.new_model(*pool.cand_inputs())
 
     def between(pair: int, more: bool) -> None:
@@ -677,6 +698,7 @@ def time_models(ctx: EvalContext) -> None:
         if more:
             side["now"] = "inputs"
             pool.advance()
+            next_stream()
 
     index = ctx.device.index if ctx.device.index is not None else (torch.cuda.current_device() if on_cuda else 0)
     start_clock = sm_clock_mhz(index) if on_cuda else None

@@ -27,3 +27,15 @@ def test_a_candidate_keeping_dropout_is_correct(cache_dir: str, checks: bool) ->
 def test_skipping_dropout_or_drawing_another_mask_is_incorrect(cache_dir: str, name: str) -> None:
     result, _ = evaluate(make_request(problem("tiny_dropout"), candidate(name), cache_dir, trials=3))
     assert result["verdict"] == "incorrect", result["reason"]
+
+
+def test_timed_calls_of_a_dropout_model_are_compared_on_one_stream(cache_dir: str) -> None:
+    request = make_request(problem("tiny_dropout"), candidate("dropout_correct"), cache_dir, trials=2, timing=True,
+                           min_iters=20, max_iters=20)
+    result, _ = evaluate(request, use_checks=True)
+    assert result["verdict"] == "correct", result["reason"]
+    spot = next(c for c in result["checks"] if c["name"] == "timed_spot_check")
+    assert spot["outcome"] == "pass", spot["evidence"]
+    skipped, _ = evaluate(make_request(problem("tiny_dropout"), candidate("dropout_skipped"), cache_dir, trials=2,
+                                       timing=True, min_iters=20, max_iters=20), use_checks=True)
+    assert skipped["verdict"] == "incorrect"
