@@ -30,8 +30,11 @@ PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.
 
 # The reference's own worst error against float64 seen in this process's correctness trials: comparisons
 # made without a float64 evaluation (the checks, the timed spot checks) allow a candidate to differ from the
-# reference by twice that plus the band — by the triangle inequality, no less than the float64 rule allows.
+# reference by NOISE_MULTIPLE times that plus the band. By the triangle inequality two sides each within the
+# trials' worst error differ by at most twice it; but on fresh inputs each side's worst error is a new sample
+# of a maximum over millions of elements, which the few trials' maximum underestimates: each side gets 2x.
 _reference_noise = 0.0
+NOISE_MULTIPLE = 4.0
 
 
 def note_reference_noise(worst: float) -> None:
@@ -53,10 +56,10 @@ def set_reference_noise(value: float) -> None:
 
 
 def within_reference_noise(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: float) -> torch.Tensor:
-    """Where candidate x differs from reference y by no more than twice the reference's own worst error
-    (seen in the trials) plus the band: the rule of comparisons made without a float64 evaluation."""
+    """Where candidate x differs from reference y by no more than NOISE_MULTIPLE times the reference's own worst
+    error (seen in the trials) plus the band: the rule of comparisons made without a float64 evaluation."""
     x, y = x.double(), y.double()
-    return (x - y).abs() <= 2 * _reference_noise + atol + rtol * y.abs()
+    return (x - y).abs() <= NOISE_MULTIPLE * _reference_noise + atol + rtol * y.abs()
 
 
 class OutputStructureError(Exception):

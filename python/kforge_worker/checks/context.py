@@ -122,7 +122,8 @@ class Closeness:
 
 def compare(out: Any, ref: Any, atol: float, rtol: float) -> Closeness:
     """allclose per output (NaN never passes), with the worst error, over flattened outputs; an element
-    outside the band still passes within twice the reference's own worst error seen in the trials."""
+    outside the band still passes within compare.NOISE_MULTIPLE times the reference's own worst error seen in the
+    trials."""
     from ..compare import reference_noise, within_reference_noise
 
     noise = reference_noise()
