@@ -452,8 +452,8 @@ def check_correctness(ctx: EvalContext) -> None:
 
 
 def _keep_reference_noise(ctx: EvalContext, noise: float) -> None:
-    """The comparisons without float64 (checks, sampled timed outputs, reference_isolation) allow NOISE_MULTIPLE times the
-    reference's own error seen in the trials — a value in compare.py's module state. It is set from what the
+    """The comparisons without float64 (checks, sampled timed outputs, reference_isolation) allow
+    compare.NOISE_MULTIPLE times the reference's own error seen in the trials — a value in compare.py's module state. It is set from what the
     trials measured here, whatever the module held, and guarded from then on (_guard_reference_noise)."""
     from .compare import set_reference_noise
 
