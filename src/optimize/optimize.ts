@@ -248,7 +248,9 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
       plan = handed.plan;
       const retimed = [...plan.regions.filter((r) => anchored.has(r.id)).map((r) => r.id), ...handed.changed];
       if (retimed.length === 0) break;
-      log(`${problem.name}: ${retimed.join(", ")} lost: timed again with a simpler anchor`);
+      log(
+        `${problem.name}: ${[...anchored].join(", ")} lost: ${retimed.join(", ")} timed again with a simpler anchor`,
+      );
       emitTo(graph, plan, problem, output);
       await prebuild({ ...prepared, plan }, options);
       const again = await timeRegions(retimed);
