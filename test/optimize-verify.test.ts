@@ -72,33 +72,62 @@ test("optimize --device cpu verifies the emitted file and times it against eager
   assert.equal(reusableResult(result, problem.path, output, options(dir)), null);
 });
 
-test("a file whose kernels fail the eval is re-emitted with PyTorch's ops only", {
-  timeout: 300_000,
-}, async () => {
-  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
-  const output = join(dir, "new.py");
-  let calls = 0;
-  const failingFirst: typeof evaluate = async (p, candidates, opts, hooks) => {
+/** `evaluate`, with the first `failures` results turned `incorrect`; counts the calls. */
+function failingFirst(failures: number) {
+  const seen = { calls: 0 };
+  const wrapped: typeof evaluate = async (p, candidates, opts, hooks) => {
     const results = await evaluate(p, candidates, opts, hooks);
-    calls += 1;
-    if (calls > 1) return results;
+    seen.calls += 1;
+    if (seen.calls > failures) return results;
     return results.map((r) => ({
       ...r,
       verdict: "incorrect" as const,
       reason: "injected: output 0 differs",
     }));
   };
+  return { wrapped, seen };
+}
+
+test("a file whose kernels fail the eval is evaluated without anchors, then with PyTorch's ops only", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const { wrapped, seen } = failingFirst(2);
   // On the CPU both sides of a region are PyTorch's ops (a tie): margin 0 keeps the region for the eval to reject.
   const result = await optimizeProblem(
     problem,
     output,
-    options(dir, { evaluateFile: failingFirst, regionWinMargin: 0 }),
+    options(dir, { evaluateFile: wrapped, regionWinMargin: 0 }),
   );
-  assert.equal(calls, 2, "evaluated again after re-emitting");
+  assert.equal(seen.calls, 3, "with its kernels, without anchors, then PyTorch's ops only");
   assert.deepEqual(result.rejected, { verdict: "incorrect", reason: "injected: output 0 differs" });
   assert.equal(result.verdict, "correct");
   assert.ok(result.regions.every((r) => r.status !== "fused"));
   const source = readFileSync(output, "utf8");
   assert.doesNotMatch(source, /_KF_CUDA_SOURCE/);
   assert.match(source, /class ModelNew/);
+});
+
+test("a file rejected only with its anchors keeps its other kernels", { timeout: 300_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const { wrapped, seen } = failingFirst(1);
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { evaluateFile: wrapped, regionWinMargin: 0 }),
+  );
+  assert.equal(seen.calls, 2);
+  assert.equal(result.verdict, "correct");
+  assert.ok(result.rejected, "the anchored file's verdict is kept for the report");
+  const layout = result.regions.find((r) => r.summary.includes("conv-layout"));
+  assert.equal(layout?.status, "rejected", "the conv's layout region left with the anchors");
+  assert.ok(
+    result.regions.some((r) => r.status === "fused"),
+    "the chain's kernels stayed",
+  );
+  const source = readFileSync(output, "utf8");
+  assert.match(source, /_KF_CUDA_SOURCE/);
+  assert.doesNotMatch(source, /_kf_conv_anchor\(self/);
 });

@@ -159,6 +159,16 @@ function layoutRegions(view: GraphView, claimed: Set<string>, kept: KeptNode[]):
   return regions;
 }
 
+/** The plan with every library call made as the reference makes it: layout regions out, anchors off. */
+export function withoutAnchors(plan: Plan): Plan {
+  return {
+    regions: plan.regions
+      .filter((r) => r.rule !== LAYOUT_RULE)
+      .map((r) => (r.anchor ? { ...r, anchor: undefined, anchorLayout: undefined } : r)),
+    kept: plan.kept,
+  };
+}
+
 /** The rule of a region that is only a convolution run channels-last (step 5). */
 export const LAYOUT_RULE = "conv-layout";
 
