@@ -432,6 +432,22 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars s
   }
 }
 
+// Thread 0 of a streaming block stores its merged statistics: final ones (kept index k) when the reduction
+// has one split, else the partial of block b for finalize_kernel.
+template <class Stat>
+__device__ __forceinline__ void store_partial(KfStats s, int64_t splits, int64_t R, int64_t k, int64_t b,
+                                              KfStats* partial, KfStats* stats, KfStats* stats_out) {
+  if (threadIdx.x != 0) return;
+  if (splits > 1) {
+    partial[b] = s;
+    return;
+  }
+  Stat::finalize(s);
+  s.count = float(R);
+  stats[k] = s;
+  if (stats_out != nullptr) stats_out[k] = s;
+}
+
 // Streaming partial statistics of (kept index, split) pairs, threads along the reduced index (contiguous
 // when the innermost dim is reduced). With one split the result is final and goes straight to `stats`.
 template <class Pro, class Stat, typename... TIn>
@@ -467,17 +483,7 @@ row_partial_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div, con
       for (int u = 0; u < kUnroll; ++u)
         if (r0 + int64_t(u) * blockDim.x < end) Stat::push(s, pro(x[u], sc));
     }
-    s = block_merge_to_first<Stat>(s, scratch);
-    if (threadIdx.x == 0) {
-      if (splits == 1) {
-        Stat::finalize(s);
-        s.count = float(v.R);
-        stats[k] = s;
-        if (stats_out != nullptr) stats_out[k] = s;
-      } else {
-        partial[b] = s;
-      }
-    }
+    store_partial<Stat>(block_merge_to_first<Stat>(s, scratch), splits, v.R, k, b, partial, stats, stats_out);
   }
 }
 
@@ -528,17 +534,7 @@ row_partial_vec_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div,
         }
       }
     }
-    s = block_merge_to_first<Stat>(s, scratch);
-    if (threadIdx.x == 0) {
-      if (splits == 1) {
-        Stat::finalize(s);
-        s.count = float(v.R);
-        stats[k] = s;
-        if (stats_out != nullptr) stats_out[k] = s;
-      } else {
-        partial[b] = s;
-      }
-    }
+    store_partial<Stat>(block_merge_to_first<Stat>(s, scratch), splits, v.R, k, b, partial, stats, stats_out);
   }
 }
 
