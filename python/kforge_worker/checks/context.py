@@ -92,8 +92,10 @@ def seed_for_inputs(inputs: Inputs) -> None:
         if isinstance(x, torch.Tensor):
             flat = x.detach().reshape(-1)
             sample = flat[:: max(1, flat.numel() // 64)][:64]
-            total = float(sample.double().sum()) if sample.numel() and sample.is_floating_point() else float(
-                sample.sum()) if sample.numel() else 0.0
+            try:
+                total = float(sample.double().abs().sum()) if sample.numel() else 0.0
+            except (RuntimeError, TypeError):  # a dtype without a float64 view: its shape and dtype only
+                total = 0.0
             digest.append(hash((tuple(x.shape), str(x.dtype), round(total, 6) if math.isfinite(total) else 0.0)))
         else:
             digest.append(hash(repr(x)))
