@@ -93,7 +93,8 @@ def seed_for_inputs(inputs: Inputs) -> None:
             flat = x.detach().reshape(-1)
             sample = flat[:: max(1, flat.numel() // 64)][:64]
             try:
-                total = float(sample.double().abs().sum()) if sample.numel() else 0.0
+                wide = sample.to(torch.complex128 if sample.is_complex() else torch.float64)
+                total = float(wide.abs().sum()) if sample.numel() else 0.0
             except (RuntimeError, TypeError):  # a dtype without a float64 view: its shape and dtype only
                 total = 0.0
             digest.append(hash((tuple(x.shape), str(x.dtype), round(total, 6) if math.isfinite(total) else 0.0)))
