@@ -156,7 +156,6 @@ class Verifier:
             "cuda_profile": lambda: execution_checks.check_cuda_profile(ctx),
             "timing_cross": lambda: execution_checks.check_timing_cross(ctx),
         }
-        ran = 0
         context.pair_random_streams(context.has_dropout(ref))
         try:
             self._run_groups(ref, cand, steps)
