@@ -30,8 +30,8 @@ export const RegionReport = z.object({
   summary: z.string(),
   kernelMs: z.number().nullable(),
   torchMs: z.number().nullable(),
-  /** "fused": shipped as a kernel; "dropped": not faster than PyTorch's ops (REGION_WIN_MARGIN), left to PyTorch; "rejected": the
-   * file with the kernels failed the eval, so every region was left to PyTorch (see `rejected`). */
+  /** "fused": shipped as a kernel; "dropped": not faster than PyTorch's ops (REGION_WIN_MARGIN), left to
+   * PyTorch; "rejected": the file with it failed the eval, so it was left to PyTorch (see `rejected`). */
   status: z.enum(["fused", "dropped", "rejected"]),
 });
 
@@ -287,8 +287,8 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   const evaluateFile = options.evaluateFile ?? evaluate;
   const onSameGpu = { slots: [{ id: "gpu", env: options.env ?? {} }] };
   let [evalResult] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
-  const failed = (r: EvalResult | undefined) => r !== undefined && r.verdict !== "correct";
-  if (failed(evalResult) && plan.regions.length > 0 && evalResult) {
+  const failed = (r: EvalResult | undefined): r is EvalResult => r !== undefined && r.verdict !== "correct";
+  if (failed(evalResult) && plan.regions.length > 0) {
     result.rejected = { verdict: evalResult.verdict, reason: evalResult.reason };
     // A library call made another way (channels-last, another cuDNN algorithm, TF32) is the likeliest to
     // round differently: the file without anchors is evaluated before every kernel is given up.
@@ -314,7 +314,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     }
     if (failed(evalResult)) {
       log(
-        `${problem.name}: the file with its kernels is ${evalResult?.verdict}: re-emitted with PyTorch's ops only`,
+        `${problem.name}: the file with its kernels is ${evalResult.verdict}: re-emitted with PyTorch's ops only`,
       );
       for (const report of result.regions) if (report.status === "fused") report.status = "rejected";
       plan = { regions: [], kept: plan.kept };

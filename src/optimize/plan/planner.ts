@@ -79,8 +79,14 @@ function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>,
 }
 
 /** `region` takes the first convolution among its operands that only it reads (a reduction or normalisation
- * takes a 2-d/3-d conv only through handAnchorsBack: first it runs channels-last in a layout region). */
-function attachAnchor(view: GraphView, region: Region, claimed: Set<string>, kept: KeptNode[]): void {
+ * takes a 2-d/3-d conv only when `handedBack`: first it runs channels-last in a layout region). */
+function attachAnchor(
+  view: GraphView,
+  region: Region,
+  claimed: Set<string>,
+  kept: KeptNode[],
+  handedBack = false,
+): void {
   const members = regionNodes(region);
   for (const id of operandNodes(view, members)) {
     if (claimed.has(id) || view.isGraphInput(id)) continue;
@@ -92,7 +98,7 @@ function attachAnchor(view: GraphView, region: Region, claimed: Set<string>, kep
       continue;
     }
     if (!view.usersOf(id).every((user) => members.includes(user))) continue;
-    if (region.kind !== "pointwise" && channelsLastRank(node, view)) continue;
+    if (region.kind !== "pointwise" && channelsLastRank(node, view) && !handedBack) continue;
     const layout: AnchorLayout =
       region.kind === "pointwise" && channelsLastRank(node, view) ? "channels_last" : "native";
     // In its own layout a conv without bias gains nothing from being anchored.
@@ -112,20 +118,17 @@ export function handAnchorsBack(
   droppedConvs: string[],
 ): { plan: Plan; changed: string[] } {
   const view = new GraphView(graph);
+  const dropped = new Set(droppedConvs);
+  // Only the dropped convs are free to take.
+  const claimed = new Set(graph.nodes.map((n) => n.id).filter((id) => !dropped.has(id)));
   const changed: string[] = [];
   const regions = plan.regions.map((region) => {
-    if (region.anchor || region.kind === "pointwise" || !seedTakesAnchor(region, view)) return region;
-    const members = regionNodes(region);
-    const conv = droppedConvs.find(
-      (id) =>
-        operandNodes(view, members).has(id) &&
-        view.usersOf(id).every((user) => members.includes(user)) &&
-        anchorRuleFor(view.node(id), view)?.why === null &&
-        anchorBias(view.node(id)) !== null,
-    );
-    if (!conv) return region;
+    if (region.anchor || !seedTakesAnchor(region, view)) return region;
+    const taker = { ...region };
+    attachAnchor(view, taker, claimed, [], true);
+    if (!taker.anchor) return region;
     changed.push(region.id);
-    return { ...region, anchor: conv, anchorLayout: "native" as const };
+    return taker;
   });
   return { plan: { regions, kept: plan.kept }, changed };
 }
