@@ -361,6 +361,7 @@ def tolerance_for(ctx: EvalContext, dtypes: list[Any]) -> tuple[float, float]:
 
 
 def check_correctness(ctx: EvalContext) -> None:
+    from .checks.context import has_dropout, seed_for_inputs
     from .compare import OutputStructureError, compare_output, flatten_outputs, reference_worst_error
 
     torch, trials = ctx.torch, ctx.request.trials
@@ -370,8 +371,6 @@ def check_correctness(ctx: EvalContext) -> None:
     _keep_reference_noise(ctx, 0.0)  # whatever the module held before (an import may have written it)
     ctx.reference_noise = None  # guarded once the trials have measured it
     failed = 0
-    from .checks.context import has_dropout, seed_for_inputs
-
     # Active dropout: reference and candidate draw from the same random stream (each forward seeded from its
     # inputs), the clean process cannot hand its stream over, and a float64 copy draws other masks.
     paired = has_dropout(ctx.ref_model)
@@ -453,8 +452,9 @@ def check_correctness(ctx: EvalContext) -> None:
 
 def _keep_reference_noise(ctx: EvalContext, noise: float) -> None:
     """The comparisons without float64 (checks, sampled timed outputs, reference_isolation) allow
-    compare.NOISE_MULTIPLE times the reference's own error seen in the trials — a value in compare.py's module state. It is set from what the
-    trials measured here, whatever the module held, and guarded from then on (_guard_reference_noise)."""
+    compare.NOISE_MULTIPLE times the reference's own error seen in the trials — a value in compare.py's module
+    state. It is set from what the trials measured here, whatever the module held, and guarded from then on
+    (_guard_reference_noise)."""
     from .compare import set_reference_noise
 
     ctx.reference_noise = noise
@@ -611,8 +611,8 @@ def time_models(ctx: EvalContext) -> None:
     sides get the next of their rotating input sets, rewritten with fresh get_inputs() values (outside the
     timed region), and a secret sample of pairs has the candidate's output checked against the reference's
     for the same inputs (timed_inputs.py) — caches and switches that serve only timed calls fail there."""
-    from .environment import sm_clock_mhz
     from .checks.context import has_dropout
+    from .environment import sm_clock_mhz
     from .timed_inputs import FreshInputPool, OutputSampler, default_device
     from .timing import clock_for, measure_interleaved
 

@@ -219,10 +219,7 @@ def _rounding_noise(ctx: VerifyContext, inputs: list[Any], ref_out: Any, outputs
     if not outputs or has_dropout(ctx.ref):  # float64 dropout draws other masks: no rounding to compare
         return {}
     try:
-        ref64_model = _float64_copy(ctx.ref)
-        with preserved_state(ref64_model):
-            ref64 = run(ref64_model, [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                                      for x in clone_inputs(inputs)])
+        ref64 = _run_float64(_float64_copy(ctx.ref), inputs)
     except Exception:  # noqa: BLE001 — without float64 every tightening stands
         return {}
     found = {}
@@ -319,9 +316,7 @@ def check_precision(ctx: VerifyContext) -> CheckResult:
         ref64_model = _float64_copy(ctx.ref)
     except Exception as exc:  # noqa: BLE001
         return skipped("precision", f"no float64 copy of the reference ({type(exc).__name__})", "incorrect")
-    with preserved_state(ref64_model):
-        ref64 = run(ref64_model, [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                                  for x in clone_inputs(inputs)])
+    ref64 = _run_float64(ref64_model, inputs)
     tf32 = bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
     lines = []
     for i, (o, r, r64) in enumerate(zip(tensors(out), tensors(ref_out), tensors(ref64))):
@@ -338,6 +333,13 @@ def check_precision(ctx: VerifyContext) -> CheckResult:
                           f"{' (TF32 allowed)' if tf32 else ' (TF32 off)'}: computed in lower precision",
                           "incorrect")
     return passed("precision", "; ".join(lines) or "no floating outputs", "incorrect")
+
+
+def _run_float64(ref64_model: nn.Module, inputs: list[Any]) -> Any:
+    """The float64 copy's outputs on copies of `inputs` (floating ones widened), its state restored."""
+    with preserved_state(ref64_model):
+        return run(ref64_model, [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                                 for x in clone_inputs(inputs)])
 
 
 def _float64_copy(model: nn.Module) -> nn.Module:
