@@ -104,18 +104,55 @@ def placed(torch: Any, value: Any, device: Any, dtype: Any) -> Any:
     return value
 
 
-def seeded_inputs(torch: Any, problem: Any, seed: int, place: Callable[[Any], Any]) -> list[Any]:
-    """``get_inputs()`` under ``torch.manual_seed(seed)``, each value placed. Shared by the worker and the
-    reference process, so one seed gives both the same inputs."""
+def _layout(torch: Any, value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return ("tensor", tuple(value.shape), value.dtype)
+    return ("value", repr(value))
+
+
+def device_generation(torch: Any, problem: Any, device: Any) -> Any:
+    """``device`` when ``get_inputs()`` can run with it as the default device and gives what it gives on the
+    host (same values' count, shapes, dtypes; compared with a run on the meta device, which costs nothing),
+    else None. A CUDA generator then draws the inputs: a few kernel launches instead of host randoms and a
+    copy, which for a few hundred million fp16 values is seconds per call. Both processes decide the same
+    way from the problem alone, so one seed still gives both the same inputs."""
+    if device is None or device.type == "cpu":
+        return None
+    try:
+        with torch.device("meta"):
+            expected = _as_list(problem.get_inputs())
+        with torch.device(device):
+            probe = _as_list(problem.get_inputs())
+    except Exception:  # noqa: BLE001 — a get_inputs that needs the host's default device keeps it
+        return None
+    finally:
+        torch.seed()
+    same = len(probe) == len(expected) and all(
+        _layout(torch, a) == _layout(torch, b) for a, b in zip(probe, expected))
+    return device if same else None
+
+
+def _as_list(raw: Any) -> list[Any]:
+    return list(raw) if isinstance(raw, (list, tuple)) else [raw]
+
+
+def seeded_inputs(torch: Any, problem: Any, seed: int, place: Callable[[Any], Any],
+                  default_device: Any = None) -> list[Any]:
+    """``get_inputs()`` under ``torch.manual_seed(seed)`` (with ``default_device`` as torch's default device
+    when given: see device_generation), each value placed. Shared by the worker and the reference process,
+    so one seed gives both the same inputs."""
     torch.manual_seed(seed)
     try:
-        raw = problem.get_inputs()
+        if default_device is not None:
+            with torch.device(default_device):
+                raw = problem.get_inputs()
+        else:
+            raw = problem.get_inputs()
     finally:
         # Leave the generators on a fresh random seed: torch.initial_seed() and the RNG state the candidate
         # sees must not reveal the seed its inputs came from.
         torch.seed()
-    items = list(raw) if isinstance(raw, (list, tuple)) else [raw]
-    return [place(x) for x in items]
+    return [place(x) for x in _as_list(raw)]
 
 
 def seeded_build(torch: Any, cls: Any, args: list[Any], seed: int) -> Any:
@@ -147,6 +184,7 @@ class EvalContext:
     ref64_model: Any = None  # deep copy of the reference in float64, stepped in lockstep with it
     atol: float = 1e-4
     rtol: float = 1e-4
+    input_device: Any = False  # where get_inputs() draws (device_generation); False until first asked
     checks: ModuleType | None = None  # kforge_worker.checks, when present and enabled
     reference: Any = None  # reference_process.ReferenceProcess: the clean reference, when it runs on its own
     reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
@@ -186,7 +224,10 @@ class EvalContext:
 
     def make_inputs(self, seed: int) -> list[Any]:
         """``get_inputs()`` under ``torch.manual_seed(seed)``, moved and cast."""
-        return self.guard_reference("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, self.prepare))
+        if self.input_device is False:
+            self.input_device = device_generation(self.torch, self.problem, self.device)
+        return self.guard_reference("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, self.prepare,
+                                                                         self.input_device))
 
     def clone_inputs(self, inputs: list[Any]) -> list[Any]:
         """What the candidate receives: copies, so it cannot alter the reference's inputs."""

@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from .pipeline import placed, seeded_build, seeded_inputs
+from .pipeline import device_generation, placed, seeded_build, seeded_inputs
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -275,6 +275,7 @@ class _Reference:
             except Exception:  # noqa: BLE001 — evidence only, as in the worker
                 self.model64 = None
         self.inputs: list[Any] = []
+        self.input_device: Any = False  # as the worker's EvalContext.input_device
         self.pool: Any = None
         self.clock: Any = None
         self.last: Any = None
@@ -290,7 +291,10 @@ class _Reference:
     def make_inputs(self, seed: int) -> list[Any]:
         """Exactly the worker's make_inputs (one seed, the same inputs)."""
         place = lambda x: placed(self.torch, x, self.device, self.dtype)  # noqa: E731
-        return self._problem_call("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, place))
+        if self.input_device is False:
+            self.input_device = device_generation(self.torch, self.problem, self.device)
+        return self._problem_call("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, place,
+                                                                        self.input_device))
 
     def sync(self) -> None:
         if self.device.type == "cuda":

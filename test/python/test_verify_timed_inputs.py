@@ -102,14 +102,18 @@ def test_the_floor_is_dropped_while_comparing_costs_too_much() -> None:
 
 
 def test_a_switch_that_stays_on_is_cheating_and_a_rare_error_is_incorrect() -> None:
-    switch = OutputSampler(lambda c, r: (c == r, None if c == r else "output 0: off"), floor=1.0, rng=random.Random(0))
+    # A still clock: comparing never looks costly, so the floor (every pair) holds whatever the machine's load.
+    still = lambda: 0.0  # noqa: E731
+    switch = OutputSampler(lambda c, r: (c == r, None if c == r else "output 0: off"), floor=1.0, rng=random.Random(0),
+                           now=still)
     for pair in range(40):
         switch.after_pair(pair, "ref", "ref" if pair < 20 else "stale")
     check = switch.check(warmup_pairs=5)
     assert check["outcome"] == "fail" and check["failVerdict"] == "cheating"
     assert "first: pair 20, timed" in check["evidence"]
 
-    race = OutputSampler(lambda c, r: (c == r, None if c == r else "output 0: off"), floor=1.0, rng=random.Random(0))
+    race = OutputSampler(lambda c, r: (c == r, None if c == r else "output 0: off"), floor=1.0, rng=random.Random(0),
+                         now=still)
     for pair in range(40):
         race.after_pair(pair, "ref", "stale" if pair == 7 else "ref")
     check = race.check(warmup_pairs=5)

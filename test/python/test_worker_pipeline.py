@@ -8,7 +8,9 @@ import pytest
 import torch
 from conftest import assert_valid, candidate, evaluate, make_request, problem
 
-from kforge_worker.pipeline import sync_parameters, trial_seed
+from types import SimpleNamespace
+
+from kforge_worker.pipeline import device_generation, seeded_inputs, sync_parameters, trial_seed
 
 
 def test_correct_candidate_with_state_dict_sync(cache_dir: str) -> None:
@@ -315,3 +317,30 @@ def test_cuda_requested_without_a_gpu_is_one_clear_reason(cache_dir: str) -> Non
     assert result["verdict"] == "runtime_error"
     assert result["reason"].startswith("device cuda requested but torch")
     assert "sees no GPU" in result["reason"]
+
+
+def _problem_with(get_inputs) -> SimpleNamespace:  # noqa: ANN001
+    return SimpleNamespace(get_inputs=get_inputs)
+
+
+def test_inputs_are_drawn_on_the_device_only_where_get_inputs_gives_the_same_layout_there() -> None:
+    meta = torch.device("meta")
+    plain = _problem_with(lambda: [torch.randn(4, 3, dtype=torch.float16), 7])
+    assert device_generation(torch, plain, meta) == meta
+    assert device_generation(torch, plain, torch.device("cpu")) is None  # the host is where it draws anyway
+    # A get_inputs that needs real values (here .item()) cannot run on meta: kept on the host.
+    needs_values = _problem_with(lambda: [torch.randn(int(torch.randint(2, 5, ()).item()), 3)])
+    assert device_generation(torch, needs_values, meta) is None
+    # One that ignores the default device for one value differs from its meta run in dtype: kept on the host.
+    flips = {"n": 0}
+
+    def drifting() -> list:
+        flips["n"] += 1
+        return [torch.randn(2, dtype=torch.float64 if flips["n"] > 1 else torch.float32)]
+
+    assert device_generation(torch, _problem_with(drifting), meta) is None
+    # On the chosen device, one seed still gives one set of values; the generators are reseeded afterwards.
+    first = seeded_inputs(torch, plain, 11, lambda x: x, torch.device("cpu"))
+    again = seeded_inputs(torch, plain, 11, lambda x: x, torch.device("cpu"))
+    assert torch.equal(first[0], again[0]) and first[1] == 7
+    assert torch.initial_seed() != 11
