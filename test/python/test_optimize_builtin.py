@@ -487,3 +487,33 @@ def test_every_emitted_cuda_compiles_for_sm90a_without_spills(
         pytest.skip(f"{name}: no generated CUDA ({what})")
     why = _compile(nvcc, source, tmp_path)
     assert why is None, why
+
+
+# ---- pooling: the fixed-window kernel where the window is known when the file is generated ----
+
+_POOL_LAUNCH = re.compile(r"return (kf_launch_pool(?:_fixed)?)<(KF_POOL_\w+)(?:, (\d+), (\d+), (\d+), (\d+))?,")
+
+
+@pytest.mark.parametrize(("name", "launch"), [
+    ("avg_pool2d", ("kf_launch_pool_fixed", "KF_POOL_AVG", "1", "3", "3", "1")),
+    ("max_pool2d", ("kf_launch_pool_fixed", "KF_POOL_MAX", "1", "3", "3", "2")),
+    ("max_pool3d", ("kf_launch_pool_fixed", "KF_POOL_MAX", "3", "3", "3", "2")),
+    ("avg_pool1d", ("kf_launch_pool_fixed", "KF_POOL_AVG", "1", "1", "8", "4")),
+    ("adaptive_avg_pool2d", ("kf_launch_pool", "KF_POOL_AVG", None, None, None, None)),
+])
+def test_pool_launcher_is_instantiated_for_the_problems_window(emitted: dict[str, Path], name: str, launch: tuple) -> None:
+    source = _cuda_source(emitted[name])
+    assert source is not None, f"{name}: no generated CUDA"
+    launches = [m for m in _POOL_LAUNCH.findall(source) if m[1] != "Kind"]
+    assert launches == [tuple("" if v is None else v for v in launch)], launches
+
+
+def test_an_export_captured_file_takes_the_reference_forward_at_other_shapes(emitted: dict[str, Path]) -> None:
+    # causal_masked_softmax cannot be fx-traced (an assert on a shape); torch.export bakes its length into the
+    # graph's slices, so the emitted forward must not run that graph on another length.
+    path = emitted["causal_masked_softmax"]
+    problem, cand = _load(PROBLEMS_DIR / "causal_masked_softmax.py"), _load(path)
+    ref, new = problem.Model(64), cand.ModelNew(64)
+    new.load_state_dict(ref.state_dict())
+    scores = torch.randn(2, 3, 37, 37)
+    torch.testing.assert_close(new(scores), ref(scores), rtol=0, atol=0)

@@ -105,6 +105,16 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   const callArgs = argNames(graph.source.signature);
   const forwardLines: string[] = [];
   for (const input of graph.inputs) {
+    // torch.export specialises the graph to the captured shapes (a size read in forward becomes a constant):
+    // other shapes take the reference's forward.
+    if (input.meta && graph.captured === "export") {
+      const shape =
+        input.meta.shape.length === 1 ? `(${input.meta.shape[0]},)` : `(${input.meta.shape.join(", ")})`;
+      forwardLines.push(
+        `if not isinstance(${input.name}, torch.Tensor) or tuple(${input.name}.shape) != ${shape}:`,
+        `    return self._kf_reference_forward(${callArgs.join(", ")})`,
+      );
+    }
     if (input.meta || !input.value) continue;
     forwardLines.push(
       `if not _kf_same(${input.name}, ${pyScalar(input.value, false)}):`,
