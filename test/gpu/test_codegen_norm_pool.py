@@ -341,6 +341,12 @@ POOL_CASES = [
     (H.POOL_AVG, (2, 3, 9, 10, 11), [3, 3, 3], [2, 2, 2], [1, 1, 1], [1, 1, 1], True, False, None),
     (H.POOL_AVG, (2, 3, 9, 10, 11), [3, 2, 3], [2, 2, 1], [1, 1, 0], [1, 1, 1], True, True, 7),
     (H.POOL_AVG, (8, 64, 56, 56), [2, 2], [2, 2], [0, 0], [1, 1], False, True, None),
+    (H.POOL_AVG, (2, 5, 13, 21), [3, 3], [1, 1], [1, 1], [1, 1], False, True, None),
+    (H.POOL_AVG, (2, 5, 13, 21), [3, 3], [1, 1], [1, 1], [1, 1], False, False, None),
+    (H.POOL_MAX, (2, 5, 13, 6), [3, 3], [1, 1], [1, 1], [1, 1], False, True, None),
+    (H.POOL_MAX, (2, 3, 7, 5), [3, 3], [2, 2], [1, 1], [1, 1], True, True, None),
+    (H.POOL_AVG, (2, 3, 7, 5), [3, 3], [2, 2], [1, 1], [1, 1], True, False, None),
+    (H.POOL_AVG, (2, 3, 7, 5), [3, 3], [2, 2], [1, 1], [1, 1], True, True, None),
 ]
 
 
@@ -365,6 +371,57 @@ def test_pooling(ext, dtype):
         resid = torch.randn(list(reversed(ref.shape)), generator=gen, device="cuda").to(dtype).permute(*reversed(range(ref.dim())))
         out = ext.pool(kind, x, [resid], out_size, k, s, p, d, cip, div or 0, False, 0.5)
         _close(out, ref * 0.5 + resid.double(), dtype, what + " + strided residual epilogue")
+
+
+def _window(k, s):
+    """(KD, KH, KW, SW) of a pool's kernel and stride, leading dims of 1-D and 2-D pools as 1."""
+    return tuple([1] * (3 - len(k)) + list(k) + [s[-1]])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_fixed_window_pooling_equals_the_generic_kernel(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(9)
+    tried = set()
+    for kind, shape, k, s, p, d, ceil, cip, div in POOL_CASES:
+        window = _window(k, s)
+        if window not in H.FIXED_WINDOWS:
+            continue
+        tried.add(window)
+        nd = len(shape) - 2
+        x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
+        ref = _pool_ref(kind, x.double(), nd, k, s, p, d, ceil, cip, div, False)
+        out_size = list(ref.shape[2:])
+        what = f"fixed {window} {'max' if kind == H.POOL_MAX else 'avg'}_pool{nd}d {shape} k{k} s{s} p{p} d{d} ceil={ceil} cip={cip} div={div}"
+        generic = ext.pool(kind, x, [], out_size, k, s, p, d, cip, div or 0, False, 1.0)
+        fixed = ext.pool_fixed(list(window), kind, x, [], out_size, k, s, p, d, cip, div or 0, False, 1.0)
+        if kind == H.POOL_MAX:
+            assert torch.equal(fixed, ref.to(dtype)), f"{what}: max pooling must be exact"
+        else:
+            _close(fixed, ref, dtype, what)
+            torch.testing.assert_close(fixed.double(), generic.double(), atol=1e-6 if dtype == torch.float32 else 1e-2,
+                                       rtol=1e-5 if dtype == torch.float32 else 1e-2, msg=what)
+        resid = torch.randn(list(reversed(ref.shape)), generator=gen, device="cuda").to(dtype).permute(*reversed(range(ref.dim())))
+        out = ext.pool_fixed(list(window), kind, x, [resid], out_size, k, s, p, d, cip, div or 0, False, 0.5)
+        _close(out, ref * 0.5 + resid.double(), dtype, what + " + strided residual epilogue")
+    assert tried == set(H.FIXED_WINDOWS), f"windows without a case: {set(H.FIXED_WINDOWS) - tried}"
+
+
+def test_fixed_window_launcher_takes_the_generic_kernel_for_another_window(ext):
+    x = torch.randn(2, 3, 11, 13, device="cuda")
+    x[1, 2, 3, 4] = float("nan")
+    # Instantiated for 3x3 stride 2; called with 2x2 stride 2, a W dilation, adaptive windows: still torch's answer.
+    ref = F.max_pool2d(x, 2, 2)
+    out = ext.pool_fixed([1, 3, 3, 2], H.POOL_MAX, x, [], list(ref.shape[2:]), [2, 2], [2, 2], [0, 0], [1, 1], True, 0,
+                         False, 1.0)
+    torch.testing.assert_close(out, ref, equal_nan=True)
+    ref = F.max_pool2d(x, 3, 2, 1, dilation=(1, 2))
+    out = ext.pool_fixed([1, 3, 3, 2], H.POOL_MAX, x, [], list(ref.shape[2:]), [3, 3], [2, 2], [1, 1], [1, 2], True, 0,
+                         False, 1.0)
+    torch.testing.assert_close(out, ref, equal_nan=True)
+    out = ext.pool_fixed([1, 3, 3, 2], H.POOL_AVG, x, [], [4, 4], [1, 1], [1, 1], [0, 0], [1, 1], True, 0, True, 1.0)
+    torch.testing.assert_close(out, F.adaptive_avg_pool2d(x, 4), equal_nan=True)
+    with pytest.raises(RuntimeError, match="kf_launch_pool"):  # bad params are rejected on either path
+        ext.pool_fixed([1, 3, 3, 2], H.POOL_MAX, x, [], [4, 4], [3, 3], [0, 2], [0, 0], [1, 1], True, 0, False, 1.0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)

@@ -638,6 +638,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const epi = `KfEpi_${region.id}`;
   const kind = seed.op.startsWith("max") ? "KF_POOL_MAX" : "KF_POOL_AVG";
   const inType = CPP_TYPE[inMeta.dtype];
+  const geo = poolGeometry(seed.op, seedFn, nd);
   const cuda = [
     functor(
       epi,
@@ -649,7 +650,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pool}) {`,
     "  KfPoolParams p;",
     "  KF_RETURN_IF_ERROR(kf_pool_params_from(geo, ngeo, in_shape, in_rank, &p));",
-    `  return kf_launch_pool<${kind}, ${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}>(p, in, out, extra, sc, stream);`,
+    `  return ${poolLauncher(geo, nd, kind, `${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}`)}(p, in, out, extra, sc, stream);`,
     "}",
   ].join("\n");
   const host = [
@@ -671,7 +672,6 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
     "}",
   ].join("\n");
   const inputPy = pyArg(seedFn.input, nameOf);
-  const geo = poolGeometry(seed.op, seedFn, nd);
   const operands: Operand[] = [
     { py: `${inputPy}.contiguous()`, dtype: inMeta.dtype, key: "in" },
     ...table.operands,
@@ -683,7 +683,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
     rank: nd + 2,
     pyPrelude: [operandTuple(operands)],
     pyLaunch: [
-      `geo = ${geo}`,
+      `geo = [${geo.join(", ")}]`,
       `out_shape = _kf_pool_out_shape(ins[0].shape, geo)`,
       `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, _KF_NO_INTS, 0, out_shape, geo, _KF_NO_TENSOR)`,
     ],
@@ -691,7 +691,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
 };
 
 /** Pool geometry as a flat int list for the host: [kind, nd, adaptive, k*, s*, p*, d*, ceil, count_include_pad, divisor, out*]. */
-function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): string {
+function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): number[] {
   const spread = (arg: Arg | undefined, fallback: number[]) => {
     const list = intList(arg) ?? fallback;
     return list.length === 1 ? Array(nd).fill(list[0]) : list;
@@ -728,7 +728,26 @@ function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): string {
     divisor,
     ...outSize,
   ];
-  return `[${values.join(", ")}]`;
+  return values;
+}
+
+/** Largest window (taps) the fixed-window pool kernel unrolls; larger ones take the generic kernel. */
+const FIXED_POOL_MAX_TAPS = 64;
+
+/**
+ * The launcher of a pool with geometry `geo`: the fixed-window kernel instantiated for its window when that is
+ * known here (not adaptive, W dilation 1, a window small enough to unroll), the generic one otherwise.
+ */
+function poolLauncher(geo: number[], nd: number, kind: string, rest: string): string {
+  const kernel = geo.slice(3, 3 + nd);
+  const stride = geo.slice(3 + nd, 3 + 2 * nd);
+  const dilation = geo.slice(3 + 3 * nd, 3 + 4 * nd);
+  const taps = kernel.reduce((a, b) => a * b, 1);
+  const fixed =
+    geo[2] === 0 && dilation[nd - 1] === 1 && taps <= FIXED_POOL_MAX_TAPS && (kernel[nd - 1] ?? 0) <= 16;
+  if (!fixed) return `kf_launch_pool<${kind}, ${rest}>`;
+  const window = [...Array(3 - nd).fill(1), ...kernel];
+  return `kf_launch_pool_fixed<${kind}, ${window.join(", ")}, ${stride[nd - 1] ?? 1}, ${rest}>`;
 }
 
 const KIND_GENERATORS: Record<Exclude<Region["kind"], "recipe">, KindGenerator> = {

@@ -9,6 +9,8 @@ cudaError_t kfh_norm(int op, int dtype, const KfShape& shape, uint32_t mask, voi
                      const KfScalars& sc, float* stats_out, void* ws, size_t wsb, cudaStream_t stream);
 cudaError_t kfh_pool(int kind, int epi, int dtype, const KfPoolParams& p, const void* in, void* out,
                      const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream);
+cudaError_t kfh_pool_fixed(const int (&window)[4], int kind, int epi, int dtype, const KfPoolParams& p, const void* in,
+                           void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream);
 
 static int dtype_code(const at::Tensor& t) {
   switch (t.scalar_type()) {
@@ -55,12 +57,13 @@ at::Tensor norm(int64_t op, const std::vector<at::Tensor>& ins, const std::vecto
 }
 
 // Pooling of contiguous x [N, C, spatial...]; extra: 0 or 1 epilogue inputs broadcastable to the output
-// (pooled * sc[0] + extra).
-at::Tensor pool(int64_t kind, const at::Tensor& x, const std::vector<at::Tensor>& extra,
-                const std::vector<int64_t>& out_size, const std::vector<int64_t>& kernel,
-                const std::vector<int64_t>& stride, const std::vector<int64_t>& pad,
-                const std::vector<int64_t>& dilation, bool count_include_pad, int64_t divisor_override,
-                bool adaptive, double scale) {
+// (pooled * sc[0] + extra). window: empty for kf_launch_pool, else the (KD, KH, KW, SW) kf_launch_pool_fixed
+// is instantiated for (one of norm_pool_harness.cu's KFH_FIXED_WINDOWS).
+static at::Tensor pool_with(const std::vector<int64_t>& window, int64_t kind, const at::Tensor& x,
+                            const std::vector<at::Tensor>& extra, const std::vector<int64_t>& out_size,
+                            const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                            const std::vector<int64_t>& pad, const std::vector<int64_t>& dilation,
+                            bool count_include_pad, int64_t divisor_override, bool adaptive, double scale) {
   TORCH_CHECK(x.is_contiguous(), "harness: pool input must be contiguous");
   const int nd = static_cast<int>(x.dim()) - 2;
   KfPoolParams p{};
@@ -84,8 +87,37 @@ at::Tensor pool(int64_t kind, const at::Tensor& x, const std::vector<at::Tensor>
   const KfShape os = kf_shape_of(oshape);
   std::vector<KfTensorRef> refs;
   for (const auto& t : extra) refs.push_back(kf_ref(t, os));
-  kf_check_cuda(kfh_pool(static_cast<int>(kind), extra.empty() ? 0 : 1, dtype_code(x), p, x.data_ptr(), out.data_ptr(),
-                         refs.empty() ? nullptr : refs.data(), scalars_of({scale}), c10::cuda::getCurrentCUDAStream().stream()),
-                "kf_launch_pool");
+  const int epi = extra.empty() ? 0 : 1;
+  const KfTensorRef* refp = refs.empty() ? nullptr : refs.data();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  if (window.empty()) {
+    kf_check_cuda(kfh_pool(static_cast<int>(kind), epi, dtype_code(x), p, x.data_ptr(), out.data_ptr(), refp,
+                           scalars_of({scale}), stream),
+                  "kf_launch_pool");
+  } else {
+    TORCH_CHECK(window.size() == 4, "harness: window is (KD, KH, KW, SW)");
+    const int w[4] = {int(window[0]), int(window[1]), int(window[2]), int(window[3])};
+    kf_check_cuda(kfh_pool_fixed(w, static_cast<int>(kind), epi, dtype_code(x), p, x.data_ptr(), out.data_ptr(), refp,
+                                 scalars_of({scale}), stream),
+                  "kf_launch_pool_fixed");
+  }
   return out;
+}
+
+at::Tensor pool(int64_t kind, const at::Tensor& x, const std::vector<at::Tensor>& extra,
+                const std::vector<int64_t>& out_size, const std::vector<int64_t>& kernel,
+                const std::vector<int64_t>& stride, const std::vector<int64_t>& pad,
+                const std::vector<int64_t>& dilation, bool count_include_pad, int64_t divisor_override,
+                bool adaptive, double scale) {
+  return pool_with({}, kind, x, extra, out_size, kernel, stride, pad, dilation, count_include_pad, divisor_override,
+                   adaptive, scale);
+}
+
+at::Tensor pool_fixed(const std::vector<int64_t>& window, int64_t kind, const at::Tensor& x,
+                      const std::vector<at::Tensor>& extra, const std::vector<int64_t>& out_size,
+                      const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                      const std::vector<int64_t>& pad, const std::vector<int64_t>& dilation, bool count_include_pad,
+                      int64_t divisor_override, bool adaptive, double scale) {
+  return pool_with(window, kind, x, extra, out_size, kernel, stride, pad, dilation, count_include_pad, divisor_override,
+                   adaptive, scale);
 }

@@ -26,10 +26,18 @@
 //   Returns cudaErrorInvalidValue for a bad nd / size / kernel / stride / dilation / pad, the launch error
 //   otherwise. Zero-size outputs are a no-op.
 //
-// ---------------------------------------------------------------------------------------------- kernel
-// One thread per output element, consecutive threads along W (coalesced stores; window loads of a warp
-// cover a stride-wide contiguous span, the taps overlapping in L1). Output index decomposition uses
+//   kf_launch_pool_fixed<Kind, KD, KH, KW, SW, Epi, TOut, TIn, TExtra...>: the same contract, faster where
+//   the window is known when the file is generated (kernel KD x KH x KW, W stride SW, W dilation 1, not
+//   adaptive; 1-D and 2-D pools pass 1 for the missing leading dims); any other params take the generic
+//   kernel, so the result never depends on which one ran.
+//
+// ---------------------------------------------------------------------------------------------- kernels
+// Generic: one thread per output element, consecutive threads along W (coalesced stores; window loads of a
+// warp cover a stride-wide contiguous span, the taps overlapping in L1). Output index decomposition uses
 // KfFastDiv (no hardware divide). 1-D and 2-D run as 3-D with leading unit dims.
+// Fixed window: each thread makes kOut consecutive outputs of one output row. Per input row of the window
+// it loads the (kOut - 1) * SW + KW inputs those outputs share into registers once (3x3 stride 1: 6 loads
+// for 4 outputs instead of 12), every tap loop is unrolled, and offsets inside a plane are 32-bit.
 #pragma once
 #include <math.h>
 #include "kf_pack.cuh"
@@ -70,6 +78,25 @@ __device__ __forceinline__ Window window(const Geom<NX>& g, int d, int64_t o) {
     return {start, end - start, 1};
   }
   return {o * g.s[d] - g.p[d], g.k[d], g.dl[d]};
+}
+
+// The epilogue's extra inputs at output element (nc, od, oh, ow), as fp32 slots.
+template <typename... TExtra, int NX>
+__device__ __forceinline__ void load_extras(const Geom<NX>& g, int64_t nc, int64_t od, int64_t oh, int64_t ow,
+                                            float (&x)[NX]) {
+  x[0] = 0.f;
+  if (sizeof...(TExtra) > 0) {
+    const int64_t n = int64_t(g.cdiv.div(uint64_t(nc)));
+    const int64_t coord[5] = {n, nc - n * int64_t(g.cdiv.d), od, oh, ow};
+    int64_t off[NX];
+#pragma unroll
+    for (int i = 0; i < int(sizeof...(TExtra)); ++i) {
+      off[i] = 0;
+#pragma unroll
+      for (int d = 0; d < 5; ++d) off[i] += coord[d] * g.xstride[i][d];
+    }
+    KfLoadPack<0, TExtra...>::load(x, g.x, off);
+  }
 }
 
 template <int Kind, class Epi, typename TOut, typename TIn, typename... TExtra>
@@ -133,20 +160,101 @@ pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ i
     }
 
     float x[kf_slots(NX)];
-    x[0] = 0.f;
-    if (NX > 0) {
-      const int64_t n = int64_t(g.cdiv.div(uint64_t(nc)));
-      const int64_t coord[5] = {n, nc - n * int64_t(g.cdiv.d), od, oh, ow};
-      int64_t off[kf_slots(NX)];
-#pragma unroll
-      for (int i = 0; i < NX; ++i) {
-        off[i] = 0;
-#pragma unroll
-        for (int d = 0; d < 5; ++d) off[i] += coord[d] * g.xstride[i][d];
-      }
-      KfLoadPack<0, TExtra...>::load(x, g.x, off);
-    }
+    load_extras<TExtra...>(g, nc, od, oh, ow, x);
     kf_store<TOut>(out, e, epi(pooled, x, sc));
+  }
+}
+
+// Outputs per thread of the fixed-window kernel: 4, fewer when their shared input span would exceed 24 values.
+__host__ __device__ constexpr int fixed_outputs(int kw, int sw) {
+  return (3 * sw + kw <= 24) ? 4 : (sw + kw <= 24) ? 2 : 1;
+}
+
+// Taps of the window [start, start + k) along a dim of size n clipped to the input, and to the padded extent
+// [.., n + pad) (torch's pool_size for count_include_pad).
+struct Span {
+  int taps, padded;
+};
+__device__ __forceinline__ Span clip(int start, int k, int n, int pad) {
+  const int end = min(start + k, n + pad);
+  return {max(min(end, n) - max(start, 0), 0), end - start};
+}
+
+template <int Kind, int KD, int KH, int KW, int SW, class Epi, typename TOut, typename TIn, typename... TExtra>
+__global__ void __launch_bounds__(kThreads)
+pool_fixed_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const KfFastDiv wgroups, const int64_t threads,
+                  const TIn* __restrict__ in, void* out, const KfScalars sc) {
+  constexpr int V = fixed_outputs(KW, SW);
+  constexpr int L = (V - 1) * SW + KW;  // inputs of one window row shared by the V outputs
+  constexpr float kPad = Kind == KF_POOL_MAX ? -INFINITY : 0.f;
+  const Epi epi;
+  const int ID = int(g.in[0]), IH = int(g.in[1]), IW = int(g.in[2]);
+  const int OW = int(g.out[2]);
+  const int64_t plane = int64_t(ID) * IH * IW;
+  for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < threads; t += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = t;
+    const int ow0 = int(wgroups.peel(rest)) * V;
+    const int oh = int(g.odiv[1].peel(rest));
+    const int od = int(g.odiv[0].peel(rest));
+    const int64_t nc = rest;
+    const TIn* src = in + nc * plane;
+    const int d0 = od * g.s[0] - g.p[0], h0 = oh * g.s[1] - g.p[1], w0 = ow0 * SW - g.p[2];
+
+    float acc[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[j] = kPad;
+#pragma unroll
+    for (int a = 0; a < KD; ++a) {
+      const int id = d0 + a * g.dl[0];
+      if (id < 0 || id >= ID) continue;
+#pragma unroll
+      for (int b = 0; b < KH; ++b) {
+        const int ih = h0 + b * g.dl[1];
+        if (ih < 0 || ih >= IH) continue;
+        const TIn* line = src + (id * IH + ih) * IW;
+        float v[L];
+#pragma unroll
+        for (int c = 0; c < L; ++c) {
+          const int iw = w0 + c;
+          v[c] = (iw >= 0 && iw < IW) ? kf_to_float<TIn>(line[iw]) : kPad;
+        }
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+#pragma unroll
+          for (int c = 0; c < KW; ++c) {
+            const float val = v[j * SW + c];
+            if (Kind == KF_POOL_MAX) {
+              if (val > acc[j] || isnan(val)) acc[j] = val;  // torch's rule: a NaN tap wins and stays
+            } else {
+              acc[j] += val;
+            }
+          }
+      }
+    }
+
+    Span sd{1, 1}, sh{1, 1};
+    if (Kind == KF_POOL_AVG) {
+      sd = clip(d0, KD, ID, g.p[0]);
+      sh = clip(h0, KH, IH, g.p[1]);
+    }
+    const int64_t row = ((nc * g.out[0] + od) * g.out[1] + oh) * int64_t(OW);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int ow = ow0 + j;
+      if (ow >= OW) break;
+      float pooled = acc[j];
+      if (Kind == KF_POOL_AVG) {
+        const Span sw = clip(w0 + j * SW, KW, IW, g.p[2]);
+        const int taps = sd.taps * sh.taps * sw.taps;
+        const int divisor = g.divisor_override != 0 ? g.divisor_override
+                            : g.count_include_pad   ? sd.padded * sh.padded * sw.padded
+                                                    : taps;
+        pooled = taps == 0 ? 0.f : pooled / float(divisor);
+      }
+      float x[kf_slots(sizeof...(TExtra))];
+      load_extras<TExtra...>(g, nc, od, oh, ow, x);
+      kf_store<TOut>(out, row + ow, epi(pooled, x, sc));
+    }
   }
 }
 
@@ -164,17 +272,10 @@ inline bool dims_valid(const KfPoolParams& p, bool avg) {
   return p.divisor_override >= 0;
 }
 
-}  // namespace kf_pool
-
-template <int Kind, class Epi, typename TOut, typename TIn, typename... TExtra>
-cudaError_t kf_launch_pool(const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
-                           const KfScalars& sc, cudaStream_t stream) {
-  constexpr int NX = sizeof...(TExtra);
-  static_assert(Kind == KF_POOL_MAX || Kind == KF_POOL_AVG, "kf_launch_pool: Kind is KF_POOL_MAX or KF_POOL_AVG");
-  static_assert(Epi::kIn == NX, "kf_launch_pool: sizeof...(TExtra) == Epi::kIn");
-  if (!kf_pool::dims_valid(p, Kind == KF_POOL_AVG)) return cudaErrorInvalidValue;
-
-  kf_pool::Geom<kf_slots(NX)> g;
+// The launch geometry of p (spatial dims right-aligned into 3), extras' strides spread onto [N, C, D, H, W].
+template <int NX>
+Geom<kf_slots(NX)> make_geom(const KfPoolParams& p, const KfTensorRef* extra) {
+  Geom<kf_slots(NX)> g;
   // Right-align the nd spatial dims into 3 (leading unit dims: one tap, stride 1, no padding).
   const int lead = 3 - p.nd;
   g.total = p.N * p.C;
@@ -190,26 +291,66 @@ cudaError_t kf_launch_pool(const KfPoolParams& p, const void* in, void* out, con
     g.odiv[d] = KfFastDiv::make(uint64_t(g.out[d] > 0 ? g.out[d] : 1));
     g.total *= g.out[d];
   }
-  if (g.total == 0) return cudaSuccess;
-  if (in == nullptr || out == nullptr || (NX > 0 && extra == nullptr)) return cudaErrorInvalidValue;
   g.NC = p.N * p.C;
   g.count_include_pad = p.count_include_pad;
   g.adaptive = p.adaptive;
   g.divisor_override = p.divisor_override;
   g.cdiv = KfFastDiv::make(uint64_t(p.C));
   for (int i = 0; i < kf_slots(NX); ++i) {
-    g.x[i] = i < NX ? extra[i].data : nullptr;
+    g.x[i] = i < NX && extra != nullptr ? extra[i].data : nullptr;
     // Extras' strides over [N, C, out...] spread onto [N, C, D, H, W].
     for (int d = 0; d < 5; ++d) g.xstride[i][d] = 0;
-    if (i < NX) {
+    if (i < NX && extra != nullptr) {
       g.xstride[i][0] = extra[i].stride[0];
       g.xstride[i][1] = extra[i].stride[1];
       for (int s = 0; s < p.nd; ++s) g.xstride[i][2 + lead + s] = extra[i].stride[2 + s];
     }
   }
+  return g;
+}
+
+}  // namespace kf_pool
+
+template <int Kind, class Epi, typename TOut, typename TIn, typename... TExtra>
+cudaError_t kf_launch_pool(const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
+                           const KfScalars& sc, cudaStream_t stream) {
+  constexpr int NX = sizeof...(TExtra);
+  static_assert(Kind == KF_POOL_MAX || Kind == KF_POOL_AVG, "kf_launch_pool: Kind is KF_POOL_MAX or KF_POOL_AVG");
+  static_assert(Epi::kIn == NX, "kf_launch_pool: sizeof...(TExtra) == Epi::kIn");
+  if (!kf_pool::dims_valid(p, Kind == KF_POOL_AVG)) return cudaErrorInvalidValue;
+  const kf_pool::Geom<kf_slots(NX)> g = kf_pool::make_geom<NX>(p, extra);
+  if (g.total == 0) return cudaSuccess;
+  if (in == nullptr || out == nullptr || (NX > 0 && extra == nullptr)) return cudaErrorInvalidValue;
   int64_t blocks = (g.total + kf_pool::kThreads - 1) / kf_pool::kThreads;
   if (blocks > (int64_t(1) << 30)) blocks = int64_t(1) << 30;
   kf_pool::pool_kernel<Kind, Epi, TOut, TIn, TExtra...>
       <<<unsigned(blocks), kf_pool::kThreads, 0, stream>>>(g, static_cast<const TIn*>(in), out, sc);
+  return cudaGetLastError();
+}
+
+// The fixed-window kernel when p is the window it was instantiated for (and its plane offsets fit 32 bits),
+// the generic one otherwise.
+template <int Kind, int KD, int KH, int KW, int SW, class Epi, typename TOut, typename TIn, typename... TExtra>
+cudaError_t kf_launch_pool_fixed(const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
+                                 const KfScalars& sc, cudaStream_t stream) {
+  constexpr int NX = sizeof...(TExtra);
+  static_assert(KD >= 1 && KH >= 1 && KW >= 1 && SW >= 1, "kf_launch_pool_fixed: a window of at least one tap");
+  static_assert(Epi::kIn == NX, "kf_launch_pool_fixed: sizeof...(TExtra) == Epi::kIn");
+  if (!kf_pool::dims_valid(p, Kind == KF_POOL_AVG)) return cudaErrorInvalidValue;
+  const kf_pool::Geom<kf_slots(NX)> g = kf_pool::make_geom<NX>(p, extra);
+  const int64_t plane = g.in[0] * g.in[1] * g.in[2];
+  const bool fits = !g.adaptive && g.k[0] == KD && g.k[1] == KH && g.k[2] == KW && g.s[2] == SW && g.dl[2] == 1 &&
+                    plane < (int64_t(1) << 31) && g.out[2] < (int64_t(1) << 30);
+  if (!fits) return kf_launch_pool<Kind, Epi, TOut, TIn, TExtra...>(p, in, out, extra, sc, stream);
+  if (g.total == 0) return cudaSuccess;
+  if (in == nullptr || out == nullptr || (NX > 0 && extra == nullptr)) return cudaErrorInvalidValue;
+  constexpr int V = kf_pool::fixed_outputs(KW, SW);
+  const int64_t groups = (g.out[2] + V - 1) / V;
+  const int64_t threads = g.NC * g.out[0] * g.out[1] * groups;
+  int64_t blocks = (threads + kf_pool::kThreads - 1) / kf_pool::kThreads;
+  if (blocks > (int64_t(1) << 30)) blocks = int64_t(1) << 30;
+  kf_pool::pool_fixed_kernel<Kind, KD, KH, KW, SW, Epi, TOut, TIn, TExtra...>
+      <<<unsigned(blocks), kf_pool::kThreads, 0, stream>>>(g, KfFastDiv::make(uint64_t(groups)), threads,
+                                                           static_cast<const TIn*>(in), out, sc);
   return cudaGetLastError();
 }
