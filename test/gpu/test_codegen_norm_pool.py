@@ -374,8 +374,8 @@ def test_pooling(ext, dtype):
 
 
 def _window(k, s):
-    """(KD, KH, KW, SW) of a pool's kernel and stride, leading dims of 1-D and 2-D pools as 1."""
-    return tuple([1] * (3 - len(k)) + list(k) + [s[-1]])
+    """(KD, KH, KW, SH) of a pool's kernel and stride, leading dims of 1-D and 2-D pools as 1."""
+    return tuple([1] * (3 - len(k)) + list(k) + [s[-2] if len(s) >= 2 else 1])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)
@@ -409,7 +409,8 @@ def test_fixed_window_pooling_equals_the_generic_kernel(ext, dtype):
 def test_fixed_window_launcher_takes_the_generic_kernel_for_another_window(ext):
     x = torch.randn(2, 3, 11, 13, device="cuda")
     x[1, 2, 3, 4] = float("nan")
-    # Instantiated for 3x3 stride 2; called with 2x2 stride 2, a W dilation, adaptive windows: still torch's answer.
+    # Instantiated for 3x3, H stride 2; called with 2x2 (generic kernel), a W dilation (fixed kernel, runtime
+    # dilation), adaptive windows (generic): torch's answer every time.
     ref = F.max_pool2d(x, 2, 2)
     out = ext.pool_fixed([1, 3, 3, 2], H.POOL_MAX, x, [], list(ref.shape[2:]), [2, 2], [2, 2], [0, 0], [1, 1], True, 0,
                          False, 1.0)

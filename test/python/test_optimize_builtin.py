@@ -498,7 +498,7 @@ _POOL_LAUNCH = re.compile(r"return (kf_launch_pool(?:_fixed)?)<(KF_POOL_\w+)(?:,
     ("avg_pool2d", ("kf_launch_pool_fixed", "KF_POOL_AVG", "1", "3", "3", "1")),
     ("max_pool2d", ("kf_launch_pool_fixed", "KF_POOL_MAX", "1", "3", "3", "2")),
     ("max_pool3d", ("kf_launch_pool_fixed", "KF_POOL_MAX", "3", "3", "3", "2")),
-    ("avg_pool1d", ("kf_launch_pool_fixed", "KF_POOL_AVG", "1", "1", "8", "4")),
+    ("avg_pool1d", ("kf_launch_pool_fixed", "KF_POOL_AVG", "1", "1", "8", "1")),
     ("adaptive_avg_pool2d", ("kf_launch_pool", "KF_POOL_AVG", None, None, None, None)),
 ])
 def test_pool_launcher_is_instantiated_for_the_problems_window(emitted: dict[str, Path], name: str, launch: tuple) -> None:

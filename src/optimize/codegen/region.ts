@@ -735,19 +735,18 @@ function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): number[]
 const FIXED_POOL_MAX_TAPS = 64;
 
 /**
- * The launcher of a pool with geometry `geo`: the fixed-window kernel instantiated for its window when that is
- * known here (not adaptive, W dilation 1, a window small enough to unroll), the generic one otherwise.
+ * The launcher of a pool with geometry `geo`: the fixed-window kernel instantiated for its window and H stride
+ * when those are known here (not adaptive, a window small enough to unroll), the generic one otherwise.
  */
 function poolLauncher(geo: number[], nd: number, kind: string, rest: string): string {
   const kernel = geo.slice(3, 3 + nd);
   const stride = geo.slice(3 + nd, 3 + 2 * nd);
-  const dilation = geo.slice(3 + 3 * nd, 3 + 4 * nd);
   const taps = kernel.reduce((a, b) => a * b, 1);
-  const fixed =
-    geo[2] === 0 && dilation[nd - 1] === 1 && taps <= FIXED_POOL_MAX_TAPS && (kernel[nd - 1] ?? 0) <= 16;
+  const fixed = geo[2] === 0 && taps <= FIXED_POOL_MAX_TAPS && (kernel[nd - 1] ?? 0) <= 16;
   if (!fixed) return `kf_launch_pool<${kind}, ${rest}>`;
   const window = [...Array(3 - nd).fill(1), ...kernel];
-  return `kf_launch_pool_fixed<${kind}, ${window.join(", ")}, ${stride[nd - 1] ?? 1}, ${rest}>`;
+  const strideH = nd >= 2 ? (stride[nd - 2] ?? 1) : 1;
+  return `kf_launch_pool_fixed<${kind}, ${window.join(", ")}, ${strideH}, ${rest}>`;
 }
 
 const KIND_GENERATORS: Record<Exclude<Region["kind"], "recipe">, KindGenerator> = {

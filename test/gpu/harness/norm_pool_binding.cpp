@@ -57,7 +57,7 @@ at::Tensor norm(int64_t op, const std::vector<at::Tensor>& ins, const std::vecto
 }
 
 // Pooling of contiguous x [N, C, spatial...]; extra: 0 or 1 epilogue inputs broadcastable to the output
-// (pooled * sc[0] + extra). window: empty for kf_launch_pool, else the (KD, KH, KW, SW) kf_launch_pool_fixed
+// (pooled * sc[0] + extra). window: empty for kf_launch_pool, else the (KD, KH, KW, SH) kf_launch_pool_fixed
 // is instantiated for (one of norm_pool_harness.cu's KFH_FIXED_WINDOWS).
 static at::Tensor pool_with(const std::vector<int64_t>& window, int64_t kind, const at::Tensor& x,
                             const std::vector<at::Tensor>& extra, const std::vector<int64_t>& out_size,
@@ -95,7 +95,7 @@ static at::Tensor pool_with(const std::vector<int64_t>& window, int64_t kind, co
                            scalars_of({scale}), stream),
                   "kf_launch_pool");
   } else {
-    TORCH_CHECK(window.size() == 4, "harness: window is (KD, KH, KW, SW)");
+    TORCH_CHECK(window.size() == 4, "harness: window is (KD, KH, KW, SH)");
     const int w[4] = {int(window[0]), int(window[1]), int(window[2]), int(window[3])};
     kf_check_cuda(kfh_pool_fixed(w, static_cast<int>(kind), epi, dtype_code(x), p, x.data_ptr(), out.data_ptr(), refp,
                                  scalars_of({scale}), stream),

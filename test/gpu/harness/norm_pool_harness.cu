@@ -122,29 +122,29 @@ cudaError_t kfh_pool(int kind, int epi, int dtype, const KfPoolParams& p, const 
   }
 }
 
-// Windows (KD, KH, KW, SW) kf_launch_pool_fixed is instantiated for; norm_pool_ext.FIXED_WINDOWS lists them.
-#define KFH_FIXED_WINDOWS(X) X(1, 3, 3, 2) X(1, 2, 2, 2) X(1, 1, 4, 3) X(3, 3, 3, 2) X(1, 3, 2, 3) X(1, 3, 3, 1)
+// Windows (KD, KH, KW, SH) kf_launch_pool_fixed is instantiated for; norm_pool_ext.FIXED_WINDOWS lists them.
+#define KFH_FIXED_WINDOWS(X) X(1, 3, 3, 2) X(1, 2, 2, 2) X(1, 1, 4, 1) X(3, 3, 3, 2) X(1, 3, 2, 2) X(1, 3, 3, 1)
 
-template <int KD, int KH, int KW, int SW, typename T>
+template <int KD, int KH, int KW, int SH, typename T>
 static cudaError_t pool_fixed_window(int kind, int epi, const KfPoolParams& p, const void* in, void* out,
                                      const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
   if (kind == KF_POOL_MAX && epi == 0)
-    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SW, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SH, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
   if (kind == KF_POOL_MAX && epi == 1)
-    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SW, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SH, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
   if (kind == KF_POOL_AVG && epi == 0)
-    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SW, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SH, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
   if (kind == KF_POOL_AVG && epi == 1)
-    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SW, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SH, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
   return cudaErrorInvalidValue;
 }
 
 template <typename T>
 static cudaError_t pool_fixed_typed(const int (&w)[4], int kind, int epi, const KfPoolParams& p, const void* in,
                                     void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
-#define KFH_TRY(KD, KH, KW, SW)                                        \
-  if (w[0] == KD && w[1] == KH && w[2] == KW && w[3] == SW)            \
-    return pool_fixed_window<KD, KH, KW, SW, T>(kind, epi, p, in, out, extra, sc, stream);
+#define KFH_TRY(KD, KH, KW, SH)                                        \
+  if (w[0] == KD && w[1] == KH && w[2] == KW && w[3] == SH)            \
+    return pool_fixed_window<KD, KH, KW, SH, T>(kind, epi, p, in, out, extra, sc, stream);
   KFH_FIXED_WINDOWS(KFH_TRY)
 #undef KFH_TRY
   return cudaErrorNotSupported;

@@ -26,18 +26,18 @@
 //   Returns cudaErrorInvalidValue for a bad nd / size / kernel / stride / dilation / pad, the launch error
 //   otherwise. Zero-size outputs are a no-op.
 //
-//   kf_launch_pool_fixed<Kind, KD, KH, KW, SW, Epi, TOut, TIn, TExtra...>: the same contract, faster where
-//   the window is known when the file is generated (kernel KD x KH x KW, W stride SW, W dilation 1, not
-//   adaptive; 1-D and 2-D pools pass 1 for the missing leading dims); any other params take the generic
-//   kernel, so the result never depends on which one ran.
+//   kf_launch_pool_fixed<Kind, KD, KH, KW, SH, Epi, TOut, TIn, TExtra...>: the same contract, faster where
+//   the window is known when the file is generated (kernel KD x KH x KW, H stride SH, not adaptive; 1-D and
+//   2-D pools pass 1 for the missing leading dims); any other params (or an H dilation where rows are
+//   shared) take the generic kernel, so the result never depends on which one ran.
 //
 // ---------------------------------------------------------------------------------------------- kernels
 // Generic: one thread per output element, consecutive threads along W (coalesced stores; window loads of a
 // warp cover a stride-wide contiguous span, the taps overlapping in L1). Output index decomposition uses
 // KfFastDiv (no hardware divide). 1-D and 2-D run as 3-D with leading unit dims.
-// Fixed window: each thread makes kOut consecutive outputs of one output row. Per input row of the window
-// it loads the (kOut - 1) * SW + KW inputs those outputs share into registers once (3x3 stride 1: 6 loads
-// for 4 outputs instead of 12), every tap loop is unrolled, and offsets inside a plane are 32-bit.
+// Fixed window: consecutive threads make consecutive outputs of a row (every tap load coalesced), and each
+// thread makes up to 4 outputs of one column, loading the input rows their windows share once (3x3 stride 1:
+// 6 rows of 3 taps for 4 outputs instead of 12 rows); every tap loop is unrolled, plane offsets are 32-bit.
 #pragma once
 #include <math.h>
 #include "kf_pack.cuh"
@@ -165,9 +165,11 @@ pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ i
   }
 }
 
-// Outputs per thread of the fixed-window kernel: 4, fewer when their shared input span would exceed 24 values.
-__host__ __device__ constexpr int fixed_outputs(int kw, int sw) {
-  return (3 * sw + kw <= 24) ? 4 : (sw + kw <= 24) ? 2 : 1;
+// Output rows per thread of the fixed-window kernel: 4 when their window rows overlap ((4 - 1) * SH + KH
+// rows for 4 outputs instead of 4 * KH), fewer when that many rows would not fit in registers, 1 when rows
+// do not overlap (KH == 1: 1-D pools, or a window one row high).
+__host__ __device__ constexpr int fixed_rows(int kh, int sh) {
+  return kh <= 1 || sh >= kh ? 1 : (3 * sh + kh <= 16) ? 4 : (sh + kh <= 16) ? 2 : 1;
 }
 
 // Taps of the window [start, start + k) along a dim of size n clipped to the input, and to the padded extent
@@ -180,25 +182,25 @@ __device__ __forceinline__ Span clip(int start, int k, int n, int pad) {
   return {max(min(end, n) - max(start, 0), 0), end - start};
 }
 
-template <int Kind, int KD, int KH, int KW, int SW, class Epi, typename TOut, typename TIn, typename... TExtra>
+template <int Kind, int KD, int KH, int KW, int SH, class Epi, typename TOut, typename TIn, typename... TExtra>
 __global__ void __launch_bounds__(kThreads)
-pool_fixed_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const KfFastDiv wgroups, const int64_t threads,
+pool_fixed_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const KfFastDiv hgroups, const int64_t threads,
                   const TIn* __restrict__ in, void* out, const KfScalars sc) {
-  constexpr int V = fixed_outputs(KW, SW);
-  constexpr int L = (V - 1) * SW + KW;  // inputs of one window row shared by the V outputs
+  constexpr int V = fixed_rows(KH, SH);
+  constexpr int R = (V - 1) * SH + KH;  // input rows of the V outputs' windows (H dilation 1 when V > 1)
   constexpr float kPad = Kind == KF_POOL_MAX ? -INFINITY : 0.f;
   const Epi epi;
   const int ID = int(g.in[0]), IH = int(g.in[1]), IW = int(g.in[2]);
-  const int OW = int(g.out[2]);
+  const int OH = int(g.out[1]);
   const int64_t plane = int64_t(ID) * IH * IW;
   for (int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; t < threads; t += int64_t(gridDim.x) * blockDim.x) {
     int64_t rest = t;
-    const int ow0 = int(wgroups.peel(rest)) * V;
-    const int oh = int(g.odiv[1].peel(rest));
+    const int ow = int(g.odiv[2].peel(rest));  // consecutive threads, consecutive outputs: coalesced taps
+    const int oh0 = int(hgroups.peel(rest)) * V;
     const int od = int(g.odiv[0].peel(rest));
     const int64_t nc = rest;
     const TIn* src = in + nc * plane;
-    const int d0 = od * g.s[0] - g.p[0], h0 = oh * g.s[1] - g.p[1], w0 = ow0 * SW - g.p[2];
+    const int d0 = od * g.s[0] - g.p[0], h0 = oh0 * g.s[1] - g.p[1], w0 = ow * g.s[2] - g.p[2];
 
     float acc[V];
 #pragma unroll
@@ -208,43 +210,44 @@ pool_fixed_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const KfFastDiv wgr
       const int id = d0 + a * g.dl[0];
       if (id < 0 || id >= ID) continue;
 #pragma unroll
-      for (int b = 0; b < KH; ++b) {
-        const int ih = h0 + b * g.dl[1];
+      for (int r = 0; r < R; ++r) {
+        const int ih = h0 + r * (V > 1 ? 1 : g.dl[1]);
         if (ih < 0 || ih >= IH) continue;
         const TIn* line = src + (id * IH + ih) * IW;
-        float v[L];
+        float v[KW];
 #pragma unroll
-        for (int c = 0; c < L; ++c) {
-          const int iw = w0 + c;
+        for (int c = 0; c < KW; ++c) {
+          const int iw = w0 + c * g.dl[2];
           v[c] = (iw >= 0 && iw < IW) ? kf_to_float<TIn>(line[iw]) : kPad;
         }
 #pragma unroll
-        for (int j = 0; j < V; ++j)
+        for (int j = 0; j < V; ++j) {
+          const int b = r - j * SH;  // this row's tap index in output j's window
+          if (b < 0 || b >= KH) continue;
 #pragma unroll
           for (int c = 0; c < KW; ++c) {
-            const float val = v[j * SW + c];
             if (Kind == KF_POOL_MAX) {
-              if (val > acc[j] || isnan(val)) acc[j] = val;  // torch's rule: a NaN tap wins and stays
+              if (v[c] > acc[j] || isnan(v[c])) acc[j] = v[c];  // torch's rule: a NaN tap wins and stays
             } else {
-              acc[j] += val;
+              acc[j] += v[c];
             }
           }
+        }
       }
     }
 
-    Span sd{1, 1}, sh{1, 1};
+    Span sd{1, 1}, sw{1, 1};
     if (Kind == KF_POOL_AVG) {
       sd = clip(d0, KD, ID, g.p[0]);
-      sh = clip(h0, KH, IH, g.p[1]);
+      sw = clip(w0, KW, IW, g.p[2]);
     }
-    const int64_t row = ((nc * g.out[0] + od) * g.out[1] + oh) * int64_t(OW);
 #pragma unroll
     for (int j = 0; j < V; ++j) {
-      const int ow = ow0 + j;
-      if (ow >= OW) break;
+      const int oh = oh0 + j;
+      if (oh >= OH) break;
       float pooled = acc[j];
       if (Kind == KF_POOL_AVG) {
-        const Span sw = clip(w0 + j * SW, KW, IW, g.p[2]);
+        const Span sh = clip(h0 + j * SH, KH, IH, g.p[1]);
         const int taps = sd.taps * sh.taps * sw.taps;
         const int divisor = g.divisor_override != 0 ? g.divisor_override
                             : g.count_include_pad   ? sd.padded * sh.padded * sw.padded
@@ -253,7 +256,7 @@ pool_fixed_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const KfFastDiv wgr
       }
       float x[kf_slots(sizeof...(TExtra))];
       load_extras<TExtra...>(g, nc, od, oh, ow, x);
-      kf_store<TOut>(out, row + ow, epi(pooled, x, sc));
+      kf_store<TOut>(out, ((nc * g.out[0] + od) * OH + oh) * g.out[2] + ow, epi(pooled, x, sc));
     }
   }
 }
@@ -330,26 +333,26 @@ cudaError_t kf_launch_pool(const KfPoolParams& p, const void* in, void* out, con
 
 // The fixed-window kernel when p is the window it was instantiated for (and its plane offsets fit 32 bits),
 // the generic one otherwise.
-template <int Kind, int KD, int KH, int KW, int SW, class Epi, typename TOut, typename TIn, typename... TExtra>
+template <int Kind, int KD, int KH, int KW, int SH, class Epi, typename TOut, typename TIn, typename... TExtra>
 cudaError_t kf_launch_pool_fixed(const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
                                  const KfScalars& sc, cudaStream_t stream) {
   constexpr int NX = sizeof...(TExtra);
-  static_assert(KD >= 1 && KH >= 1 && KW >= 1 && SW >= 1, "kf_launch_pool_fixed: a window of at least one tap");
+  constexpr int V = kf_pool::fixed_rows(KH, SH);
+  static_assert(KD >= 1 && KH >= 1 && KW >= 1 && SH >= 1, "kf_launch_pool_fixed: a window of at least one tap");
   static_assert(Epi::kIn == NX, "kf_launch_pool_fixed: sizeof...(TExtra) == Epi::kIn");
   if (!kf_pool::dims_valid(p, Kind == KF_POOL_AVG)) return cudaErrorInvalidValue;
   const kf_pool::Geom<kf_slots(NX)> g = kf_pool::make_geom<NX>(p, extra);
   const int64_t plane = g.in[0] * g.in[1] * g.in[2];
-  const bool fits = !g.adaptive && g.k[0] == KD && g.k[1] == KH && g.k[2] == KW && g.s[2] == SW && g.dl[2] == 1 &&
-                    plane < (int64_t(1) << 31) && g.out[2] < (int64_t(1) << 30);
+  const bool fits = !g.adaptive && g.k[0] == KD && g.k[1] == KH && g.k[2] == KW && g.s[1] == SH &&
+                    (V == 1 || g.dl[1] == 1) && plane < (int64_t(1) << 31) && g.out[1] < (int64_t(1) << 30);
   if (!fits) return kf_launch_pool<Kind, Epi, TOut, TIn, TExtra...>(p, in, out, extra, sc, stream);
   if (g.total == 0) return cudaSuccess;
   if (in == nullptr || out == nullptr || (NX > 0 && extra == nullptr)) return cudaErrorInvalidValue;
-  constexpr int V = kf_pool::fixed_outputs(KW, SW);
-  const int64_t groups = (g.out[2] + V - 1) / V;
-  const int64_t threads = g.NC * g.out[0] * g.out[1] * groups;
+  const int64_t groups = (g.out[1] + V - 1) / V;
+  const int64_t threads = g.NC * g.out[0] * groups * g.out[2];
   int64_t blocks = (threads + kf_pool::kThreads - 1) / kf_pool::kThreads;
   if (blocks > (int64_t(1) << 30)) blocks = int64_t(1) << 30;
-  kf_pool::pool_fixed_kernel<Kind, KD, KH, KW, SW, Epi, TOut, TIn, TExtra...>
+  kf_pool::pool_fixed_kernel<Kind, KD, KH, KW, SH, Epi, TOut, TIn, TExtra...>
       <<<unsigned(blocks), kf_pool::kThreads, 0, stream>>>(g, KfFastDiv::make(uint64_t(groups)), threads,
                                                            static_cast<const TIn*>(in), out, sc);
   return cudaGetLastError();
