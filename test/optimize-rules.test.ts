@@ -324,14 +324,31 @@ test("layer norm over the trailing dims seeds a normalisation; a mismatched norm
   assert.notEqual(rule?.accepts(ln, new GraphView(g)), null);
 });
 
-test("a boolean mask read from outside a region keeps that region in PyTorch", () => {
-  const cmp = node("c", "gt", { input: ref("x"), other: num(0) }, X);
-  cmp.out = { t: "tensor", meta: { shape: X, dtype: "bool", stride: contiguous(X) } };
-  const w = node("w", "where", { condition: ref("c"), input: ref("x"), other: num(0) }, X);
-  const other = node("o", "logical_not", { input: ref("c") }, X);
-  const plan = planGraph(graph([cmp, w, other], "w"));
-  assert.equal(plan.regions.length, 0);
-  assert.ok(plan.kept.some((k) => k.node === "w" && /boolean/.test(k.reason)));
+test("a region reads bool masks (masked_fill, where) but a mask it computes for others stays in PyTorch", () => {
+  const boolOut = (n: GraphNode) => {
+    n.out = { t: "tensor", meta: { shape: X, dtype: "bool", stride: contiguous(X) } };
+    return n;
+  };
+  // ~mask from a bool input, then masked_fill and where read it: one region, the mask loaded as 1 / 0.
+  const inv = boolOut(node("inv", "bitwise_not", { input: ref("m") }, X));
+  const fill = node("f", "masked_fill", { input: ref("x"), mask: ref("inv"), value: num(0) }, X);
+  const g = graph([inv, fill], "f");
+  g.inputs.push({ name: "m", meta: { shape: X, dtype: "bool", stride: contiguous(X) }, value: null });
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1);
+  assert.deepEqual(regionNodes(plan.regions[0] as Parameters<typeof regionNodes>[0]).sort(), ["f", "inv"]);
+  // bitwise_not of an integer tensor is arithmetic, not a mask: no kernel form.
+  const intInv = node("ii", "bitwise_not", { input: ref("k") }, X);
+  intInv.out = { t: "tensor", meta: { shape: X, dtype: "int64", stride: contiguous(X) } };
+  const ig = graph([intInv], "ii");
+  ig.inputs.push({ name: "k", meta: { shape: X, dtype: "int64", stride: contiguous(X) }, value: null });
+  assert.match(pointwiseVerdict(intInv, new GraphView(ig)) ?? "", /non-bool|int64/);
+  // A comparison whose mask is the graph's output: the region would store bool, so it stays in PyTorch.
+  const cmp = boolOut(node("c", "gt", { input: ref("x"), other: num(0) }, X));
+  const other = boolOut(node("o", "logical_not", { input: ref("c") }, X));
+  const maskPlan = planGraph(graph([cmp, other], "o"));
+  assert.equal(maskPlan.regions.length, 0);
+  assert.ok(maskPlan.kept.some((k) => /boolean mask/.test(k.reason)));
 });
 
 test("torch.max/min with a dim read through one [i] is a reduction of the values or the indices; both read: PyTorch", () => {

@@ -44,7 +44,8 @@ export const NORMALIZATIONS: Record<string, NormSpec> = {
     stat: "KfStatMaxSumExp",
     params: [],
     dims: softmaxDims,
-    apply: (v) => `expf((${v}) - s.a) / s.b`,
+    // s.b >= 1 (the max's own term) or NaN: the approximate divide has no slow path to take.
+    apply: (v) => `__fdividef(kf_exp_shifted((${v}) - s.a), s.b)`,
   },
   log_softmax: {
     stat: "KfStatMaxSumExp",

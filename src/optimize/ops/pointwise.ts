@@ -144,6 +144,13 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
     operands: ["condition", "input", "other"],
     emit: ([c, a, b]) => `((${c}) != 0.f ? (${a}) : (${b}))`,
   },
+  masked_fill: {
+    operands: ["input", "mask", "value"],
+    emit: ([a, m, v]) => `((${m}) != 0.f ? (${v}) : (${a}))`,
+  },
+  // Of a bool tensor only (the planner checks): ~mask.
+  logical_not: unary((a) => `((${a}) != 0.f ? 0.f : 1.f)`),
+  bitwise_not: unary((a) => `((${a}) != 0.f ? 0.f : 1.f)`),
   gt: compare(">"),
   lt: compare("<"),
   ge: compare(">="),

@@ -338,13 +338,8 @@ export function planGraph(graph: Graph): Plan {
     absorbed.add(host);
   }
 
-  // Kernels load and store float types only: a region producing a mask, or reading one it does not compute,
-  // is left to PyTorch.
-  const boolBound = (region: Region) =>
-    view.outMeta(view.node(region.output))?.dtype === "bool" ||
-    [...operandNodes(view, regionNodes(region))].some(
-      (id) => view.tensorOf({ t: "node", id })?.dtype === "bool",
-    );
+  // Kernels read masks but store float types only: a region producing a mask is left to PyTorch.
+  const boolBound = (region: Region) => view.outMeta(view.node(region.output))?.dtype === "bool";
   for (const region of pointwise) {
     if (absorbed.has(region) || !boolBound(region)) continue;
     absorbed.add(region);
@@ -353,7 +348,7 @@ export function planGraph(graph: Graph): Plan {
       kept.push({
         node: id,
         op: view.node(id).op,
-        reason: "it computes or reads a boolean mask outside its region",
+        reason: "it computes a boolean mask read outside its region",
       });
     }
   }

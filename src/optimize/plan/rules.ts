@@ -24,6 +24,9 @@ export interface SeedRule {
 }
 
 const MAX_RANK = 6;
+/** Pointwise ops whose bool output may live inside a region (as 1.f / 0.f), read by where or masked_fill. */
+const NOT_OPS = new Set(["logical_not", "bitwise_not"]);
+const MASK_OPS = new Set(["gt", "lt", "ge", "le", "eq", "ne", ...NOT_OPS]);
 const probe = () => "sc.v[0]";
 
 function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict {
@@ -59,8 +62,9 @@ export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
   if (base) return base;
   const out = view.outMeta(node);
   if (!out) return "its output is not one tensor";
-  if (!FLOAT_DTYPES.has(out.dtype) && !["gt", "lt", "ge", "le", "eq", "ne"].includes(node.op))
-    return `${out.dtype} output`;
+  if (!FLOAT_DTYPES.has(out.dtype) && !MASK_OPS.has(node.op)) return `${out.dtype} output`;
+  if (NOT_OPS.has(node.op) && view.tensorOf(node.fn?.input)?.dtype !== "bool")
+    return `${node.op} of a non-bool tensor (bitwise on integers)`;
   if (out.shape.length > MAX_RANK) return `rank ${out.shape.length} > ${MAX_RANK}`;
   const fn = node.fn ?? {};
   for (const key of spec.operands) {
@@ -77,8 +81,7 @@ export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
     }
     const meta = view.tensorOf(arg);
     if (!meta) return `its ${key} is not a tensor or a number`;
-    if (!FLOAT_DTYPES.has(meta.dtype) && !(meta.dtype === "bool" && arg.t === "node"))
-      return `${meta.dtype} operand ${key}`;
+    if (!FLOAT_DTYPES.has(meta.dtype) && meta.dtype !== "bool") return `${meta.dtype} operand ${key}`;
     if (meta.shape.length > MAX_RANK) return `operand rank ${meta.shape.length} > ${MAX_RANK}`;
   }
   const expr = spec.emit(

@@ -13,7 +13,7 @@ struct SoftmaxPro {
 struct SoftmaxApply {
   static constexpr int kIn = 2;
   __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&)[kIn], const KfScalars&) const {
-    return expf(v - s.a) / s.b;
+    return __fdividef(kf_exp_shifted(v - s.a), s.b);  // as codegen emits softmax (ops/normalize.ts)
   }
 };
 struct LogSoftmaxPro {

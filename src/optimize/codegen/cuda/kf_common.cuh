@@ -11,6 +11,8 @@ template <typename T> __device__ __forceinline__ float kf_to_float(T v);
 template <> __device__ __forceinline__ float kf_to_float<float>(float v) { return v; }
 template <> __device__ __forceinline__ float kf_to_float<__half>(__half v) { return __half2float(v); }
 template <> __device__ __forceinline__ float kf_to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+// Masks (masked_fill's, where's condition) are read as 1 / 0; no kernel writes bool.
+template <> __device__ __forceinline__ float kf_to_float<bool>(bool v) { return v ? 1.f : 0.f; }
 
 template <typename T> __device__ __forceinline__ T kf_from_float(float v);
 template <> __device__ __forceinline__ float kf_from_float<float>(float v) { return v; }
@@ -66,7 +68,7 @@ struct KfIdxDiv<int64_t> {
 };
 
 // kVec consecutive elements of T at base + off as fp32, in 16-byte loads (kVec * sizeof(T) is a multiple of
-// 16 and base + off is 16-byte aligned: the launchers check both). `bcast` (the operand is broadcast along
+// 16, or 4 / 8 for a bool operand, and base + off is aligned to that: the launchers check both). `bcast` (the operand is broadcast along
 // the vectorised dim, uniform across the grid) loads one element and replicates it.
 template <typename T, int kVec, typename IdxT>
 __device__ __forceinline__ void kf_load_vec(const void* base, IdxT off, bool bcast, float (&v)[kVec]) {
@@ -77,15 +79,25 @@ __device__ __forceinline__ void kf_load_vec(const void* base, IdxT off, bool bca
     for (int j = 0; j < kVec; ++j) v[j] = s;
     return;
   }
-  static_assert(kVec == 1 || (kVec * sizeof(T)) % 16 == 0, "vector loads are whole 16-byte words");
-  constexpr int kWords = kVec == 1 ? 1 : int(kVec * sizeof(T) / 16);
-  constexpr int kPerWord = kVec / kWords;
-#pragma unroll
-  for (int w = 0; w < kWords; ++w) {
-    const uint4 raw = reinterpret_cast<const uint4*>(p)[w];
+  if constexpr (kVec > 1 && kVec * sizeof(T) < 16) {
+    // A narrow operand (a bool mask beside float data): its kVec elements are one 4- or 8-byte word.
+    static_assert(kVec * sizeof(T) == 4 || kVec * sizeof(T) == 8, "a narrow vector is one 4- or 8-byte word");
+    using Word = typename std::conditional<kVec * sizeof(T) == 4, uint32_t, uint2>::type;
+    const Word raw = *reinterpret_cast<const Word*>(p);
     const T* t = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-    for (int j = 0; j < kPerWord; ++j) v[w * kPerWord + j] = kf_to_float<T>(t[j]);
+    for (int j = 0; j < kVec; ++j) v[j] = kf_to_float<T>(t[j]);
+  } else {
+    static_assert(kVec == 1 || (kVec * sizeof(T)) % 16 == 0, "vector loads are whole 16-byte words");
+    constexpr int kWords = kVec == 1 ? 1 : int(kVec * sizeof(T) / 16);
+    constexpr int kPerWord = kVec / kWords;
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) {
+      const uint4 raw = reinterpret_cast<const uint4*>(p)[w];
+      const T* t = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+      for (int j = 0; j < kPerWord; ++j) v[w * kPerWord + j] = kf_to_float<T>(t[j]);
+    }
   }
 }
 
@@ -136,11 +148,12 @@ inline int kf_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
   return blocks;
 }
 
-// Smallest element size of a type pack: the vector width of a launch is 16 bytes of its narrowest operand.
+// Smallest element size of a type pack: the vector width of a launch is 16 bytes of its narrowest float
+// operand (bool masks are not counted: theirs are narrower words, see kf_load_vec).
 template <typename... T>
 constexpr size_t kf_min_size() {
   size_t m = 16;
-  ((m = sizeof(T) < m ? sizeof(T) : m), ...);
+  ((m = !std::is_same<T, bool>::value && sizeof(T) < m ? sizeof(T) : m), ...);
   return m;
 }
 

@@ -206,8 +206,8 @@ inline bool kf_ew_fits_32bit(const KfEwPlan& plan, int n) {
 // Vector width when the vector path applies (see the header comment), else 1.
 inline int kf_ew_vector_width(const KfEwPlan& plan, const KfTensorRef* in, const int* elem_bytes, int n,
                               const void* out, int out_bytes) {
-  int min_bytes = out_bytes;
-  for (int k = 0; k < n; ++k) min_bytes = elem_bytes[k] < min_bytes ? elem_bytes[k] : min_bytes;
+  int min_bytes = out_bytes;  // of the float operands: a bool mask (1 byte) loads a narrower word (kf_load_vec)
+  for (int k = 0; k < n; ++k) min_bytes = elem_bytes[k] > 1 && elem_bytes[k] < min_bytes ? elem_bytes[k] : min_bytes;
   const int vec = 16 / min_bytes;
   if (plan.size[0] < vec) return 1;
   if (plan.ndim > 1 && plan.size[0] % vec != 0) return 1;
@@ -215,9 +215,10 @@ inline int kf_ew_vector_width(const KfEwPlan& plan, const KfTensorRef* in, const
   for (int k = 0; k < n; ++k) {
     const int64_t inner = plan.stride[k][0];
     if (inner == 0) continue;  // broadcast along the vector: one scalar load
-    if (inner != 1 || reinterpret_cast<uintptr_t>(in[k].data) % 16 != 0) return 1;
+    const int word = vec * elem_bytes[k] < 16 ? vec * elem_bytes[k] : 16;
+    if (inner != 1 || reinterpret_cast<uintptr_t>(in[k].data) % word != 0) return 1;
     for (int d = 1; d < plan.ndim; ++d)
-      if ((plan.stride[k][d] * elem_bytes[k]) % 16 != 0) return 1;
+      if ((plan.stride[k][d] * elem_bytes[k]) % word != 0) return 1;
   }
   return vec;
 }
@@ -299,7 +300,13 @@ __device__ __forceinline__ void kf_load_run(const void* base, uint32_t off, floa
     v[1] = kf_to_float<T>(reinterpret_cast<const T&>(r.y));
     v[2] = kf_to_float<T>(reinterpret_cast<const T&>(r.z));
     v[3] = kf_to_float<T>(reinterpret_cast<const T&>(r.w));
+  } else if constexpr (sizeof(T) == 1) {  // a bool mask: four bytes
+    const uint32_t r = *reinterpret_cast<const uint32_t*>(p);
+    const T* t = reinterpret_cast<const T*>(&r);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) v[j] = kf_to_float<T>(t[j]);
   } else {
+    static_assert(sizeof(T) == 2, "runs of 4-, 2- or 1-byte elements");
     const uint2 r = *reinterpret_cast<const uint2*>(p);
     const T* t = reinterpret_cast<const T*>(&r);
 #pragma unroll

@@ -577,11 +577,12 @@ inline bool kf_red_vectorizable(const KfRedPlan& plan, const KfTensorRef* in, co
   for (int k = 0; k < n; ++k) {
     const int64_t inner = plan.rows ? plan.rstride[k][0] : plan.kstride[k][0];
     if (inner == 0) continue;
-    if (inner != 1 || reinterpret_cast<uintptr_t>(in[k].data) % 16 != 0) return false;
+    const int word = vec * elem_bytes[k] < 16 ? vec * elem_bytes[k] : 16;  // a bool mask's word is narrower
+    if (inner != 1 || reinterpret_cast<uintptr_t>(in[k].data) % word != 0) return false;
     for (int d = 0; d < plan.nk; ++d)
-      if (!(!plan.rows && d == 0) && (plan.kstride[k][d] * elem_bytes[k]) % 16 != 0) return false;
+      if (!(!plan.rows && d == 0) && (plan.kstride[k][d] * elem_bytes[k]) % word != 0) return false;
     for (int d = 0; d < plan.nr; ++d)
-      if (!(plan.rows && d == 0) && (plan.rstride[k][d] * elem_bytes[k]) % 16 != 0) return false;
+      if (!(plan.rows && d == 0) && (plan.rstride[k][d] * elem_bytes[k]) % word != 0) return false;
   }
   return true;
 }
