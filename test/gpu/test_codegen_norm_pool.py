@@ -350,15 +350,21 @@ POOL_CASES = [
 ]
 
 
+def _pool_case(gen, dtype, kind, shape, k, s, p, d, ceil, cip, div):
+    """A random input of one POOL_CASES row, its float64 reference, the output size and a label."""
+    nd = len(shape) - 2
+    x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
+    ref = _pool_ref(kind, x.double(), nd, k, s, p, d, ceil, cip, div, False)
+    what = f"{'max' if kind == H.POOL_MAX else 'avg'}_pool{nd}d {shape} k{k} s{s} p{p} d{d} ceil={ceil} cip={cip} div={div}"
+    return x, ref, list(ref.shape[2:]), what
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)
 def test_pooling(ext, dtype):
     gen = torch.Generator(device="cuda").manual_seed(7)
     for kind, shape, k, s, p, d, ceil, cip, div in POOL_CASES:
         nd = len(shape) - 2
-        x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
-        ref = _pool_ref(kind, x.double(), nd, k, s, p, d, ceil, cip, div, False)
-        out_size = list(ref.shape[2:])
-        what = f"{'max' if kind == H.POOL_MAX else 'avg'}_pool{nd}d {shape} k{k} s{s} p{p} d{d} ceil={ceil} cip={cip} div={div}"
+        x, ref, out_size, what = _pool_case(gen, dtype, kind, shape, k, s, p, d, ceil, cip, div)
         out = ext.pool(kind, x, [], out_size, k, s, p, d, cip, div or 0, False, 1.0)
         if kind == H.POOL_MAX:
             assert torch.equal(out, ref.to(dtype)), f"{what}: max pooling must be exact"
@@ -387,11 +393,8 @@ def test_fixed_window_pooling_equals_the_generic_kernel(ext, dtype):
         if window not in H.FIXED_WINDOWS:
             continue
         tried.add(window)
-        nd = len(shape) - 2
-        x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
-        ref = _pool_ref(kind, x.double(), nd, k, s, p, d, ceil, cip, div, False)
-        out_size = list(ref.shape[2:])
-        what = f"fixed {window} {'max' if kind == H.POOL_MAX else 'avg'}_pool{nd}d {shape} k{k} s{s} p{p} d{d} ceil={ceil} cip={cip} div={div}"
+        x, ref, out_size, what = _pool_case(gen, dtype, kind, shape, k, s, p, d, ceil, cip, div)
+        what = f"fixed {window} {what}"
         generic = ext.pool(kind, x, [], out_size, k, s, p, d, cip, div or 0, False, 1.0)
         fixed = ext.pool_fixed(list(window), kind, x, [], out_size, k, s, p, d, cip, div or 0, False, 1.0)
         if kind == H.POOL_MAX:
