@@ -8,7 +8,7 @@ import { REDUCTIONS } from "../ops/reduce.ts";
 import { anchorBias } from "../plan/anchors.ts";
 import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
-import { normDims, poolDims, reduceSpecOf, reductionDims } from "../plan/rules.ts";
+import { isMaxPool, normDims, poolDims, reduceSpecOf, reductionDims } from "../plan/rules.ts";
 import { type NameOf, pyArg, pyScalar, pyStatement, selfPath } from "./python-expr.ts";
 import { recipeBuilder, recipeCall } from "./recipe-region.ts";
 
@@ -637,7 +637,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   );
   const nExtra = table.operands.length;
   const epi = `KfEpi_${region.id}`;
-  const kind = seed.op.startsWith("max") ? "KF_POOL_MAX" : "KF_POOL_AVG";
+  const kind = isMaxPool(seed.op) ? "KF_POOL_MAX" : "KF_POOL_AVG";
   const inType = CPP_TYPE[inMeta.dtype];
   const geo = poolGeometry(seed.op, seedFn, nd);
   const cuda = [
@@ -711,13 +711,13 @@ function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): number[]
       ? kernel
       : spread(strideArg, kernel);
   const padding = adaptive ? Array(nd).fill(0) : spread(fn.padding, [0]);
-  const dilation = adaptive || !op.startsWith("max") ? Array(nd).fill(1) : spread(fn.dilation, [1]);
+  const dilation = adaptive || !isMaxPool(op) ? Array(nd).fill(1) : spread(fn.dilation, [1]);
   const divisor =
     fn.divisor_override?.t === "const" && typeof fn.divisor_override.value === "number"
       ? fn.divisor_override.value
       : 0;
   const values = [
-    op.startsWith("max") ? 0 : 1,
+    isMaxPool(op) ? 0 : 1,
     nd,
     adaptive ? 1 : 0,
     ...kernel,

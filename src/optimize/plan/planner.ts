@@ -56,7 +56,8 @@ export interface KeptNode {
 
 export interface Plan {
   regions: Region[];
-  /** Nodes left as PyTorch calls that a rule could have taken, with why not (for the report). */
+  /** Nodes left as PyTorch calls, with why (for the report): a rule's reason for turning one down, no rule
+   * for its op, or a library call with nothing to fuse; data movement and views are not listed. */
   kept: KeptNode[];
 }
 
@@ -362,16 +363,34 @@ export function planGraph(graph: Graph): Plan {
   for (const node of graph.nodes) {
     const why = pointwiseOk.get(node.id);
     const tensorOut = node.out.t === "tensor";
-    if (
-      why &&
-      tensorOut &&
-      !claimed.has(node.id) &&
-      !why.startsWith("no ") &&
-      !kept.some((k) => k.node === node.id)
-    )
-      kept.push({ node: node.id, op: node.op, reason: why });
+    if (!why || !tensorOut || claimed.has(node.id) || kept.some((k) => k.node === node.id)) continue;
+    if (!why.startsWith("no ")) kept.push({ node: node.id, op: node.op, reason: why });
+    else if (node.kind !== "get_attr" && !PASSTHROUGH_OPS.has(node.op))
+      kept.push({ node: node.id, op: node.op, reason: uncoveredReason(node.op) });
   }
   return { regions, kept };
+}
+
+/** Ops that view, move or describe data and are nobody's kernel work: left to PyTorch without a word. */
+const PASSTHROUGH_OPS = new Set([
+  ...["view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "contiguous", "unsqueeze"],
+  ...["squeeze", "expand", "expand_as", "view_as", "reshape_as", "getitem", "getattr", "size", "numel"],
+  ...["dim", "slice", "select", "narrow", "clone", "detach", "split", "chunk", "identity", "to", "float"],
+  ...["type_as", "broadcast_tensors"],
+]);
+
+/** Library ops (cuBLAS / cuDNN / PyTorch's attention) every emitted file calls as the reference does. */
+const LIBRARY_OPS = new Set([
+  ...["linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "mv", "dot", "bilinear"],
+  ...["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
+  "scaled_dot_product_attention",
+]);
+
+/** Why an op no rule covers stays a PyTorch call, for the report. */
+function uncoveredReason(op: string): string {
+  return LIBRARY_OPS.has(op)
+    ? "a library call (cuBLAS/cuDNN through PyTorch): kept as the reference calls it"
+    : `no rule covers ${op}: PyTorch's own kernel`;
 }
 
 function operandParams(view: GraphView, nodes: string[]): number {

@@ -151,7 +151,15 @@ const POOLS = new Set([
   "adaptive_avg_pool1d",
   "adaptive_avg_pool2d",
   "adaptive_avg_pool3d",
+  "adaptive_max_pool1d",
+  "adaptive_max_pool2d",
+  "adaptive_max_pool3d",
 ]);
+
+/** Whether a pooling op (plain or adaptive) takes the maximum of its window rather than the mean. */
+export function isMaxPool(op: string): boolean {
+  return op.startsWith("max_pool") || op.startsWith("adaptive_max_pool");
+}
 
 export function poolDims(op: string): number {
   return Number.parseInt(op.slice(-2, -1), 10);
