@@ -417,3 +417,27 @@ test("ops no rule covers are reported (library calls as such); views and data mo
   assert.match(plan.kept.find((k) => k.node === "mm")?.reason ?? "", /library call/);
   assert.ok(!plan.kept.some((k) => k.node === "fl"), JSON.stringify(plan.kept));
 });
+
+test("kl_div reduces with batchmean / mean / sum; legacy size_average/reduce or mismatched shapes keep PyTorch", () => {
+  const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const rule = SEED_RULES.find((r) => r.name === "reduce");
+  const kl = (extra: Record<string, Arg>, targetShape = X) => {
+    const n = node(
+      "kl",
+      "kl_div",
+      { input: ref("x"), target: ref("t"), log_target: bool(false), ...extra },
+      [],
+    );
+    const g = graph([n], "kl");
+    g.inputs.push({ name: "t", meta: f32(targetShape), value: null });
+    return rule?.accepts(n, new GraphView(g));
+  };
+  for (const reduction of ["batchmean", "mean", "sum"])
+    assert.equal(kl({ reduction: text(reduction) }), null);
+  assert.match(kl({ reduction: text("none") }) ?? "", /reduction=none/);
+  assert.match(kl({ reduction: text("mean"), reduce: bool(false) }) ?? "", /legacy reduce/);
+  assert.match(kl({ reduction: text("batchmean") }, [1, 16, 32, 32]) ?? "", /different shapes/);
+  // mse_loss(reduce=False) is elementwise: not a reduction either.
+  const mse = node("m", "mse_loss", { input: ref("x"), target: ref("x"), reduce: bool(false) }, X);
+  assert.match(rule?.accepts(mse, new GraphView(graph([mse], "m"))) ?? "", /legacy reduce/);
+});

@@ -108,6 +108,21 @@ class OperandTable {
   }
 
   runtime = (arg: Arg): string | null => (arg.t === "const" ? this.scalar(arg) : null);
+
+  /** A tensor argument's size along `dim`, as a runtime scalar read when the region's method runs: the
+   * iteration shape's (`shape`, the broadcast of the region's operands; its rule makes the argument span it),
+   * since the argument itself may be computed inside the region. Reductions only (they bind `shape` first). */
+  sizeOf = (arg: Arg, dim: number): string | null => {
+    const meta = this.view.tensorOf(arg);
+    if (!meta || dim >= meta.shape.length) return null;
+    const py = `float(shape[${dim}])`;
+    let index = this.scalars.indexOf(py);
+    if (index < 0) {
+      index = this.scalars.length;
+      this.scalars.push(py);
+    }
+    return `sc.v[${index}]`;
+  };
 }
 
 /** C++ statements computing pointwise `nodes`; `resolveArg` resolves args that are not among them. */
@@ -437,7 +452,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
     if (anchored) return anchored;
     return arg.t === "const" ? table.scalar(arg) : table.tensor(arg);
   });
-  const reader = paramReader(seedFn, table.runtime);
+  const reader = paramReader(seedFn, table.runtime, table.sizeOf);
   const proExpr = spec.pro(values, reader);
   const epiExpr = spec.epi(reader);
   if (proExpr === null || epiExpr === null)

@@ -11,6 +11,8 @@ export interface ParamReader {
   str(name: string): string | null;
   bool(name: string): boolean | null;
   has(name: string): boolean;
+  /** The size of tensor argument `name` along `dim`, read at run time (a runtime scalar); null when absent. */
+  size(name: string, dim: number): string | null;
 }
 
 export interface PointwiseSpec {

@@ -138,6 +138,25 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     dims: "all",
     reductions: ["mean", "sum"],
   },
+  kl_div: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    // torch's pointwise term: xlogy(t, t) - t * x (0 where t == 0), or exp(t) * (t - x) for a log target.
+    pro: ([x, t], p) =>
+      p.bool("log_target")
+        ? `expf(${t}) * ((${t}) - (${x}))`
+        : `((${t}) == 0.f ? 0.f : (${t}) * logf(${t})) - (${t}) * (${x})`,
+    epi: (p) => {
+      const reduction = p.str("reduction") ?? "mean";
+      if (reduction === "batchmean") {
+        const batch = p.size("input", 0);
+        return batch === null ? null : `r.value / ${batch}`;
+      }
+      return lossEpi(p);
+    },
+    dims: "all",
+    reductions: ["mean", "sum", "batchmean"],
+  },
   huber_loss: {
     acc: "KfAccSum",
     operands: ["input", "target"],

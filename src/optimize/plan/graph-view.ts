@@ -64,7 +64,11 @@ export class GraphView {
 
 /** Reads an op's normalised arguments (node.fn) as C++ literals; model-attribute scalars become runtime
  * scalars through `runtime`, which returns the C++ expression reading them (sc.v[i]). */
-export function paramReader(fn: Record<string, Arg>, runtime: (arg: Arg) => string | null): ParamReader {
+export function paramReader(
+  fn: Record<string, Arg>,
+  runtime: (arg: Arg) => string | null,
+  sizeOf: (arg: Arg, dim: number) => string | null = () => null,
+): ParamReader {
   const get = (name: string) => {
     const arg = fn[name];
     return arg && !(arg.t === "const" && arg.pytype === "none") ? arg : undefined;
@@ -87,6 +91,10 @@ export function paramReader(fn: Record<string, Arg>, runtime: (arg: Arg) => stri
     },
     has(name) {
       return get(name) !== undefined;
+    },
+    size(name, dim) {
+      const arg = get(name);
+      return arg ? sizeOf(arg, dim) : null;
     },
   };
 }

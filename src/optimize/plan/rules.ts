@@ -224,15 +224,25 @@ export const SEED_RULES: SeedRule[] = [
       }
       if (fn.dtype && !(fn.dtype.t === "const" && fn.dtype.pytype === "none")) return "it casts (dtype=)";
       if (spec.reductions) {
+        for (const legacy of ["size_average", "reduce"])
+          if (fn[legacy] && !(fn[legacy]?.t === "const" && fn[legacy]?.pytype === "none"))
+            return `the legacy ${legacy} argument (it overrides reduction)`;
         const reduction = fn.reduction?.t === "const" ? fn.reduction.value : "mean";
         if (typeof reduction !== "string" || !spec.reductions.includes(reduction))
           return `reduction=${String(reduction)}`;
+        if (reduction === "batchmean") {
+          // The kernel divides by the iteration shape's first size: the input must span it.
+          const input = view.tensorOf(fn.input)?.shape ?? [];
+          const target = view.tensorOf(fn.target)?.shape ?? [];
+          if (!input.length || input.length !== target.length || input.some((s, i) => s !== target[i]))
+            return "batchmean over an input and target of different shapes";
+        }
       }
       if (spec.valuesOfPair) {
         if (!pairProjection(node, view)) return "both its values and its indices are used";
       } else if (!view.outMeta(node)) return "its output is not one tensor";
       if (!reductionDims(node, view)) return "its dims are not constant";
-      const reader = paramReader(fn, probe);
+      const reader = paramReader(fn, probe, probe);
       const ok =
         spec.pro(
           spec.operands.map(() => "a"),
