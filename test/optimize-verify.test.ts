@@ -13,6 +13,7 @@ import {
   OptimizeResult,
   optimizeProblem,
   reusableResult,
+  runBench,
 } from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
 
@@ -130,4 +131,37 @@ test("a file rejected only with its anchors keeps its other kernels", { timeout:
   const source = readFileSync(output, "utf8");
   assert.match(source, /_KF_CUDA_SOURCE/);
   assert.doesNotMatch(source, /_kf_conv_anchor\(self/);
+});
+
+test("a region that lost reading a rejected anchor's output is timed again in the reference's layout", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const { wrapped, seen } = failingFirst(1);
+  // The chain (r1) reads the channels-last conv of the layout region (r0): it loses there, wins once the conv
+  // is the reference's own call again.
+  const timed: string[][] = [];
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
+    const run = await runBench(p, candidate, regions, opts, compile);
+    if (regions.length > 0) timed.push(regions);
+    const chainLoses = timed.length === 1;
+    return {
+      ...run,
+      regions: run.regions.map((r) =>
+        r.id === "r1" && chainLoses ? { ...r, kernelMs: 2, torchMs: 1 } : { ...r, kernelMs: 1, torchMs: 2 },
+      ),
+    };
+  };
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { evaluateFile: wrapped, benchFile: bench, regionWinMargin: 1 }),
+  );
+  assert.deepEqual(timed, [["r0", "r1"], ["r1"]], "all regions, then the loser without the anchor");
+  assert.equal(seen.calls, 2, "with the layout region, then without it");
+  assert.equal(result.verdict, "correct");
+  assert.equal(result.regions.find((r) => r.id === "r0")?.status, "rejected");
+  assert.equal(result.regions.find((r) => r.id === "r1")?.status, "fused");
+  assert.match(readFileSync(output, "utf8"), /def _kf_r1/);
 });

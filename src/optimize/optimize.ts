@@ -78,6 +78,8 @@ export interface OptimizeOptions {
   log?: (line: string) => void;
   /** The evaluation of an emitted file (tests substitute a wrapper); `kforge eval`'s by default. */
   evaluateFile?: typeof evaluate;
+  /** The optimize bench of an emitted file (tests substitute region timings); the worker's by default. */
+  benchFile?: typeof runBench;
   /** How much faster than PyTorch's ops a region must be to ship (REGION_WIN_MARGIN by default; 0 keeps every
    * region that ran, as on a CPU, where both sides are PyTorch's ops). */
   regionWinMargin?: number;
@@ -97,7 +99,7 @@ function emitTo(graph: Graph, plan: Plan, problem: Problem, output: string) {
   return emitted;
 }
 
-async function runBench(
+export async function runBench(
   problem: Problem,
   candidatePath: string,
   regions: string[],
@@ -223,17 +225,22 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   const { problem, output, graph, result } = prepared;
   let { plan } = prepared;
   const log = options.log ?? (() => {});
+  const bench = options.benchFile ?? runBench;
   const t3 = performance.now();
+  const timeRegions = async (ids: string[]) => {
+    const run = await bench(problem, output, ids, options, false);
+    for (const timing of run.regions) {
+      const report = result.regions.find((r) => r.id === timing.id);
+      if (report) Object.assign(report, { kernelMs: timing.kernelMs, torchMs: timing.torchMs });
+    }
+    return losingRegions(run.regions, options.regionWinMargin);
+  };
+  // Every region timed, before the losers left: a rejected anchored file times again the ones that lost while
+  // reading an anchor's output (a channels-last conv's, say), now in the reference's layout.
+  let timedPlan: Plan = plan;
+  let losers = new Set<string>();
   if (plan.regions.length > 0) {
-    const timeRegions = async (ids: string[]) => {
-      const bench = await runBench(problem, output, ids, options, false);
-      for (const timing of bench.regions) {
-        const report = result.regions.find((r) => r.id === timing.id);
-        if (report) Object.assign(report, { kernelMs: timing.kernelMs, torchMs: timing.torchMs });
-      }
-      return losingRegions(bench.regions, options.regionWinMargin);
-    };
-    let losers = await timeRegions(plan.regions.map((r) => r.id));
+    losers = await timeRegions(plan.regions.map((r) => r.id));
     // An anchored region that lost is timed again with its anchor one step simpler (channels-last -> the
     // reference's layout -> the library call made as the reference makes it; a lost layout region's conv goes
     // to the reduction or normalisation reading it), at most three rounds.
@@ -266,6 +273,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     }
     const ops = regionOps(graph, plan);
     for (const report of result.regions) report.ops = ops.get(report.id) ?? report.ops;
+    timedPlan = plan;
     if (losers.size > 0) {
       log(`${problem.name}: ${[...losers].join(", ")} not faster than PyTorch's ops: left to PyTorch`);
       for (const report of result.regions) if (losers.has(report.id)) report.status = "dropped";
@@ -291,9 +299,23 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   if (failed(evalResult) && plan.regions.length > 0) {
     result.rejected = { verdict: evalResult.verdict, reason: evalResult.reason };
     // A library call made another way (channels-last, another cuDNN algorithm, TF32) is the likeliest to
-    // round differently: the file without anchors is evaluated before every kernel is given up.
-    const plain = withoutAnchors(plan);
-    if (plan.regions.some((r) => r.anchor) && plain.regions.length > 0) {
+    // round differently: the file without anchors is evaluated before every kernel is given up. Regions that
+    // lost while they read an anchor's output are timed again first: in the reference's layout they may win.
+    let plain = withoutAnchors(plan);
+    const anchored = plan.regions.some((r) => r.anchor);
+    const retry = anchored ? withoutAnchors(timedPlan).regions.filter((r) => losers.has(r.id)) : [];
+    if (retry.length > 0) {
+      const candidate: Plan = { regions: [...plain.regions, ...retry], kept: plain.kept };
+      candidate.regions.sort((a, b) => Number(a.id.slice(1)) - Number(b.id.slice(1)));
+      emitTo(graph, candidate, problem, output);
+      await prebuild({ ...prepared, plan: candidate }, options);
+      const still = await timeRegions(retry.map((r) => r.id));
+      const won = new Set(retry.filter((r) => !still.has(r.id)).map((r) => r.id));
+      if (won.size > 0) log(`${problem.name}: ${[...won].join(", ")} win in the reference's layout`);
+      for (const report of result.regions) if (won.has(report.id)) report.status = "fused";
+      plain = { regions: candidate.regions.filter((r) => !still.has(r.id)), kept: plain.kept };
+    }
+    if (anchored && plain.regions.length > 0) {
       log(
         `${problem.name}: the file with its kernels is ${evalResult.verdict}: evaluated again without anchors`,
       );
