@@ -235,8 +235,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     }
     return losingRegions(run.regions, options.regionWinMargin);
   };
-  // Every region timed, before the losers left: a rejected anchored file times again the ones that lost while
-  // reading an anchor's output (a channels-last conv's, say), now in the reference's layout.
+  // Every region timed, before the losers left (a rejected anchored file times its losers again).
   let timedPlan: Plan = plan;
   let losers = new Set<string>();
   if (plan.regions.length > 0) {
@@ -299,8 +298,9 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   if (failed(evalResult) && plan.regions.length > 0) {
     result.rejected = { verdict: evalResult.verdict, reason: evalResult.reason };
     // A library call made another way (channels-last, another cuDNN algorithm, TF32) is the likeliest to
-    // round differently: the file without anchors is evaluated before every kernel is given up. Regions that
-    // lost while they read an anchor's output are timed again first: in the reference's layout they may win.
+    // round differently: the file without anchors is evaluated before every kernel is given up. The regions
+    // that lost are timed again first: those that lost reading an anchor's output (a channels-last conv's) may
+    // win in the reference's layout.
     let plain = withoutAnchors(plan);
     const anchored = plan.regions.some((r) => r.anchor);
     const retry = anchored ? withoutAnchors(timedPlan).regions.filter((r) => losers.has(r.id)) : [];
