@@ -303,17 +303,17 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     // win in the reference's layout.
     let plain = withoutAnchors(plan);
     const anchored = plan.regions.some((r) => r.anchor);
-    const retry = anchored ? withoutAnchors(timedPlan).regions.filter((r) => losers.has(r.id)) : [];
+    // The plan is timedPlan without its losers, so timedPlan without anchors is the plain one plus them.
+    const candidate = withoutAnchors(timedPlan);
+    const retry = anchored ? candidate.regions.filter((r) => losers.has(r.id)) : [];
     if (retry.length > 0) {
-      const candidate: Plan = { regions: [...plain.regions, ...retry], kept: plain.kept };
-      candidate.regions.sort((a, b) => Number(a.id.slice(1)) - Number(b.id.slice(1)));
       emitTo(graph, candidate, problem, output);
       await prebuild({ ...prepared, plan: candidate }, options);
       const still = await timeRegions(retry.map((r) => r.id));
       const won = new Set(retry.filter((r) => !still.has(r.id)).map((r) => r.id));
       if (won.size > 0) log(`${problem.name}: ${[...won].join(", ")} win in the reference's layout`);
       for (const report of result.regions) if (won.has(report.id)) report.status = "fused";
-      plain = { regions: candidate.regions.filter((r) => !still.has(r.id)), kept: plain.kept };
+      plain = { regions: candidate.regions.filter((r) => !still.has(r.id)), kept: candidate.kept };
     }
     if (anchored && plain.regions.length > 0) {
       log(

@@ -92,16 +92,18 @@ class OperandTable {
     return `x[${index}]`;
   }
 
-  scalar(arg: Extract<Arg, { t: "const" }>): string {
-    if (arg.attr) {
-      const py = `float(${selfPath(arg.attr)})`;
-      let index = this.scalars.indexOf(py);
-      if (index < 0) {
-        index = this.scalars.length;
-        this.scalars.push(py);
-      }
-      return `sc.v[${index}]`;
+  /** The runtime scalar computed by Python expression `py` when the region's method runs, as C++. */
+  private runtimeScalar(py: string): string {
+    let index = this.scalars.indexOf(py);
+    if (index < 0) {
+      index = this.scalars.length;
+      this.scalars.push(py);
     }
+    return `sc.v[${index}]`;
+  }
+
+  scalar(arg: Extract<Arg, { t: "const" }>): string {
+    if (arg.attr) return this.runtimeScalar(`float(${selfPath(arg.attr)})`);
     const value = scalarValue(arg);
     if (value === null) throw new Error(`kforge internal: scalar ${String(arg.value)} is not a number`);
     return floatLiteral(value);
@@ -115,13 +117,7 @@ class OperandTable {
   sizeOf = (arg: Arg, dim: number): string | null => {
     const meta = this.view.tensorOf(arg);
     if (!meta || dim >= meta.shape.length) return null;
-    const py = `float(shape[${dim}])`;
-    let index = this.scalars.indexOf(py);
-    if (index < 0) {
-      index = this.scalars.length;
-      this.scalars.push(py);
-    }
-    return `sc.v[${index}]`;
+    return this.runtimeScalar(`float(shape[${dim}])`);
   };
 }
 
