@@ -441,3 +441,27 @@ test("kl_div reduces with batchmean / mean / sum; legacy size_average/reduce or 
   const mse = node("m", "mse_loss", { input: ref("x"), target: ref("x"), reduce: bool(false) }, X);
   assert.match(rule?.accepts(mse, new GraphView(graph([mse], "m"))) ?? "", /legacy reduce/);
 });
+
+test("cosine_similarity is one three-sum reduction over its dim; its x1 grows the prologue; a higher-rank x2 keeps PyTorch", () => {
+  const cosine = (x2Shape: number[]) => {
+    const scaled = node("s", "mul", { input: ref("x"), other: num(2) }, X);
+    const cs = node(
+      "cs",
+      "cosine_similarity",
+      { x1: ref("s"), x2: ref("y"), dim: num(1), eps: num(1e-8) },
+      [8, 32, 32],
+    );
+    const g = graph([scaled, cs], "cs");
+    g.inputs.push({ name: "y", meta: f32(x2Shape), value: null });
+    return planGraph(g);
+  };
+  const plan = cosine(X);
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  assert.equal(plan.regions[0]?.seed, "cs");
+  assert.deepEqual(plan.regions[0]?.prologue, ["s"]);
+  // A broadcast x2 of the same rank is fine; one with an extra leading dim would change what `dim` names.
+  assert.equal(cosine([1, 16, 32, 32]).regions.length, 1);
+  const wider = cosine([2, ...X]);
+  assert.equal(wider.regions.filter((r) => r.seed === "cs").length, 0);
+  assert.match(wider.kept.find((k) => k.node === "cs")?.reason ?? "", /more dims than its x1/);
+});

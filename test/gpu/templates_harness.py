@@ -61,6 +61,17 @@ struct ProSqDiff {  // (x0 - x1)^2
     return d * d;
   }
 };
+struct ProCosine {  // dot product and both squared norms in one pass
+  static constexpr int kIn = 2;
+  __device__ __forceinline__ KfSums<3> operator()(const float (&x)[kIn], const KfScalars& sc) const {
+    return KfSums<3>{{x[0] * x[1], x[0] * x[0], x[1] * x[1]}};
+  }
+};
+struct EpiCosine {  // torch's cosine_similarity, eps = 1e-8
+  __device__ __forceinline__ float operator()(const KfAccResult& r, const KfScalars& sc) const {
+    return r.part[0] / fmaxf(sqrtf(r.part[1]), 1e-8f) / fmaxf(sqrtf(r.part[2]), 1e-8f);
+  }
+};
 struct EpiValue {
   __device__ __forceinline__ float operator()(const KfAccResult& r, const KfScalars& sc) const { return r.value; }
 };
@@ -88,6 +99,7 @@ REDUCTIONS = {
     "var": ("ProId", 1, "KfAccWelford", "EpiVar", False),
     "wmean": ("ProId", 1, "KfAccWelford", "EpiValue", False),
     "sqdiff_sum": ("ProSqDiff", 2, "KfAccSum", "EpiValue", False),
+    "cosine": ("ProCosine", 2, "KfAccSums<3>", "EpiCosine", False),
 }
 
 EW_SIG = "const KfShape& shape, void* out, const KfTensorRef* in, const KfScalars& sc, cudaStream_t stream"

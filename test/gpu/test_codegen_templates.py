@@ -194,6 +194,8 @@ def red_ref(op: str, xs: list[torch.Tensor], dims: list[int]) -> tuple[torch.Ten
     """(float64 reference, per-output sum of |terms|, reduced count) with the reduced dims flattened last."""
     shape = torch.broadcast_shapes(*[t.shape for t in xs])
     x = [t.double().expand(shape) for t in xs]
+    if op == "cosine":
+        return torch.nn.functional.cosine_similarity(x[0], x[1], dim=dims[0]), None, shape[dims[0]]
     v = (x[0] - x[1]) ** 2 if op == "sqdiff_sum" else x[0]
     nd = len(shape)
     dims = sorted(d % nd for d in dims) if nd else []
@@ -239,7 +241,7 @@ def red_inputs(op: str, shape, dtype, seed: int, second_shape=None) -> list[torc
         x = randn(shape, dtype, seed, 3.0)
     else:
         x = randn(shape, dtype, seed) + 0.5
-    if op == "sqdiff_sum":
+    if op in ("sqdiff_sum", "cosine"):
         return [x, randn(second_shape if second_shape is not None else shape, dtype, seed + 1)]
     return [x]
 
@@ -267,6 +269,8 @@ def check_reduce(kf, op: str, xs: list[torch.Tensor], dims: list[int], ws_mode: 
         atol, rtol = 1e-30, rtol + 1e-4
     elif op == "logsumexp":
         atol = 1e-5 * (1 + ref.abs())
+    elif op == "cosine":  # in [-1, 1]; three fp32 sums of n terms
+        atol = 1e-6 * math.sqrt(n) + 1e-6
     elif op == "var":
         atol, rtol = 1e-6, rtol + 2e-4
     else:  # amax / amin: an input value, exactly
@@ -349,6 +353,26 @@ def test_reduce_two_input_prologue(kf, dt, shapes, dims):
     dtype = DTYPES[dt]
     xs = [randn(shapes[0], dtype, 70), randn(shapes[1], dtype, 71)]
     check_reduce(kf, "sqdiff_sum", xs, dims)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize(
+    "shapes,dim",
+    [
+        (((32768, 4096), (32768, 4096)), 1),  # the loss's rows
+        (((3000, 67), (3000, 67)), 1),  # short odd rows: scalar loads
+        (((8, 300001), (8, 300001)), 1),  # few long rows: split across blocks, three sums per partial
+        (((16, 64, 33, 17), (16, 64, 33, 17)), 1),  # dim 1 of NCHW: the column path
+        (((64, 1000), (1, 1000)), 1),  # a broadcast second input
+        (((5, 7, 9), (5, 7, 9)), 0),
+    ],
+    ids=str,
+)
+def test_reduce_cosine_similarity_three_sums(kf, dt, shapes, dim):
+    dtype = DTYPES[dt]
+    xs = red_inputs("cosine", shapes[0], dtype, 60, shapes[1])
+    xs[0].view(-1, shapes[0][-1])[0].zero_()  # a zero vector: both norms clamp to eps, the result is 0
+    check_reduce(kf, "cosine", xs, [dim])
 
 
 def test_reduce_mixed_types(kf):

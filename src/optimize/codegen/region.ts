@@ -8,7 +8,7 @@ import { REDUCTIONS } from "../ops/reduce.ts";
 import { anchorBias } from "../plan/anchors.ts";
 import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
-import { isMaxPool, normDims, poolDims, reduceSpecOf, reductionDims } from "../plan/rules.ts";
+import { isMaxPool, normDims, poolDims, reduceSpecOf, reductionDims, seedInput } from "../plan/rules.ts";
 import { type NameOf, pyArg, pyScalar, pyStatement, selfPath } from "./python-expr.ts";
 import { recipeBuilder, recipeCall } from "./recipe-region.ts";
 
@@ -283,11 +283,18 @@ function channelAdapt(rank: number) {
     layout === "channel" ? `${py}.view(-1${", 1".repeat(Math.max(rank - 2, 0))})` : py;
 }
 
-function functor(name: string, kIn: number, signature: string, lines: string[], result: string): string {
+function functor(
+  name: string,
+  kIn: number,
+  signature: string,
+  lines: string[],
+  result: string,
+  returns = "float",
+): string {
   return [
     `struct ${name} {`,
     `  static constexpr int kIn = ${kIn};`,
-    `  __device__ __forceinline__ float operator()(${signature}) const {`,
+    `  __device__ __forceinline__ ${returns} operator()(${signature}) const {`,
     indent(lines, "    "),
     `    return ${result};`,
     "  }",
@@ -434,7 +441,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const seed = view.node(region.seed ?? "");
   const spec = reduceSpecOf(seed, view);
   const seedFn = seed.fn;
-  const inMeta = view.tensorOf(seedFn?.input);
+  const inMeta = view.tensorOf(seedInput(seed));
   const dims = reductionDims(seed, view);
   if (!spec || !seedFn || !inMeta || !dims) throw new Error(`kforge internal: ${seed.op} is not a reduction`);
   const table = new OperandTable(view, nameOf, broadcastAdapt);
@@ -470,7 +477,14 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const epi = `KfEpi_${region.id}`;
   const outType = spec.index ? "int64_t" : CPP_TYPE[out.dtype];
   const cuda = [
-    functor(pro, nIn, `const float (&x)[${Math.max(nIn, 1)}], const KfScalars& sc`, proLines, proExpr),
+    functor(
+      pro,
+      nIn,
+      `const float (&x)[${Math.max(nIn, 1)}], const KfScalars& sc`,
+      proLines,
+      proExpr,
+      spec.value,
+    ),
     [
       `struct ${epi} {`,
       "  __device__ __forceinline__ float operator()(const KfAccResult& r, const KfScalars& sc) const {",

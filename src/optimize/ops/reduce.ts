@@ -11,11 +11,16 @@ export type Accumulator =
   | "KfAccArgMax"
   | "KfAccArgMin"
   | "KfAccLogSumExp"
-  | "KfAccWelford";
+  | "KfAccWelford"
+  | "KfAccSums<2>"
+  | "KfAccSums<3>";
 
 export interface ReduceSpec {
   acc: Accumulator;
+  /** The fn's tensor arguments; the first one's rank is the iteration rank `dims` refers to. */
   operands: string[];
+  /** The C++ type `pro` returns: float, or KfSums<K> for a KfAccSums<K> accumulator (several sums at once). */
+  value?: string;
   /** The value reduced at one element, from the operands' values there. */
   pro(o: string[], p: ParamReader): string | null;
   /** The output from the accumulated result `r` (a KfAccResult). */
@@ -156,6 +161,20 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     },
     dims: "all",
     reductions: ["mean", "sum", "batchmean"],
+  },
+  // torch divides each input by its clamped L2 norm, then sums the products: dot / (max(|x1|, eps) max(|x2|, eps)).
+  cosine_similarity: {
+    acc: "KfAccSums<3>",
+    value: "KfSums<3>",
+    operands: ["x1", "x2"],
+    pro: ([a, b]) => `KfSums<3>{{(${a}) * (${b}), (${a}) * (${a}), (${b}) * (${b})}}`,
+    epi: (p) => {
+      const eps = p.num("eps", 1e-8);
+      return eps === null
+        ? null
+        : `r.part[0] / fmaxf(sqrtf(r.part[1]), ${eps}) / fmaxf(sqrtf(r.part[2]), ${eps})`;
+    },
+    dims: "dim",
   },
   huber_loss: {
     acc: "KfAccSum",

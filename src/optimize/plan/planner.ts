@@ -23,7 +23,14 @@ import {
 } from "./anchors.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
-import { pairProjection, pointwiseVerdict, type RegionKind, SEED_RULES, type SeedRule } from "./rules.ts";
+import {
+  pairProjection,
+  pointwiseVerdict,
+  type RegionKind,
+  SEED_RULES,
+  type SeedRule,
+  seedInput,
+} from "./rules.ts";
 
 export interface Region {
   id: string;
@@ -279,7 +286,7 @@ export function planGraph(graph: Graph): Plan {
       kept.push({ node: node.id, op: node.op, reason: match.why });
       continue;
     }
-    const input = node.fn?.input;
+    const input = seedInput(node);
     let prologue: string[] = [];
     if (
       match.rule.prologue &&

@@ -1,7 +1,7 @@
 // The rule table: which captured nodes can seed a fused region, and how far a region may grow around its
 // seed. Rules are data, tried in order: a reader adding a fused op adds its spec to ops/ and, if it needs
 // a new kind of region, one row here. Each rule is testable on its own (test/optimize-rules.test.ts).
-import type { GraphNode } from "../graph.ts";
+import type { Arg, GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
@@ -136,8 +136,13 @@ export function reduceSpecOf(node: GraphNode, view: GraphView): ReduceSpec | und
   return REDUCTIONS[spec.acc === "KfAccMax" ? "argmax" : "argmin"];
 }
 
+/** A seed's main tensor argument: its `input`, or a reduction's first operand (whose dims `dim` names). */
+export function seedInput(node: GraphNode): Arg | undefined {
+  return node.fn?.[REDUCTIONS[node.op]?.operands[0] ?? "input"];
+}
+
 export function reductionDims(node: GraphNode, view: GraphView): number[] | null {
-  const meta = view.tensorOf(node.fn?.input);
+  const meta = view.tensorOf(seedInput(node));
   return meta ? reduceDims(node, meta.shape.length) : null;
 }
 
@@ -215,12 +220,16 @@ export const SEED_RULES: SeedRule[] = [
     accepts(node, view) {
       const spec = REDUCTIONS[node.op];
       if (!spec) return `no reduction rule for ${node.op}`;
-      const bad = common(node, view) ?? tensorInputOk(view, node);
+      const primary = spec.operands[0] ?? "input";
+      const bad = common(node, view) ?? tensorInputOk(view, node, primary);
       if (bad) return bad;
       const fn = node.fn ?? {};
+      const rank = view.tensorOf(fn[primary])?.shape.length;
       for (const key of spec.operands.slice(1)) {
         const meta = view.tensorOf(fn[key]);
         if (!meta || !FLOAT_DTYPES.has(meta.dtype)) return `its ${key} is not a float tensor`;
+        // dims index the first operand: a higher-rank operand would broadcast it into a longer shape.
+        if (meta.shape.length > (rank ?? 0)) return `its ${key} has more dims than its ${primary}`;
       }
       if (fn.dtype && !(fn.dtype.t === "const" && fn.dtype.pytype === "none")) return "it casts (dtype=)";
       if (spec.reductions) {

@@ -4,10 +4,12 @@
 // ---------------------------------------------------------------------------------------------- contract
 // Functors (generated; all math fp32):
 //   struct Pro { static constexpr int kIn = N;     // 1 <= N <= 8
-//                __device__ float operator()(const float (&x)[kIn], const KfScalars& sc) const; };
+//                __device__ Acc::Value operator()(const float (&x)[kIn], const KfScalars& sc) const; };
 //   struct Epi { __device__ float operator()(const KfAccResult& r, const KfScalars& sc) const; };
-// Accumulators (provided here), what they leave in KfAccResult {value, m2, index, count}:
+// Accumulators (provided here), what they leave in KfAccResult {value, m2, index, count, part}:
 //   KfAccSum, KfAccProd        value = sum / product (empty: 0 / 1)
+//   KfAccSums<K>               part[k] = sum of component k of a KfSums<K> (K <= 4) the prologue returns:
+//                              several sums over one pass (cosine similarity's dot product and two norms)
 //   KfAccMax, KfAccMin         value = max / min, NaN if any element is NaN (empty: -inf / +inf)
 //   KfAccArgMax, KfAccArgMin   value = max / min, index = flat index of its first occurrence (a NaN counts as
 //                              the extreme: the first NaN wins), row-major over the reduced dims in shape
@@ -60,19 +62,30 @@
 #define KF_RED_MAX_IN 8
 #define KF_RED_MAX_SPLITS 1024
 #define KF_RED_MAX_PARTIALS (1 << 19)  // workspace entries (splits x outputs) at most
+#define KF_ACC_MAX_PARTS 4
 
 struct KfAccResult {
   float value;
   float m2;
   int64_t index;
   float count;
+  float part[KF_ACC_MAX_PARTS];
+};
+
+// What the prologue of a KfAccSums<K> reduction returns at one element: one value per sum.
+template <int K>
+struct KfSums {
+  float v[K];
 };
 
 // ---------------------------------------------------------------------------------------------- accumulators
-// Each policy: State (trivially copyable), init(), push(state, x, flat_index) for one element, merge(a, b)
-// for two partial states, shfl_xor (a warp butterfly step), result(). kIndexed: push needs the flat index.
+// Each policy: Value (what the prologue returns per element), State (trivially copyable), init(),
+// push(state, x, flat_index) for one element, merge(a, b) for two partial states, shfl_xor (a warp butterfly
+// step), result(). kIndexed: push needs the flat index. Optionally push_vec<K>(state, x[K]) for K consecutive
+// elements of one output, when taking them together is cheaper than one by one.
 
 struct KfAccSum {
+  using Value = float;
   struct State { float v; };
   static constexpr bool kIndexed = false;
   static __device__ __forceinline__ State init() { return {0.f}; }
@@ -83,6 +96,7 @@ struct KfAccSum {
 };
 
 struct KfAccProd {
+  using Value = float;
   struct State { float v; };
   static constexpr bool kIndexed = false;
   static __device__ __forceinline__ State init() { return {1.f}; }
@@ -92,9 +106,39 @@ struct KfAccProd {
   static __device__ __forceinline__ KfAccResult result(const State& a, float n) { return {a.v, 0.f, 0, n}; }
 };
 
+template <int K>
+struct KfAccSums {
+  static_assert(K >= 1 && K <= KF_ACC_MAX_PARTS, "KfAccSums: 1..KF_ACC_MAX_PARTS sums");
+  using Value = KfSums<K>;
+  using State = KfSums<K>;
+  static constexpr bool kIndexed = false;
+  static __device__ __forceinline__ State init() { return State{}; }
+  static __device__ __forceinline__ void push(State& a, const Value& x, int64_t) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) a.v[k] += x.v[k];
+  }
+  static __device__ __forceinline__ void merge(State& a, const State& b) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) a.v[k] += b.v[k];
+  }
+  static __device__ __forceinline__ State shfl_xor(const State& a, int m) {
+    State r;
+#pragma unroll
+    for (int k = 0; k < K; ++k) r.v[k] = __shfl_xor_sync(0xffffffffu, a.v[k], m);
+    return r;
+  }
+  static __device__ __forceinline__ KfAccResult result(const State& a, float n) {
+    KfAccResult r{a.v[0], 0.f, 0, n};
+#pragma unroll
+    for (int k = 0; k < K; ++k) r.part[k] = a.v[k];
+    return r;
+  }
+};
+
 // max / min that propagate NaN as torch does: once a NaN is taken it stays (nothing compares above it).
 template <bool kMax>
 struct KfAccExtreme {
+  using Value = float;
   struct State { float v; };
   static constexpr bool kIndexed = false;
   static __device__ __forceinline__ bool takes(float a, float b) { return (kMax ? b > a : b < a) || b != b; }
@@ -111,6 +155,7 @@ struct KfAccMin : KfAccExtreme<false> {};
 // indices, so it gives torch's "first occurrence" whatever order elements and partials are combined in.
 template <bool kMax>
 struct KfAccArgExtreme {
+  using Value = float;
   struct State { float v; int64_t i; };
   static constexpr bool kIndexed = true;
   static __device__ __forceinline__ bool takes(float av, int64_t ai, float bv, int64_t bi) {
@@ -137,6 +182,7 @@ struct KfAccArgMin : KfAccArgExtreme<false> {};
 // the max moves. Non-finite maxima are settled without exp: -inf (nothing but -inf yet) leaves s alone, +inf
 // makes the result +inf, NaN makes it NaN.
 struct KfAccLogSumExp {
+  using Value = float;
   struct State { float m; float s; };
   static constexpr bool kIndexed = false;
   static __device__ __forceinline__ State init() { return {-INFINITY, 0.f}; }
@@ -153,6 +199,23 @@ struct KfAccLogSumExp {
     }
   }
   static __device__ __forceinline__ void push(State& a, float x, int64_t) { combine(a, x, 1.f); }
+  // K elements as one partial (their max, the sum of fast exps below it): one accurate exp per K elements
+  // (the rescale in combine) instead of one per element, which made the per-element path compute-bound.
+  // Non-finite maxima go to combine as they are (all -inf: an empty partial; +inf or NaN: settled there).
+  template <int K>
+  static __device__ __forceinline__ void push_vec(State& a, const float (&x)[K]) {
+    float m = x[0];
+#pragma unroll
+    for (int j = 1; j < K; ++j) m = (x[j] > m || x[j] != x[j]) ? x[j] : m;
+    if (!(fabsf(m) < INFINITY)) {
+      combine(a, m, m == -INFINITY ? 0.f : 1.f);
+      return;
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) s += __expf(x[j] - m);
+    combine(a, m, s);
+  }
   static __device__ __forceinline__ void merge(State& a, const State& b) { combine(a, b.m, b.s); }
   static __device__ __forceinline__ State shfl_xor(const State& a, int m) {
     return {__shfl_xor_sync(0xffffffffu, a.m, m), __shfl_xor_sync(0xffffffffu, a.s, m)};
@@ -165,6 +228,7 @@ struct KfAccLogSumExp {
 // Mean and M2 = sum (x - mean)^2: Welford's update per element (no cancellation of a sum of squares), Chan's
 // formula to merge partials of counts na, nb: delta = mean_b - mean_a, M2 = M2a + M2b + delta^2 na nb / n.
 struct KfAccWelford {
+  using Value = float;
   struct State { float mean; float m2; float n; };
   static constexpr bool kIndexed = false;
   static __device__ __forceinline__ State init() { return {0.f, 0.f, 0.f}; }
@@ -254,11 +318,31 @@ __device__ __forceinline__ void kf_red_load(const KfRedParams<N, IdxT>& p, const
 }
 
 template <class Pro, int kVec, int N>
-__device__ __forceinline__ float kf_red_prologue(const Pro& pro, const float (&v)[N][kVec], int j, const KfScalars& sc) {
+__device__ __forceinline__ auto kf_red_prologue(const Pro& pro, const float (&v)[N][kVec], int j, const KfScalars& sc) {
   float x[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) x[k] = v[k][j];
   return pro(x, sc);
+}
+
+template <class Acc, class = void>
+struct KfHasPushVec : std::false_type {};
+template <class Acc>
+struct KfHasPushVec<Acc, std::void_t<decltype(&Acc::template push_vec<1>)>> : std::true_type {};
+
+// The kVec consecutive elements of one output at one vector: together when the accumulator can take them so.
+template <class Acc, class Pro, int kVec, int N>
+__device__ __forceinline__ void kf_red_push_vector(typename Acc::State& st, const Pro& pro, const float (&v)[N][kVec],
+                                                   int64_t flat, int64_t inner_flat, const KfScalars& sc) {
+  if constexpr (KfHasPushVec<Acc>::value && kVec > 1) {
+    float y[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) y[j] = kf_red_prologue<Pro>(pro, v, j, sc);
+    Acc::template push_vec<kVec>(st, y);
+  } else {
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) Acc::push(st, kf_red_prologue<Pro>(pro, v, j, sc), flat + j * inner_flat);
+  }
 }
 
 // The final value of one output: Epi of the result, or the index for an int64 (argmax/argmin) output.
@@ -336,10 +420,7 @@ __global__ void __launch_bounds__(KF_RED_THREADS)
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          if (v + IdxT(u * tpr) < v_end) {
-#pragma unroll
-            for (int j = 0; j < kVec; ++j) Acc::push(st, kf_red_prologue<Pro>(pro, x[u], j, sc), flat[u] + j * p.inner_flat);
-          }
+          if (v + IdxT(u * tpr) < v_end) kf_red_push_vector<Acc>(st, pro, x[u], flat[u], p.inner_flat, sc);
         }
       }
     }
