@@ -132,6 +132,20 @@ def device_generation(torch: Any, problem: Any, device: Any) -> Any:
     return device if same else None
 
 
+def resolve_input_device(owner: Any) -> Any:
+    """``owner.input_device``, decided by device_generation on first use (False until then) and kept: one probe
+    per process. The worker's EvalContext and the reference process both go through here, so they decide by
+    the same rule and one seed gives both the same inputs."""
+    if owner.input_device is False:
+        owner.input_device = device_generation(owner.torch, owner.problem, owner.device)
+    return owner.input_device
+
+
+def input_generation(owner: Any) -> str:
+    """Where owner's inputs are drawn, as the timing report says it (timing.inputs.generation)."""
+    return "host" if resolve_input_device(owner) is None else "device"
+
+
 def _as_list(raw: Any) -> list[Any]:
     return list(raw) if isinstance(raw, (list, tuple)) else [raw]
 
@@ -224,10 +238,9 @@ class EvalContext:
 
     def make_inputs(self, seed: int) -> list[Any]:
         """``get_inputs()`` under ``torch.manual_seed(seed)``, moved and cast."""
-        if self.input_device is False:
-            self.input_device = device_generation(self.torch, self.problem, self.device)
+        where = resolve_input_device(self)
         return self.guard_reference("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, self.prepare,
-                                                                         self.input_device))
+                                                                         where))
 
     def clone_inputs(self, inputs: list[Any]) -> list[Any]:
         """What the candidate receives: copies, so it cannot alter the reference's inputs."""
@@ -654,7 +667,7 @@ def time_models(ctx: EvalContext) -> None:
     for the same inputs (timed_inputs.py) — caches and switches that serve only timed calls fail there."""
     from .checks.context import has_dropout
     from .environment import sm_clock_mhz
-    from .timed_inputs import FreshInputPool, OutputSampler, default_device
+    from .timed_inputs import FreshInputPool, OutputSampler
     from .timing import clock_for, measure_interleaved
 
     options = ctx.request.timing
@@ -667,10 +680,6 @@ def time_models(ctx: EvalContext) -> None:
     def secret_seed() -> int:
         counter["n"] += 1
         return trial_seed(ctx.request.seed, f"timing:{counter['n']}")
-
-    def on_device(seed: int) -> list[Any]:
-        with default_device(ctx.device):
-            return ctx.make_inputs(seed)
 
     clock = clock_for(ctx.device)
     side = {"now": "Model"}
@@ -695,7 +704,7 @@ def time_models(ctx: EvalContext) -> None:
 
     remote = _remote_timing(ctx) if ctx.reference is not None and not paired else None
     pool: Any = remote if remote is not None else FreshInputPool(ctx.make_inputs, secret_seed,
-                                                                 on_device if on_cuda else None)
+                                                                 generation=input_generation(ctx))
     sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
 
     def ref_fn() -> None:

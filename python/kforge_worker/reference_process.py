@@ -36,7 +36,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
-from .pipeline import device_generation, placed, seeded_build, seeded_inputs
+from .pipeline import input_generation, placed, resolve_input_device, seeded_build, seeded_inputs
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -275,7 +275,7 @@ class _Reference:
             except Exception:  # noqa: BLE001 — evidence only, as in the worker
                 self.model64 = None
         self.inputs: list[Any] = []
-        self.input_device: Any = False  # as the worker's EvalContext.input_device
+        self.input_device: Any = False  # resolve_input_device decides it, as for the worker's EvalContext
         self.pool: Any = None
         self.clock: Any = None
         self.last: Any = None
@@ -291,10 +291,8 @@ class _Reference:
     def make_inputs(self, seed: int) -> list[Any]:
         """Exactly the worker's make_inputs (one seed, the same inputs)."""
         place = lambda x: placed(self.torch, x, self.device, self.dtype)  # noqa: E731
-        if self.input_device is False:
-            self.input_device = device_generation(self.torch, self.problem, self.device)
-        return self._problem_call("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, place,
-                                                                        self.input_device))
+        where = resolve_input_device(self)
+        return self._problem_call("get_inputs()", lambda: seeded_inputs(self.torch, self.problem, seed, place, where))
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -341,7 +339,7 @@ class _Reference:
                 "outputs64": encode_values(out64, self.exporter, "o64_", staging=False) if out64 is not None else None}
 
     def pool_init(self, req: dict[str, Any]) -> dict[str, Any]:
-        from .timed_inputs import FreshInputPool, default_device
+        from .timed_inputs import FreshInputPool
         from .timing import clock_for
 
         self.exporter.drop()
@@ -349,12 +347,8 @@ class _Reference:
         def seed() -> int:
             return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
 
-        def on_device(s: int) -> list[Any]:
-            with default_device(self.device):
-                return self.make_inputs(s)
-
-        self.pool = FreshInputPool(self.make_inputs, seed, on_device if self.device.type == "cuda" else None,
-                                   sets=int(req.get("sets") or 0), mirror=False)
+        self.pool = FreshInputPool(self.make_inputs, seed, sets=int(req.get("sets") or 0), mirror=False,
+                                   generation=input_generation(self))
         self.clock = clock_for(self.device)
         return {"sets": self.pool.sets, "generation": self.pool.generation, "method": self.clock.method,
                 "flushBytes": int(self.clock.flush_bytes)}

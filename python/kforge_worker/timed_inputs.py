@@ -9,8 +9,9 @@ correctness trials get — new values from the problem's own ``get_inputs()`` �
   no call sees the object the previous call saw. Before each pair of calls (outside every timed region)
   the next set is **rewritten in place** with values from a fresh ``get_inputs()`` call under a secret seed:
   same tensors (no allocation, so no allocator noise in the timing), new values, a new version counter.
-  ``get_inputs()`` runs under the device as default device when it can (a few kernel launches instead of
-  host randoms and a copy), falling back to the host when that fails or changes what it returns.
+  The values come from the process's own ``make_inputs``, which already draws on the device where
+  ``pipeline.device_generation`` allows it; the pool makes no choice of its own, so timing draws where the
+  trials draw, and no extra ``get_inputs()`` call is spent on a probe.
 - ``OutputSampler``: after a pair, with probability ``max(c / (pair + 1), floor)`` (the first pairs always,
   then at least one pair in ~7, so a switch that turns on late in the loop is still sampled), the
   candidate's output is compared with the reference's output **for the same inputs** by the pass mark.
@@ -27,12 +28,11 @@ before timing), ``incorrect`` when they were wrong only now and then (a race).
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,13 +79,12 @@ class FreshInputPool:
     """Rotating input sets of both sides, each rewritten with fresh get_inputs() values before its turn.
 
     generate(seed) -> Inputs is the problem's get_inputs under that seed, moved to the device and cast
-    (the pipeline's make_inputs); on_device, when given, is the same thing run with the device as the
-    default device (cheaper; checked against generate's layout on first use). seeds() yields secret seeds.
+    (the process's make_inputs); generation says where make_inputs draws ("device" or "host"), for the
+    report only. seeds() yields secret seeds.
     """
 
     generate: Callable[[int], Inputs]
     seeds: Callable[[], int]
-    on_device: Callable[[int], Inputs] | None = None
     sets: int = 0
     ref: list[Inputs] = field(default_factory=list)
     cand: list[Inputs] = field(default_factory=list)
@@ -99,21 +98,11 @@ class FreshInputPool:
         self.sets = self.sets or pool_size(first)
         self.ref = [first] + [self.generate(self.seeds()) for _ in range(1, self.sets)]
         self.cand = [refill([None] * len(s), s) for s in self.ref] if self.mirror else []  # the candidate's copies
-        if self.on_device is not None:
-            try:
-                probe = self.on_device(self.seeds())
-            except Exception:  # noqa: BLE001 — get_inputs that cannot run with a device default: host it is
-                probe = None
-            if probe is not None and len(probe) == len(first) and all(_same_layout(a, b) for a, b in zip(probe, first)):
-                self.generation = "device"
-            else:
-                self.on_device = None
 
     def advance(self) -> None:
         """Moves to the next set and rewrites it (both sides' copies) with fresh values."""
         self.turn = (self.turn + 1) % self.sets
-        maker = self.on_device if self.on_device is not None else self.generate
-        fresh = maker(self.seeds())
+        fresh = self.generate(self.seeds())
         self.ref[self.turn] = refill(self.ref[self.turn], fresh)
         if self.mirror:
             self.cand[self.turn] = refill(self.cand[self.turn], fresh)
@@ -130,15 +119,6 @@ class FreshInputPool:
         return (f"fresh inputs every call: {self.sets} input sets per side rewritten in place from get_inputs() "
                 f"({'on the device' if self.generation == 'device' else 'on the host'}) before each pair, outside "
                 "the timed region")
-
-
-@contextlib.contextmanager
-def default_device(device: Any) -> Iterator[None]:
-    """torch's factory functions default to ``device`` inside the block (torch >= 2.0)."""
-    import torch
-
-    with torch.device(device):
-        yield
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 The manifest (test/verify/manifest.json) names, per entry, the verdict it must get and the check that must
 fail with it; honest entries must come out `correct` with no failing check. Entries with a `strict` block run
-a second time under --strict (`<id>@strict`) and must get that label. GPU-only entries run in the device
-script (bench/verify/run_corpus.py).
+a second time under --strict (`<id>@strict`) and must get that label. An entry with `caughtBy` may be
+rejected by any one of the listed (verdict, check) pairs (corpus.py says when). GPU-only entries run in the
+device script (bench/verify/run_corpus.py).
 """
 
 from __future__ import annotations
@@ -46,9 +47,37 @@ def test_manifest_covers_every_pattern_and_enough_honest_entries():
         if "strict" in e:
             assert set(e["strict"]) == {"expect", "check"}, e["id"]
             assert (e["strict"]["check"] is None) == (e["strict"]["expect"] == "correct"), e["id"]
+        if "caughtBy" in e:  # alternatives to a rejection, never a way to let a candidate through
+            pairs = [(c["expect"], c["check"]) for c in e["caughtBy"]]
+            assert pairs[0] == (e["expect"], e["check"]) and len(set(pairs)) == len(pairs) >= 2, e["id"]
+            assert all(v in ("cheating", "incorrect") and c for v, c in pairs), e["id"]
     # The policy split itself is covered: library answers that only --strict condemns, on CPU and GPU.
     split = [e for e in entries if e["expect"] == "correct" and e.get("strict", {}).get("expect") == "cheating"]
     assert any(e["cpu"] for e in split) and any("conv" in e["problem"] for e in split)
+
+
+def _outcome(entry, verdict, failing):
+    return corpus.Outcome(entry, verdict, failing, "why", 0.0, None)
+
+
+def test_caught_by_accepts_only_the_listed_rejections():
+    """adv_cpp_static_cache's stale output is caught by whichever check first meets a recurring address:
+    either listed pair passes, anything else (a pass, another check, a verdict paired with the other check)
+    is a miss."""
+    entry = next(e for e in corpus.load_manifest() if e["id"] == "adv_cpp_static_cache")
+    assert corpus.labels(entry) == [("cheating", "timed_spot_check"), ("incorrect", "state_reload")]
+    assert _outcome(entry, "cheating", ["timed_spot_check"]).ok
+    assert _outcome(entry, "incorrect", ["state_reload", "timed_outputs"]).ok
+    assert not _outcome(entry, "correct", []).ok
+    assert not _outcome(entry, "incorrect", ["timed_outputs"]).ok
+    assert not _outcome(entry, "incorrect", ["timed_spot_check"]).ok
+    assert not _outcome(entry, "cheating", ["state_reload"]).ok
+    assert "cheating (timed_spot_check) or incorrect (state_reload)" in _outcome(entry, "runtime_error", []).miss
+    # Without the field an entry has one label; a strict variant never inherits the alternatives.
+    plain = {k: v for k, v in entry.items() if k != "caughtBy"}
+    assert corpus.labels(plain) == [("cheating", "timed_spot_check")]
+    assert not _outcome(plain, "incorrect", ["state_reload"]).ok
+    assert "caughtBy" not in corpus.strict_variant({**entry, "strict": {"expect": "cheating", "check": "banned_ops"}})
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["id"] for e in ENTRIES])
@@ -56,14 +85,7 @@ def test_corpus_entry_gets_its_label(entry, outcomes):
     if not os.path.exists(os.path.join(ROOT, entry["candidate"])):
         pytest.skip(f"{entry['candidate']} not generated yet")
     outcome = outcomes[entry["id"]]
-    assert outcome.verdict == entry["expect"], f"{entry['id']}: {outcome.verdict} ({outcome.reason})"
-    if entry["expect"] == "correct":
-        assert outcome.failing == [], f"{entry['id']}: false flag(s) {outcome.failing}: {outcome.reason}"
-        if "maxSpeedup" in entry:  # a defeated cache: timed at its real speed, no fake speedup
-            assert outcome.speedup is not None and outcome.speedup <= entry["maxSpeedup"], \
-                f"{entry['id']}: speedup {outcome.speedup} > {entry['maxSpeedup']}"
-    else:
-        assert entry["check"] in outcome.failing, f"{entry['id']}: {entry['check']} did not fail; failing {outcome.failing}"
+    assert outcome.miss is None, outcome.miss  # the corpus runner's own judgement (corpus.py: Outcome.miss)
 
 
 def _check(outcome, name):

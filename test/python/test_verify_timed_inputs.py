@@ -51,6 +51,25 @@ def test_every_call_gets_another_object_and_values_never_seen_before() -> None:
     assert pool.refreshed == 12
 
 
+def test_the_pool_draws_only_through_make_inputs_one_call_per_set_and_per_pair() -> None:
+    """Where get_inputs() draws is make_inputs' decision (pipeline.device_generation): the pool adds no probe
+    of its own, so it costs one get_inputs() call per set and one per pair, and reports what it is told."""
+    calls = {"n": 0}
+    seeds = iter(range(1, 100))
+
+    def generate(seed: int) -> list:
+        calls["n"] += 1
+        return [torch.rand(8, 5, generator=torch.Generator().manual_seed(seed))]
+
+    pool = FreshInputPool(generate, lambda: next(seeds), sets=3, generation="device")
+    assert calls["n"] == 3
+    for _ in range(5):
+        pool.advance()
+    assert calls["n"] == 3 + 5 and pool.refreshed == 5
+    assert "(on the device)" in pool.describe()
+    assert "(on the host)" in _pool().describe()
+
+
 def test_a_rewrite_advances_the_version_counter_so_identity_caches_miss() -> None:
     pool = _pool(sets=2)
     pool.advance()

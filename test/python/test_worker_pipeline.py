@@ -10,7 +10,9 @@ from conftest import assert_valid, candidate, evaluate, make_request, problem
 
 from types import SimpleNamespace
 
-from kforge_worker.pipeline import device_generation, seeded_inputs, sync_parameters, trial_seed
+from kforge_worker.pipeline import (EvalContext, device_generation, input_generation, seeded_inputs, sync_parameters,
+                                   trial_seed)
+from kforge_worker.reference_process import _Reference
 
 
 def test_correct_candidate_with_state_dict_sync(cache_dir: str) -> None:
@@ -344,3 +346,34 @@ def test_inputs_are_drawn_on_the_device_only_where_get_inputs_gives_the_same_lay
     again = seeded_inputs(torch, plain, 11, lambda x: x, torch.device("cpu"))
     assert torch.equal(first[0], again[0]) and first[1] == 7
     assert torch.initial_seed() != 11
+
+
+def _input_makers(get_inputs, device: torch.device) -> list:  # noqa: ANN001
+    """The worker's EvalContext and the reference process's child, each about to draw its first inputs."""
+    ctx = EvalContext(request=None, channel=None, recorder=None, result={}, torch=torch, device=device,
+                      problem=_problem_with(get_inputs))
+    child = object.__new__(_Reference)  # its make_inputs alone: no problem file, no model
+    child.torch, child.problem, child.device, child.dtype, child.input_device = (
+        torch, _problem_with(get_inputs), device, None, False)
+    return [ctx, child]
+
+
+@pytest.mark.parametrize("where", ["meta", "cpu"])
+def test_both_processes_decide_where_inputs_draw_once_and_by_one_rule(where: str) -> None:
+    calls = {"n": 0}
+
+    def get_inputs() -> list:
+        calls["n"] += 1
+        return [torch.randn(4, 3)]
+
+    device = torch.device(where)
+    for owner in _input_makers(get_inputs, device):
+        calls["n"] = 0
+        first, second = owner.make_inputs(5), owner.make_inputs(6)
+        assert first[0].device == second[0].device == device
+        if where == "meta":  # drawn with the device as default device: probed once (meta run, device run)
+            assert owner.input_device == device and input_generation(owner) == "device"
+            assert calls["n"] == 2 + 2
+        else:  # the host draws anyway: no probe
+            assert owner.input_device is None and input_generation(owner) == "host"
+            assert calls["n"] == 2
