@@ -375,6 +375,28 @@ def test_reduce_cosine_similarity_three_sums(kf, dt, shapes, dim):
     check_reduce(kf, "cosine", xs, [dim])
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize(
+    "case",
+    [
+        "co-aligned odd rows",  # both operands (4095, 301): one boundary per row serves both
+        "phases differ",  # x[:, 1:] against y[:, :-1]: no common boundary, scalar loads
+        "short odd rows",  # 67 columns: a few threads per row, head and tail on their own lanes
+    ],
+)
+def test_reduce_rows_between_vector_boundaries(kf, dt, case):
+    dtype = DTYPES[dt]
+    if case == "co-aligned odd rows":
+        xs = [randn((4095, 301), dtype, 72), randn((4095, 301), dtype, 73)]
+    elif case == "phases differ":
+        xs = [randn((2000, 1001), dtype, 74)[:, 1:], randn((2000, 1001), dtype, 75)[:, :-1]]
+    else:
+        xs = [randn((30000, 67), dtype, 76), randn((30000, 67), dtype, 77)]
+    check_reduce(kf, "sqdiff_sum", xs, [1])
+    for op in ("amin", "argmax", "logsumexp"):
+        check_reduce(kf, op, [xs[0]], [1])
+
+
 def test_reduce_mixed_types(kf):
     x = randn((300, 4001), torch.float16, 80)
     out = kf.reduce("sum", [x], 2, 1)

@@ -51,7 +51,10 @@
 //    read whole 512-byte segments) x by threads along the reduction, combined by a shared-memory tree;
 //    split over gridDim.y blocks when the columns are too few.
 // 16-byte vector loads along the innermost dim when its length and every operand's alignment allow (32-bit
-// index launches only: past 2^31 elements or offsets the kernels take scalar loads); a split
+// index launches only: past 2^31 elements or offsets the kernels take scalar loads). Rows of another length
+// (67, 4095) or starting between boundaries (a sliced input) are still read in vectors when their moving
+// operands are co-aligned: each row from its first 16-byte boundary, the few elements before it and after its
+// last whole vector one by one (kf_red_shiftable). A split
 // reduction writes Acc states to the workspace ([split][output]) and a finalize kernel merges them in a fixed
 // order, a warp (or less) per output.
 #pragma once
@@ -283,6 +286,12 @@ struct KfRedParams {
   IdxT col_tiles;               // column path: tiles of bx columns per outer index
   KfIdxDiv<IdxT> col_tiles_div;
   int64_t inner_flat;           // row path: flat-index step of one element along the vectorised dim
+  // Row path over rows that are not whole aligned vectors (kf_red_shiftable): per row, vectors start at the
+  // first element of operand `lead` that is 16-byte aligned; the row's other operands are co-aligned with it.
+  bool shift_rows;
+  int lead;                     // an operand that moves along the row
+  int lead_phase;               // its base pointer's misalignment, in elements
+  IdxT row_len;                 // elements per row
   int64_t out_inner;            // column path: output step of one element along the vectorised dim
   float count;                  // reduced elements per output
 };
@@ -403,14 +412,38 @@ __global__ void __launch_bounds__(KF_RED_THREADS)
 #pragma unroll
       for (int k = 0; k < N; ++k) base[k] = 0;
       kf_red_peel<true>(row, p.nk, p.ksize, p.kdiv, p.kstride, p.kout, base, out_off);
-      for (IdxT v = v_begin + lane; v < v_end; v += IdxT(tpr) * kUnroll) {
+      IdxT row_end = v_end;
+      int64_t head_flat = 0;
+      if (p.shift_rows) {
+        // This row's vectors start at its first 16-byte boundary; the elements before it (head) and after the
+        // last whole vector (tail) are pushed one by one, by the first split only.
+        const IdxT head = (kVec - (IdxT(p.lead_phase) + base[p.lead]) % kVec) % kVec;
+        const IdxT row_vecs = (p.row_len - head) / kVec;
+        if (blockIdx.y == 0) {
+          const IdxT edges = p.row_len - row_vecs * kVec;
+          for (IdxT e = lane; e < edges; e += tpr) {
+            const IdxT el = e < head ? e : e + row_vecs * kVec;
+            IdxT off[N];
+#pragma unroll
+            for (int k = 0; k < N; ++k) off[k] = base[k] + (((p.bcast_mask >> k) & 1u) ? IdxT(0) : el);
+            float x1[N][1];
+            kf_red_load<1, TIn...>(p, off, x1, std::index_sequence_for<TIn...>{});
+            Acc::push(st, kf_red_prologue<Pro>(pro, x1, 0, sc), int64_t(el) * p.inner_flat);
+          }
+        }
+#pragma unroll
+        for (int k = 0; k < N; ++k) base[k] += ((p.bcast_mask >> k) & 1u) ? IdxT(0) : head;
+        head_flat = int64_t(head) * p.inner_flat;
+        row_end = kf_red_min<IdxT>(v_end, row_vecs);
+      }
+      for (IdxT v = v_begin + lane; v < row_end; v += IdxT(tpr) * kUnroll) {
         float x[kUnroll][N][kVec];
         int64_t flat[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           const IdxT vu = v + IdxT(u * tpr);
-          flat[u] = 0;
-          if (vu < v_end) {
+          flat[u] = head_flat;
+          if (vu < row_end) {
             IdxT off[N];
 #pragma unroll
             for (int k = 0; k < N; ++k) off[k] = base[k];
@@ -420,7 +453,7 @@ __global__ void __launch_bounds__(KF_RED_THREADS)
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          if (v + IdxT(u * tpr) < v_end) kf_red_push_vector<Acc>(st, pro, x[u], flat[u], p.inner_flat, sc);
+          if (v + IdxT(u * tpr) < row_end) kf_red_push_vector<Acc>(st, pro, x[u], flat[u], p.inner_flat, sc);
         }
       }
     }
@@ -668,6 +701,30 @@ inline bool kf_red_vectorizable(const KfRedPlan& plan, const KfTensorRef* in, co
   return true;
 }
 
+// Whether rows that kf_red_vectorizable refuses (a length that is not a multiple of vec, rows starting
+// between 16-byte boundaries) can still be read in vectors from a per-row boundary: one reduced dim,
+// innermost; every operand contiguous or broadcast along it; the moving ones of one element size (16 / vec
+// bytes) and co-aligned in every row (base pointers congruent mod 16, kept strides congruent mod vec), so one
+// boundary serves them all. *lead is set to a moving operand.
+inline bool kf_red_shiftable(const KfRedPlan& plan, const KfTensorRef* in, const int* elem_bytes, int n, int vec,
+                             int* lead) {
+  if (vec <= 1 || !plan.rows || plan.nr != 1 || plan.rsize[0] < 2 * vec) return false;
+  *lead = -1;
+  for (int k = 0; k < n; ++k) {
+    const int64_t inner = plan.rstride[k][0];
+    if (inner == 0) continue;
+    if (inner != 1 || elem_bytes[k] * vec != 16) return false;
+    if (*lead < 0) {
+      *lead = k;
+      continue;
+    }
+    if (reinterpret_cast<uintptr_t>(in[k].data) % 16 != reinterpret_cast<uintptr_t>(in[*lead].data) % 16) return false;
+    for (int d = 0; d < plan.nk; ++d)
+      if ((plan.kstride[k][d] - plan.kstride[*lead][d]) % vec != 0) return false;
+  }
+  return *lead >= 0;
+}
+
 template <class Acc>
 size_t kf_reduce_workspace_bytes(const KfShape& shape, uint32_t reduce_mask) {
   int64_t num_out = 0, num_red = 0;
@@ -696,7 +753,7 @@ cudaError_t kf_red_finalize(const void* ws, int splits, int64_t num_out, void* o
 
 template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
 cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, void* out, const KfTensorRef* in,
-                       const KfScalars& sc, void* ws, size_t ws_bytes, cudaStream_t stream) {
+                       const KfScalars& sc, void* ws, size_t ws_bytes, cudaStream_t stream, int shift_lead = -1) {
   constexpr int N = sizeof...(TIn);
   using State = typename Acc::State;
   KfRedParams<N, IdxT> p;
@@ -728,6 +785,10 @@ cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, 
   p.num_out = num_out;
   p.count = float(num_red);
   p.inner_flat = plan.rows && plan.nr > 0 ? plan.rflat[0] : 0;
+  p.shift_rows = shift_lead >= 0;
+  p.lead = shift_lead >= 0 ? shift_lead : 0;
+  p.lead_phase = shift_lead >= 0 ? int(reinterpret_cast<uintptr_t>(in[shift_lead].data) % 16 * kVec / 16) : 0;
+  p.row_len = plan.rows && plan.nr > 0 ? IdxT(plan.rsize[0]) : IdxT(0);
   p.out_inner = !plan.rows && plan.nk > 0 ? plan.kout[0] : 0;
 
   // Splits the workspace can hold.
@@ -818,9 +879,12 @@ cudaError_t kf_launch_reduce(const KfShape& shape, uint32_t reduce_mask, void* o
   const int elem_bytes[N] = {int(sizeof(TIn))...};
   constexpr int kVec = int(16 / kf_min_size<TIn...>());
   const bool vec = kf_red_vectorizable(plan, in, elem_bytes, N, kVec);
+  int lead = -1;
   if (kf_red_fits_32bit(plan, N, num_out, num_red)) {
-    return vec ? kf_red_run<Pro, Acc, Epi, kVec, uint32_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream)
-               : kf_red_run<Pro, Acc, Epi, 1, uint32_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream);
+    if (vec || kf_red_shiftable(plan, in, elem_bytes, N, kVec, &lead))
+      return kf_red_run<Pro, Acc, Epi, kVec, uint32_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace,
+                                                                      workspace_bytes, stream, vec ? -1 : lead);
+    return kf_red_run<Pro, Acc, Epi, 1, uint32_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream);
   }
   // Past 2^31 elements or offsets (rare): scalar loads only, which keeps the kernels per region at 7.
   return kf_red_run<Pro, Acc, Epi, 1, int64_t, TOut, TIn...>(plan, num_out, num_red, out, in, sc, workspace, workspace_bytes, stream);
