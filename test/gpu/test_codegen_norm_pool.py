@@ -3,10 +3,10 @@
 The harness (harness/norm_pool_harness.cu + norm_pool_binding.cpp) instantiates the templates with the
 functors the codegen emits for softmax (with a fused x * s + bias prologue), log_softmax, the affine norms
 (layer / group / instance / batch: x, gamma, beta) and rms norm; pooling with and without an epilogue input.
-Shapes cover each kernel path of the launcher: held rows (group, warp and block per row), split rows (few long
-rows, BatchNorm's [N, C, HW], layouts that do not merge), fused and split columns, odd sizes, broadcast and
-strided inputs, -inf / NaN / large inputs; pooling with padding, dilation, ceil_mode, count_include_pad,
-divisor_override, adaptive windows, 1-3-D.
+Shapes cover each kernel path of the launcher: held rows (group, warp and block per row; 16-byte vectors, with
+single-element edges on odd or misaligned rows), split rows (few long rows, BatchNorm's [N, C, HW], layouts that
+do not merge), fused and split columns, odd sizes, broadcast and strided inputs, -inf / NaN / large inputs;
+pooling with padding, dilation, ceil_mode, count_include_pad, divisor_override, adaptive windows, 1-3-D.
 """
 
 from __future__ import annotations
@@ -144,6 +144,127 @@ def test_rows(ext, op, dtype):
         dims = (len(shape) - 1,)
         ins, sc = _inputs(op, list(shape), dims, dtype, gen)
         _check(ext, op, ins, shape, dims, sc, dtype, f"{OP_NAMES[op]} {shape}")
+
+
+# Held rows in 16-byte vectors whose rows are not whole aligned vectors (odd lengths; rows_vec_kernel with
+# edges): the elements before a row's first 16-byte boundary and after its last whole vector are held singly.
+# Taken when every operand that moves along the row is co-aligned with the (contiguous) output; otherwise
+# (per-column parameters on such rows, views starting off the output's alignment) the scalar kernels answer.
+# 257 is the shortest vectorised row (R >= 256), 16383 the longest (16K held values).
+MISALIGNED_LENGTHS = {torch.float32: [257, 1001, 4095, 12345, 16383], torch.float16: [257, 1001, 4097, 16383],
+                      torch.bfloat16: [257, 1001, 4097, 16383]}
+
+
+def _align(dtype: torch.dtype) -> int:
+    """Elements of dtype per 16 bytes: the vector width of a single-dtype launch."""
+    return 16 // torch.empty(0, dtype=dtype).element_size()
+
+
+def _misaligned_rows(dtype, k, r, gen):
+    """(op, inputs, scalars, label) on a random x [k, r], the other inputs co-aligned (x's shape) or broadcast."""
+    shape = [k, r]
+    x = (torch.randn(shape, generator=gen, device="cuda") * 2 + 0.5).to(dtype)
+    full = torch.randn(shape, generator=gen, device="cuda").to(dtype)
+    per_row = torch.randn(k, 1, generator=gen, device="cuda").to(dtype)
+    one = torch.ones(1, 1, device="cuda", dtype=dtype)
+    zero = torch.zeros(1, 1, device="cuda", dtype=dtype)
+    f32 = dict(device="cuda", dtype=torch.float32)
+    return [
+        (H.OP_LOG_SOFTMAX, [x], [0.0], "log_softmax"),
+        (H.OP_SOFTMAX, [x, full], [0.7], "softmax, bias of x's shape"),
+        (H.OP_SOFTMAX, [x, per_row], [0.7], "softmax, per-row bias (row stride 0)"),
+        (H.OP_AFFINE, [x, one, zero], [EPS], "layer norm without affine (broadcast gamma 1, beta 0)"),
+        (H.OP_AFFINE_F32_PARAMS, [x, torch.full((1, 1), 1.5, **f32), torch.full((1, 1), -0.25, **f32)], [EPS],
+         "layer norm, scalar fp32 gamma and beta"),
+        (H.OP_RMS, [x, one * 1.25], [EPS], "rms norm, scalar gamma"),
+    ]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_rows_misaligned_vectors(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    for r in MISALIGNED_LENGTHS[dtype]:
+        # Consecutive rows of an odd length start at every offset mod 16 bytes; 37 rows leave the last block of
+        # the warp-per-row layout (4 rows per block) partly empty.
+        k = 37 if r <= 1024 else 9
+        for op, ins, sc, what in _misaligned_rows(dtype, k, r, gen):
+            _check(ext, op, ins, (k, r), (1,), sc, dtype, f"{what} {(k, r)}")
+    # Two kept dims that do not merge (a bias broadcast over the middle one): the row start is decomposed.
+    shape = (3, 5, 1001)
+    x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
+    bias = torch.randn(3, 1, 1, generator=gen, device="cuda").to(dtype)
+    _check(ext, H.OP_SOFTMAX, [x, bias], shape, (2,), [0.7], dtype, f"softmax {shape}, per-batch bias")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_rows_misaligned_views(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    a = _align(dtype)
+    for r in (1001, 4095 if dtype == torch.float32 else 4097):
+        k = 9
+        big = (torch.randn(k, r + 2 * a, generator=gen, device="cuda") * 2).to(dtype)
+        full = torch.randn(k, r, generator=gen, device="cuda").to(dtype)
+        one = torch.ones(1, 1, device="cuda", dtype=dtype)
+        zero = torch.zeros(1, 1, device="cuda", dtype=dtype)
+        views = [
+            (big[:, a:a + r], "16 bytes in, row stride r + 32 bytes (co-aligned: vectors with edges)"),
+            (big[:, 1:1 + r], "one element in (not co-aligned with the output: scalar kernels)"),
+            (big[:, :r], "row stride r + 32 bytes (co-aligned)"),
+            (big[:, :r].contiguous()[:, :r - 2], "rows 2 short of their stride (not co-aligned)"),
+        ]
+        for x, what in views:
+            shape = list(x.shape)
+            for op, ins, sc in [(H.OP_LOG_SOFTMAX, [x], [0.0]),
+                                (H.OP_SOFTMAX, [x, full[:, :shape[1]]], [0.7]),
+                                (H.OP_AFFINE, [x, one, zero], [EPS])]:
+                _check(ext, op, ins, tuple(shape), (1,), sc, dtype, f"{OP_NAMES[op]} {tuple(shape)} view {what}")
+    # A row length that is whole vectors but rows that start one element in: never co-aligned with the
+    # contiguous output, the scalar kernels answer.
+    x = torch.randn(5, 1025, generator=gen, device="cuda").to(dtype)[:, 1:]
+    one = torch.ones(1, 1, device="cuda", dtype=dtype)
+    zero = torch.zeros(1, 1, device="cuda", dtype=dtype)
+    for op, ins, sc in [(H.OP_LOG_SOFTMAX, [x], [0.0]), (H.OP_AFFINE, [x, one, zero], [EPS])]:
+        _check(ext, op, ins, (5, 1024), (1,), sc, dtype, f"{OP_NAMES[op]} (5, 1024) view x[:, 1:]")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_rows_misaligned_per_column_parameters(ext, dtype):
+    # gamma / beta / bias per column (kept strides 0) on rows of an odd length are not co-aligned with the output
+    # rows: these launches keep the scalar held-row kernels and must match as before.
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    for shape in [(37, 1001), (9, 4097), (9, 12345)]:
+        for op in ALL_OPS + [H.OP_AFFINE_F32_PARAMS]:
+            ins, sc = _inputs(op, list(shape), (1,), dtype, gen)
+            _check(ext, op, ins, shape, (1,), sc, dtype, f"{OP_NAMES[op]} {shape}, per-column parameters")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_rows_misaligned_extremes(ext, dtype):
+    # -inf masks, a fully masked row, NaN and +inf on edge elements (held singly, outside the vectors): torch's
+    # answer and NaN pattern. With an odd length and a contiguous output, row k's first element is an edge
+    # unless k * r is a multiple of 16 bytes, its last unless (k + 1) * r is: rows 3 (first) and 6 (last) here.
+    gen = torch.Generator(device="cuda").manual_seed(14)
+    for r in (1001, 4095 if dtype == torch.float32 else 4097):
+        shape = (8, r)
+        x = torch.randn(shape, generator=gen, device="cuda")
+        x[torch.rand(shape, generator=gen, device="cuda") < 0.3] = float("-inf")
+        x[0] = float("-inf")
+        x[1] = x[1].clamp(-3, 3) * 1e4
+        x = torch.where(torch.isinf(x), x, x.clamp(-3e4, 3e4)).to(dtype)
+        zero_bias = torch.zeros(1, 1, device="cuda", dtype=dtype)
+        for op, ins, sc in [(H.OP_SOFTMAX, [x, zero_bias], [1.0]), (H.OP_LOG_SOFTMAX, [x], [0.0])]:
+            out, _ = _run(ext, op, ins, shape, (1,), sc)
+            ref = (torch.softmax if op == H.OP_SOFTMAX else torch.log_softmax)(x.double(), dim=1)
+            _close(out, ref, dtype, f"{OP_NAMES[op]} extremes {shape}")
+            assert torch.isnan(out[0]).all(), "a fully masked row is NaN, as torch"
+        for bad in (float("nan"), float("inf")):
+            y = x.clone()
+            y[3, 0] = bad
+            y[6, r - 1] = bad
+            out, _ = _run(ext, H.OP_LOG_SOFTMAX, [y], list(shape), (1,), [0.0])
+            ref = torch.log_softmax(y.double(), dim=1)
+            assert torch.equal(torch.isnan(out), torch.isnan(ref)), f"{shape} with {bad}: NaN pattern differs from torch"
+            assert torch.isnan(out[3]).all() and torch.isnan(out[6]).all()
 
 
 # (shape, reduced dims): several reduced dims, all / none reduced, columns (fused and split), BatchNorm style.

@@ -34,6 +34,15 @@
 // The host first canonicalises: size-1 dims dropped, neighbours of the same kind (both kept or both reduced)
 // merged where every input's strides allow. K = kept count ("rows"), R = reduced count ("row length").
 //  - rows (innermost dim reduced), R small enough to live in registers: ONE pass, x read once, y written once.
+//      256 <= R <= 16K     one reduced dim that every input reads with unit stride or broadcasts: 16-byte
+//                          vectors, 32 values per thread, a warp (4 rows per block) or 2..16 warps per row.
+//                          Rows of whole 16-byte-aligned vectors as they are. Other rows (odd lengths, views
+//                          not starting on 16 bytes) when the operands moving along the row are co-aligned with
+//                          the output (same element size, same address mod 16 at every element): vectors start
+//                          at the row's first 16-byte boundary, the <= 2 * (kVec - 1) elements before and after
+//                          are held singly (PyTorch softmax's aligned shift), so odd rows keep vector loads. A
+//                          per-column parameter (its rows all start at one address) is never co-aligned with
+//                          rows of a length off 16 bytes: those launches take the scalar kernels below.
 //      R <= 128            a group of 1..32 lanes per row, 4 values per lane (many rows per warp)
 //      R <= 32 * kBigVPT   a warp per row, kBigVPT values per lane
 //      R <= 1024 * kBigVPT a block (64..1024 threads) per row; chosen only when there are enough rows to fill
@@ -358,19 +367,34 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
 
 
 // Rows read in 16-byte vectors: the single reduced dim is innermost with unit stride (or broadcast) in every
-// input and the output, the row length a multiple of the vector width, every row 16-byte aligned. Each thread
-// holds kSlots vectors of v = Pro(x) in registers (x is read from DRAM once); `warps` warps share a row (1: four
-// rows per block, a warp each, shuffles only; more: one row per block, one shared-memory step per statistic).
-// The apply pass reloads only the inputs Apply itself reads (the compiler drops the other loads): per-column
-// parameters, residuals of a fused epilogue.
+// input and the output. Each thread holds kSlots vectors of v = Pro(x) in registers (x is read from DRAM once);
+// `warps` warps share a row (1: four rows per block, a warp each, shuffles only; more: one row per block, one
+// shared-memory step per statistic). The apply pass reloads only the inputs Apply itself reads (the compiler
+// drops the other loads): per-column parameters, residuals of a fused epilogue.
+// !kEdges: every row is whole aligned vectors (rows_vectorizable). kEdges: any row length and start, the
+// operands that move along the row co-aligned (rows_coaligned): vectors start at the output row's first 16-byte
+// boundary; the `head` elements before it and the `tail` after the last whole vector (at most 2 * (kVec - 1))
+// are one element each of threads t < head + tail, held in one more register and reduced and applied with the
+// vectors. This is PyTorch softmax's aligned shift: odd rows keep the vector loads instead of scalar ones.
 // 512 threads at most: 32 held values plus the vectors in flight need more than the 64 registers a
 // 1024-thread bound leaves (they spilled).
 constexpr int kVecRowThreads = 512;
 
-template <class Pro, class Stat, class Apply, int kVec, int kSlots, typename TOut, typename... TIn>
+// Inputs of a held row's edge element r (rows_vec_kernel<kEdges>): scalar loads, broadcast inputs at r = 0.
+template <typename... TIn>
+__device__ __forceinline__ void load_edge(const View<sizeof...(TIn)>& v, const int64_t (&base)[sizeof...(TIn)], int r,
+                                          float (&x)[sizeof...(TIn)]) {
+  int64_t off[sizeof...(TIn)];
+#pragma unroll
+  for (int i = 0; i < int(sizeof...(TIn)); ++i) off[i] = base[i] + (v.rs[i] != 0 ? r : 0);
+  KfLoadPack<0, TIn...>::load(x, v.in, off);
+}
+
+template <class Pro, class Stat, class Apply, int kVec, int kSlots, bool kEdges, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(kVecRowThreads)
 rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars sc, KfStats* stats_out) {
   constexpr int NIn = sizeof...(TIn);
+  constexpr int kAlign = int(16 / sizeof(TOut));  // output elements per 16 bytes; kVec is a multiple
   __shared__ float scratch[32];
   const Pro pro;
   const Apply apply;
@@ -379,19 +403,40 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars s
   const int t = warps == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
   const int64_t row_step = int64_t(gridDim.x) * rows_per_block;
   const int64_t first = int64_t(blockIdx.x) * rows_per_block + (warps == 1 ? int(threadIdx.x >> 5) : 0);
-  const int64_t n_vec = v.R / kVec;
+  const int64_t whole_vecs = v.R / kVec;
   for (int64_t row = first; row - (warps == 1 ? int(threadIdx.x >> 5) : 0) < v.K; row += row_step) {
     const bool row_ok = row < v.K;  // every warp of a block-row reaches the barriers
     int64_t base[NIn], obase;
     kept_offsets(v, row_ok ? row : 0, base, obase);
+    // Vector q starts at element vec0 + q * kVec; edge_r is this thread's edge element (32-bit: R <= 16K).
+    int64_t vec0 = 0, n_vec = whole_vecs;
+    int edge_r = 0;
+    bool has_edge = false;
+    if constexpr (kEdges) {
+      const int mis = int((reinterpret_cast<uintptr_t>(v.out) / sizeof(TOut) + uint64_t(obase)) % kAlign);
+      const int head = (kAlign - mis) % kAlign, nv = (int(v.R) - head) / kVec;
+      vec0 = head;
+      n_vec = nv;
+      has_edge = row_ok && t < int(v.R) - nv * kVec;
+      edge_r = t < head ? t : t + nv * kVec;
+    }
     float val[kSlots][kVec];
+    float val_e = 0.f;
     float acc = Stat::r1_init();
+    if constexpr (kEdges) {
+      if (has_edge) {
+        float xe[NIn];
+        load_edge<TIn...>(v, base, edge_r, xe);
+        val_e = pro(xe, sc);
+        acc = Stat::r1_push(acc, val_e);
+      }
+    }
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
       const int64_t q = int64_t(j) * threads_per_row + t;
       if (row_ok && q < n_vec) {
         float xin[NIn][kVec];
-        KfVecPack<0, kVec, TIn...>::load(xin, v.in, base, v.rs, q * kVec);
+        KfVecPack<0, kVec, TIn...>::load(xin, v.in, base, v.rs, vec0 + q * kVec);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           float xe[NIn];
@@ -409,6 +454,7 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars s
     s.b = 0.f;
     if (Stat::kResidentSecondPass) {
       float acc2 = 0.f;
+      if (kEdges && has_edge) acc2 += Stat::r2_term(val_e, s.a);
 #pragma unroll
       for (int j = 0; j < kSlots; ++j) {
         const int64_t q = int64_t(j) * threads_per_row + t;
@@ -420,12 +466,19 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars s
       s.b = warps == 1 ? group_allreduce(acc2, 32, SumOp()) : block_allreduce(acc2, scratch, SumOp());
     }
     if (stats_out != nullptr && row_ok && t == 0) stats_out[row] = s;
+    if constexpr (kEdges) {
+      if (has_edge) {
+        float xe[NIn];
+        load_edge<TIn...>(v, base, edge_r, xe);
+        kf_store<TOut>(v.out, obase + edge_r, apply(val_e, s, xe, sc));
+      }
+    }
 #pragma unroll
     for (int j = 0; j < kSlots; ++j) {
       const int64_t q = int64_t(j) * threads_per_row + t;
       if (row_ok && q < n_vec) {
         float xin[NIn][kVec];
-        KfVecPack<0, kVec, TIn...>::load(xin, v.in, base, v.rs, q * kVec);
+        KfVecPack<0, kVec, TIn...>::load(xin, v.in, base, v.rs, vec0 + q * kVec);
         float y[kVec];
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
@@ -434,7 +487,7 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars s
           for (int i = 0; i < NIn; ++i) xe[i] = xin[i][e];
           y[e] = apply(val[j][e], s, xe, sc);
         }
-        kf_store_vec<TOut, kVec>(v.out, obase + q * kVec, y);
+        kf_store_vec<TOut, kVec>(v.out, obase + vec0 + q * kVec, y);
       }
     }
   }
@@ -881,7 +934,7 @@ inline bool make_view(const KfShape& shape, uint32_t mask, const KfTensorRef* in
   return true;
 }
 
-// Whether rows_vec_kernel can read and write these rows in kVec-wide vectors (see there).
+// Whether rows_vec_kernel<kEdges = false> can read and write these rows in whole aligned kVec-wide vectors.
 template <int kVec, int NIn>
 inline bool rows_vectorizable(const View<NIn>& v, const KfTensorRef* in, void* out, size_t out_size,
                               std::initializer_list<size_t> in_sizes) {
@@ -901,6 +954,32 @@ inline bool rows_vectorizable(const View<NIn>& v, const KfTensorRef* in, void* o
     ++i;
   }
   (void)out_size;
+  return true;
+}
+
+// Whether rows_vec_kernel<kEdges = true> can take these rows (any length, any start): its vectors start at the
+// output row's first 16-byte boundary, so every operand that moves along the row (row stride 1) must have the
+// output's element size and put element e of every row at the output's address mod 16: base addresses congruent
+// mod 16 and kept strides congruent mod the elements of 16 bytes. Broadcast operands (row stride 0) load one
+// element and need nothing. A per-column parameter (kept strides 0) is co-aligned only when the row length is
+// whole 16-byte words, which rows_vectorizable already takes.
+template <int NIn>
+inline bool rows_coaligned(const View<NIn>& v, const KfTensorRef* in, const void* out, size_t out_size,
+                           std::initializer_list<size_t> in_sizes) {
+  if (v.nr != 1 || v.ors != 1 || out_size == 0 || 16 % out_size != 0) return false;
+  const uintptr_t out_addr = reinterpret_cast<uintptr_t>(out);
+  if (out_addr % out_size != 0) return false;
+  const int64_t align = int64_t(16 / out_size);
+  int i = 0;
+  for (size_t size : in_sizes) {
+    if (v.rs[i] != 0 && v.rs[i] != 1) return false;
+    if (v.rs[i] == 1) {
+      if (size != out_size || (reinterpret_cast<uintptr_t>(in[i].data) - out_addr) % 16 != 0) return false;
+      for (int d = 0; d < v.nd; ++d)
+        if (!((v.rmask >> d) & 1u) && (v.stride[i][d] - v.ostride[d]) % align != 0) return false;
+    }
+    ++i;
+  }
   return true;
 }
 
@@ -955,15 +1034,24 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   const uint32_t inner_mask = (1u << v.nd) - (1u << (v.nd - v.nr));
   constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
   constexpr int kSlots = 32 / kVec;  // 32 held values per thread
-  if (e.reduced_inner && v.nr == 1 && e.R >= 256 && e.R <= int64_t(kVecRowThreads) * kSlots * kVec &&
-      rows_vectorizable<kVec>(v, in, out, sizeof(TOut), {sizeof(TIn)...})) {
-    int warps = 1;
-    while (int64_t(warps) * 32 * kSlots * kVec < e.R) warps *= 2;
-    const int threads = warps == 1 ? 128 : warps * 32;
-    const int64_t rows_per_block = warps == 1 ? 4 : 1;
-    rows_vec_kernel<Pro, Stat, Apply, kVec, kSlots, TOut, TIn...>
-        <<<grid_for(ceil_div(e.K, rows_per_block)), threads, 0, stream>>>(v, warps, sc, stats_dst);
-    return cudaGetLastError();
+  // Misaligned rows (odd lengths, rows not starting on 16 bytes) take the same kernel with scalar edges: the
+  // aligned instantiation stays free of the edge code.
+  if (e.reduced_inner && v.nr == 1 && e.R >= 256 && e.R <= int64_t(kVecRowThreads) * kSlots * kVec) {
+    const bool aligned = rows_vectorizable<kVec>(v, in, out, sizeof(TOut), {sizeof(TIn)...});
+    if (aligned || rows_coaligned(v, in, out, sizeof(TOut), {sizeof(TIn)...})) {
+      int warps = 1;
+      while (int64_t(warps) * 32 * kSlots * kVec < e.R) warps *= 2;
+      const int threads = warps == 1 ? 128 : warps * 32;
+      const int64_t rows_per_block = warps == 1 ? 4 : 1;
+      const int blocks = grid_for(ceil_div(e.K, rows_per_block));
+      if (aligned)
+        rows_vec_kernel<Pro, Stat, Apply, kVec, kSlots, false, TOut, TIn...>
+            <<<blocks, threads, 0, stream>>>(v, warps, sc, stats_dst);
+      else
+        rows_vec_kernel<Pro, Stat, Apply, kVec, kSlots, true, TOut, TIn...>
+            <<<blocks, threads, 0, stream>>>(v, warps, sc, stats_dst);
+      return cudaGetLastError();
+    }
   }
   if (e.reduced_inner && v.nr <= 2 && v.rmask == inner_mask) {
     const int64_t L = e.R;
