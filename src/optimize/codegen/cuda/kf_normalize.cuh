@@ -34,16 +34,19 @@
 // The host first canonicalises: size-1 dims dropped, neighbours of the same kind (both kept or both reduced)
 // merged where every input's strides allow. K = kept count ("rows"), R = reduced count ("row length").
 //  - rows (innermost dim reduced), R small enough to live in registers: ONE pass, x read once, y written once.
-//      256 <= R <= 16K     one reduced dim that every input reads with unit stride or broadcasts: 16-byte
-//                          vectors, 32 values per thread, a warp (4 rows per block) or 2..16 warps per row.
-//                          Rows of whole 16-byte-aligned vectors as they are. Other rows (odd lengths, views
+//      2 kVec <= R <= 16K  one reduced dim that every input reads with unit stride or broadcasts: 16-byte
+//                          vectors; under 256 elements a group of 1..32 lanes per row with ~4 vectors each
+//                          (many rows per warp), from 256 a warp (4 rows per block) or 2..16 warps per row with
+//                          32 values per thread. Rows of whole 16-byte-aligned vectors as they are. From 256
+//                          elements, other rows (odd lengths, views
 //                          not starting on 16 bytes) when the operands moving along the row are co-aligned with
 //                          the output (same element size, same address mod 16 at every element): vectors start
 //                          at the row's first 16-byte boundary, the <= 2 * (kVec - 1) elements before and after
 //                          are held singly (PyTorch softmax's aligned shift), so odd rows keep vector loads. A
 //                          per-column parameter (its rows all start at one address) is never co-aligned with
 //                          rows of a length off 16 bytes: those launches take the scalar kernels below.
-//      R <= 128            a group of 1..32 lanes per row, 4 values per lane (many rows per warp)
+//      R <= 128            (rows the vector kernel does not take) a group of 1..32 lanes per row, 4 values per
+//                          lane (many rows per warp)
 //      R <= 32 * kBigVPT   a warp per row, kBigVPT values per lane
 //      R <= 1024 * kBigVPT a block (64..1024 threads) per row; chosen only when there are enough rows to fill
 //                          the GPU or the row is short; kBigVPT = 24 / 12 / 8 / 4 values per thread for
@@ -368,13 +371,13 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
 
 // Rows read in 16-byte vectors: the single reduced dim is innermost with unit stride (or broadcast) in every
 // input and the output. Each thread holds kSlots vectors of v = Pro(x) in registers (x is read from DRAM once);
-// `warps` warps share a row (1: four rows per block, a warp each, shuffles only; more: one row per block, one
-// shared-memory step per statistic). The apply pass reloads only the inputs Apply itself reads (the compiler
+// `threads_per_row` threads share a row (up to 32: several rows per block, shuffles only; more: one row per
+// block, one shared-memory step per statistic). The apply pass reloads only the inputs Apply itself reads (the compiler
 // drops the other loads): per-column parameters, residuals of a fused epilogue.
 // !kEdges: every row is whole aligned vectors (rows_vectorizable). kEdges: any row length and start, the
 // operands that move along the row co-aligned (rows_coaligned): vectors start at the output row's first 16-byte
 // boundary; the `head` elements before it and the `tail` after the last whole vector (at most 2 * (kVec - 1))
-// are one element each of threads t < head + tail, held in one more register and reduced and applied with the
+// are one element each of threads t < head + tail (a warp or more per row), held in one more register and reduced and applied with the
 // vectors. This is PyTorch softmax's aligned shift: odd rows keep the vector loads instead of scalar ones.
 // 512 threads at most: 32 held values plus the vectors in flight need more than the 64 registers a
 // 1024-thread bound leaves (they spilled).
@@ -392,19 +395,20 @@ __device__ __forceinline__ void load_edge(const View<sizeof...(TIn)>& v, const i
 
 template <class Pro, class Stat, class Apply, int kVec, int kSlots, bool kEdges, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(kVecRowThreads)
-rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars sc, KfStats* stats_out) {
+rows_vec_kernel(const View<sizeof...(TIn)> v, const int threads_per_row, const KfScalars sc, KfStats* stats_out) {
   constexpr int NIn = sizeof...(TIn);
   constexpr int kAlign = int(16 / sizeof(TOut));  // output elements per 16 bytes; kVec is a multiple
   __shared__ float scratch[32];
   const Pro pro;
   const Apply apply;
-  const int threads_per_row = warps * 32;
-  const int rows_per_block = warps == 1 ? int(blockDim.x >> 5) : 1;
-  const int t = warps == 1 ? int(threadIdx.x & 31) : int(threadIdx.x);
+  const bool in_warp = threads_per_row <= 32;  // shuffles only; else one row per block
+  const int rows_per_block = in_warp ? int(blockDim.x) / threads_per_row : 1;
+  const int slot = in_warp ? int(threadIdx.x) / threads_per_row : 0;
+  const int t = int(threadIdx.x) - slot * threads_per_row;
   const int64_t row_step = int64_t(gridDim.x) * rows_per_block;
-  const int64_t first = int64_t(blockIdx.x) * rows_per_block + (warps == 1 ? int(threadIdx.x >> 5) : 0);
+  const int64_t first = int64_t(blockIdx.x) * rows_per_block + slot;
   const int64_t whole_vecs = v.R / kVec;
-  for (int64_t row = first; row - (warps == 1 ? int(threadIdx.x >> 5) : 0) < v.K; row += row_step) {
+  for (int64_t row = first; row - slot < v.K; row += row_step) {
     const bool row_ok = row < v.K;  // every warp of a block-row reaches the barriers
     int64_t base[NIn], obase;
     kept_offsets(v, row_ok ? row : 0, base, obase);
@@ -447,7 +451,8 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars s
         }
       }
     }
-    acc = warps == 1 ? group_allreduce(acc, 32, R1MergeOp<Stat>()) : block_allreduce(acc, scratch, R1MergeOp<Stat>());
+    acc = in_warp ? group_allreduce(acc, threads_per_row, R1MergeOp<Stat>())
+                  : block_allreduce(acc, scratch, R1MergeOp<Stat>());
     KfStats s;
     s.count = float(v.R);
     s.a = Stat::r1_final(acc, s.count);
@@ -463,7 +468,7 @@ rows_vec_kernel(const View<sizeof...(TIn)> v, const int warps, const KfScalars s
           for (int e = 0; e < kVec; ++e) acc2 += Stat::r2_term(val[j][e], s.a);
         }
       }
-      s.b = warps == 1 ? group_allreduce(acc2, 32, SumOp()) : block_allreduce(acc2, scratch, SumOp());
+      s.b = in_warp ? group_allreduce(acc2, threads_per_row, SumOp()) : block_allreduce(acc2, scratch, SumOp());
     }
     if (stats_out != nullptr && row_ok && t == 0) stats_out[row] = s;
     if constexpr (kEdges) {
@@ -1036,20 +1041,28 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   constexpr int kSlots = 32 / kVec;  // 32 held values per thread
   // Misaligned rows (odd lengths, rows not starting on 16 bytes) take the same kernel with scalar edges: the
   // aligned instantiation stays free of the edge code.
-  if (e.reduced_inner && v.nr == 1 && e.R >= 256 && e.R <= int64_t(kVecRowThreads) * kSlots * kVec) {
+  if (e.reduced_inner && v.nr == 1 && e.R >= 2 * kVec && e.R <= int64_t(kVecRowThreads) * kSlots * kVec) {
+    // Threads per row: short rows (a layer norm over a 64-wide last dim) ~4 vectors per lane, a group of
+    // lanes per row and many rows per warp; from 256 elements a warp, then 2..16 warps, 32 values per thread.
+    int tpr = 1;
+    if (e.R < 256) {
+      while (int64_t(tpr) * 4 * kVec < e.R && tpr < 32) tpr *= 2;
+    } else {
+      tpr = 32;
+      while (int64_t(tpr) * kSlots * kVec < e.R) tpr *= 2;
+    }
     const bool aligned = rows_vectorizable<kVec>(v, in, out, sizeof(TOut), {sizeof(TIn)...});
-    if (aligned || rows_coaligned(v, in, out, sizeof(TOut), {sizeof(TIn)...})) {
-      int warps = 1;
-      while (int64_t(warps) * 32 * kSlots * kVec < e.R) warps *= 2;
-      const int threads = warps == 1 ? 128 : warps * 32;
-      const int64_t rows_per_block = warps == 1 ? 4 : 1;
+    // The edge elements of a misaligned row are one per thread: a row needs a warp for them.
+    if (aligned || (tpr >= 32 && rows_coaligned(v, in, out, sizeof(TOut), {sizeof(TIn)...}))) {
+      const int threads = tpr <= 32 ? 128 : tpr;
+      const int64_t rows_per_block = tpr <= 32 ? 128 / tpr : 1;
       const int blocks = grid_for(ceil_div(e.K, rows_per_block));
       if (aligned)
         rows_vec_kernel<Pro, Stat, Apply, kVec, kSlots, false, TOut, TIn...>
-            <<<blocks, threads, 0, stream>>>(v, warps, sc, stats_dst);
+            <<<blocks, threads, 0, stream>>>(v, tpr, sc, stats_dst);
       else
         rows_vec_kernel<Pro, Stat, Apply, kVec, kSlots, true, TOut, TIn...>
-            <<<blocks, threads, 0, stream>>>(v, warps, sc, stats_dst);
+            <<<blocks, threads, 0, stream>>>(v, tpr, sc, stats_dst);
       return cudaGetLastError();
     }
   }
