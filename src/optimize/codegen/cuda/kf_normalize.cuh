@@ -125,6 +125,24 @@ struct KfStatWelford {
     s.a += __fdividef(d, s.count);  // count >= 1: the approximate divide is within 2 ulp, no slow path
     s.b += d * (v - s.a);
   }
+  // K elements at once: their own mean and M2, then one Chan merge — one divide per K elements instead of
+  // one per element.
+  template <int K>
+  __device__ __forceinline__ static void push_vec(KfStats& s, const float (&v)[K]) {
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) sum += v[j];
+    const float mean = sum * (1.f / K);
+    float m2 = 0.f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) m2 += (v[j] - mean) * (v[j] - mean);
+    const float n = s.count + float(K);
+    const float w = __fdividef(float(K), n);
+    const float d = mean - s.a;
+    s.a += d * w;
+    s.b += m2 + d * d * s.count * w;
+    s.count = n;
+  }
   // Chan et al.: combine two (count, mean, M2) partials without cancellation.
   __device__ __forceinline__ static KfStats merge(const KfStats& s, const KfStats& t) {
     const float n = s.count + t.count;
@@ -553,6 +571,22 @@ row_partial_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div, con
   }
 }
 
+template <class Stat, class = void>
+struct HasPushVec : std::false_type {};
+template <class Stat>
+struct HasPushVec<Stat, std::void_t<decltype(&Stat::template push_vec<1>)>> : std::true_type {};
+
+// A vector's values into a statistic: together when the policy can take them so (Welford: one divide).
+template <class Stat, int K>
+__device__ __forceinline__ void push_vector(KfStats& s, const float (&v)[K]) {
+  if constexpr (HasPushVec<Stat>::value) {
+    Stat::template push_vec<K>(s, v);
+  } else {
+#pragma unroll
+    for (int j = 0; j < K; ++j) Stat::push(s, v[j]);
+  }
+}
+
 // row_partial_kernel with kVec-wide loads, for an innermost reduced dim that every input reads contiguously
 // (or broadcasts) and whose length is a multiple of kVec (inner_vectorizable): offsets are computed once per
 // vector instead of per element, which is what bounds the scalar kernel on long strided reductions (batch
@@ -591,13 +625,15 @@ row_partial_vec_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div,
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         if (q0 + int64_t(u) * blockDim.x >= end) continue;
+        float pv[kVec];
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           float xe[NIn];
 #pragma unroll
           for (int i = 0; i < NIn; ++i) xe[i] = xin[u][i][e];
-          Stat::push(s, pro(xe, sc));
+          pv[e] = pro(xe, sc);
         }
+        push_vector<Stat>(s, pv);
       }
     }
     store_partial<Stat>(block_merge_to_first<Stat>(s, scratch), splits, v.R, k, b, partial, stats, stats_out);

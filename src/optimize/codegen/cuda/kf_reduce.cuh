@@ -248,6 +248,18 @@ struct KfAccWelford {
     a.mean += d / a.n;
     a.m2 += d * (x - a.mean);
   }
+  // K consecutive elements: their exact mean and M2, then one Chan merge (one divide per K elements).
+  template <int K>
+  static __device__ __forceinline__ void push_vec(State& a, const float (&x)[K]) {
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) sum += x[j];
+    const float mean = sum * (1.f / K);
+    float m2 = 0.f;
+#pragma unroll
+    for (int j = 0; j < K; ++j) m2 += (x[j] - mean) * (x[j] - mean);
+    merge(a, State{mean, m2, float(K)});
+  }
   static __device__ __forceinline__ void merge(State& a, const State& b) {
     if (b.n == 0.f) return;
     if (a.n == 0.f) { a = b; return; }
