@@ -465,3 +465,21 @@ test("cosine_similarity is one three-sum reduction over its dim; its x1 grows th
   assert.equal(wider.regions.filter((r) => r.seed === "cs").length, 0);
   assert.match(wider.kept.find((k) => k.node === "cs")?.reason ?? "", /more dims than its x1/);
 });
+
+test("binary_cross_entropy reduces; with a per-element weight it stays PyTorch's", () => {
+  const rule = SEED_RULES.find((r) => r.name === "reduce");
+  const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const bce = (weight: Arg) => {
+    const n = node(
+      "b",
+      "binary_cross_entropy",
+      { input: ref("x"), target: ref("t"), weight, reduction: text("mean") },
+      [],
+    );
+    const g = graph([n], "b");
+    g.inputs.push({ name: "t", meta: f32(X), value: null });
+    return rule?.accepts(n, new GraphView(g));
+  };
+  assert.equal(bce(none), null);
+  assert.match(bce(ref("t")) ?? "", /its weight argument/);
+});

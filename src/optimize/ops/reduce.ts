@@ -31,6 +31,8 @@ export interface ReduceSpec {
   index?: boolean;
   /** Losses: the fn's `reduction` must be one of these for the call to be a reduction. */
   reductions?: string[];
+  /** Arguments the kernel form does not take (a loss's per-element `weight`): the call must leave them None. */
+  absent?: string[];
   /** The call returns (values, indices) (torch.max/min with a dim): the region computes the values, read
    * through the one `[0]` that uses them. */
   valuesOfPair?: boolean;
@@ -161,6 +163,48 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     },
     dims: "all",
     reductions: ["mean", "sum", "batchmean"],
+  },
+  // torch's terms, logs clamped at -100 as torch clamps them: -(t log p + (1 - t) log(1 - p)).
+  binary_cross_entropy: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro: ([p, t]) => `((${t}) - 1.f) * fmaxf(log1pf(-(${p})), -100.f) - (${t}) * fmaxf(logf(${p}), -100.f)`,
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
+    absent: ["weight"],
+  },
+  // (1 - t) x + softplus(-x), softplus written as torch's stable max(-x, 0) + log1p(exp(-|x|)).
+  binary_cross_entropy_with_logits: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro: ([x, t]) => `(1.f - (${t})) * (${x}) + fmaxf(-(${x}), 0.f) + log1pf(expf(-fabsf(${x})))`,
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
+    absent: ["weight", "pos_weight"],
+  },
+  soft_margin_loss: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro: ([x, t]) => `log1pf(expf(-(${t}) * (${x})))`,
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
+  },
+  // torch: where(t != 1, clamp_min(margin - x, 0), 0) + where(t != -1, x, 0).
+  hinge_embedding_loss: {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro: ([x, t], p) => {
+      const margin = p.num("margin", 1);
+      return margin === null
+        ? null
+        : `((${t}) != 1.f ? kf_clamp_min(${margin} - (${x}), 0.f) : 0.f) + ((${t}) != -1.f ? (${x}) : 0.f)`;
+    },
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
   },
   // torch divides each input by its clamped L2 norm, then sums the products: dot / (max(|x1|, eps) max(|x2|, eps)).
   cosine_similarity: {

@@ -232,6 +232,8 @@ export const SEED_RULES: SeedRule[] = [
         if (meta.shape.length > (rank ?? 0)) return `its ${key} has more dims than its ${primary}`;
       }
       if (fn.dtype && !(fn.dtype.t === "const" && fn.dtype.pytype === "none")) return "it casts (dtype=)";
+      for (const key of spec.absent ?? [])
+        if (fn[key] && !(fn[key]?.t === "const" && fn[key]?.pytype === "none")) return `its ${key} argument`;
       if (spec.reductions) {
         for (const legacy of ["size_average", "reduce"])
           if (fn[legacy] && !(fn[legacy]?.t === "const" && fn[legacy]?.pytype === "none"))

@@ -1,0 +1,378 @@
+"""The math of every rule-table entry, checked on the CPU: each pointwise op's generated fp32 expression and each
+reduction's prologue / epilogue (ops/pointwise.ts, ops/reduce.ts), compiled for the host with kf_pointwise.cuh
+and compared with PyTorch in float64 on random inputs, special values included.
+
+The GPU tests check the kernels' indexing, vectorisation and accumulators; this checks that the formula a rule
+writes is PyTorch's, for every op, so a new entry without a case here fails `test_every_rule_has_a_case`.
+Reductions are accumulated exactly here (float64 sums, two-pass variance): a wrong prologue or epilogue shows,
+accumulation order does not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+ROOT = Path(__file__).resolve().parents[2]
+CUDA_DIR = ROOT / "src" / "optimize" / "codegen" / "cuda"
+
+
+def node(name: str) -> dict:
+    return {"t": "node", "id": name}
+
+
+def const(value) -> dict:
+    if value is None:
+        return {"t": "const", "pytype": "none", "value": None}
+    if isinstance(value, bool):
+        return {"t": "const", "pytype": "bool", "value": value}
+    if isinstance(value, str):
+        return {"t": "const", "pytype": "str", "value": value}
+    return {"t": "const", "pytype": "int" if isinstance(value, int) else "float", "value": value}
+
+
+# Input domains: name -> generator of n float64 values (special values included where the op defines them).
+def _domain(kind: str, n: int, g: np.random.Generator) -> np.ndarray:
+    if kind == "any":
+        x = g.normal(0, 3, n)
+        x[:6] = [0.0, -0.0, 25.0, -25.0, 1e-8, -1e-8]
+        return x
+    if kind == "pos":
+        return np.abs(g.normal(0, 3, n)) + 1e-3
+    if kind == "gt-1":
+        return np.abs(g.normal(0, 3, n)) - 0.999
+    if kind == "unit":  # (0, 1): probabilities
+        return g.uniform(1e-4, 1 - 1e-4, n)
+    if kind == "near1":  # products of many stay in range
+        return g.uniform(0.5, 1.5, n) * np.where(g.uniform(0, 1, n) < 0.5, -1.0, 1.0)
+    if kind == "sign":  # labels of the margin losses
+        return np.where(g.uniform(0, 1, n) < 0.5, -1.0, 1.0)
+    if kind == "mask":
+        return (g.uniform(0, 1, n) < 0.5).astype(np.float64)
+    if kind == "small-int":  # ties for comparisons, exact halves for rounding
+        return np.round(g.normal(0, 3, n) * 2) / 2
+    raise ValueError(kind)
+
+
+# (op, const params, operand domains (in operand order), torch reference on float64 tensors)
+POINTWISE_CASES = [
+    ("identity", {}, ["any"], lambda x: x),
+    ("relu", {}, ["any"], torch.relu),
+    ("relu6", {}, ["any"], F.relu6),
+    ("sigmoid", {}, ["any"], torch.sigmoid),
+    ("tanh", {}, ["any"], torch.tanh),
+    ("silu", {}, ["any"], F.silu),
+    ("mish", {}, ["any"], F.mish),
+    ("hardswish", {}, ["any"], F.hardswish),
+    ("hardsigmoid", {}, ["any"], F.hardsigmoid),
+    ("logsigmoid", {}, ["any"], F.logsigmoid),
+    ("softsign", {}, ["any"], F.softsign),
+    ("tanhshrink", {}, ["any"], F.tanhshrink),
+    ("selu", {}, ["any"], F.selu),
+    ("gelu", {"approximate": "none"}, ["any"], lambda x: F.gelu(x)),
+    ("gelu", {"approximate": "tanh"}, ["any"], lambda x: F.gelu(x, approximate="tanh")),
+    ("leaky_relu", {"negative_slope": 0.2}, ["any"], lambda x: F.leaky_relu(x, 0.2)),
+    ("leaky_relu", {}, ["any"], F.leaky_relu),  # the defaults the rules assume
+    ("elu", {}, ["any"], F.elu),
+    ("softplus", {}, ["any"], F.softplus),
+    ("hardtanh", {}, ["any"], F.hardtanh),
+    ("elu", {"alpha": 1.3}, ["any"], lambda x: F.elu(x, 1.3)),
+    ("celu", {"alpha": 0.7}, ["any"], lambda x: F.celu(x, 0.7)),
+    ("softplus", {"beta": 2.0, "threshold": 10.0}, ["any"], lambda x: F.softplus(x, 2.0, 10.0)),
+    ("hardtanh", {"min_val": -0.5, "max_val": 2.0}, ["any"], lambda x: F.hardtanh(x, -0.5, 2.0)),
+    ("threshold", {"threshold": 0.1, "value": -3.0}, ["any"], lambda x: F.threshold(x, 0.1, -3.0)),
+    ("clamp", {"min": -0.5, "max": 0.7}, ["any"], lambda x: torch.clamp(x, -0.5, 0.7)),
+    ("clamp", {"min": None, "max": 0.7}, ["any"], lambda x: torch.clamp(x, max=0.7)),
+    ("neg", {}, ["any"], torch.neg),
+    ("abs", {}, ["any"], torch.abs),
+    ("exp", {}, ["any"], torch.exp),
+    ("exp2", {}, ["any"], torch.exp2),
+    ("expm1", {}, ["any"], torch.expm1),
+    ("log", {}, ["pos"], torch.log),
+    ("log2", {}, ["pos"], torch.log2),
+    ("log10", {}, ["pos"], torch.log10),
+    ("log1p", {}, ["gt-1"], torch.log1p),
+    ("sqrt", {}, ["pos"], torch.sqrt),
+    ("rsqrt", {}, ["pos"], torch.rsqrt),
+    ("reciprocal", {}, ["pos"], torch.reciprocal),
+    ("square", {}, ["any"], torch.square),
+    ("sin", {}, ["any"], torch.sin),
+    ("cos", {}, ["any"], torch.cos),
+    ("erf", {}, ["any"], torch.erf),
+    ("floor", {}, ["small-int"], torch.floor),
+    ("ceil", {}, ["small-int"], torch.ceil),
+    ("round", {}, ["small-int"], torch.round),
+    ("trunc", {}, ["small-int"], torch.trunc),
+    ("sign", {}, ["small-int"], torch.sign),
+    ("add", {"alpha": 2}, ["any", "any"], lambda a, b: torch.add(a, b, alpha=2)),
+    ("sub", {"alpha": 1}, ["any", "any"], lambda a, b: a - b),
+    ("mul", {}, ["any", "any"], torch.mul),
+    ("div", {"rounding_mode": None}, ["any", "pos"], torch.div),
+    ("div", {"rounding_mode": "floor"}, ["any", "pos"], lambda a, b: torch.div(a, b, rounding_mode="floor")),
+    ("div", {"rounding_mode": "trunc"}, ["any", "pos"], lambda a, b: torch.div(a, b, rounding_mode="trunc")),
+    ("pow", {"exponent": 2}, ["any"], lambda x: torch.pow(x, 2)),
+    ("pow", {"exponent": 0.5}, ["pos"], lambda x: torch.pow(x, 0.5)),
+    ("pow", {"exponent": 1.7}, ["pos"], lambda x: torch.pow(x, 1.7)),
+    ("pow", {}, ["pos", "any"], torch.pow),
+    ("maximum", {}, ["small-int", "small-int"], torch.maximum),
+    ("minimum", {}, ["small-int", "small-int"], torch.minimum),
+    ("where", {}, ["mask", "any", "any"], lambda c, a, b: torch.where(c != 0, a, b)),
+    ("masked_fill", {"value": -7.5}, ["any", "mask"], lambda a, m: a.masked_fill(m != 0, -7.5)),
+    ("logical_not", {}, ["mask"], lambda m: (m == 0).double()),
+    ("bitwise_not", {}, ["mask"], lambda m: (m == 0).double()),
+    ("gt", {}, ["small-int", "small-int"], lambda a, b: (a > b).double()),
+    ("lt", {}, ["small-int", "small-int"], lambda a, b: (a < b).double()),
+    ("ge", {}, ["small-int", "small-int"], lambda a, b: (a >= b).double()),
+    ("le", {}, ["small-int", "small-int"], lambda a, b: (a <= b).double()),
+    ("eq", {}, ["small-int", "small-int"], lambda a, b: (a == b).double()),
+    ("ne", {}, ["small-int", "small-int"], lambda a, b: (a != b).double()),
+    ("dropout", {"p": 0.3, "training": False}, ["any"], lambda x: x),
+]
+
+# Operand keys per op, in the rule's operand order (the rest of the fn are the const params above).
+OPERAND_KEYS = {
+    "where": ["condition", "input", "other"],
+    "masked_fill": ["input", "mask"],
+    "pow": ["input", "exponent"],
+    "clamp": ["input"],
+}
+TWO = ["input", "other"]
+
+ROWS, LENGTH = 6, 37
+# (op, const params, operand domains, reduced dims ("all" or dim 1 of [ROWS, LENGTH]), torch reference)
+REDUCE_CASES = [
+    ("sum", {"dim": [1]}, ["any"], lambda x: x.sum(1)),
+    ("mean", {"dim": [1]}, ["any"], lambda x: x.mean(1)),
+    ("prod", {"dim": 1}, ["near1"], lambda x: x.prod(1)),
+    ("amax", {"dim": [1]}, ["any"], lambda x: x.amax(1)),
+    ("amin", {"dim": [1]}, ["any"], lambda x: x.amin(1)),
+    ("max", {}, ["any"], lambda x: x.max()),
+    ("min", {}, ["any"], lambda x: x.min()),
+    ("max_dim", {"dim": 1}, ["any"], lambda x: x.max(1)[0]),
+    ("min_dim", {"dim": 1}, ["any"], lambda x: x.min(1)[0]),
+    ("argmax", {"dim": 1}, ["any"], None),  # an index: the accumulator's, checked on the GPU
+    ("argmin", {"dim": 1}, ["any"], None),
+    ("logsumexp", {"dim": [1]}, ["any"], lambda x: torch.logsumexp(x, 1)),
+    ("var", {"dim": [1], "correction": 1}, ["any"], lambda x: x.var(1)),
+    ("var", {"dim": [1], "correction": 0}, ["any"], lambda x: x.var(1, correction=0)),
+    ("std", {"dim": [1], "correction": 1}, ["any"], lambda x: x.std(1)),
+    ("vector_norm", {"ord": 2, "dim": [1]}, ["any"], lambda x: torch.linalg.vector_norm(x, 2, 1)),
+    ("vector_norm", {"ord": 1, "dim": [1]}, ["any"], lambda x: torch.linalg.vector_norm(x, 1, 1)),
+    ("vector_norm", {"ord": 3, "dim": [1]}, ["any"], lambda x: torch.linalg.vector_norm(x, 3, 1)),
+    ("mse_loss", {"reduction": "mean"}, ["any", "any"], F.mse_loss),
+    ("mse_loss", {"reduction": "sum"}, ["any", "any"], lambda a, b: F.mse_loss(a, b, reduction="sum")),
+    ("l1_loss", {"reduction": "mean"}, ["any", "any"], F.l1_loss),
+    ("smooth_l1_loss", {"reduction": "mean", "beta": 0.5}, ["any", "any"],
+     lambda a, b: F.smooth_l1_loss(a, b, beta=0.5)),
+    ("huber_loss", {"reduction": "sum", "delta": 2.0}, ["any", "any"],
+     lambda a, b: F.huber_loss(a, b, reduction="sum", delta=2.0)),
+    ("kl_div", {"reduction": "batchmean", "log_target": False}, ["any", "unit"],
+     lambda x, t: F.kl_div(x, t, reduction="batchmean")),
+    ("kl_div", {"reduction": "mean", "log_target": True}, ["any", "any"],
+     lambda x, t: F.kl_div(x, t, reduction="mean", log_target=True)),
+    ("binary_cross_entropy", {"reduction": "mean"}, ["unit", "unit"], F.binary_cross_entropy),
+    ("binary_cross_entropy_with_logits", {"reduction": "sum"}, ["any", "unit"],
+     lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="sum")),
+    ("soft_margin_loss", {"reduction": "mean"}, ["any", "sign"], F.soft_margin_loss),
+    ("hinge_embedding_loss", {"reduction": "mean", "margin": 0.7}, ["any", "sign"],
+     lambda x, t: F.hinge_embedding_loss(x, t, margin=0.7)),
+    ("cosine_similarity", {"dim": 1, "eps": 1e-8}, ["any", "any"], lambda a, b: F.cosine_similarity(a, b, 1)),
+]
+REDUCE_OPERAND_KEYS = {"cosine_similarity": ["x1", "x2"]}
+
+
+def _pointwise_json(op: str, params: dict, n_operands: int) -> dict:
+    keys = OPERAND_KEYS.get(op, ["input"] if n_operands == 1 else TWO)[:n_operands]
+    fn = {key: node(f"x{i}") for i, key in enumerate(keys)}
+    fn.update({k: const(v) for k, v in params.items()})
+    return {"op": op, "kind": "pointwise", "fn": fn}
+
+
+def _reduce_json(op: str, params: dict, n_operands: int) -> dict:
+    keys = REDUCE_OPERAND_KEYS.get(op, ["input", "target"][:n_operands])
+    fn = {key: node(f"x{i}") for i, key in enumerate(keys)}
+    for k, v in params.items():
+        fn[k] = ({"t": "list", "kind": "list", "items": [const(d) for d in v]} if isinstance(v, list) else const(v))
+    return {"op": op, "kind": "reduce", "fn": fn, "sizes": {keys[0]: [ROWS, LENGTH]}}
+
+
+def _expressions(cases: list[dict]) -> dict:
+    node_bin = shutil.which("node")
+    if node_bin is None:
+        pytest.skip("node is not installed")
+    run = subprocess.run([node_bin, "--import", "tsx", str(ROOT / "test" / "python" / "op_math" / "expressions.ts")],
+                         input=json.dumps(cases), capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout)
+
+
+HOST_SHIM = r"""
+#define __device__
+#define __forceinline__ inline
+#include <math.h>
+#include <stdint.h>
+#include "kf_pointwise.cuh"
+struct KfScalars { float v[1]; };
+template <int K> struct KfSums { float v[K]; };
+struct KfAccResult { float value; float m2; int64_t index; float count; float part[4]; };
+"""
+
+
+def _reduce_body(i: int, case: dict) -> str:
+    """Host code of one reduction case: Pro per element, an exact accumulation per row, Epi per row."""
+    k, acc = case["inputs"], case["acc"]
+    parts = 3 if acc == "KfAccSums<3>" else 1
+    load = ", ".join(f"in[{j}][row * len + e]" for j in range(k))
+    if acc.startswith("KfAccSums"):
+        push = "".join(f"s[{p}] += v.v[{p}];" for p in range(parts))
+        finish = "".join(f"res.part[{p}] = (float)s[{p}];" for p in range(parts)) + "res.value = res.part[0];"
+    elif acc == "KfAccSum":
+        push, finish = "s[0] += v;", "res.value = (float)s[0];"
+    elif acc == "KfAccProd":
+        push, finish = "s[0] = e == 0 ? v : s[0] * v;", "res.value = (float)s[0];"
+    elif acc in ("KfAccMax", "KfAccMin", "KfAccArgMax", "KfAccArgMin"):  # arg*: the value only (see the test)
+        cmp = ">" if acc.endswith("Max") else "<"
+        push, finish = f"if (e == 0 || v {cmp} s[0]) s[0] = v;", "res.value = (float)s[0];"
+    elif acc == "KfAccLogSumExp":
+        push = "vals[e] = v; if (e == 0 || v > s[0]) s[0] = v;"
+        finish = ("double t = 0; for (long q = 0; q < len; ++q) t += exp(vals[q] - s[0]);"
+                  "res.value = (float)(s[0] + log(t));")
+    elif acc == "KfAccWelford":
+        push = "vals[e] = v; s[0] += v;"
+        finish = ("double m = s[0] / len, m2 = 0; for (long q = 0; q < len; ++q) m2 += (vals[q] - m) * (vals[q] - m);"
+                  "res.value = (float)m; res.m2 = (float)m2;")
+    else:
+        raise AssertionError(f"no host accumulator for {acc}")
+    return f"""
+extern "C" void case_{i}(const float* const* in, long rows, long len, float* out, double* vals) {{
+  const KfScalars sc{{{{0.f}}}};
+  (void)sc;
+  for (long row = 0; row < rows; ++row) {{
+    double s[4] = {{0, 0, 0, 0}};
+    for (long e = 0; e < len; ++e) {{
+      const float x[{max(k, 1)}] = {{{load}}};
+      const {case['value']} v = {case['pro']};
+      {push}
+    }}
+    KfAccResult r{{}};
+    r.count = (float)len;
+    KfAccResult& res = r;
+    {finish}
+    out[row] = {case['epi']};
+  }}
+}}
+"""
+
+
+def _pointwise_body(i: int, case: dict) -> str:
+    k = case["inputs"]
+    load = ", ".join(f"in[{j}][e]" for j in range(k))
+    return f"""
+extern "C" void case_{i}(const float* const* in, long n, float* out) {{
+  const KfScalars sc{{{{0.f}}}};
+  (void)sc;
+  for (long e = 0; e < n; ++e) {{
+    const float x[{max(k, 1)}] = {{{load}}};
+    out[e] = {case['expr']};
+  }}
+}}
+"""
+
+
+def _build(bodies: list[str], tmp: Path) -> ctypes.CDLL:
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no host C++ compiler")
+    src = tmp / "op_math.cpp"
+    src.write_text(HOST_SHIM + "\n".join(bodies), encoding="utf8")
+    lib = tmp / "op_math.so"
+    run = subprocess.run([compiler, "-std=c++17", "-O1", "-fno-fast-math", "-shared", "-fPIC", f"-I{CUDA_DIR}",
+                          str(src), "-o", str(lib)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return ctypes.CDLL(str(lib))
+
+
+def _float_ptrs(arrays: list[np.ndarray]):
+    ptrs = (ctypes.POINTER(ctypes.c_float) * max(len(arrays), 1))()
+    for j, a in enumerate(arrays):
+        ptrs[j] = a.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+    return ptrs
+
+
+def _close(ours: np.ndarray, ref: torch.Tensor, what: str, rtol: float = 2e-5, atol: float = 1e-6) -> None:
+    ref_np = ref.detach().double().numpy().reshape(ours.shape)
+    ok = np.isclose(ours.astype(np.float64), ref_np, rtol=rtol, atol=atol, equal_nan=True)
+    bad = np.flatnonzero(~ok)
+    assert ok.all(), f"{what}: {len(bad)} of {ours.size} differ, e.g. ours {ours.flat[bad[:4]]} vs {ref_np.flat[bad[:4]]}"
+
+
+@pytest.fixture(scope="module")
+def op_math(tmp_path_factory):
+    """Generated expressions of every case, compiled into one host library."""
+    pw_json = [_pointwise_json(op, params, len(doms)) for op, params, doms, _ in POINTWISE_CASES]
+    red_json = [_reduce_json(op, params, len(doms)) for op, params, doms, _ in REDUCE_CASES]
+    listing = _expressions(pw_json + red_json)
+    exprs = listing["cases"]
+    pw, red = exprs[: len(pw_json)], exprs[len(pw_json):]
+    bodies = [_pointwise_body(i, c) for i, c in enumerate(pw) if c.get("expr")]
+    bodies += [_reduce_body(1000 + i, c) for i, c in enumerate(red) if c.get("pro") and c.get("epi")]
+    return _build(bodies, tmp_path_factory.mktemp("op_math")), pw, red, listing
+
+
+def test_every_rule_has_a_case(op_math):
+    _, pw, red, listing = op_math
+    pointwise_ops, reduce_ops = listing["pointwise"], listing["reductions"]
+    assert sorted(set(pointwise_ops) - {c[0] for c in POINTWISE_CASES}) == []
+    assert sorted(set(reduce_ops) - {c[0] for c in REDUCE_CASES}) == []
+    declined = [c["op"] for c in pw if not c.get("expr")] + [c["op"] for c in red if not (c.get("pro") and c.get("epi"))]
+    assert declined == [], f"rules declined their test case: {declined}"
+
+
+@pytest.mark.parametrize("index", range(len(POINTWISE_CASES)),
+                         ids=[f"{c[0]}{'-' + '-'.join(f'{k}={v}' for k, v in c[1].items()) if c[1] else ''}"
+                              for c in POINTWISE_CASES])
+def test_pointwise_expression_is_pytorchs(op_math, index):
+    lib, pw, _, _ = op_math
+    op, _params, domains, reference = POINTWISE_CASES[index]
+    g = np.random.default_rng(index)
+    n = 4096
+    values = [_domain(d, n, g) for d in domains]
+    # Only tensor operands reach the expression (a const exponent is a literal in it).
+    operands = [np.ascontiguousarray(v, dtype=np.float32) for v in values[: pw[index]["inputs"]]]
+    out = np.empty(n, dtype=np.float32)
+    getattr(lib, f"case_{index}")(_float_ptrs(operands), ctypes.c_long(n), out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+    ref = reference(*[torch.from_numpy(v.astype(np.float32).astype(np.float64)) for v in values])
+    _close(out, ref, f"{op} {pw[index]['expr']}")
+
+
+@pytest.mark.parametrize("index", range(len(REDUCE_CASES)),
+                         ids=[f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[1].items())}" for c in REDUCE_CASES])
+def test_reduction_formula_is_pytorchs(op_math, index):
+    lib, _, red, _ = op_math
+    op, params, domains, reference = REDUCE_CASES[index]
+    if reference is None:
+        pytest.skip(f"{op} outputs an index: the accumulator's, checked by the GPU tests")
+    g = np.random.default_rng(100 + index)
+    values = [_domain(d, ROWS * LENGTH, g).reshape(ROWS, LENGTH) for d in domains]
+    if op == "kl_div" and not params["log_target"]:
+        values[1][0, :3] = 0.0  # xlogy(0, 0) = 0
+    operands = [np.ascontiguousarray(v, dtype=np.float32) for v in values]
+    whole = params.get("dim") is None
+    rows, length = (1, ROWS * LENGTH) if whole else (ROWS, LENGTH)
+    out = np.empty(rows, dtype=np.float32)
+    vals = np.empty(rows * length, dtype=np.float64)
+    getattr(lib, f"case_{1000 + index}")(_float_ptrs(operands), ctypes.c_long(rows), ctypes.c_long(length),
+                                          out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                          vals.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+    ref = reference(*[torch.from_numpy(v.astype(np.float32).astype(np.float64)) for v in values])
+    _close(out if ref.dim() else out[:1], ref.reshape(-1) if ref.dim() else ref.reshape(1),
+           f"{op} pro {red[index]['pro']} epi {red[index]['epi']}", rtol=1e-4, atol=1e-5 * math.sqrt(length))
