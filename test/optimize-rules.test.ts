@@ -483,3 +483,29 @@ test("binary_cross_entropy reduces; with a per-element weight it stays PyTorch's
   assert.equal(bce(none), null);
   assert.match(bce(ref("t")) ?? "", /its weight argument/);
 });
+
+test("a pointwise chain reading more tensors than a kernel takes is split into regions of at most 7 operands", () => {
+  const n = 12;
+  const nodes: GraphNode[] = [];
+  let prev = "x";
+  for (let i = 0; i < n; i++) {
+    nodes.push(node(`a${i}`, "add", { input: ref(prev), other: ref(`y${i}`) }, X));
+    prev = `a${i}`;
+  }
+  const g = graph(nodes, prev);
+  for (let i = 0; i < n; i++) g.inputs.push({ name: `y${i}`, meta: f32(X), value: null });
+  const plan = planGraph(g);
+  const view = new GraphView(g);
+  const covered = plan.regions.flatMap((r) => regionNodes(r));
+  assert.equal(new Set(covered).size, n, "every add is in a region");
+  for (const region of plan.regions) {
+    const inside = new Set(regionNodes(region));
+    const reads = new Set(
+      [...inside].flatMap((id) =>
+        view.node(id).args.flatMap((a) => (a.t === "node" && !inside.has(a.id) ? [a.id] : [])),
+      ),
+    );
+    assert.ok(reads.size <= 7, `${region.id} reads ${reads.size} tensors`);
+  }
+  assert.ok(plan.regions.length >= 2);
+});

@@ -541,10 +541,11 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const proLines = [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
   const input = seedFn.input;
   if (!input) throw new Error("kforge internal: normalisation without input");
-  const vExpr =
+  const xExpr =
     input.t === "node" && region.prologue.includes(input.id)
       ? `t_${input.id}`
       : (anchor.resolve(input) ?? table.tensor(input));
+  const vExpr = spec.value ? spec.value(xExpr) : xExpr;
   const paramValues = spec.params.map((param) => {
     const arg = seedFn[param.key];
     if (!arg || (arg.t === "const" && arg.pytype === "none")) return "";

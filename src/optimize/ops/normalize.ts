@@ -15,7 +15,9 @@ export interface NormSpec {
   params: NormParam[];
   /** Dims reduced for an input of `rank`, or null when the call is not supported. */
   dims(rank: number, p: ParamReader): number[] | null;
-  /** The output from v (the input value), s (KfStats) and the params' values (absent ones are ""). */
+  /** What the statistics are taken of, from the input's value x (softmin: -x); the input itself if absent. */
+  value?(x: string): string;
+  /** The output from v (the value), s (KfStats) and the params' values (absent ones are ""). */
   apply(v: string, params: string[], p: ParamReader): string | null;
   /** Group norm reduces within channel groups: the input is viewed as [N, G, C/G, rest]. */
   groups?: boolean;
@@ -46,6 +48,23 @@ export const NORMALIZATIONS: Record<string, NormSpec> = {
     dims: softmaxDims,
     // s.b >= 1 (the max's own term) or NaN: the approximate divide has no slow path to take.
     apply: (v) => `__fdividef(kf_exp_shifted((${v}) - s.a), s.b)`,
+  },
+  softmin: {
+    stat: "KfStatMaxSumExp",
+    params: [],
+    dims: softmaxDims,
+    value: (x) => `-(${x})`,
+    apply: (v) => `__fdividef(kf_exp_shifted((${v}) - s.a), s.b)`,
+  },
+  // F.normalize: x / max(||x||_p, eps) along dim, for p = 2 (the mean square's statistic times the count).
+  normalize: {
+    stat: "KfStatMeanSquare",
+    params: [],
+    dims: (rank, p) => (p.num("p", 2) === "2.f" ? softmaxDims(rank, p) : null),
+    apply: (v, _params, p) => {
+      const eps = p.num("eps", 1e-12);
+      return eps === null ? null : `(${v}) / fmaxf(sqrtf(s.a * s.count), ${eps})`;
+    },
   },
   log_softmax: {
     stat: "KfStatMaxSumExp",

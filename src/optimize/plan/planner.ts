@@ -212,8 +212,22 @@ function operandNodes(view: GraphView, nodes: Iterable<string>): Set<string> {
   return out;
 }
 
-/** Grows a single-output DAG backwards from `sink` over pointwise nodes nobody else claimed. */
-function growBackwards(view: GraphView, sinks: string[], eligible: (id: string) => boolean): string[] {
+/** Tensors a region of these nodes reads: the kernel templates take at most 8 (KF_EW_MAX_IN, KF_RED_MAX_IN);
+ * one is left for an anchored conv's bias, which attachAnchors may add later. */
+const MAX_REGION_OPERANDS = 7;
+
+function operandCount(view: GraphView, nodes: string[]): number {
+  return operandNodes(view, nodes).size + operandParams(view, nodes);
+}
+
+/** Grows a single-output DAG backwards from `sink` over pointwise nodes nobody else claimed, while the region
+ * (with the nodes `joining` it: a seed) reads no more tensors than a kernel takes. */
+function growBackwards(
+  view: GraphView,
+  sinks: string[],
+  eligible: (id: string) => boolean,
+  joining: string[] = [],
+): string[] {
   const members = new Set<string>(sinks);
   let grown = true;
   while (grown) {
@@ -223,10 +237,10 @@ function growBackwards(view: GraphView, sinks: string[], eligible: (id: string) 
       for (const arg of [...node.args, ...Object.values(node.kwargs)]) {
         for (const producer of argNodeIds(arg)) {
           if (members.has(producer) || view.isGraphInput(producer) || !eligible(producer)) continue;
-          if (view.usersOf(producer).every((user) => members.has(user))) {
-            members.add(producer);
-            grown = true;
-          }
+          if (!view.usersOf(producer).every((user) => members.has(user))) continue;
+          if (operandCount(view, [...members, producer, ...joining]) > MAX_REGION_OPERANDS) continue;
+          members.add(producer);
+          grown = true;
         }
       }
     }
@@ -294,7 +308,7 @@ export function planGraph(graph: Graph): Plan {
       eligible(input.id) &&
       view.usersOf(input.id).length === 1
     ) {
-      prologue = growBackwards(view, [input.id], eligible);
+      prologue = growBackwards(view, [input.id], eligible, [node.id]);
     }
     // A (values, indices) reduction is read through one `[i]`: the region produces that node's value.
     const values = REDUCTIONS[node.op]?.valuesOfPair ? (pairProjection(node, view)?.id ?? null) : null;
@@ -341,6 +355,8 @@ export function planGraph(graph: Graph): Plan {
     const sameShape = seedShape.length === hostShape.length && seedShape.every((s, i) => s === hostShape[i]);
     const onlySeed = [...outside].every((id) => id === seedId) && operandParams(view, host.epilogue) === 0;
     if (!sameShape || (rule.epilogue === "scalars" && !onlySeed)) continue;
+    const merged = [...seed.prologue, seed.seed ?? seedId, ...seed.epilogue, ...host.epilogue];
+    if (operandCount(view, merged) > MAX_REGION_OPERANDS) continue;
     seed.epilogue = [...seed.epilogue, ...host.epilogue];
     seed.output = host.output;
     absorbed.add(host);
