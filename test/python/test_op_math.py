@@ -190,6 +190,36 @@ REDUCE_CASES = [
 REDUCE_OPERAND_KEYS = {"cosine_similarity": ["x1", "x2"]}
 
 
+def _rows_last(x: torch.Tensor) -> torch.Tensor:
+    return x.reshape(-1, x.shape[-1])
+
+
+def _expand_channels(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    return w.view(1, -1, *([1] * (x.dim() - 2))).expand_as(x)
+
+
+# (op, const params, input shape, param shapes by key, rows view of a full-size tensor, its inverse, reference).
+# The statistics of each row of the view are exact here; params are expanded to the input's shape first.
+NORM_CASES = [
+    ("softmax", {"dim": 1}, (ROWS, LENGTH), {}, _rows_last, None, lambda x: F.softmax(x, 1)),
+    ("log_softmax", {"dim": 1}, (ROWS, LENGTH), {}, _rows_last, None, lambda x: F.log_softmax(x, 1)),
+    ("softmin", {"dim": 1}, (ROWS, LENGTH), {}, _rows_last, None, lambda x: F.softmin(x, 1)),
+    ("normalize", {"p": 2.0, "dim": 1, "eps": 1e-12}, (ROWS, LENGTH), {}, _rows_last, None,
+     lambda x: F.normalize(x, 2.0, 1)),
+    ("layer_norm", {"eps": 1e-5}, (ROWS, LENGTH), {"weight": (LENGTH,), "bias": (LENGTH,)}, _rows_last, None,
+     lambda x, w, b: F.layer_norm(x, (LENGTH,), w, b, 1e-5)),
+    ("rms_norm", {"eps": 1e-6}, (ROWS, LENGTH), {"weight": (LENGTH,)}, _rows_last, None,
+     lambda x, w: F.rms_norm(x, (LENGTH,), w, 1e-6)),
+    ("instance_norm", {"eps": 1e-5}, (2, 3, LENGTH), {"weight": (3,), "bias": (3,)}, _rows_last, None,
+     lambda x, w, b: F.instance_norm(x, weight=w, bias=b, eps=1e-5)),
+    ("group_norm", {"eps": 1e-5, "num_groups": 3}, (2, 6, 5), {"weight": (6,), "bias": (6,)},
+     lambda x: x.reshape(6, 10), None, lambda x, w, b: F.group_norm(x, 3, w, b, 1e-5)),
+    ("batch_norm", {"eps": 1e-5, "training": True}, (LENGTH, 4), {"weight": (4,), "bias": (4,)},
+     lambda x: x.t().contiguous(), lambda r: r.t(),
+     lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=1e-5)),
+]
+
+
 def _pointwise_json(op: str, params: dict, n_operands: int) -> dict:
     keys = OPERAND_KEYS.get(op, ["input"] if n_operands == 1 else TWO)[:n_operands]
     fn = {key: node(f"x{i}") for i, key in enumerate(keys)}
@@ -203,6 +233,13 @@ def _reduce_json(op: str, params: dict, n_operands: int) -> dict:
     for k, v in params.items():
         fn[k] = ({"t": "list", "kind": "list", "items": [const(d) for d in v]} if isinstance(v, list) else const(v))
     return {"op": op, "kind": "reduce", "fn": fn, "sizes": {keys[0]: [ROWS, LENGTH]}}
+
+
+def _norm_json(op: str, params: dict, param_shapes: dict) -> dict:
+    fn = {"input": node("x0")}
+    fn.update({key: node(f"p{i}") for i, key in enumerate(param_shapes)})
+    fn.update({k: const(v) for k, v in params.items()})
+    return {"op": op, "kind": "normalize", "fn": fn}
 
 
 def _expressions(cases: list[dict]) -> dict:
@@ -221,6 +258,9 @@ HOST_SHIM = r"""
 #include <math.h>
 #include <stdint.h>
 #include "kf_pointwise.cuh"
+inline float __fdividef(float a, float b) { return a / b; }
+inline float kf_exp_shifted(float d) { return expf(d); }
+struct KfStats { float a; float b; float count; };
 struct KfScalars { float v[1]; };
 template <int K> struct KfSums { float v[K]; };
 struct KfAccResult { float value; float m2; int64_t index; float count; float part[4]; };
@@ -273,6 +313,41 @@ extern "C" void case_{i}(const float* const* in, long rows, long len, float* out
 """
 
 
+def _norm_body(i: int, case: dict) -> str:
+    """Host code of one normalisation case: the statistic of each row exactly (float64), then Apply."""
+    k, stat = case["inputs"], case["stat"]
+    load = ", ".join(f"in[{j}][row * len + e]" for j in range(k))
+    stats = {
+        "KfStatMaxSumExp": "double m = vals[0]; for (long e = 1; e < len; ++e) m = vals[e] > m ? vals[e] : m;"
+                           "double t = 0; for (long e = 0; e < len; ++e) t += exp(vals[e] - m);"
+                           "s.a = (float)m; s.b = (float)t;",
+        "KfStatWelford": "double m = 0; for (long e = 0; e < len; ++e) m += vals[e]; m /= len;"
+                         "double m2 = 0; for (long e = 0; e < len; ++e) m2 += (vals[e] - m) * (vals[e] - m);"
+                         "s.a = (float)m; s.b = (float)m2;",
+        "KfStatMeanSquare": "double q = 0; for (long e = 0; e < len; ++e) q += vals[e] * vals[e];"
+                            "s.a = (float)(q / len); s.b = 0.f;",
+    }[stat]
+    return f"""
+extern "C" void case_{i}(const float* const* in, long rows, long len, float* out, double* vals) {{
+  const KfScalars sc{{{{0.f}}}};
+  (void)sc;
+  for (long row = 0; row < rows; ++row) {{
+    for (long e = 0; e < len; ++e) {{
+      const float x[{k}] = {{{load}}};
+      vals[e] = {case['value']};
+    }}
+    KfStats s{{0.f, 0.f, (float)len}};
+    {{ {stats} }}
+    for (long e = 0; e < len; ++e) {{
+      const float x[{k}] = {{{load}}};
+      const float v = {case['value']};
+      out[row * len + e] = {case['apply']};
+    }}
+  }}
+}}
+"""
+
+
 def _pointwise_body(i: int, case: dict) -> str:
     k = case["inputs"]
     load = ", ".join(f"in[{j}][e]" for j in range(k))
@@ -320,11 +395,14 @@ def op_math(tmp_path_factory):
     """Generated expressions of every case, compiled into one host library."""
     pw_json = [_pointwise_json(op, params, len(doms)) for op, params, doms, _ in POINTWISE_CASES]
     red_json = [_reduce_json(op, params, len(doms)) for op, params, doms, _ in REDUCE_CASES]
-    listing = _expressions(pw_json + red_json)
+    norm_json = [_norm_json(op, params, shapes) for op, params, _, shapes, *_ in NORM_CASES]
+    listing = _expressions(pw_json + red_json + norm_json)
     exprs = listing["cases"]
-    pw, red = exprs[: len(pw_json)], exprs[len(pw_json):]
+    pw, red = exprs[: len(pw_json)], exprs[len(pw_json): len(pw_json) + len(red_json)]
+    listing["norm"] = exprs[len(pw_json) + len(red_json):]
     bodies = [_pointwise_body(i, c) for i, c in enumerate(pw) if c.get("expr")]
     bodies += [_reduce_body(1000 + i, c) for i, c in enumerate(red) if c.get("pro") and c.get("epi")]
+    bodies += [_norm_body(2000 + i, c) for i, c in enumerate(listing["norm"]) if c.get("apply")]
     return _build(bodies, tmp_path_factory.mktemp("op_math")), pw, red, listing
 
 
@@ -333,7 +411,9 @@ def test_every_rule_has_a_case(op_math):
     pointwise_ops, reduce_ops = listing["pointwise"], listing["reductions"]
     assert sorted(set(pointwise_ops) - {c[0] for c in POINTWISE_CASES}) == []
     assert sorted(set(reduce_ops) - {c[0] for c in REDUCE_CASES}) == []
+    assert sorted(set(listing["normalizations"]) - {c[0] for c in NORM_CASES}) == []
     declined = [c["op"] for c in pw if not c.get("expr")] + [c["op"] for c in red if not (c.get("pro") and c.get("epi"))]
+    declined += [c["op"] for c in listing["norm"] if not c.get("apply")]
     assert declined == [], f"rules declined their test case: {declined}"
 
 
@@ -376,3 +456,26 @@ def test_reduction_formula_is_pytorchs(op_math, index):
     ref = reference(*[torch.from_numpy(v.astype(np.float32).astype(np.float64)) for v in values])
     _close(out if ref.dim() else out[:1], ref.reshape(-1) if ref.dim() else ref.reshape(1),
            f"{op} pro {red[index]['pro']} epi {red[index]['epi']}", rtol=1e-4, atol=1e-5 * math.sqrt(length))
+
+
+@pytest.mark.parametrize("index", range(len(NORM_CASES)), ids=[c[0] for c in NORM_CASES])
+def test_normalization_apply_is_pytorchs(op_math, index):
+    lib, _, _, listing = op_math
+    op, _params, shape, param_shapes, rows_of, back, reference = NORM_CASES[index]
+    case = listing["norm"][index]
+    g = np.random.default_rng(200 + index)
+    x = torch.from_numpy(_domain("any", math.prod(shape), g).reshape(shape).astype(np.float32))
+    params = [torch.from_numpy(g.normal(1, 0.5, s).astype(np.float32)) for s in param_shapes.values()]
+    full = [x] + [p.expand_as(x) if p.dim() == x.dim() or p.shape[-1:] == x.shape[-1:] else _expand_channels(p, x)
+                  for p in params]
+    operands = [np.ascontiguousarray(rows_of(t.contiguous()).numpy()) for t in full]
+    rows, length = operands[0].shape
+    out = np.empty((rows, length), dtype=np.float32)
+    vals = np.empty(length, dtype=np.float64)
+    getattr(lib, f"case_{2000 + index}")(_float_ptrs(operands), ctypes.c_long(rows), ctypes.c_long(length),
+                                          out.ctypes.data_as(ctypes.POINTER(ctypes.c_float)),
+                                          vals.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+    ours = torch.from_numpy(out)
+    ours = (back(ours) if back else ours).reshape(shape).numpy()
+    ref = reference(x.double(), *[p.double() for p in params])
+    _close(ours, ref, f"{op} apply {case['apply']}", rtol=1e-4, atol=1e-5)

@@ -4,13 +4,14 @@
 // an op that has no case.
 import { readFileSync } from "node:fs";
 import type { Arg } from "../../../src/optimize/graph.ts";
+import { NORMALIZATIONS } from "../../../src/optimize/ops/normalize.ts";
 import { floatLiteral, POINTWISE, scalarValue } from "../../../src/optimize/ops/pointwise.ts";
 import { REDUCTIONS } from "../../../src/optimize/ops/reduce.ts";
 import { paramReader } from "../../../src/optimize/plan/graph-view.ts";
 
 interface Case {
   op: string;
-  kind: "pointwise" | "reduce";
+  kind: "pointwise" | "reduce" | "normalize";
   fn: Record<string, Arg>;
   sizes?: Record<string, number[]>;
 }
@@ -35,6 +36,22 @@ const out = cases.map((c) => {
     });
     return { op: c.op, expr: spec.emit(operands, reader), inputs: k };
   }
+  if (c.kind === "normalize") {
+    const norm = NORMALIZATIONS[c.op];
+    if (!norm) return { op: c.op, error: "no normalisation rule" };
+    let k = 1;
+    const params = norm.params.map(({ key }) => {
+      const arg = c.fn[key];
+      return !arg || (arg.t === "const" && arg.pytype === "none") ? "" : `x[${k++}]`;
+    });
+    return {
+      op: c.op,
+      stat: norm.stat,
+      value: norm.value ? norm.value("x[0]") : "x[0]",
+      apply: norm.apply("v", params, reader),
+      inputs: k,
+    };
+  }
   const spec = REDUCTIONS[c.op];
   if (!spec) return { op: c.op, error: "no reduction rule" };
   const operands = spec.operands.map((_, i) => `x[${i}]`);
@@ -48,5 +65,10 @@ const out = cases.map((c) => {
   };
 });
 process.stdout.write(
-  JSON.stringify({ cases: out, pointwise: Object.keys(POINTWISE), reductions: Object.keys(REDUCTIONS) }),
+  JSON.stringify({
+    cases: out,
+    pointwise: Object.keys(POINTWISE),
+    reductions: Object.keys(REDUCTIONS),
+    normalizations: Object.keys(NORMALIZATIONS),
+  }),
 );
