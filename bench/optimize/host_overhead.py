@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from profile_kernels import load
+from profile_kernels import kernel_events, load
 
 
 def host_us(fn, calls: int) -> float:
@@ -37,14 +37,7 @@ def host_us(fn, calls: int) -> float:
 
 def gpu_us(fn, calls: int = 20) -> float:
     """GPU time of the kernels of one call, from the profiler's CUDA activity (idle gaps excluded)."""
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return sum(e.device_time_total for e in events) / calls
+    return sum(e.device_time_total for e in kernel_events(fn, calls)) / calls
 
 
 def main() -> None:

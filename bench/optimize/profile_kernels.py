@@ -20,7 +20,9 @@ def load(path: str, name: str):
     return module
 
 
-def kernels(fn, label: str, calls: int = 5) -> None:
+def kernel_events(fn, calls: int = 5) -> list:
+    """The profiler's CUDA kernel events of `calls` calls of fn after a warm-up, longest first (idle gaps are
+    not in them)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
@@ -29,7 +31,11 @@ def kernels(fn, label: str, calls: int = 5) -> None:
             fn()
         torch.cuda.synchronize()
     events = [e for e in prof.key_averages() if e.device_type == torch.autograd.DeviceType.CUDA]
-    events.sort(key=lambda e: -e.device_time_total)
+    return sorted(events, key=lambda e: -e.device_time_total)
+
+
+def kernels(fn, label: str, calls: int = 5) -> None:
+    events = kernel_events(fn, calls)
     total = sum(e.device_time_total for e in events) / calls / 1000
     print(f"{label}: {total:.3f} ms of GPU time per call")
     for e in events[:8]:

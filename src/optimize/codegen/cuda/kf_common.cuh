@@ -148,6 +148,19 @@ inline int kf_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
   return blocks;
 }
 
+// Mean and M2 = sum (x - mean)^2 of K values, in two passes over them: a vector's own partial, merged into
+// Welford statistics with Chan's formula (one divide per vector instead of one per element).
+template <int K>
+__device__ __forceinline__ void kf_mean_m2(const float (&x)[K], float& mean, float& m2) {
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < K; ++j) sum += x[j];
+  mean = sum * (1.f / K);
+  m2 = 0.f;
+#pragma unroll
+  for (int j = 0; j < K; ++j) m2 += (x[j] - mean) * (x[j] - mean);
+}
+
 // Smallest element size of a type pack: the vector width of a launch is 16 bytes of its narrowest float
 // operand (bool masks are not counted: theirs are narrower words, see kf_load_vec).
 template <typename... T>

@@ -129,13 +129,8 @@ struct KfStatWelford {
   // one per element.
   template <int K>
   __device__ __forceinline__ static void push_vec(KfStats& s, const float (&v)[K]) {
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < K; ++j) sum += v[j];
-    const float mean = sum * (1.f / K);
-    float m2 = 0.f;
-#pragma unroll
-    for (int j = 0; j < K; ++j) m2 += (v[j] - mean) * (v[j] - mean);
+    float mean, m2;
+    kf_mean_m2(v, mean, m2);
     const float n = s.count + float(K);
     const float w = __fdividef(float(K), n);
     const float d = mean - s.a;

@@ -251,13 +251,8 @@ struct KfAccWelford {
   // K consecutive elements: their exact mean and M2, then one Chan merge (one divide per K elements).
   template <int K>
   static __device__ __forceinline__ void push_vec(State& a, const float (&x)[K]) {
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < K; ++j) sum += x[j];
-    const float mean = sum * (1.f / K);
-    float m2 = 0.f;
-#pragma unroll
-    for (int j = 0; j < K; ++j) m2 += (x[j] - mean) * (x[j] - mean);
+    float mean, m2;
+    kf_mean_m2(x, mean, m2);
     merge(a, State{mean, m2, float(K)});
   }
   static __device__ __forceinline__ void merge(State& a, const State& b) {
