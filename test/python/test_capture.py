@@ -536,3 +536,28 @@ def test_every_built_in_problem_names_and_binds_every_call(path: Path) -> None:
     graph = capture_problem(str(path), log=lambda _m: None)
     gaps = [f"{n['target']} ({n['op']})" for n in graph["nodes"] if n["kind"] != "get_attr" and (n["op"] == "unknown" or n["fn"] is None)]
     assert gaps == []
+
+
+@pytest.mark.parametrize(
+    "init, forward",
+    [
+        # fx evaluates buffer arithmetic at trace time and lifts the result to a frozen `_tensor_constant`
+        ('self.register_buffer("s", torch.tensor(0.75))', "return x + self.s * 3.0"),
+        ('self.register_buffer("v", torch.rand(8) + 0.5)', "return x / self.v.sqrt().view(1, 8)"),
+        # a tensor literal in forward: fx's `_tensor_constant`, export's lifted constant
+        ("pass", "return x * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])"),
+        # an in-place change of a buffer happens once while fx traces, never in its graph
+        ('self.register_buffer("v", torch.rand(8) + 0.5)', "self.v.mul_(0.9)\nreturn x + self.v"),
+    ],
+)
+def test_a_graph_that_would_freeze_or_drop_model_state_is_not_captured_so(tmp_path: Path, init: str,
+                                                                         forward: str) -> None:
+    graph = capture_text(tmp_path, model(forward, init))
+    names = {n["target"] for n in graph["nodes"] if n["kind"] == "get_attr"}
+    assert not any(str(t).startswith(("_tensor_constant", "lifted_tensor", "c_lifted")) for t in names), graph["nodes"]
+    if graph["captured"] == "fx":
+        pytest.fail(f"fx's graph was kept: {ops(graph)}")
+    # export keeps the buffer arithmetic (or the in-place op) as graph ops, or nothing is captured
+    assert graph["captured"] in ("export", "none")
+    if "mul_" in forward and graph["captured"] == "export":
+        assert "mul_" in ops(graph) or "mul" in ops(graph), ops(graph)

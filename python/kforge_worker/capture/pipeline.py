@@ -78,6 +78,48 @@ def _load(path: str, log: Callable[[str], None]) -> tuple[Any, dict[str, Any], t
     return module, source, model, inputs
 
 
+def _state_versions(model: torch.nn.Module) -> dict[str, int]:
+    """Version counters of the parameters and buffers fx's trace may change. BatchNorm's num_batches_tracked is
+    left out: its module bumps it outside F.batch_norm while traced, and the emitted forward keeps that
+    update with the batch_norm call (the module, or the normalisation region's running-stats update)."""
+    bn_counters = {f"{name}.num_batches_tracked".lstrip(".") for name, m in model.named_modules()
+                   if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)}
+    return {name: t._version for name, t in [*model.named_parameters(), *model.named_buffers()]
+            if name not in bn_counters}
+
+
+def _attribute_names(model: torch.nn.Module) -> set[str]:
+    """The root's attribute names before tracing (fx attaches the constants it lifts to the root)."""
+    return {*vars(model), *model._parameters, *model._buffers, *model._modules}
+
+
+def _check_faithful_fx(model: torch.nn.Module, versions: dict[str, int], before: set[str],
+                       nodes: list[dict[str, Any]]) -> None:
+    """fx runs what does not touch its proxies at trace time: an in-place change of a parameter or buffer
+    (`self.v.mul_(0.9)`) then happens once, during tracing, and never in the graph; an expression of buffers
+    and constants (`self.s * 3.0`, `torch.tensor([1., 2.])`) becomes a `_tensor_constant` frozen at trace time,
+    stale after load_state_dict. Either graph would answer wrong, so fx's capture is refused (export next)."""
+    changed = [name for name, t in [*model.named_parameters(), *model.named_buffers()]
+               if name in versions and t._version != versions[name]]
+    if changed:
+        raise RuntimeError(f"forward changes {', '.join(changed)} in place outside the traced graph")
+    folded = [n["target"] for n in nodes if n.get("kind") == "get_attr" and str(n["target"]).split(".")[0] not in before]
+    if folded:
+        raise RuntimeError(f"fx folded tensor expressions into constants the model does not hold: {', '.join(folded)}")
+
+
+def _check_faithful_export(program: Any) -> None:
+    """What the export writer does not carry into the emitted forward: tensor constants lifted out of it and
+    buffers the forward mutates (they would never be written back)."""
+    sig = program.graph_signature
+    lifted = list(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
+    if lifted:
+        raise RuntimeError(f"forward creates tensor constants ({', '.join(lifted)})")
+    mutated = list((getattr(sig, "buffers_to_mutate", {}) or {}).values())
+    if mutated:
+        raise RuntimeError(f"forward mutates buffers {', '.join(mutated)}")
+
+
 def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[str, Any]:
     module, source, model, inputs = _load(path, log)
     matcher = AttrMatcher(model, "\n".join([source["forward"], *source["methods"]]))
@@ -95,10 +137,13 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
     }
     started = time.perf_counter()
     try:
+        versions, before = _state_versions(model), _attribute_names(model)
         gm, runtime = trace(model, inputs)
         propagate_shapes(gm, runtime)
         writer = FxGraphWriter(gm, model, module, matcher)
-        graph.update(captured="fx", nodes=writer.nodes(), output=writer.output())
+        nodes = writer.nodes()
+        _check_faithful_fx(model, versions, before, nodes)
+        graph.update(captured="fx", nodes=nodes, output=writer.output())
         log(f"captured with torch.fx in {time.perf_counter() - started:.2f}s: {len(graph['nodes'])} nodes")
         return graph
     except Exception as exc:  # noqa: BLE001 — fx's failure is a result, then export gets its turn
@@ -108,6 +153,7 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
     try:
         names = [p.name for p in inspect.signature(model.forward).parameters.values()]
         program = export_program(model, inputs)
+        _check_faithful_export(program)
         ex_writer = ExportGraphWriter(program, names, matcher)
         graph.update(captured="export", nodes=ex_writer.nodes(), output=ex_writer.output())
         log(f"captured with torch.export in {time.perf_counter() - started:.2f}s: {len(graph['nodes'])} nodes")
