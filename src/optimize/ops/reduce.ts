@@ -52,6 +52,20 @@ const lossEpi = (p: ParamReader) => {
   return reduction === "sum" ? "r.value" : null;
 };
 
+/** A loss: a per-element term of input and target summed over every element, mean or sum as `reduction`
+ * says; `extra` overrides (a custom epilogue, more reductions, arguments that must be absent). */
+function loss(pro: ReduceSpec["pro"], extra: Partial<ReduceSpec> = {}): ReduceSpec {
+  return {
+    acc: "KfAccSum",
+    operands: ["input", "target"],
+    pro,
+    epi: lossEpi,
+    dims: "all",
+    reductions: ["mean", "sum"],
+    ...extra,
+  };
+}
+
 export const REDUCTIONS: Record<string, ReduceSpec> = {
   sum: { acc: "KfAccSum", operands: ["input"], pro: identity, epi: value, dims: "dim" },
   mean: { acc: "KfAccSum", operands: ["input"], pro: identity, epi: () => "r.value / r.count", dims: "dim" },
@@ -116,96 +130,50 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     },
     dims: "dim",
   },
-  mse_loss: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
-    pro: ([a, b]) => `((${a}) - (${b})) * ((${a}) - (${b}))`,
-    epi: lossEpi,
-    dims: "all",
-    reductions: ["mean", "sum"],
-  },
-  l1_loss: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
-    pro: ([a, b]) => `fabsf((${a}) - (${b}))`,
-    epi: lossEpi,
-    dims: "all",
-    reductions: ["mean", "sum"],
-  },
-  smooth_l1_loss: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
-    pro: ([a, b], p) => {
-      const beta = p.num("beta", 1);
-      if (beta === null) return null;
-      const d = `fabsf((${a}) - (${b}))`;
-      return `(${d} < ${beta} ? 0.5f * ${d} * ${d} / ${beta} : ${d} - 0.5f * ${beta})`;
-    },
-    epi: lossEpi,
-    dims: "all",
-    reductions: ["mean", "sum"],
-  },
-  kl_div: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
+  mse_loss: loss(([a, b]) => `((${a}) - (${b})) * ((${a}) - (${b}))`),
+  l1_loss: loss(([a, b]) => `fabsf((${a}) - (${b}))`),
+  smooth_l1_loss: loss(([a, b], p) => {
+    const beta = p.num("beta", 1);
+    if (beta === null) return null;
+    const d = `fabsf((${a}) - (${b}))`;
+    return `(${d} < ${beta} ? 0.5f * ${d} * ${d} / ${beta} : ${d} - 0.5f * ${beta})`;
+  }),
+  kl_div: loss(
     // torch's pointwise term: xlogy(t, t) - t * x (0 where t == 0), or exp(t) * (t - x) for a log target.
-    pro: ([x, t], p) =>
+    ([x, t], p) =>
       p.bool("log_target")
         ? `expf(${t}) * ((${t}) - (${x}))`
         : `((${t}) == 0.f ? 0.f : (${t}) * logf(${t})) - (${t}) * (${x})`,
-    epi: (p) => {
-      const reduction = p.str("reduction") ?? "mean";
-      if (reduction === "batchmean") {
-        const batch = p.size("input", 0);
-        return batch === null ? null : `r.value / ${batch}`;
-      }
-      return lossEpi(p);
+    {
+      epi: (p) => {
+        const reduction = p.str("reduction") ?? "mean";
+        if (reduction === "batchmean") {
+          const batch = p.size("input", 0);
+          return batch === null ? null : `r.value / ${batch}`;
+        }
+        return lossEpi(p);
+      },
+      reductions: ["mean", "sum", "batchmean"],
     },
-    dims: "all",
-    reductions: ["mean", "sum", "batchmean"],
-  },
+  ),
   // torch's terms, logs clamped at -100 as torch clamps them: -(t log p + (1 - t) log(1 - p)).
-  binary_cross_entropy: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
-    pro: ([p, t]) => `((${t}) - 1.f) * fmaxf(log1pf(-(${p})), -100.f) - (${t}) * fmaxf(logf(${p}), -100.f)`,
-    epi: lossEpi,
-    dims: "all",
-    reductions: ["mean", "sum"],
-    absent: ["weight"],
-  },
+  binary_cross_entropy: loss(
+    ([p, t]) => `((${t}) - 1.f) * fmaxf(log1pf(-(${p})), -100.f) - (${t}) * fmaxf(logf(${p}), -100.f)`,
+    { absent: ["weight"] },
+  ),
   // (1 - t) x + softplus(-x), softplus written as torch's stable max(-x, 0) + log1p(exp(-|x|)).
-  binary_cross_entropy_with_logits: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
-    pro: ([x, t]) => `(1.f - (${t})) * (${x}) + fmaxf(-(${x}), 0.f) + log1pf(expf(-fabsf(${x})))`,
-    epi: lossEpi,
-    dims: "all",
-    reductions: ["mean", "sum"],
-    absent: ["weight", "pos_weight"],
-  },
-  soft_margin_loss: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
-    pro: ([x, t]) => `log1pf(expf(-(${t}) * (${x})))`,
-    epi: lossEpi,
-    dims: "all",
-    reductions: ["mean", "sum"],
-  },
+  binary_cross_entropy_with_logits: loss(
+    ([x, t]) => `(1.f - (${t})) * (${x}) + fmaxf(-(${x}), 0.f) + log1pf(expf(-fabsf(${x})))`,
+    { absent: ["weight", "pos_weight"] },
+  ),
+  soft_margin_loss: loss(([x, t]) => `log1pf(expf(-(${t}) * (${x})))`),
   // torch: where(t != 1, clamp_min(margin - x, 0), 0) + where(t != -1, x, 0).
-  hinge_embedding_loss: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
-    pro: ([x, t], p) => {
-      const margin = p.num("margin", 1);
-      return margin === null
-        ? null
-        : `((${t}) != 1.f ? kf_clamp_min(${margin} - (${x}), 0.f) : 0.f) + ((${t}) != -1.f ? (${x}) : 0.f)`;
-    },
-    epi: lossEpi,
-    dims: "all",
-    reductions: ["mean", "sum"],
-  },
+  hinge_embedding_loss: loss(([x, t], p) => {
+    const margin = p.num("margin", 1);
+    return margin === null
+      ? null
+      : `((${t}) != 1.f ? kf_clamp_min(${margin} - (${x}), 0.f) : 0.f) + ((${t}) != -1.f ? (${x}) : 0.f)`;
+  }),
   // torch divides each input by its clamped L2 norm, then sums the products: dot / (max(|x1|, eps) max(|x2|, eps)).
   cosine_similarity: {
     acc: "KfAccSums<3>",
@@ -220,17 +188,10 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     },
     dims: "dim",
   },
-  huber_loss: {
-    acc: "KfAccSum",
-    operands: ["input", "target"],
-    pro: ([a, b], p) => {
-      const delta = p.num("delta", 1);
-      if (delta === null) return null;
-      const d = `fabsf((${a}) - (${b}))`;
-      return `(${d} < ${delta} ? 0.5f * ${d} * ${d} : ${delta} * (${d} - 0.5f * ${delta}))`;
-    },
-    epi: lossEpi,
-    dims: "all",
-    reductions: ["mean", "sum"],
-  },
+  huber_loss: loss(([a, b], p) => {
+    const delta = p.num("delta", 1);
+    if (delta === null) return null;
+    const d = `fabsf((${a}) - (${b}))`;
+    return `(${d} < ${delta} ? 0.5f * ${d} * ${d} : ${delta} * (${d} - 0.5f * ${delta}))`;
+  }),
 };

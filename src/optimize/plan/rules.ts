@@ -231,13 +231,14 @@ export const SEED_RULES: SeedRule[] = [
         // dims index the first operand: a higher-rank operand would broadcast it into a longer shape.
         if (meta.shape.length > (rank ?? 0)) return `its ${key} has more dims than its ${primary}`;
       }
-      if (fn.dtype && !(fn.dtype.t === "const" && fn.dtype.pytype === "none")) return "it casts (dtype=)";
-      for (const key of spec.absent ?? [])
-        if (fn[key] && !(fn[key]?.t === "const" && fn[key]?.pytype === "none")) return `its ${key} argument`;
+      const given = (key: string) =>
+        fn[key] !== undefined && !(fn[key]?.t === "const" && fn[key]?.pytype === "none");
+      if (given("dtype")) return "it casts (dtype=)";
+      const unsupported = (spec.absent ?? []).find(given);
+      if (unsupported) return `its ${unsupported} argument`;
       if (spec.reductions) {
-        for (const legacy of ["size_average", "reduce"])
-          if (fn[legacy] && !(fn[legacy]?.t === "const" && fn[legacy]?.pytype === "none"))
-            return `the legacy ${legacy} argument (it overrides reduction)`;
+        const legacy = ["size_average", "reduce"].find(given);
+        if (legacy) return `the legacy ${legacy} argument (it overrides reduction)`;
         const reduction = fn.reduction?.t === "const" ? fn.reduction.value : "mean";
         if (typeof reduction !== "string" || !spec.reductions.includes(reduction))
           return `reduction=${String(reduction)}`;

@@ -148,6 +148,13 @@ inline int kf_blocks_per_sm(Kernel kernel, int threads, size_t smem) {
   return blocks;
 }
 
+// Whether an accumulator or statistic policy takes K consecutive values at once (a static push_vec<K>),
+// cheaper than K single pushes for the ones that have it.
+template <class Policy, class = void>
+struct KfHasPushVec : std::false_type {};
+template <class Policy>
+struct KfHasPushVec<Policy, std::void_t<decltype(&Policy::template push_vec<1>)>> : std::true_type {};
+
 // Mean and M2 = sum (x - mean)^2 of K values, in two passes over them: a vector's own partial, merged into
 // Welford statistics with Chan's formula (one divide per vector instead of one per element).
 template <int K>

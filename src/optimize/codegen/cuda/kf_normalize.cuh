@@ -566,15 +566,10 @@ row_partial_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div, con
   }
 }
 
-template <class Stat, class = void>
-struct HasPushVec : std::false_type {};
-template <class Stat>
-struct HasPushVec<Stat, std::void_t<decltype(&Stat::template push_vec<1>)>> : std::true_type {};
-
 // A vector's values into a statistic: together when the policy can take them so (Welford: one divide).
 template <class Stat, int K>
 __device__ __forceinline__ void push_vector(KfStats& s, const float (&v)[K]) {
-  if constexpr (HasPushVec<Stat>::value) {
+  if constexpr (KfHasPushVec<Stat>::value) {
     Stat::template push_vec<K>(s, v);
   } else {
 #pragma unroll

@@ -348,11 +348,6 @@ __device__ __forceinline__ auto kf_red_prologue(const Pro& pro, const float (&v)
   return pro(x, sc);
 }
 
-template <class Acc, class = void>
-struct KfHasPushVec : std::false_type {};
-template <class Acc>
-struct KfHasPushVec<Acc, std::void_t<decltype(&Acc::template push_vec<1>)>> : std::true_type {};
-
 // The kVec consecutive elements of one output at one vector: together when the accumulator can take them so.
 template <class Acc, class Pro, int kVec, int N>
 __device__ __forceinline__ void kf_red_push_vector(typename Acc::State& st, const Pro& pro, const float (&v)[N][kVec],
