@@ -157,7 +157,7 @@ test("relaxAnchors steps an anchor down: channels-last, then the reference's lay
   assert.equal(plan.regions[0]?.anchorLayout, "channels_last", "the original plan is not modified");
 });
 
-test("a reduction or norm reading a 2-d conv runs it channels-last in a layout region; if that loses, takes it natively", () => {
+test("a group norm reading a 2-d conv runs it channels-last in a layout region; a reduction reads it channels-last", () => {
   const planned = (op: string, fn: Record<string, Arg>, shape: number[], bias: Arg = param("conv.bias")) => {
     const g = graph(
       [
@@ -184,19 +184,13 @@ test("a reduction or norm reading a 2-d conv runs it channels-last in a layout r
       changed: handed.changed,
     };
   };
+  // A reduction reads the conv channels-last itself (kf_reduce orders dims by memory layout).
   const sum = planned("sum", { dim: ints(2, 3), keepdim: bool(false) }, [8, 16]);
-  assert.equal(sum.seed?.anchor, undefined);
-  assert.equal(sum.layout?.anchor, "conv");
-  assert.equal(sum.layout?.anchorLayout, "channels_last");
-  assert.equal(sum.handed?.anchor, "conv");
-  assert.equal(sum.handed?.anchorLayout, "native");
-  assert.deepEqual(sum.changed, [sum.seed?.id]);
-  const instance = planned("instance_norm", { eps: num(1e-5) }, X);
-  assert.equal(instance.handed?.anchor, "conv");
-  const biasless = planned("sum", { dim: ints(2, 3), keepdim: bool(false) }, [8, 16], none);
-  assert.ok(biasless.layout, "channels-last pays without a bias too");
-  assert.equal(biasless.handed?.anchor, undefined, "in its own layout a conv without bias gains nothing");
-  assert.deepEqual(biasless.changed, []);
+  assert.equal(sum.seed?.anchor, "conv");
+  assert.equal(sum.seed?.anchorLayout, "channels_last");
+  assert.equal(sum.layout, undefined);
+  const max = planned("amax", { dim: ints(1), keepdim: bool(false) }, [8, 32, 32], none);
+  assert.equal(max.seed?.anchorLayout, "channels_last", "channels-last pays without a bias too");
   const group = planned("group_norm", { num_groups: num(4), eps: num(1e-5) }, X);
   assert.ok(group.seed, "group norm still seeds a region");
   assert.ok(group.layout);
@@ -205,6 +199,52 @@ test("a reduction or norm reading a 2-d conv runs it channels-last in a layout r
     undefined,
     "group norm reshapes its input: it keeps the conv's own call",
   );
+});
+
+test("a normalisation whose kept dims keep their order in channels-last memory reads the conv channels-last", () => {
+  const seedOf = (op: string, fn: Record<string, Arg>) => {
+    const g = graph(
+      [
+        node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: none }, X, {
+          kind: "call_module",
+          target: "conv",
+        }),
+        node("seed", op, { input: ref("conv"), ...fn }, X),
+      ],
+      "seed",
+      { "conv.weight": [16, 16, 3, 3], "bn.weight": [16], "bn.bias": [16], "ln.weight": X.slice(1) },
+    );
+    g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+    const plan = planGraph(g);
+    return {
+      seed: plan.regions.find((r) => r.seed === "seed"),
+      layout: plan.regions.find((r) => r.rule === LAYOUT_RULE),
+      relaxed: relaxAnchors(plan, new Set([plan.regions.find((r) => r.seed === "seed")?.id ?? ""])),
+    };
+  };
+  const bn = seedOf("batch_norm", {
+    weight: param("bn.weight"),
+    bias: param("bn.bias"),
+    training: bool(true),
+    eps: num(1e-5),
+  });
+  assert.equal(bn.seed?.anchor, "conv", "batch norm (channel kept, space reduced)");
+  assert.equal(bn.seed?.anchorLayout, "channels_last");
+  assert.equal(bn.layout, undefined, "no layout region of its own");
+  assert.equal(bn.relaxed.regions[0]?.anchorLayout, "native", "a loss steps down to the reference's layout");
+  const instance = seedOf("instance_norm", { eps: num(1e-5) });
+  assert.equal(instance.seed?.anchorLayout, "channels_last");
+  const layerAll = seedOf("layer_norm", { normalized_shape: ints(...X.slice(1)), eps: num(1e-5) });
+  assert.equal(layerAll.seed?.anchorLayout, "channels_last", "layer norm over [C, H, W]");
+  const softmax = seedOf("softmax", { dim: num(1) });
+  assert.equal(softmax.seed?.anchorLayout, "channels_last", "softmax over channels");
+  // Channel kept with a spatial dim kept: the statistics' order differs in channels-last memory.
+  const layerLast = seedOf("layer_norm", { normalized_shape: ints(X[3] ?? 0), eps: num(1e-5) });
+  assert.ok(layerLast.seed);
+  assert.equal(layerLast.seed?.anchor, undefined);
+  assert.equal(layerLast.layout?.anchor, "conv", "the conv runs channels-last in its own layout region");
+  const group = seedOf("group_norm", { num_groups: num(4), eps: num(1e-5) });
+  assert.equal(group.seed?.anchor, undefined, "group norm reshapes its input: it keeps the conv's own call");
 });
 
 test("a value used outside the chain ends the region there (single output)", () => {

@@ -19,6 +19,9 @@ import { resolveProblem } from "../src/problem/problems.ts";
 
 const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
+// Group norm cannot read a conv channels-last: the conv runs in a layout region of its own (r0), the norm
+// (r1) reads it.
+const layoutProblem = resolveProblem("test/fixtures/optimize/conv_groupnorm_chain.py");
 
 function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOptions {
   return {
@@ -115,7 +118,7 @@ test("a file rejected only with its anchors keeps its other kernels", { timeout:
   const output = join(dir, "new.py");
   const { wrapped, seen } = failingFirst(1);
   const result = await optimizeProblem(
-    problem,
+    layoutProblem,
     output,
     options(dir, { evaluateFile: wrapped, regionWinMargin: 0 }),
   );
@@ -154,7 +157,7 @@ test("a region that lost reading a rejected anchor's output is timed again in th
     };
   };
   const result = await optimizeProblem(
-    problem,
+    layoutProblem,
     output,
     options(dir, { evaluateFile: wrapped, benchFile: bench, regionWinMargin: 1 }),
   );

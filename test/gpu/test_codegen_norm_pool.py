@@ -62,13 +62,13 @@ def _reference(op: int, ins: list[torch.Tensor], shape: list[int], dims: tuple[i
     count = 1
     for d in dims:
         count *= shape[d]
-    if op in (H.OP_SOFTMAX, H.OP_LOG_SOFTMAX):
-        v = xs[0] * sc[0] + xs[1] if op == H.OP_SOFTMAX else xs[0]
+    if op in (H.OP_SOFTMAX, H.OP_LOG_SOFTMAX, H.OP_SOFTMAX_CL):
+        v = xs[0] * sc[0] + xs[1] if op != H.OP_LOG_SOFTMAX else xs[0]
         a = v.amax(dim=dims, keepdim=True) if dims else v
         ex = torch.exp(v - a)
         b = ex.sum(dim=dims, keepdim=True) if dims else ex
-        y = ex / b if op == H.OP_SOFTMAX else v - a - torch.log(b)
-    elif op in (H.OP_AFFINE, H.OP_AFFINE_F32_PARAMS):
+        y = v - a - torch.log(b) if op == H.OP_LOG_SOFTMAX else ex / b
+    elif op in (H.OP_AFFINE, H.OP_AFFINE_F32_PARAMS, H.OP_AFFINE_CL):
         v = xs[0]
         a = v.mean(dim=dims, keepdim=True) if dims else v
         b = ((v - a) ** 2).sum(dim=dims, keepdim=True) if dims else torch.zeros_like(v)
@@ -103,7 +103,7 @@ def _inputs(op, shape, dims, dtype, gen, x=None):
         x = (torch.randn(shape, generator=gen, device="cuda") * 2 + 0.5).to(dtype)
     kept_shape = [1 if d not in dims else n for d, n in enumerate(shape)]  # parameters vary along reduced dims
     pdtype = torch.float32 if op == H.OP_AFFINE_F32_PARAMS else dtype
-    if op == H.OP_SOFTMAX:
+    if op in (H.OP_SOFTMAX, H.OP_SOFTMAX_CL):
         return [x, torch.randn(kept_shape, generator=gen, device="cuda").to(dtype)], [0.7]
     if op == H.OP_LOG_SOFTMAX:
         return [x], [0.0]
@@ -126,7 +126,8 @@ def _check(ext, op, ins, shape, dims, sc, dtype, what, with_stats=True):
 
 ALL_OPS = [H.OP_SOFTMAX, H.OP_LOG_SOFTMAX, H.OP_AFFINE, H.OP_RMS]
 OP_NAMES = {H.OP_SOFTMAX: "softmax", H.OP_LOG_SOFTMAX: "log_softmax", H.OP_AFFINE: "affine", H.OP_RMS: "rms",
-            H.OP_AFFINE_F32_PARAMS: "affine_f32params"}
+            H.OP_AFFINE_F32_PARAMS: "affine_f32params", H.OP_AFFINE_CL: "affine (cl launcher)",
+            H.OP_SOFTMAX_CL: "softmax (cl launcher)"}
 
 # Rows (last dim reduced): every held-row size class, the block-per-row limit, split rows (few long rows).
 ROW_SHAPES = [(1, 1), (7, 1), (3, 5), (1000, 3), (33, 100), (17, 128), (5, 129), (9, 700), (4, 1000), (260, 768),
@@ -313,6 +314,39 @@ def test_strided_inputs(ext, dtype):
             shape = list(x.shape)
             ins, sc = _inputs(op, shape, dims, dtype, gen, x=x)
             _check(ext, op, ins, tuple(shape), dims, sc, dtype, f"{OP_NAMES[op]} strided {tuple(x.stride())} over {dims}")
+
+
+# A channels-last conv output normalised into NCHW (kf_normalize_cl.cuh): BatchNorm, InstanceNorm, LayerNorm over
+# [C, H, W], softmax over channels; 4-D and 5-D, sizes off every tile and vector multiple; then inputs the
+# launcher must hand to the plain one (kept dims out of order, tiles too small, contiguous input).
+CL_CASES = [
+    ((8, 64, 40, 40), (0, 2, 3)),
+    ((3, 37, 19, 23), (0, 2, 3)),
+    ((4, 96, 33, 17), (2, 3)),
+    ((2, 24, 18, 18), (1, 2, 3)),
+    ((2, 48, 6, 10, 12), (0, 2, 3, 4)),
+    ((5, 20, 21, 22), (1,)),
+    ((4, 32, 16, 20), (3,)),
+    ((2, 8, 3, 3), (0, 2, 3)),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_channels_last_input(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    for shape, dims in CL_CASES:
+        fmt = torch.channels_last_3d if len(shape) == 5 else torch.channels_last
+        x = (torch.randn(shape, generator=gen, device="cuda") * 2 + 0.5).to(dtype).contiguous(memory_format=fmt)
+        op = H.OP_SOFTMAX_CL if dims == (1,) else H.OP_AFFINE_CL
+        ins, sc = _inputs(op, list(shape), dims, dtype, gen, x=x)
+        if op == H.OP_AFFINE_CL and 1 not in dims:  # per-channel parameters, as BatchNorm's and InstanceNorm's
+            view = [1, shape[1]] + [1] * (len(shape) - 2)
+            gamma = (torch.rand(shape[1], generator=gen, device="cuda") + 0.5).to(dtype).view(view)
+            ins = [x, gamma, torch.randn(shape[1], generator=gen, device="cuda").to(dtype).view(view)]
+        _check(ext, op, ins, shape, dims, sc, dtype, f"{OP_NAMES[op]} channels-last {shape} over {dims}")
+    x = torch.randn(6, 32, 20, 20, generator=gen, device="cuda").to(dtype)  # contiguous: the plain launcher
+    ins, sc = _inputs(H.OP_AFFINE_CL, list(x.shape), (0, 2, 3), dtype, gen, x=x)
+    _check(ext, H.OP_AFFINE_CL, ins, tuple(x.shape), (0, 2, 3), sc, dtype, "affine (cl launcher) contiguous")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)

@@ -10,7 +10,7 @@ import { REPO_ROOT } from "../../paths.ts";
 import { expandSource, renderRuntime } from "../emit.ts";
 import type { Graph } from "../graph.ts";
 import { GraphView } from "../plan/graph-view.ts";
-import { type Plan, regionNodes } from "../plan/planner.ts";
+import { type Plan, type Region, regionNodes } from "../plan/planner.ts";
 import { loadRecipe } from "../recipe.ts";
 import { pyScalar, pyStatement } from "./python-expr.ts";
 import { recipeBuilder } from "./recipe-region.ts";
@@ -27,6 +27,14 @@ const KIND_HEADERS: Record<string, string[]> = {
   normalize: ["kf_normalize.cuh"],
   pool: ["kf_pool.cuh", "kf_pool_geometry.cuh"],
 };
+
+function regionHeaders(region: Region): string[] {
+  const own = KIND_HEADERS[region.kind] ?? [];
+  if (region.anchorLayout !== "channels_last") return own;
+  // A channels-last anchor's input is converted by the elementwise template's tiled copy; a normalisation
+  // reads the anchor's output transposed against its result.
+  return [...own, "kf_elementwise.cuh", ...(region.kind === "normalize" ? ["kf_normalize_cl.cuh"] : [])];
+}
 
 /** Headers with their local includes inlined, each file once (the emitted file needs nothing beside it). */
 function inlineHeaders(files: string[], seen: Set<string> = new Set()): string {
@@ -91,11 +99,10 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   const recipes = [...new Set(regions.flatMap((r) => (r.recipe ? [r.recipe] : [])))].filter(
     (name) => recipeBuilder(name) !== null,
   );
-  const kinds = [...new Set(plan.regions.filter((r) => !r.recipe).map((r) => r.kind))];
   const headers = inlineHeaders([
     "kf_common.cuh",
     "kf_pointwise.cuh",
-    ...kinds.flatMap((k) => KIND_HEADERS[k] ?? []),
+    ...plan.regions.filter((r) => !r.recipe).flatMap(regionHeaders),
   ]);
   const cuda = `${headers}\n\n${generated.map((r) => r.cuda).join("\n\n")}\n`;
   const cpp = `${inlineHeaders(["kf_region_host.h"])}\n\n${generated.map((r) => r.host).join("\n\n")}\n`;

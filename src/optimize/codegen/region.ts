@@ -416,22 +416,37 @@ const generatePointwise: KindGenerator = (view, region, nameOf, fn, out) => {
     out.dtype,
     table.operands.map((o) => CPP_TYPE[o.dtype] ?? "float"),
   );
-  // The anchor's input copied to channels-last by the tiled transpose (faster than a strided copy).
-  const convert = anchor.inDtype ? layoutCopy(`${fn}_cl`, region.id, anchor.inDtype) : null;
-  return {
-    cuda: convert ? `${cuda}\n${convert.cuda}` : cuda,
-    host: convert ? `${host}\n${convert.host}` : host,
-    operands: table.operands,
-    rank: anchor.rank,
-    pyPrelude: [operandTuple(table.operands)],
-    pyLaunch: [
-      "shape = _kf_broadcast(ins)",
-      `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, 0, shape, _KF_NO_INTS, _KF_NO_TENSOR)`,
-    ],
-    anchorPy: anchor.anchorPy,
-    helperFns: convert ? [`${fn}_cl`] : undefined,
-  };
+  return withInputConversion(
+    {
+      cuda,
+      host,
+      operands: table.operands,
+      rank: anchor.rank,
+      pyPrelude: [operandTuple(table.operands)],
+      pyLaunch: [
+        "shape = _kf_broadcast(ins)",
+        `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, 0, shape, _KF_NO_INTS, _KF_NO_TENSOR)`,
+      ],
+      anchorPy: anchor.anchorPy,
+    },
+    anchor.inDtype,
+    fn,
+    region.id,
+  );
 };
+
+/** A region whose anchor runs channels-last also carries the kernel converting the anchor's input (the tiled
+ * transpose: faster than PyTorch's strided copy), named `${fn}_cl` as the anchor's call expects. */
+function withInputConversion(code: KindCode, inDtype: string | null, fn: string, id: string): KindCode {
+  if (!inDtype) return code;
+  const convert = layoutCopy(`${fn}_cl`, id, inDtype);
+  return {
+    ...code,
+    cuda: `${code.cuda}\n${convert.cuda}`,
+    host: `${code.host}\n${convert.host}`,
+    helperFns: [...(code.helperFns ?? []), `${fn}_cl`],
+  };
+}
 
 function maskOf(dims: number[]): number {
   return dims.reduce((m, d) => m | (1 << d), 0);
@@ -507,7 +522,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   );
   const rank = inMeta.shape.length;
   const kept = Array.from({ length: rank }, (_, i) => i).filter((d) => !dims.includes(d));
-  return {
+  const code: KindCode = {
     cuda,
     host,
     operands: table.operands,
@@ -520,6 +535,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
     ],
     anchorPy: anchor.anchorPy,
   };
+  return withInputConversion(code, anchor.inDtype, fn, region.id);
 };
 
 const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
@@ -562,6 +578,10 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const nIn = table.operands.length;
   const pro = `KfPro_${region.id}`;
   const apply = `KfApply_${region.id}`;
+  // A channels-last anchor's output is transposed against the result: kf_normalize_cl.cuh's launcher reads it
+  // in its own order and writes the reference's layout (and is the plain launcher otherwise).
+  const launcher = anchor.inDtype ? "kf_launch_normalize_cl" : "kf_launch_normalize";
+  const workspace = anchor.inDtype ? "kf_normalize_cl_workspace_bytes" : "kf_normalize_workspace_bytes";
   const cuda = [
     functor(pro, nIn, `const float (&x)[${nIn}], const KfScalars& sc`, proLines, vExpr),
     functor(
@@ -572,9 +592,9 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
       `t_${region.output}`,
     ),
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.normalize}) {`,
-    `  return kf_launch_normalize<${pro}, ${spec.stat}, ${apply}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, mask, out, in, sc, stats, ws, ws_bytes, stream);`,
+    `  return ${launcher}<${pro}, ${spec.stat}, ${apply}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, mask, out, in, sc, stats, ws, ws_bytes, stream);`,
     "}",
-    `size_t ${fn}_workspace(const KfShape& shape, uint32_t mask) { return kf_normalize_workspace_bytes<${spec.stat}>(shape, mask); }`,
+    `size_t ${fn}_workspace(const KfShape& shape, uint32_t mask) { return ${workspace}<${spec.stat}>(shape, mask); }`,
   ].join("\n");
   const host = hostFunction(
     fn,
@@ -605,15 +625,20 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   if (spec.runningStats)
     launch.push(`_kf_update_running_stats(${runningStatArgs(seed)}, stats, _kf_numel(shape) / shape[1])`);
   launch.push(spec.groups ? "return out.view(ins_shape)" : "return out");
-  return {
-    cuda,
-    host,
-    operands: table.operands,
-    rank,
-    pyPrelude: [...prelude, operandTuple(table.operands)],
-    pyLaunch: launch,
-    anchorPy: anchor.anchorPy,
-  };
+  return withInputConversion(
+    {
+      cuda,
+      host,
+      operands: table.operands,
+      rank,
+      pyPrelude: [...prelude, operandTuple(table.operands)],
+      pyLaunch: launch,
+      anchorPy: anchor.anchorPy,
+    },
+    anchor.inDtype,
+    fn,
+    region.id,
+  );
 };
 
 function regionInputShapes(view: GraphView, region: Region, nameOf: NameOf): string {

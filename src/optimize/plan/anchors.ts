@@ -1,14 +1,14 @@
 // Anchor rules: a library call (a cuDNN convolution) taken into the region that consumes its output, so that
 // the region decides how the library is called. The convolution runs without its bias, which the region's
-// kernel adds in the same pass as its other ops; a pointwise region also runs it on channels-last input and
-// weight (cuDNN's NHWC kernels beat its NCHW ones at most shapes) and writes the result back in the
-// reference's layout. Measured planning keeps an anchor only where the region wins, stepping down from
+// kernel adds in the same pass as its other ops; a pointwise region or a normalisation (readsChannelsLast)
+// also runs it on channels-last input and weight (cuDNN's NHWC kernels beat its NCHW ones at most shapes)
+// and writes the result back in the reference's layout. Measured planning keeps an anchor only where the region wins, stepping down from
 // channels-last to the reference's layout to no anchor (bench/optimize/NOTES.md).
 import type { GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
 import type { Region } from "./planner.ts";
-import type { Verdict } from "./rules.ts";
+import { normDims, type Verdict } from "./rules.ts";
 
 export type AnchorLayout = "channels_last" | "native";
 
@@ -69,6 +69,21 @@ export function seedTakesAnchor(region: Region, view: GraphView): boolean {
   if (region.kind === "reduce") return true;
   if (region.kind !== "normalize" || !region.seed) return false;
   return !NORMALIZATIONS[view.node(region.seed).op]?.groups;
+}
+
+/** Whether `region` reads an anchor's channels-last output directly: a pointwise region (its tiled kernel
+ * writes the reference's layout), a reduction (kf_reduce.cuh orders the dims by the input's memory layout;
+ * its output is small), or a normalisation whose kept dims stay in order when its input is read channels-last
+ * (the channel kept with every spatial dim reduced, as BatchNorm and InstanceNorm; or the channel reduced):
+ * kf_normalize_cl.cuh takes the statistics in memory order and transposes the apply. */
+export function readsChannelsLast(region: Region, view: GraphView): boolean {
+  if (region.kind === "pointwise" || region.kind === "reduce") return true;
+  if (region.kind !== "normalize" || !region.seed || !seedTakesAnchor(region, view)) return false;
+  const dims = normDims(view.node(region.seed), view);
+  const rank = view.tensorOf(view.node(region.seed).fn?.input)?.shape.length ?? 0;
+  if (!dims || rank < 4) return false;
+  const spatialKept = Array.from({ length: rank - 2 }, (_, i) => i + 2).some((d) => !dims.includes(d));
+  return dims.includes(1) || !spatialKept;
 }
 
 /** Whether an anchor's output has a channels-last memory format (4-D and 5-D tensors). */

@@ -6,8 +6,8 @@
 // 3. A pointwise region that only consumes a seed's output (and, for reductions, scalars) becomes the
 //    seed's epilogue.
 // 4. A region that is the only consumer of a convolution takes it as its anchor (anchors.ts): a pointwise
-//    region calls it in channels-last; a reduction or normalisation takes a 1-d conv in its own layout (bias
-//    folded in).
+//    region, or a normalisation that can read it transposed (readsChannelsLast), calls it in channels-last;
+//    a reduction or another normalisation takes a 1-d conv in its own layout (bias folded in).
 // 5. A 2-d/3-d convolution no region anchored becomes a layout region of its own: called channels-last
 //    without its bias, which its kernel adds while writing the reference's layout back. If that loses,
 //    a reduction or normalisation reading it takes it in its own layout instead (handAnchorsBack).
@@ -19,6 +19,7 @@ import {
   anchorBias,
   anchorRuleFor,
   channelsLastRank,
+  readsChannelsLast,
   seedTakesAnchor,
 } from "./anchors.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
@@ -86,8 +87,9 @@ function attachAnchors(view: GraphView, regions: Region[], claimed: Set<string>,
   }
 }
 
-/** `region` takes the first convolution among its operands that only it reads (a reduction or normalisation
- * takes a 2-d/3-d conv only when `handedBack`: first it runs channels-last in a layout region). */
+/** `region` takes the first convolution among its operands that only it reads (a region that cannot read a
+ * 2-d/3-d conv channels-last takes it only when `handedBack`: first it runs channels-last in a layout
+ * region). */
 function attachAnchor(
   view: GraphView,
   region: Region,
@@ -106,9 +108,9 @@ function attachAnchor(
       continue;
     }
     if (!view.usersOf(id).every((user) => members.includes(user))) continue;
-    if (region.kind !== "pointwise" && channelsLastRank(node, view) && !handedBack) continue;
-    const layout: AnchorLayout =
-      region.kind === "pointwise" && channelsLastRank(node, view) ? "channels_last" : "native";
+    const channelsLast = channelsLastRank(node, view) && readsChannelsLast(region, view) && !handedBack;
+    if (!channelsLast && channelsLastRank(node, view) && !handedBack) continue;
+    const layout: AnchorLayout = channelsLast ? "channels_last" : "native";
     // In its own layout a conv without bias gains nothing from being anchored.
     if (layout === "native" && !anchorBias(node)) continue;
     region.anchor = id;
@@ -189,7 +191,7 @@ export const LAYOUT_RULE = "conv-layout";
 export function relaxAnchors(plan: Plan, regions: Set<string>): Plan {
   const relax = (r: Region): Region | null => {
     if (r.rule === LAYOUT_RULE) return null;
-    return r.anchorLayout === "channels_last" && r.kind === "pointwise"
+    return r.anchorLayout === "channels_last"
       ? { ...r, anchorLayout: "native" }
       : { ...r, anchor: undefined, anchorLayout: undefined };
   };

@@ -3,6 +3,7 @@
 // entry per template, instantiated for fp32 / fp16 / bf16. No torch headers: the nvcc test compiles this file
 // alone (ptxas -v), the GPU test and the bench load it with load_inline next to norm_pool_binding.cpp.
 #include "kf_normalize.cuh"
+#include "kf_normalize_cl.cuh"
 #include "kf_pool.cuh"
 
 // softmax(x * sc[0] + bias): a two-input prologue, so the held-row paths carry more than one input.
@@ -61,7 +62,16 @@ struct PoolEpiScaleAdd {
   }
 };
 
-enum HarnessNormOp { OP_SOFTMAX = 0, OP_LOG_SOFTMAX = 1, OP_AFFINE = 2, OP_RMS = 3, OP_AFFINE_F32_PARAMS = 4 };
+// *_CL: the same functors through kf_launch_normalize_cl (an input transposed against the output).
+enum HarnessNormOp {
+  OP_SOFTMAX = 0,
+  OP_LOG_SOFTMAX = 1,
+  OP_AFFINE = 2,
+  OP_RMS = 3,
+  OP_AFFINE_F32_PARAMS = 4,
+  OP_AFFINE_CL = 5,
+  OP_SOFTMAX_CL = 6
+};
 enum HarnessDtype { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 
 template <typename T>
@@ -78,6 +88,10 @@ static cudaError_t norm_typed(int op, const KfShape& shape, uint32_t mask, void*
       return kf_launch_normalize<RmsPro, KfStatMeanSquare, RmsApply, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     case OP_AFFINE_F32_PARAMS:
       return kf_launch_normalize<AffinePro, KfStatWelford, AffineApply, T, T, float, float>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_AFFINE_CL:
+      return kf_launch_normalize_cl<AffinePro, KfStatWelford, AffineApply, T, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_SOFTMAX_CL:
+      return kf_launch_normalize_cl<SoftmaxPro, KfStatMaxSumExp, SoftmaxApply, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -88,6 +102,8 @@ size_t kfh_norm_workspace(int op, const KfShape& shape, uint32_t mask) {
     case OP_SOFTMAX:
     case OP_LOG_SOFTMAX: return kf_normalize_workspace_bytes<KfStatMaxSumExp>(shape, mask);
     case OP_RMS: return kf_normalize_workspace_bytes<KfStatMeanSquare>(shape, mask);
+    case OP_AFFINE_CL: return kf_normalize_cl_workspace_bytes<KfStatWelford>(shape, mask);
+    case OP_SOFTMAX_CL: return kf_normalize_cl_workspace_bytes<KfStatMaxSumExp>(shape, mask);
     default: return kf_normalize_workspace_bytes<KfStatWelford>(shape, mask);
   }
 }

@@ -368,7 +368,10 @@ struct KfEwTileFetch {
 };
 
 // The functor's inputs at (d0 .. d0 + n0 - 1, d1): staged operands from their tile, the others from memory.
-template <typename... TIn, int N, size_t... K>
+// Operands in kUniform0 are known to be broadcast along dim 0: one load is all four inputs, the same value
+// to the compiler, so the functor's math on them alone is evaluated once per run (a normalisation's
+// statistics: its divide and square root).
+template <uint32_t kUniform0, typename... TIn, int N, size_t... K>
 __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, const uint32_t (&base)[N],
                                                   uint32_t d0, uint32_t d1, int c, int r, int n0,
                                                   float (*tile)[KF_EW_TILE][KF_EW_TILE_PITCH],
@@ -376,7 +379,11 @@ __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, c
   (
       [&] {
         float v[4];
-        if (p.slot[K] >= 0) {
+        if constexpr ((kUniform0 >> K) & 1u) {
+          const float b = kf_load<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d1 * p.stride[K][1]);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) v[j] = b;
+        } else if (p.slot[K] >= 0) {
 #pragma unroll
           for (int j = 0; j < 4; ++j) v[j] = tile[p.slot[K]][r][c + j];
         } else {
@@ -440,7 +447,7 @@ __device__ __forceinline__ void kf_ew_tile_fetch_all(const KfEwTiledParams<N>& p
   }
 }
 
-template <class F, typename TOut, typename... TIn>
+template <class F, uint32_t kUniform0, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(KF_EW_TILED_THREADS)
     kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
@@ -480,7 +487,7 @@ __global__ void __launch_bounds__(KF_EW_TILED_THREADS)
       const uint32_t d1 = here.b1 + r;
       if (d1 >= p.size1 || n0 <= 0) continue;
       float x[4][N];
-      kf_ew_tile_inputs<TIn...>(p, here.base, here.b0 + c, d1, c, r, n0, tile, x, std::index_sequence_for<TIn...>{});
+      kf_ew_tile_inputs<kUniform0, TIn...>(p, here.base, here.b0 + c, d1, c, r, n0, tile, x, std::index_sequence_for<TIn...>{});
       float y[4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) y[j] = f(x[j], sc);
@@ -519,7 +526,8 @@ inline bool kf_ew_runs_aligned(const KfEwPlan& plan, int k, int dim, const void*
   return true;
 }
 
-template <class F, typename TOut, typename... TIn>
+// kUniform0: operands the caller knows are broadcast along plan dim 0 (stride 0 there, not staged).
+template <class F, uint32_t kUniform0, typename TOut, typename... TIn>
 cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, const KfTensorRef* in,
                             const KfScalars& sc, cudaStream_t stream) {
   constexpr int N = sizeof...(TIn);
@@ -551,7 +559,7 @@ cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, co
   p.out = out;
   p.out_runs = plan.size[0] % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(TOut)) == 0;
   const size_t smem = size_t(KF_EW_MAX_STAGED) * KF_EW_TILE * KF_EW_TILE_PITCH * sizeof(float);
-  auto kernel = kf_ew_tiled_kernel<F, TOut, TIn...>;
+  auto kernel = kf_ew_tiled_kernel<F, kUniform0, TOut, TIn...>;
   static const int resident = kf_blocks_per_sm(kernel, KF_EW_TILED_THREADS, smem);  // one staged tile
   const int64_t cap = int64_t(kf_sm_count()) * resident;
   const int64_t grid = tiles < cap ? tiles : cap;
@@ -574,7 +582,7 @@ cudaError_t kf_launch_elementwise(const KfShape& shape, void* out, const KfTenso
   if (kf_ew_fits_32bit(plan, N)) {
     int slot[N];
     if (!vec && kf_ew_tiled_operands(plan, N, slot) > 0)
-      return kf_ew_run_tiled<F, TOut, TIn...>(plan, slot, out, in, sc, stream);
+      return kf_ew_run_tiled<F, 0, TOut, TIn...>(plan, slot, out, in, sc, stream);
     return vec ? kf_ew_run<F, kVec, uint32_t, TOut, TIn...>(plan, out, in, sc, stream)
                : kf_ew_run<F, 1, uint32_t, TOut, TIn...>(plan, out, in, sc, stream);
   }

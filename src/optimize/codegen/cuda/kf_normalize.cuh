@@ -632,11 +632,12 @@ row_partial_vec_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div,
 
 // Columns: lane tx owns kept index k (consecutive k are the contiguous inner kept dim), warp ty walks the
 // reduced indices ty, ty + 8, ... of the block's split. With one split the block has every value of its
-// columns: it merges the 8 partials (every thread, same order), then applies. Otherwise it writes partials.
+// columns: it merges the 8 partials (every thread, same order), then applies — or, given `stats_only`, stores
+// the statistics there and applies nothing. Otherwise it writes partials.
 template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(kColLanes * kColWarps)
 columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars sc, KfStats* partial,
-               KfStats* stats_out) {
+               KfStats* stats_out, KfStats* stats_only) {
   constexpr int NIn = sizeof...(TIn);
   __shared__ KfStats scratch[kColWarps][kColLanes];
   const Pro pro;
@@ -685,6 +686,10 @@ columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars s
     Stat::finalize(s);
     s.count = float(v.R);
     if (ty == 0 && k_ok && stats_out != nullptr) stats_out[k] = s;
+    if (stats_only != nullptr) {
+      if (ty == 0 && k_ok) stats_only[k] = s;
+      continue;
+    }
     if (!k_ok) continue;
     // Apply: the block's columns were just read, so this second read is served mostly by L2.
     for (int64_t r0 = ty; r0 < v.R; r0 += int64_t(kUnroll) * kColWarps) {
@@ -1153,7 +1158,7 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   } else {
     const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(plan.splits));
     columns_kernel<Pro, Stat, Apply, TOut, TIn...>
-        <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(plan.splits), sc, partial, stats_dst);
+        <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(plan.splits), sc, partial, stats_dst, nullptr);
     KF_RETURN_IF_ERROR(cudaGetLastError());
     if (plan.splits == 1) return cudaSuccess;  // stats and apply done in one kernel
   }

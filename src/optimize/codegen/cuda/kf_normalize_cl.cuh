@@ -1,0 +1,180 @@
+// kf_normalize_cl.cuh — a normalisation whose input is transposed against its output: a channels-last
+// convolution's result normalised (BatchNorm, InstanceNorm, LayerNorm over [C, H, W], ...) into a result in
+// the reference's NCHW layout. The statistics read the input in its own memory order (for BatchNorm the
+// channel is then the contiguous kept dim: the column kernel); the apply is one elementwise pass through the
+// elementwise template's tiled transpose, with the statistics as three more broadcast operands, so the
+// conv's output is read twice and the result written once — never transposed into a copy of its own.
+//
+//   size_t kf_normalize_cl_workspace_bytes<Stat>(shape, reduce_mask)
+//   cudaError_t kf_launch_normalize_cl<Pro, Stat, Apply, TOut, TIn...>(shape, reduce_mask, out, in, sc,
+//                                       stats_out, workspace, workspace_bytes, stream)
+//   The arguments, results and functors of kf_launch_normalize (kf_normalize.cuh); the workspace comes from
+//   kf_normalize_cl_workspace_bytes. It takes this path when input 0 is transposed against the output (its
+//   innermost iteration dim is not its contiguous one), ordering the dims by input 0's strides keeps the kept
+//   dims in their order (the statistics' index is the same either way), the apply has room for three more
+//   operands (NIn + 3 <= KF_EW_MAX_IN) and the elementwise template would tile it with a reduced dim along
+//   its runs; otherwise it is kf_launch_normalize. Deterministic: the statistics kernels' fixed trees.
+#pragma once
+#include "kf_elementwise.cuh"
+#include "kf_normalize.cuh"
+
+// The apply of kf_launch_normalize as a pointwise functor: the statistics a, b, count are its last inputs.
+template <class Pro, class Apply, int NIn>
+struct KfNormApplyFromStats {
+  static constexpr int kIn = NIn + 3;
+  __device__ __forceinline__ float operator()(const float (&x)[NIn + 3], const KfScalars& sc) const {
+    float xi[NIn];
+#pragma unroll
+    for (int i = 0; i < NIn; ++i) xi[i] = x[i];
+    const KfStats s{x[NIn], x[NIn + 1], x[NIn + 2]};
+    return Apply{}(Pro{}(xi, sc), s, xi, sc);
+  }
+};
+
+namespace kf_norm_cl {
+
+// The problem with its dims ordered as input 0 lies in memory (largest stride first; size-1 dims dropped).
+// False when that is not a transposition worth taking: input 0 already contiguous along the innermost
+// iteration dim, broadcast somewhere, or the kept dims would change order.
+template <int NIn>
+inline bool memory_order(const KfShape& shape, uint32_t mask, const KfTensorRef* in, KfShape& pshape,
+                         uint32_t& pmask, KfTensorRef (&pin)[NIn]) {
+  int dims[KF_MAX_DIMS];
+  int n = 0;
+  for (int d = 0; d < shape.ndim; ++d) {
+    if (shape.size[d] == 1) continue;
+    if (in[0].stride[d] == 0) return false;
+    dims[n++] = d;
+  }
+  if (n < 2 || in[0].stride[dims[n - 1]] == 1) return false;
+  // Stable insertion sort by input 0's stride, largest first.
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && in[0].stride[dims[j]] > in[0].stride[dims[j - 1]]; --j) {
+      const int t = dims[j];
+      dims[j] = dims[j - 1];
+      dims[j - 1] = t;
+    }
+  if (in[0].stride[dims[n - 1]] != 1) return false;
+  int last_kept = -1;
+  for (int i = 0; i < n; ++i) {
+    if ((mask >> dims[i]) & 1u) continue;
+    if (dims[i] < last_kept) return false;
+    last_kept = dims[i];
+  }
+  pshape.ndim = n;
+  pmask = 0;
+  for (int i = 0; i < n; ++i) {
+    pshape.size[i] = shape.size[dims[i]];
+    if ((mask >> dims[i]) & 1u) pmask |= 1u << i;
+  }
+  for (int k = 0; k < NIn; ++k) {
+    pin[k].data = in[k].data;
+    for (int i = 0; i < n; ++i) pin[k].stride[i] = in[k].stride[dims[i]];
+  }
+  return true;
+}
+
+// The statistics of kept index k at float offset 3k of the workspace, as strides per iteration dim.
+inline void stats_refs(const KfShape& shape, uint32_t mask, const KfStats* stats, KfTensorRef (&ref)[3]) {
+  int64_t weight = 1;
+  for (int d = shape.ndim - 1; d >= 0; --d) {
+    const bool reduced = (mask >> d) & 1u;
+    for (auto& r : ref) r.stride[d] = reduced ? 0 : 3 * weight;
+    if (!reduced) weight *= shape.size[d];
+  }
+  for (int j = 0; j < 3; ++j) ref[j].data = reinterpret_cast<const float*>(stats) + j;
+}
+
+}  // namespace kf_norm_cl
+
+template <class Stat>
+size_t kf_normalize_cl_workspace_bytes(const KfShape& shape, uint32_t reduce_mask) {
+  using namespace kf_norm;
+  Extent e = extent(shape, reduce_mask);
+  if (!e.ok || e.K * e.R == 0) return 0;
+  const int sms = sm_count();
+  // Either family may read the permuted problem; final statistics are always stored (K), then partials.
+  int64_t splits = 1;
+  for (bool inner : {true, false}) {
+    e.reduced_inner = inner;
+    const int64_t s = split_plan(e, sms).splits;
+    splits = s > splits ? s : splits;
+  }
+  const size_t own = size_t(e.K) * (splits + 1) * sizeof(KfStats);
+  const size_t fallback = kf_normalize_workspace_bytes<Stat>(shape, reduce_mask);
+  return own > fallback ? own : fallback;
+}
+
+template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
+cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, void* out, const KfTensorRef* in,
+                                   const KfScalars& sc, float* stats_out, void* workspace, size_t workspace_bytes,
+                                   cudaStream_t stream) {
+  using namespace kf_norm;
+  constexpr int NIn = sizeof...(TIn);
+  const auto fallback = [&] {
+    return kf_launch_normalize<Pro, Stat, Apply, TOut, TIn...>(shape, reduce_mask, out, in, sc, stats_out,
+                                                               workspace, workspace_bytes, stream);
+  };
+  if constexpr (NIn + 3 > KF_EW_MAX_IN) {
+    return fallback();
+  } else {
+    const Extent e = extent(shape, reduce_mask);
+    if (!e.ok) return cudaErrorInvalidValue;
+    if (e.K * e.R == 0) return cudaSuccess;
+    if (out == nullptr || in == nullptr) return cudaErrorInvalidValue;
+    KfShape pshape;
+    uint32_t pmask;
+    KfTensorRef pin[NIn];
+    if (!kf_norm_cl::memory_order<NIn>(shape, reduce_mask, in, pshape, pmask, pin)) return fallback();
+    if (workspace == nullptr || workspace_bytes < kf_normalize_cl_workspace_bytes<Stat>(shape, reduce_mask))
+      return cudaErrorInvalidValue;
+    KfStats* stats = reinterpret_cast<KfStats*>(workspace);
+    KfStats* partial = stats + e.K;
+
+    // The apply's plan first: only a tiled apply is worth the statistics' own pass.
+    KfTensorRef apply_in[NIn + 3];
+    for (int k = 0; k < NIn; ++k) apply_in[k] = in[k];
+    KfTensorRef stat_refs[3];
+    kf_norm_cl::stats_refs(shape, reduce_mask, stats, stat_refs);
+    for (int j = 0; j < 3; ++j) apply_in[NIn + j] = stat_refs[j];
+    KfEwPlan plan;
+    if (!kf_ew_coalesce(shape, apply_in, NIn + 3, plan)) return cudaErrorInvalidValue;
+    int slot[NIn + 3];
+    if (!kf_ew_fits_32bit(plan, NIn + 3) || kf_ew_tiled_operands(plan, NIn + 3, slot) == 0) return fallback();
+    // The tiled kernel's runs go along plan dim 0; a reduced dim there gives each run one kept index, so
+    // the statistics load once per run and Apply's math on them alone runs once (kUniform0).
+    if (plan.stride[NIn][0] != 0) return fallback();
+
+    // Statistics in input 0's memory order (`workspace` stands in for the output: nothing is written there
+    // but the statistics).
+    View<NIn> v;
+    make_view(pshape, pmask, pin, workspace, v);
+    const Extent pe = extent(pshape, pmask);
+    const SplitPlan split = split_plan(pe, sm_count());
+    KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
+    constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
+    constexpr int kStreamVec = NIn * kVec <= 32 ? kVec : 1;
+    if (pe.reduced_inner) {
+      if (kStreamVec > 1 && inner_vectorizable<kStreamVec>(v, pin, workspace))
+        row_partial_vec_kernel<Pro, Stat, kStreamVec, TIn...>
+            <<<grid_for(e.K * split.splits), kStreamThreads, 0, stream>>>(
+                v, KfFastDiv::make(uint64_t(split.splits)), sc, partial, stats, stats_dst);
+      else
+        row_partial_kernel<Pro, Stat, TIn...><<<grid_for(e.K * split.splits), kStreamThreads, 0, stream>>>(
+            v, KfFastDiv::make(uint64_t(split.splits)), sc, partial, stats, stats_dst);
+    } else {
+      const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(split.splits));
+      columns_kernel<Pro, Stat, Apply, TOut, TIn...>
+          <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(split.splits), sc, partial, stats_dst, stats);
+    }
+    KF_RETURN_IF_ERROR(cudaGetLastError());
+    if (split.splits > 1) {
+      finalize_kernel<Stat><<<grid_for(ceil_div(e.K, kStreamThreads)), kStreamThreads, 0, stream>>>(
+          e.K, split.splits, float(e.R), partial, stats, stats_dst);
+      KF_RETURN_IF_ERROR(cudaGetLastError());
+    }
+    constexpr uint32_t kStatsOperands = 7u << NIn;
+    return kf_ew_run_tiled<KfNormApplyFromStats<Pro, Apply, NIn>, kStatsOperands, TOut, TIn..., float, float, float>(
+        plan, slot, out, apply_in, sc, stream);
+  }
+}
