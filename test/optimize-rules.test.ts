@@ -157,7 +157,7 @@ test("relaxAnchors steps an anchor down: channels-last, then the reference's lay
   assert.equal(plan.regions[0]?.anchorLayout, "channels_last", "the original plan is not modified");
 });
 
-test("a group norm reading a 2-d conv runs it channels-last in a layout region; a reduction reads it channels-last", () => {
+test("a layer norm over the last dim reading a 2-d conv runs it channels-last in a layout region; if that loses, takes it natively; a reduction reads it channels-last", () => {
   const planned = (op: string, fn: Record<string, Arg>, shape: number[], bias: Arg = param("conv.bias")) => {
     const g = graph(
       [
@@ -191,14 +191,16 @@ test("a group norm reading a 2-d conv runs it channels-last in a layout region; 
   assert.equal(sum.layout, undefined);
   const max = planned("amax", { dim: ints(1), keepdim: bool(false) }, [8, 32, 32], none);
   assert.equal(max.seed?.anchorLayout, "channels_last", "channels-last pays without a bias too");
-  const group = planned("group_norm", { num_groups: num(4), eps: num(1e-5) }, X);
-  assert.ok(group.seed, "group norm still seeds a region");
-  assert.ok(group.layout);
-  assert.equal(
-    group.handed?.anchor,
-    undefined,
-    "group norm reshapes its input: it keeps the conv's own call",
-  );
+  // Layer norm over the last dim cannot read it channels-last: a layout region first, then its own layout.
+  const layer = planned("layer_norm", { normalized_shape: ints(32), eps: num(1e-5) }, X);
+  assert.equal(layer.seed?.anchor, undefined);
+  assert.equal(layer.layout?.anchorLayout, "channels_last");
+  assert.equal(layer.handed?.anchor, "conv");
+  assert.equal(layer.handed?.anchorLayout, "native");
+  assert.deepEqual(layer.changed, [layer.seed?.id]);
+  const biasless = planned("layer_norm", { normalized_shape: ints(32), eps: num(1e-5) }, X, none);
+  assert.ok(biasless.layout, "channels-last pays without a bias too");
+  assert.equal(biasless.handed?.anchor, undefined, "in its own layout a conv without bias gains nothing");
 });
 
 test("a normalisation whose kept dims keep their order in channels-last memory reads the conv channels-last", () => {
@@ -244,7 +246,7 @@ test("a normalisation whose kept dims keep their order in channels-last memory r
   assert.equal(layerLast.seed?.anchor, undefined);
   assert.equal(layerLast.layout?.anchor, "conv", "the conv runs channels-last in its own layout region");
   const group = seedOf("group_norm", { num_groups: num(4), eps: num(1e-5) });
-  assert.equal(group.seed?.anchor, undefined, "group norm reshapes its input: it keeps the conv's own call");
+  assert.equal(group.seed?.anchorLayout, "channels_last", "group norm: kept N and G stay in order");
 });
 
 test("a value used outside the chain ends the region there (single output)", () => {

@@ -19,9 +19,9 @@ import { resolveProblem } from "../src/problem/problems.ts";
 
 const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
-// Group norm cannot read a conv channels-last: the conv runs in a layout region of its own (r0), the norm
+// Pooling cannot read a conv channels-last: the conv runs in a layout region of its own (r0), the pool
 // (r1) reads it.
-const layoutProblem = resolveProblem("test/fixtures/optimize/conv_groupnorm_chain.py");
+const layoutProblem = resolveProblem("test/fixtures/optimize/conv_pool_chain.py");
 
 function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOptions {
   return {

@@ -344,6 +344,16 @@ def test_channels_last_input(ext, dtype):
             gamma = (torch.rand(shape[1], generator=gen, device="cuda") + 0.5).to(dtype).view(view)
             ins = [x, gamma, torch.randn(shape[1], generator=gen, device="cuda").to(dtype).view(view)]
         _check(ext, op, ins, shape, dims, sc, dtype, f"{OP_NAMES[op]} channels-last {shape} over {dims}")
+    # Group norm's [N, G, C/G, HW] view of a channels-last tensor: statistics spread over a group's channels
+    # (C/G under 16), or not (C/G of 32).
+    for n, c, g, h, w in [(4, 96, 8, 33, 31), (2, 64, 2, 16, 16), (3, 30, 5, 7, 9)]:
+        x = (torch.randn(n, c, h, w, generator=gen, device="cuda") * 2 + 0.5).to(dtype)
+        xv = x.contiguous(memory_format=torch.channels_last).reshape(n, g, c // g, h * w)
+        assert xv.stride()[2] == 1, "a view, not a copy"
+        gamma = (torch.rand(c, generator=gen, device="cuda") + 0.5).to(dtype).view(1, g, c // g, 1)
+        beta = torch.randn(c, generator=gen, device="cuda").to(dtype).view(1, g, c // g, 1)
+        _check(ext, H.OP_AFFINE_CL, [xv, gamma, beta], (n, g, c // g, h * w), (2, 3), [EPS], dtype,
+               f"group norm (cl launcher) {(n, c, h, w)} in {g} groups")
     x = torch.randn(6, 32, 20, 20, generator=gen, device="cuda").to(dtype)  # contiguous: the plain launcher
     ins, sc = _inputs(H.OP_AFFINE_CL, list(x.shape), (0, 2, 3), dtype, gen, x=x)
     _check(ext, H.OP_AFFINE_CL, ins, tuple(x.shape), (0, 2, 3), sc, dtype, "affine (cl launcher) contiguous")

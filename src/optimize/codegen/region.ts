@@ -348,17 +348,26 @@ const LAUNCH_PARAMS: Record<string, string> = {
 
 /** An anchored region's first operands (the anchor's output, then its bias per channel) and the line that
  * adds them; `resolve` maps the anchor's value inside the functor. Called before any other operand is
- * registered, so the anchor is operand 0 (the host takes the output's device from it). */
-function anchorOperands(view: GraphView, region: Region, table: OperandTable, nameOf: NameOf, fn: string) {
+ * registered, so the anchor is operand 0 (the host takes the output's device from it). `groups`: the
+ * region iterates over group norm's [N, G, C/G, rest] view, and so do these operands. */
+function anchorOperands(
+  view: GraphView,
+  region: Region,
+  table: OperandTable,
+  nameOf: NameOf,
+  fn: string,
+  groups = 0,
+) {
   const id = region.anchor;
   if (!id) return { lines: [], resolve: () => null, anchorPy: undefined, rank: -1, inDtype: null };
   const node = view.node(id);
   const meta = view.outMeta(node);
   if (!meta) throw new Error("kforge internal: anchor output is not a tensor");
-  const value = table.raw("kf_anchor", meta.dtype);
+  const value = table.raw(groups ? `_kf_groups(kf_anchor, ins_shape, ${groups})` : "kf_anchor", meta.dtype);
   const biasPath = anchorBias(node);
+  const biasView = groups ? `view(${groups}, -1, 1)` : `view(-1${", 1".repeat(meta.shape.length - 2)})`;
   const bias = biasPath
-    ? ` + ${table.raw(`${selfPath(biasPath)}.view(-1${", 1".repeat(meta.shape.length - 2)})`, view.graph.params[biasPath]?.meta.dtype ?? meta.dtype)}`
+    ? ` + ${table.raw(`${selfPath(biasPath)}.${biasView}`, view.graph.params[biasPath]?.meta.dtype ?? meta.dtype)}`
     : "";
   const input = node.fn?.input;
   const inMeta = view.tensorOf(input);
@@ -553,7 +562,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
         layout === "channel" ? `${py}.view(${groups}, -1, 1)` : `_kf_groups(${py}, ins_shape, ${groups})`
     : channelAdapt(rank);
   const table = new OperandTable(view, nameOf, adapt);
-  const anchor = anchorOperands(view, region, table, nameOf, fn);
+  const anchor = anchorOperands(view, region, table, nameOf, fn, groups);
   const proLines = [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
   const input = seedFn.input;
   if (!input) throw new Error("kforge internal: normalisation without input");
@@ -630,7 +639,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
       cuda,
       host,
       operands: table.operands,
-      rank,
+      rank: spec.groups ? 4 : rank, // group norm's operands are its [N, G, C/G, rest] views
       pyPrelude: [...prelude, operandTuple(table.operands)],
       pyLaunch: launch,
       anchorPy: anchor.anchorPy,
@@ -644,13 +653,17 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
 function regionInputShapes(view: GraphView, region: Region, nameOf: NameOf): string {
   const seed = view.node(region.seed ?? "");
   const input = seed.fn?.input;
-  if (input?.t === "node" && !region.prologue.includes(input.id)) return `${nameOf(input.id)}.shape`;
+  // An anchor is computed inside the method, as `kf_anchor`.
+  const shapeOf = (arg: Arg) =>
+    arg.t === "node" && arg.id === region.anchor
+      ? "kf_anchor.shape"
+      : `${arg.t === "param" ? selfPath(arg.path) : pyArg(arg, nameOf)}.shape`;
+  if (input?.t === "node" && !region.prologue.includes(input.id)) return shapeOf(input);
   const shapes: string[] = [];
   for (const id of region.prologue) {
     for (const arg of Object.values(view.node(id).fn ?? {})) {
       if ((arg.t === "node" && !region.prologue.includes(arg.id)) || arg.t === "param") {
-        if (view.tensorOf(arg))
-          shapes.push(`${arg.t === "param" ? selfPath(arg.path) : pyArg(arg, nameOf)}.shape`);
+        if (view.tensorOf(arg)) shapes.push(shapeOf(arg));
       }
     }
   }

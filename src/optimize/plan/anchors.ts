@@ -63,22 +63,26 @@ export function anchorRuleFor(node: GraphNode, view: GraphView): { rule: AnchorR
 }
 
 /** Whether a seed region's kernel can take an anchor's output plus its bias as its input: reductions and
- * normalisations over the input's own shape (group norm reshapes its operands from the input's shape, which
- * an anchor computes inside the method, so it keeps the conv's own call). */
+ * normalisations (group norm views the anchor's output as [N, G, C/G, rest], as its other operands). */
 export function seedTakesAnchor(region: Region, view: GraphView): boolean {
   if (region.kind === "reduce") return true;
-  if (region.kind !== "normalize" || !region.seed) return false;
-  return !NORMALIZATIONS[view.node(region.seed).op]?.groups;
+  return (
+    region.kind === "normalize" &&
+    region.seed !== null &&
+    NORMALIZATIONS[view.node(region.seed).op] !== undefined
+  );
 }
 
 /** Whether `region` reads an anchor's channels-last output directly: a pointwise region (its tiled kernel
  * writes the reference's layout), a reduction (kf_reduce.cuh orders the dims by the input's memory layout;
  * its output is small), or a normalisation whose kept dims stay in order when its input is read channels-last
- * (the channel kept with every spatial dim reduced, as BatchNorm and InstanceNorm; or the channel reduced):
- * kf_normalize_cl.cuh takes the statistics in memory order and transposes the apply. */
+ * (the channel kept with every spatial dim reduced, as BatchNorm and InstanceNorm; or the channel reduced; group
+ * norm): kf_normalize_cl.cuh takes the statistics in memory order and transposes the apply. */
 export function readsChannelsLast(region: Region, view: GraphView): boolean {
   if (region.kind === "pointwise" || region.kind === "reduce") return true;
   if (region.kind !== "normalize" || !region.seed || !seedTakesAnchor(region, view)) return false;
+  // Group norm's kept dims (N, G) keep their order; its statistics are spread over a group's channels.
+  if (NORMALIZATIONS[view.node(region.seed).op]?.groups) return true;
   const dims = normDims(view.node(region.seed), view);
   const rank = view.tensorOf(view.node(region.seed).fn?.input)?.shape.length ?? 0;
   if (!dims || rank < 4) return false;

@@ -729,6 +729,27 @@ finalize_kernel(const int64_t K, const int64_t splits, const float count, const 
   }
 }
 
+// finalize_kernel for many splits of few kept indices (BatchNorm's 64 channels over 500 splits): a thread per
+// kept index would walk its splits one dependent merge at a time. A block per kept index instead: thread t
+// merges splits t, t + 256, ... in order, then the block's fixed shuffle tree (deterministic as well).
+template <class Stat>
+__global__ void __launch_bounds__(kStreamThreads)
+finalize_wide_kernel(const int64_t K, const int64_t splits, const float count, const KfStats* partial,
+                     KfStats* stats, KfStats* stats_out) {
+  __shared__ KfStats scratch[kStreamThreads / 32];
+  for (int64_t k = blockIdx.x; k < K; k += gridDim.x) {
+    KfStats s = Stat::identity();
+    for (int64_t p = threadIdx.x; p < splits; p += blockDim.x) s = Stat::merge(s, partial[k * splits + p]);
+    s = block_merge_to_first<Stat>(s, scratch);
+    if (threadIdx.x == 0) {
+      Stat::finalize(s);
+      s.count = count;
+      stats[k] = s;
+      if (stats_out != nullptr) stats_out[k] = s;
+    }
+  }
+}
+
 // Elementwise apply with finished statistics: element e (contiguous output order) -> coordinates -> input
 // offsets and kept index. kUnroll elements per thread, a block-stride apart (coalesced).
 template <class Pro, class Apply, typename TOut, typename... TIn>
@@ -1052,6 +1073,19 @@ inline bool inner_vectorizable(const View<NIn>& v, const KfTensorRef* in, const 
 
 inline int grid_for(int64_t blocks) { return int(blocks < (int64_t(1) << 30) ? (blocks > 0 ? blocks : 1) : (int64_t(1) << 30)); }
 
+// Merges split partials into final statistics: a block per kept index when each has many splits.
+template <class Stat>
+inline cudaError_t launch_finalize(int64_t K, int64_t splits, int64_t R, const KfStats* partial, KfStats* stats,
+                                   KfStats* stats_out, cudaStream_t stream) {
+  if (splits >= 32)
+    finalize_wide_kernel<Stat><<<grid_for(K), kStreamThreads, 0, stream>>>(K, splits, float(R), partial, stats,
+                                                                         stats_out);
+  else
+    finalize_kernel<Stat><<<grid_for(ceil_div(K, kStreamThreads)), kStreamThreads, 0, stream>>>(
+        K, splits, float(R), partial, stats, stats_out);
+  return cudaGetLastError();
+}
+
 }  // namespace kf_norm
 
 template <class Stat>
@@ -1162,11 +1196,7 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
     KF_RETURN_IF_ERROR(cudaGetLastError());
     if (plan.splits == 1) return cudaSuccess;  // stats and apply done in one kernel
   }
-  if (plan.splits > 1) {
-    finalize_kernel<Stat><<<grid_for(ceil_div(e.K, kStreamThreads)), kStreamThreads, 0, stream>>>(
-        e.K, plan.splits, float(e.R), partial, stats, stats_dst);
-    KF_RETURN_IF_ERROR(cudaGetLastError());
-  }
+  if (plan.splits > 1) KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, plan.splits, e.R, partial, stats, stats_dst, stream));
   if (vectorized)
     apply_vec_kernel<Pro, Apply, kStreamVec, TOut, TIn...>
         <<<grid_for(ceil_div(apply_blocks, kStreamVec)), kStreamThreads, 0, stream>>>(v, stats, sc);

@@ -13,7 +13,8 @@
 //   innermost iteration dim is not its contiguous one), ordering the dims by input 0's strides keeps the kept
 //   dims in their order (the statistics' index is the same either way), the apply has room for three more
 //   operands (NIn + 3 <= KF_EW_MAX_IN) and the elementwise template would tile it with a reduced dim along
-//   its runs; otherwise it is kf_launch_normalize. Deterministic: the statistics kernels' fixed trees.
+//   its runs — if need be with the statistics spread along a short reduced dim (spread_dim: group norm's
+//   channels of a group); otherwise it is kf_launch_normalize. Deterministic: the statistics kernels' fixed trees.
 #pragma once
 #include "kf_elementwise.cuh"
 #include "kf_normalize.cuh"
@@ -74,15 +75,38 @@ inline bool memory_order(const KfShape& shape, uint32_t mask, const KfTensorRef*
   return true;
 }
 
-// The statistics of kept index k at float offset 3k of the workspace, as strides per iteration dim.
-inline void stats_refs(const KfShape& shape, uint32_t mask, const KfStats* stats, KfTensorRef (&ref)[3]) {
+// Statistics indexed over the kept dims plus at most one reduced dim `spread` (-1: none), at float offset 3i
+// of `stats` for that index i, as strides per iteration dim.
+inline void stats_refs(const KfShape& shape, uint32_t mask, int spread, const KfStats* stats,
+                       KfTensorRef (&ref)[3]) {
   int64_t weight = 1;
   for (int d = shape.ndim - 1; d >= 0; --d) {
-    const bool reduced = (mask >> d) & 1u;
-    for (auto& r : ref) r.stride[d] = reduced ? 0 : 3 * weight;
-    if (!reduced) weight *= shape.size[d];
+    const bool indexed = !((mask >> d) & 1u) || d == spread;
+    for (auto& r : ref) r.stride[d] = indexed ? 3 * weight : 0;
+    if (indexed) weight *= shape.size[d];
   }
   for (int j = 0; j < 3; ++j) ref[j].data = reinterpret_cast<const float*>(stats) + j;
+}
+
+// A reduced dim this short, contiguous in input 0 (group norm's channels within a group, channels-last), is
+// too short for the tiled apply's staged side: the statistics are spread along it (copied per element of it)
+// so that it merges with its kept neighbour (the groups) into one long dim.
+constexpr int64_t kMaxSpread = 16;
+
+// The input-0-contiguous reduced dim to spread the statistics along, or -1.
+inline int spread_dim(const KfShape& shape, uint32_t mask, const KfTensorRef& in0) {
+  for (int d = 0; d < shape.ndim; ++d)
+    if (shape.size[d] > 1 && in0.stride[d] == 1)
+      return ((mask >> d) & 1u) && shape.size[d] < kMaxSpread ? d : -1;
+  return -1;
+}
+
+// out[e] = stats[k(e)] for the index e over kept dims + the spread dim: the spread coordinate dropped. `inner`
+// is the product of the kept sizes inside the spread dim, `len` its size.
+__global__ void __launch_bounds__(kf_norm::kStreamThreads)
+spread_stats_kernel(const KfStats* stats, KfStats* out, int64_t count, int64_t inner, int64_t len) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < count; e += int64_t(gridDim.x) * blockDim.x)
+    out[e] = stats[e / (inner * len) * inner + e % inner];
 }
 
 }  // namespace kf_norm_cl
@@ -100,7 +124,7 @@ size_t kf_normalize_cl_workspace_bytes(const KfShape& shape, uint32_t reduce_mas
     const int64_t s = split_plan(e, sms).splits;
     splits = s > splits ? s : splits;
   }
-  const size_t own = size_t(e.K) * (splits + 1) * sizeof(KfStats);
+  const size_t own = size_t(e.K) * (splits + 1 + kf_norm_cl::kMaxSpread) * sizeof(KfStats);
   const size_t fallback = kf_normalize_workspace_bytes<Stat>(shape, reduce_mask);
   return own > fallback ? own : fallback;
 }
@@ -129,18 +153,28 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
     if (workspace == nullptr || workspace_bytes < kf_normalize_cl_workspace_bytes<Stat>(shape, reduce_mask))
       return cudaErrorInvalidValue;
     KfStats* stats = reinterpret_cast<KfStats*>(workspace);
+    const Extent pe = extent(pshape, pmask);
+    const SplitPlan split = split_plan(pe, sm_count());
     KfStats* partial = stats + e.K;
+    KfStats* spread_stats = partial + e.K * split.splits;
 
     // The apply's plan first: only a tiled apply is worth the statistics' own pass.
     KfTensorRef apply_in[NIn + 3];
     for (int k = 0; k < NIn; ++k) apply_in[k] = in[k];
-    KfTensorRef stat_refs[3];
-    kf_norm_cl::stats_refs(shape, reduce_mask, stats, stat_refs);
-    for (int j = 0; j < 3; ++j) apply_in[NIn + j] = stat_refs[j];
     KfEwPlan plan;
-    if (!kf_ew_coalesce(shape, apply_in, NIn + 3, plan)) return cudaErrorInvalidValue;
     int slot[NIn + 3];
-    if (!kf_ew_fits_32bit(plan, NIn + 3) || kf_ew_tiled_operands(plan, NIn + 3, slot) == 0) return fallback();
+    const auto tiles = [&](int spread) {
+      KfTensorRef stat_refs[3];
+      kf_norm_cl::stats_refs(shape, reduce_mask, spread, spread < 0 ? stats : spread_stats, stat_refs);
+      for (int j = 0; j < 3; ++j) apply_in[NIn + j] = stat_refs[j];
+      return kf_ew_coalesce(shape, apply_in, NIn + 3, plan) && kf_ew_fits_32bit(plan, NIn + 3) &&
+             kf_ew_tiled_operands(plan, NIn + 3, slot) > 0;
+    };
+    int spread = -1;
+    if (!tiles(-1)) {
+      spread = kf_norm_cl::spread_dim(shape, reduce_mask, in[0]);
+      if (spread < 0 || !tiles(spread)) return fallback();
+    }
     // The tiled kernel's runs go along plan dim 0; a reduced dim there gives each run one kept index, so
     // the statistics load once per run and Apply's math on them alone runs once (kUniform0).
     if (plan.stride[NIn][0] != 0) return fallback();
@@ -149,8 +183,6 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
     // but the statistics).
     View<NIn> v;
     make_view(pshape, pmask, pin, workspace, v);
-    const Extent pe = extent(pshape, pmask);
-    const SplitPlan split = split_plan(pe, sm_count());
     KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
     constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
     constexpr int kStreamVec = NIn * kVec <= 32 ? kVec : 1;
@@ -168,9 +200,15 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
           <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(split.splits), sc, partial, stats_dst, stats);
     }
     KF_RETURN_IF_ERROR(cudaGetLastError());
-    if (split.splits > 1) {
-      finalize_kernel<Stat><<<grid_for(ceil_div(e.K, kStreamThreads)), kStreamThreads, 0, stream>>>(
-          e.K, split.splits, float(e.R), partial, stats, stats_dst);
+    if (split.splits > 1)
+      KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, split.splits, e.R, partial, stats, stats_dst, stream));
+    if (spread >= 0) {
+      int64_t inner = 1;
+      for (int d = spread + 1; d < shape.ndim; ++d)
+        if (!((reduce_mask >> d) & 1u)) inner *= shape.size[d];
+      const int64_t count = e.K * shape.size[spread];
+      kf_norm_cl::spread_stats_kernel<<<grid_for(ceil_div(count, kStreamThreads)), kStreamThreads, 0, stream>>>(
+          stats, spread_stats, count, inner, shape.size[spread]);
       KF_RETURN_IF_ERROR(cudaGetLastError());
     }
     constexpr uint32_t kStatsOperands = 7u << NIn;
