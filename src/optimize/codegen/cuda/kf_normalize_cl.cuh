@@ -152,11 +152,15 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
     if (!kf_norm_cl::memory_order<NIn>(shape, reduce_mask, in, pshape, pmask, pin)) return fallback();
     if (workspace == nullptr || workspace_bytes < kf_normalize_cl_workspace_bytes<Stat>(shape, reduce_mask))
       return cudaErrorInvalidValue;
+    // Workspace: final statistics (K), statistics spread for the apply (K * kMaxSpread), partials.
     KfStats* stats = reinterpret_cast<KfStats*>(workspace);
+    KfStats* spread_stats = stats + e.K;
+    KfStats* partial = spread_stats + e.K * kf_norm_cl::kMaxSpread;
+    const int64_t partial_capacity =
+        int64_t(workspace_bytes / sizeof(KfStats)) - e.K * (1 + kf_norm_cl::kMaxSpread);
     const Extent pe = extent(pshape, pmask);
-    const SplitPlan split = split_plan(pe, sm_count());
-    KfStats* partial = stats + e.K;
-    KfStats* spread_stats = partial + e.K * split.splits;
+    const int sms = sm_count();
+    const SplitPlan split = split_plan(pe, sms);
 
     // The apply's plan first: only a tiled apply is worth the statistics' own pass.
     KfTensorRef apply_in[NIn + 3];
@@ -186,7 +190,28 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
     KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
     constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
     constexpr int kStreamVec = NIn * kVec <= 32 ? kVec : 1;
-    if (pe.reduced_inner) {
+    // Rows whose innermost reduced dim is shorter than a warp (group norm's channels of one group, contiguous in
+    // channels-last memory) read it as columns: partials per (kept index, element of that dim, split), which
+    // are consecutive per kept index, so the finalize merges them as that index's splits.
+    const int last = pshape.ndim - 1;
+    const int64_t len = pshape.size[last];
+    int64_t col_splits = 0;
+    if (pe.reduced_inner && ((pmask >> last) & 1u) && len < kColLanes && e.R > len) {
+      const Extent ce = extent(pshape, pmask & ~(1u << last));
+      col_splits = split_plan(ce, sms).splits;
+      col_splits = col_splits < 2 ? 2 : col_splits;  // >= 2: the column kernel then leaves raw partials
+      const int64_t fit = partial_capacity / (e.K * len);
+      col_splits = col_splits < fit ? col_splits : fit;
+    }
+    if (col_splits >= 2) {
+      View<NIn> cv;
+      make_view(pshape, pmask & ~(1u << last), pin, workspace, cv);
+      const dim3 grid(unsigned(grid_for(ceil_div(e.K * len, kColLanes))), unsigned(col_splits));
+      columns_kernel<Pro, Stat, Apply, TOut, TIn...>
+          <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(cv, int(col_splits), sc, partial, nullptr, nullptr);
+      KF_RETURN_IF_ERROR(cudaGetLastError());
+      KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, len * col_splits, e.R, partial, stats, stats_dst, stream));
+    } else if (pe.reduced_inner) {
       if (kStreamVec > 1 && inner_vectorizable<kStreamVec>(v, pin, workspace))
         row_partial_vec_kernel<Pro, Stat, kStreamVec, TIn...>
             <<<grid_for(e.K * split.splits), kStreamThreads, 0, stream>>>(
@@ -199,9 +224,11 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
       columns_kernel<Pro, Stat, Apply, TOut, TIn...>
           <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(split.splits), sc, partial, stats_dst, stats);
     }
-    KF_RETURN_IF_ERROR(cudaGetLastError());
-    if (split.splits > 1)
-      KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, split.splits, e.R, partial, stats, stats_dst, stream));
+    if (col_splits < 2) {
+      KF_RETURN_IF_ERROR(cudaGetLastError());
+      if (split.splits > 1)
+        KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, split.splits, e.R, partial, stats, stats_dst, stream));
+    }
     if (spread >= 0) {
       int64_t inner = 1;
       for (int d = spread + 1; d < shape.ndim; ++d)
