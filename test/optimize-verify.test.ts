@@ -168,3 +168,52 @@ test("a region that lost reading a rejected anchor's output is timed again in th
   assert.equal(result.regions.find((r) => r.id === "r1")?.status, "fused");
   assert.match(readFileSync(output, "utf8"), /def _kf_r1/);
 });
+
+test("a file slower than eager as a whole is timed again without anchors and keeps the faster", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  // Regions win on their own; the whole anchored file loses (2 ms vs eager's 1 ms), without anchors it wins.
+  const wholeFile: string[] = [];
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
+    const run = await runBench(p, candidate, regions, opts, compile);
+    if (regions.length > 0)
+      return { ...run, regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })) };
+    const anchored = /_kf_conv_anchor\(self/.test(readFileSync(candidate, "utf8"));
+    wholeFile.push(anchored ? "anchored" : "plain");
+    return { ...run, eagerMs: 1, oursMs: anchored ? 2 : 0.9 };
+  };
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { benchFile: bench, regionWinMargin: 1, wholeFileFloor: 0.99 }),
+  );
+  assert.deepEqual(wholeFile, ["anchored", "plain"]);
+  assert.equal(result.verdict, "correct");
+  assert.equal(result.oursMs, 0.9);
+  assert.ok(
+    result.regions.some((r) => r.status === "fused"),
+    "the kernels stay, without their anchors",
+  );
+  assert.doesNotMatch(readFileSync(output, "utf8"), /_kf_conv_anchor\(self/);
+});
+
+test("a simpler file that is not faster leaves the verified one in place", { timeout: 300_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
+    const run = await runBench(p, candidate, regions, opts, compile);
+    if (regions.length > 0)
+      return { ...run, regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })) };
+    return { ...run, eagerMs: 1, oursMs: 2 };
+  };
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { benchFile: bench, regionWinMargin: 1, wholeFileFloor: 0.99 }),
+  );
+  assert.equal(result.verdict, "correct");
+  assert.match(readFileSync(output, "utf8"), /_kf_conv_anchor\(self/, "the anchored file, as verified");
+  assert.ok(result.regions.some((r) => r.status === "fused"));
+});

@@ -83,6 +83,9 @@ export interface OptimizeOptions {
   /** How much faster than PyTorch's ops a region must be to ship (REGION_WIN_MARGIN by default; 0 keeps every
    * region that ran, as on a CPU, where both sides are PyTorch's ops). */
   regionWinMargin?: number;
+  /** Below this speedup over eager the whole file is tried one step simpler (WHOLE_FILE_FLOOR on a GPU,
+   * 0 = never on the CPU by default). */
+  wholeFileFloor?: number;
   /** Extra environment of the GPU-side workers: the suite scheduler pins one GPU (CUDA_VISIBLE_DEVICES). */
   env?: Record<string, string>;
 }
@@ -142,6 +145,8 @@ export async function runBench(
 /** A region ships only when its kernel beats the reference's ops by more than the timing noise between
  * processes (the region is timed in one, the final comparison made in another): a tie is left to PyTorch. */
 export const REGION_WIN_MARGIN = 1.03;
+/** Below this speedup over eager a whole file is tried one step simpler (verifyProblem). */
+export const WHOLE_FILE_FLOOR = 0.99;
 
 /** Regions whose kernel did not beat the reference's ops by REGION_WIN_MARGIN (or could not be timed). */
 export function losingRegions(timings: RegionTiming[], margin = REGION_WIN_MARGIN): Set<string> {
@@ -345,7 +350,40 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     }
   }
   const t5 = performance.now();
-  const finalBench = await runBench(problem, output, [], options, options.compileBaseline);
+  let finalBench = await bench(problem, output, [], options, options.compileBaseline);
+  // Each region beat the ops it replaces, yet the file as a whole can lose to eager (host time: a library
+  // call made another way, a channels-last conv3d's per-call setup, is outside every region's timing). Then
+  // one step simpler at a time — without anchors, then PyTorch's ops only — verified and timed again, kept
+  // only if faster.
+  const simpler: [string, (p: Plan) => Plan][] = [
+    ["without anchors", withoutAnchors],
+    ["with PyTorch's ops only", (p) => ({ regions: [], kept: p.kept })],
+  ];
+  // On the CPU no kernel runs (both sides are PyTorch's ops): nothing to step down from unless asked.
+  const floor = options.wholeFileFloor ?? (options.device === "cpu" ? 0 : WHOLE_FILE_FLOOR);
+  for (const [how, simplify] of simpler) {
+    const speedup = finalBench.eagerMs && finalBench.oursMs ? finalBench.eagerMs / finalBench.oursMs : null;
+    if (speedup === null || speedup >= floor || !evalResult || failed(evalResult)) break;
+    const next = simplify(plan);
+    if (JSON.stringify(next.regions) === JSON.stringify(plan.regions)) continue;
+    log(`${problem.name}: the file is ${speedup.toFixed(2)}x eager: timed again ${how}`);
+    emitTo(graph, next, problem, output);
+    await prebuild({ ...prepared, plan: next }, options);
+    const [again] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
+    const rebench =
+      again && !failed(again) ? await bench(problem, output, [], options, options.compileBaseline) : null;
+    if (rebench?.oursMs && finalBench.oursMs && rebench.oursMs < finalBench.oursMs) {
+      const kept = new Set(next.regions.map((r) => r.id));
+      for (const report of result.regions)
+        if (report.status === "fused" && !kept.has(report.id)) report.status = "dropped";
+      plan = next;
+      evalResult = again;
+      finalBench = rebench;
+    } else {
+      emitTo(graph, plan, problem, output); // the verified file stays
+      await prebuild({ ...prepared, plan }, options);
+    }
+  }
   const t6 = performance.now();
   if (evalResult) {
     result.eval = evalResult;
