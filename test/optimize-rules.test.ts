@@ -249,6 +249,45 @@ test("a normalisation whose kept dims keep their order in channels-last memory r
   assert.equal(group.seed?.anchorLayout, "channels_last", "group norm: kept N and G stay in order");
 });
 
+test("a normalisation only a reduction reads joins it: statistics first, the apply in the reduction's prologue", () => {
+  const planned = (
+    normOp: string,
+    normFn: Record<string, Arg>,
+    reduceOp: string,
+    dims: number[],
+    extraUser = false,
+  ) => {
+    const g = graph(
+      [
+        node("norm", normOp, { input: ref("x"), ...normFn }, X),
+        node("act", "tanh", { input: ref("norm") }, X),
+        node("red", reduceOp, { input: ref("act"), dim: ints(...dims), keepdim: bool(true) }, [8, 1, 32, 32]),
+        ...(extraUser ? [node("other", "relu", { input: ref("norm") }, X)] : []),
+      ],
+      extraUser ? "other" : "red",
+      { "gn.weight": [16], "gn.bias": [16] },
+    );
+    return planGraph(g).regions;
+  };
+  const gn = { num_groups: num(4), weight: param("gn.weight"), bias: param("gn.bias"), eps: num(1e-5) };
+  const merged = planned("group_norm", gn, "logsumexp", [1]);
+  assert.equal(merged.length, 1);
+  assert.equal(merged[0]?.kind, "reduce");
+  assert.equal(merged[0]?.norm, "norm");
+  assert.deepEqual(merged[0]?.prologue, ["norm", "act"]);
+  const instance = planned("instance_norm", { eps: num(1e-5) }, "sum", [2, 3]);
+  assert.equal(instance[0]?.norm, "norm", "any normalisation over the reduction's own shape");
+  // Group norm's view takes the spatial dims all or none; a norm read elsewhere is written as before.
+  assert.equal(
+    planned("group_norm", gn, "sum", [3]).some((r) => r.norm),
+    false,
+  );
+  assert.equal(
+    planned("group_norm", gn, "logsumexp", [1], true).some((r) => r.norm),
+    false,
+  );
+});
+
 test("a value used outside the chain ends the region there (single output)", () => {
   const g = graph(
     [

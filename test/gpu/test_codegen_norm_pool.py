@@ -360,6 +360,30 @@ def test_channels_last_input(ext, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_statistics_only(ext, dtype):
+    """kf_launch_normalize_stats: the statistics of kf_launch_normalize, in either memory order, output unwritten."""
+    gen = torch.Generator(device="cuda").manual_seed(12)
+    cases = [((8, 64, 40, 40), (0, 2, 3), True), ((4, 96, 33, 17), (2, 3), True), ((6, 32, 20, 20), (0, 2, 3), False),
+             ((300, 1000), (1,), False), ((3, 37, 19, 23), (1, 2, 3), True)]
+    for shape, dims, channels_last in cases:
+        x = (torch.randn(shape, generator=gen, device="cuda") * 2 + 0.5).to(dtype)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        ins, sc = _inputs(H.OP_AFFINE, list(shape), dims, dtype, gen, x=x)
+        _, stats = _run(ext, H.OP_AFFINE_STATS, ins, shape, dims, sc, with_stats=True)
+        _, ref_stats = _reference(H.OP_AFFINE, ins, list(shape), dims, sc)
+        torch.testing.assert_close(stats.double(), ref_stats, rtol=2e-4, atol=2e-4,
+                                   msg=lambda m: f"stats {shape} over {dims}: {m}")
+    # group norm's [N, G, C/G, HW] view of a channels-last tensor (a group's 4 channels read as columns)
+    x = torch.randn(4, 128, 24, 24, generator=gen, device="cuda").to(dtype).contiguous(memory_format=torch.channels_last)
+    xv = x.reshape(4, 32, 4, 576)
+    ins, sc = _inputs(H.OP_AFFINE, [4, 32, 4, 576], (2, 3), dtype, gen, x=xv)
+    _, stats = _run(ext, H.OP_AFFINE_STATS, ins, (4, 32, 4, 576), (2, 3), sc, with_stats=True)
+    _, ref_stats = _reference(H.OP_AFFINE, ins, [4, 32, 4, 576], (2, 3), sc)
+    torch.testing.assert_close(stats.double(), ref_stats, rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
 def test_layer_group_instance_batch_norm_match_torch(ext, dtype):
     gen = torch.Generator(device="cuda").manual_seed(4)
     rtol, atol = TOL[dtype]

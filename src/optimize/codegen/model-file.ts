@@ -29,7 +29,11 @@ const KIND_HEADERS: Record<string, string[]> = {
 };
 
 function regionHeaders(region: Region): string[] {
-  const own = KIND_HEADERS[region.kind] ?? [];
+  // A reduction applying a normalisation in its prologue launches the normalisation's statistics first.
+  const own = [
+    ...(KIND_HEADERS[region.kind] ?? []),
+    ...(region.norm ? ["kf_normalize.cuh", "kf_elementwise.cuh", "kf_normalize_cl.cuh"] : []),
+  ];
   if (region.anchorLayout !== "channels_last") return own;
   // A channels-last anchor's input is converted by the elementwise template's tiled copy; a normalisation
   // reads the anchor's output transposed against its result.

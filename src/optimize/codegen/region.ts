@@ -468,9 +468,12 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const inMeta = view.tensorOf(seedInput(seed));
   const dims = reductionDims(seed, view);
   if (!spec || !seedFn || !inMeta || !dims) throw new Error(`kforge internal: ${seed.op} is not a reduction`);
-  const table = new OperandTable(view, nameOf, broadcastAdapt);
-  const anchor = anchorOperands(view, region, table, nameOf, fn);
-  const proLines = [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
+  const norm = region.norm ? normInPrologue(view, region, nameOf, fn, inMeta.shape.length) : null;
+  const table = norm?.table ?? new OperandTable(view, nameOf, broadcastAdapt);
+  const anchor = norm?.anchor ?? anchorOperands(view, region, table, nameOf, fn);
+  const proLines = norm
+    ? norm.lines
+    : [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
   const values = spec.operands.map((key) => {
     const arg = seedFn[key];
     if (!arg) return "0.f";
@@ -531,21 +534,158 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   );
   const rank = inMeta.shape.length;
   const kept = Array.from({ length: rank }, (_, i) => i).filter((d) => !dims.includes(d));
-  const code: KindCode = {
-    cuda,
-    host,
-    operands: table.operands,
-    rank,
-    pyPrelude: [operandTuple(table.operands)],
-    pyLaunch: [
-      "shape = _kf_broadcast(ins)",
-      `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(dims)}, ${pyList(kept.map((d) => `shape[${d}]`))}, _KF_NO_INTS, _KF_NO_TENSOR)`,
-      `return out.view(${pyList(out.shape.length === kept.length ? kept.map((d) => `shape[${d}]`) : Array.from({ length: rank }, (_, d) => (dims.includes(d) ? "1" : `shape[${d}]`)))})`,
-    ],
-    anchorPy: anchor.anchorPy,
-  };
+  // The reference's output shape; a group-norm prologue iterates over [N, G, C/G, rest] (norm.iterDims).
+  const refShape = norm?.groups ? "ins_shape" : "shape";
+  const iterDims = norm?.groups ? groupViewDims(dims) : dims;
+  const iterKept = Array.from({ length: norm?.groups ? 4 : rank }, (_, i) => i).filter(
+    (d) => !iterDims.includes(d),
+  );
+  const outView = pyList(
+    out.shape.length === kept.length
+      ? kept.map((d) => `${refShape}[${d}]`)
+      : Array.from({ length: rank }, (_, d) => (dims.includes(d) ? "1" : `${refShape}[${d}]`)),
+  );
+  const launch = [
+    `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, ${pyList(iterKept.map((d) => `shape[${d}]`))}, _KF_NO_INTS, _KF_NO_TENSOR)`,
+    `return out.view(${outView})`,
+  ];
+  const code: KindCode = norm
+    ? {
+        cuda: `${cuda}\n${norm.cuda}`,
+        host: `${host}\n${norm.host}`,
+        operands: table.operands.filter((_, i) => !norm.statsAt.includes(i)),
+        rank: norm.groups ? 4 : rank,
+        pyPrelude: [
+          ...norm.prelude,
+          operandTuple(table.operands.filter((_, i) => !norm.statsAt.includes(i))),
+        ],
+        pyLaunch: [...norm.launch(table.scalars), ...launch],
+        anchorPy: anchor.anchorPy,
+        helperFns: [`${fn}_stats`],
+      }
+    : {
+        cuda,
+        host,
+        operands: table.operands,
+        rank,
+        pyPrelude: [operandTuple(table.operands)],
+        pyLaunch: ["shape = _kf_broadcast(ins)", ...launch],
+        anchorPy: anchor.anchorPy,
+      };
   return withInputConversion(code, anchor.inDtype, fn, region.id);
 };
+
+/** A reduction's dims over [N, C, spatial...] as dims of group norm's [N, G, C/G, rest] view (the planner
+ * took the channels and the spatial dims whole: groupViewReduction). */
+function groupViewDims(dims: number[]): number[] {
+  const mapped: number[] = [];
+  if (dims.includes(0)) mapped.push(0);
+  if (dims.includes(1)) mapped.push(1, 2);
+  if (dims.some((d) => d >= 2)) mapped.push(3);
+  return mapped;
+}
+
+/** A reduction region holding a normalisation in its prologue (planner: mergeNormsIntoReductions): the
+ * normalisation's statistics come from their own launch (`${fn}_stats`, over the operands the norm's input
+ * needs: the first `m`), then three broadcast views of them join the reduction's operands, and the prologue
+ * applies the normalisation element by element. The normalised tensor is never written. */
+function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: string, rank: number) {
+  const normNode = view.node(region.norm ?? "");
+  const spec = NORMALIZATIONS[normNode.op];
+  const normFn = normNode.fn;
+  const dims = normDims(normNode, view);
+  if (!spec || !normFn || !dims || !normFn.input)
+    throw new Error("kforge internal: merged norm without spec");
+  const groups = spec.groups ? (intList(normFn.num_groups)?.[0] ?? 1) : 0;
+  const adapt = groups
+    ? (py: string, _meta: TensorMeta, layout: string) =>
+        layout === "channel" ? `${py}.view(${groups}, -1, 1)` : `_kf_groups(${py}, ins_shape, ${groups})`
+    : channelAdapt(rank);
+  const table = new OperandTable(view, nameOf, adapt);
+  const anchor = anchorOperands(view, region, table, nameOf, fn, groups);
+  const at = region.prologue.indexOf(normNode.id);
+  const before = region.prologue.slice(0, at);
+  const after = region.prologue.slice(at + 1);
+  const beforeLines = [...anchor.lines, ...pointwiseLines(view, before, table, anchor.resolve)];
+  const input = normFn.input;
+  const xExpr =
+    input.t === "node" && before.includes(input.id)
+      ? `t_${input.id}`
+      : (anchor.resolve(input) ?? table.tensor(input));
+  const vExpr = spec.value ? spec.value(xExpr) : xExpr;
+  const m = table.operands.length;
+  const statsAt = [m, m + 1, m + 2];
+  const stats = ["kf_st[..., 0]", "kf_st[..., 1]", "kf_st[..., 2]"].map((py) => table.raw(py, "float32"));
+  const params = spec.params.map((param) => {
+    const arg = normFn[param.key];
+    if (!arg || (arg.t === "const" && arg.pytype === "none")) return "";
+    return table.tensor(arg, param.layout);
+  });
+  const applyExpr = spec.apply("v", params, paramReader(normFn, table.runtime));
+  if (applyExpr === null) throw new Error(`kforge internal: ${normNode.op} declined after planning`);
+  const lines = [
+    ...beforeLines,
+    `const float t_${normNode.id} = [&] {`,
+    `  const float v = ${vExpr};`,
+    `  const KfStats s{${stats.join(", ")}};`,
+    `  return ${applyExpr};`,
+    "}();",
+    ...pointwiseLines(view, after, table, (arg) =>
+      arg.t === "node" && arg.id === normNode.id ? `t_${normNode.id}` : (anchor.resolve(arg) ?? null),
+    ),
+  ];
+  const pro = `KfNormPro_${region.id}`;
+  const operandTypes = table.operands.slice(0, m);
+  const cuda = [
+    functor(pro, m, `const float (&x)[${m}], const KfScalars& sc`, beforeLines, vExpr),
+    `cudaError_t ${fn}_stats_launch(const KfShape& shape, uint32_t mask, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream) {`,
+    `  return kf_launch_normalize_stats<${pro}, ${spec.stat}, ${types(operandTypes)}>(shape, mask, in, sc, stats, ws, ws_bytes, stream);`,
+    "}",
+    `size_t ${fn}_stats_workspace(const KfShape& shape, uint32_t mask) { return kf_normalize_stats_workspace_bytes<${spec.stat}>(shape, mask); }`,
+  ].join("\n");
+  const host = [
+    `cudaError_t ${fn}_stats_launch(const KfShape& shape, uint32_t mask, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream);`,
+    `size_t ${fn}_stats_workspace(const KfShape& shape, uint32_t mask);`,
+    `at::Tensor ${fn}_stats(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
+    "                 int64_t mask, const std::vector<int64_t>& out_shape, const std::vector<int64_t>& geo, at::Tensor stats) {",
+    `  kf_check_inputs(in, ${m}, "${fn}_stats");`,
+    "  const KfShape shape = kf_shape_of(iter);",
+    "  KfTensorRef refs[KF_MAX_INPUTS];",
+    "  for (size_t k = 0; k < in.size(); ++k) refs[k] = kf_ref(in[k], shape);",
+    "  const KfScalars scalars = kf_scalars(sc);",
+    `  at::Tensor ws = kf_workspace(${fn}_stats_workspace(shape, static_cast<uint32_t>(mask)), in[0]);`,
+    "  const c10::cuda::CUDAGuard guard(in[0].device());",
+    "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+    `  kf_check_cuda(${fn}_stats_launch(shape, static_cast<uint32_t>(mask), refs, scalars, stats.data_ptr<float>(), ws.data_ptr(), static_cast<size_t>(ws.numel()), stream), "${fn}_stats");`,
+    "  (void)out_shape; (void)geo;",
+    "  return stats;",
+    "}",
+  ].join("\n");
+  const normIter = groups ? [2, 3] : dims;
+  const iterRank = groups ? 4 : rank;
+  const keptView = Array.from({ length: iterRank }, (_, d) => (normIter.includes(d) ? "1" : `shape[${d}]`));
+  const prelude = groups ? [`ins_shape = _kf_broadcast_shapes(${normInputShape(view, region, nameOf)})`] : [];
+  const launch = (scalars: string[]) => [
+    groups
+      ? `shape = [ins_shape[0], ${groups}, ins_shape[1] // ${groups}, _kf_numel(ins_shape[2:])]`
+      : "shape = _kf_broadcast(ins)",
+    `kf_st = torch.empty((${normIter.length === iterRank ? "1" : `_kf_numel([${keptView.filter((k) => k !== "1").join(", ")}])`}, 3), device=ins[0].device, dtype=torch.float32)`,
+    `_kf_ext().${fn}_stats(list(ins[:${m}]), ${pyList(scalars)}, shape, ${maskOf(normIter)}, shape, _KF_NO_INTS, kf_st)`,
+    ...(spec.runningStats
+      ? [`_kf_update_running_stats(${runningStatArgs(normNode)}, kf_st, _kf_numel(shape) / kf_st.shape[0])`]
+      : []),
+    `kf_st = kf_st.view(${pyList([...keptView, "3"])})`,
+    `ins = ins[:${m}] + (kf_st[..., 0], kf_st[..., 1], kf_st[..., 2]) + ins[${m}:]`,
+  ];
+  return { table, anchor, lines, cuda, host, statsAt, prelude, launch, groups };
+}
+
+/** The shape of a merged normalisation's input, known before the region's method computes anything. */
+function normInputShape(view: GraphView, region: Region, nameOf: NameOf): string {
+  const input = view.node(region.norm ?? "").fn?.input;
+  if (input?.t !== "node") throw new Error("kforge internal: merged group norm without a node input");
+  return input.id === region.anchor ? "kf_anchor.shape" : `${nameOf(input.id)}.shape`;
+}
 
 const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const seed = view.node(region.seed ?? "");

@@ -4,7 +4,8 @@
 //    its input that nothing else uses (its prologue).
 // 2. The remaining pointwise nodes into single-output DAGs, grown backwards from each sink.
 // 3. A pointwise region that only consumes a seed's output (and, for reductions, scalars) becomes the
-//    seed's epilogue.
+//    seed's epilogue; a normalisation only a reduction's prologue reads joins that reduction (its apply in
+//    the prologue, its statistics computed first).
 // 4. A region that is the only consumer of a convolution takes it as its anchor (anchors.ts): a pointwise
 //    region, or a normalisation that can read it transposed (readsChannelsLast), calls it in channels-last;
 //    a reduction or another normalisation takes a 1-d conv in its own layout (bias folded in).
@@ -13,6 +14,7 @@
 //    a reduction or normalisation reading it takes it in its own layout instead (handAnchorsBack).
 // Everything else stays a PyTorch call, with the reason recorded for the report.
 import type { Graph, GraphNode } from "../graph.ts";
+import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
 import {
   type AnchorLayout,
@@ -28,6 +30,8 @@ import {
   pairProjection,
   pointwiseVerdict,
   type RegionKind,
+  reduceSpecOf,
+  reductionDims,
   SEED_RULES,
   type SeedRule,
   seedInput,
@@ -54,6 +58,9 @@ export interface Region {
   /** How the anchor is called: channels-last (its output transposed back by the region's kernel), or in
    * the reference's layout with only its bias moved into the region's kernel. */
   anchorLayout?: AnchorLayout;
+  /** A reduction's prologue holds this normalisation node: its statistics are computed first, its apply
+   * runs inside the reduction's prologue (mergeNormIntoReduction). */
+  norm?: string;
 }
 
 export interface KeptNode {
@@ -364,6 +371,8 @@ export function planGraph(graph: Graph): Plan {
     absorbed.add(host);
   }
 
+  const merged = mergeNormsIntoReductions(view, seeds);
+
   // Kernels read masks but store float types only: a region producing a mask is left to PyTorch.
   const boolBound = (region: Region) => view.outMeta(view.node(region.output))?.dtype === "bool";
   for (const region of pointwise) {
@@ -378,7 +387,11 @@ export function planGraph(graph: Graph): Plan {
       });
     }
   }
-  const regions = [...recipes, ...seeds, ...pointwise.filter((p) => !absorbed.has(p))];
+  const regions = [
+    ...recipes,
+    ...seeds.filter((r) => !merged.has(r)),
+    ...pointwise.filter((p) => !absorbed.has(p)),
+  ];
   attachAnchors(view, regions, claimed, kept);
   regions.push(...layoutRegions(view, claimed, kept));
   regions.sort((a, b) => (view.index.get(a.output) ?? 0) - (view.index.get(b.output) ?? 0));
@@ -394,6 +407,57 @@ export function planGraph(graph: Graph): Plan {
       kept.push({ node: node.id, op: node.op, reason: uncoveredReason(node.op) });
   }
   return { regions, kept };
+}
+
+/** Statistics take 3 more operands of a reduction that applies a normalisation in its prologue. */
+const NORM_STATS_OPERANDS = 3;
+
+/** Reductions that read a group norm's output in its [N, G, C/G, rest] view: one input, a value result. */
+const GROUP_VIEW_REDUCTIONS = new Set(["sum", "mean", "amax", "amin", "logsumexp", "var", "std", "prod"]);
+
+/** Step 3b: a normalisation whose output only a reduction's prologue reads becomes part of that reduction's
+ * region: its statistics are computed first, its apply inside the reduction's prologue, so the normalised
+ * tensor is never written (group norm, then a logsumexp over channels). The normalisation regions merged. */
+function mergeNormsIntoReductions(view: GraphView, seeds: Region[]): Set<Region> {
+  const merged = new Set<Region>();
+  for (const red of seeds) {
+    if (red.kind !== "reduce" || !red.seed) continue;
+    const reduceNode = view.node(red.seed);
+    const redInput = view.tensorOf(seedInput(reduceNode));
+    for (const norm of seeds) {
+      if (norm.kind !== "normalize" || !norm.seed || merged.has(norm)) continue;
+      const users = view.usersOf(norm.output);
+      if (users.length === 0 || !users.every((u) => red.prologue.includes(u) || u === red.seed)) continue;
+      const normNode = view.node(norm.seed);
+      const spec = NORMALIZATIONS[normNode.op];
+      const out = view.outMeta(view.node(norm.output))?.shape ?? [];
+      if (!spec || !redInput || !sameShape(out, redInput.shape)) continue;
+      if (spec.groups && !groupViewReduction(view, reduceNode, norm)) continue;
+      const members = [...norm.prologue, norm.seed, ...norm.epilogue, ...red.prologue];
+      if (operandCount(view, [...members, red.seed]) + NORM_STATS_OPERANDS > MAX_REGION_OPERANDS) continue;
+      red.prologue = members.sort((a, b) => (view.index.get(a) ?? 0) - (view.index.get(b) ?? 0));
+      red.norm = norm.seed;
+      merged.add(norm);
+      break;
+    }
+  }
+  return merged;
+}
+
+function sameShape(a: number[], b: number[]): boolean {
+  return a.length === b.length && a.every((s, i) => s === b[i]);
+}
+
+/** Whether a reduction can run in group norm's [N, G, C/G, rest] view: its dims take the channels whole and
+ * the spatial dims all or none, and the norm reads a tensor the region does not compute (its shape sizes the
+ * view before anything runs). */
+function groupViewReduction(view: GraphView, reduceNode: GraphNode, norm: Region): boolean {
+  const dims = reductionDims(reduceNode, view);
+  const rank = view.tensorOf(seedInput(reduceNode))?.shape.length ?? 0;
+  const spec = reduceSpecOf(reduceNode, view);
+  if (!dims || rank < 3 || !spec || spec.index || !GROUP_VIEW_REDUCTIONS.has(reduceNode.op)) return false;
+  const spatial = dims.filter((d) => d >= 2).length;
+  return (spatial === 0 || spatial === rank - 2) && norm.prologue.length === 0;
 }
 
 /** Ops that view, move or describe data and are nobody's kernel work: left to PyTorch without a word. */

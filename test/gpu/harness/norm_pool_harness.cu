@@ -70,7 +70,8 @@ enum HarnessNormOp {
   OP_RMS = 3,
   OP_AFFINE_F32_PARAMS = 4,
   OP_AFFINE_CL = 5,
-  OP_SOFTMAX_CL = 6
+  OP_SOFTMAX_CL = 6,
+  OP_AFFINE_STATS = 7  // kf_launch_normalize_stats: statistics only, the output untouched
 };
 enum HarnessDtype { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 
@@ -92,6 +93,8 @@ static cudaError_t norm_typed(int op, const KfShape& shape, uint32_t mask, void*
       return kf_launch_normalize_cl<AffinePro, KfStatWelford, AffineApply, T, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     case OP_SOFTMAX_CL:
       return kf_launch_normalize_cl<SoftmaxPro, KfStatMaxSumExp, SoftmaxApply, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_AFFINE_STATS:
+      return kf_launch_normalize_stats<AffinePro, KfStatWelford, T, T, T>(shape, mask, in, sc, stats_out, ws, wsb, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -104,6 +107,7 @@ size_t kfh_norm_workspace(int op, const KfShape& shape, uint32_t mask) {
     case OP_RMS: return kf_normalize_workspace_bytes<KfStatMeanSquare>(shape, mask);
     case OP_AFFINE_CL: return kf_normalize_cl_workspace_bytes<KfStatWelford>(shape, mask);
     case OP_SOFTMAX_CL: return kf_normalize_cl_workspace_bytes<KfStatMaxSumExp>(shape, mask);
+    case OP_AFFINE_STATS: return kf_normalize_stats_workspace_bytes<KfStatWelford>(shape, mask);
     default: return kf_normalize_workspace_bytes<KfStatWelford>(shape, mask);
   }
 }

@@ -109,6 +109,66 @@ spread_stats_kernel(const KfStats* stats, KfStats* out, int64_t count, int64_t i
     out[e] = stats[e / (inner * len) * inner + e % inner];
 }
 
+
+// The statistics of a problem already in input 0's memory order (pshape, pmask, pin), final in `stats` (and
+// `stats_out` when not null); partials in `partial` (room for `partial_capacity`); `aligned` is any 16-byte
+// aligned pointer (the kernels' views need an output; none is written).
+template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
+cudaError_t stats_in_memory_order(const KfShape& pshape, uint32_t pmask, const KfTensorRef* pin, const KfScalars& sc,
+                                  KfStats* stats, KfStats* stats_dst, KfStats* partial, int64_t partial_capacity,
+                                  void* aligned, cudaStream_t stream) {
+  using namespace kf_norm;
+  constexpr int NIn = sizeof...(TIn);
+  const Extent e = extent(pshape, pmask);
+  const int sms = sm_count();
+  const SplitPlan split = split_plan(e, sms);
+  if (e.K * split.splits > partial_capacity && split.splits > 1) return cudaErrorInvalidValue;
+  View<NIn> v;
+  make_view(pshape, pmask, pin, aligned, v);
+  constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
+  constexpr int kStreamVec = NIn * kVec <= 32 ? kVec : 1;
+  // Rows whose innermost reduced dim is shorter than a warp (group norm's channels of one group, contiguous in
+  // channels-last memory) read it as columns: partials per (kept index, element of that dim, split), which
+  // are consecutive per kept index, so the finalize merges them as that index's splits.
+  const int last = pshape.ndim - 1;
+  const int64_t len = pshape.size[last];
+  int64_t col_splits = 0;
+  if (e.reduced_inner && ((pmask >> last) & 1u) && len < kColLanes && e.R > len) {
+    const Extent ce = extent(pshape, pmask & ~(1u << last));
+    col_splits = split_plan(ce, sms).splits;
+    col_splits = col_splits < 2 ? 2 : col_splits;  // >= 2: the column kernel then leaves raw partials
+    const int64_t fit = partial_capacity / (e.K * len);
+    col_splits = col_splits < fit ? col_splits : fit;
+  }
+  if (col_splits >= 2) {
+    View<NIn> cv;
+    make_view(pshape, pmask & ~(1u << last), pin, aligned, cv);
+    const dim3 grid(unsigned(grid_for(ceil_div(e.K * len, kColLanes))), unsigned(col_splits));
+    columns_kernel<Pro, Stat, Apply, TOut, TIn...>
+        <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(cv, int(col_splits), sc, partial, nullptr, nullptr);
+    KF_RETURN_IF_ERROR(cudaGetLastError());
+    KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, len * col_splits, e.R, partial, stats, stats_dst, stream));
+  } else if (e.reduced_inner) {
+    if (kStreamVec > 1 && inner_vectorizable<kStreamVec>(v, pin, aligned))
+      row_partial_vec_kernel<Pro, Stat, kStreamVec, TIn...>
+          <<<grid_for(e.K * split.splits), kStreamThreads, 0, stream>>>(
+              v, KfFastDiv::make(uint64_t(split.splits)), sc, partial, stats, stats_dst);
+    else
+      row_partial_kernel<Pro, Stat, TIn...><<<grid_for(e.K * split.splits), kStreamThreads, 0, stream>>>(
+          v, KfFastDiv::make(uint64_t(split.splits)), sc, partial, stats, stats_dst);
+  } else {
+    const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(split.splits));
+    columns_kernel<Pro, Stat, Apply, TOut, TIn...>
+        <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(split.splits), sc, partial, stats_dst, stats);
+  }
+  if (col_splits < 2) {
+    KF_RETURN_IF_ERROR(cudaGetLastError());
+    if (split.splits > 1)
+      KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, split.splits, e.R, partial, stats, stats_dst, stream));
+  }
+  return cudaSuccess;
+}
+
 }  // namespace kf_norm_cl
 
 template <class Stat>
@@ -158,9 +218,6 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
     KfStats* partial = spread_stats + e.K * kf_norm_cl::kMaxSpread;
     const int64_t partial_capacity =
         int64_t(workspace_bytes / sizeof(KfStats)) - e.K * (1 + kf_norm_cl::kMaxSpread);
-    const Extent pe = extent(pshape, pmask);
-    const int sms = sm_count();
-    const SplitPlan split = split_plan(pe, sms);
 
     // The apply's plan first: only a tiled apply is worth the statistics' own pass.
     KfTensorRef apply_in[NIn + 3];
@@ -183,52 +240,9 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
     // the statistics load once per run and Apply's math on them alone runs once (kUniform0).
     if (plan.stride[NIn][0] != 0) return fallback();
 
-    // Statistics in input 0's memory order (`workspace` stands in for the output: nothing is written there
-    // but the statistics).
-    View<NIn> v;
-    make_view(pshape, pmask, pin, workspace, v);
-    KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
-    constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
-    constexpr int kStreamVec = NIn * kVec <= 32 ? kVec : 1;
-    // Rows whose innermost reduced dim is shorter than a warp (group norm's channels of one group, contiguous in
-    // channels-last memory) read it as columns: partials per (kept index, element of that dim, split), which
-    // are consecutive per kept index, so the finalize merges them as that index's splits.
-    const int last = pshape.ndim - 1;
-    const int64_t len = pshape.size[last];
-    int64_t col_splits = 0;
-    if (pe.reduced_inner && ((pmask >> last) & 1u) && len < kColLanes && e.R > len) {
-      const Extent ce = extent(pshape, pmask & ~(1u << last));
-      col_splits = split_plan(ce, sms).splits;
-      col_splits = col_splits < 2 ? 2 : col_splits;  // >= 2: the column kernel then leaves raw partials
-      const int64_t fit = partial_capacity / (e.K * len);
-      col_splits = col_splits < fit ? col_splits : fit;
-    }
-    if (col_splits >= 2) {
-      View<NIn> cv;
-      make_view(pshape, pmask & ~(1u << last), pin, workspace, cv);
-      const dim3 grid(unsigned(grid_for(ceil_div(e.K * len, kColLanes))), unsigned(col_splits));
-      columns_kernel<Pro, Stat, Apply, TOut, TIn...>
-          <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(cv, int(col_splits), sc, partial, nullptr, nullptr);
-      KF_RETURN_IF_ERROR(cudaGetLastError());
-      KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, len * col_splits, e.R, partial, stats, stats_dst, stream));
-    } else if (pe.reduced_inner) {
-      if (kStreamVec > 1 && inner_vectorizable<kStreamVec>(v, pin, workspace))
-        row_partial_vec_kernel<Pro, Stat, kStreamVec, TIn...>
-            <<<grid_for(e.K * split.splits), kStreamThreads, 0, stream>>>(
-                v, KfFastDiv::make(uint64_t(split.splits)), sc, partial, stats, stats_dst);
-      else
-        row_partial_kernel<Pro, Stat, TIn...><<<grid_for(e.K * split.splits), kStreamThreads, 0, stream>>>(
-            v, KfFastDiv::make(uint64_t(split.splits)), sc, partial, stats, stats_dst);
-    } else {
-      const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(split.splits));
-      columns_kernel<Pro, Stat, Apply, TOut, TIn...>
-          <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(split.splits), sc, partial, stats_dst, stats);
-    }
-    if (col_splits < 2) {
-      KF_RETURN_IF_ERROR(cudaGetLastError());
-      if (split.splits > 1)
-        KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, split.splits, e.R, partial, stats, stats_dst, stream));
-    }
+    KF_RETURN_IF_ERROR((kf_norm_cl::stats_in_memory_order<Pro, Stat, Apply, TOut, TIn...>(
+        pshape, pmask, pin, sc, stats, reinterpret_cast<KfStats*>(stats_out), partial, partial_capacity, workspace,
+        stream)));
     if (spread >= 0) {
       int64_t inner = 1;
       for (int d = spread + 1; d < shape.ndim; ++d)
@@ -243,3 +257,55 @@ cudaError_t kf_launch_normalize_cl(const KfShape& shape, uint32_t reduce_mask, v
         plan, slot, out, apply_in, sc, stream);
   }
 }
+
+// ---------------------------------------------------------------------------------------------- statistics only
+// The statistics of kf_launch_normalize alone, for an apply that runs inside another kernel (a reduction's
+// prologue: group norm then a logsumexp over channels, the normalised tensor never written).
+//   size_t kf_normalize_stats_workspace_bytes<Stat>(shape, reduce_mask)
+//   cudaError_t kf_launch_normalize_stats<Pro, Stat, TIn...>(shape, reduce_mask, in, sc, stats, workspace,
+//                                                            workspace_bytes, stream)
+//   stats: float[3] {a, b, count} per kept index, kept dims in their order (as kf_launch_normalize's stats_out),
+//   required. Read in input 0's memory order when that keeps the kept dims' order, else in the shape's.
+namespace kf_norm_cl {
+template <int N>
+struct NoApply {  // the column kernel's apply, never reached with statistics-only output
+  static constexpr int kIn = N;
+  __device__ __forceinline__ float operator()(float v, const KfStats&, const float (&)[N], const KfScalars&) const {
+    return v;
+  }
+};
+}  // namespace kf_norm_cl
+
+template <class Stat>
+size_t kf_normalize_stats_workspace_bytes(const KfShape& shape, uint32_t reduce_mask) {
+  return kf_normalize_cl_workspace_bytes<Stat>(shape, reduce_mask);
+}
+
+template <class Pro, class Stat, typename... TIn>
+cudaError_t kf_launch_normalize_stats(const KfShape& shape, uint32_t reduce_mask, const KfTensorRef* in,
+                                      const KfScalars& sc, float* stats, void* workspace, size_t workspace_bytes,
+                                      cudaStream_t stream) {
+  using namespace kf_norm;
+  constexpr int NIn = sizeof...(TIn);
+  static_assert(NIn >= 1 && Pro::kIn == NIn, "kf_launch_normalize_stats: Pro::kIn == sizeof...(TIn) >= 1");
+  const Extent e = extent(shape, reduce_mask);
+  if (!e.ok) return cudaErrorInvalidValue;
+  if (e.K * e.R == 0) return cudaSuccess;
+  if (in == nullptr || stats == nullptr || workspace == nullptr ||
+      workspace_bytes < kf_normalize_stats_workspace_bytes<Stat>(shape, reduce_mask))
+    return cudaErrorInvalidValue;
+  KfShape pshape;
+  uint32_t pmask;
+  KfTensorRef pin[NIn];
+  if (!kf_norm_cl::memory_order<NIn>(shape, reduce_mask, in, pshape, pmask, pin)) {
+    pshape = shape;
+    pmask = reduce_mask;
+    for (int k = 0; k < NIn; ++k) pin[k] = in[k];
+  }
+  KfStats* partial = reinterpret_cast<KfStats*>(workspace);
+  const int64_t capacity = int64_t(workspace_bytes / sizeof(KfStats));
+  KfStats* final_stats = reinterpret_cast<KfStats*>(stats);
+  return kf_norm_cl::stats_in_memory_order<Pro, Stat, kf_norm_cl::NoApply<NIn>, float, TIn...>(
+      pshape, pmask, pin, sc, final_stats, nullptr, partial, capacity, workspace, stream);
+}
+
