@@ -3,7 +3,9 @@ inputs, derived shapes, and outputs produced while being timed."""
 
 from __future__ import annotations
 
+import math
 import random
+from typing import Any
 
 import torch
 
@@ -91,6 +93,35 @@ def _perturbed(inputs: Inputs, rng: random.Random) -> Inputs:
     return out
 
 
+def _rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -> bool:
+    """Whether the candidate's distance from the reference on these inputs is rounding: against the float64
+    evaluation its worst error is within NOISE_MULTIPLE times the reference's own worst error (plus the band).
+    Fresh values in a perturbed block can round further from the reference than anything the trials saw (a
+    TF32 convolution by another cuDNN algorithm: both sides' errors, at different elements); skipped or
+    partial work misses by far more than rounding."""
+    from ..compare import NOISE_MULTIPLE
+    from .output_checks import _float64_copy, _run_float64
+
+    if has_dropout(ctx.ref):
+        return False
+    try:
+        ref64 = _run_float64(_float64_copy(ctx.ref), inputs)
+    except Exception:  # noqa: BLE001 — no float64 view: the plain comparison stands
+        return False
+    outs, refs, refs64 = tensors(out), tensors(ref_out), tensors(ref64)
+    if not (len(outs) == len(refs) == len(refs64)):
+        return False
+    for o, r, r64 in zip(outs, refs, refs64):
+        if not r.is_floating_point() or o.shape != r.shape:
+            continue
+        o64, r64d = o.detach().to(r64.device).double(), r64.double()
+        cand_err = float((o64 - r64d).abs().max()) if o64.numel() else 0.0
+        ref_err = float((r.detach().to(r64.device).double() - r64d).abs().max()) if o64.numel() else 0.0
+        if not math.isfinite(cand_err) or cand_err > NOISE_MULTIPLE * ref_err + ctx.atol:
+            return False
+    return True
+
+
 def check_input_sensitivity(ctx: VerifyContext) -> CheckResult:
     """Change ~1% of every input in one random block: outputs must follow (catches subsampling and caches
     keyed on a sample of the data)."""
@@ -106,7 +137,7 @@ def check_input_sensitivity(ctx: VerifyContext) -> CheckResult:
             return failed("input_sensitivity", f"perturbing 1% of the inputs (trial {trial}) left the output "
                           "bitwise unchanged while the reference's changed: cached or never read")
         c = compare(out_p, ref_p, ctx.atol, ctx.rtol)
-        if not c.ok:
+        if not c.ok and not _rounding_only(ctx, pert, out_p, ref_p):
             problems.append(f"trial {trial}: {c.message}")
     if problems:
         return failed("input_sensitivity", "wrong after perturbing 1% of the inputs (skipped or partial work) — "

@@ -1,0 +1,66 @@
+"""input_sensitivity: outputs must follow a 1% perturbation of the inputs. A candidate that rounds differently
+from the reference (another summation order, a TF32 convolution by another algorithm) is judged against the
+float64 evaluation of the perturbed inputs, within the reference's own rounding; one that skips work is not."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from torch import nn
+
+from kforge_worker.checks import context
+from kforge_worker.checks.input_checks import check_input_sensitivity
+from kforge_worker.checks.instrument import ExtensionRecorder
+from kforge_worker.checks.static_scan import ScanReport
+
+
+def _context(ref: nn.Module, cand: nn.Module, atol: float) -> context.VerifyContext:
+    def make_inputs(seed: int):
+        return [torch.randn(256, 1024, generator=torch.Generator().manual_seed(seed)) * 3]
+
+    return context.VerifyContext(ref=ref, cand=cand, make_inputs=make_inputs, device=torch.device("cpu"),
+                                 atol=atol, rtol=0.0, scan=ScanReport("c.py", frozenset()),
+                                 extensions=ExtensionRecorder(), rng=random.Random(5))
+
+
+class _Project(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(1024, 512, generator=torch.Generator().manual_seed(1)))
+
+    def forward(self, x):
+        return x @ self.w
+
+
+class _ProjectRoundedOnce(_Project):
+    """The same product accumulated in float64 and rounded once: closer to float64 than the reference, but
+    not equal to it."""
+
+    def forward(self, x):
+        return (x.double() @ self.w.double()).float()
+
+
+class _ProjectSkippingABlock(_Project):
+    """Leaves the last 16 input features out: a partial sum, off by far more than rounding."""
+
+    def forward(self, x):
+        return x[:, :-16] @ self.w[:-16]
+
+
+def test_rounding_differently_from_the_reference_passes():
+    ref = _Project()
+    cand = _ProjectRoundedOnce()
+    cand.load_state_dict(ref.state_dict())
+    # No band at all: every element that differs from the reference's rounding is outside it.
+    result = check_input_sensitivity(_context(ref, cand, atol=0.0))
+    assert result.outcome == "pass", result.evidence
+
+
+def test_skipped_work_fails_even_so():
+    ref = _Project()
+    cand = _ProjectSkippingABlock()
+    cand.load_state_dict(ref.state_dict())
+    result = check_input_sensitivity(_context(ref, cand, atol=1e-4))
+    assert result.outcome == "fail", result.evidence
+    assert "perturbing" in result.evidence
