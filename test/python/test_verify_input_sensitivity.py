@@ -64,3 +64,20 @@ def test_skipped_work_fails_even_so():
     result = check_input_sensitivity(_context(ref, cand, atol=1e-4))
     assert result.outcome == "fail", result.evidence
     assert "perturbing" in result.evidence
+
+
+class _ProjectInHalfPrecisionInputs(_Project):
+    """Inputs rounded to bfloat16 before an fp32 product (as a reduced-precision convolution algorithm rounds
+    its operands): ~1e-3 relative error, a hundred times the reference's, above the fp32 floor."""
+
+    def forward(self, x):
+        return x.bfloat16().float() @ self.w.bfloat16().float()
+
+
+def test_precision_beyond_the_dtype_floor_fails():
+    ref = _Project()
+    cand = _ProjectInHalfPrecisionInputs()
+    cand.load_state_dict(ref.state_dict())
+    result = check_input_sensitivity(_context(ref, cand, atol=1e-4))
+    assert result.outcome == "fail", result.evidence
+

@@ -95,11 +95,12 @@ def _perturbed(inputs: Inputs, rng: random.Random) -> Inputs:
 
 def _rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -> bool:
     """Whether the candidate's distance from the reference on these inputs is rounding: against the float64
-    evaluation its relative L2 error is within 10x the reference's own (the precision check's rule). Fresh
+    evaluation its relative L2 error is within 10x the reference's own or the dtype's floor (the precision
+    check's rule). Fresh
     values in a perturbed block can round further from the reference than anything the trials saw (a TF32
     convolution by another cuDNN algorithm: both sides' errors, at different elements); skipped or partial work
     misses by orders of magnitude more (a skipped 0.1% of the outputs alone is ~3e-2 of relative L2)."""
-    from .output_checks import _float64_copy, _rel_err, _run_float64
+    from .output_checks import _float64_copy, _rel_err, _run_float64, precision_floor
 
     if has_dropout(ctx.ref):
         return False
@@ -114,7 +115,7 @@ def _rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -
         if not r.is_floating_point() or o.shape != r.shape:
             continue
         cand_err, ref_err = _rel_err(o, r64), _rel_err(r, r64)
-        if not math.isfinite(cand_err) or cand_err > ROUNDING_MULTIPLE * ref_err:
+        if not math.isfinite(cand_err) or cand_err > max(ROUNDING_MULTIPLE * ref_err, precision_floor(r.dtype)):
             return False
     return True
 

@@ -317,15 +317,14 @@ def check_precision(ctx: VerifyContext) -> CheckResult:
     except Exception as exc:  # noqa: BLE001
         return skipped("precision", f"no float64 copy of the reference ({type(exc).__name__})", "incorrect")
     ref64 = _run_float64(ref64_model, inputs)
-    tf32 = bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+    tf32 = tf32_matmuls()
     lines = []
     for i, (o, r, r64) in enumerate(zip(tensors(out), tensors(ref_out), tensors(ref64))):
         if not r.is_floating_point() or o.shape != r.shape:
             continue
         cand_err = _rel_err(o, r64)
         ref_err = _rel_err(r, r64)
-        floor = {torch.float32: 3e-3 if tf32 else 5e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2,
-                 torch.float64: 1e-12}.get(r.dtype, 1e-3)
+        floor = precision_floor(r.dtype)
         lines.append(f"output {i} ({str(r.dtype).replace('torch.', '')}): rel L2 vs fp64 {cand_err:.3g}, "
                      f"PyTorch's own {ref_err:.3g}")
         if not math.isfinite(cand_err) or (cand_err > 10 * ref_err and cand_err > floor):
@@ -333,6 +332,16 @@ def check_precision(ctx: VerifyContext) -> CheckResult:
                           f"{' (TF32 allowed)' if tf32 else ' (TF32 off)'}: computed in lower precision",
                           "incorrect")
     return passed("precision", "; ".join(lines) or "no floating outputs", "incorrect")
+
+
+def tf32_matmuls() -> bool:
+    return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
+
+
+def precision_floor(dtype: torch.dtype) -> float:
+    """Relative L2 error vs float64 that any computation in `dtype` may have, whatever PyTorch's own is."""
+    return {torch.float32: 3e-3 if tf32_matmuls() else 5e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2,
+            torch.float64: 1e-12}.get(dtype, 1e-3)
 
 
 def _run_float64(ref64_model: nn.Module, inputs: list[Any]) -> Any:
