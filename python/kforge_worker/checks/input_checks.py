@@ -100,12 +100,12 @@ def _rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -
     values in a perturbed block can round further from the reference than anything the trials saw (a TF32
     convolution by another cuDNN algorithm: both sides' errors, at different elements); skipped or partial work
     misses by orders of magnitude more (a skipped 0.1% of the outputs alone is ~3e-2 of relative L2)."""
-    from .output_checks import _float64_copy, _rel_err, _run_float64, precision_floor
+    from .output_checks import float64_copy, precision_floor, rel_err, run_float64
 
     if has_dropout(ctx.ref):
         return False
     try:
-        ref64 = _run_float64(_float64_copy(ctx.ref), inputs)
+        ref64 = run_float64(float64_copy(ctx.ref), inputs)
     except Exception:  # noqa: BLE001 — no float64 view: the plain comparison stands
         return False
     outs, refs, refs64 = tensors(out), tensors(ref_out), tensors(ref64)
@@ -114,7 +114,7 @@ def _rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -
     for o, r, r64 in zip(outs, refs, refs64):
         if not r.is_floating_point() or o.shape != r.shape:
             continue
-        cand_err, ref_err = _rel_err(o, r64), _rel_err(r, r64)
+        cand_err, ref_err = rel_err(o, r64), rel_err(r, r64)
         if not math.isfinite(cand_err) or cand_err > max(ROUNDING_MULTIPLE * ref_err, precision_floor(r.dtype)):
             return False
     return True

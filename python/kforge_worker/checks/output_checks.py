@@ -219,13 +219,13 @@ def _rounding_noise(ctx: VerifyContext, inputs: list[Any], ref_out: Any, outputs
     if not outputs or has_dropout(ctx.ref):  # float64 dropout draws other masks: no rounding to compare
         return {}
     try:
-        ref64 = _run_float64(_float64_copy(ctx.ref), inputs)
+        ref64 = run_float64(float64_copy(ctx.ref), inputs)
     except Exception:  # noqa: BLE001 — without float64 every tightening stands
         return {}
     found = {}
     for i, (r, r64) in enumerate(zip(tensors(ref_out), tensors(ref64))):
         if i in outputs and r.shape == r64.shape:
-            err = _rel_err(r, r64)
+            err = rel_err(r, r64)
             if math.isfinite(err) and err >= 0.5:
                 found[i] = f"output {i} is rounding noise (PyTorch's own rel L2 vs float64 {err:.3g})"
     return found
@@ -248,7 +248,7 @@ def _all_close_chunked(value: Any, r: torch.Tensor, atol: float, rtol: float) ->
     return True
 
 
-def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     """‖a − b‖ / ‖b‖ in float64 chunks."""
     fa, fb = a.detach().reshape(-1), b.detach().reshape(-1)
     num = den = 0.0
@@ -313,17 +313,17 @@ def check_precision(ctx: VerifyContext) -> CheckResult:
     ref_out = run(ctx.ref, clone_inputs(inputs))
     out = run(ctx.cand, clone_inputs(inputs))
     try:
-        ref64_model = _float64_copy(ctx.ref)
+        ref64_model = float64_copy(ctx.ref)
     except Exception as exc:  # noqa: BLE001
         return skipped("precision", f"no float64 copy of the reference ({type(exc).__name__})", "incorrect")
-    ref64 = _run_float64(ref64_model, inputs)
+    ref64 = run_float64(ref64_model, inputs)
     tf32 = tf32_matmuls()
     lines = []
     for i, (o, r, r64) in enumerate(zip(tensors(out), tensors(ref_out), tensors(ref64))):
         if not r.is_floating_point() or o.shape != r.shape:
             continue
-        cand_err = _rel_err(o, r64)
-        ref_err = _rel_err(r, r64)
+        cand_err = rel_err(o, r64)
+        ref_err = rel_err(r, r64)
         floor = precision_floor(r.dtype)
         lines.append(f"output {i} ({str(r.dtype).replace('torch.', '')}): rel L2 vs fp64 {cand_err:.3g}, "
                      f"PyTorch's own {ref_err:.3g}")
@@ -344,14 +344,14 @@ def precision_floor(dtype: torch.dtype) -> float:
             torch.float64: 1e-12}.get(dtype, 1e-3)
 
 
-def _run_float64(ref64_model: nn.Module, inputs: list[Any]) -> Any:
+def run_float64(ref64_model: nn.Module, inputs: list[Any]) -> Any:
     """The float64 copy's outputs on copies of `inputs` (floating ones widened), its state restored."""
     with preserved_state(ref64_model):
         return run(ref64_model, [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                                  for x in clone_inputs(inputs)])
 
 
-def _float64_copy(model: nn.Module) -> nn.Module:
+def float64_copy(model: nn.Module) -> nn.Module:
     import copy
 
     clone = copy.deepcopy(model)

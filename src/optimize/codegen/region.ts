@@ -283,6 +283,12 @@ function channelAdapt(rank: number) {
     layout === "channel" ? `${py}.view(-1${", 1".repeat(Math.max(rank - 2, 0))})` : py;
 }
 
+/** Group norm's operands as its [N, G, C/G, rest] view (`ins_shape`: the normalised input's shape). */
+function groupAdapt(groups: number) {
+  return (py: string, _meta: TensorMeta, layout: string) =>
+    layout === "channel" ? `${py}.view(${groups}, -1, 1)` : `_kf_groups(${py}, ins_shape, ${groups})`;
+}
+
 function functor(
   name: string,
   kIn: number,
@@ -314,7 +320,10 @@ function types(operands: Operand[]): string {
   return operands.map((o) => CPP_TYPE[o.dtype] ?? "float").join(", ");
 }
 
+/** The host function `fn` (torch side): refs and scalars from its arguments, a workspace, then `launch`. It
+ * returns a new output tensor, or (kind "stats") the `stats` tensor the launch filled. */
 function hostFunction(fn: string, launch: string, outDtype: string, kind: string, nIn: number): string {
+  const statsOnly = kind === "stats";
   return [
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS[kind]});`,
     `size_t ${fn}_workspace(const KfShape& shape, uint32_t mask);`,
@@ -325,12 +334,14 @@ function hostFunction(fn: string, launch: string, outDtype: string, kind: string
     "  KfTensorRef refs[KF_MAX_INPUTS];",
     "  for (size_t k = 0; k < in.size(); ++k) refs[k] = kf_ref(in[k], shape);",
     "  const KfScalars scalars = kf_scalars(sc);",
-    `  at::Tensor out = at::empty(out_shape, in[0].options().dtype(${AT_TYPE[outDtype] ?? "at::kFloat"}));`,
+    statsOnly
+      ? "  at::Tensor out = stats;"
+      : `  at::Tensor out = at::empty(out_shape, in[0].options().dtype(${AT_TYPE[outDtype] ?? "at::kFloat"}));`,
     `  at::Tensor ws = kf_workspace(${fn}_workspace(shape, static_cast<uint32_t>(mask)), in[0]);`,
     "  const c10::cuda::CUDAGuard guard(in[0].device());",
     "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
     `  kf_check_cuda(${launch}, "${fn}");`,
-    "  (void)geo; (void)stats;",
+    `  (void)geo; (void)stats;${statsOnly ? " (void)out_shape;" : ""}`,
     "  return out;",
     "}",
   ].join("\n");
@@ -343,6 +354,8 @@ const LAUNCH_PARAMS: Record<string, string> = {
     "const KfShape& shape, uint32_t mask, void* out, const KfTensorRef* in, const KfScalars& sc, void* ws, size_t ws_bytes, cudaStream_t stream",
   normalize:
     "const KfShape& shape, uint32_t mask, void* out, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream",
+  stats:
+    "const KfShape& shape, uint32_t mask, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream",
   pool: "const int64_t* geo, int ngeo, const int64_t* in_shape, int in_rank, const void* in, void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream",
 };
 
@@ -597,11 +610,7 @@ function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: str
   if (!spec || !normFn || !dims || !normFn.input)
     throw new Error("kforge internal: merged norm without spec");
   const groups = spec.groups ? (intList(normFn.num_groups)?.[0] ?? 1) : 0;
-  const adapt = groups
-    ? (py: string, _meta: TensorMeta, layout: string) =>
-        layout === "channel" ? `${py}.view(${groups}, -1, 1)` : `_kf_groups(${py}, ins_shape, ${groups})`
-    : channelAdapt(rank);
-  const table = new OperandTable(view, nameOf, adapt);
+  const table = new OperandTable(view, nameOf, groups ? groupAdapt(groups) : channelAdapt(rank));
   const anchor = anchorOperands(view, region, table, nameOf, fn, groups);
   const at = region.prologue.indexOf(normNode.id);
   const before = region.prologue.slice(0, at);
@@ -638,29 +647,18 @@ function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: str
   const operandTypes = table.operands.slice(0, m);
   const cuda = [
     functor(pro, m, `const float (&x)[${m}], const KfScalars& sc`, beforeLines, vExpr),
-    `cudaError_t ${fn}_stats_launch(const KfShape& shape, uint32_t mask, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream) {`,
+    `cudaError_t ${fn}_stats_launch(${LAUNCH_PARAMS.stats}) {`,
     `  return kf_launch_normalize_stats<${pro}, ${spec.stat}, ${types(operandTypes)}>(shape, mask, in, sc, stats, ws, ws_bytes, stream);`,
     "}",
     `size_t ${fn}_stats_workspace(const KfShape& shape, uint32_t mask) { return kf_normalize_stats_workspace_bytes<${spec.stat}>(shape, mask); }`,
   ].join("\n");
-  const host = [
-    `cudaError_t ${fn}_stats_launch(const KfShape& shape, uint32_t mask, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream);`,
-    `size_t ${fn}_stats_workspace(const KfShape& shape, uint32_t mask);`,
-    `at::Tensor ${fn}_stats(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
-    "                 int64_t mask, const std::vector<int64_t>& out_shape, const std::vector<int64_t>& geo, at::Tensor stats) {",
-    `  kf_check_inputs(in, ${m}, "${fn}_stats");`,
-    "  const KfShape shape = kf_shape_of(iter);",
-    "  KfTensorRef refs[KF_MAX_INPUTS];",
-    "  for (size_t k = 0; k < in.size(); ++k) refs[k] = kf_ref(in[k], shape);",
-    "  const KfScalars scalars = kf_scalars(sc);",
-    `  at::Tensor ws = kf_workspace(${fn}_stats_workspace(shape, static_cast<uint32_t>(mask)), in[0]);`,
-    "  const c10::cuda::CUDAGuard guard(in[0].device());",
-    "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
-    `  kf_check_cuda(${fn}_stats_launch(shape, static_cast<uint32_t>(mask), refs, scalars, stats.data_ptr<float>(), ws.data_ptr(), static_cast<size_t>(ws.numel()), stream), "${fn}_stats");`,
-    "  (void)out_shape; (void)geo;",
-    "  return stats;",
-    "}",
-  ].join("\n");
+  const host = hostFunction(
+    `${fn}_stats`,
+    `${fn}_stats_launch(shape, static_cast<uint32_t>(mask), refs, scalars, stats.data_ptr<float>(), ws.data_ptr(), static_cast<size_t>(ws.numel()), stream)`,
+    "float32",
+    "stats",
+    m,
+  );
   const normIter = groups ? [2, 3] : dims;
   const iterRank = groups ? 4 : rank;
   const keptView = Array.from({ length: iterRank }, (_, d) => (normIter.includes(d) ? "1" : `shape[${d}]`));
@@ -697,11 +695,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
     throw new Error(`kforge internal: ${seed.op} is not a normalisation`);
   const rank = inMeta.shape.length;
   const groups = spec.groups ? (intList(seedFn.num_groups)?.[0] ?? 1) : 0;
-  const adapt = spec.groups
-    ? (py: string, _meta: TensorMeta, layout: string) =>
-        layout === "channel" ? `${py}.view(${groups}, -1, 1)` : `_kf_groups(${py}, ins_shape, ${groups})`
-    : channelAdapt(rank);
-  const table = new OperandTable(view, nameOf, adapt);
+  const table = new OperandTable(view, nameOf, groups ? groupAdapt(groups) : channelAdapt(rank));
   const anchor = anchorOperands(view, region, table, nameOf, fn, groups);
   const proLines = [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
   const input = seedFn.input;

@@ -888,12 +888,6 @@ inline Extent extent(const KfShape& shape, uint32_t mask) {
   return e;
 }
 
-inline int sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return 132;
-  return sms > 0 ? sms : 1;
-}
 
 struct SplitPlan {
   int64_t splits;
@@ -1092,7 +1086,7 @@ template <class Stat>
 size_t kf_normalize_workspace_bytes(const KfShape& shape, uint32_t reduce_mask) {
   const kf_norm::Extent e = kf_norm::extent(shape, reduce_mask);
   if (!e.ok || e.K * e.R == 0) return 0;
-  return kf_norm::split_plan(e, kf_norm::sm_count()).bytes;
+  return kf_norm::split_plan(e, kf_sm_count()).bytes;
 }
 
 template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
@@ -1112,7 +1106,7 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   View<NIn> v;
   make_view(shape, reduce_mask, in, out, v);
   KfStats* stats_dst = reinterpret_cast<KfStats*>(stats_out);
-  const int sms = sm_count();
+  const int sms = kf_sm_count();
 
   // Held rows: the reduced dims are the innermost one or two canonical dims.
   const uint32_t inner_mask = (1u << v.nd) - (1u << (v.nd - v.nr));

@@ -120,7 +120,7 @@ cudaError_t stats_in_memory_order(const KfShape& pshape, uint32_t pmask, const K
   using namespace kf_norm;
   constexpr int NIn = sizeof...(TIn);
   const Extent e = extent(pshape, pmask);
-  const int sms = sm_count();
+  const int sms = kf_sm_count();
   const SplitPlan split = split_plan(e, sms);
   if (e.K * split.splits > partial_capacity && split.splits > 1) return cudaErrorInvalidValue;
   View<NIn> v;
@@ -176,7 +176,7 @@ size_t kf_normalize_cl_workspace_bytes(const KfShape& shape, uint32_t reduce_mas
   using namespace kf_norm;
   Extent e = extent(shape, reduce_mask);
   if (!e.ok || e.K * e.R == 0) return 0;
-  const int sms = sm_count();
+  const int sms = kf_sm_count();
   // Either family may read the permuted problem; final statistics are always stored (K), then partials.
   int64_t splits = 1;
   for (bool inner : {true, false}) {
