@@ -15,13 +15,14 @@ from kforge_worker.checks.instrument import ExtensionRecorder
 from kforge_worker.checks.static_scan import ScanReport
 
 
-def _context(ref: nn.Module, cand: nn.Module, atol: float) -> context.VerifyContext:
+def _context(ref: nn.Module, cand: nn.Module, atol: float, shape: tuple[int, ...] = (256, 1024),
+             ref_families: frozenset[str] = frozenset()) -> context.VerifyContext:
     def make_inputs(seed: int):
-        return [torch.randn(256, 1024, generator=torch.Generator().manual_seed(seed)) * 3]
+        return [torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * 3]
 
     return context.VerifyContext(ref=ref, cand=cand, make_inputs=make_inputs, device=torch.device("cpu"),
                                  atol=atol, rtol=0.0, scan=ScanReport("c.py", frozenset()),
-                                 extensions=ExtensionRecorder(), rng=random.Random(5))
+                                 extensions=ExtensionRecorder(), rng=random.Random(5), ref_families=ref_families)
 
 
 class _Project(nn.Module):
@@ -81,3 +82,48 @@ def test_precision_beyond_the_dtype_floor_fails():
     result = check_input_sensitivity(_context(ref, cand, atol=1e-4))
     assert result.outcome == "fail", result.evidence
 
+
+
+def _tf32(t: torch.Tensor) -> torch.Tensor:
+    """fp32 rounded to TF32's 10-bit mantissa (truncated, as a tensor-core operand load does)."""
+    return (t.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+class _Conv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(16, 32, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+class _ConvInTf32(_Conv):
+    """The convolution a TF32 cuDNN algorithm computes: operands rounded to TF32, fp32 accumulation."""
+
+    def forward(self, x):
+        return nn.functional.conv2d(_tf32(x), _tf32(self.conv.weight), self.conv.bias, padding=1)
+
+
+def test_a_tf32_convolution_passes_where_cudnn_may_pick_one(monkeypatch):
+    # cuDNN's TF32 switch (on by default) lets the reference's own convolution run in TF32 by another
+    # algorithm; the reference on this machine happens to be exact, so its error is no bound.
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    torch.manual_seed(3)
+    ref, cand = _Conv(), _ConvInTf32()
+    cand.load_state_dict(ref.state_dict())
+    ctx = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=frozenset({"conv"}))
+    assert check_input_sensitivity(ctx).outcome == "pass"
+    # A reference without convolutions gives TF32 no licence.
+    ctx = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=frozenset())
+    assert check_input_sensitivity(ctx).outcome == "fail"
+
+
+def test_tf32_rounding_fails_where_nothing_allows_it(monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    torch.manual_seed(3)
+    ref, cand = _Conv(), _ConvInTf32()
+    cand.load_state_dict(ref.state_dict())
+    for families in (frozenset({"conv"}), frozenset()):
+        ctx = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=families)
+        assert check_input_sensitivity(ctx).outcome == "fail", families

@@ -100,7 +100,7 @@ def _rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -
     values in a perturbed block can round further from the reference than anything the trials saw (a TF32
     convolution by another cuDNN algorithm: both sides' errors, at different elements); skipped or partial work
     misses by orders of magnitude more (a skipped 0.1% of the outputs alone is ~3e-2 of relative L2)."""
-    from .output_checks import float64_copy, precision_floor, rel_err, run_float64
+    from .output_checks import float64_copy, precision_floor, rel_err, run_float64, tf32_allowed
 
     if has_dropout(ctx.ref):
         return False
@@ -109,13 +109,14 @@ def _rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -
     except Exception:  # noqa: BLE001 — no float64 view: the plain comparison stands
         return False
     outs, refs, refs64 = tensors(out), tensors(ref_out), tensors(ref64)
+    tf32 = tf32_allowed(ctx)
     if not (len(outs) == len(refs) == len(refs64)):
         return False
     for o, r, r64 in zip(outs, refs, refs64):
         if not r.is_floating_point() or o.shape != r.shape:
             continue
         cand_err, ref_err = rel_err(o, r64), rel_err(r, r64)
-        if not math.isfinite(cand_err) or cand_err > max(ROUNDING_MULTIPLE * ref_err, precision_floor(r.dtype)):
+        if not math.isfinite(cand_err) or cand_err > max(ROUNDING_MULTIPLE * ref_err, precision_floor(r.dtype, tf32)):
             return False
     return True
 
