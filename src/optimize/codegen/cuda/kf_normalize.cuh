@@ -180,6 +180,7 @@ constexpr int kStreamThreads = 256;       // threads per block of the streaming 
 constexpr int kColLanes = 32;             // kept (contiguous) columns per block of the column kernel
 constexpr int kColWarps = 8;              // reduction slices per block of the column kernel
 constexpr int kUnroll = 4;                // independent loads in flight per thread in streaming loops
+constexpr int kColVecMax = 8;             // widest vector of columns_vec_kernel (2-byte types); workspaces fit it
 
 // Values held per thread by the warp/block-per-row kernels: 24-32 registers of inputs, what fits the
 // 64-register cap (full occupancy) without spilling (checked by test_codegen_norm_pool_nvcc.py; two inputs
@@ -714,6 +715,126 @@ columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars s
   }
 }
 
+// columns_kernel with kVec adjacent columns per lane, for a contiguous inner kept dim (inner_vectorizable): a
+// warp reads 32 x 16 bytes of a row per load instead of 32 elements. The scalar kernel's few bytes in flight per
+// thread bound it by latency (fp16 group norm statistics: 64-byte warp loads, 0.34 TB/s). Same partials and
+// statistics as columns_kernel, column by column, so either may serve a launch. Without kApply it leaves
+// partials or statistics only, and holds only the registers the statistics need.
+template <class Pro, class Stat, class Apply, int kVec, bool kApply, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(kColLanes * kColWarps, kApply && sizeof...(TIn) * kVec > 8 ? 2 : 3)
+columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars sc, KfStats* partial,
+                   KfStats* stats_out, KfStats* stats_only) {
+  constexpr int NIn = sizeof...(TIn);
+  // Rows in flight per thread: two, unless the apply's inputs would not fit 128 registers so.
+  constexpr int kU = !kApply || NIn * kVec <= 8 ? 2 : 1;
+  __shared__ KfStats scratch[kColWarps][kColLanes];
+  const Pro pro;
+  const Apply apply;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t chunk = (v.R + splits - 1) / splits;
+  const int64_t begin = int64_t(blockIdx.y) * chunk, end = begin + chunk < v.R ? begin + chunk : v.R;
+  const int64_t n_vec = v.K / kVec;
+  const int64_t kblocks = (n_vec + kColLanes - 1) / kColLanes;
+  int64_t inner_stride[NIn];
+#pragma unroll
+  for (int i = 0; i < NIn; ++i) inner_stride[i] = v.stride[i][v.nd - 1];
+
+  for (int64_t kb = blockIdx.x; kb < kblocks; kb += gridDim.x) {
+    const int64_t q = kb * kColLanes + tx;
+    const bool k_ok = q < n_vec;
+    const int64_t k0 = (k_ok ? q : 0) * kVec;
+    int64_t base[NIn], obase;
+    kept_offsets(v, k0, base, obase);
+
+    KfStats s[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) s[e] = Stat::identity();
+    if (k_ok) {
+      for (int64_t r0 = begin + ty; r0 < end; r0 += int64_t(kU) * kColWarps) {
+        float x[kU][NIn][kVec];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int64_t r = r0 + int64_t(u) * kColWarps;
+          if (r < end) {
+            int64_t off[NIn], ooff = 0;
+#pragma unroll
+            for (int i = 0; i < NIn; ++i) off[i] = base[i];
+            add_reduced_offsets(v, r, off, ooff);
+            KfVecPack<0, kVec, TIn...>::load(x[u], v.in, off, inner_stride, 0);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          if (r0 + int64_t(u) * kColWarps >= end) continue;
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) {
+            float xe[NIn];
+#pragma unroll
+            for (int i = 0; i < NIn; ++i) xe[i] = x[u][i][e];
+            Stat::push(s[e], pro(xe, sc));
+          }
+        }
+      }
+    }
+    // The 8 warps' partials of each column merged in warp order (every thread, as columns_kernel does).
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      scratch[ty][tx] = s[e];
+      __syncthreads();
+      KfStats m = scratch[0][tx];
+      for (int w = 1; w < kColWarps; ++w) m = Stat::merge(m, scratch[w][tx]);
+      s[e] = m;
+      __syncthreads();
+    }
+
+    if (splits > 1) {
+      if (ty == 0 && k_ok)
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) partial[(k0 + e) * splits + blockIdx.y] = s[e];
+      continue;
+    }
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      Stat::finalize(s[e]);
+      s[e].count = float(v.R);
+      if (ty == 0 && k_ok && stats_out != nullptr) stats_out[k0 + e] = s[e];
+      if (ty == 0 && k_ok && stats_only != nullptr) stats_only[k0 + e] = s[e];
+    }
+    if constexpr (kApply) {
+      if (stats_only != nullptr || !k_ok) continue;
+      for (int64_t r0 = ty; r0 < v.R; r0 += int64_t(kU) * kColWarps) {
+        float x[kU][NIn][kVec];
+        int64_t oo[kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int64_t r = r0 + int64_t(u) * kColWarps;
+          if (r < v.R) {
+            int64_t off[NIn];
+            oo[u] = obase;
+#pragma unroll
+            for (int i = 0; i < NIn; ++i) off[i] = base[i];
+            add_reduced_offsets(v, r, off, oo[u]);
+            KfVecPack<0, kVec, TIn...>::load(x[u], v.in, off, inner_stride, 0);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          if (r0 + int64_t(u) * kColWarps >= v.R) continue;
+          float y[kVec];
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) {
+            float xe[NIn];
+#pragma unroll
+            for (int i = 0; i < NIn; ++i) xe[i] = x[u][i][e];
+            y[e] = apply(pro(xe, sc), s[e], xe, sc);
+          }
+          kf_store_vec<TOut, kVec>(v.out, oo[u], y);
+        }
+      }
+    }
+  }
+}
+
 // Merges each kept index's split partials in split order (deterministic) into its final statistics.
 template <class Stat>
 __global__ void __launch_bounds__(kStreamThreads)
@@ -897,8 +1018,9 @@ struct SplitPlan {
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
-// Splits of the reduction so that about 8 blocks per multiprocessor are busy, each with enough work.
-inline SplitPlan split_plan(const Extent& e, int sms) {
+// Splits of the reduction so that about 8 blocks per multiprocessor are busy, each with enough work; the column
+// family's blocks cover `cols_per_block` kept columns (kColLanes, times the vector of columns_vec_kernel).
+inline SplitPlan split_plan(const Extent& e, int sms, int64_t cols_per_block = kColLanes) {
   const int64_t target_blocks = int64_t(sms) * 8;
   SplitPlan p{1, 0};
   if (e.reduced_inner) {
@@ -907,7 +1029,7 @@ inline SplitPlan split_plan(const Extent& e, int sms) {
     // split path), which the workspace query does not see: the row family always reserves the stats.
     p.bytes = size_t(e.K) * (p.splits > 1 ? p.splits + 1 : 1) * sizeof(KfStats);
   } else {
-    p.splits = clamp64(ceil_div(target_blocks, ceil_div(e.K, kColLanes)), 1,
+    p.splits = clamp64(ceil_div(target_blocks, ceil_div(e.K, cols_per_block)), 1,
                        clamp64(ceil_div(e.R, kColWarps * 32), 1, 65535));
     if (p.splits > 1) p.bytes = size_t(e.K) * (p.splits + 1) * sizeof(KfStats);
   }
@@ -1080,13 +1202,56 @@ inline cudaError_t launch_finalize(int64_t K, int64_t splits, int64_t R, const K
   return cudaGetLastError();
 }
 
+// The column family: statistics per kept column over a split of the reduced index (partials when splits > 1,
+// else final statistics and, unless `stats_only`, the apply in the same kernel). kColVec columns per lane when
+// every input reads the inner kept dim contiguously or broadcasts it, with the splits that keep ~8 blocks per
+// SM busy as far as `partial_capacity` (KfStats) holds them; else the scalar kernel with `splits`. `splits` is
+// replaced by the count used, which the caller's finalize takes; `partials_only`: at least 2 (raw partials).
+template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
+inline cudaError_t launch_columns(const View<sizeof...(TIn)>& v, const KfTensorRef* in, const void* out,
+                                  int64_t& splits, int64_t partial_capacity, const KfScalars& sc, KfStats* partial,
+                                  KfStats* stats_out, KfStats* stats_only, cudaStream_t stream,
+                                  bool partials_only = false) {
+  constexpr int NIn = sizeof...(TIn);
+  constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
+  constexpr int kColVec = kVec < kColVecMax ? kVec : kColVecMax;
+  if constexpr (NIn * kColVec <= 32) {
+    if (((v.rmask >> (v.nd - 1)) & 1u) == 0 && inner_vectorizable<kColVec>(v, in, out)) {
+      const int sms = kf_sm_count();
+      const int64_t col_blocks = ceil_div(v.K / kColVec, kColLanes);
+      int64_t vsplits = split_plan(Extent{true, v.K, v.R, false}, sms, int64_t(kColLanes) * kColVec).splits;
+      const int64_t room = partial != nullptr ? partial_capacity / v.K : 0;
+      if (partials_only && vsplits < 2) vsplits = 2;
+      if (vsplits > room) vsplits = room >= 2 ? room : 1;
+      // One split leaves the whole reduction to few blocks: only worth it when they fill the GPU.
+      if (vsplits > 1 ? true : !partials_only && col_blocks >= int64_t(sms) * 4) {
+        const dim3 grid(unsigned(grid_for(col_blocks)), unsigned(vsplits));
+        if (vsplits > 1 || stats_only != nullptr)
+          columns_vec_kernel<Pro, Stat, Apply, kColVec, false, TOut, TIn...>
+              <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(vsplits), sc, partial, stats_out, stats_only);
+        else
+          columns_vec_kernel<Pro, Stat, Apply, kColVec, true, TOut, TIn...>
+              <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(vsplits), sc, partial, stats_out, stats_only);
+        splits = vsplits;
+        return cudaGetLastError();
+      }
+    }
+  }
+  const dim3 grid(unsigned(grid_for(ceil_div(v.K, kColLanes))), unsigned(splits));
+  columns_kernel<Pro, Stat, Apply, TOut, TIn...>
+      <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(splits), sc, partial, stats_out, stats_only);
+  return cudaGetLastError();
+}
+
 }  // namespace kf_norm
 
 template <class Stat>
 size_t kf_normalize_workspace_bytes(const KfShape& shape, uint32_t reduce_mask) {
   const kf_norm::Extent e = kf_norm::extent(shape, reduce_mask);
   if (!e.ok || e.K * e.R == 0) return 0;
-  return kf_norm::split_plan(e, kf_sm_count()).bytes;
+  const size_t scalar = kf_norm::split_plan(e, kf_sm_count()).bytes;
+  const size_t vec = kf_norm::split_plan(e, kf_sm_count(), kf_norm::kColLanes * kf_norm::kColVecMax).bytes;
+  return scalar > vec ? scalar : vec;
 }
 
 template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
@@ -1165,6 +1330,7 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
 
   const SplitPlan plan = split_plan(e, sms);
   if (workspace_bytes < plan.bytes || (plan.bytes > 0 && workspace == nullptr)) return cudaErrorInvalidValue;
+  int64_t splits = plan.splits;
   KfStats* stats = reinterpret_cast<KfStats*>(workspace);
   KfStats* partial = stats + e.K;
   const int64_t apply_blocks = ceil_div(e.K * e.R, int64_t(kStreamThreads) * kUnroll);
@@ -1184,13 +1350,12 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
                                                                        partial, stats, stats_dst);
     KF_RETURN_IF_ERROR(cudaGetLastError());
   } else {
-    const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(plan.splits));
-    columns_kernel<Pro, Stat, Apply, TOut, TIn...>
-        <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(plan.splits), sc, partial, stats_dst, nullptr);
-    KF_RETURN_IF_ERROR(cudaGetLastError());
-    if (plan.splits == 1) return cudaSuccess;  // stats and apply done in one kernel
+    const int64_t capacity = workspace != nullptr ? int64_t(workspace_bytes / sizeof(KfStats)) - e.K : 0;
+    KF_RETURN_IF_ERROR((launch_columns<Pro, Stat, Apply, TOut, TIn...>(v, in, out, splits, capacity, sc, partial,
+                                                                      stats_dst, nullptr, stream)));
+    if (splits == 1) return cudaSuccess;  // stats and apply done in one kernel
   }
-  if (plan.splits > 1) KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, plan.splits, e.R, partial, stats, stats_dst, stream));
+  if (splits > 1) KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, splits, e.R, partial, stats, stats_dst, stream));
   if (vectorized)
     apply_vec_kernel<Pro, Apply, kStreamVec, TOut, TIn...>
         <<<grid_for(ceil_div(apply_blocks, kStreamVec)), kStreamThreads, 0, stream>>>(v, stats, sc);

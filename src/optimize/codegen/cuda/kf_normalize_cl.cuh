@@ -123,6 +123,7 @@ cudaError_t stats_in_memory_order(const KfShape& pshape, uint32_t pmask, const K
   const int sms = kf_sm_count();
   const SplitPlan split = split_plan(e, sms);
   if (e.K * split.splits > partial_capacity && split.splits > 1) return cudaErrorInvalidValue;
+  int64_t splits = split.splits;
   View<NIn> v;
   make_view(pshape, pmask, pin, aligned, v);
   constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
@@ -143,10 +144,10 @@ cudaError_t stats_in_memory_order(const KfShape& pshape, uint32_t pmask, const K
   if (col_splits >= 2) {
     View<NIn> cv;
     make_view(pshape, pmask & ~(1u << last), pin, aligned, cv);
-    const dim3 grid(unsigned(grid_for(ceil_div(e.K * len, kColLanes))), unsigned(col_splits));
-    columns_kernel<Pro, Stat, Apply, TOut, TIn...>
-        <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(cv, int(col_splits), sc, partial, nullptr, nullptr);
-    KF_RETURN_IF_ERROR(cudaGetLastError());
+    KF_RETURN_IF_ERROR((launch_columns<Pro, Stat, Apply, TOut, TIn...>(cv, pin, aligned, col_splits,
+                                                                      partial_capacity, sc, partial, nullptr,
+                                                                      nullptr, stream, true)));
+    if (col_splits < 2) return cudaErrorInvalidValue;  // the finalize below reads raw partials
     KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, len * col_splits, e.R, partial, stats, stats_dst, stream));
   } else if (e.reduced_inner) {
     if (kStreamVec > 1 && inner_vectorizable<kStreamVec>(v, pin, aligned))
@@ -157,14 +158,12 @@ cudaError_t stats_in_memory_order(const KfShape& pshape, uint32_t pmask, const K
       row_partial_kernel<Pro, Stat, TIn...><<<grid_for(e.K * split.splits), kStreamThreads, 0, stream>>>(
           v, KfFastDiv::make(uint64_t(split.splits)), sc, partial, stats, stats_dst);
   } else {
-    const dim3 grid(unsigned(grid_for(ceil_div(e.K, kColLanes))), unsigned(split.splits));
-    columns_kernel<Pro, Stat, Apply, TOut, TIn...>
-        <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(split.splits), sc, partial, stats_dst, stats);
+    KF_RETURN_IF_ERROR((launch_columns<Pro, Stat, Apply, TOut, TIn...>(v, pin, aligned, splits, partial_capacity, sc,
+                                                                      partial, stats_dst, stats, stream)));
   }
   if (col_splits < 2) {
     KF_RETURN_IF_ERROR(cudaGetLastError());
-    if (split.splits > 1)
-      KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, split.splits, e.R, partial, stats, stats_dst, stream));
+    if (splits > 1) KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, splits, e.R, partial, stats, stats_dst, stream));
   }
   return cudaSuccess;
 }
@@ -181,8 +180,10 @@ size_t kf_normalize_cl_workspace_bytes(const KfShape& shape, uint32_t reduce_mas
   int64_t splits = 1;
   for (bool inner : {true, false}) {
     e.reduced_inner = inner;
-    const int64_t s = split_plan(e, sms).splits;
-    splits = s > splits ? s : splits;
+    for (int64_t cols : {int64_t(kColLanes), int64_t(kColLanes) * kColVecMax}) {
+      const int64_t s = split_plan(e, sms, cols).splits;
+      splits = s > splits ? s : splits;
+    }
   }
   const size_t own = size_t(e.K) * (splits + 1 + kf_norm_cl::kMaxSpread) * sizeof(KfStats);
   const size_t fallback = kf_normalize_workspace_bytes<Stat>(shape, reduce_mask);
