@@ -721,7 +721,7 @@ columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars s
 // statistics as columns_kernel, column by column, so either may serve a launch. Without kApply it leaves
 // partials or statistics only, and holds only the registers the statistics need.
 template <class Pro, class Stat, class Apply, int kVec, bool kApply, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(kColLanes * kColWarps, kApply && sizeof...(TIn) * kVec > 8 ? 2 : 3)
+__global__ void __launch_bounds__(kColLanes * kColWarps, kApply ? 2 : 3)
 columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars sc, KfStats* partial,
                    KfStats* stats_out, KfStats* stats_only) {
   constexpr int NIn = sizeof...(TIn);
