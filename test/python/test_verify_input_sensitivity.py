@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from kforge_worker.checks import context
-from kforge_worker.checks.input_checks import check_input_sensitivity
+from kforge_worker.checks.input_checks import check_input_distribution, check_input_sensitivity
 from kforge_worker.checks.instrument import ExtensionRecorder
 from kforge_worker.checks.static_scan import ScanReport
 
@@ -127,3 +127,14 @@ def test_tf32_rounding_fails_where_nothing_allows_it(monkeypatch):
     for families in (frozenset({"conv"}), frozenset()):
         ctx = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=families)
         assert check_input_sensitivity(ctx).outcome == "fail", families
+
+
+def test_other_distributions_judge_a_tf32_convolution_the_same_way(monkeypatch):
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    torch.manual_seed(3)
+    ref, cand = _Conv(), _ConvInTf32()
+    cand.load_state_dict(ref.state_dict())
+    conv = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=frozenset({"conv"}))
+    assert check_input_distribution(conv).outcome == "pass"
+    plain = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=frozenset())
+    assert check_input_distribution(plain).outcome == "fail"

@@ -22,6 +22,7 @@ from .context import (
     tensors,
     VerifyContext,
 )
+from .judge import judged_compare
 from .result import CheckResult, failed, passed, skipped, warned
 
 
@@ -51,7 +52,7 @@ def check_replay(ctx: VerifyContext) -> list[CheckResult]:
             replays.append("new inputs in new tensors gave back the previous output (output does not depend on "
                            "the inputs: precomputed or cached by shape)")
     for label, out in (("same storage", out_b_same_ptr), ("new storage", out_b_new)):
-        c = compare(out, ref_b, ctx.atol, ctx.rtol)
+        c = judged_compare(ctx, b, out, ref_b)
         if not c.ok:
             wrong.append(f"{label}: {c.message}")
     results: list[CheckResult] = []
@@ -93,38 +94,6 @@ def _perturbed(inputs: Inputs, rng: random.Random) -> Inputs:
     return out
 
 
-def _rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -> bool:
-    """Whether the candidate's distance from the reference on these inputs is rounding: against the float64
-    evaluation its relative L2 error is within 10x the reference's own or the dtype's floor (the precision
-    check's rule). Fresh
-    values in a perturbed block can round further from the reference than anything the trials saw (a TF32
-    convolution by another cuDNN algorithm: both sides' errors, at different elements); skipped or partial work
-    misses by orders of magnitude more (a skipped 0.1% of the outputs alone is ~3e-2 of relative L2)."""
-    from .output_checks import float64_copy, precision_floor, rel_err, run_float64, tf32_allowed
-
-    if has_dropout(ctx.ref):
-        return False
-    try:
-        ref64 = run_float64(float64_copy(ctx.ref), inputs)
-    except Exception:  # noqa: BLE001 — no float64 view: the plain comparison stands
-        return False
-    outs, refs, refs64 = tensors(out), tensors(ref_out), tensors(ref64)
-    tf32 = tf32_allowed(ctx)
-    if not (len(outs) == len(refs) == len(refs64)):
-        return False
-    for o, r, r64 in zip(outs, refs, refs64):
-        if not r.is_floating_point() or o.shape != r.shape:
-            continue
-        cand_err, ref_err = rel_err(o, r64), rel_err(r, r64)
-        if not math.isfinite(cand_err) or cand_err > max(ROUNDING_MULTIPLE * ref_err, precision_floor(r.dtype, tf32)):
-            return False
-    return True
-
-
-# How much more than the reference's own relative error vs float64 a candidate may round (check_precision's).
-ROUNDING_MULTIPLE = 10.0
-
-
 def check_input_sensitivity(ctx: VerifyContext) -> CheckResult:
     """Change ~1% of every input in one random block: outputs must follow (catches subsampling and caches
     keyed on a sample of the data)."""
@@ -139,8 +108,8 @@ def check_input_sensitivity(ctx: VerifyContext) -> CheckResult:
         if bitwise_equal(out_p, out_base) and not bitwise_equal(ref_p, ref_base):
             return failed("input_sensitivity", f"perturbing 1% of the inputs (trial {trial}) left the output "
                           "bitwise unchanged while the reference's changed: cached or never read")
-        c = compare(out_p, ref_p, ctx.atol, ctx.rtol)
-        if not c.ok and not _rounding_only(ctx, pert, out_p, ref_p):
+        c = judged_compare(ctx, pert, out_p, ref_p)
+        if not c.ok:
             problems.append(f"trial {trial}: {c.message}")
     if problems:
         return failed("input_sensitivity", "wrong after perturbing 1% of the inputs (skipped or partial work) — "
@@ -173,7 +142,7 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
         except Exception as exc:  # noqa: BLE001
             return failed("input_distribution", f"randn×{scale:g} inputs: candidate raised "
                           f"{type(exc).__name__}: {str(exc)[:200]}", "incorrect")
-        c = compare(out, ref_out, ctx.atol, ctx.rtol)
+        c = judged_compare(ctx, variant, out, ref_out)
         if not c.ok:
             return failed("input_distribution", f"correct on get_inputs()'s distribution but wrong on randn×{scale:g} "
                           f"inputs of the same shapes (skipped/specialised work): {c.message}", "incorrect")
@@ -311,7 +280,7 @@ def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], lab
     except Exception as exc:  # noqa: BLE001
         return f"{label}: candidate raised {type(exc).__name__} (specialised, but not wrong)"
     # The tightened atol when the problem's own would pass a trivial output (tolerance_sanity).
-    c = compare(out, ref_out, min(ctx.atol, ctx.notes.get("tight_atol", ctx.atol)), ctx.rtol)
+    c = judged_compare(ctx, variant, out, ref_out, min(ctx.atol, ctx.notes.get("tight_atol", ctx.atol)))
     if not c.ok:
         return failed("extra_shapes", f"sizes {label} (the reference accepts them): {c.message} — code "
                       "specialised to the benchmark's shapes", "incorrect")
@@ -341,7 +310,7 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int = 4, iters: int = 24)
         else:
             out = run(ctx.cand, cand_pool[k])
         sync(ctx.device)
-        c = compare(out, refs[k], ctx.atol, ctx.rtol)  # outside the timed span, before the next call
+        c = judged_compare(ctx, pool[k], out, refs[k])  # outside the timed span, before the next call
         del out
         if not c.ok:
             bad.append((i, c.message))

@@ -9,13 +9,13 @@ import torch
 from .context import (
     _equal,
     clone_inputs,
-    compare,
     has_dropout,
     mode_dependent,
     preserved_state,
     run,
     VerifyContext,
 )
+from .judge import judged_compare
 from .result import CheckResult, failed, passed, skipped
 
 
@@ -36,7 +36,7 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                 if mode == "train" and has_dropout(ctx.ref):
                     continue
                 inputs = ctx.make_inputs(ctx.seed())
-                c = compare(run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)), ctx.atol, ctx.rtol)
+                c = judged_compare(ctx, inputs, run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)))
                 if not c.ok:
                     bad.append(f"{mode} mode: {c.message}")
         if bad:
@@ -84,8 +84,8 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                     if mode == "train" and has_dropout(ctx.ref):
                         continue
                     inputs = ctx.make_inputs(ctx.seed())
-                    c = compare(run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)),
-                                ctx.atol, ctx.rtol)
+                    c = judged_compare(ctx, inputs, run(ctx.cand, clone_inputs(inputs)),
+                                       run(ctx.ref, clone_inputs(inputs)))
                     if not c.ok:
                         bad.append(f"{mode}: {c.message}")
                 if bad:
