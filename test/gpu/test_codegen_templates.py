@@ -292,6 +292,8 @@ GEOMETRIES = [
     ((16, 64, 32, 32), [1], "strided dim 1 of NCHW, vector"),
     ((4, 3, 5, 6, 8), [2], "strided dim 2 of NCDHW"),
     ((1_000_000, 16), [0], "columns, long reduction"),
+    ((64, 22, 300, 24), [1], "short kept inner dim: tiles across outer indices"),
+    ((7, 5, 33, 6), [1], "short odd kept inner dim across outer indices"),
     ((6, 5, 7, 8), [0, 2], "two dims, kept innermost"),
     ((6, 5, 7, 8), [1, 3], "two dims, reduced innermost"),
     ((6, 5, 7, 8), [0, 1, 2], "three outer dims"),

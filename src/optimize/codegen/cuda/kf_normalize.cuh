@@ -718,18 +718,17 @@ columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars s
 // columns_kernel with kVec adjacent columns per lane, for a contiguous inner kept dim (inner_vectorizable): a
 // warp reads 32 x 16 bytes of a row per load instead of 32 elements. The scalar kernel's few bytes in flight per
 // thread bound it by latency (fp16 group norm statistics: 64-byte warp loads, 0.34 TB/s). Same partials and
-// statistics as columns_kernel, column by column, so either may serve a launch. Without kApply it leaves
-// partials or statistics only, and holds only the registers the statistics need.
-template <class Pro, class Stat, class Apply, int kVec, bool kApply, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(kColLanes * kColWarps, kApply ? 2 : 3)
+// statistics as columns_kernel, column by column, so either may serve a launch. Partials or statistics only:
+// fused with the apply (one split) it measured no faster than columns_kernel (F.normalize over channels,
+// 0.302 vs 0.291 ms), the second read from L2 bounding both.
+template <class Pro, class Stat, int kVec, typename... TIn>
+__global__ void __launch_bounds__(kColLanes * kColWarps, 3)
 columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars sc, KfStats* partial,
                    KfStats* stats_out, KfStats* stats_only) {
   constexpr int NIn = sizeof...(TIn);
-  // Rows in flight per thread: two, unless the apply's inputs would not fit 128 registers so.
-  constexpr int kU = !kApply || NIn * kVec <= 8 ? 2 : 1;
+  constexpr int kU = 2;
   __shared__ KfStats scratch[kColWarps][kColLanes];
   const Pro pro;
-  const Apply apply;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t chunk = (v.R + splits - 1) / splits;
   const int64_t begin = int64_t(blockIdx.y) * chunk, end = begin + chunk < v.R ? begin + chunk : v.R;
@@ -800,38 +799,7 @@ columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScala
       if (ty == 0 && k_ok && stats_out != nullptr) stats_out[k0 + e] = s[e];
       if (ty == 0 && k_ok && stats_only != nullptr) stats_only[k0 + e] = s[e];
     }
-    if constexpr (kApply) {
-      if (stats_only != nullptr || !k_ok) continue;
-      for (int64_t r0 = ty; r0 < v.R; r0 += int64_t(kU) * kColWarps) {
-        float x[kU][NIn][kVec];
-        int64_t oo[kU];
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          const int64_t r = r0 + int64_t(u) * kColWarps;
-          if (r < v.R) {
-            int64_t off[NIn];
-            oo[u] = obase;
-#pragma unroll
-            for (int i = 0; i < NIn; ++i) off[i] = base[i];
-            add_reduced_offsets(v, r, off, oo[u]);
-            KfVecPack<0, kVec, TIn...>::load(x[u], v.in, off, inner_stride, 0);
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          if (r0 + int64_t(u) * kColWarps >= v.R) continue;
-          float y[kVec];
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) {
-            float xe[NIn];
-#pragma unroll
-            for (int i = 0; i < NIn; ++i) xe[i] = x[u][i][e];
-            y[e] = apply(pro(xe, sc), s[e], xe, sc);
-          }
-          kf_store_vec<TOut, kVec>(v.out, oo[u], y);
-        }
-      }
-    }
+
   }
 }
 
@@ -1203,10 +1171,11 @@ inline cudaError_t launch_finalize(int64_t K, int64_t splits, int64_t R, const K
 }
 
 // The column family: statistics per kept column over a split of the reduced index (partials when splits > 1,
-// else final statistics and, unless `stats_only`, the apply in the same kernel). kColVec columns per lane when
-// every input reads the inner kept dim contiguously or broadcasts it, with the splits that keep ~8 blocks per
-// SM busy as far as `partial_capacity` (KfStats) holds them; else the scalar kernel with `splits`. `splits` is
-// replaced by the count used, which the caller's finalize takes; `partials_only`: at least 2 (raw partials).
+// else final statistics and, unless `stats_only`, the apply in the same kernel). Statistics without the apply
+// read kColVec columns per lane when every input reads the inner kept dim contiguously or broadcasts it, with
+// the splits that keep ~8 blocks per SM busy as far as `partial_capacity` (KfStats) holds them; else the scalar
+// kernel with `splits`. `splits` is replaced by the count used, which the caller's finalize takes;
+// `partials_only`: at least 2 (raw partials).
 template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
 inline cudaError_t launch_columns(const View<sizeof...(TIn)>& v, const KfTensorRef* in, const void* out,
                                   int64_t& splits, int64_t partial_capacity, const KfScalars& sc, KfStats* partial,
@@ -1216,22 +1185,20 @@ inline cudaError_t launch_columns(const View<sizeof...(TIn)>& v, const KfTensorR
   constexpr int kVec = int(16 / kf_min_size<TOut, TIn...>());
   constexpr int kColVec = kVec < kColVecMax ? kVec : kColVecMax;
   if constexpr (NIn * kColVec <= 32) {
-    if (((v.rmask >> (v.nd - 1)) & 1u) == 0 && inner_vectorizable<kColVec>(v, in, out)) {
+    // A fused statistics + apply (one split, no stats_only) stays columns_kernel's: see columns_vec_kernel.
+    const bool fused = splits == 1 && stats_only == nullptr && !partials_only;
+    if (!fused && ((v.rmask >> (v.nd - 1)) & 1u) == 0 && inner_vectorizable<kColVec>(v, in, out)) {
       const int sms = kf_sm_count();
       const int64_t col_blocks = ceil_div(v.K / kColVec, kColLanes);
       int64_t vsplits = split_plan(Extent{true, v.K, v.R, false}, sms, int64_t(kColLanes) * kColVec).splits;
       const int64_t room = partial != nullptr ? partial_capacity / v.K : 0;
       if (partials_only && vsplits < 2) vsplits = 2;
       if (vsplits > room) vsplits = room >= 2 ? room : 1;
-      // One split leaves the whole reduction to few blocks: only worth it when they fill the GPU.
-      if (vsplits > 1 ? true : !partials_only && col_blocks >= int64_t(sms) * 4) {
+      // One split: the statistics alone (the fused apply is columns_kernel's), when the blocks fill the GPU.
+      if (vsplits > 1 || (stats_only != nullptr && col_blocks >= int64_t(sms) * 4)) {
         const dim3 grid(unsigned(grid_for(col_blocks)), unsigned(vsplits));
-        if (vsplits > 1 || stats_only != nullptr)
-          columns_vec_kernel<Pro, Stat, Apply, kColVec, false, TOut, TIn...>
-              <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(vsplits), sc, partial, stats_out, stats_only);
-        else
-          columns_vec_kernel<Pro, Stat, Apply, kColVec, true, TOut, TIn...>
-              <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(vsplits), sc, partial, stats_out, stats_only);
+        columns_vec_kernel<Pro, Stat, kColVec, TIn...>
+            <<<grid, dim3(kColLanes, kColWarps), 0, stream>>>(v, int(vsplits), sc, partial, stats_out, stats_only);
         splits = vsplits;
         return cudaGetLastError();
       }
@@ -1249,9 +1216,11 @@ template <class Stat>
 size_t kf_normalize_workspace_bytes(const KfShape& shape, uint32_t reduce_mask) {
   const kf_norm::Extent e = kf_norm::extent(shape, reduce_mask);
   if (!e.ok || e.K * e.R == 0) return 0;
-  const size_t scalar = kf_norm::split_plan(e, kf_sm_count()).bytes;
+  const kf_norm::SplitPlan scalar = kf_norm::split_plan(e, kf_sm_count());
+  if (e.reduced_inner || scalar.splits == 1) return scalar.bytes;  // rows, or columns fused with the apply
+  // Split columns may be read in vectors, with more splits (kf_norm::launch_columns).
   const size_t vec = kf_norm::split_plan(e, kf_sm_count(), kf_norm::kColLanes * kf_norm::kColVecMax).bytes;
-  return scalar > vec ? scalar : vec;
+  return scalar.bytes > vec ? scalar.bytes : vec;
 }
 
 template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>

@@ -297,8 +297,8 @@ struct KfRedParams {
   IdxT chunk;                   // extent per split (gridDim.y splits)
   int group_log2;               // row path: log2 threads per row; column path: log2 bx
   IdxT cols;                    // column path: vector columns of the kept inner dim per outer index
-  IdxT col_tiles;               // column path: tiles of bx columns per outer index
-  KfIdxDiv<IdxT> col_tiles_div;
+  KfIdxDiv<IdxT> cols_div;
+  IdxT kept_vecs;               // column path: vector columns over all outer indices
   int64_t inner_flat;           // row path: flat-index step of one element along the vectorised dim
   // Row path over rows that are not whole aligned vectors (kf_red_shiftable): per row, vectors start at the
   // first element of operand `lead` that is 16-byte aligned; the row's other operands are co-aligned with it.
@@ -481,8 +481,10 @@ __global__ void __launch_bounds__(KF_RED_THREADS)
   }
 }
 
-// Column path: a tile is bx consecutive vector columns of the kept inner dim at one outer index; thread (tx, ty)
-// accumulates its column over steps ty, ty + by, ... of split blockIdx.y's range; a shared-memory tree over ty.
+// Column path: a tile is bx consecutive vector columns in kept order — across outer indices where the kept inner
+// dim is shorter than the tile (a channels-last conv's 24 channels: one outer index per tile left a warp 6
+// columns); thread (tx, ty) accumulates its column over steps ty, ty + by, ... of split blockIdx.y's range; a
+// shared-memory tree over ty.
 template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(KF_RED_THREADS)
     kf_reduce_cols_kernel(const KfRedParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
@@ -499,9 +501,10 @@ __global__ void __launch_bounds__(KF_RED_THREADS)
   const IdxT r_end = kf_red_min<IdxT>(p.extent, r_begin + p.chunk);
 
   for (IdxT tile = blockIdx.x; tile < p.rows; tile += gridDim.x) {
-    const IdxT outer = p.col_tiles_div.div(tile);
-    const IdxT col = (tile - outer * p.col_tiles) * IdxT(bx) + IdxT(tx);
-    const bool active = col < p.cols;
+    const IdxT lin = tile * IdxT(bx) + IdxT(tx);
+    const bool active = lin < p.kept_vecs;
+    const IdxT outer = p.cols_div.div(active ? lin : IdxT(0));
+    const IdxT col = (active ? lin : IdxT(0)) - outer * p.cols;
     State st[kVec];
 #pragma unroll
     for (int j = 0; j < kVec; ++j) st[j] = Acc::init();
@@ -839,14 +842,14 @@ cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, 
     const int64_t target_blocks = int64_t(sms) * resident;
     const int64_t cols = plan.nk > 0 ? plan.ksize[0] / kVec : 1;
     const int64_t outer = plan.nk > 0 ? num_out / plan.ksize[0] : 1;
-    // Warps along the kept inner dim read whole segments; the rest of the block goes along the reduction.
-    int64_t bx = kf_next_pow2(cols);
+    // Warps along the kept columns read whole segments; the rest of the block goes along the reduction.
+    const int64_t kept_vecs = outer * cols;
+    int64_t bx = kf_next_pow2(kept_vecs);
     bx = bx < 32 ? bx : 32;
     int64_t by = kf_next_pow2(num_red);
     by = by < KF_RED_THREADS / bx ? by : KF_RED_THREADS / bx;
     bx = KF_RED_THREADS / by;
-    const int64_t col_tiles = kf_ceil_div(cols, bx);
-    const int64_t tiles = outer * col_tiles;
+    const int64_t tiles = kf_ceil_div(kept_vecs, bx);
     if (tiles < target_blocks) {
       splits = kf_ceil_div(target_blocks, tiles);
       const int64_t by_work = kf_ceil_div(num_red, by * kMinPerThread);
@@ -860,8 +863,8 @@ cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, 
     p.rows = IdxT(tiles);
     p.extent = IdxT(num_red);
     p.cols = IdxT(cols);
-    p.col_tiles = IdxT(col_tiles);
-    p.col_tiles_div = KfIdxDiv<IdxT>::make(col_tiles);
+    p.cols_div = KfIdxDiv<IdxT>::make(cols);
+    p.kept_vecs = IdxT(kept_vecs);
     p.group_log2 = 0;
     while ((int64_t(1) << p.group_log2) < bx) ++p.group_log2;
     grid_x = tiles < target_blocks ? tiles : target_blocks;
