@@ -280,9 +280,7 @@ GEOMETRIES = [
     ((3, 1000, 5), (1,)),           # few columns, long reduction: split columns
     ((5, 300, 1000), (1,)),         # split columns, many column blocks
     ((200000, 3), (0,)),            # reduce dim 0 keeping 3: split columns
-    ((8, 64, 128, 160), (1,)),      # many short columns: held in registers
-    ((16, 21, 48, 96), (1,)),       # held columns, odd length, one warp each
-    ((4, 512, 8192), (1,)),         # held columns, the longest held (one input)
+    ((8, 64, 128, 160), (1,)),      # many columns, a multiple of 8: fused vector columns
     ((2, 3000, 512), (1,)),         # few vector columns, long reduction: split vector columns
     ((2, 3, 1), (1,)),              # trailing unit dim: really a row
     ((8, 16, 1000), (0, 2)),        # BatchNorm [N, C, HW]

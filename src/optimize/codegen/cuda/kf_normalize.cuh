@@ -715,66 +715,6 @@ columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars s
   }
 }
 
-// Columns short enough to hold: lane tx owns kept column k, warp ty holds rows ty, ty + W, ... (at most kHold,
-// W = blockDim.y <= 16 warps). One read of the input: every row is loaded at once (kHold loads in flight per
-// thread), the statistics merge over the warps in warp order, and the apply runs from registers — where
-// columns_kernel reads its columns again for the apply (softmax over 512 channels: 0.86 ms against
-// torch.compile's single-read 0.77).
-template <class Pro, class Stat, class Apply, int kHold, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(kColLanes * 16)
-columns_held_kernel(const View<sizeof...(TIn)> v, const KfScalars sc, KfStats* stats_out) {
-  constexpr int NIn = sizeof...(TIn);
-  __shared__ KfStats scratch[16][kColLanes];
-  const Pro pro;
-  const Apply apply;
-  const int tx = threadIdx.x, ty = threadIdx.y, warps = blockDim.y;
-  const int64_t kblocks = (v.K + kColLanes - 1) / kColLanes;
-  for (int64_t kb = blockIdx.x; kb < kblocks; kb += gridDim.x) {
-    const int64_t k = kb * kColLanes + tx;
-    const bool k_ok = k < v.K;
-    int64_t base[NIn], obase;
-    kept_offsets(v, k_ok ? k : 0, base, obase);
-    float x[kHold][NIn];
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {
-      const int64_t r = ty + int64_t(h) * warps;
-      if (k_ok && r < v.R) {
-        int64_t off[NIn], ooff = 0;
-#pragma unroll
-        for (int i = 0; i < NIn; ++i) off[i] = base[i];
-        add_reduced_offsets(v, r, off, ooff);
-        KfLoadPack<0, TIn...>::load(x[h], v.in, off);
-      }
-    }
-    KfStats s = Stat::identity();
-#pragma unroll
-    for (int h = 0; h < kHold; ++h)
-      if (k_ok && ty + int64_t(h) * warps < v.R) Stat::push(s, pro(x[h], sc));
-    scratch[ty][tx] = s;
-    __syncthreads();
-    s = scratch[0][tx];
-    for (int w = 1; w < warps; ++w) s = Stat::merge(s, scratch[w][tx]);
-    __syncthreads();  // scratch is rewritten by the next column block
-    Stat::finalize(s);
-    s.count = float(v.R);
-    if (ty == 0 && k_ok && stats_out != nullptr) stats_out[k] = s;
-    // Output offsets recomputed here: kHold of them held across the statistics spilled.
-    int64_t no_in[NIn] = {};
-#pragma unroll
-    for (int h = 0; h < kHold; ++h) {
-      const int64_t r = ty + int64_t(h) * warps;
-      if (k_ok && r < v.R) {
-        int64_t ooff = obase;
-        add_reduced_offsets(v, r, no_in, ooff);
-        kf_store<TOut>(v.out, ooff, apply(pro(x[h], sc), s, x[h], sc));
-      }
-    }
-  }
-}
-
-// Rows a thread of columns_held_kernel holds: 32 inputs' worth of registers (0: the kernel is not used).
-__host__ __device__ constexpr int held_rows(int n_in) { return n_in == 1 ? 32 : n_in == 2 ? 16 : n_in <= 4 ? 8 : 0; }
-
 // columns_kernel with kVec adjacent columns per lane, for a contiguous inner kept dim (inner_vectorizable): a
 // warp reads 32 x 16 bytes of a row per load instead of 32 elements. The scalar kernel's few bytes in flight per
 // thread bound it by latency (fp16 group norm statistics: 64-byte warp loads, 0.34 TB/s). Same partials and
@@ -1379,17 +1319,6 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
                                                                        partial, stats, stats_dst);
     KF_RETURN_IF_ERROR(cudaGetLastError());
   } else {
-    // Columns every block can hold whole, enough blocks to fill the GPU: one read.
-    constexpr int kHold = held_rows(NIn);
-    if constexpr (kHold > 0) {
-      const int64_t col_blocks = ceil_div(e.K, kColLanes);
-      if (e.R <= int64_t(16) * kHold && col_blocks >= int64_t(sms) * 2) {
-        const int warps = int(ceil_div(e.R, kHold));
-        columns_held_kernel<Pro, Stat, Apply, kHold, TOut, TIn...>
-            <<<grid_for(col_blocks), dim3(kColLanes, warps), 0, stream>>>(v, sc, stats_dst);
-        return cudaGetLastError();
-      }
-    }
     const int64_t capacity = workspace != nullptr ? int64_t(workspace_bytes / sizeof(KfStats)) - e.K : 0;
     KF_RETURN_IF_ERROR((launch_columns<Pro, Stat, Apply, TOut, TIn...>(v, in, out, splits, capacity, sc, partial,
                                                                       stats_dst, nullptr, stream)));
