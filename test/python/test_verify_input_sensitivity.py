@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 import torch
 from torch import nn
 
@@ -105,36 +106,28 @@ class _ConvInTf32(_Conv):
         return nn.functional.conv2d(_tf32(x), _tf32(self.conv.weight), self.conv.bias, padding=1)
 
 
-def test_a_tf32_convolution_passes_where_cudnn_may_pick_one(monkeypatch):
+def _tf32_conv(families: frozenset[str]) -> context.VerifyContext:
+    torch.manual_seed(3)
+    ref, cand = _Conv(), _ConvInTf32()
+    cand.load_state_dict(ref.state_dict())
+    return _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=families)
+
+
+CONV = frozenset({"conv"})
+
+
+@pytest.mark.parametrize("check", [check_input_sensitivity, check_input_distribution])
+def test_a_tf32_convolution_passes_where_cudnn_may_pick_one(monkeypatch, check):
     # cuDNN's TF32 switch (on by default) lets the reference's own convolution run in TF32 by another
     # algorithm; the reference on this machine happens to be exact, so its error is no bound.
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
-    torch.manual_seed(3)
-    ref, cand = _Conv(), _ConvInTf32()
-    cand.load_state_dict(ref.state_dict())
-    ctx = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=frozenset({"conv"}))
-    assert check_input_sensitivity(ctx).outcome == "pass"
+    assert check(_tf32_conv(CONV)).outcome == "pass"
     # A reference without convolutions gives TF32 no licence.
-    ctx = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=frozenset())
-    assert check_input_sensitivity(ctx).outcome == "fail"
+    assert check(_tf32_conv(frozenset())).outcome == "fail"
 
 
-def test_tf32_rounding_fails_where_nothing_allows_it(monkeypatch):
+@pytest.mark.parametrize("check", [check_input_sensitivity, check_input_distribution])
+def test_tf32_rounding_fails_where_nothing_allows_it(monkeypatch, check):
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
-    torch.manual_seed(3)
-    ref, cand = _Conv(), _ConvInTf32()
-    cand.load_state_dict(ref.state_dict())
-    for families in (frozenset({"conv"}), frozenset()):
-        ctx = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=families)
-        assert check_input_sensitivity(ctx).outcome == "fail", families
-
-
-def test_other_distributions_judge_a_tf32_convolution_the_same_way(monkeypatch):
-    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
-    torch.manual_seed(3)
-    ref, cand = _Conv(), _ConvInTf32()
-    cand.load_state_dict(ref.state_dict())
-    conv = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=frozenset({"conv"}))
-    assert check_input_distribution(conv).outcome == "pass"
-    plain = _context(ref, cand, atol=1e-5, shape=(4, 16, 24, 24), ref_families=frozenset())
-    assert check_input_distribution(plain).outcome == "fail"
+    for families in (CONV, frozenset()):
+        assert check(_tf32_conv(families)).outcome == "fail", families
