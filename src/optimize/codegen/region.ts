@@ -682,7 +682,12 @@ function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: str
 function normInputShape(view: GraphView, region: Region, nameOf: NameOf): string {
   const input = view.node(region.norm ?? "").fn?.input;
   if (input?.t !== "node") throw new Error("kforge internal: merged group norm without a node input");
-  return input.id === region.anchor ? "kf_anchor.shape" : `${nameOf(input.id)}.shape`;
+  return shapeInMethod(input, region, nameOf);
+}
+
+/** An argument's shape in the region's method: an anchor is computed there, as `kf_anchor`. */
+function shapeInMethod(arg: Arg, region: Region, nameOf: NameOf): string {
+  return arg.t === "node" && arg.id === region.anchor ? "kf_anchor.shape" : `${pyArg(arg, nameOf)}.shape`;
 }
 
 const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
@@ -787,11 +792,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
 function regionInputShapes(view: GraphView, region: Region, nameOf: NameOf): string {
   const seed = view.node(region.seed ?? "");
   const input = seed.fn?.input;
-  // An anchor is computed inside the method, as `kf_anchor`.
-  const shapeOf = (arg: Arg) =>
-    arg.t === "node" && arg.id === region.anchor
-      ? "kf_anchor.shape"
-      : `${arg.t === "param" ? selfPath(arg.path) : pyArg(arg, nameOf)}.shape`;
+  const shapeOf = (arg: Arg) => shapeInMethod(arg, region, nameOf);
   if (input?.t === "node" && !region.prologue.includes(input.id)) return shapeOf(input);
   const shapes: string[] = [];
   for (const id of region.prologue) {
