@@ -60,7 +60,8 @@
 //  - columns (innermost dim kept: softmax over dim 1 of NCHW): 32 lanes along the kept inner dim x 8 warps
 //    along the reduction, online stats; with enough columns to fill the GPU one kernel does stats and apply
 //    (x read twice, the second time mostly from L2), otherwise the reduction is split across blocks ->
-//    finalize -> apply.
+//    finalize -> apply; split (or statistics-only) columns read 16 bytes of adjacent columns per lane when the
+//    kept inner dim is contiguous (launch_columns).
 #pragma once
 #include <math.h>
 #include <initializer_list>
