@@ -3,9 +3,7 @@ inputs, derived shapes, and outputs produced while being timed."""
 
 from __future__ import annotations
 
-import math
 import random
-from typing import Any
 
 import torch
 
