@@ -48,8 +48,9 @@
 //    peeling the vector index, so BatchNorm's [N, C, HW] reducing N and HW is a row reduction of C rows.
 //    When the rows are too few to fill the GPU, each row's range is split over gridDim.y blocks.
 //  - columns (innermost dim kept: sum over dim 1 of NCHW): bx threads along the contiguous kept dim (warps
-//    read whole 512-byte segments) x by threads along the reduction, combined by a shared-memory tree;
-//    split over gridDim.y blocks when the columns are too few.
+//    read whole 512-byte segments; a short kept inner dim's tile runs on into the next outer indices) x by
+//    threads along the reduction, combined by a shared-memory tree; split over gridDim.y blocks when the
+//    columns are too few.
 // 16-byte vector loads along the innermost dim when its length and every operand's alignment allow (32-bit
 // index launches only: past 2^31 elements or offsets the kernels take scalar loads). Rows of another length
 // (67, 4095) or starting between boundaries (a sliced input) are still read in vectors when their moving
