@@ -598,25 +598,52 @@ function groupViewDims(dims: number[]): number[] {
   return mapped;
 }
 
+/** A normalisation node's kernel setup: its spec and call, the operand table (group norm's operands in its
+ * [N, G, C/G, rest] view, others per channel of a rank-`rank` input) and the anchor's operands, registered first. */
+function normSetup(
+  view: GraphView,
+  region: Region,
+  node: GraphNode,
+  nameOf: NameOf,
+  fn: string,
+  rank: number,
+) {
+  const spec = NORMALIZATIONS[node.op];
+  const call = node.fn;
+  const dims = normDims(node, view);
+  if (!spec || !call || !dims || !call.input)
+    throw new Error(`kforge internal: ${node.op} is not a normalisation`);
+  const groups = spec.groups ? (intList(call.num_groups)?.[0] ?? 1) : 0;
+  const table = new OperandTable(view, nameOf, groups ? groupAdapt(groups) : channelAdapt(rank));
+  const anchor = anchorOperands(view, region, table, nameOf, fn, groups);
+  return { spec, call, input: call.input, dims, groups, table, anchor };
+}
+
+/** The normalisation's apply of value `v` with statistics `s`, its parameters registered in `table` now. */
+function normApplyExpr(node: GraphNode, table: OperandTable): string {
+  const spec = NORMALIZATIONS[node.op];
+  const call = node.fn ?? {};
+  const params = (spec?.params ?? []).map((param) => {
+    const arg = call[param.key];
+    if (!arg || (arg.t === "const" && arg.pytype === "none")) return "";
+    return table.tensor(arg, param.layout);
+  });
+  const applyExpr = spec?.apply("v", params, paramReader(call, table.runtime)) ?? null;
+  if (applyExpr === null) throw new Error(`kforge internal: ${node.op} declined after planning`);
+  return applyExpr;
+}
+
 /** A reduction region holding a normalisation in its prologue (planner: mergeNormsIntoReductions): the
  * normalisation's statistics come from their own launch (`${fn}_stats`, over the operands the norm's input
  * needs: the first `m`), then three broadcast views of them join the reduction's operands, and the prologue
  * applies the normalisation element by element. The normalised tensor is never written. */
 function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: string, rank: number) {
   const normNode = view.node(region.norm ?? "");
-  const spec = NORMALIZATIONS[normNode.op];
-  const normFn = normNode.fn;
-  const dims = normDims(normNode, view);
-  if (!spec || !normFn || !dims || !normFn.input)
-    throw new Error("kforge internal: merged norm without spec");
-  const groups = spec.groups ? (intList(normFn.num_groups)?.[0] ?? 1) : 0;
-  const table = new OperandTable(view, nameOf, groups ? groupAdapt(groups) : channelAdapt(rank));
-  const anchor = anchorOperands(view, region, table, nameOf, fn, groups);
+  const { spec, input, dims, groups, table, anchor } = normSetup(view, region, normNode, nameOf, fn, rank);
   const at = region.prologue.indexOf(normNode.id);
   const before = region.prologue.slice(0, at);
   const after = region.prologue.slice(at + 1);
   const beforeLines = [...anchor.lines, ...pointwiseLines(view, before, table, anchor.resolve)];
-  const input = normFn.input;
   const xExpr =
     input.t === "node" && before.includes(input.id)
       ? `t_${input.id}`
@@ -625,13 +652,7 @@ function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: str
   const m = table.operands.length;
   const statsAt = [m, m + 1, m + 2];
   const stats = ["kf_st[..., 0]", "kf_st[..., 1]", "kf_st[..., 2]"].map((py) => table.raw(py, "float32"));
-  const params = spec.params.map((param) => {
-    const arg = normFn[param.key];
-    if (!arg || (arg.t === "const" && arg.pytype === "none")) return "";
-    return table.tensor(arg, param.layout);
-  });
-  const applyExpr = spec.apply("v", params, paramReader(normFn, table.runtime));
-  if (applyExpr === null) throw new Error(`kforge internal: ${normNode.op} declined after planning`);
+  const applyExpr = normApplyExpr(normNode, table);
   const lines = [
     ...beforeLines,
     `const float t_${normNode.id} = [&] {`,
@@ -692,31 +713,17 @@ function shapeInMethod(arg: Arg, region: Region, nameOf: NameOf): string {
 
 const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const seed = view.node(region.seed ?? "");
-  const spec = NORMALIZATIONS[seed.op];
-  const seedFn = seed.fn;
-  const inMeta = view.tensorOf(seedFn?.input);
-  const dims = normDims(seed, view);
-  if (!spec || !seedFn || !inMeta || !dims)
-    throw new Error(`kforge internal: ${seed.op} is not a normalisation`);
+  const inMeta = view.tensorOf(seed.fn?.input);
+  if (!inMeta) throw new Error(`kforge internal: ${seed.op} is not a normalisation`);
   const rank = inMeta.shape.length;
-  const groups = spec.groups ? (intList(seedFn.num_groups)?.[0] ?? 1) : 0;
-  const table = new OperandTable(view, nameOf, groups ? groupAdapt(groups) : channelAdapt(rank));
-  const anchor = anchorOperands(view, region, table, nameOf, fn, groups);
+  const { spec, input, dims, groups, table, anchor } = normSetup(view, region, seed, nameOf, fn, rank);
   const proLines = [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
-  const input = seedFn.input;
-  if (!input) throw new Error("kforge internal: normalisation without input");
   const xExpr =
     input.t === "node" && region.prologue.includes(input.id)
       ? `t_${input.id}`
       : (anchor.resolve(input) ?? table.tensor(input));
   const vExpr = spec.value ? spec.value(xExpr) : xExpr;
-  const paramValues = spec.params.map((param) => {
-    const arg = seedFn[param.key];
-    if (!arg || (arg.t === "const" && arg.pytype === "none")) return "";
-    return table.tensor(arg, param.layout);
-  });
-  const applyExpr = spec.apply("v", paramValues, paramReader(seedFn, table.runtime));
-  if (applyExpr === null) throw new Error(`kforge internal: ${seed.op} declined after planning`);
+  const applyExpr = normApplyExpr(seed, table);
   const applyLines = [`const float t_${seed.id} = ${applyExpr};`];
   applyLines.push(
     ...pointwiseLines(view, region.epilogue, table, (arg) =>

@@ -361,9 +361,8 @@ export function planGraph(graph: Graph): Plan {
     const outside = operandNodes(view, host.epilogue);
     const seedShape = view.outMeta(view.node(seedId))?.shape ?? [];
     const hostShape = view.outMeta(view.node(host.output))?.shape ?? [];
-    const sameShape = seedShape.length === hostShape.length && seedShape.every((s, i) => s === hostShape[i]);
     const onlySeed = [...outside].every((id) => id === seedId) && operandParams(view, host.epilogue) === 0;
-    if (!sameShape || (rule.epilogue === "scalars" && !onlySeed)) continue;
+    if (!sameShape(seedShape, hostShape) || (rule.epilogue === "scalars" && !onlySeed)) continue;
     const merged = [...seed.prologue, seed.seed ?? seedId, ...seed.epilogue, ...host.epilogue];
     if (operandCount(view, merged) > MAX_REGION_OPERANDS) continue;
     seed.epilogue = [...seed.epilogue, ...host.epilogue];
