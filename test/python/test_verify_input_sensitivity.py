@@ -50,20 +50,22 @@ class _ProjectSkippingABlock(_Project):
         return x[:, :-16] @ self.w[:-16]
 
 
-def test_rounding_differently_from_the_reference_passes():
+def _sensitivity(candidate: type[_Project], atol: float):
+    """check_input_sensitivity of `candidate` (with the reference's weights) against _Project."""
     ref = _Project()
-    cand = _ProjectRoundedOnce()
+    cand = candidate()
     cand.load_state_dict(ref.state_dict())
+    return check_input_sensitivity(_context(ref, cand, atol=atol))
+
+
+def test_rounding_differently_from_the_reference_passes():
     # No band at all: every element that differs from the reference's rounding is outside it.
-    result = check_input_sensitivity(_context(ref, cand, atol=0.0))
+    result = _sensitivity(_ProjectRoundedOnce, atol=0.0)
     assert result.outcome == "pass", result.evidence
 
 
 def test_skipped_work_fails_even_so():
-    ref = _Project()
-    cand = _ProjectSkippingABlock()
-    cand.load_state_dict(ref.state_dict())
-    result = check_input_sensitivity(_context(ref, cand, atol=1e-4))
+    result = _sensitivity(_ProjectSkippingABlock, atol=1e-4)
     assert result.outcome == "fail", result.evidence
     assert "perturbing" in result.evidence
 
@@ -77,12 +79,8 @@ class _ProjectInHalfPrecisionInputs(_Project):
 
 
 def test_precision_beyond_the_dtype_floor_fails():
-    ref = _Project()
-    cand = _ProjectInHalfPrecisionInputs()
-    cand.load_state_dict(ref.state_dict())
-    result = check_input_sensitivity(_context(ref, cand, atol=1e-4))
+    result = _sensitivity(_ProjectInHalfPrecisionInputs, atol=1e-4)
     assert result.outcome == "fail", result.evidence
-
 
 
 def _tf32(t: torch.Tensor) -> torch.Tensor:
