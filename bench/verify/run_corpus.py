@@ -79,11 +79,12 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=420)
     parser.add_argument("--deadline", type=float, default=540, help="seconds; entries not started by then are skipped")
     parser.add_argument("--via", choices=["worker", "standalone"], default="worker")
-    parser.add_argument("--reference-process", action="store_true",
-                        help="run every entry's reference in its own process (the CUDA IPC path; off by default on CUDA)")
+    parser.add_argument("--reference-process", choices=["on", "off"], default=None,
+                        help="force every entry's reference into its own process or beside the candidate "
+                             "(default: the worker's default, on)")
     args = parser.parse_args()
-    if args.reference_process:
-        os.environ["KFORGE_REFERENCE_PROCESS"] = "1"
+    if args.reference_process is not None:
+        os.environ["KFORGE_REFERENCE_PROCESS"] = "1" if args.reference_process == "on" else "0"
     os.makedirs(args.out, exist_ok=True)
     started = time.time()
     entries = [e for e in corpus.with_strict_variants(corpus.load_manifest()) if os.path.exists(os.path.join(ROOT, e["candidate"]))
@@ -119,18 +120,17 @@ def main() -> int:
                   flush=True)
         return done
 
-    # Four queues at once: the tiny entries (parallel), the attention seed-size entries one by one (each
-    # needs ~30 GB), the GEMM seed-size ones one by one, the seed transcripts.
+    # Three queues at once: the tiny entries (parallel), the seed-size entries one by one (an attention one
+    # needs ~30 GB in the worker, and as much again in its reference process when that is on), the seed
+    # transcripts.
     from concurrent.futures import ThreadPoolExecutor
 
-    sdpa = sorted([e for e in large if "sdpa" in e["problem"]], key=lambda e: (not e["id"].startswith("generated"), e["id"]))
-    gemm = sorted([e for e in large if e not in sdpa], key=lambda e: (not e["id"].startswith("generated"), e["id"]))
-    with ThreadPoolExecutor(max_workers=4) as queues:
+    large = sorted(large, key=lambda e: (not e["id"].startswith("generated"), "sdpa" not in e["problem"], e["id"]))
+    with ThreadPoolExecutor(max_workers=3) as queues:
         tiny_f = queues.submit(batch, small, args.jobs)
-        sdpa_f = queues.submit(batch, sdpa, 1)
-        gemm_f = queues.submit(batch, gemm, 1)
+        large_f = queues.submit(batch, large, 1)
         seed_f = queues.submit(batch, seeds, 3)  # mostly compile errors: CPU-bound, little GPU memory
-        finished = tiny_f.result() + sdpa_f.result() + gemm_f.result() + seed_f.result()
+        finished = tiny_f.result() + large_f.result() + seed_f.result()
     outcomes = [o for o in finished if o.entry["expect"] != "any"]
     seed_outcomes = [o for o in finished if o.entry["expect"] == "any"]
     rows = [o.row() for o in outcomes]

@@ -228,8 +228,24 @@ class EvalContext:
 
     def reference_failure(self, what: str, exc: BaseException, verdict: str = "problem_error") -> StageFailure:
         """The problem's own code failed: charged to the problem (e.g. it builds CUDA tensors and the run is on
-        --device cpu), never to the candidate."""
+        --device cpu) — unless it failed here after the candidate was imported while the clean reference
+        process, which never imports the candidate, ran the same code: then the candidate's import broke
+        this process (descriptors written over, the CUDA context damaged). Running out of memory stays the
+        problem's (a problem that does not fit the machine)."""
+        if (verdict == "problem_error" and self.candidate is not None and self.reference is not None
+                and not _out_of_memory(exc) and self._reference_started()):
+            return StageFailure("runtime_error", f"the problem's {what} failed in the candidate's process after "
+                                                 "the candidate was imported, while the clean reference process "
+                                                 f"ran it: {summarize_exception(exc)}")
         return StageFailure(verdict, f"problem {what}: {summarize_exception(exc)}")
+
+    def _reference_started(self) -> bool:
+        """Whether the reference process loaded the problem and built Model (waiting for it if needed)."""
+        try:
+            self.reference.info  # noqa: B018
+        except BaseException:  # noqa: BLE001 — it failed there too: the problem's own failure
+            return False
+        return True
 
     # -- inputs and forward passes -------------------------------------------------------------
     def prepare(self, value: Any) -> Any:
@@ -313,7 +329,7 @@ def start_reference(ctx: EvalContext) -> None:
             "dtype": str(ctx.dtype).replace("torch.", "") if ctx.dtype is not None else None,
             "seed": ctx.request.seed, "allowTf32": ctx.request.allow_tf32, "fp64": True}
     try:
-        ctx.reference = ReferenceProcess(spec)
+        ctx.reference = ReferenceProcess(spec)  # started; its readiness is awaited after the candidate's build
     except ProblemFailure as exc:
         raise StageFailure("problem_error", f"problem {exc.what}: {exc.reason} (in the reference process)") from None
     except (OSError, ReferenceProcessError) as exc:
@@ -362,6 +378,8 @@ def build_models(ctx: EvalContext) -> None:
     ctx.ref_model = ctx.guard_reference("Model.to(device)", lambda: _place(ctx, ctx.ref_model))
     ctx.new_model = ctx.guard_candidate("ModelNew.to(device)", lambda: _place(ctx, ctx.new_model))
     ctx.result["paramSync"] = ctx.guard_candidate("load_state_dict", lambda: sync_parameters(ctx.ref_model, ctx.new_model))
+    if ctx.reference is not None:
+        _reference_ready(ctx)
     if getattr(problem, "KFORGE_SKIP_FP64", False):
         print("kforge_worker: problem sets KFORGE_SKIP_FP64; no float64 reference", flush=True)
         return
@@ -371,6 +389,10 @@ def build_models(ctx: EvalContext) -> None:
         ctx.ref64_model = copy.deepcopy(ctx.ref_model).to(torch.float64)
     except Exception as exc:  # noqa: BLE001 — evidence only
         print(f"kforge_worker: cannot build a float64 reference: {summarize_exception(exc, 1)}", flush=True)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc)
 
 
 def _place(ctx: EvalContext, model: Any) -> Any:
@@ -788,6 +810,15 @@ def time_models(ctx: EvalContext) -> None:
     fail_on_checks(ctx)
 
 
+def _reference_ready(ctx: EvalContext) -> None:
+    """Waits for the reference process's start (the problem loaded and Model built there)."""
+    try:
+        ctx.reference.info  # noqa: B018
+    except BaseException as exc:  # noqa: BLE001
+        _raise_if_remote(exc)
+        raise
+
+
 def _remote_timing(ctx: EvalContext) -> Any:
     from .reference_process import RemoteTiming
 
@@ -894,7 +925,7 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
         result["verdict"], result["reason"] = "correct", None
     except StageFailure as failure:
         result["verdict"], result["reason"] = failure.verdict, failure.reason
-        if failure.verdict in CORRECTNESS_FAILURES and ctx.new_model is not None:
+        if (failure.verdict in CORRECTNESS_FAILURES and ctx.new_model is not None) or ctx.candidate is not None:
             _checks_after_failure(ctx, failure)
     except BaseException as exc:  # noqa: BLE001 — a worker bug still yields a result line
         result["verdict"] = "runtime_error"

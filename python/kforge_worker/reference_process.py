@@ -484,22 +484,52 @@ class ReferenceProcess:
         )
         self.importer = Importer()
         self.sequence = 0
+        # The spec is written now, before the candidate is imported; its reply (the problem loaded, Model
+        # built) is read when the reference is first needed, so the child's start overlaps the candidate's
+        # import and build instead of delaying them.
+        self._info: dict[str, Any] | None = None
+        self._start_failure: BaseException | None = None
         try:
-            self.info = self._send({"spec": spec})
+            self._write({"spec": spec})
         except BaseException:
             self.proc.kill()
             self.proc.wait()
             raise
 
-    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
-        """One request, its reply: matched by the nonce and a sequence number, so a line someone else wrote
-        into the child's stdin (ignored there) or its stdout cannot stand in for an answer."""
+    @property
+    def info(self) -> dict[str, Any]:
+        """The child's reply to its spec; waits for it (ProblemFailure: the problem failed to load there)."""
+        if self._start_failure is not None:
+            raise self._start_failure
+        if self._info is None:
+            try:
+                self._info = self._read()
+            except BaseException as exc:
+                self._start_failure = exc
+                raise
+        return self._info
+
+    def _write(self, request: dict[str, Any]) -> None:
         self.sequence += 1
         request = {**request, "nonce": self.nonce, "id": self.sequence}
         try:
-            assert self.proc.stdin is not None and self.proc.stdout is not None
+            assert self.proc.stdin is not None
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
+        except (OSError, ValueError) as exc:
+            raise ReferenceProcessError(f"the reference process ended ({type(exc).__name__}: {exc})") from None
+
+    def _send(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One request, its reply: matched by the nonce and a sequence number, so a line someone else wrote
+        into the child's stdin (ignored there) or its stdout cannot stand in for an answer."""
+        self.info  # noqa: B018 — the spec's reply comes first
+        self._write(request)
+        return self._read()
+
+    def _read(self) -> dict[str, Any]:
+        """The reply to the last request written."""
+        try:
+            assert self.proc.stdout is not None
             while True:
                 line = self.proc.stdout.readline()
                 if not line:
@@ -539,6 +569,8 @@ class ReferenceProcess:
         return inputs, outs, outs64
 
     def close(self) -> None:
+        if self._start_failure is not None and self.proc.poll() is None:
+            self.proc.kill()  # it never answered its spec: nothing to close politely
         if self.proc.poll() is None:
             try:
                 self.request("close")

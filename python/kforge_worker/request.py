@@ -52,8 +52,8 @@ class EvalRequest:
 
     @property
     def reference_in_own_process(self) -> bool:
-        """Absent in the request: on for CPU; off for CUDA until its IPC path has run on a GPU."""
-        return self.device == "cpu" if self.reference_process is None else self.reference_process
+        """Absent in the request: on (CPU and CUDA)."""
+        return True if self.reference_process is None else self.reference_process
 
 
 def _get(obj: Any, key: str, where: str) -> Any:

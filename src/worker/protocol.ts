@@ -83,8 +83,7 @@ export const EvalRequest = z.object({
      * in the checks, not condemned. */
     strict: z.boolean().optional(),
     /** Run the reference (the trials' outputs, the float64 evaluation, its side of the timing) in its own
-     * process that never imports candidate code. Absent: on for device "cpu"; off for "cuda" until the CUDA
-     * IPC path has been run on a GPU (python/kforge_worker/reference_process.py). */
+     * process that never imports candidate code (python/kforge_worker/reference_process.py). Absent: on. */
     referenceProcess: z.boolean().optional(),
   }),
 });

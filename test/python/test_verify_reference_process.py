@@ -27,13 +27,13 @@ def _request(problem_path: str, candidate_path: str, cache_dir: str, isolated: b
     return request
 
 
-def test_the_default_is_a_process_on_cpu_and_the_worker_on_cuda(cache_dir: str) -> None:
+def test_the_default_is_a_process_on_both_devices(cache_dir: str) -> None:
     base = make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir)
     assert parse_request(base).reference_in_own_process is True
     base["options"]["device"] = "cuda"
-    assert parse_request(base).reference_in_own_process is False  # until the CUDA IPC path has run on a GPU
-    base["options"]["referenceProcess"] = True
     assert parse_request(base).reference_in_own_process is True
+    base["options"]["referenceProcess"] = False
+    assert parse_request(base).reference_in_own_process is False
     base["options"]["referenceProcess"] = "yes"
     with pytest.raises(ValueError, match="referenceProcess"):
         parse_request(base)
@@ -325,3 +325,50 @@ def test_a_reference_changed_after_the_trials_is_caught_before_timing(cache_dir:
     assert result["reason"].startswith("reference_isolation: the reference in the candidate's process answers "
                                        "differently from the clean reference process (after the verification checks")
     assert all(t["passed"] for t in result["trials"])
+
+
+_BREAKS_LINEAR = (
+    "import torch\nimport torch.nn as nn\n"
+    "def _refuse(self, *args, **kwargs):\n    raise RuntimeError('device unusable')\n"
+    "nn.Linear.__init__ = _refuse  # what the import leaves behind: the problem's own Model cannot be built here\n"
+    "class ModelNew(nn.Module):\n"
+    "    def __init__(self, i, o):\n        super().__init__()\n        self.w = nn.Parameter(torch.randn(o, i))\n"
+    "    def forward(self, x):\n        return torch.relu(x @ self.w.t())\n"
+)
+
+
+@pytest.mark.parametrize("isolated", [True, False])
+def test_a_problem_broken_by_the_candidates_import_is_charged_to_the_candidate(cache_dir: str, tmp_path,
+                                                                               isolated: bool) -> None:
+    path = tmp_path / "breaks_linear.py"
+    path.write_text(_BREAKS_LINEAR)
+    result = _restoring_linear(lambda: evaluate(_request(problem("tiny_linear"), str(path), cache_dir, isolated))[0])
+    if isolated:  # the clean process built Model: the failure here is the candidate's doing
+        assert result["verdict"] == "runtime_error", result["reason"]
+        assert "after the candidate was imported" in result["reason"] and "device unusable" in result["reason"]
+    else:  # one process cannot tell a broken problem from a problem broken by the candidate
+        assert result["verdict"] == "problem_error", result["reason"]
+
+
+def test_tampering_found_before_a_later_failure_still_decides(cache_dir: str, tmp_path) -> None:
+    """The fingerprint taken after the import names the replaced method, though the run failed building the
+    models: cheating, not a runtime or problem error."""
+    path = tmp_path / "breaks_linear.py"
+    path.write_text(_BREAKS_LINEAR)
+    for isolated in (True, False):
+        result = _restoring_linear(lambda i=isolated: evaluate(
+            _request(problem("tiny_linear"), str(path), cache_dir, i), use_checks=True)[0])
+        assert result["verdict"] == "cheating", (isolated, result["reason"])
+        failing = {c["name"] for c in result["checks"] if c["outcome"] == "fail"}
+        assert {"harness_integrity", "static_tamper"} <= failing, failing
+
+
+def _restoring_linear(run):
+    """The pipeline runs in this test process: the candidate's patch of nn.Linear is undone after it."""
+    import torch.nn as nn
+
+    original = nn.Linear.__init__
+    try:
+        return run()
+    finally:
+        nn.Linear.__init__ = original

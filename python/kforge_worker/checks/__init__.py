@@ -111,10 +111,18 @@ def close(ctx: Any) -> None:
 
 
 def on_failure(ctx: Any, verdict: str) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
-    """Checks after a failed correctness stage; returns (checks, (verdict, reason) when cheating was found)."""
+    """Checks after a failed stage; returns (checks, (verdict, reason) when cheating was found).
+
+    After a failed correctness stage the runtime checks still run. After any other failure once the candidate
+    was imported (it broke the problem's own code, raised while built, ...), what was recorded up to then —
+    the static scan, the process fingerprint after the import, the threads it started — still decides: a
+    candidate that tampers and then crashes is cheating, not merely a runtime error."""
+    verifier = getattr(ctx, "kforge_verifier", None)
     if verdict not in ("incorrect", "shape_mismatch"):
-        return [], None
-    verifier = _run(ctx, trials_passed=False)
+        if verifier is None or verifier.scan is None:
+            return [], None
+    else:
+        verifier = _run(ctx, trials_passed=False)
     verifier.close()
     found, check = verifier.verdict()
     checks = _ordered(verifier)

@@ -285,12 +285,22 @@ def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], lab
     return f"{label}: ok"
 
 
-def check_timed_outputs(ctx: VerifyContext, pool_size: int = 4, iters: int = 24) -> CheckResult:
+def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters: int = 24) -> CheckResult:
     """A timing-like loop (warm-up, rotating pool of fresh inputs, events and L2 writes on CUDA), every
-    output kept and compared afterwards: a candidate that behaves differently once it is being timed."""
-    pool = [ctx.make_inputs(ctx.seed()) for _ in range(pool_size)]
-    refs = [detached_copy(run(ctx.ref, clone_inputs(p))) for p in pool]
-    cand_pool = [clone_inputs(p) for p in pool]
+    output kept and compared afterwards: a candidate that behaves differently once it is being timed.
+
+    The pool rotates as the timing's does (4 sets, 2 for large problems: timed_inputs.pool_size). Only the
+    candidate's sets and the reference's outputs are held; inputs for a float64 judgement of a miss are made
+    again from their seed (get_inputs() is a function of torch's seed, as the reference process assumes), so
+    the check holds about the pool's inputs and outputs once."""
+    from ..timed_inputs import pool_size as timing_pool_size
+
+    seeds = [ctx.seed()]
+    cand_pool = [ctx.make_inputs(seeds[0])]
+    size = pool_size or timing_pool_size(cand_pool[0])
+    seeds += [ctx.seed() for _ in range(size - 1)]
+    cand_pool += [ctx.make_inputs(s) for s in seeds[1:]]
+    refs = [detached_copy(run(ctx.ref, clone_inputs(p))) for p in cand_pool]  # before any candidate call
     flush = None
     events = None
     if ctx.device.type == "cuda":
@@ -298,7 +308,7 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int = 4, iters: int = 24)
         events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
     bad = []
     for i in range(iters):
-        k = i % pool_size
+        k = i % size
         if flush is not None and events is not None:
             flush.zero_()
             events[0].record()
@@ -308,7 +318,7 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int = 4, iters: int = 24)
         else:
             out = run(ctx.cand, cand_pool[k])
         sync(ctx.device)
-        c = judged_compare(ctx, pool[k], out, refs[k])  # outside the timed span, before the next call
+        c = judged_compare(ctx, lambda s=seeds[k]: ctx.make_inputs(s), out, refs[k])  # outside the timed span
         del out
         if not c.ok:
             bad.append((i, c.message))
@@ -319,5 +329,5 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int = 4, iters: int = 24)
                       f"iteration {first_bad}: {message}"
                       + (" — correct while checked, wrong once called repeatedly" if cheat else ""),
                       "cheating" if cheat else "incorrect")
-    return passed("timed_outputs", f"{iters} outputs of a timing-like loop over {pool_size} rotating input sets "
+    return passed("timed_outputs", f"{iters} outputs of a timing-like loop over {size} rotating input sets "
                                    "all correct")

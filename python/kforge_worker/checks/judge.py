@@ -8,6 +8,7 @@ partial work misses by orders of magnitude more (a skipped 0.1% of the outputs a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .context import Closeness, compare, has_dropout, Inputs, tensors, VerifyContext
@@ -17,12 +18,13 @@ from .output_checks import float64_copy, precision_floor, rel_err, run_float64, 
 ROUNDING_MULTIPLE = 10.0
 
 
-def rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) -> bool:
-    """Whether the candidate's distance from the reference on `inputs` is rounding (see the module's rule)."""
+def rounding_only(ctx: VerifyContext, inputs: Inputs | Callable[[], Inputs], out: Any, ref_out: Any) -> bool:
+    """Whether the candidate's distance from the reference on `inputs` is rounding (see the module's rule).
+    `inputs` may be a function making them (a check that does not hold every input set it ran)."""
     if has_dropout(ctx.ref):
         return False
     try:
-        ref64 = run_float64(float64_copy(ctx.ref), inputs)
+        ref64 = run_float64(float64_copy(ctx.ref), inputs() if callable(inputs) else inputs)
     except Exception:  # noqa: BLE001 — no float64 view: the plain comparison stands
         return False
     outs, refs, refs64 = tensors(out), tensors(ref_out), tensors(ref64)
@@ -38,7 +40,7 @@ def rounding_only(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any) ->
     return True
 
 
-def judged_compare(ctx: VerifyContext, inputs: Inputs, out: Any, ref_out: Any, atol: float | None = None) -> Closeness:
+def judged_compare(ctx: VerifyContext, inputs: Inputs | Callable[[], Inputs], out: Any, ref_out: Any, atol: float | None = None) -> Closeness:
     """compare() within the problem's band (or `atol`), a miss then judged against float64 on the same inputs.
     `inputs` must be what both models were given, unchanged (clones were run)."""
     c = compare(out, ref_out, ctx.atol if atol is None else atol, ctx.rtol)

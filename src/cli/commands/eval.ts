@@ -108,7 +108,7 @@ export function registerEvalCommand(program: Command): void {
     .option("--strict", STRICT_HELP)
     .option(
       "--reference-process <on|off>",
-      "run the reference in its own process that never imports the candidate (default: on for --device cpu, off for cuda)",
+      "run the reference in its own process that never imports the candidate (default: on)",
       onOff,
     )
     .option("--verbose", "stream the worker's log (compiler output, candidate prints) to stderr");
