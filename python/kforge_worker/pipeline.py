@@ -735,8 +735,6 @@ def time_models(ctx: EvalContext) -> None:
         if remote is not None:
             remote.call(timed=False)
             outputs["Model"] = remote.last_outputs  # fetched from the reference process only when sampled
-            side["now"] = "inputs"
-            remote.take_inputs()
         else:
             outputs["Model"] = ctx.ref_model(*pool.ref_inputs())
 
@@ -750,9 +748,14 @@ def time_models(ctx: EvalContext) -> None:
             side["now"] = "Model"
             ms = remote.call(timed=True)  # type: ignore[union-attr]
             outputs["Model"] = remote.last_outputs  # type: ignore[union-attr]
-            side["now"] = "inputs"
-            remote.take_inputs()  # type: ignore[union-attr]  # outside any timed region: the ref was timed there
             return ms
+
+    def before(which: str) -> None:
+        # The staged fresh values into the candidate's set right before its call (outside its timed region),
+        # as the reference process wrote its own set right before the pair.
+        if which == "cand" and remote is not None:
+            side["now"] = "inputs"
+            remote.take_inputs()
 
     def cand_fn() -> None:
         side["now"] = "ModelNew"
@@ -783,7 +786,8 @@ def time_models(ctx: EvalContext) -> None:
     try:
         with torch.no_grad():
             timing = measure_interleaved(ref_fn, cand_fn, options, clock, lambda d, f: ctx.progress("time", d, f),
-                                         between=between, ref_clock=RemoteClock() if remote is not None else None)
+                                         between=between, ref_clock=RemoteClock() if remote is not None else None,
+                                         before=before)
     except StageFailure:
         raise
     except BaseException as exc:  # noqa: BLE001 — attributed to whichever side was running

@@ -612,9 +612,9 @@ class RemoteTiming:
         self.refreshed += 1
 
     def take_inputs(self) -> None:
-        """The staged values into the candidate's own set — called after the reference's call, so each side's
-        inputs are written right before its own call (the reference process writes its set in advance()):
-        the same cache state for both on a CPU, where no flush evens it out."""
+        """The staged values into the candidate's own set — called right before the candidate's call, so each
+        side's inputs are written right before its own call (the reference process writes its set in
+        advance()): the same cache state for both on a CPU, where no flush evens it out."""
         from .timed_inputs import refill
 
         if self.staged is None:

@@ -112,8 +112,14 @@ def measure_interleaved(
     now: Callable[[], float] = time.perf_counter,
     between: Callable[[int, bool], None] | None = None,
     ref_clock: Clock | None = None,
+    before: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Runs warm-up, then timed pairs until maxIters, the budget, or a tight enough speedup CI.
+
+    The two sides take turns going first (ABBA): whichever call follows the other with no pause runs on a
+    GPU that has just been busy (clocks, power), and an 8 ms attention measured 1-1.5% slower in second
+    place than in first, which a fixed order charges to one side.
+    ``before(side)`` ("ref" or "cand") runs right before that side's call, outside its timed region.
 
     Stops at the earliest of: maxIters pairs; budgetSeconds of timing once minIters pairs are done; the
     95% CI half-width falling under targetRelativeCi × speedup once minIters pairs are done.
@@ -125,7 +131,12 @@ def measure_interleaved(
     The garbage collector is paused while timing (gc_paused).
     """
     with gc_paused():
-        return _measure(ref_fn, cand_fn, options, clock, on_progress, now, between, ref_clock or clock)
+        return _measure(ref_fn, cand_fn, options, clock, on_progress, now, between, ref_clock or clock, before)
+
+
+def candidate_first(pair: int) -> bool:
+    """The order within pair number `pair` (warm-up pairs counted): the candidate first on odd pairs."""
+    return pair % 2 == 1
 
 
 def _measure(
@@ -137,8 +148,10 @@ def _measure(
     now: Callable[[], float],
     between: Callable[[int, bool], None] | None,
     ref_clock: Clock,
+    before: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     pair = 0
+    prepare = before or (lambda side: None)
 
     def next_pair() -> None:
         nonlocal pair
@@ -146,10 +159,21 @@ def _measure(
             between(pair, True)
         pair += 1
 
+    def run_pair(timed: Callable[[Clock, Callable[[], Any]], Any]) -> tuple[Any, Any]:
+        """Both sides once, in this pair's order; returns (ref's, cand's) result of timed(clock, fn)."""
+        if candidate_first(pair - 1):
+            prepare("cand")
+            cand = timed(clock, cand_fn)
+            prepare("ref")
+            return timed(ref_clock, ref_fn), cand
+        prepare("ref")
+        ref = timed(ref_clock, ref_fn)
+        prepare("cand")
+        return ref, timed(clock, cand_fn)
+
     for _ in range(options.warmup_iters):
         next_pair()
-        ref_fn()
-        cand_fn()
+        run_pair(lambda c, fn: fn())
     ref_ms: list[float] = []
     cand_ms: list[float] = []
     max_iters = max(options.max_iters, options.min_iters)
@@ -158,8 +182,9 @@ def _measure(
     stop_reason = "maxIters"
     while len(ref_ms) < max_iters:
         next_pair()
-        ref_ms.append(ref_clock.time_ms(ref_fn))
-        cand_ms.append(clock.time_ms(cand_fn))
+        ref_time, cand_time = run_pair(lambda c, fn: c.time_ms(fn))
+        ref_ms.append(ref_time)
+        cand_ms.append(cand_time)
         n = len(ref_ms)
         elapsed = now() - started
         if n % 10 == 0:
@@ -184,5 +209,6 @@ def _measure(
         "speedup": speedup(ref_ms, cand_ms),
         "speedupCi": list(bootstrap_speedup_ci(ref_ms, cand_ms)),
         "l2FlushBytes": int(clock.flush_bytes),
-        "method": f"{clock.method}; warmup {options.warmup_iters}; {len(ref_ms)} pairs; stopped by {stop_reason}",
+        "method": f"{clock.method}; warmup {options.warmup_iters}; {len(ref_ms)} pairs, each side first in every "
+                  f"other; stopped by {stop_reason}",
     }

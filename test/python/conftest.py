@@ -17,6 +17,12 @@ from typing import Any
 
 import pytest
 
+# As the worker does before it imports torch when the reference runs in its own process: both processes'
+# OpenMP teams wait passively, so one spinning between parallel regions does not steal the cores the other
+# is being timed on. Tests run the pipeline in this process, where torch is imported before the pipeline
+# could set it.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 REPO = Path(__file__).resolve().parents[2]
 PYTHON_DIR = REPO / "python"
 FIXTURES = REPO / "test" / "fixtures" / "python"

@@ -155,9 +155,14 @@ def test_between_runs_before_every_pair_and_after_the_last_outside_the_clock() -
     options = TimingOptions(enabled=True, warmup_iters=2, min_iters=3, max_iters=3, budget_seconds=100.0,
                             target_relative_ci=1e-9)
     measure_interleaved(lambda: events.append("ref"), lambda: events.append("cand"), options, Clock(),
-                        between=lambda pair, more: events.append(f"between{pair}" + ("" if more else " last")))
-    assert events[:6] == ["between0", "ref", "cand", "between1", "ref", "cand"]
-    assert events[6:13] == ["between2", "start", "ref", "end", "start", "cand", "end"]
+                        between=lambda pair, more: events.append(f"between{pair}" + ("" if more else " last")),
+                        before=lambda side: events.append(f"before {side}"))
+    assert [e for e in events[:10] if not e.startswith("before")] == ["between0", "ref", "cand", "between1", "cand",
+                                                                      "ref"]
+    # Timed pairs: each side's own preparation right before its call, outside the clock; pair 2 runs the
+    # reference first, pair 3 the candidate.
+    assert events[10:19] == ["between2", "before ref", "start", "ref", "end", "before cand", "start", "cand", "end"]
+    assert events[19:28] == ["between3", "before cand", "start", "cand", "end", "before ref", "start", "ref", "end"]
     assert events[-1] == "between5 last"  # the last pair's outputs are checked too, no new inputs
     assert events.count("between2") == 1 and sum(e.startswith("between") for e in events) == 6
 

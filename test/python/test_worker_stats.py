@@ -100,8 +100,10 @@ def test_loop_interleaves_warms_up_and_respects_max_iters() -> None:
         return "cand"
 
     timing = measure_interleaved(ref, cand, options(), clock)
-    assert warm[:6] == ["ref", "cand"] * 3  # warm-up pairs, untimed
-    assert clock.calls == ["ref", "cand"] * 60
+    # Warm-up pairs (untimed), then timed ones; the sides take turns going first (ABBA), pairs counted
+    # from the first warm-up pair.
+    assert warm[:6] == ["ref", "cand", "cand", "ref", "ref", "cand"]
+    assert clock.calls == ["cand", "ref", "ref", "cand"] * 30
     assert timing["ref"]["n"] == timing["cand"]["n"] == 60
     assert timing["speedup"] == pytest.approx(timing["ref"]["medianMs"] / timing["cand"]["medianMs"])
     low, high = timing["speedupCi"]
