@@ -285,7 +285,7 @@ def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], lab
     return f"{label}: ok"
 
 
-def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters: int = 24) -> CheckResult:
+def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters: int = 32) -> CheckResult:
     """A timing-like loop (warm-up, rotating pool of fresh inputs, events and L2 writes on CUDA), every
     output kept and compared afterwards: a candidate that behaves differently once it is being timed.
 
