@@ -176,13 +176,14 @@ test("a file slower than eager as a whole is timed again without anchors and kee
   const output = join(dir, "new.py");
   // Regions win on their own; the whole anchored file loses (2 ms vs eager's 1 ms), without anchors it wins.
   const wholeFile: string[] = [];
+  // Every bench times the whole file (the first one its regions too, and it is the final comparison while
+  // the file stays as it was).
   const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
     const run = await runBench(p, candidate, regions, opts, compile);
-    if (regions.length > 0)
-      return { ...run, regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })) };
     const anchored = /_kf_conv_anchor\(self/.test(readFileSync(candidate, "utf8"));
     wholeFile.push(anchored ? "anchored" : "plain");
-    return { ...run, eagerMs: 1, oursMs: anchored ? 2 : 0.9 };
+    const timed = run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 }));
+    return { ...run, eagerMs: 1, oursMs: anchored ? 2 : 0.9, regions: timed };
   };
   const result = await optimizeProblem(
     problem,
@@ -204,9 +205,12 @@ test("a simpler file that is not faster leaves the verified one in place", { tim
   const output = join(dir, "new.py");
   const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
     const run = await runBench(p, candidate, regions, opts, compile);
-    if (regions.length > 0)
-      return { ...run, regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })) };
-    return { ...run, eagerMs: 1, oursMs: 2 };
+    return {
+      ...run,
+      eagerMs: 1,
+      oursMs: 2,
+      regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })),
+    };
   };
   const result = await optimizeProblem(
     problem,
@@ -216,4 +220,38 @@ test("a simpler file that is not faster leaves the verified one in place", { tim
   assert.equal(result.verdict, "correct");
   assert.match(readFileSync(output, "utf8"), /_kf_conv_anchor\(self/, "the anchored file, as verified");
   assert.ok(result.regions.some((r) => r.status === "fused"));
+});
+
+test("a file verified as first timed needs no second bench; a warm-up in flight is awaited first", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const calls: { regions: number; compile: boolean; warmed: boolean }[] = [];
+  let warmed = false;
+  const compileWarm = new Promise<void>((resolveWarm) =>
+    setTimeout(() => {
+      warmed = true;
+      resolveWarm();
+    }, 200),
+  );
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
+    calls.push({ regions: regions.length, compile, warmed });
+    const run = await runBench(p, candidate, regions, opts, false); // CPU: no real torch.compile in a test
+    return {
+      ...run,
+      eagerMs: 2,
+      oursMs: 1,
+      regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })),
+    };
+  };
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { benchFile: bench, regionWinMargin: 1, compileBaseline: true, compileWarm }),
+  );
+  assert.equal(result.verdict, "correct");
+  assert.equal(calls.length, 1, "the region bench's whole-file timing is the final one");
+  assert.deepEqual(calls[0], { regions: result.regions.length, compile: true, warmed: true });
+  assert.equal(result.speedup, 2);
 });

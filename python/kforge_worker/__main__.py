@@ -27,6 +27,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out-dir", metavar="DIR", help="with --capture-batch: where the graphs go")
     parser.add_argument("--bench-optimize", metavar="FILE",
                         help="time eager / torch.compile / ModelNew and each fused region (OptimizeBenchRequest in FILE)")
+    parser.add_argument("--warm-compile", metavar="FILE",
+                        help="run torch.compile(reference) once so inductor's caches hold it (WarmCompileRequest in FILE)")
     parser.add_argument("--build", metavar="FILE", help="compile an emitted ModelNew's extension (with --cache-dir)")
     parser.add_argument("--cache-dir", metavar="DIR", help="with --build / --bench-optimize: kforge's cache folder")
     return parser.parse_args(argv)
@@ -101,6 +103,10 @@ def main(argv: list[str]) -> int:
         from .optimize_bench import main as bench_main
 
         return bench_main(args.bench_optimize)
+    if args.warm_compile:
+        from .optimize_bench import main as bench_main
+
+        return bench_main(args.warm_compile, "warm-compile")
     channel = open_private_channel()
     if args.probe:
         from .probe import probe

@@ -2,14 +2,14 @@
 // time against eager and torch.compile, and re-emit without the regions that lost to PyTorch.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { dirname, join } from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
 import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../eval.ts";
 import type { Problem } from "../problem/problems.ts";
 import { EvalResult, Verdict } from "../worker/protocol.ts";
 import { workerEnv } from "../worker/python.ts";
-import { OptimizeBenchResult, type RegionTiming } from "./bench-protocol.ts";
+import { OptimizeBenchResult, type RegionTiming, WarmCompileResult } from "./bench-protocol.ts";
 import { captureProblem } from "./capture.ts";
 import { emitModelFile } from "./codegen/model-file.ts";
 import type { Graph } from "./graph.ts";
@@ -54,7 +54,14 @@ export const OptimizeResult = z.object({
   /** The eval's own speedup and its CI (reference vs candidate interleaved). */
   evalSpeedup: z.number().nullable(),
   device: z.string().nullable(),
-  seconds: z.object({ capture: z.number(), plan: z.number(), verify: z.number(), bench: z.number() }),
+  seconds: z.object({
+    capture: z.number(),
+    plan: z.number(),
+    verify: z.number(),
+    bench: z.number(),
+    /** torch.compile's first call in the final bench (loaded from inductor's caches when a suite warmed them). */
+    compile: z.number().nullable().optional(),
+  }),
   eval: EvalResult.nullable(),
   /** The eval's verdict on the file with its kernels, when it was not `correct` and the file was re-emitted
    * with PyTorch's ops only (never ship a wrong file). */
@@ -88,6 +95,9 @@ export interface OptimizeOptions {
   wholeFileFloor?: number;
   /** Extra environment of the GPU-side workers: the suite scheduler pins one GPU (CUDA_VISIBLE_DEVICES). */
   env?: Record<string, string>;
+  /** torch.compile(reference) already running ahead of the GPU loop (warmCompile): awaited before the bench
+   * that compiles, so that bench loads the result instead of compiling it a second time. */
+  compileWarm?: Promise<unknown>;
 }
 
 function regionOps(graph: Graph, plan: Plan): Map<string, string[]> {
@@ -138,6 +148,28 @@ export async function runBench(
       compileSeconds: null,
       regions: [],
       error: why,
+    };
+  }
+}
+
+/** torch.compile(reference) once in its own process, so that inductor's on-disk caches hold it when the bench
+ * compiles the same model (a suite runs these on the CPU cores while the GPU works on earlier problems). */
+export async function warmCompile(problem: Problem, options: OptimizeOptions): Promise<WarmCompileResult> {
+  const requestPath = join(options.cacheDir, `warm-compile-${sha256(problem.path).slice(0, 16)}.json`);
+  mkdirSync(dirname(requestPath), { recursive: true });
+  writeFileSync(requestPath, JSON.stringify({ problemPath: problem.path, device: options.device }));
+  const run = await execa(options.python, ["-m", "kforge_worker", "--warm-compile", requestPath], {
+    env: workerEnv(options.env),
+    reject: false,
+    timeout: options.timeoutSeconds * 1000,
+  });
+  const line = run.stdout.trim().split("\n").at(-1) ?? "";
+  try {
+    return WarmCompileResult.parse(JSON.parse(line));
+  } catch {
+    return {
+      seconds: 0,
+      error: run.stderr.trim().split("\n").slice(-2).join(" | ") || `exit ${run.exitCode}`,
     };
   }
 }
@@ -232,19 +264,33 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   const log = options.log ?? (() => {});
   const bench = options.benchFile ?? runBench;
   const t3 = performance.now();
-  const timeRegions = async (ids: string[]) => {
-    const run = await bench(problem, output, ids, options, false);
+  const applyRegionTimings = (run: OptimizeBenchResult) => {
     for (const timing of run.regions) {
       const report = result.regions.find((r) => r.id === timing.id);
       if (report) Object.assign(report, { kernelMs: timing.kernelMs, torchMs: timing.torchMs });
     }
     return losingRegions(run.regions, options.regionWinMargin);
   };
-  // Every region timed, before the losers left (a rejected anchored file times its losers again).
+  const timeRegions = async (ids: string[]) =>
+    applyRegionTimings(await bench(problem, output, ids, options, false));
+  // Every region timed, before the losers left (a rejected anchored file times its losers again). The first
+  // bench also times the whole file against eager and torch.compile: when that file is the one verified (no
+  // region lost, the eval passed), it is the final comparison and no second bench is run.
   let timedPlan: Plan = plan;
   let losers = new Set<string>();
+  let wholeFile: { run: OptimizeBenchResult; source: Buffer } | null = null;
   if (plan.regions.length > 0) {
-    losers = await timeRegions(plan.regions.map((r) => r.id));
+    await options.compileWarm;
+    const source = readFileSync(output);
+    const run = await bench(
+      problem,
+      output,
+      plan.regions.map((r) => r.id),
+      options,
+      options.compileBaseline,
+    );
+    wholeFile = { run, source };
+    losers = applyRegionTimings(run);
     // An anchored region that lost is timed again with its anchor one step simpler (channels-last -> the
     // reference's layout -> the library call made as the reference makes it; a lost layout region's conv goes
     // to the reduction or normalisation reading it), at most three rounds.
@@ -350,7 +396,17 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     }
   }
   const t5 = performance.now();
-  let finalBench = await bench(problem, output, [], options, options.compileBaseline);
+  const timedAlready =
+    wholeFile !== null &&
+    wholeFile.run.eagerMs !== null &&
+    wholeFile.run.oursMs !== null &&
+    wholeFile.source.equals(readFileSync(output));
+  await options.compileWarm;
+  let finalBench =
+    timedAlready && wholeFile
+      ? wholeFile.run
+      : await bench(problem, output, [], options, options.compileBaseline);
+  result.seconds.compile = finalBench.compileSeconds;
   // Each region beat the ops it replaces, yet the file as a whole can lose to eager (host time: a library
   // call made another way, a channels-last conv3d's per-call setup, is outside every region's timing). Then
   // one step simpler at a time — without anchors, then PyTorch's ops only — verified and timed again, kept

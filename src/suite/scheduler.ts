@@ -142,27 +142,38 @@ function startPrepares<T>(
   concurrency: number,
 ): void {
   if (!prepare || concurrency < 1) return;
-  const gates = entries.map(() => {
+  // A failed prepare only means the run compiles for itself (and reports any compile error).
+  const done = runAhead(entries, concurrency, (entry) => prepare(entry.task));
+  for (const [i, entry] of entries.entries()) entry.prepared = done[i] as Promise<void>;
+}
+
+/** Runs `work` over `items` in order, at most `concurrency` at once, and returns one promise per item that
+ * settles when that item's work has finished; it never rejects (a failure only ends that item's work). */
+export function runAhead<T>(
+  items: T[],
+  concurrency: number,
+  work: (item: T) => Promise<unknown>,
+): Promise<void>[] {
+  const gates = items.map(() => {
     let open: () => void = () => {};
     const gate = new Promise<void>((r) => {
       open = r;
     });
     return { gate, open };
   });
-  for (const [i, entry] of entries.entries()) entry.prepared = (gates[i] as { gate: Promise<void> }).gate;
   let next = 0;
   const runner = async () => {
-    while (next < entries.length) {
+    while (next < items.length) {
       const i = next++;
-      const entry = entries[i] as Entry<T>;
       try {
-        await prepare(entry.task);
+        await work(items[i] as T);
       } catch {
-        // A failed prepare only means the run compiles for itself (and reports any compile error).
+        // the item's own business: its promise settles all the same
       } finally {
         gates[i]?.open();
       }
     }
   };
-  for (let k = 0; k < Math.min(concurrency, entries.length); k++) void runner();
+  for (let k = 0; k < Math.min(Math.max(1, concurrency), items.length); k++) void runner();
+  return gates.map((g) => g.gate);
 }

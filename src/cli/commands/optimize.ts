@@ -12,6 +12,7 @@ import {
   prepareProblem,
   reusableResult,
   verifyProblem,
+  warmCompile,
 } from "../../optimize/optimize.ts";
 import { cacheDir } from "../../paths.ts";
 import { type Problem, resolveProblem } from "../../problem/problems.ts";
@@ -20,10 +21,13 @@ import { loadResultsFile } from "../../report/load.ts";
 import { formatOptimizeTable } from "../../report/optimize-table.ts";
 import { useColor } from "../../report/table.ts";
 import { type GpuRequest, gpuSlots, parseGpus } from "../../suite/gpus.ts";
-import { schedule } from "../../suite/scheduler.ts";
+import { runAhead, schedule } from "../../suite/scheduler.ts";
 import { choosePython } from "../../worker/python.ts";
 import { positiveInt, positiveNumber } from "../args.ts";
 import { requireWorkerProbe } from "./eval.ts";
+
+/** torch.compile warm-ups running at once ahead of a suite's GPU loop. */
+const WARM_COMPILES = 2;
 
 interface OptimizeFlags {
   output?: string;
@@ -212,6 +216,15 @@ export function registerOptimizeCommand(program: Command): void {
       // Extension builds (CPU-bound, independent) run ahead in a pool of --jobs, overlapping the GPU work.
       const builds = flags.verify && flags.device === "cuda";
       const slots = builds ? gpuSlots(flags.gpus, probe ?? {}) : [{ id: "local", env: {} }];
+      // torch.compile(reference) of each problem warmed ahead of the GPU loop, in order, WARM_COMPILES at a
+      // time (each holds a CUDA context and the problem's inputs): the bench then loads it from inductor's
+      // caches. A single problem compiles in its bench (nothing to overlap with).
+      const warmed =
+        builds && options.compileBaseline && prepared.length > 1
+          ? runAhead(prepared, WARM_COMPILES, (item) =>
+              warmCompile(item.problem, { ...options, env: slots[0]?.env ?? {} }),
+            )
+          : [];
       const byIndex: (OptimizeResult | undefined)[] = [...kept.values()];
       const first = byIndex.length;
       let done = 0;
@@ -232,8 +245,10 @@ export function registerOptimizeCommand(program: Command): void {
             const where = slots.length > 1 ? ` on ${slot.id}` : "";
             process.stderr.write(`[${done + 1}/${prepared.length}] ${item.problem.name}${where}${eta}\n`);
           },
-          run: async ({ item }, slot) =>
-            flags.verify ? await verifyProblem(item, { ...options, env: slot.env }) : item.result,
+          run: async ({ item, index }, slot) =>
+            flags.verify
+              ? await verifyProblem(item, { ...options, env: slot.env, compileWarm: warmed[index - first] })
+              : item.result,
           giveUp: ({ item }, why) => ({ ...item.result, error: why }),
           onResult: ({ index }, result) => {
             done += 1;
