@@ -120,3 +120,16 @@ def test_own_kernel_names_match_whole_identifiers_never_library_kernels():
     assert not trace.is_own_kernel("void at::native::vectorized_elementwise_kernel<4>(int)",
                                    {"vectorized_elementwise_kernel"})
     assert not trace.is_own_kernel("cutlass::Kernel2<my_gemm>(Params)", {"my_gemm"})
+
+
+def test_the_hold_after_the_start_marker_is_not_the_forwards_work():
+    # The harness holds the caller's stream (a sleep kernel right after the start marker) while the forward is
+    # queued; the unjoined side GEMM then runs with the end marker and is caught.
+    tr = profiled(kernel("at::cuda::(anonymous namespace)::spin_kernel(long)", CALLER, 2.5, 50.0),
+                  kernel("side_gemm(float*)", SIDE, 52.6, 30.0), end_at=52.5)
+    forward = trace.split_markers(trace.stream_work(tr), hold=True)
+    assert forward is not None and [k.name for k in forward.kernels] == ["side_gemm(float*)"]
+    assert forward.end_marker is not None and forward.end_marker.start == 52.5
+    assert trace.side_stream_join(forward).joined is False
+    unheld = trace.split_markers(trace.stream_work(tr))
+    assert unheld is not None and len(unheld.kernels) == 2  # without hold=True the sleep counts as work

@@ -121,6 +121,19 @@ def check_ops(ctx: VerifyContext) -> list[CheckResult]:
     return results
 
 
+def _hold_cycles(device: torch.device, hold_ms: float) -> int:
+    """GPU clock cycles that keep torch.cuda._sleep busy for about hold_ms (measured: the clock varies)."""
+    probe = 1 << 20
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(probe)  # once untimed: the first launch pays for loading the kernel
+    start.record()
+    torch.cuda._sleep(probe)
+    end.record()
+    end.synchronize()
+    per_ms = probe / max(start.elapsed_time(end), 1e-3)
+    return int(per_ms * hold_ms)
+
+
 def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     """CUDA only, from the profiler's record of one forward bracketed by two marker kernels on the caller's
     stream: whether the candidate's own kernels ran (`kernel_launch`), whether work on other streams was
@@ -132,21 +145,29 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     from torch.profiler import ProfilerActivity, profile
 
     inputs = ctx.make_inputs(ctx.seed())
+    began = time.perf_counter()
     run(ctx.cand, clone_inputs(inputs))
+    host_ms = (time.perf_counter() - began) * 1e3
     sync(ctx.device)
     cand_inputs = clone_inputs(inputs)
     marker = torch.zeros(1, device=ctx.device)
     caller = torch.cuda.current_stream(ctx.device)
+    # The caller's stream is held busy while the forward is queued: everything the forward queues (and the end
+    # marker) is queued before any of it can run, so work left unjoined on another stream starts with the end
+    # marker at the latest and cannot end before it. Without the hold, a profiled host can be slower than the
+    # GPU and unjoined work may happen to finish before the marker (one observation passing by luck).
+    hold_cycles = _hold_cycles(ctx.device, hold_ms=min(250.0, 4.0 * host_ms + 2.0))
     sync(ctx.device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         marker.add_(1)  # start marker: the first kernel of the trace, finished before the forward starts
         caller.synchronize()
+        torch.cuda._sleep(hold_cycles)  # the hold: the next kernel on the caller's stream
         out = run(ctx.cand, cand_inputs)
         with torch.cuda.stream(caller):  # end marker: queued behind whatever the caller's stream now waits for
             marker.add_(1)
         torch.cuda.synchronize(ctx.device)
     del out
-    forward = trace.split_markers(trace.stream_work(_chrome_trace(prof)))
+    forward = trace.split_markers(trace.stream_work(_chrome_trace(prof)), hold=True)
     kernels = [k.name for k in forward.kernels] if forward else []
     ctx.notes["kernels"] = kernels[:40]
     results = []

@@ -74,17 +74,19 @@ def stream_work(trace: dict[str, Any]) -> list[StreamWork]:
     return sorted(found, key=lambda w: w.start)
 
 
-def split_markers(work: list[StreamWork]) -> ProfiledForward | None:
+def split_markers(work: list[StreamWork], hold: bool = False) -> ProfiledForward | None:
     """The first kernel is the start marker (it finished before the forward was called); the last kernel on
     its stream is the end marker (queued after the forward returned, and a stream runs in order). None when
-    the trace has no kernel at all."""
+    the trace has no kernel at all. ``hold``: the first kernel after the start marker on its stream is the
+    harness's hold (queued before the forward was called), not the forward's work."""
     kernels = [w for w in work if w.kind == "kernel"]
     if not kernels:
         return None
     start = kernels[0]
     on_caller = [k for k in kernels if k.stream == start.stream and k is not start]
-    end = on_caller[-1] if on_caller and on_caller[-1].name == start.name else None
-    forward = [w for w in work if w is not start and w is not end and w.start >= start.start]
+    held = on_caller[0] if hold and on_caller else None
+    end = on_caller[-1] if on_caller and on_caller[-1].name == start.name and on_caller[-1] is not held else None
+    forward = [w for w in work if w is not start and w is not end and w is not held and w.start >= start.start]
     return ProfiledForward(start.stream, forward, end)
 
 
