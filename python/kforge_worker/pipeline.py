@@ -201,6 +201,7 @@ class EvalContext:
     input_device: Any = False  # where get_inputs() draws (device_generation); False until first asked
     checks: ModuleType | None = None  # kforge_worker.checks, when present and enabled
     reference: Any = None  # reference_process.ReferenceProcess: the clean reference, when it runs on its own
+    reference_start_error: str | None = None  # why the reference process could not be spawned
     reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
@@ -318,23 +319,34 @@ def load_problem(ctx: EvalContext) -> None:
     _loading(lambda: check_problem(ctx.problem, path), "problem_error")
 
 
-def start_reference(ctx: EvalContext) -> None:
-    """The clean reference process, started before the candidate is imported (so nothing the candidate does
-    can shape its environment). A start that fails leaves the reference in this process, said by a warning."""
+# What each --precision casts to, by name: the reference process's spec is written before torch is imported.
+_PRECISION_NAMES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def spawn_reference(ctx: EvalContext) -> None:
+    """Starts the clean reference process first of all — before this process imports torch, so the two
+    imports and CUDA initialisations overlap — and in any case before the candidate is imported (nothing the
+    candidate does can shape its environment or command line). Its readiness is awaited when the reference
+    is first needed; start_reference reports a start that failed."""
     if not ctx.request.reference_in_own_process:
         return
-    from .reference_process import ProblemFailure, ReferenceProcess, ReferenceProcessError
+    from .reference_process import ReferenceProcess, ReferenceProcessError
 
     spec = {"problemPath": os.path.abspath(ctx.request.problem_path), "device": ctx.request.device,
-            "dtype": str(ctx.dtype).replace("torch.", "") if ctx.dtype is not None else None,
-            "seed": ctx.request.seed, "allowTf32": ctx.request.allow_tf32, "fp64": True}
+            "dtype": _PRECISION_NAMES.get(ctx.request.precision or ""), "seed": ctx.request.seed,
+            "allowTf32": ctx.request.allow_tf32, "fp64": True}
     try:
-        ctx.reference = ReferenceProcess(spec)  # started; its readiness is awaited after the candidate's build
-    except ProblemFailure as exc:
-        raise StageFailure("problem_error", f"problem {exc.what}: {exc.reason} (in the reference process)") from None
+        ctx.reference = ReferenceProcess(spec)
     except (OSError, ReferenceProcessError) as exc:
-        _isolation_check(ctx, "warn", f"the reference process could not start ({exc}); the reference ran in the "
-                                      "worker beside the candidate")
+        ctx.reference_start_error = f"{exc}"
+
+
+def start_reference(ctx: EvalContext) -> None:
+    """The reference process spawned at the start (spawn_reference): a start that failed leaves the reference
+    in this process, said by a warning."""
+    if ctx.reference_start_error is not None:
+        _isolation_check(ctx, "warn", f"the reference process could not start ({ctx.reference_start_error}); the "
+                                      "reference ran in the worker beside the candidate")
 
 
 def _isolation_check(ctx: EvalContext, outcome: str, evidence: str) -> None:
@@ -892,6 +904,7 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
         # took 7 ms in the reference process while the worker's team spun). The child inherits it.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
+        spawn_reference(ctx)
         try:
             import torch
         except BaseException as exc:  # noqa: BLE001
