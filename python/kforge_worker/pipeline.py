@@ -912,6 +912,9 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
         from .environment import describe, ensure_tools_on_path
 
         ctx.torch = torch
+        from .timing import bind_primitives
+
+        bind_primitives()  # the clocks' primitives, bound before any candidate code exists in this process
         result["environment"] = describe(request.device)
         if request.device == "cuda" and not torch.cuda.is_available():
             raise StageFailure(
