@@ -945,7 +945,8 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
         result["verdict"], result["reason"] = "correct", None
     except StageFailure as failure:
         result["verdict"], result["reason"] = failure.verdict, failure.reason
-        if (failure.verdict in CORRECTNESS_FAILURES and ctx.new_model is not None) or ctx.candidate is not None:
+        if failure.verdict != "cheating" and (
+                (failure.verdict in CORRECTNESS_FAILURES and ctx.new_model is not None) or ctx.candidate is not None):
             _checks_after_failure(ctx, failure)
     except BaseException as exc:  # noqa: BLE001 — a worker bug still yields a result line
         result["verdict"] = "runtime_error"

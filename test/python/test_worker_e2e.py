@@ -59,8 +59,10 @@ def test_every_message_carries_the_requests_nonce(cache_dir: str) -> None:
 def test_a_result_line_is_written_even_when_the_candidate_exits(cache_dir: str) -> None:
     run = run_worker(make_request(problem("tiny_linear"), candidate("sys_exit"), cache_dir, checks=QUIET))
     assert run.returncode == 0
-    assert run.result["verdict"] == "runtime_error"
-    assert "SystemExit: 3" in run.result["reason"]
+    # The forward's SystemExit ends the trials (a runtime error); the static scan's finding that the candidate
+    # exits the worker outranks it, as it would a correct run's verdict.
+    assert run.result["verdict"] == "cheating"
+    assert run.result["reason"].startswith("static_evasion") and "sys.exit" in run.result["reason"]
     assert_valid({"type": "result", "result": run.result})
 
 
