@@ -10,6 +10,7 @@ import {
   regionNodes,
   relaxAnchors,
 } from "../src/optimize/plan/planner.ts";
+import { canonicalGraph } from "../src/optimize/plan/rewrites.ts";
 import { pointwiseVerdict, reduceSpecOf, SEED_RULES } from "../src/optimize/plan/rules.ts";
 
 const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
@@ -589,4 +590,150 @@ test("a pointwise chain reading more tensors than a kernel takes is split into r
     assert.ok(reads.size <= 7, `${region.id} reads ${reads.size} tensors`);
   }
   assert.ok(plan.regions.length >= 2);
+});
+
+test("torch.max/min(dim).values / .indices (a named-tuple field) reads as [0] / [1]", () => {
+  const out: GraphNode["out"] = {
+    t: "tuple",
+    items: [f32([8, 1, 32, 32]), { ...f32([8, 1, 32, 32]), dtype: "int64" }],
+  };
+  const field = (name: string): Arg => ({ t: "const", pytype: "str", value: name });
+  const read = (name: string) => {
+    const g = graph(
+      [
+        node("mx", "min_dim", { input: ref("x"), dim: num(1), keepdim: bool(true) }, [8, 1, 32, 32], { out }),
+        node("vals", "getattr", { input: ref("mx"), name: field(name) }, [8, 1, 32, 32], {
+          target: "getattr",
+        }),
+      ],
+      "vals",
+    );
+    const last = g.nodes[1];
+    if (last && name === "indices")
+      last.out = { t: "tensor", meta: { ...f32([8, 1, 32, 32]), dtype: "int64" } };
+    return g;
+  };
+  const values = planGraph(read("values"));
+  assert.deepEqual(values.regions[0] && regionNodes(values.regions[0]), ["mx", "vals"]);
+  const indices = read("indices");
+  const view = new GraphView(indices);
+  assert.equal(planGraph(indices).regions[0]?.output, "vals");
+  assert.equal(reduceSpecOf(view.node("mx"), view)?.acc, "KfAccArgMin");
+  // Any other attribute of the pair is no projection of it.
+  assert.ok(!planGraph(read("count")).regions.some((r) => r.seed === "mx"));
+});
+
+test("casts: a bool mask's .float() and a .half() join a region; a region of casts alone stays PyTorch's", () => {
+  const dtypeArg = (value: string): Arg => ({ t: "const", pytype: "dtype", value });
+  const withDtype = (n: GraphNode, dtype: string) => {
+    n.out = { t: "tensor", meta: { ...f32(X), dtype } };
+    return n;
+  };
+  const chain = graph(
+    [
+      withDtype(node("gt", "gt", { input: ref("x"), other: num(0) }, X), "bool"),
+      node("fl", "to", { input: ref("gt"), dtype: dtypeArg("float32") }, X),
+      node("mul", "mul", { input: ref("x"), other: ref("fl") }, X),
+      withDtype(node("half", "to", { input: ref("mul"), dtype: dtypeArg("float16") }, X), "float16"),
+    ],
+    "half",
+  );
+  const plan = planGraph(chain);
+  assert.equal(plan.regions.length, 1);
+  assert.deepEqual(plan.regions[0] && regionNodes(plan.regions[0]), ["gt", "fl", "mul", "half"]);
+  // A cast that also moves devices, or to a dtype read from a tensor at run time, has no kernel form.
+  const moved = node(
+    "mv",
+    "to",
+    { input: ref("x"), device: { t: "const", pytype: "device", value: "cuda:0" } },
+    X,
+  );
+  const view = new GraphView(graph([moved], "mv"));
+  assert.match(pointwiseVerdict(moved, view) ?? "", /no kernel form/);
+  const alone = planGraph(
+    graph([withDtype(node("h", "to", { input: ref("x"), dtype: dtypeArg("float16") }, X), "float16")], "h"),
+  );
+  assert.equal(alone.regions.length, 0);
+});
+
+test("softmax(dtype=) that narrows its input stays PyTorch's (it casts before normalising); widening fuses", () => {
+  const softmax = (inDtype: string, outDtype: string) => {
+    const g = graph([node("sm", "softmax", { input: ref("x"), dim: num(-1) }, X)], "sm");
+    const input = g.inputs[0];
+    if (input?.meta) input.meta.dtype = inDtype;
+    const sm = g.nodes[0];
+    if (sm) sm.out = { t: "tensor", meta: { ...f32(X), dtype: outDtype } };
+    return planGraph(g);
+  };
+  assert.equal(softmax("float16", "float32").regions.length, 1);
+  const narrowed = softmax("float32", "float16");
+  assert.equal(narrowed.regions.length, 0);
+  assert.match(narrowed.kept.find((k) => k.node === "sm")?.reason ?? "", /narrower dtype/);
+});
+
+test("an op capture has no name for is reported by the callable the reference calls", () => {
+  const det = node("det", "unknown", { input: ref("x") }, [8, 16], { target: "torch.linalg.det", fn: null });
+  const plan = planGraph(graph([det], "det"));
+  assert.match(plan.kept.find((k) => k.node === "det")?.reason ?? "", /no rule covers torch\.linalg\.det/);
+});
+
+test("a device read moves up to a value forward has, so the chain it read from fuses whole (conv anchored)", () => {
+  const dev: Arg = { t: "const", pytype: "str", value: "device" };
+  const g = graph(
+    [
+      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") }, X, {
+        kind: "call_module",
+        target: "conv",
+      }),
+      node("add", "add", { input: ref("conv"), other: num(0.5), alpha: num(1) }, X),
+      node("dev", "getattr", { input: ref("add"), name: dev }, [], {
+        target: "getattr",
+        args: [ref("add"), dev],
+        out: { t: "value", pytype: "device" },
+      }),
+      node("zero", "tensor", { data: num(0), device: ref("dev") }, []),
+      node("mn", "minimum", { input: ref("add"), other: ref("zero") }, X),
+      node("act", "gelu", { input: ref("mn"), approximate: { t: "const", pytype: "str", value: "none" } }, X),
+    ],
+    "act",
+    { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+  );
+  g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+  const before = planGraph(g);
+  assert.ok(!before.regions.some((r) => regionNodes(r).includes("add") && regionNodes(r).includes("mn")));
+  const rewritten = canonicalGraph(g);
+  assert.deepEqual(rewritten.nodes.find((n) => n.id === "dev")?.args[0], ref("x"));
+  const plan = planGraph(rewritten);
+  const region = plan.regions.find((r) => r.output === "act");
+  assert.deepEqual(region && regionNodes(region), ["conv", "add", "mn", "act"]);
+  assert.deepEqual(g.nodes[2]?.fn?.input, ref("add"), "the captured graph itself is left as it was");
+});
+
+test("zeros_like / ones_like / full_like of a region's value fuse as constants; alone they stay PyTorch's", () => {
+  const chain = graph(
+    [
+      node("act", "relu", { input: ref("x") }, X),
+      node("z", "zeros_like", { input: ref("act") }, X),
+      node("cmp", "gt", { input: ref("act"), other: num(1) }, X, {
+        out: { t: "tensor", meta: { ...f32(X), dtype: "bool" } },
+      }),
+      node("w", "where", { condition: ref("cmp"), input: ref("act"), other: ref("z") }, X),
+    ],
+    "w",
+  );
+  const plan = planGraph(chain);
+  assert.equal(plan.regions.length, 1);
+  assert.deepEqual(plan.regions[0] && regionNodes(plan.regions[0]).sort(), ["act", "cmp", "w", "z"]);
+  const onDevice = node(
+    "o",
+    "ones_like",
+    { input: ref("x"), device: { t: "const", pytype: "device", value: "cpu" } },
+    X,
+  );
+  assert.match(pointwiseVerdict(onDevice, new GraphView(graph([onDevice], "o"))) ?? "", /no kernel form/);
+  assert.equal(
+    planGraph(graph([node("f", "full_like", { input: ref("x"), fill_value: num(2) }, X)], "f")).regions
+      .length,
+    0,
+  );
 });

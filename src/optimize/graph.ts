@@ -33,6 +33,7 @@ export type Arg =
   | { t: "param"; path: string }
   | Scalar
   | { t: "list"; kind: "list" | "tuple"; items: Arg[] }
+  | { t: "dict"; keys: Arg[]; values: Arg[] }
   | { t: "slice"; start: Arg; stop: Arg; step: Arg };
 
 export const Arg: z.ZodType<Arg> = z.lazy(() =>
@@ -44,6 +45,8 @@ export const Arg: z.ZodType<Arg> = z.lazy(() =>
     z.object({ t: z.literal("param"), path: z.string() }),
     Scalar,
     z.object({ t: z.literal("list"), kind: z.enum(["list", "tuple"]), items: z.array(Arg) }),
+    /** A dict (a forward returning {"out": y, ...}): its keys and values in order. */
+    z.object({ t: z.literal("dict"), keys: z.array(Arg), values: z.array(Arg) }),
     z.object({ t: z.literal("slice"), start: Arg, stop: Arg, step: Arg }),
   ]),
 );
@@ -118,6 +121,10 @@ export const Graph = z.object({
   output: Arg,
   params: z.record(z.string(), ParamInfo),
   modules: z.record(z.string(), ModuleInfo),
+  /** The model's `training` flag when the graph holds the train/eval mode it was captured in (fx evaluated
+   * `self.training` while tracing; an export graph is always taken to): another mode runs the reference's
+   * forward. Null or absent when the graph reads the same in either mode. */
+  specialisedTraining: z.boolean().nullable().optional(),
   /** Scalar (int/float/bool) attributes of the model and its submodules, by path. */
   scalarAttrs: z.record(z.string(), z.union([z.number(), z.boolean()])),
   /** The problem's source split for the emitter (from Python's ast on the problem file). */

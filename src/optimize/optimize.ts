@@ -22,6 +22,7 @@ import {
   relaxAnchors,
   withoutAnchors,
 } from "./plan/planner.ts";
+import { canonicalGraph } from "./plan/rewrites.ts";
 
 export const RegionReport = z.object({
   id: z.string(),
@@ -198,7 +199,7 @@ export async function prepareProblem(
 ): Promise<Prepared> {
   const log = options.log ?? (() => {});
   const t0 = performance.now();
-  const graph = captured ?? (await captureProblem(problem.path, { python: options.python }));
+  const graph = canonicalGraph(captured ?? (await captureProblem(problem.path, { python: options.python })));
   const t1 = performance.now();
   const plan = planGraph(graph);
   const emitted = emitTo(graph, plan, problem, output);

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from conftest import REPO, assert_valid, run_worker
 
 from kforge_worker.capture import ProblemError, capture_problem
@@ -283,6 +284,80 @@ def test_max_along_a_dim_is_a_tuple_then_getitem(tmp_path: Path) -> None:
     assert item["fn"]["index"] == const(0)
 
 
+@pytest.mark.parametrize("forward", ["return x.to(torch.float16)", "return x.to(dtype=torch.float16)",
+                                     "return x.half()"])
+def test_a_cast_to_a_dtype_reads_its_dtype_however_written(tmp_path: Path, forward: str) -> None:
+    fn = node(capture_text(tmp_path, model(forward)), "to")["fn"]
+    assert fn["dtype"] == {"t": "const", "pytype": "dtype", "value": "float16"} and "args" not in fn
+
+
+@pytest.mark.parametrize(
+    "forward, depends",
+    [
+        ("return F.dropout(x, p=0.5, training=self.training)", True),
+        ("if self.training:\n    return x * 2\nreturn x", True),
+        ("return self.drop(x) + 1", False),  # a module call reads its own flag when it runs
+        ("return torch.relu(x)", False),
+    ],
+)
+def test_a_graph_that_read_self_training_records_its_mode(tmp_path: Path, forward: str, depends: bool) -> None:
+    graph = capture_text(tmp_path, model(forward, "self.drop = nn.Dropout(0.5)"))
+    assert graph["captured"] == "fx"
+    assert graph["specialisedTraining"] is (True if depends else None)
+
+
+def test_a_tensor_literal_is_rebuilt_in_forward_and_read_as_a_number_where_0_d(tmp_path: Path) -> None:
+    # fx builds it while tracing and holds it as a constant; it is made of Python values alone, so the emitted
+    # forward can make it again, and a 0-d one is a scalar operand to the op reading it
+    graph = capture_text(tmp_path, model(
+        "v = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]).to(x.device)\n"
+        "return torch.min(x * v, torch.tensor(0.5))"
+    ))
+    assert graph["captured"] == "fx"
+    literals = [n for n in graph["nodes"] if n["op"] == "tensor"]
+    assert [(n["kind"], n["target"], n["args"][0]["t"]) for n in literals] == [
+        ("call_function", "torch.tensor", "list"), ("call_function", "torch.tensor", "const")]
+    minimum = node(graph, "minimum")
+    assert minimum["fn"]["other"] == const(0.5)
+    assert minimum["args"][1] == {"t": "node", "id": literals[1]["id"]}  # the call as written keeps the tensor
+
+
+def test_a_dict_output_encodes_its_values_as_graph_references(tmp_path: Path) -> None:
+    graph = capture_text(tmp_path, model('return {"a": x.relu(), "b": (x * 2, 3)}'))
+    relu, mul = graph["nodes"]
+    assert graph["output"] == {"t": "dict", "keys": [const("a"), const("b")], "values": [
+        {"t": "node", "id": relu["id"]},
+        {"t": "list", "kind": "tuple", "items": [{"t": "node", "id": mul["id"]}, const(3)]},
+    ]}
+
+
+def test_a_forward_taking_varargs_is_not_captured(tmp_path: Path) -> None:
+    body = "class Model(nn.Module):\n    def forward(self, *xs):\n        return xs[0] + xs[1]\n"
+    graph = capture_text(tmp_path, body, inputs="[torch.rand(4), torch.rand(4)]")
+    assert graph["captured"] == "none" and "*xs" in graph["failure"]
+
+
+def test_batch_norm_with_momentum_none_and_instance_norm_with_running_stats_capture_with_fx(tmp_path: Path) -> None:
+    # momentum=None reads num_batches_tracked as a Python number (a counter kept off meta); InstanceNorm updates
+    # its running statistics when shape propagation runs it (the module call's own update, not the trace's)
+    graph = capture_text(tmp_path, model(
+        "return self.bn(x) + self.inorm(x)",
+        "self.bn = nn.BatchNorm1d(3, momentum=None)\nself.inorm = nn.InstanceNorm1d(3, track_running_stats=True)",
+    ), inputs="[torch.rand(2, 3, 5)]")
+    assert graph["captured"] == "fx" and ops(graph) == ["batch_norm", "instance_norm", "add"]
+
+
+@pytest.mark.parametrize("shape", ["x.shape[-1:]", "(x.size(-1),)", "x.shape[1:]"])
+def test_a_normalized_shape_read_from_the_input_reads_as_its_sizes(tmp_path: Path, shape: str) -> None:
+    graph = capture_text(tmp_path, model(f"return F.layer_norm(x, {shape})"))  # x: [4, 8]
+    assert node(graph, "layer_norm")["fn"]["normalized_shape"] == ints(8)
+
+
+def test_rms_norm_without_eps_takes_the_dtypes_epsilon(tmp_path: Path) -> None:
+    graph = capture_text(tmp_path, model("return self.norm(x)", "self.norm = nn.RMSNorm(8)"))
+    assert node(graph, "rms_norm")["fn"]["eps"] == const(float(torch.finfo(torch.float32).eps))
+
+
 def test_batch_norm_in_training_reads_buffers_and_num_batches_tracked(tmp_path: Path) -> None:
     graph = capture_text(
         tmp_path,
@@ -359,6 +434,33 @@ def test_scalar_attribute_constants_carry_their_attribute(tmp_path: Path) -> Non
     assert add["fn"]["other"] == {**const(3), "attr": "bias_value"}
     assert "attr" not in mul2["fn"]["other"]  # 2.0 is self.other's value but the forward never reads it
     assert graph["scalarAttrs"] == {"scaling_factor": 0.5, "bias_value": 3, "other": 2.0, "unused": 0.5}
+
+
+def test_a_constant_is_matched_only_to_attributes_of_the_modules_that_made_the_call(tmp_path: Path) -> None:
+    body = """
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stride = 1
+            self.scale = 0.5
+
+        def forward(self, x):
+            return x * self.scale
+
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            return torch.flatten(self.block(x), 1) * 0.5
+    """
+    graph = capture_text(tmp_path, body)
+    block_mul, flatten, root_mul = graph["nodes"]
+    assert block_mul["fn"]["other"] == {**const(0.5), "attr": "block.scale"}
+    assert flatten["fn"]["start_dim"] == const(1)  # the root's literal 1, not block.stride
+    assert root_mul["fn"]["other"] == const(0.5)
 
 
 def test_optional_none_argument_is_concrete_and_reported(tmp_path: Path) -> None:

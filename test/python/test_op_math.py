@@ -31,6 +31,8 @@ def node(name: str) -> dict:
 
 
 def const(value) -> dict:
+    if isinstance(value, torch.dtype):
+        return {"t": "const", "pytype": "dtype", "value": str(value).removeprefix("torch.")}
     if value is None:
         return {"t": "const", "pytype": "none", "value": None}
     if isinstance(value, bool):
@@ -60,6 +62,14 @@ def _domain(kind: str, n: int, g: np.random.Generator) -> np.ndarray:
         return (g.uniform(0, 1, n) < 0.5).astype(np.float64)
     if kind == "small-int":  # ties for comparisons, exact halves for rounding
         return np.round(g.normal(0, 3, n) * 2) / 2
+    if kind == "casts":  # half precision's subnormals, normals, overflow and rounding ties; inf and NaN
+        x = g.normal(0, 1, n) * 10.0 ** g.uniform(-9, 6, n)
+        x[:10] = [1 + 2**-11, 1 + 3 * 2**-11, 1 + 2**-8, 1 + 3 * 2**-8, 65519.0, 65520.0, 2**-25, 3 * 2**-25, np.inf,
+                  np.nan]
+        x[10:14] = [1e-39, -3.3e-40, 3.3e38, -1e-45]  # float32 subnormals (bfloat16's), bfloat16's overflow
+        return x
+    if kind == "tenths":  # divisors whose fp32 quotients of small ints round onto an integer (1 / 0.1f is 10.f)
+        return g.choice([0.1, 0.2, 0.3, 0.7, -0.1, -0.3], n)
     raise ValueError(kind)
 
 
@@ -118,6 +128,7 @@ POINTWISE_CASES = [
     ("mul", {}, ["any", "any"], torch.mul),
     ("div", {"rounding_mode": None}, ["any", "pos"], torch.div),
     ("div", {"rounding_mode": "floor"}, ["any", "pos"], lambda a, b: torch.div(a, b, rounding_mode="floor")),
+    ("div", {"rounding_mode": "floor"}, ["small-int", "tenths"], lambda a, b: torch.div(a, b, rounding_mode="floor")),
     ("div", {"rounding_mode": "trunc"}, ["any", "pos"], lambda a, b: torch.div(a, b, rounding_mode="trunc")),
     ("pow", {"exponent": 2}, ["any"], lambda x: torch.pow(x, 2)),
     ("pow", {"exponent": 0.5}, ["pos"], lambda x: torch.pow(x, 0.5)),
@@ -136,6 +147,12 @@ POINTWISE_CASES = [
     ("eq", {}, ["small-int", "small-int"], lambda a, b: (a == b).double()),
     ("ne", {}, ["small-int", "small-int"], lambda a, b: (a != b).double()),
     ("dropout", {"p": 0.3, "training": False}, ["any"], lambda x: x),
+    ("zeros_like", {}, ["any"], torch.zeros_like),
+    ("ones_like", {}, ["any"], torch.ones_like),
+    ("full_like", {"fill_value": -2.5}, ["any"], lambda x: torch.full_like(x, -2.5)),
+    ("to", {"dtype": torch.float32}, ["casts"], lambda x: x),
+    ("to", {"dtype": torch.float16}, ["casts"], lambda x: x.to(torch.float16).double()),
+    ("to", {"dtype": torch.bfloat16}, ["casts"], lambda x: x.to(torch.bfloat16).double()),
 ]
 
 # Operand keys per op, in the rule's operand order (the rest of the fn are the const params above).

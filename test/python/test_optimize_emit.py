@@ -18,7 +18,7 @@ from conftest import find_nvcc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
-CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable"]
+CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"]
 
 
 def _node() -> str | None:
@@ -65,10 +65,12 @@ def test_emitted_file_matches_the_reference_on_cpu(emitted: dict[str, str], case
     assert ref.state_dict().keys() == new.state_dict().keys()
     for key, value in ref.state_dict().items():
         assert torch.equal(value, new.state_dict()[key]), key
-    for _ in range(2):  # twice: running statistics advance identically
+    for call in range(2):  # twice: running statistics advance identically
         inputs = problem.get_inputs()
         with torch.no_grad():
+            torch.manual_seed(call)  # one random stream for both (dropout)
             want = ref(*[x.clone() for x in inputs])
+            torch.manual_seed(call)
             got = new(*[x.clone() for x in inputs])
         want = want if isinstance(want, (tuple, list)) else (want,)
         got = got if isinstance(got, (tuple, list)) else (got,)
@@ -92,16 +94,27 @@ def test_emitted_files_say_what_they_fused(emitted: dict[str, str]) -> None:
     assert "could not be captured" in untraceable and "_KF_CUDA_SOURCE" not in untraceable
 
 
-def test_emitted_file_runs_the_reference_in_eval_mode(emitted: dict[str, str]) -> None:
-    problem, _cand, ref, new = _pair("conv_bn_chain", emitted["conv_bn_chain"])
+@pytest.mark.parametrize("case", ["conv_bn_chain", "mode_names_casts"])
+def test_emitted_file_runs_the_reference_in_eval_mode(emitted: dict[str, str], case: str) -> None:
+    # mode_names_casts: fx froze `training=self.training` as True; eval mode must not drop out
+    problem, _cand, ref, new = _pair(case, emitted[case])
     ref.eval()
     new.eval()
-    x = problem.get_inputs()[0]
+    inputs = problem.get_inputs()
     with torch.no_grad():
-        assert torch.equal(ref(x), new(x))
+        assert torch.equal(ref(*inputs), new(*inputs))
 
 
-@pytest.mark.parametrize("case", ["conv_bn_chain", "norms_reduce_pool"])
+def test_a_file_specialised_to_its_mode_guards_it_and_renames_clashing_inputs(emitted: dict[str, str]) -> None:
+    text = open(emitted["mode_names_casts"]).read()
+    assert "if self.training is not True:\n            return self._kf_reference_forward(x, shape)" in text
+    # `shape` is the forward's argument, passed to the region's method under another name (its own `shape`)
+    assert re.search(r"def _kf_r\d\(self, [^)]*a_shape", text), text
+    assert "max_dim → getattr" in text  # .values read as the reduction's value
+    assert "kf_round_f16(" in _load(emitted["mode_names_casts"], "casts_source")._KF_CUDA_SOURCE
+
+
+@pytest.mark.parametrize("case", ["conv_bn_chain", "norms_reduce_pool", "mode_names_casts"])
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:
     nvcc = find_nvcc()
     if nvcc is None:

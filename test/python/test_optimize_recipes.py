@@ -50,7 +50,7 @@ def test_built_in_problems_get_their_recipe(emitted: dict[str, str]) -> None:
     assert "def _kf_ext" not in sdpa  # nothing else to generate: one extension, the recipe's
     lbs = Path(emitted["gemm_bn_scale_softmax"]).read_text()
     assert "kf_r0: linear → batch_norm → mul → softmax (linear_bn_softmax recipe)" in lbs
-    assert "_kf_lbs_finish(y, self.gemm.bias, self.bn, self.scale)" in lbs
+    assert "_kf_lbs_finish(kf_y, self.gemm.bias, self.bn, self.scale)" in lbs
     assert "self.softmax.dim" in lbs  # nn.Softmax's dim read from the module, as its own call does
 
 
@@ -89,7 +89,7 @@ def test_files_hold_recipe_regions_and_each_runtime_once(emitted: dict[str, str]
     lbs = Path(emitted["linear_bn_softmax_tiny"]).read_text()
     assert "(linear_bn_softmax recipe)" in lbs and lbs.count("def _kf_lbs_finish(") == 1
     assert "_kf_lbs_launch_gemm(inp, self.fc.weight, _kf_lbs_split_cache(self, \"r0\"))" in lbs
-    assert "_kf_lbs_finish(y, self.fc.bias, self.norm, self.alpha)" in lbs
+    assert "_kf_lbs_finish(kf_y, self.fc.bias, self.norm, self.alpha)" in lbs
     assert "def _kf_ext" not in lbs and "@@KFORGE" not in lbs and "@@KFORGE" not in attn
 
 

@@ -43,17 +43,24 @@ class FactoriesOn(TorchFunctionMode):
         super().__init__()
         self.device = device
 
+    def _foreign(self, t: torch.Tensor) -> bool:
+        """A real tensor on another device (meta has no values to move)."""
+        return t.device.type != self.device and not t.is_meta
+
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 — torch's protocol
         kwargs = dict(kwargs or {})
         if func in _CONSTRUCTORS:
             kwargs["device"] = self.device
             kwargs.pop("pin_memory", None)
-        elif func in _IDENTITY_METHODS:
-            return args[0]
+        elif func in _IDENTITY_METHODS:  # a move: to this device (a literal fx built on the CPU, say)
+            return args[0].to(self.device) if self._foreign(args[0]) else args[0]
         elif func is torch.Tensor.to:
+            moves = "device" in kwargs or any(_is_device(a) for a in args[1:])
             kwargs.pop("device", None)
             kwargs.pop("non_blocking", None)
             args = (args[0], *(a for a in args[1:] if not _is_device(a)))
+            if moves and self._foreign(args[0]):
+                kwargs["device"] = self.device
             if len(args) == 1 and not kwargs:
                 return args[0]
         return func(*args, **kwargs)
@@ -87,8 +94,30 @@ def _plain_tensors_to_meta(model: nn.Module) -> None:
                 setattr(module, name, _to_meta(value))
 
 
+def _is_counter(buf: Any) -> bool:
+    return isinstance(buf, torch.Tensor) and buf.dim() == 0 and not buf.is_floating_point() and not buf.is_complex()
+
+
+def _counters(model: nn.Module) -> dict[tuple[str, str], torch.Tensor]:
+    return {(path, name): buf for path, module in model.named_modules() for name, buf in module._buffers.items()
+            if _is_counter(buf)}
+
+
+def _counters_on_cpu(model: nn.Module, values: dict[tuple[str, str], torch.Tensor]) -> None:
+    """0-d integer buffers (BatchNorm's num_batches_tracked) back on the CPU: a forward may read them as Python
+    numbers (BatchNorm with momentum=None divides by it), which a meta tensor cannot give, and a 0-d CPU tensor
+    mixes with tensors on any device. Their values where the model was built on the CPU, else zeros (a fresh
+    counter's)."""
+    for path, module in model.named_modules():
+        for name, buf in list(module._buffers.items()):
+            if _is_counter(buf) and buf.is_meta:
+                known = values.get((path, name))
+                module._buffers[name] = known if known is not None else torch.zeros((), dtype=buf.dtype)
+
+
 def meta_model(model_class: type, init_inputs: list[Any], log: Callable[[str], None]) -> tuple[nn.Module, str]:
     """Model(*init_inputs) on meta, and how it was built ("meta" or "cpu")."""
+    counters: dict[tuple[str, str], torch.Tensor] = {}
     try:
         with FactoriesOn("meta"), torch.device("meta"):
             model = model_class(*init_inputs)
@@ -97,8 +126,10 @@ def meta_model(model_class: type, init_inputs: list[Any], log: Callable[[str], N
         log(f"Model(*get_init_inputs()) on meta failed ({type(exc).__name__}: {exc}); building on the CPU")
         with FactoriesOn("cpu"):
             model = model_class(*init_inputs)
+        counters = {key: buf.clone() for key, buf in _counters(model).items()}
         model = model.to("meta")
         how = "cpu"
+    _counters_on_cpu(model, counters)
     _plain_tensors_to_meta(model)
     return model, how
 

@@ -1,8 +1,9 @@
 """JSON encoding of call arguments and tensor metadata in the shapes src/optimize/graph.ts declares.
 
 Arguments become `Arg`s: graph values as {t:"node"}, parameters and buffers as {t:"param"}, Python
-scalars as {t:"const"} with their Python type kept (2 vs 2.0), sequences as {t:"list"}, slices as
-{t:"slice"}. Anything else is a const of pytype "other" carrying its repr, so encoding never fails.
+scalars as {t:"const"} with their Python type kept (2 vs 2.0), sequences as {t:"list"}, dicts as
+{t:"dict"}, slices as {t:"slice"}. Anything else is a const of pytype "other" carrying its repr, so
+encoding never fails.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def encode(value: Any, node_ref: NodeRef) -> Arg:
     if isinstance(value, (list, tuple)):  # torch.Size is a tuple
         kind = "list" if isinstance(value, list) else "tuple"
         return {"t": "list", "kind": kind, "items": [encode(v, node_ref) for v in value]}
+    if isinstance(value, dict):
+        keys, values = [encode(k, node_ref) for k in value], [encode(v, node_ref) for v in value.values()]
+        return {"t": "dict", "keys": keys, "values": values}
     if isinstance(value, slice):
         return {
             "t": "slice",

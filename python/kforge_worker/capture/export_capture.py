@@ -66,7 +66,7 @@ class ExportGraphWriter:
         self.constants: dict[str, str] = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
         self.user_inputs = dict(zip(sig.user_inputs, input_names))
         self.enc = ArgEncoder(self._ref, matcher)
-        self.facts = Facts(is_tensor=self._is_tensor, rank=self._rank)
+        self.facts = Facts(is_tensor=self._is_tensor, rank=self._rank, dtype=self._dtype)
 
     def _ref(self, value: Any) -> Arg | None:
         if not isinstance(value, torch.fx.Node):
@@ -92,6 +92,10 @@ class ExportGraphWriter:
     def _rank(self, value: Any) -> int | None:
         val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
         return val.dim() if isinstance(val, torch.Tensor) else None
+
+    def _dtype(self, value: Any) -> torch.dtype | None:
+        val = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+        return val.dtype if isinstance(val, torch.Tensor) else None
 
     def nodes(self) -> list[dict[str, Any]]:
         out = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import re
 from typing import Any
 
 import torch
@@ -104,9 +105,43 @@ def trace(model: nn.Module, inputs: list[Any]) -> tuple[torch.fx.GraphModule, li
     return gm, runtime
 
 
+_CONSTANT_NAME = re.compile(r"_tensor_constant\d+")
+
+
+def reads_training_flag(model: nn.Module, inputs: list[Any], gm: torch.fx.GraphModule) -> bool:
+    """Whether fx's graph depends on the modules' train/eval flags: fx evaluates `self.training` at trace time
+    (`F.dropout(x, training=self.training)`, an `if self.training:` branch), so such a graph holds the mode it
+    was traced in. Traced again in the other mode, it reads differently (or does not trace: counted as
+    depending). Every module's flag is restored."""
+    flags = [(m, m.training) for m in model.modules()]
+    try:
+        model.train(not model.training)
+        other, _ = trace(model, inputs)
+        # fx numbers the constants it attaches to the model: the second trace's are named on from the first's
+        return _CONSTANT_NAME.sub("_tensor_constant", other.code) != _CONSTANT_NAME.sub("_tensor_constant", gm.code)
+    except Exception:  # noqa: BLE001 — the other mode's forward does not trace: it differs
+        return True
+    finally:
+        for module, training in flags:
+            module.training = training
+
+
+class _SizesProp(ShapeProp):
+    """ShapeProp that also keeps the sizes a node computes (`x.shape[-1:]`, `x.size(1)`) as `kf_sizes`: the
+    shapes are the captured inputs', so these are the values at the captured shapes."""
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        if isinstance(result, int) and not isinstance(result, bool):
+            n.meta["kf_sizes"] = result
+        elif isinstance(result, (tuple, list)) and all(isinstance(v, int) and not isinstance(v, bool) for v in result):
+            n.meta["kf_sizes"] = tuple(result)
+        return result
+
+
 def propagate_shapes(gm: torch.fx.GraphModule, runtime: list[Any]) -> None:
     with FactoriesOn("meta"):
-        ShapeProp(gm).propagate(*runtime)
+        _SizesProp(gm).propagate(*runtime)
 
 
 def _meta(tm: TensorMetadata) -> dict[str, Any]:
@@ -141,6 +176,10 @@ def callable_expression(target: Any, problem_module: Any) -> str:
     return name
 
 
+#: The most elements of a tensor literal (`torch.tensor([1., 2.])` in forward) written into the emitted forward.
+LITERAL_MAX = 64
+
+
 class FxGraphWriter:
     def __init__(self, gm: torch.fx.GraphModule, model: nn.Module, problem_module: Any, matcher: AttrMatcher) -> None:
         self.gm = gm
@@ -150,7 +189,7 @@ class FxGraphWriter:
             b for b, _ in model.named_buffers(remove_duplicate=False)
         }
         self.enc = ArgEncoder(self._ref, matcher)
-        self.facts = Facts(is_tensor=self._is_tensor, rank=self._rank)
+        self.facts = Facts(is_tensor=self._is_tensor, rank=self._rank, dtype=self._dtype, sizes=self._sizes)
 
     def _ref(self, value: Any) -> Arg | None:
         if not isinstance(value, torch.fx.Node):
@@ -170,13 +209,37 @@ class FxGraphWriter:
         tm = value.meta.get("tensor_meta") if isinstance(value, torch.fx.Node) else None
         return len(tm.shape) if isinstance(tm, TensorMetadata) else None
 
+    def _dtype(self, value: Any) -> torch.dtype | None:
+        tm = value.meta.get("tensor_meta") if isinstance(value, torch.fx.Node) else None
+        return tm.dtype if isinstance(tm, TensorMetadata) else None
+
+    def _sizes(self, value: Any) -> Any:
+        return value.meta.get("kf_sizes") if isinstance(value, torch.fx.Node) else None
+
     def _raw(self, value: Any) -> Any:
         """Parameters read with get_attr become ParamRefs before normalisation."""
         if isinstance(value, torch.fx.Node) and value.op == "get_attr" and value.target in self.param_paths:
             return ParamRef(value.target)
         if isinstance(value, (list, tuple)):
             return type(value)(self._raw(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self._raw(v) for k, v in value.items()}
         return value
+
+    def _literal(self, value: Any) -> torch.Tensor | None:
+        """A tensor fx built while tracing from Python values alone (`torch.tensor(0.0)`, `torch.ones(3)`), which
+        it holds as a constant: off meta, where the model's state and the inputs are, and small."""
+        if not isinstance(value, torch.fx.Node) or value.op != "get_attr" or value.target in self.param_paths:
+            return None
+        tensor = getattr(self.gm, str(value.target), None)
+        if isinstance(tensor, torch.Tensor) and not tensor.is_meta and tensor.numel() <= LITERAL_MAX:
+            return tensor
+        return None
+
+    def _number(self, value: Any) -> Any:
+        """A 0-d tensor literal as its Python number (as an operand it broadcasts and promotes like one)."""
+        tensor = self._literal(value)
+        return tensor.item() if tensor is not None and tensor.dim() == 0 else value
 
     def nodes(self) -> list[dict[str, Any]]:
         out = []
@@ -186,7 +249,14 @@ class FxGraphWriter:
             out.append(self._node(node))
         return out
 
+    @staticmethod
+    def _scope(node: torch.fx.Node) -> set[str]:
+        """The modules whose forward made this call: the root and the stack fx recorded (`block.relu@1` is the
+        second call of block.relu)."""
+        return {"", *(re.sub(r"@\d+$", "", str(path)) for path in node.meta.get("nn_module_stack", {}))}
+
     def _node(self, node: torch.fx.Node) -> dict[str, Any]:
+        self.enc.scope = self._scope(node)
         args = [self._raw(a) for a in node.args]
         kwargs = {k: self._raw(v) for k, v in node.kwargs.items()}
         module = method = None
@@ -197,12 +267,19 @@ class FxGraphWriter:
             target = node.target
         elif node.op == "call_function":
             spec = function_spec(node.target)
-            spec, bound = normalise_call(spec, args, kwargs, self.facts)
+            spec, bound = normalise_call(spec, args, kwargs, self.facts, self._number)
             target = callable_expression(node.target, self.problem_module)
         elif node.op == "call_method":
             method = node.target
-            spec, bound = normalise_call(method_spec(method), args, kwargs, self.facts)
+            spec, bound = normalise_call(method_spec(method), args, kwargs, self.facts, self._number)
             target = method
+        elif (literal := self._literal(node)) is not None:  # rebuilt in forward, as the reference builds it
+            args, kwargs = [literal.tolist()], {"dtype": literal.dtype}
+            spec, bound = normalise_call(function_spec(torch.tensor), args, kwargs, self.facts)
+            return make_node(
+                node_id=node.name, kind="call_function", target="torch.tensor", args=args, kwargs=kwargs,
+                spec=spec, bound=bound, out=node_out(node), enc=self.enc,
+            )
         else:  # get_attr of a plain tensor attribute
             spec, bound, target = OpSpec("get_attr"), None, node.target
         return make_node(

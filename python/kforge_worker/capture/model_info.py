@@ -99,8 +99,12 @@ class AttrMatcher:
                 key = (type(value), value)
                 self._by_value.setdefault(key, []).append(f"{path}.{name}" if path else name)
 
-    def match(self, value: Any) -> str | None:
+    def match(self, value: Any, scope: set[str] | None = None) -> str | None:
+        """`scope`: the modules whose forward made the call (the root's path is ""): only their attributes can be
+        what the call read (a literal `1` in the root's forward is not a submodule's `stride`). None: any."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             return None
         paths = self._by_value.get((type(value), value), [])
+        if scope is not None:
+            paths = [p for p in paths if p.rpartition(".")[0] in scope]
         return paths[0] if len(paths) == 1 else None

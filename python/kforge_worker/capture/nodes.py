@@ -21,6 +21,8 @@ class ArgEncoder:
     def __init__(self, ref: Callable[[Any], Arg | None], matcher: AttrMatcher) -> None:
         self._ref = ref
         self._matcher = matcher
+        #: The module paths whose forward makes the call being encoded (AttrMatcher.match); None: unknown.
+        self.scope: set[str] | None = None
 
     def _node_ref(self, value: Any) -> Arg | None:
         if isinstance(value, ParamRef):
@@ -35,7 +37,7 @@ class ArgEncoder:
 
     def _attach_attrs(self, arg: Arg, value: Any) -> None:
         if arg.get("t") == "const" and arg["pytype"] in ("int", "float"):
-            path = self._matcher.match(value)
+            path = self._matcher.match(value, self.scope)
             if path is not None:
                 arg["attr"] = path
         elif arg.get("t") == "list":

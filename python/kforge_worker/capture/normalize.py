@@ -14,6 +14,7 @@ import inspect
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+import torch
 import torch.nn as nn
 
 from .encode import as_list
@@ -34,6 +35,9 @@ class Facts:
 
     is_tensor: Callable[[Any], bool]
     rank: Callable[[Any], "int | None"]
+    dtype: Callable[[Any], "torch.dtype | None"] = lambda _value: None
+    #: A graph value's ints at the captured shapes (`x.shape[-1:]`, `x.size(1)`), None when it is not sizes.
+    sizes: Callable[[Any], Any] = lambda _value: None
 
 
 _MISSING = object()
@@ -124,6 +128,40 @@ def _softmax(bound: Bound, facts: Facts, _op: str) -> None:
             _set(bound, "dim", 0 if rank in (0, 1, 3) else 1)
 
 
+def _cast(bound: Bound, _facts: Facts, _op: str) -> None:
+    """Tensor.to(dtype) given positionally binds to `*args`: a lone dtype there is the `dtype` argument."""
+    args = _value(bound, "args")
+    if "dtype" not in bound and isinstance(args, (list, tuple)) and len(args) == 1 and isinstance(args[0], torch.dtype):
+        explicit = bound.pop("args")[1]
+        bound["dtype"] = (args[0], explicit)
+
+
+def _trailing_shape(bound: Bound, facts: Facts) -> None:
+    """normalized_shape read from a tensor (`F.layer_norm(x, x.shape[-1:])`) as its ints at the captured shapes:
+    only their count tells the kernel anything (the call fails unless they are the input's trailing sizes), and
+    that count is the same at every shape of the captured rank."""
+    shape = _value(bound, "normalized_shape")
+    if isinstance(shape, (list, tuple)):
+        sizes = [v if isinstance(v, int) else facts.sizes(v) for v in shape]
+    else:
+        sizes = facts.sizes(shape)
+        sizes = [sizes] if isinstance(sizes, int) else sizes
+    if isinstance(sizes, (list, tuple)) and sizes and all(isinstance(v, int) for v in sizes):
+        _set(bound, "normalized_shape", list(sizes))
+
+
+def _layer_norm(bound: Bound, facts: Facts, _op: str) -> None:
+    _trailing_shape(bound, facts)
+
+
+def _rms_norm(bound: Bound, facts: Facts, _op: str) -> None:
+    """eps None is the input dtype's machine epsilon (F.rms_norm's default, nn.RMSNorm's too)."""
+    _trailing_shape(bound, facts)
+    dtype = facts.dtype(_value(bound, "input"))
+    if _value(bound, "eps") is None and dtype is not None and dtype.is_floating_point:
+        bound["eps"] = (torch.finfo(dtype).eps, False)
+
+
 def _spatial(n: int, names: tuple[str, ...]) -> Callable[[Bound, Facts, str], None]:
     def fix(bound: Bound, _facts: Facts, op: str) -> None:
         for name in names:
@@ -142,6 +180,9 @@ _FIXES: dict[str, Callable[[Bound, Facts, str], None]] = {
     "softmax": _softmax,
     "log_softmax": _softmax,
     "softmin": _softmax,
+    "to": _cast,
+    "rms_norm": _rms_norm,
+    "layer_norm": _layer_norm,
 }
 for _n in (1, 2, 3):
     _FIXES[f"conv{_n}d"] = _spatial(_n, ("stride", "padding", "dilation"))
@@ -200,9 +241,13 @@ def finish(spec: OpSpec, bound: Bound | None, facts: Facts) -> tuple[OpSpec, Bou
     return spec, bound
 
 
-def normalise_call(spec: OpSpec, args: list[Any], kwargs: dict[str, Any], facts: Facts) -> tuple[OpSpec, Bound | None]:
-    """A call_function / call_method (self first) through its op's signature."""
+def normalise_call(spec: OpSpec, args: list[Any], kwargs: dict[str, Any], facts: Facts,
+                   literal: Callable[[Any], Any] | None = None) -> tuple[OpSpec, Bound | None]:
+    """A call_function / call_method (self first) through its op's signature. `literal` turns an argument that is
+    a constant tensor into its Python number, once the call is known (torch.min(x, tensor) is minimum)."""
     spec = refine(spec, args, kwargs, facts)
+    if literal is not None:
+        args, kwargs = [literal(a) for a in args], {k: literal(v) for k, v in kwargs.items()}
     sig = SIGNATURES.get(spec.signature)
     if sig is None:
         return spec, None

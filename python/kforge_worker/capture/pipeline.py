@@ -19,7 +19,7 @@ from ..loading import LoadError, check_problem, import_path, read_source
 from .build import meta_inputs, meta_model, stderr_log
 from .encode import const, meta_of_tensor
 from .export_capture import ExportGraphWriter, export_program
-from .fx_capture import FxGraphWriter, propagate_shapes, trace
+from .fx_capture import FxGraphWriter, propagate_shapes, reads_training_flag, trace
 from .model_info import AttrMatcher, modules_info, params_info, scalar_attrs
 from .source import split_source
 
@@ -93,16 +93,20 @@ def _attribute_names(model: torch.nn.Module) -> set[str]:
     return {*vars(model), *model._parameters, *model._buffers, *model._modules}
 
 
-def _check_faithful_fx(model: torch.nn.Module, versions: dict[str, int], before: set[str],
-                       nodes: list[dict[str, Any]]) -> None:
+def _check_faithful_fx(model: torch.nn.Module, versions: dict[str, int]) -> None:
     """fx runs what does not touch its proxies at trace time: an in-place change of a parameter or buffer
-    (`self.v.mul_(0.9)`) then happens once, during tracing, and never in the graph; an expression of buffers
-    and constants (`self.s * 3.0`, `torch.tensor([1., 2.])`) becomes a `_tensor_constant` frozen at trace time,
-    stale after load_state_dict. Either graph would answer wrong, so fx's capture is refused (export next)."""
+    (`self.v.mul_(0.9)`) then happens once, during tracing, and never in the graph, which would answer wrong:
+    fx's capture is refused (export next). Checked right after tracing: shape propagation then runs the leaf
+    modules, whose own updates (InstanceNorm's running statistics) are the graph's module calls."""
     changed = [name for name, t in [*model.named_parameters(), *model.named_buffers()]
                if name in versions and t._version != versions[name]]
     if changed:
         raise RuntimeError(f"forward changes {', '.join(changed)} in place outside the traced graph")
+
+
+def _check_no_folded_constants(before: set[str], nodes: list[dict[str, Any]]) -> None:
+    """An expression of buffers and constants (`self.s * 3.0`, `torch.tensor([1., 2.])`) that fx evaluated while
+    tracing becomes a `_tensor_constant` frozen then, stale after load_state_dict: fx's capture is refused."""
     folded = [n["target"] for n in nodes if n.get("kind") == "get_attr" and str(n["target"]).split(".")[0] not in before]
     if folded:
         raise RuntimeError(f"fx folded tensor expressions into constants the model does not hold: {', '.join(folded)}")
@@ -134,16 +138,26 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
         "modules": modules_info(model),
         "scalarAttrs": scalar_attrs(model),
         "source": source,
+        "specialisedTraining": None,
     }
+    variadic = [("*" if p.kind is inspect.Parameter.VAR_POSITIONAL else "**") + p.name
+                for p in inspect.signature(model.forward).parameters.values()
+                if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    if variadic:  # the graphs would read its inputs under names the emitted forward does not bind
+        graph["failure"] = f"forward takes {', '.join(variadic)}"
+        log(f"not captured: {graph['failure']}")
+        return graph
     started = time.perf_counter()
     try:
         versions, before = _state_versions(model), _attribute_names(model)
         gm, runtime = trace(model, inputs)
+        _check_faithful_fx(model, versions)
         propagate_shapes(gm, runtime)
         writer = FxGraphWriter(gm, model, module, matcher)
         nodes = writer.nodes()
-        _check_faithful_fx(model, versions, before, nodes)
-        graph.update(captured="fx", nodes=nodes, output=writer.output())
+        _check_no_folded_constants(before, nodes)
+        specialised = model.training if reads_training_flag(model, inputs, gm) else None
+        graph.update(captured="fx", nodes=nodes, output=writer.output(), specialisedTraining=specialised)
         log(f"captured with torch.fx in {time.perf_counter() - started:.2f}s: {len(graph['nodes'])} nodes")
         return graph
     except Exception as exc:  # noqa: BLE001 — fx's failure is a result, then export gets its turn
@@ -155,7 +169,11 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
         program = export_program(model, inputs)
         _check_faithful_export(program)
         ex_writer = ExportGraphWriter(program, names, matcher)
-        graph.update(captured="export", nodes=ex_writer.nodes(), output=ex_writer.output())
+        # Whether export's graph read `self.training` is not probed (a second export costs seconds): it is taken
+        # to depend on the mode it was exported in.
+        graph.update(
+            captured="export", nodes=ex_writer.nodes(), output=ex_writer.output(), specialisedTraining=model.training
+        )
         log(f"captured with torch.export in {time.perf_counter() - started:.2f}s: {len(graph['nodes'])} nodes")
         return graph
     except Exception as exc:  # noqa: BLE001

@@ -14,7 +14,7 @@ import { type Plan, type Region, regionNodes } from "../plan/planner.ts";
 import { loadRecipe } from "../recipe.ts";
 import { pyScalar, pyStatement } from "./python-expr.ts";
 import { recipeBuilder } from "./recipe-region.ts";
-import { generateRegion, type RegionCode } from "./region.ts";
+import { generateRegion, methodNames, type RegionCode } from "./region.ts";
 
 // From the repository root, not this module's folder: the CLI also runs as one bundled file (.carry/).
 const HERE = join(REPO_ROOT, "src", "optimize", "codegen");
@@ -93,7 +93,9 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   const view = new GraphView(graph);
   const inputNames = new Set(graph.inputs.map((i) => i.name));
   const nameOf = (id: string) => (inputNames.has(id) ? id : `v_${id}`);
-  const regions = graph.captured === "none" ? [] : plan.regions.map((r) => generateRegion(view, r, nameOf));
+  const inMethod = methodNames([...inputNames], nameOf);
+  const regions =
+    graph.captured === "none" ? [] : plan.regions.map((r) => generateRegion(view, r, inMethod, nameOf));
   const byOutput = new Map(plan.regions.map((r, i) => [r.output, i]));
   const inRegion = new Set(plan.regions.flatMap(regionNodes));
 
@@ -115,6 +117,12 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
 
   const callArgs = argNames(graph.source.signature);
   const forwardLines: string[] = [];
+  const training = graph.specialisedTraining;
+  if (typeof training === "boolean" && graph.captured !== "none")
+    forwardLines.push(
+      `if self.training is not ${training ? "True" : "False"}:`,
+      `    return self._kf_reference_forward(${callArgs.join(", ")})`,
+    );
   for (const input of graph.inputs) {
     // torch.export specialises the graph to the captured shapes (a size read in forward becomes a constant):
     // other shapes take the reference's forward.
@@ -221,6 +229,8 @@ function outputExpr(graph: Graph, nameOf: (id: string) => string): string {
         ? `[${items.join(", ")}]`
         : `(${items.join(", ")}${items.length === 1 ? "," : ""})`;
     }
+    if (arg.t === "dict")
+      return `{${arg.keys.map((k, i) => `${render(k)}: ${render(arg.values[i] ?? k)}`).join(", ")}}`;
     if (arg.t === "const") return pyScalar(arg, false);
     if (arg.t === "param") return `self.${arg.path}`;
     return "None";

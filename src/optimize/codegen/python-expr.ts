@@ -31,6 +31,9 @@ const INFIX: Record<string, string> = {
   "operator.imul": "*=",
   "operator.itruediv": "/=",
 };
+/** The in-place forms among INFIX's (`==`, `<=` also end in `=`, and are comparisons). */
+const AUGMENTED = new Set(["+=", "-=", "*=", "/="]);
+
 const PREFIX: Record<string, string> = {
   "operator.neg": "-",
   "operator.pos": "+",
@@ -96,6 +99,8 @@ export function pyArg(arg: Arg, nameOf: NameOf): string {
     }
     case "slice":
       return `slice(${pyArg(arg.start, nameOf)}, ${pyArg(arg.stop, nameOf)}, ${pyArg(arg.step, nameOf)})`;
+    case "dict":
+      return `{${arg.keys.map((k, i) => `${pyArg(k, nameOf)}: ${pyArg(arg.values[i] ?? k, nameOf)}`).join(", ")}}`;
   }
 }
 
@@ -131,7 +136,7 @@ export function pyCall(node: GraphNode, nameOf: NameOf): string {
       if (node.target === "operator.getitem" && first && second)
         return `${pyArg(first, nameOf)}[${subscript(second, nameOf)}]`;
       const infix = INFIX[node.target];
-      if (infix && first && second && node.args.length === 2 && !infix.endsWith("="))
+      if (infix && first && second && node.args.length === 2 && !AUGMENTED.has(infix))
         return `(${pyArg(first, nameOf)} ${infix} ${pyArg(second, nameOf)})`;
       const prefix = PREFIX[node.target];
       if (prefix && first && node.args.length === 1) return `(${prefix}${pyArg(first, nameOf)})`;
@@ -146,7 +151,7 @@ export function pyCall(node: GraphNode, nameOf: NameOf): string {
 export function pyStatement(node: GraphNode, nameOf: NameOf): string {
   const infix = INFIX[node.target];
   const [first, second] = node.args;
-  if (node.kind === "call_function" && infix?.endsWith("=") && first && second) {
+  if (node.kind === "call_function" && infix && AUGMENTED.has(infix) && first && second) {
     const target = pyArg(first, nameOf);
     return `${target} ${infix} ${pyArg(second, nameOf)}\n${nameOf(node.id)} = ${target}`;
   }

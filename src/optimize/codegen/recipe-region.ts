@@ -63,9 +63,9 @@ const linearBnSoftmax: RecipeEmitter = (view, region, nameOf) => {
   return {
     guard: `_kf_lbs_gemm_applies(${x}, ${weight}, (${bias}, ${bnModule}.weight, ${bnModule}.bias, ${scale}))`,
     body: [
-      `y = _kf_lbs_launch_gemm(${x}, ${weight}, _kf_lbs_split_cache(self, ${JSON.stringify(region.id)}))`,
+      `kf_y = _kf_lbs_launch_gemm(${x}, ${weight}, _kf_lbs_split_cache(self, ${JSON.stringify(region.id)}))`,
       `if _kf_lbs_finish_applies(${x}, ${weight}, ${bias}, ${bnModule}, ${scale}, ${dim}):`,
-      `    return _kf_lbs_finish(y, ${bias}, ${bnModule}, ${scale})`,
+      `    return _kf_lbs_finish(kf_y, ${bias}, ${bnModule}, ${scale})`,
     ],
   };
 };

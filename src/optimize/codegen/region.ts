@@ -162,9 +162,36 @@ function dtypeList(operands: Operand[]): string {
   return `(${operands.map((o) => `torch.${o.dtype}`).join(", ")}${operands.length === 1 ? "," : ""})`;
 }
 
-/** Emits a region. `nameOf` names node values in forward; the method takes the region's external node
- * values as arguments under the same names. */
-export function generateRegion(view: GraphView, region: Region, nameOf: NameOf): RegionCode {
+/** Names a region method binds itself (operands, shapes, the launch's results; its other locals start with
+ * `kf_`): a forward input by one of these names is renamed inside the method, or the method would overwrite it. */
+const METHOD_LOCALS = new Set(["ins", "shape", "out", "stats", "geo", "out_shape", "ins_shape"]);
+
+/** How a region method names the values `nameOf` names in forward: as forward does, except forward inputs that
+ * clash with the method's own locals (`kf_`-prefixed names included), which take a fresh name. */
+export function methodNames(inputs: string[], nameOf: NameOf): NameOf {
+  const taken = new Set(inputs);
+  const renamed = new Map<string, string>();
+  for (const name of inputs) {
+    if (!METHOD_LOCALS.has(name) && !name.startsWith("kf_")) continue;
+    let fresh = `a_${name}`;
+    while (taken.has(fresh)) fresh = `a_${fresh}`;
+    taken.add(fresh);
+    renamed.set(name, fresh);
+  }
+  return (id) => {
+    const name = nameOf(id);
+    return renamed.get(name) ?? name;
+  };
+}
+
+/** Emits a region. `nameOf` names node values in the region's method (methodNames), `callerNameOf` in forward;
+ * the method takes the region's external node values as arguments. */
+export function generateRegion(
+  view: GraphView,
+  region: Region,
+  nameOf: NameOf,
+  callerNameOf: NameOf = nameOf,
+): RegionCode {
   const ids = regionNodes(region);
   const inside = new Set(ids);
   const externals: string[] = [];
@@ -179,7 +206,7 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
   const fallback = ids.map((id) => pyStatement(view.node(id), nameOf));
   const params = externals.map(nameOf);
   const header = `def _kf_${region.id}(self${params.map((p) => `, ${p}`).join("")}):`;
-  const call = `self._kf_${region.id}(${params.join(", ")})`;
+  const call = `self._kf_${region.id}(${externals.map(callerNameOf).join(", ")})`;
   if (region.recipe) {
     // The recipe's runtime decides per call, modes included (it keeps BatchNorm's own bookkeeping).
     const recipe = region.recipe.name;
@@ -250,6 +277,8 @@ export function generateRegion(view: GraphView, region: Region, nameOf: NameOf):
 function collectExternal(arg: Arg, inside: Set<string>, into: string[]): void {
   if (arg.t === "node" && !inside.has(arg.id) && !into.includes(arg.id)) into.push(arg.id);
   else if (arg.t === "list") for (const item of arg.items) collectExternal(item, inside, into);
+  else if (arg.t === "dict")
+    for (const item of [...arg.keys, ...arg.values]) collectExternal(item, inside, into);
   else if (arg.t === "slice")
     for (const a of [arg.start, arg.stop, arg.step]) collectExternal(a, inside, into);
 }

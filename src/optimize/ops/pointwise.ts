@@ -38,6 +38,21 @@ function scaled(alpha: string | null, b: string): string | null {
   return alpha === "1.f" ? b : `${alpha} * (${b})`;
 }
 
+/** A factory `*_like(input)` of one value, `value` (null: no kernel form). */
+function likeInput(value: (p: ParamReader) => string | null): PointwiseSpec {
+  return {
+    operands: ["input"],
+    emit: (_o, p) => (p.has("device") || p.bool("requires_grad") === true ? null : value(p)),
+  };
+}
+
+/** The value of a cast to each float dtype, in fp32. */
+const CASTS = new Map<string, (a: string) => string>([
+  ["float32", (a) => a],
+  ["float16", (a) => `kf_round_f16(${a})`],
+  ["bfloat16", (a) => `kf_round_bf16(${a})`],
+]);
+
 export const POINTWISE: Record<string, PointwiseSpec> = {
   identity: unary((a) => a),
   relu: call("kf_relu"),
@@ -159,6 +174,21 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
   le: compare("<="),
   eq: compare("=="),
   ne: compare("!="),
+  // A dtype cast (x.float(), x.half(), x.to(torch.bfloat16)): exact to float32 (from a mask, a half or a
+  // float), rounded to nearest-even to half precision. A cast that also moves devices is not one.
+  to: {
+    operands: ["input"],
+    emit: ([a], p) => {
+      if (p.has("args") || p.has("device")) return null;
+      const cast = CASTS.get(p.str("dtype") ?? "");
+      return cast === undefined ? null : cast(a ?? "");
+    },
+  },
+  // A constant the shape of its input (torch.where(c, y, torch.zeros_like(y))): the input is read for its
+  // shape alone. A tensor made on another device, or one that records gradients, is not one.
+  zeros_like: likeInput(() => "0.f"),
+  ones_like: likeInput(() => "1.f"),
+  full_like: likeInput((p) => p.num("fill_value")),
   // Dropout is pointwise only where it draws nothing: eval mode or p = 0 (the planner checks `rng`).
   dropout: {
     operands: ["input"],

@@ -8,6 +8,7 @@ export const FLOAT_DTYPES = new Set(["float32", "float16", "bfloat16"]);
 export function argNodeIds(arg: Arg, into: string[] = []): string[] {
   if (arg.t === "node") into.push(arg.id);
   else if (arg.t === "list") for (const item of arg.items) argNodeIds(item, into);
+  else if (arg.t === "dict") for (const item of [...arg.keys, ...arg.values]) argNodeIds(item, into);
   else if (arg.t === "slice") for (const a of [arg.start, arg.stop, arg.step]) argNodeIds(a, into);
   return into;
 }

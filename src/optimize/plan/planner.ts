@@ -386,6 +386,13 @@ export function planGraph(graph: Graph): Plan {
       });
     }
   }
+  // A region of casts and constants alone is a conversion or a fill PyTorch makes as well (and a cast to the
+  // same dtype is no copy at all).
+  for (const region of pointwise) {
+    if (absorbed.has(region) || !region.epilogue.every((id) => NO_ARITHMETIC.has(view.node(id).op))) continue;
+    absorbed.add(region);
+    for (const id of region.epilogue) claimed.delete(id);
+  }
   const regions = [
     ...recipes,
     ...seeds.filter((r) => !merged.has(r)),
@@ -403,10 +410,13 @@ export function planGraph(graph: Graph): Plan {
     if (!why || !tensorOut || claimed.has(node.id) || kept.some((k) => k.node === node.id)) continue;
     if (!why.startsWith("no ")) kept.push({ node: node.id, op: node.op, reason: why });
     else if (node.kind !== "get_attr" && !PASSTHROUGH_OPS.has(node.op))
-      kept.push({ node: node.id, op: node.op, reason: uncoveredReason(node.op) });
+      kept.push({ node: node.id, op: node.op, reason: uncoveredReason(node) });
   }
   return { regions, kept };
 }
+
+/** Pointwise ops that compute nothing from their input's values. */
+const NO_ARITHMETIC = new Set(["to", "zeros_like", "ones_like", "full_like"]);
 
 /** Statistics take 3 more operands of a reduction that applies a normalisation in its prologue. */
 const NORM_STATS_OPERANDS = 3;
@@ -474,11 +484,20 @@ const LIBRARY_OPS = new Set([
   "scaled_dot_product_attention",
 ]);
 
-/** Why an op no rule covers stays a PyTorch call, for the report. */
-function uncoveredReason(op: string): string {
-  return LIBRARY_OPS.has(op)
-    ? "a library call (cuBLAS/cuDNN through PyTorch): kept as the reference calls it"
-    : `no rule covers ${op}: PyTorch's own kernel`;
+/** Why an op no rule covers stays a PyTorch call, for the report (a call capture has no name for by what the
+ * reference calls). */
+function uncoveredReason(node: GraphNode): string {
+  if (LIBRARY_OPS.has(node.op))
+    return "a library call (cuBLAS/cuDNN through PyTorch): kept as the reference calls it";
+  const what =
+    node.op !== "unknown"
+      ? node.op
+      : node.kind === "call_method"
+        ? `.${node.target}()`
+        : node.kind === "call_module"
+          ? `the module ${node.target}`
+          : node.target;
+  return `no rule covers ${what}: PyTorch's own kernel`;
 }
 
 function operandParams(view: GraphView, nodes: string[]): number {

@@ -119,13 +119,25 @@ export function normDims(node: GraphNode, view: GraphView): number[] | null {
   return spec.dims(rank, paramReader(node.fn, probe));
 }
 
-/** The `[0]` (values) or `[1]` (indices) node that alone reads a (values, indices) reduction, or null. */
+/** The named-tuple fields of a (values, indices) result, by position. */
+const PAIR_FIELDS = new Map<string, 0 | 1>([
+  ["values", 0],
+  ["indices", 1],
+]);
+
+/** The `[0]` / `.values` or `[1]` / `.indices` node that alone reads a (values, indices) reduction, or null. */
 export function pairProjection(node: GraphNode, view: GraphView): { id: string; index: 0 | 1 } | null {
   const users = view.usersOf(node.id);
   const only = users.length === 1 && users[0] !== "@output" ? view.node(users[0] ?? "") : null;
-  if (only?.op !== "getitem" || !view.outMeta(only)) return null;
+  if (!only || !view.outMeta(only)) return null;
+  if (only.op === "getattr") {
+    const name = only.fn?.name;
+    const index =
+      name?.t === "const" && typeof name.value === "string" ? PAIR_FIELDS.get(name.value) : undefined;
+    return index === undefined ? null : { id: only.id, index };
+  }
   const index = only.fn?.index;
-  if (index?.t !== "const" || (index.value !== 0 && index.value !== 1)) return null;
+  if (only.op !== "getitem" || index?.t !== "const" || (index.value !== 0 && index.value !== 1)) return null;
   return { id: only.id, index: index.value };
 }
 
@@ -181,8 +193,14 @@ export const SEED_RULES: SeedRule[] = [
       if (!spec) return `no normalisation rule for ${node.op}`;
       const bad = common(node, view) ?? tensorInputOk(view, node);
       if (bad) return bad;
-      if (!view.outMeta(node)) return "its output is not one tensor";
+      const out = view.outMeta(node);
+      if (!out) return "its output is not one tensor";
       const fn = node.fn ?? {};
+      // softmax(x, dtype=): PyTorch casts x first. The kernel reads x in fp32 whatever it is, which is that
+      // cast only when it widens (or keeps) x's dtype.
+      const inDtype = view.tensorOf(fn.input)?.dtype;
+      if (out.dtype !== inDtype && out.dtype !== "float32")
+        return "it casts its input to a narrower dtype (dtype=)";
       for (const param of spec.params) {
         const arg = fn[param.key];
         if (!arg || (arg.t === "const" && arg.pytype === "none")) continue;

@@ -36,7 +36,40 @@ __device__ __forceinline__ float kf_logsigmoid(float a) { return fminf(a, 0.f) -
 __device__ __forceinline__ float kf_softsign(float a) { return a / (1.f + fabsf(a)); }
 __device__ __forceinline__ float kf_sign(float a) { return a > 0.f ? 1.f : (a < 0.f ? -1.f : a); }
 __device__ __forceinline__ float kf_threshold(float a, float th, float value) { return a > th ? a : value; }
-__device__ __forceinline__ float kf_floor_div(float a, float b) { return floorf(a / b); }
+// PyTorch's div_floor_floating: the quotient from the exact remainder, so a / b rounding up to an integer
+// (1 / 0.1f is 10.f) does not floor to one more than the true quotient's floor (9).
+__device__ __forceinline__ float kf_floor_div(float a, float b) {
+  if (b == 0.f) return a / b;
+  const float mod = fmodf(a, b);
+  float div = (a - mod) / b;
+  if (mod != 0.f && (b < 0.f) != (mod < 0.f)) div -= 1.f;
+  if (div == 0.f) return copysignf(0.f, a / b);
+  float floordiv = floorf(div);
+  if (div - floordiv > 0.5f) floordiv += 1.f;
+  return floordiv;
+}
+// A cast to half precision and back (x.half() / x.to(torch.bfloat16) inside a region): the value rounded to the
+// nearest representable one, ties to even, as PyTorch's conversion rounds. On the device the conversion
+// intrinsics; on the host (the op-math test) the same rounding from the exponent: keep `bits` significant bits
+// in the normal range, steps of `tiny` below it, past `huge` infinity.
+__device__ __forceinline__ float kf_round_bits(float a, int bits, float min_normal, float tiny, float huge) {
+  const float m = fabsf(a);
+  if (a != a || m == INFINITY) return a;
+  if (m >= huge) return copysignf(INFINITY, a);
+  if (m < min_normal) return copysignf(rintf(m / tiny) * tiny, a);
+  int e;
+  frexpf(m, &e);
+  return copysignf(ldexpf(rintf(ldexpf(m, bits - e)), e - bits), a);
+}
+#if defined(__CUDA_ARCH__)
+__device__ __forceinline__ float kf_round_f16(float a) { return __half2float(__float2half_rn(a)); }
+__device__ __forceinline__ float kf_round_bf16(float a) { return __bfloat162float(__float2bfloat16_rn(a)); }
+#else
+__device__ __forceinline__ float kf_round_f16(float a) { return kf_round_bits(a, 11, 0x1p-14f, 0x1p-24f, 65520.f); }
+__device__ __forceinline__ float kf_round_bf16(float a) {
+  return kf_round_bits(a, 8, 0x1p-126f, 0x1p-133f, 0x1.ffp127f);
+}
+#endif
 // x ** e with PyTorch's special cases done as exact arithmetic (x*x for 2, sqrt for 0.5).
 __device__ __forceinline__ float kf_pow(float a, float e) {
   if (e == 2.f) return a * a;

@@ -1,0 +1,55 @@
+// Graph rewrites before planning: equivalences that free a value from a use that reads none of its data, so
+// the value can stay inside a fused region (the region's method computes it; forward never sees it).
+//
+// A device read (`torch.tensor(0.0, device=x.device)` after `x = x + 1`): every op below leaves its result on
+// its input tensor's device, so the read moves to that input, and on up the chain to a value forward has
+// anyway (a graph input, or the first value no rule here sees through).
+import type { Arg, Graph, GraphNode } from "../graph.ts";
+import { NORMALIZATIONS } from "../ops/normalize.ts";
+import { POINTWISE } from "../ops/pointwise.ts";
+import { REDUCTIONS } from "../ops/reduce.ts";
+import { GraphView } from "./graph-view.ts";
+
+/** Ops whose result is on the device of their `input` tensor (never a device move such as `.to()`). */
+const SAME_DEVICE = new Set([
+  ...Object.keys(POINTWISE).filter((op) => op !== "to"),
+  ...Object.keys(REDUCTIONS),
+  ...Object.keys(NORMALIZATIONS),
+  ...["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "linear"],
+  ...["matmul", "mm", "bmm", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d"],
+  ...["avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"],
+  ...["view", "reshape", "flatten", "permute", "transpose", "unsqueeze", "squeeze", "contiguous", "expand"],
+]);
+
+function isDeviceRead(node: GraphNode): boolean {
+  const name = node.fn?.name;
+  return node.op === "getattr" && name?.t === "const" && name.value === "device";
+}
+
+/** The tensor whose device `arg`'s value is on, as early in the graph as the rules above see. */
+function deviceSource(arg: Arg, view: GraphView): Arg {
+  let source = arg;
+  while (source.t === "node" && !view.isGraphInput(source.id)) {
+    const node = view.node(source.id);
+    const input = node.fn?.input;
+    const meta = view.tensorOf(input);
+    // A 0-d operand may be a CPU scalar beside tensors on the GPU: only a tensor with dims tells the device.
+    if (!SAME_DEVICE.has(node.op) || !input || !meta || meta.shape.length === 0) break;
+    source = input;
+  }
+  return source;
+}
+
+/** The graph with each device read moved to the earliest tensor known to share the device. */
+export function canonicalGraph(graph: Graph): Graph {
+  if (graph.captured === "none") return graph;
+  const view = new GraphView(graph);
+  const nodes = graph.nodes.map((node) => {
+    const input = node.fn?.input;
+    if (!isDeviceRead(node) || !input) return node;
+    const source = deviceSource(input, view);
+    if (source === input) return node;
+    return { ...node, args: [source, ...node.args.slice(1)], fn: { ...node.fn, input: source } };
+  });
+  return { ...graph, nodes };
+}
