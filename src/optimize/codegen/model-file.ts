@@ -154,16 +154,16 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   }
   forwardLines.push(`return ${outputExpr(graph, nameOf)}`);
 
-  const forward =
-    graph.captured === "none"
-      ? reindent(graph.source.forward, "    ")
-      : [`    def forward(${graph.source.signature}):`, ...forwardLines.map((l) => `        ${l}`)].join(
-          "\n",
-        );
+  // No region (nothing captured, or nothing fused): the reference's forward itself, so the file costs what
+  // eager costs to the microsecond (a restated forward pays Python for every op it re-spells).
+  const verbatim = graph.captured === "none" || regions.length === 0;
+  const forward = verbatim
+    ? reindent(graph.source.forward, "    ")
+    : [`    def forward(${graph.source.signature}):`, ...forwardLines.map((l) => `        ${l}`)].join("\n");
   const classBody = [
     reindent(fixInit(graph.source.init), "    "),
     forward,
-    ...(graph.captured === "none"
+    ...(verbatim
       ? []
       : [reindent(renameDef(graph.source.forward, "forward", "_kf_reference_forward"), "    ")]),
     ...graph.source.methods.map((m) => reindent(m, "    ")),
@@ -248,7 +248,9 @@ function docstring(graph: Graph, plan: Plan, regions: RegionCode[], problemName:
     return lines.join("\n");
   }
   if (regions.length === 0)
-    lines.push("No region of this model is covered by a fused kernel: every op runs in PyTorch.");
+    lines.push(
+      "No region of this model is covered by a fused kernel: this file runs the reference's own forward.",
+    );
   else
     lines.push(
       "Fused regions (a generated CUDA kernel or a hand-written recipe each; PyTorch's ops when the inputs are not covered):",
