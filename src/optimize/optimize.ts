@@ -113,6 +113,31 @@ function emitTo(graph: Graph, plan: Plan, problem: Problem, output: string) {
   return emitted;
 }
 
+/** `python -m kforge_worker <mode> <requestPath>` with `request` written there: its last stdout line parsed by
+ * `schema`, or `failed(why)` with the last lines of its stderr. */
+async function workerRequest<T>(
+  mode: string,
+  requestPath: string,
+  request: unknown,
+  schema: { parse: (value: unknown) => T },
+  options: OptimizeOptions,
+  failed: (why: string) => T,
+): Promise<T> {
+  mkdirSync(dirname(requestPath), { recursive: true });
+  writeFileSync(requestPath, JSON.stringify(request));
+  const run = await execa(options.python, ["-m", "kforge_worker", mode, requestPath], {
+    env: workerEnv(options.env),
+    reject: false,
+    timeout: options.timeoutSeconds * 1000,
+  });
+  const line = run.stdout.trim().split("\n").at(-1) ?? "";
+  try {
+    return schema.parse(JSON.parse(line));
+  } catch {
+    return failed(run.stderr.trim().split("\n").slice(-2).join(" | ") || `exit ${run.exitCode}`);
+  }
+}
+
 export async function runBench(
   problem: Problem,
   candidatePath: string,
@@ -129,19 +154,13 @@ export async function runBench(
     compileBaseline,
     regions,
   };
-  const requestPath = `${candidatePath}.bench.json`;
-  writeFileSync(requestPath, JSON.stringify(request));
-  const run = await execa(options.python, ["-m", "kforge_worker", "--bench-optimize", requestPath], {
-    env: workerEnv(options.env),
-    reject: false,
-    timeout: options.timeoutSeconds * 1000,
-  });
-  const line = run.stdout.trim().split("\n").at(-1) ?? "";
-  try {
-    return OptimizeBenchResult.parse(JSON.parse(line));
-  } catch {
-    const why = run.stderr.trim().split("\n").slice(-2).join(" | ") || `exit ${run.exitCode}`;
-    return {
+  return workerRequest(
+    "--bench-optimize",
+    `${candidatePath}.bench.json`,
+    request,
+    OptimizeBenchResult,
+    options,
+    (why) => ({
       device: "",
       eagerMs: null,
       compiledMs: null,
@@ -149,30 +168,19 @@ export async function runBench(
       compileSeconds: null,
       regions: [],
       error: why,
-    };
-  }
+    }),
+  );
 }
 
 /** torch.compile(reference) once in its own process, so that inductor's on-disk caches hold it when the bench
  * compiles the same model (a suite runs these on the CPU cores while the GPU works on earlier problems). */
 export async function warmCompile(problem: Problem, options: OptimizeOptions): Promise<WarmCompileResult> {
   const requestPath = join(options.cacheDir, `warm-compile-${sha256(problem.path).slice(0, 16)}.json`);
-  mkdirSync(dirname(requestPath), { recursive: true });
-  writeFileSync(requestPath, JSON.stringify({ problemPath: problem.path, device: options.device }));
-  const run = await execa(options.python, ["-m", "kforge_worker", "--warm-compile", requestPath], {
-    env: workerEnv(options.env),
-    reject: false,
-    timeout: options.timeoutSeconds * 1000,
-  });
-  const line = run.stdout.trim().split("\n").at(-1) ?? "";
-  try {
-    return WarmCompileResult.parse(JSON.parse(line));
-  } catch {
-    return {
-      seconds: 0,
-      error: run.stderr.trim().split("\n").slice(-2).join(" | ") || `exit ${run.exitCode}`,
-    };
-  }
+  const request = { problemPath: problem.path, device: options.device };
+  return workerRequest("--warm-compile", requestPath, request, WarmCompileResult, options, (why) => ({
+    seconds: 0,
+    error: why,
+  }));
 }
 
 /** A region ships only when its kernel beats the reference's ops by more than the timing noise between
