@@ -152,10 +152,11 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     cand_inputs = clone_inputs(inputs)
     marker = torch.zeros(1, device=ctx.device)
     caller = torch.cuda.current_stream(ctx.device)
-    # The caller's stream is held busy while the forward is queued: everything the forward queues (and the end
-    # marker) is queued before any of it can run, so work left unjoined on another stream starts with the end
-    # marker at the latest and cannot end before it. Without the hold, a profiled host can be slower than the
-    # GPU and unjoined work may happen to finish before the marker (one observation passing by luck).
+    # The caller's stream is held busy while the forward is queued: side-stream work ordered after the caller's
+    # stream (as work reading the inputs must be) cannot start before the hold ends, when the end marker starts
+    # too, so if it is not joined it ends after the marker. Without the hold, a profiled host can be slower than
+    # the GPU and unjoined work may happen to finish before the marker (one observation passing by luck). Side
+    # work ordered after nothing can still run during the hold: the value checks see its races.
     hold_cycles = _hold_cycles(ctx.device, hold_ms=min(250.0, 4.0 * host_ms + 2.0))
     sync(ctx.device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
