@@ -365,10 +365,9 @@ def _calls(problem: ModuleType, ref: torch.nn.Module, new: torch.nn.Module, step
         yield f"call {seed + 1}, {'train' if training else 'eval'}", outputs[0], outputs[1]
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_emitted_fallback_equals_the_reference_on_cpu(emitted: dict[str, Path], name: str) -> None:
-    problem = _load(PROBLEMS_DIR / f"{name}.py")
-    cand = _load(emitted[name])
+def _smaller_instance(problem: ModuleType, cand: ModuleType, name: str) -> tuple[Any, Any, str | None]:
+    """Model and ModelNew of the problem's smaller instance (_plan, patched into both modules), built on the CPU
+    from the same seed, with Model's state_dict loaded into ModelNew; and the global patched (None: as written)."""
     patched, value, described = _plan(problem, cand, name)
     if patched is not None:
         for module in (problem, cand):
@@ -382,6 +381,14 @@ def test_emitted_fallback_equals_the_reference_on_cpu(emitted: dict[str, Path], 
         torch.manual_seed(0)
         new = cand.ModelNew(*init)
     new.load_state_dict(ref.state_dict())
+    return ref, new, patched
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_emitted_fallback_equals_the_reference_on_cpu(emitted: dict[str, Path], name: str) -> None:
+    problem = _load(PROBLEMS_DIR / f"{name}.py")
+    cand = _load(emitted[name])
+    ref, new, _ = _smaller_instance(problem, cand, name)
     extension = _NoExtension()
     if hasattr(cand, "_kf_ext"):
         cand._kf_ext = extension
@@ -562,22 +569,10 @@ def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[st
     cand = _load(emitted[name])
     if not getattr(cand, "_KF_CUDA_SOURCE", None):
         pytest.skip(f"{name}: no generated CUDA")
-    patched, value, described = _plan(problem, cand, name)
-    if patched is not None:
-        for module in (problem, cand):
-            if hasattr(module, patched):
-                setattr(module, patched, value)
-    print(f"{name}: {described}")
     ext = EmulatedExtension(cand)
     enable_cpu_fast_paths(cand, ext)
     cand._KF_DISABLED.update(_MATH_REWRITE.findall(emitted[name].read_text(encoding="utf8")))
-    init = problem.get_init_inputs()
-    with FactoriesOn("cpu"):
-        torch.manual_seed(0)
-        ref = problem.Model(*init)
-        torch.manual_seed(0)
-        new = cand.ModelNew(*init)
-    new.load_state_dict(ref.state_dict())
+    ref, new, patched = _smaller_instance(problem, cand, name)
     for where, want, got in _calls(problem, ref, new, [(0, True), (1, True), (2, False)]):
         _assert_close(want, got, f"output ({where})", HALF_SLACK)
         state = new.state_dict()
