@@ -20,6 +20,7 @@
 #include "attn_general.cu"
 #include "attn_hopper.cu"
 #include "attn_hopper_regp.cu"
+#include "attn_decode.cu"
 
 namespace kforge_attn {
 
@@ -30,7 +31,15 @@ namespace kforge_attn {
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
 // 0 and 4-7 are unused (withdrawn: bench/attention/NOTES.md) and stay so, so that a path means the same kernel in
 // older generated files, which benchmarks build side by side with this one.
-enum Path : int64_t { kGeneral = 1, kHopperWide = 2, kHopperLong = 3, kHopperWideRegPMc = 8, kHopperWideRegPSplit = 9 };
+// Decode = few query rows per head against any number of keys, the keys split over CTAs (attn_decode.cu).
+enum Path : int64_t {
+  kGeneral = 1,
+  kHopperWide = 2,
+  kHopperLong = 3,
+  kHopperWideRegPMc = 8,
+  kHopperWideRegPSplit = 9,
+  kDecode = 10
+};
 
 constexpr int kMaxHeadDim = 1024;
 
@@ -204,6 +213,76 @@ static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const a
       stream);
 }
 
+static int sm_count(int device) {
+  static std::atomic<int> counts[64];  // 0 = not asked yet
+  if (device < 0 || device >= 64) device = 0;
+  int n = counts[device].load(std::memory_order_relaxed);
+  if (n == 0) {
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    counts[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+// How the decode kernel cuts the work: the largest key stage (BN keys of K and V) of which three fit in shared
+// memory beside the query tile, as deep a ring as fits (2-4 stages), and enough key splits that every SM has a
+// few CTAs' loads in flight -- but splits of at least 256 keys, so each split's partial O (fp32, written and read
+// back once) stays small beside the K/V bytes it summarises.
+template <int BN>
+static bool decode_stages(const AttnParams& p, int* n_stages) {
+  constexpr int kSmemMax = 227 * 1024;
+  for (int st = 4; st >= 2; --st) {
+    if (dec_smem_bytes<BN>(p.Dqk, p.Dv, st) <= kSmemMax && (st >= 3 || BN == 16)) {
+      *n_stages = st;
+      return true;
+    }
+  }
+  return false;
+}
+
+template <typename T, int BN>
+static void launch_decode_bn(AttnParams p, DecodeParams d, int device, cudaStream_t stream) {
+  const int smem = dec_smem_bytes<BN>(p.Dqk, p.Dv, d.n_stages);
+  allow_smem<attn_decode_kernel<T, BN>>(smem, device);
+  const int per_sm = std::max(1, (227 * 1024) / smem);
+  const int64_t units = (int64_t)p.B * (p.H / p.kv_group) * d.row_tiles;
+  const int64_t want = 4LL * sm_count(device) * per_sm;  // CTAs: a few waves, so the last one is a small part
+  const int max_splits = std::max(1, (p.Sk + 255) / 256);
+  int splits = (int)std::min<int64_t>(max_splits, std::max<int64_t>(1, (want + units - 1) / units));
+  d.keys_per_split = ((p.Sk + splits - 1) / splits + BN - 1) / BN * BN;
+  d.n_splits = (p.Sk + d.keys_per_split - 1) / d.keys_per_split;  // no empty split
+  TORCH_CHECK(units * d.n_splits <= 0x7fffffffLL, "kforge attention: decode grid too large");
+  at::Tensor part_o, part_ml;
+  if (d.n_splits > 1) {
+    // Scratch for the splits' partials, from PyTorch's caching allocator (no device-wide allocation per call).
+    const int64_t rows = (int64_t)p.B * p.H * p.Sq;
+    const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device);
+    part_o = at::empty({rows * d.n_splits * p.Dv}, opts);
+    part_ml = at::empty({rows * d.n_splits * 2}, opts);
+    d.part_o = part_o.data_ptr<float>();
+    d.part_ml = reinterpret_cast<float2*>(part_ml.data_ptr<float>());
+  }
+  const dim3 grid((unsigned)(d.row_tiles * d.n_splits), p.H / p.kv_group, p.B);
+  attn_decode_kernel<T, BN><<<grid, kDecThreads, smem, stream>>>(p, d);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  if (d.n_splits > 1) {
+    const int64_t rows = (int64_t)p.B * p.H * p.Sq;
+    TORCH_CHECK(rows <= 0x7fffffffLL, "kforge attention: too many output rows for the decode combine");
+    attn_decode_combine<T><<<(unsigned)rows, kDecThreads, d.n_splits * sizeof(float), stream>>>(p, d);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+}
+
+template <typename T>
+static void launch_decode(const AttnParams& p, int device, cudaStream_t stream) {
+  DecodeParams d{};
+  d.row_tiles = (p.kv_group * p.Sq + kDecRows - 1) / kDecRows;
+  if (decode_stages<64>(p, &d.n_stages)) return launch_decode_bn<T, 64>(p, d, device, stream);
+  if (decode_stages<32>(p, &d.n_stages)) return launch_decode_bn<T, 32>(p, d, device, stream);
+  TORCH_CHECK(decode_stages<16>(p, &d.n_stages), "kforge attention: head dims too large for the decode kernel");
+  return launch_decode_bn<T, 16>(p, d, device, stream);
+}
+
 template <typename T>
 static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    cudaStream_t stream) {
@@ -212,6 +291,7 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperLong: return launch_hopper<T, 1, 4>(p, q, k, v, stream);
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
+    case kDecode: return launch_decode<T>(p, q.get_device(), stream);
     default: break;  // kGeneral (forward refused every other value)
   }
   // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
@@ -236,17 +316,19 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), "kforge attention: query, key and value must be on one device");
   TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
               "kforge attention: query, key and value must share one dtype");
-  TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && k.size(1) == q.size(1) && v.size(1) == q.size(1),
-              "kforge attention: batch and head counts of query, key and value must match (no broadcasting or GQA)");
+  TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0), "kforge attention: batch sizes of query (",
+              txt(q.size(0)), "), key (", txt(k.size(0)), ") and value (", txt(v.size(0)), ") must match");
+  TORCH_CHECK(v.size(1) == k.size(1) && k.size(1) > 0 && q.size(1) % k.size(1) == 0, "kforge attention: key/value heads (",
+              txt(k.size(1)), ", ", txt(v.size(1)), ") must be equal and divide the query heads (", txt(q.size(1)), ")");
   TORCH_CHECK(k.size(3) == q.size(3), "kforge attention: key head dim ", txt(k.size(3)), " != query head dim ", txt(q.size(3)));
   TORCH_CHECK(v.size(2) == k.size(2), "kforge attention: value length ", txt(v.size(2)), " != key length ", txt(k.size(2)));
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
   TORCH_CHECK(path == kGeneral || path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc ||
-                  path == kHopperWideRegPSplit,
+                  path == kHopperWideRegPSplit || path == kDecode,
               "kforge attention: unknown kernel path ", txt(path),
-              " (1 general; 2, 3 P in shared memory; 8, 9 P in registers: the caller chooses, see runtime.py)");
+              " (1 general; 2, 3 P in shared memory; 8, 9 P in registers; 10 decode: the caller chooses, see runtime.py)");
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
@@ -265,6 +347,7 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
+  p.kv_group = (int)(q.size(1) / k.size(1));
 
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
   if (q.scalar_type() == at::kHalf) launch<__half>(p, path, q, k, v, stream);

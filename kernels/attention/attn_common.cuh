@@ -21,6 +21,7 @@ struct AttnParams {
   int B, H, Sq, Sk, Dqk, Dv;
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
+  int kv_group;      // query heads per K/V head (grouped-query attention; 1 without): head h reads K/V head h / kv_group
 };
 
 constexpr float kLog2e = 1.4426950408889634f;

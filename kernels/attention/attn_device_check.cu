@@ -6,6 +6,7 @@
 #include "attn_general.cu"
 #include "attn_hopper.cu"
 #include "attn_hopper_regp.cu"
+#include "attn_decode.cu"
 
 namespace kforge_attn {
 // Every (dtype x variant) the host dispatcher can launch (attention.cu's Path), nothing else.
@@ -18,13 +19,21 @@ namespace kforge_attn {
   template __global__ void attn_hopper_regp_kernel<T, CLUSTER, KSPLIT>(                                             \
       const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
       const __grid_constant__ CUtensorMap);
+#define KFORGE_DECODE(T, BN)                                                                                  \
+  template __global__ void attn_decode_kernel<T, BN>(const __grid_constant__ AttnParams,                       \
+                                                     const __grid_constant__ DecodeParams);
 #define KFORGE_ALL_VARIANTS(T)                                                                                \
   KFORGE_GENERAL(T, 64)                                                                                       \
   KFORGE_GENERAL(T, 128)                                                                                      \
   KFORGE_HOPPER(T, 2, 2)                                                                                      \
   KFORGE_HOPPER(T, 1, 4)                                                                                      \
   KFORGE_HOPPER_REGP(T, 2, 1)                                                                                 \
-  KFORGE_HOPPER_REGP(T, 1, 2)
+  KFORGE_HOPPER_REGP(T, 1, 2)                                                                                 \
+  KFORGE_DECODE(T, 16)                                                                                        \
+  KFORGE_DECODE(T, 32)                                                                                        \
+  KFORGE_DECODE(T, 64)                                                                                        \
+  template __global__ void attn_decode_combine<T>(const __grid_constant__ AttnParams,                          \
+                                                  const __grid_constant__ DecodeParams);
 KFORGE_ALL_VARIANTS(__half)
 KFORGE_ALL_VARIANTS(__nv_bfloat16)
 }  // namespace kforge_attn

@@ -41,8 +41,8 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
   const int dv0 = slice * DV_SLICE;
 
   const T* q = static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh;
-  const T* k = static_cast<const T*>(p.k) + b * p.k_sb + h * p.k_sh;
-  const T* v = static_cast<const T*>(p.v) + b * p.v_sb + h * p.v_sh;
+  const T* k = static_cast<const T*>(p.k) + b * p.k_sb + (h / p.kv_group) * p.k_sh;
+  const T* v = static_cast<const T*>(p.v) + b * p.v_sb + (h / p.kv_group) * p.v_sh;
   T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
 
   // Q row block, all head-dim chunks, once.

@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(NWG * 128 + 128, 1)
         const int kb = i / n_c, c = (kb & 1) ? n_c - 1 - i % n_c : i % n_c;
         mbar_arrive_expect_tx(&full1[s], L::kStage1);  // Q chunk + K chunk
         tma_load_4d(slot, &tm_q, &full1[s], c * kHopQkChunk, m0, h, b);
-        tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h, b);
+        tma_load_4d(slot + L::kQChunk, &tm_k, &full1[s], c * kHopQkChunk, kb * kHopKeyBlock, h / p.kv_group, b);
       }
       // Phase-2 tiles reuse the ring's bytes: wait until the last use of every phase-1 ring slot is consumed.
       for (int s = 0; s < kHopRingStages1 && s < n1; ++s) mbar_wait(&empty1[s], ((n1 - 1 - s) / L::kStages1) & 1);
@@ -141,7 +141,8 @@ __global__ void __launch_bounds__(NWG * 128 + 128, 1)
         mbar_arrive_expect_tx(&full2[s], L::kVTile);
 #pragma unroll
         for (int pp = 0; pp < kHopDvChunk / 64; ++pp) {
-          tma_load_4d(slot + pp * kHopVPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile, h, b);
+          tma_load_4d(slot + pp * kHopVPanel, &tm_v, &full2[s], dc * kHopDvChunk + pp * 64, kt * kHopKeyTile,
+                      h / p.kv_group, b);
         }
       }
     }

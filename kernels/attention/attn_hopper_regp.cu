@@ -103,10 +103,11 @@ struct GranuleRing {
 // with split keys both halves are walked at the length of the first (the extra keys are masked anyway).
 template <int CLUSTER, int KSPLIT>
 struct RpTile {
-  int m0, h, b, n_kb, n_kt, key0, key_end;
+  int m0, h, hkv, b, n_kb, n_kt, key0, key_end;  // hkv: the K/V head of query head h
   __device__ __forceinline__ explicit RpTile(const AttnParams& p) {
     m0 = blockIdx.x / KSPLIT * kRpRows;
     h = blockIdx.y;
+    hkv = h / p.kv_group;
     b = blockIdx.z;
     int keys;
     if (KSPLIT == 1) {
@@ -212,10 +213,10 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
             unsigned char* panel = ring + at * kRpGranule + pp * kRpVPanel;
             const int key = tile.key0 + kt * kRpKeyTile;
             if (CLUSTER == 1) {
-              tma_load_4d(panel, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64, key, tile.h, tile.b);
+              tma_load_4d(panel, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64, key, tile.hkv, tile.b);
             } else {
               tma_load_4d_multicast(panel + rank * kVRows * 128, &tm_v, &bar.full[at], dc * kRpDvChunk + pp * 64,
-                                    key + rank * kVRows, tile.h, tile.b, kAllCtas);
+                                    key + rank * kVRows, tile.hkv, tile.b, kAllCtas);
             }
           }
         }
@@ -229,10 +230,10 @@ __global__ void __cluster_dims__(CLUSTER * KSPLIT, 1, 1) __launch_bounds__(kRpTh
         const int key = tile.key0 + kb * kRpKeyBlock;
         tma_load_4d(slot, &tm_q, &bar.full[at], c * kRpQkChunk, tile.m0, tile.h, tile.b);
         if (CLUSTER == 1) {
-          tma_load_4d(slot + kRpQBytes, &tm_k, &bar.full[at], c * kRpQkChunk, key, tile.h, tile.b);
+          tma_load_4d(slot + kRpQBytes, &tm_k, &bar.full[at], c * kRpQkChunk, key, tile.hkv, tile.b);
         } else {
           tma_load_4d_multicast(slot + kRpQBytes + rank * kKRows * kRpQkChunk * 2, &tm_k, &bar.full[at],
-                                c * kRpQkChunk, key + rank * kKRows, tile.h, tile.b, kAllCtas);
+                                c * kRpQkChunk, key + rank * kKRows, tile.hkv, tile.b, kAllCtas);
         }
       }
       if (KSPLIT == 1) {

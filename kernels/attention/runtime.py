@@ -23,6 +23,9 @@ _KF_ATTN_MAX_HEAD_DIM = 1024
 _KF_ATTN_WGMMA_MAX_KEYS = 1024
 # The register-P kernels hold P of at most this many keys per CTA (512: two 256-key blocks in registers).
 _KF_ATTN_REGP_MAX_KEYS = 512
+# Up to this many query rows per head the split-key decode kernel runs, at any key length: the other kernels
+# work on 64-128-row query tiles, and with fewer rows most of each tile's MMAs and loads would be padding.
+_KF_ATTN_DECODE_MAX_QUERIES = 16
 
 # Kernel paths: the extension's `path` argument (`Path` in attention.cu; 4-7 were withdrawn variants and are
 # not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
@@ -32,6 +35,7 @@ _KF_ATTN_PATH_WGMMA_512 = 2  # wgmma, P in shared memory, 2 consumer warpgroups:
 _KF_ATTN_PATH_WGMMA_1024 = 3  # wgmma, P in shared memory, 1 consumer warpgroup: S_k <= 1024
 _KF_ATTN_PATH_WGMMA_512_REGP_MC = 8  # wgmma, P in registers, 2-CTA clusters multicasting K/V: S_k <= 512
 _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT = 9  # wgmma, P in registers, the keys split over a 2-CTA cluster: S_k <= 1024
+_KF_ATTN_PATH_DECODE = 10  # mma.sync, S_q <= 16 per head, any S_k: the keys split over CTAs, partials combined
 # float(kLog2e) of the kernels, as a double: the kernels work with scale_log2 = fp32(scale * _KF_ATTN_LOG2E_F32).
 _KF_ATTN_LOG2E_F32 = 1.4426950216293335
 
@@ -92,8 +96,6 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
         return "attn_mask"
     if dropout_p != 0.0:
         return "dropout"
-    if enable_gqa:
-        return "enable_gqa"
     if not (query.is_cuda and key.is_cuda and value.is_cuda and query.device == key.device == value.device):
         return "not all on one CUDA device"
     if not query.dtype == key.dtype == value.dtype:
@@ -105,8 +107,10 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     if not (query.dim() == key.dim() == value.dim() and query.dim() in (3, 4)):
         return "rank"
     qs, ks, vs = query.shape, key.shape, value.shape
-    if not qs[:-2] == ks[:-2] == vs[:-2]:
+    if not qs[:-3] == ks[:-3] == vs[:-3] or ks[-3] != vs[-3]:
         return "batch/head broadcasting"
+    if qs[-3] != ks[-3] and not (enable_gqa and ks[-3] > 0 and qs[-3] % ks[-3] == 0):
+        return "batch/head broadcasting"  # without enable_gqa (or with heads that do not divide) PyTorch raises
     if ks[-1] != qs[-1] or vs[-2] != ks[-2]:
         return "shape mismatch"  # PyTorch raises its own error
     e, ev = qs[-1], vs[-1]
@@ -114,7 +118,7 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
         return "head dim"
     if qs[-2] == 0 or ks[-2] == 0 or query.numel() == 0:
         return "empty"
-    if ks[-2] > _KF_ATTN_WGMMA_MAX_KEYS:
+    if ks[-2] > _KF_ATTN_WGMMA_MAX_KEYS and qs[-2] > _KF_ATTN_DECODE_MAX_QUERIES:
         return "key length above 1024: PyTorch's memory-efficient kernel is faster than our general kernel"
     if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
         return "grid limits"
@@ -125,14 +129,17 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     return None
 
 
-def _kf_attn_kernel_path(key_len, is_causal, scale):
-    """Which kernel runs a call the recipe takes (S_k keys, scale already resolved): the fastest measured.
+def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
+    """Which kernel runs a call the recipe takes (S_k keys, S_q queries per head, scale already resolved): the
+    fastest measured. Up to 16 query rows: the decode kernel, at any key length and scale.
 
     The register-P kernels take each row's max of the unscaled S, so they need a scale that is positive after
     rounding to fp32 (x rounds to a nonzero fp32 exactly when x > 2^-150); other scales go to the kernels with P
     in shared memory. Causal calls with 512 < S_k <= 1024 go there too: the split kernel computes the masked half
     of the early query tiles and measured slower (bench/attention/NOTES.md). Above 1024 keys only the general
     kernel holds a row (the applicability check sends such calls to PyTorch; kforge_attention runs it anyway)."""
+    if query_len is not None and query_len <= _KF_ATTN_DECODE_MAX_QUERIES:
+        return _KF_ATTN_PATH_DECODE
     regp = scale * _KF_ATTN_LOG2E_F32 > 2.0**-150
     if regp and key_len <= _KF_ATTN_REGP_MAX_KEYS:
         return _KF_ATTN_PATH_WGMMA_512_REGP_MC
@@ -152,16 +159,17 @@ def _kf_attn_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causa
     if reason is not None:
         return None, reason
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    return _kf_attn_kernel_path(key.shape[-2], is_causal, scale), None
+    return _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2]), None
 
 
 def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_ATTN_PATH_AUTO):
-    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors.
-    path: a _KF_ATTN_PATH_* kernel, or AUTO for _kf_attn_kernel_path's choice; the extension checks that the
-    kernel can take the inputs and raises otherwise."""
+    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors;
+    key/value may have fewer heads than query when they divide its count (grouped-query attention, as SDPA's
+    enable_gqa). path: a _KF_ATTN_PATH_* kernel, or AUTO for _kf_attn_kernel_path's choice; the extension checks
+    that the kernel can take the inputs and raises otherwise."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     if path == _KF_ATTN_PATH_AUTO:
-        path = _kf_attn_kernel_path(key.shape[-2], is_causal, scale)
+        path = _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2])
     squeeze = query.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)

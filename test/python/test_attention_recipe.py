@@ -68,7 +68,7 @@ def test_fallback_reasons(generated):
     assert fr(q, q, q) == "not all on one CUDA device"
     assert fr(q, q, q, attn_mask=torch.zeros(8, 8)) == "attn_mask"
     assert fr(q, q, q, dropout_p=0.1) == "dropout"
-    assert fr(q, q, q, enable_gqa=True) == "enable_gqa"
+    assert fr(q, q, q, enable_gqa=True) == "not all on one CUDA device"  # grouped K/V heads are no reason
     # dispatch is the whole decision: PyTorch's reason, or the kernel
     assert generated.dispatch(q, q, q) == (None, "not all on one CUDA device")
 
@@ -88,6 +88,10 @@ def test_kernel_path_is_the_fastest_kernel_that_holds_the_keys(generated):
     assert kp(512, False, tiny * 1.0001) == m.PATH_WGMMA_512_REGP_MC
     assert kp(512, False, tiny * 0.9999) == m.PATH_WGMMA_512
     assert kp(512, False, float("inf")) == m.PATH_WGMMA_512_REGP_MC
+    # Up to 16 query rows per head: the split-key decode kernel, at every key length, mask and scale.
+    for keys, causal, scale in ((1, False, s), (512, False, s), (4096, True, s), (32768, False, 0.0)):
+        assert kp(keys, causal, scale, 1) == kp(keys, causal, scale, 16) == m.PATH_DECODE
+    assert kp(512, False, s, 17) == m.PATH_WGMMA_512_REGP_MC and kp(4096, False, s, 17) == m.PATH_GENERAL
 
 
 class _FakeExtension:
@@ -112,9 +116,14 @@ def test_the_extension_runs_the_kernel_python_chose(generated, monkeypatch):
     generated.scaled_dot_product_attention(q, kv[1000], kv[1000], scale=-0.1)
     generated.kforge_attention(q[0], kv[2048][0], kv[2048][0])  # 3-D, no applicability check: the general kernel
     generated.kforge_attention(q, kv[512], kv[512], path=generated.PATH_WGMMA_512)  # an explicit kernel
+    # One query row against 2048 keys, 4 query heads on 2 K/V heads: the decode kernel, enable_gqa not passed on
+    # (the extension reads the grouping from the head counts).
+    generated.scaled_dot_product_attention(torch.zeros(1, 4, 1, 512, dtype=torch.float16), kv[2048], kv[2048],
+                                           enable_gqa=True)
     m, s = generated, 1 / math.sqrt(512)
     assert fake.paths == [(m.PATH_WGMMA_512_REGP_MC, False, s), (m.PATH_WGMMA_1024, True, s),
-                          (m.PATH_WGMMA_1024, False, -0.1), (m.PATH_GENERAL, False, s), (m.PATH_WGMMA_512, False, s)]
+                          (m.PATH_WGMMA_1024, False, -0.1), (m.PATH_GENERAL, False, s), (m.PATH_WGMMA_512, False, s),
+                          (m.PATH_DECODE, False, s)]
 
 
 def test_python_kernel_paths_are_the_extensions(generated):
@@ -157,9 +166,12 @@ def test_kernels_compile_for_sm90a_without_spills(tmp_path):
     report = _ptxas_report(res.stderr)
     hopper = {k: v for k, v in report.items() if "attn_hopper_kernel" in k or "attn_hopper_regp_kernel" in k}
     general = {k: v for k, v in report.items() if "attn_general_kernel" in k}
-    # {fp16,bf16} x ({512,1024 keys} with P in shared memory + P in registers x {K/V multicast, split keys}): the
-    # kernels the dispatcher can choose, nothing else
-    assert len(hopper) == 8 and len(general) == 4, report
+    decode = {k: v for k, v in report.items() if "attn_decode" in k}
+    # {fp16,bf16} x ({512,1024 keys} with P in shared memory + P in registers x {K/V multicast, split keys};
+    # general x {64, 128}-wide slices; decode x {16, 32, 64}-key stages + its combine): the kernels the dispatcher
+    # can choose, nothing else
+    assert len(hopper) == 8 and len(general) == 4 and len(decode) == 8, report
+    assert len(report) == len(hopper) + len(general) + len(decode), report
     for name, (regs, spill, stack) in report.items():
         assert spill == 0 and stack == 0, f"{name}: {spill} B spilled, {stack} B stack"
         assert regs <= 255, name

@@ -118,7 +118,14 @@ const FLOAT = [...F32, ...HALF];
 
 /** What kernels/attention/runtime.py's `_kf_attn_fallback_reason` lets through (keep the two in step):
  * head dims up to 256 stay with PyTorch's flash/cuDNN kernels, which are faster there. */
-export const ATTENTION_LIMITS = { pytorchFasterUpTo: 256, maxHeadDim: 1024, maxKeys: 1024, maxGrid: 65535 };
+export const ATTENTION_LIMITS = {
+  pytorchFasterUpTo: 256,
+  maxHeadDim: 1024,
+  maxKeys: 1024,
+  /** Up to this many query rows per head the decode kernel takes any key length. */
+  decodeMaxQueries: 16,
+  maxGrid: 65535,
+};
 
 const attentionShapes: Check = (node, ctx) => {
   const [q, k, v] = ["query", "key", "value"].map((key) => metaOf(node, key, ctx));
@@ -127,7 +134,9 @@ const attentionShapes: Check = (node, ctx) => {
   const [b, h, sq, e] = q.shape as [number, number, number, number];
   const [kb, kh, sk, ke] = k.shape as [number, number, number, number];
   const [vb, vh, vs, ev] = v.shape as [number, number, number, number];
-  if (kb !== b || vb !== b || kh !== h || vh !== h) return "batch/head dims broadcast";
+  const gqa = node.fn?.enable_gqa?.t === "const" && node.fn.enable_gqa.value === true;
+  if (kb !== b || vb !== b || kh !== vh) return "batch/head dims broadcast";
+  if (kh !== h && !(gqa && kh > 0 && h % kh === 0)) return "batch/head dims broadcast";
   if (ke !== e || vs !== sk) return "query/key/value shapes do not agree";
   const L = ATTENTION_LIMITS;
   if (Math.max(e, ev) <= L.pytorchFasterUpTo)
@@ -135,7 +144,8 @@ const attentionShapes: Check = (node, ctx) => {
   if (e % 8 || ev % 8 || e > L.maxHeadDim || ev > L.maxHeadDim)
     return `head dims ${e}/${ev} (the recipe takes multiples of 8 up to ${L.maxHeadDim})`;
   if (sq === 0 || sk === 0) return "empty sequence";
-  if (sk > L.maxKeys) return `key length ${sk} > ${L.maxKeys}: PyTorch's memory-efficient kernel is faster`;
+  if (sk > L.maxKeys && sq > L.decodeMaxQueries)
+    return `key length ${sk} > ${L.maxKeys} with ${sq} > ${L.decodeMaxQueries} queries: PyTorch's memory-efficient kernel is faster`;
   if (b > L.maxGrid || h > L.maxGrid) return "batch or heads above the grid limit";
   return null;
 };
@@ -195,7 +205,7 @@ export const RECIPE_RULES: RecipeRule[] = [
           tensor("value", HALF, 4),
           absent("attn_mask"),
           constIn("dropout_p", [0], 0),
-          constIn("enable_gqa", [false], false),
+          constIn("enable_gqa", [false, true], false),
           constOrNone("is_causal", "boolean"),
           constOrNone("scale", "number"),
           attentionShapes,
