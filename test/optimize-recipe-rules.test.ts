@@ -138,7 +138,10 @@ test("attention: what the recipe's host code does not take stays PyTorch's, with
     [sdpaGraph({ fn: { attn_mask: ref("k") } }), /attn_mask/],
     [sdpaGraph({ fn: { dropout_p: num(0.1) } }), /dropout_p=0.1/],
     [sdpaGraph({ shape: [2, 4, 17, 512], kShape: [2, 4, 1025, 512] }), /key length 1025 > 1024 with 17 > 16/],
-    [sdpaGraph({ shape: [2, 6, 1, 512], kShape: [2, 4, 64, 512], fn: { enable_gqa: bool(true) } }), /broadcast/],
+    [
+      sdpaGraph({ shape: [2, 6, 1, 512], kShape: [2, 4, 64, 512], fn: { enable_gqa: bool(true) } }),
+      /broadcast/,
+    ],
     [sdpaGraph({ fn: { is_causal: ref("q") } }), /is_causal/],
   ];
   for (const [g, why] of cases) {

@@ -138,12 +138,15 @@ def error_stats(out: torch.Tensor, ref: torch.Tensor) -> ErrorStats:
 
 
 def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float,
-                    ref64: torch.Tensor | None = None) -> tuple[int, int]:
+                    ref64: torch.Tensor | None = None, rows: tuple[int, int] | None = None) -> tuple[int, int]:
     """(elements failing torch.isclose — the allclose criterion, NaN never close — and, given the float64
     evaluation, also further from it than the reference's worst element is, plus the same band; non-finite
-    in out)."""
+    in out). ``rows``: ref64 covers only these leading rows (a sampled float64 evaluation, checks/float64.py);
+    outside them an element is as accurate when within twice the reference's worst error there plus the band
+    (the triangle inequality through the float64 value the rows do not have)."""
     a, b = out.detach().reshape(-1), ref.detach().reshape(-1)
-    c = ref64.detach().reshape(-1) if ref64 is not None and ref64.numel() == a.numel() else None
+    lo, hi = _flat_span(out, rows)
+    c = ref64.detach().reshape(-1) if ref64 is not None and ref64.numel() == hi - lo else None
     non_finite = 0
     far_chunks: list[tuple[int, torch.Tensor]] = []
     for start in range(0, a.numel(), CHUNK):
@@ -161,14 +164,40 @@ def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
             within = within_reference_noise(a[start : start + CHUNK], b[start : start + CHUNK], atol, rtol)
             bad += int((far & ~within).sum().item())
         return bad, non_finite
-    ref_worst = reference_worst_error(b, c)
+    ref_worst = reference_worst_error(b[lo:hi], c)
     bad = 0
     for start, far in far_chunks:
         x = a[start : start + CHUNK].double()
-        z = c[start : start + CHUNK].to(x.device, torch.float64)
-        as_accurate = (x - z).abs() <= ref_worst + atol + rtol * z.abs()  # NaN compares False: still far
+        end = start + x.numel()
+        if lo <= start and end <= hi:
+            as_accurate = _as_accurate(x, c[start - lo : end - lo], ref_worst, atol, rtol)
+        else:  # outside the sampled rows, or across their edge
+            y = b[start:end].to(x.device, torch.float64)
+            as_accurate = (x - y).abs() <= 2 * ref_worst + atol + rtol * y.abs()
+            i0, i1 = max(start, lo), min(end, hi)
+            if i0 < i1:
+                as_accurate[i0 - start : i1 - start] = _as_accurate(x[i0 - start : i1 - start], c[i0 - lo : i1 - lo],
+                                                                    ref_worst, atol, rtol)
         bad += int((far & ~as_accurate).sum().item())
     return bad, non_finite
+
+
+def _as_accurate(x: torch.Tensor, ref64: torch.Tensor, ref_worst: float, atol: float, rtol: float) -> torch.Tensor:
+    z = ref64.to(x.device, torch.float64)
+    return (x - z).abs() <= ref_worst + atol + rtol * z.abs()  # NaN compares False: still far
+
+
+def _flat_span(t: torch.Tensor, rows: tuple[int, int] | None) -> tuple[int, int]:
+    """The flat (row-major) index range of leading rows lo:hi of t — contiguous whatever t's strides."""
+    if rows is None or t.dim() == 0:
+        return 0, t.numel()
+    per_row = t.numel() // t.shape[0] if t.shape[0] else 0
+    return rows[0] * per_row, rows[1] * per_row
+
+
+def rows_of(t: torch.Tensor, rows: tuple[int, int] | None) -> torch.Tensor:
+    """Leading rows lo:hi of t (all of t when rows is None or t is 0-d)."""
+    return t if rows is None or t.dim() == 0 else t[rows[0] : rows[1]]
 
 
 def reference_worst_error(ref: torch.Tensor, ref64: torch.Tensor) -> float:
@@ -214,19 +243,21 @@ def compare_output(
     ref64: torch.Tensor | None,
     atol: float,
     rtol: float,
+    rows: tuple[int, int] | None = None,
 ) -> OutputVerdict:
+    """One output's pass mark and error measures; ``rows``: the leading rows ref64 covers (None: all of them)."""
     same_shape = tuple(out.shape) == tuple(ref.shape)
     same_dtype = out.dtype == ref.dtype
     if same_shape and out.device != ref.device:
         out = out.to(ref.device)
     vs_ref = error_stats(out, ref) if same_shape else NO_STATS
-    cand64 = error_stats(out, ref64) if ref64 is not None and same_shape else NO_STATS
-    ref_vs64 = error_stats(ref, ref64) if ref64 is not None else NO_STATS
+    cand64 = error_stats(rows_of(out, rows), ref64) if ref64 is not None and same_shape else NO_STATS
+    ref_vs64 = error_stats(rows_of(ref, rows), ref64) if ref64 is not None else NO_STATS
     non_finite = 0
     message = None
     structural = not (same_shape and same_dtype)
     if same_shape and same_dtype:
-        bad, non_finite = count_not_close(out, ref, atol, rtol, ref64)
+        bad, non_finite = count_not_close(out, ref, atol, rtol, ref64, rows)
         passed = bad == 0 and non_finite == 0
         if not passed:
             message = _numeric_message(index, out, ref, vs_ref, ref_vs64, bad, non_finite, atol, rtol)

@@ -34,9 +34,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .pipeline import input_generation, placed, resolve_input_device, seeded_build, seeded_inputs
+
+if TYPE_CHECKING:  # imported where used: this module loads before torch in the worker (spawn_reference)
+    from .checks.float64 import Float64Eval, LockstepFloat64
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -260,6 +263,7 @@ class _Reference:
         except LoadError as exc:
             raise ProblemFailure("load", str(exc)) from None
         seed = int(spec["seed"])
+        self._fits()
         init = self._problem_call("get_init_inputs()", lambda: list(self.problem.get_init_inputs()))
         init = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in init]
 
@@ -268,17 +272,26 @@ class _Reference:
             return model.to(self.dtype) if self.dtype is not None else model
 
         self.model = self._problem_call("Model(*get_init_inputs())", construct)
-        self.model64 = None
+        from .checks.float64 import LockstepFloat64
+
+        # The float64 copy is made in the first trial, within the check budget (checks/float64.py).
+        self.float64: LockstepFloat64 | None = None
         if spec.get("fp64", True) and not getattr(self.problem, "KFORGE_SKIP_FP64", False):
-            try:
-                self.model64 = copy.deepcopy(self.model).to(torch.float64)
-            except Exception:  # noqa: BLE001 — evidence only, as in the worker
-                self.model64 = None
+            self.float64 = LockstepFloat64(self.model, self.device, self.forward)
         self.inputs: list[Any] = []
         self.input_device: Any = False  # resolve_input_device decides it, as for the worker's EvalContext
         self.pool: Any = None
         self.clock: Any = None
         self.last: Any = None
+
+    def _fits(self) -> None:
+        """A problem whose one copy of inputs, parameters and outputs is more than the device has free is the
+        problem's error, said with the numbers, before anything of it is allocated."""
+        from .checks.budget import does_not_fit
+
+        why = does_not_fit(self.problem, self.device, self.dtype)
+        if why is not None:
+            raise ProblemFailure("memory", why)
 
     def _problem_call(self, what: str, fn: Callable[[], Any]) -> Any:
         from .errors import summarize_exception
@@ -306,7 +319,8 @@ class _Reference:
 
     # -- requests ------------------------------------------------------------------------------
     def trial(self, req: dict[str, Any]) -> dict[str, Any]:
-        """Fresh inputs from the seed; the float64 evaluation first, then the reference (as the worker does).
+        """Fresh inputs from the seed; the reference, then the float64 evaluation within the check budget (as the
+        worker does; ``float64`` in the reply says whether it covers the whole batch, a window of rows, or why none).
         ``probe``: the reference alone, its parameters, buffers and train/eval flags restored afterwards (a
         check that the worker's reference still agrees, which must not step BatchNorm's statistics)."""
         from .checks.context import preserved_state
@@ -322,21 +336,24 @@ class _Reference:
             outs = self._problem_call("output", lambda: flatten_outputs(out, "reference output"))
             return {"inputs": encode_values(self.inputs, self.exporter, "in"),
                     "outputs": encode_values(outs, self.exporter, "out", staging=False), "outputs64": None}
-        out64 = None
-        if self.model64 is not None:
-            wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-                    for x in self.inputs]
-            try:
-                out64 = flatten_outputs(self.forward(self.model64, wide))
-            except BaseException:  # noqa: BLE001 — the fp64 view is extra evidence, never a verdict
-                self.model64 = None
-                out64 = None
+        if self.float64 is not None:
+            self.float64.before_reference(self.inputs)  # the first trial's copy starts from the reference's state
         given = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
         out = self._problem_call("Model.forward", lambda: self.forward(self.model, given))
         outs = self._problem_call("output", lambda: flatten_outputs(out, "reference output"))
+        del given, out
+        # The float64 evaluation after the reference's own call: whether the whole batch fits the check budget
+        # depends on the outputs' size, and a sampled window is proven against the reference's own rows.
+        view = self.float64.evaluate(self.inputs, outs) if self.float64 is not None else None
+        float64 = None
+        if self.float64 is not None:
+            float64 = {"rows": list(view.rows) if view is not None and view.rows is not None else None,
+                       "batch": view.batch if view is not None else None,
+                       "note": view.note if view is not None else self.float64.note}
         return {"inputs": encode_values(self.inputs, self.exporter, "in"),
                 "outputs": encode_values(outs, self.exporter, "out", staging=False),
-                "outputs64": encode_values(out64, self.exporter, "o64_", staging=False) if out64 is not None else None}
+                "outputs64": encode_values(view.outputs, self.exporter, "o64_", staging=False) if view is not None else None,
+                "float64": float64}
 
     def pool_init(self, req: dict[str, Any]) -> dict[str, Any]:
         from .timed_inputs import FreshInputPool
@@ -416,7 +433,7 @@ def serve() -> int:
     try:
         try:
             state = _Reference(spec, directory)
-            reply(first_id, {"ok": True, "directory": directory, "fp64": state.model64 is not None})
+            reply(first_id, {"ok": True, "directory": directory, "fp64": state.float64 is not None})
         except ProblemFailure as exc:
             reply(first_id, {"ok": False, "problem": True, "what": exc.what, "reason": exc.reason})
             return 0
@@ -555,10 +572,12 @@ class ReferenceProcess:
         return self._send({"op": op, **fields})
 
     # -- what the pipeline asks for ------------------------------------------------------------
-    def trial(self, seed: int, probe: bool = False) -> tuple[list[Any], list[Any], list[Any] | None]:
-        """(inputs in the worker's own memory, reference outputs, float64 outputs or None) — the outputs are
-        views on the shared memory, valid until the next request; read them, do not keep them. ``probe``: no
-        float64, and the reference's state left as it was."""
+    def trial(self, seed: int, probe: bool = False) -> tuple[list[Any], list[Any], Float64Eval | None]:
+        """(inputs in the worker's own memory, reference outputs, the float64 evaluation) — the outputs are
+        views on the shared memory, valid until the next request; read them, do not keep them. The float64
+        evaluation is None when the run has none at all, else its outputs (None, with the reason in its note,
+        when it could not be bounded) and the rows they cover. ``probe``: no float64, and the reference's state
+        left as it was."""
         self.importer.forget("out")
         self.importer.forget("o64_")
         reply = self.request("trial", seed=seed, probe=probe)
@@ -566,7 +585,16 @@ class ReferenceProcess:
         outs = decode_values(reply["outputs"], self.importer, copy_tensors=False)
         outs64 = decode_values(reply["outputs64"], self.importer, copy_tensors=False) if reply.get("outputs64") else None
         _finish_copies(inputs)  # the staging buffers are rewritten by the next request
-        return inputs, outs, outs64
+        from .checks.float64 import Float64Eval
+
+        about = reply.get("float64")
+        if about is None:
+            view = None if outs64 is None else Float64Eval(outs64, note="float64 on the whole batch")
+        else:
+            rows = about.get("rows")
+            view = Float64Eval(outs64, (int(rows[0]), int(rows[1])) if rows else None, about.get("batch"),
+                               str(about.get("note") or ""))
+        return inputs, outs, view
 
     def close(self) -> None:
         if self._start_failure is not None and self.proc.poll() is None:
