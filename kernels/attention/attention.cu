@@ -228,11 +228,12 @@ static int sm_count(int device) {
 // memory beside the query tile, as deep a ring as fits (2-4 stages), and enough key splits that every SM has a
 // few CTAs' loads in flight -- but splits of at least 256 keys, so each split's partial O (fp32, written and read
 // back once) stays small beside the K/V bytes it summarises.
+constexpr int kDecSmemMax = 227 * 1024;  // sm_90's opt-in limit per block
+
 template <int BN>
 static bool decode_stages(const AttnParams& p, int* n_stages) {
-  constexpr int kSmemMax = 227 * 1024;
   for (int st = 4; st >= 2; --st) {
-    if (dec_smem_bytes<BN>(p.Dqk, p.Dv, st) <= kSmemMax && (st >= 3 || BN == 16)) {
+    if (dec_smem_bytes<BN>(p.Dqk, p.Dv, st) <= kDecSmemMax && (st >= 3 || BN == 16)) {
       *n_stages = st;
       return true;
     }
@@ -243,8 +244,10 @@ static bool decode_stages(const AttnParams& p, int* n_stages) {
 template <typename T, int BN>
 static void launch_decode_bn(AttnParams p, DecodeParams d, int device, cudaStream_t stream) {
   const int smem = dec_smem_bytes<BN>(p.Dqk, p.Dv, d.n_stages);
-  allow_smem<attn_decode_kernel<T, BN>>(smem, device);
-  const int per_sm = std::max(1, (227 * 1024) / smem);
+  // The limit is raised once per kernel and device (allow_smem), while this kernel's need varies with the head
+  // dims: raise it to the most any call may take.
+  allow_smem<attn_decode_kernel<T, BN>>(kDecSmemMax, device);
+  const int per_sm = std::max(1, std::min(2, kDecSmemMax / smem));  // 2: ~255 registers x 128 threads
   const int64_t units = (int64_t)p.B * (p.H / p.kv_group) * d.row_tiles;
   const int64_t want = 4LL * sm_count(device) * per_sm;  // CTAs: a few waves, so the last one is a small part
   const int max_splits = std::max(1, (p.Sk + 255) / 256);

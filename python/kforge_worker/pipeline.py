@@ -195,7 +195,7 @@ class EvalContext:
     init_inputs: list[Any] = field(default_factory=list)
     ref_model: Any = None
     new_model: Any = None
-    ref64_model: Any = None  # deep copy of the reference in float64, stepped in lockstep with it
+    ref64: Any = None  # checks.float64.LockstepFloat64: the reference's float64 copy over the trials (in-process)
     atol: float = 1e-4
     rtol: float = 1e-4
     input_device: Any = False  # where get_inputs() draws (device_generation); False until first asked
@@ -280,21 +280,6 @@ class EvalContext:
             ) from exc
         return out
 
-    def forward_fp64(self, inputs: list[Any]) -> Any | None:
-        """The reference evaluated in float64 on the same inputs; None when that is impossible here."""
-        if self.ref64_model is None:
-            return None
-        torch = self.torch
-        wide = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
-        try:
-            return self.forward(self.ref64_model, wide)
-        except BaseException as exc:  # noqa: BLE001 — the fp64 view is extra evidence, never a verdict
-            print(f"kforge_worker: float64 reference unavailable: {summarize_exception(exc, 1)}", flush=True)
-            self.ref64_model = None
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            return None
-
 
 # ---------------------------------------------------------------------------------------------------
 # Stages
@@ -317,6 +302,17 @@ def load_problem(ctx: EvalContext) -> None:
         f"{os.path.basename(path)} failed to import", lambda: import_path(path, "problem")
     )
     _loading(lambda: check_problem(ctx.problem, path), "problem_error")
+
+
+def check_fit(ctx: EvalContext) -> None:
+    """A problem whose one copy of inputs, parameters and outputs (measured on the meta device: nothing is
+    allocated) is more than the device has free cannot be judged on this machine: the problem's error, with the
+    numbers — not an allocation failure or an OOM kill charged to a candidate later."""
+    from .checks.budget import does_not_fit
+
+    why = does_not_fit(ctx.problem, ctx.device, ctx.dtype)
+    if why is not None:
+        raise StageFailure("problem_error", why)
 
 
 # What each --precision casts to, by name: the reference process's spec is written before torch is imported.
@@ -397,14 +393,26 @@ def build_models(ctx: EvalContext) -> None:
         return
     if ctx.reference is not None:
         return  # the float64 evaluation runs in the reference process
-    try:
-        ctx.ref64_model = copy.deepcopy(ctx.ref_model).to(torch.float64)
-    except Exception as exc:  # noqa: BLE001 — evidence only
-        print(f"kforge_worker: cannot build a float64 reference: {summarize_exception(exc, 1)}", flush=True)
+    _float64_here(ctx)
+
+
+def _float64_here(ctx: EvalContext) -> None:
+    """The float64 evaluation in this process: a copy made in the first trial within the check budget."""
+    from .checks.float64 import LockstepFloat64
+
+    ctx.ref64 = LockstepFloat64(ctx.ref_model, ctx.device, ctx.forward)
+
+
+# What allocators say when they fail: torch's CUDA OutOfMemoryError, its CPU allocator's RuntimeError
+# ("DefaultCPUAllocator: can't allocate memory: you tried to allocate 12884901888 bytes"), Python's MemoryError.
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "failed to allocate")
 
 
 def _out_of_memory(exc: BaseException) -> bool:
-    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc)
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc).lower()
+    return any(t in text for t in _OOM_TEXT)
 
 
 def _place(ctx: EvalContext, model: Any) -> Any:
@@ -450,7 +458,7 @@ def tolerance_for(ctx: EvalContext, dtypes: list[Any]) -> tuple[float, float]:
 
 def check_correctness(ctx: EvalContext) -> None:
     from .checks.context import has_dropout, seed_for_inputs
-    from .compare import OutputStructureError, compare_output, flatten_outputs, reference_worst_error
+    from .compare import OutputStructureError, compare_output, flatten_outputs, reference_worst_error, rows_of
 
     torch, trials = ctx.torch, ctx.request.trials
     first_failure: str | None = None
@@ -463,7 +471,8 @@ def check_correctness(ctx: EvalContext) -> None:
     # inputs), the clean process cannot hand its stream over, and a float64 copy draws other masks.
     paired = has_dropout(ctx.ref_model)
     if paired:
-        ctx.ref64_model = None
+        ctx.ref64 = None
+    scope: list[tuple[int, Any]] = []  # (trial, float64 evaluation) where it was sampled or given up
     for t in range(trials):
         ctx.progress("check", f"trial {t + 1}/{trials}", t / trials)
         seed = trial_seed(ctx.request.seed, t)
@@ -471,18 +480,28 @@ def check_correctness(ctx: EvalContext) -> None:
         if remote is not None:
             # Inputs, reference outputs and the float64 evaluation from the clean process; the worker's own
             # reference runs in lockstep (the checks use it) and must agree with the clean one.
-            inputs, ref_list, ref64_out = remote
+            inputs, ref_list, view = remote
             cand_inputs = ctx.clone_inputs(inputs)  # pristine, as the clean reference got them
             local_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
         else:
             inputs = ctx.make_inputs(seed)
-            ref64_out = ctx.forward_fp64(inputs)
+            cand_inputs = ctx.clone_inputs(inputs)  # pristine, as the clean reference process gives them
+            if ctx.ref64 is not None:
+                ctx.ref64.before_reference(inputs)
             if paired:
                 seed_for_inputs(inputs)
             ref_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
             ref_list = ctx.guard_reference("output", lambda: flatten_outputs(ref_out, "reference output"))
-            cand_inputs = ctx.clone_inputs(inputs)
             del ref_out
+            # After the reference's own call, on the pristine copy: whether the whole batch fits the check budget
+            # depends on the outputs' size (checks/float64.py).
+            view = ctx.ref64.evaluate(cand_inputs, ref_list) if ctx.ref64 is not None else None
+            if view is None and ctx.ref64 is not None and ctx.ref64.note:
+                from .checks.float64 import Float64Eval
+
+                view = Float64Eval(None, note=ctx.ref64.note)
+        if view is not None and (view.sampled or view.outputs is None):
+            scope.append((t, view))
         if t == 0:
             dtypes = [x.dtype for x in inputs if isinstance(x, torch.Tensor)] + [o.dtype for o in ref_list]
             ctx.atol, ctx.rtol = tolerance_for(ctx, dtypes)
@@ -505,15 +524,17 @@ def check_correctness(ctx: EvalContext) -> None:
             trial["message"] = f"ModelNew returned {len(cand_list)} output tensor(s), Model {len(ref_list)}"
             _settle_isolation(ctx, mismatch)
             raise StageFailure("shape_mismatch", f"trial {t}: {trial['message']}")
-        ref64_list = (ref64_out if isinstance(ref64_out, list) else flatten_outputs(ref64_out)) if ref64_out is not None else None
+        ref64_list = view.outputs if view is not None else None
+        rows = view.rows if view is not None else None
         if ref64_list is not None and len(ref64_list) != len(ref_list):
             ref64_list = None
         verdicts = [
-            compare_output(k, c, r, ref64_list[k] if ref64_list else None, ctx.atol, ctx.rtol)
+            compare_output(k, c, r, ref64_list[k] if ref64_list else None, ctx.atol, ctx.rtol, rows)
             for k, (c, r) in enumerate(zip(cand_list, ref_list))
         ]
         if ref64_list is not None:
             for r, r64 in zip(ref_list, ref64_list):
+                r = rows_of(r, rows)
                 if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == r64.shape:
                     worst = reference_worst_error(r, r64)
                     noise = max(noise, worst) if math.isfinite(worst) else noise
@@ -528,14 +549,32 @@ def check_correctness(ctx: EvalContext) -> None:
         if not trial["passed"]:
             failed += 1
             first_failure = first_failure or f"trial {t} {messages[0]}"
-        del inputs, cand_inputs, cand_out, ref64_out, ref_list, cand_list, ref64_list
+        del inputs, cand_inputs, cand_out, view, ref_list, cand_list, ref64_list
         if ctx.device.type == "cuda":
             torch.cuda.empty_cache()
     ctx.progress("check", f"{trials - failed}/{trials} trials passed", 1.0)
+    _float64_scope(ctx, scope, trials)
     _keep_reference_noise(ctx, noise)
     _settle_isolation(ctx, mismatch)
     if first_failure is not None:
         raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
+
+
+def _float64_scope(ctx: EvalContext, bounded: list[tuple[int, Any]], trials: int) -> None:
+    """Says, as a check, when the trials' float64 evaluation did not cover every trial's whole batch: the check
+    budget (checks/budget.py) made it sample a window of rows, or ended it (the reason), so a null "vs fp64"
+    column is explained and a sampled one is known as such. Never a verdict; absent when it was whole."""
+    if not bounded:
+        return
+    sampled = [v for _, v in bounded if v.outputs is not None]
+    given_up = next(((t, v) for t, v in bounded if v.outputs is None), None)
+    if given_up is not None:
+        check = {"name": "float64_scope", "outcome": "skip", "failVerdict": None,
+                 "evidence": f"no float64 evaluation from trial {given_up[0]} on: {given_up[1].note}"}
+    else:
+        check = {"name": "float64_scope", "outcome": "pass", "failVerdict": None,
+                 "evidence": f"{len(sampled)} of {trials} trials: {sampled[-1].note}"}
+    ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != check["name"]] + [check]
 
 
 def _keep_reference_noise(ctx: EvalContext, noise: float) -> None:
@@ -580,10 +619,7 @@ def _remote_trial(ctx: EvalContext, seed: int, probe: bool = False) -> tuple[lis
         ctx.reference = None
         _isolation_check(ctx, "warn", f"{exc}: the reference ran in the worker beside the candidate")
         if not getattr(ctx.problem, "KFORGE_SKIP_FP64", False):
-            try:
-                ctx.ref64_model = copy.deepcopy(ctx.ref_model).to(ctx.torch.float64)
-            except Exception:  # noqa: BLE001 — evidence only
-                ctx.ref64_model = None
+            _float64_here(ctx)
         return None
     except BaseException as exc:  # noqa: BLE001
         _raise_if_remote(exc)
@@ -875,6 +911,7 @@ def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any) -> tuple[boo
 
 STAGES: list[Callable[[EvalContext], None]] = [
     load_problem,
+    check_fit,
     start_reference,
     load_candidate,
     build_models,
@@ -949,8 +986,14 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
                 (failure.verdict in CORRECTNESS_FAILURES and ctx.new_model is not None) or ctx.candidate is not None):
             _checks_after_failure(ctx, failure)
     except BaseException as exc:  # noqa: BLE001 — a worker bug still yields a result line
-        result["verdict"] = "runtime_error"
-        result["reason"] = f"kforge_worker internal error: {summarize_exception(exc)}"
+        if _out_of_memory(exc):
+            # kforge's own work on the problem's tensors (copies of its inputs, comparisons) ran out of memory:
+            # the problem does not fit this machine; neither the candidate's failure nor a kforge bug.
+            result["verdict"] = "problem_error"
+            result["reason"] = f"the problem does not fit this machine's memory: {summarize_exception(exc, 2)}"
+        else:
+            result["verdict"] = "runtime_error"
+            result["reason"] = f"kforge_worker internal error: {summarize_exception(exc)}"
     finally:
         call_checks(ctx, "close")
         if ctx.reference is not None:

@@ -76,6 +76,8 @@ def _run(ctx: Any, trials_passed: bool) -> Verifier:
         verifier.before_import()
     if ctx.ref_model is not None and ctx.new_model is not None and not getattr(ctx, "kforge_checks_ran", False):
         ctx.kforge_checks_ran = True
+        if callable(getattr(ctx, "progress", None)):
+            verifier.progress = lambda detail, fraction: ctx.progress("verify", detail, fraction)
         verifier.run_checks(ctx.ref_model, ctx.new_model, ctx.make_inputs, ctx.atol, ctx.rtol, trials_passed)
     return verifier
 

@@ -90,6 +90,9 @@ class Verifier:
         self._fds_before: dict[int, bool] = {}
         self.peaks_override = peaks_from_env(os.environ.get("KFORGE_PEAKS"))
         self.workload: Workload | None = None  # counted on the reference after timing (roofline)
+        # progress(detail, fraction): a line as each runtime check group starts (the pipeline's "verify" stage),
+        # so a long checks phase — float64 passes of a large problem on a CPU take minutes — is never silent.
+        self.progress: Callable[[str, float], None] | None = None
 
     # ------------------------------------------------------------------------------------ stage hooks
     def before_import(self, problem: ModuleType | None = None) -> None:
@@ -166,9 +169,10 @@ class Verifier:
 
     def _run_groups(self, ref: nn.Module, cand: nn.Module, steps: dict[str, Callable[[], Any]]) -> None:
         ran = 0
-        for name in RUNTIME_CHECKS:
-            if name not in self.enabled:
-                continue
+        groups = [name for name in RUNTIME_CHECKS if name in self.enabled]
+        for name in groups:
+            if self.progress is not None:
+                self.progress(f"{name} ({ran + 1}/{len(groups)})", ran / len(groups))
             began = time.perf_counter()
             with context.preserved_state(ref, cand):
                 try:
