@@ -1712,27 +1712,29 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
 // in flight on every SM (enough CTAs: the splits) and each K/V byte read once per group of query heads (the
 // query tile holds the rows of all heads of a group: rows r = head-in-group * S_q + query).
 //
-// Per CTA: 4 warps; the query tile [16 rows x Dqk] stays in shared memory; keys stream in stages of BN keys (K
+// Per CTA: 8 warps (a memory-bound kernel wants many warps per SM: 2 CTAs of 8 where the stages fit); the query tile [16 rows x Dqk] stays in shared memory; keys stream in stages of BN keys (K
 // rows and V rows, cp.async, zero-filled past the split and past the head dims) through a ring of n_stages.
-// Per stage: S = Q K^T with the head dim split over the warps (each warp one quarter of the 64-wide panels), the
-// four partial S summed through shared memory; every warp then holds the whole S block and runs the same online
+// Per stage: S = Q K^T with the head dim split over the warps (warp w takes 64-wide panels w, w + 8, ...), the
+// partial S summed through shared memory; every warp then holds the whole S block and runs the same online
 // softmax (identical statistics in every warp, no exchange); O += P V with the output columns split over the
-// warps (warp w owns 16-wide column pairs w, w + 4, ...).
+// warps (warp w owns 16-wide column pairs w, w + 8, ...).
 // (already inlined: attn_common.cuh)
 
 namespace kforge_attn {
 
-constexpr int kDecRows = 16;     // query rows per CTA: one m16 tile
-constexpr int kDecThreads = 128;  // 4 warps
-constexpr int kDecWarps = 4;
-constexpr int kDecMaxPairsPerWarp = 1024 / 16 / kDecWarps;  // 16-wide output column pairs per warp (Dv <= 1024)
+constexpr int kDecRows = 16;  // query rows per CTA: one m16 tile
+constexpr int kDecWarps = 8;
+constexpr int kDecThreads = 32 * kDecWarps;
+// 16-wide output column pairs per warp: MAX_PAIRS = 4 takes Dv <= 512 in 128 registers, so that two CTAs share an
+// SM; 8 takes Dv <= 1024 (and, with its stages, one CTA an SM anyway).
+__host__ __device__ constexpr int dec_max_pairs(int dv) { return dv <= 16 * 4 * kDecWarps ? 4 : 8; }
 
 // Where a CTA's work lies, and the scratch the combine kernel reads.
 struct DecodeParams {
   int row_tiles;      // ceil(kv_group * Sq / 16)
   int n_splits;       // splits of the key range per (batch, K/V head, row tile)
   int keys_per_split; // a multiple of BN
-  int n_stages;       // ring depth (2-4), chosen by the host from the shared memory a stage takes
+  int n_stages;       // ring depth (2-4), chosen by the host (attention.cu's decode_config)
   float* part_o;      // [B * H * Sq][n_splits][Dv] unnormalised O of each split (n_splits > 1)
   float2* part_ml;    // [B * H * Sq][n_splits] (row max in log2 units, row sum) of each split
 };
@@ -1755,10 +1757,10 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
   else if constexpr (N > 0) cp_async_wait_upto<N - 1>(n);
 }
 
-template <typename T, int BN>
-__global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_constant__ AttnParams p,
-                                                                  const __grid_constant__ DecodeParams d) {
-  static_assert(BN % 16 == 0 && BN <= 64, "a stage is whole 16-key steps of P V");
+template <typename T, int BN, int MAX_PAIRS>
+__global__ void __launch_bounds__(kDecThreads, MAX_PAIRS <= 4 ? 2 : 1)
+    attn_decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ DecodeParams d) {
+  static_assert(BN % 16 == 0 && BN <= 32, "a stage is whole 16-key steps of P V (and 64 keys spill)");
   constexpr int NT = BN / 8;  // n8 tiles of S per stage
   extern __shared__ __align__(128) unsigned char smem[];
   const int q_panels = dec_panels(p.Dqk), v_panels = dec_panels(p.Dv);
@@ -1819,11 +1821,11 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
     cp_async_commit();
   }
 
-  // This warp's output column pairs: w, w + 4, ... (interleaved, so narrow head dims still use every warp).
+  // This warp's output column pairs: w, w + 8, ... (interleaved, so narrow head dims still use every warp).
   const int n_pairs = (p.Dv + 15) / 16;
-  float acc_o[kDecMaxPairsPerWarp][2][4];
+  float acc_o[MAX_PAIRS][2][4];
 #pragma unroll
-  for (int i = 0; i < kDecMaxPairsPerWarp; ++i)
+  for (int i = 0; i < MAX_PAIRS; ++i)
 #pragma unroll
     for (int j = 0; j < 2; ++j) acc_o[i][j][0] = acc_o[i][j][1] = acc_o[i][j][2] = acc_o[i][j][3] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY};
@@ -1914,7 +1916,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
       }
     }
 #pragma unroll
-    for (int i = 0; i < kDecMaxPairsPerWarp; ++i) {
+    for (int i = 0; i < MAX_PAIRS; ++i) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         acc_o[i][j][0] *= alpha[0];
@@ -1933,7 +1935,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
       a[3] = Pack2<T>::from_floats(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       const int key = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
-      for (int i = 0; i < kDecMaxPairsPerWarp; ++i) {
+      for (int i = 0; i < MAX_PAIRS; ++i) {
         const int pr = warp + i * kDecWarps;
         if (pr >= n_pairs) break;
         const int col = pr * 16 + (lane / 16) * 8;
@@ -1960,7 +1962,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
       const float inv_l = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
       T* o = static_cast<T*>(p.o) + b * p.o_sb + row_head(row) * p.o_sh + (int64_t)row_query(row) * p.o_ss;
 #pragma unroll
-      for (int i = 0; i < kDecMaxPairsPerWarp; ++i) {
+      for (int i = 0; i < MAX_PAIRS; ++i) {
         const int pr = warp + i * kDecWarps;
         if (pr >= n_pairs) break;
 #pragma unroll
@@ -1975,7 +1977,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
     } else {
       float* po = d.part_o + (out_row * d.n_splits + split) * p.Dv;
 #pragma unroll
-      for (int i = 0; i < kDecMaxPairsPerWarp; ++i) {
+      for (int i = 0; i < MAX_PAIRS; ++i) {
         const int pr = warp + i * kDecWarps;
         if (pr >= n_pairs) break;
 #pragma unroll
@@ -2223,41 +2225,58 @@ static int sm_count(int device) {
   return n;
 }
 
-// How the decode kernel cuts the work: the largest key stage (BN keys of K and V) of which three fit in shared
-// memory beside the query tile, as deep a ring as fits (2-4 stages), and enough key splits that every SM has a
-// few CTAs' loads in flight -- but splits of at least 256 keys, so each split's partial O (fp32, written and read
-// back once) stays small beside the K/V bytes it summarises.
-constexpr int kDecSmemMax = 227 * 1024;  // sm_90's opt-in limit per block
+// How the decode kernel cuts the work. The kernel streams K and V, so what counts is warps and bytes in flight per
+// SM: first as many CTAs per SM as fit (two when the output columns fit 128 registers and the shared memory
+// allows: measured faster than one CTA with a deeper ring), then the most ring bytes per SM, then the longer key
+// stage. Keys split over enough CTAs for a few waves, in splits of at least 256 keys, so each split's partial O
+// (fp32, written and read back once) stays small beside the K/V bytes it summarises.
+constexpr int kDecSmemMax = 227 * 1024;     // sm_90's opt-in limit per block
+constexpr int kSmemPerSm = 228 * 1024;      // what the blocks of one SM share
+constexpr int kSmemReservedPerBlock = 1024;  // the driver's own per block
 
-template <int BN>
-static bool decode_stages(const AttnParams& p, int* n_stages) {
-  for (int st = 4; st >= 2; --st) {
-    if (dec_smem_bytes<BN>(p.Dqk, p.Dv, st) <= kDecSmemMax && (st >= 3 || BN == 16)) {
-      *n_stages = st;
-      return true;
+struct DecodeConfig {
+  int bn = 0, stages = 0, ctas_per_sm = 0;
+};
+
+static DecodeConfig decode_config(const AttnParams& p) {
+  const int max_ctas = dec_max_pairs(p.Dv) == 4 ? 2 : 1;  // the kernel's __launch_bounds__
+  DecodeConfig best;
+  int64_t best_ring = -1;
+  for (const int bn : {32, 16}) {
+    for (int st = 4; st >= 2; --st) {
+      const int smem = bn == 32 ? dec_smem_bytes<32>(p.Dqk, p.Dv, st) : dec_smem_bytes<16>(p.Dqk, p.Dv, st);
+      if (smem > kDecSmemMax) continue;
+      const int ctas = std::min(max_ctas, kSmemPerSm / (smem + kSmemReservedPerBlock));
+      const int64_t ring = (int64_t)ctas * st * (bn == 32 ? dec_stage_bytes<32>(p.Dqk, p.Dv)
+                                                          : dec_stage_bytes<16>(p.Dqk, p.Dv));
+      if (ctas > best.ctas_per_sm || (ctas == best.ctas_per_sm && ring > best_ring)) {
+        best = {bn, st, ctas};
+        best_ring = ring;
+      }
     }
   }
-  return false;
+  TORCH_CHECK(best.bn > 0, "kforge attention: head dims too large for the decode kernel");
+  return best;
 }
 
-template <typename T, int BN>
-static void launch_decode_bn(AttnParams p, DecodeParams d, int device, cudaStream_t stream) {
+template <typename T, int BN, int MAX_PAIRS>
+static void launch_decode_bn(AttnParams p, DecodeParams d, int ctas_per_sm, int device, cudaStream_t stream) {
   const int smem = dec_smem_bytes<BN>(p.Dqk, p.Dv, d.n_stages);
   // The limit is raised once per kernel and device (allow_smem), while this kernel's need varies with the head
   // dims: raise it to the most any call may take.
-  allow_smem<attn_decode_kernel<T, BN>>(kDecSmemMax, device);
-  const int per_sm = std::max(1, std::min(2, kDecSmemMax / smem));  // 2: ~255 registers x 128 threads
+  allow_smem<attn_decode_kernel<T, BN, MAX_PAIRS>>(kDecSmemMax, device);
   const int64_t units = (int64_t)p.B * (p.H / p.kv_group) * d.row_tiles;
-  const int64_t want = 4LL * sm_count(device) * per_sm;  // CTAs: a few waves, so the last one is a small part
+  const int64_t want = 4LL * sm_count(device) * ctas_per_sm;  // CTAs: a few waves, so the last one is a small part
   const int max_splits = std::max(1, (p.Sk + 255) / 256);
-  int splits = (int)std::min<int64_t>(max_splits, std::max<int64_t>(1, (want + units - 1) / units));
+  const int splits = (int)std::min<int64_t>(max_splits, std::max<int64_t>(1, (want + units - 1) / units));
   d.keys_per_split = ((p.Sk + splits - 1) / splits + BN - 1) / BN * BN;
   d.n_splits = (p.Sk + d.keys_per_split - 1) / d.keys_per_split;  // no empty split
   TORCH_CHECK(units * d.n_splits <= 0x7fffffffLL, "kforge attention: decode grid too large");
   at::Tensor part_o, part_ml;
+  const int64_t rows = (int64_t)p.B * p.H * p.Sq;
   if (d.n_splits > 1) {
+    TORCH_CHECK(rows <= 0x7fffffffLL, "kforge attention: too many output rows for the decode combine");
     // Scratch for the splits' partials, from PyTorch's caching allocator (no device-wide allocation per call).
-    const int64_t rows = (int64_t)p.B * p.H * p.Sq;
     const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device);
     part_o = at::empty({rows * d.n_splits * p.Dv}, opts);
     part_ml = at::empty({rows * d.n_splits * 2}, opts);
@@ -2265,11 +2284,9 @@ static void launch_decode_bn(AttnParams p, DecodeParams d, int device, cudaStrea
     d.part_ml = reinterpret_cast<float2*>(part_ml.data_ptr<float>());
   }
   const dim3 grid((unsigned)(d.row_tiles * d.n_splits), p.H / p.kv_group, p.B);
-  attn_decode_kernel<T, BN><<<grid, kDecThreads, smem, stream>>>(p, d);
+  attn_decode_kernel<T, BN, MAX_PAIRS><<<grid, kDecThreads, smem, stream>>>(p, d);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (d.n_splits > 1) {
-    const int64_t rows = (int64_t)p.B * p.H * p.Sq;
-    TORCH_CHECK(rows <= 0x7fffffffLL, "kforge attention: too many output rows for the decode combine");
     attn_decode_combine<T><<<(unsigned)rows, kDecThreads, d.n_splits * sizeof(float), stream>>>(p, d);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
@@ -2277,12 +2294,17 @@ static void launch_decode_bn(AttnParams p, DecodeParams d, int device, cudaStrea
 
 template <typename T>
 static void launch_decode(const AttnParams& p, int device, cudaStream_t stream) {
+  const DecodeConfig c = decode_config(p);
   DecodeParams d{};
   d.row_tiles = (p.kv_group * p.Sq + kDecRows - 1) / kDecRows;
-  if (decode_stages<64>(p, &d.n_stages)) return launch_decode_bn<T, 64>(p, d, device, stream);
-  if (decode_stages<32>(p, &d.n_stages)) return launch_decode_bn<T, 32>(p, d, device, stream);
-  TORCH_CHECK(decode_stages<16>(p, &d.n_stages), "kforge attention: head dims too large for the decode kernel");
-  return launch_decode_bn<T, 16>(p, d, device, stream);
+  d.n_stages = c.stages;
+  const bool narrow = dec_max_pairs(p.Dv) == 4;
+  if (c.bn == 32) {
+    return narrow ? launch_decode_bn<T, 32, 4>(p, d, c.ctas_per_sm, device, stream)
+                  : launch_decode_bn<T, 32, 8>(p, d, c.ctas_per_sm, device, stream);
+  }
+  return narrow ? launch_decode_bn<T, 16, 4>(p, d, c.ctas_per_sm, device, stream)
+                : launch_decode_bn<T, 16, 8>(p, d, c.ctas_per_sm, device, stream);
 }
 
 template <typename T>

@@ -224,41 +224,58 @@ static int sm_count(int device) {
   return n;
 }
 
-// How the decode kernel cuts the work: the largest key stage (BN keys of K and V) of which three fit in shared
-// memory beside the query tile, as deep a ring as fits (2-4 stages), and enough key splits that every SM has a
-// few CTAs' loads in flight -- but splits of at least 256 keys, so each split's partial O (fp32, written and read
-// back once) stays small beside the K/V bytes it summarises.
-constexpr int kDecSmemMax = 227 * 1024;  // sm_90's opt-in limit per block
+// How the decode kernel cuts the work. The kernel streams K and V, so what counts is warps and bytes in flight per
+// SM: first as many CTAs per SM as fit (two when the output columns fit 128 registers and the shared memory
+// allows: measured faster than one CTA with a deeper ring), then the most ring bytes per SM, then the longer key
+// stage. Keys split over enough CTAs for a few waves, in splits of at least 256 keys, so each split's partial O
+// (fp32, written and read back once) stays small beside the K/V bytes it summarises.
+constexpr int kDecSmemMax = 227 * 1024;     // sm_90's opt-in limit per block
+constexpr int kSmemPerSm = 228 * 1024;      // what the blocks of one SM share
+constexpr int kSmemReservedPerBlock = 1024;  // the driver's own per block
 
-template <int BN>
-static bool decode_stages(const AttnParams& p, int* n_stages) {
-  for (int st = 4; st >= 2; --st) {
-    if (dec_smem_bytes<BN>(p.Dqk, p.Dv, st) <= kDecSmemMax && (st >= 3 || BN == 16)) {
-      *n_stages = st;
-      return true;
+struct DecodeConfig {
+  int bn = 0, stages = 0, ctas_per_sm = 0;
+};
+
+static DecodeConfig decode_config(const AttnParams& p) {
+  const int max_ctas = dec_max_pairs(p.Dv) == 4 ? 2 : 1;  // the kernel's __launch_bounds__
+  DecodeConfig best;
+  int64_t best_ring = -1;
+  for (const int bn : {32, 16}) {
+    for (int st = 4; st >= 2; --st) {
+      const int smem = bn == 32 ? dec_smem_bytes<32>(p.Dqk, p.Dv, st) : dec_smem_bytes<16>(p.Dqk, p.Dv, st);
+      if (smem > kDecSmemMax) continue;
+      const int ctas = std::min(max_ctas, kSmemPerSm / (smem + kSmemReservedPerBlock));
+      const int64_t ring = (int64_t)ctas * st * (bn == 32 ? dec_stage_bytes<32>(p.Dqk, p.Dv)
+                                                          : dec_stage_bytes<16>(p.Dqk, p.Dv));
+      if (ctas > best.ctas_per_sm || (ctas == best.ctas_per_sm && ring > best_ring)) {
+        best = {bn, st, ctas};
+        best_ring = ring;
+      }
     }
   }
-  return false;
+  TORCH_CHECK(best.bn > 0, "kforge attention: head dims too large for the decode kernel");
+  return best;
 }
 
-template <typename T, int BN>
-static void launch_decode_bn(AttnParams p, DecodeParams d, int device, cudaStream_t stream) {
+template <typename T, int BN, int MAX_PAIRS>
+static void launch_decode_bn(AttnParams p, DecodeParams d, int ctas_per_sm, int device, cudaStream_t stream) {
   const int smem = dec_smem_bytes<BN>(p.Dqk, p.Dv, d.n_stages);
   // The limit is raised once per kernel and device (allow_smem), while this kernel's need varies with the head
   // dims: raise it to the most any call may take.
-  allow_smem<attn_decode_kernel<T, BN>>(kDecSmemMax, device);
-  const int per_sm = std::max(1, std::min(2, kDecSmemMax / smem));  // 2: ~255 registers x 128 threads
+  allow_smem<attn_decode_kernel<T, BN, MAX_PAIRS>>(kDecSmemMax, device);
   const int64_t units = (int64_t)p.B * (p.H / p.kv_group) * d.row_tiles;
-  const int64_t want = 4LL * sm_count(device) * per_sm;  // CTAs: a few waves, so the last one is a small part
+  const int64_t want = 4LL * sm_count(device) * ctas_per_sm;  // CTAs: a few waves, so the last one is a small part
   const int max_splits = std::max(1, (p.Sk + 255) / 256);
-  int splits = (int)std::min<int64_t>(max_splits, std::max<int64_t>(1, (want + units - 1) / units));
+  const int splits = (int)std::min<int64_t>(max_splits, std::max<int64_t>(1, (want + units - 1) / units));
   d.keys_per_split = ((p.Sk + splits - 1) / splits + BN - 1) / BN * BN;
   d.n_splits = (p.Sk + d.keys_per_split - 1) / d.keys_per_split;  // no empty split
   TORCH_CHECK(units * d.n_splits <= 0x7fffffffLL, "kforge attention: decode grid too large");
   at::Tensor part_o, part_ml;
+  const int64_t rows = (int64_t)p.B * p.H * p.Sq;
   if (d.n_splits > 1) {
+    TORCH_CHECK(rows <= 0x7fffffffLL, "kforge attention: too many output rows for the decode combine");
     // Scratch for the splits' partials, from PyTorch's caching allocator (no device-wide allocation per call).
-    const int64_t rows = (int64_t)p.B * p.H * p.Sq;
     const auto opts = at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, device);
     part_o = at::empty({rows * d.n_splits * p.Dv}, opts);
     part_ml = at::empty({rows * d.n_splits * 2}, opts);
@@ -266,11 +283,9 @@ static void launch_decode_bn(AttnParams p, DecodeParams d, int device, cudaStrea
     d.part_ml = reinterpret_cast<float2*>(part_ml.data_ptr<float>());
   }
   const dim3 grid((unsigned)(d.row_tiles * d.n_splits), p.H / p.kv_group, p.B);
-  attn_decode_kernel<T, BN><<<grid, kDecThreads, smem, stream>>>(p, d);
+  attn_decode_kernel<T, BN, MAX_PAIRS><<<grid, kDecThreads, smem, stream>>>(p, d);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (d.n_splits > 1) {
-    const int64_t rows = (int64_t)p.B * p.H * p.Sq;
-    TORCH_CHECK(rows <= 0x7fffffffLL, "kforge attention: too many output rows for the decode combine");
     attn_decode_combine<T><<<(unsigned)rows, kDecThreads, d.n_splits * sizeof(float), stream>>>(p, d);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
@@ -278,12 +293,17 @@ static void launch_decode_bn(AttnParams p, DecodeParams d, int device, cudaStrea
 
 template <typename T>
 static void launch_decode(const AttnParams& p, int device, cudaStream_t stream) {
+  const DecodeConfig c = decode_config(p);
   DecodeParams d{};
   d.row_tiles = (p.kv_group * p.Sq + kDecRows - 1) / kDecRows;
-  if (decode_stages<64>(p, &d.n_stages)) return launch_decode_bn<T, 64>(p, d, device, stream);
-  if (decode_stages<32>(p, &d.n_stages)) return launch_decode_bn<T, 32>(p, d, device, stream);
-  TORCH_CHECK(decode_stages<16>(p, &d.n_stages), "kforge attention: head dims too large for the decode kernel");
-  return launch_decode_bn<T, 16>(p, d, device, stream);
+  d.n_stages = c.stages;
+  const bool narrow = dec_max_pairs(p.Dv) == 4;
+  if (c.bn == 32) {
+    return narrow ? launch_decode_bn<T, 32, 4>(p, d, c.ctas_per_sm, device, stream)
+                  : launch_decode_bn<T, 32, 8>(p, d, c.ctas_per_sm, device, stream);
+  }
+  return narrow ? launch_decode_bn<T, 16, 4>(p, d, c.ctas_per_sm, device, stream)
+                : launch_decode_bn<T, 16, 8>(p, d, c.ctas_per_sm, device, stream);
 }
 
 template <typename T>

@@ -8,27 +8,29 @@
 // in flight on every SM (enough CTAs: the splits) and each K/V byte read once per group of query heads (the
 // query tile holds the rows of all heads of a group: rows r = head-in-group * S_q + query).
 //
-// Per CTA: 4 warps; the query tile [16 rows x Dqk] stays in shared memory; keys stream in stages of BN keys (K
+// Per CTA: 8 warps (a memory-bound kernel wants many warps per SM: 2 CTAs of 8 where the stages fit); the query tile [16 rows x Dqk] stays in shared memory; keys stream in stages of BN keys (K
 // rows and V rows, cp.async, zero-filled past the split and past the head dims) through a ring of n_stages.
-// Per stage: S = Q K^T with the head dim split over the warps (each warp one quarter of the 64-wide panels), the
-// four partial S summed through shared memory; every warp then holds the whole S block and runs the same online
+// Per stage: S = Q K^T with the head dim split over the warps (warp w takes 64-wide panels w, w + 8, ...), the
+// partial S summed through shared memory; every warp then holds the whole S block and runs the same online
 // softmax (identical statistics in every warp, no exchange); O += P V with the output columns split over the
-// warps (warp w owns 16-wide column pairs w, w + 4, ...).
+// warps (warp w owns 16-wide column pairs w, w + 8, ...).
 #include "attn_common.cuh"
 
 namespace kforge_attn {
 
-constexpr int kDecRows = 16;     // query rows per CTA: one m16 tile
-constexpr int kDecThreads = 128;  // 4 warps
-constexpr int kDecWarps = 4;
-constexpr int kDecMaxPairsPerWarp = 1024 / 16 / kDecWarps;  // 16-wide output column pairs per warp (Dv <= 1024)
+constexpr int kDecRows = 16;  // query rows per CTA: one m16 tile
+constexpr int kDecWarps = 8;
+constexpr int kDecThreads = 32 * kDecWarps;
+// 16-wide output column pairs per warp: MAX_PAIRS = 4 takes Dv <= 512 in 128 registers, so that two CTAs share an
+// SM; 8 takes Dv <= 1024 (and, with its stages, one CTA an SM anyway).
+__host__ __device__ constexpr int dec_max_pairs(int dv) { return dv <= 16 * 4 * kDecWarps ? 4 : 8; }
 
 // Where a CTA's work lies, and the scratch the combine kernel reads.
 struct DecodeParams {
   int row_tiles;      // ceil(kv_group * Sq / 16)
   int n_splits;       // splits of the key range per (batch, K/V head, row tile)
   int keys_per_split; // a multiple of BN
-  int n_stages;       // ring depth (2-4), chosen by the host from the shared memory a stage takes
+  int n_stages;       // ring depth (2-4), chosen by the host (attention.cu's decode_config)
   float* part_o;      // [B * H * Sq][n_splits][Dv] unnormalised O of each split (n_splits > 1)
   float2* part_ml;    // [B * H * Sq][n_splits] (row max in log2 units, row sum) of each split
 };
@@ -51,10 +53,10 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
   else if constexpr (N > 0) cp_async_wait_upto<N - 1>(n);
 }
 
-template <typename T, int BN>
-__global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_constant__ AttnParams p,
-                                                                  const __grid_constant__ DecodeParams d) {
-  static_assert(BN % 16 == 0 && BN <= 64, "a stage is whole 16-key steps of P V");
+template <typename T, int BN, int MAX_PAIRS>
+__global__ void __launch_bounds__(kDecThreads, MAX_PAIRS <= 4 ? 2 : 1)
+    attn_decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ DecodeParams d) {
+  static_assert(BN % 16 == 0 && BN <= 32, "a stage is whole 16-key steps of P V (and 64 keys spill)");
   constexpr int NT = BN / 8;  // n8 tiles of S per stage
   extern __shared__ __align__(128) unsigned char smem[];
   const int q_panels = dec_panels(p.Dqk), v_panels = dec_panels(p.Dv);
@@ -115,11 +117,11 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
     cp_async_commit();
   }
 
-  // This warp's output column pairs: w, w + 4, ... (interleaved, so narrow head dims still use every warp).
+  // This warp's output column pairs: w, w + 8, ... (interleaved, so narrow head dims still use every warp).
   const int n_pairs = (p.Dv + 15) / 16;
-  float acc_o[kDecMaxPairsPerWarp][2][4];
+  float acc_o[MAX_PAIRS][2][4];
 #pragma unroll
-  for (int i = 0; i < kDecMaxPairsPerWarp; ++i)
+  for (int i = 0; i < MAX_PAIRS; ++i)
 #pragma unroll
     for (int j = 0; j < 2; ++j) acc_o[i][j][0] = acc_o[i][j][1] = acc_o[i][j][2] = acc_o[i][j][3] = 0.f;
   float m_run[2] = {-INFINITY, -INFINITY};
@@ -210,7 +212,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
       }
     }
 #pragma unroll
-    for (int i = 0; i < kDecMaxPairsPerWarp; ++i) {
+    for (int i = 0; i < MAX_PAIRS; ++i) {
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         acc_o[i][j][0] *= alpha[0];
@@ -229,7 +231,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
       a[3] = Pack2<T>::from_floats(s[2 * kk + 1][2], s[2 * kk + 1][3]);
       const int key = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
-      for (int i = 0; i < kDecMaxPairsPerWarp; ++i) {
+      for (int i = 0; i < MAX_PAIRS; ++i) {
         const int pr = warp + i * kDecWarps;
         if (pr >= n_pairs) break;
         const int col = pr * 16 + (lane / 16) * 8;
@@ -256,7 +258,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
       const float inv_l = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
       T* o = static_cast<T*>(p.o) + b * p.o_sb + row_head(row) * p.o_sh + (int64_t)row_query(row) * p.o_ss;
 #pragma unroll
-      for (int i = 0; i < kDecMaxPairsPerWarp; ++i) {
+      for (int i = 0; i < MAX_PAIRS; ++i) {
         const int pr = warp + i * kDecWarps;
         if (pr >= n_pairs) break;
 #pragma unroll
@@ -271,7 +273,7 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_kernel(const __grid_c
     } else {
       float* po = d.part_o + (out_row * d.n_splits + split) * p.Dv;
 #pragma unroll
-      for (int i = 0; i < kDecMaxPairsPerWarp; ++i) {
+      for (int i = 0; i < MAX_PAIRS; ++i) {
         const int pr = warp + i * kDecWarps;
         if (pr >= n_pairs) break;
 #pragma unroll

@@ -20,8 +20,10 @@ namespace kforge_attn {
       const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
       const __grid_constant__ CUtensorMap);
 #define KFORGE_DECODE(T, BN)                                                                                  \
-  template __global__ void attn_decode_kernel<T, BN>(const __grid_constant__ AttnParams,                       \
-                                                     const __grid_constant__ DecodeParams);
+  template __global__ void attn_decode_kernel<T, BN, 4>(const __grid_constant__ AttnParams,                    \
+                                                        const __grid_constant__ DecodeParams);                 \
+  template __global__ void attn_decode_kernel<T, BN, 8>(const __grid_constant__ AttnParams,                    \
+                                                        const __grid_constant__ DecodeParams);
 #define KFORGE_ALL_VARIANTS(T)                                                                                \
   KFORGE_GENERAL(T, 64)                                                                                       \
   KFORGE_GENERAL(T, 128)                                                                                      \
@@ -31,7 +33,6 @@ namespace kforge_attn {
   KFORGE_HOPPER_REGP(T, 1, 2)                                                                                 \
   KFORGE_DECODE(T, 16)                                                                                        \
   KFORGE_DECODE(T, 32)                                                                                        \
-  KFORGE_DECODE(T, 64)                                                                                        \
   template __global__ void attn_decode_combine<T>(const __grid_constant__ AttnParams,                          \
                                                   const __grid_constant__ DecodeParams);
 KFORGE_ALL_VARIANTS(__half)

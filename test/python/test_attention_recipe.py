@@ -168,9 +168,9 @@ def test_kernels_compile_for_sm90a_without_spills(tmp_path):
     general = {k: v for k, v in report.items() if "attn_general_kernel" in k}
     decode = {k: v for k, v in report.items() if "attn_decode" in k}
     # {fp16,bf16} x ({512,1024 keys} with P in shared memory + P in registers x {K/V multicast, split keys};
-    # general x {64, 128}-wide slices; decode x {16, 32, 64}-key stages + its combine): the kernels the dispatcher
-    # can choose, nothing else
-    assert len(hopper) == 8 and len(general) == 4 and len(decode) == 8, report
+    # general x {64, 128}-wide slices; decode x {16, 32}-key stages x {4, 8} column pairs a warp + its combine): the
+    # kernels the dispatcher can choose, nothing else
+    assert len(hopper) == 8 and len(general) == 4 and len(decode) == 10, report
     assert len(report) == len(hopper) + len(general) + len(decode), report
     for name, (regs, spill, stack) in report.items():
         assert spill == 0 and stack == 0, f"{name}: {spill} B spilled, {stack} B stack"
