@@ -182,7 +182,8 @@ def test_the_process_is_closed_and_its_shared_files_removed(cache_dir: str) -> N
                             "allowTf32": False, "fp64": True})
     directory = ref.info["directory"]
     inputs, outs, outs64 = ref.trial(11)
-    assert inputs[0].shape == (4, 16) and outs[0].shape == (4, 8) and outs64[0].dtype == torch.float64
+    assert inputs[0].shape == (4, 16) and outs[0].shape == (4, 8) and outs64.outputs[0].dtype == torch.float64
+    assert not outs64.sampled and outs64.note == "float64 on the whole batch"
     again, _, _ = ref.trial(11)
     assert torch.equal(again[0], inputs[0])  # the seed decides the inputs
     # Lines written into the child's stdin by someone else (adv_fd_forge writes to every descriptor) are

@@ -28,7 +28,7 @@ from .context import (
     tensors,
     VerifyContext,
 )
-from .float64 import float64_copy, for_check, widen  # noqa: F401 — float64_copy: the checks' public name
+from .float64 import for_check, widen
 from .instrument import poisoned_allocations
 from .integrity import lingering_threads, native_threads
 from .result import CheckResult, failed, passed, skipped, warned
