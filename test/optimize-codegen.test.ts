@@ -1,6 +1,7 @@
 // Golden tests of the Python the codegen writes for captured nodes and region methods.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { forwardCallArgs } from "../src/optimize/codegen/model-file.ts";
 import { pyStatement } from "../src/optimize/codegen/python-expr.ts";
 import { methodNames } from "../src/optimize/codegen/region.ts";
 import type { Arg, GraphNode } from "../src/optimize/graph.ts";
@@ -49,4 +50,16 @@ test("a region method renames forward inputs that clash with its own locals, and
     "a_kf_anchor",
     "v_conv",
   ]);
+});
+
+test("forward's parameters pass on to the reference's forward in their kinds: keyword-only by keyword", () => {
+  assert.deepEqual(forwardCallArgs("self, x, *, scale: float = 2.0"), ["x", "scale=scale"]);
+  assert.deepEqual(forwardCallArgs("self, x, y=None, *rest, k: Tuple[int, int] = (1, 2), **extra"), [
+    "x",
+    "y",
+    "*rest",
+    "k=k",
+    "**extra",
+  ]);
+  assert.deepEqual(forwardCallArgs("self, x, /, size: str = 'a,b'"), ["x", "size"]);
 });

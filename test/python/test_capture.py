@@ -266,6 +266,47 @@ def test_common_ops_beyond_the_kernels_are_named_and_bound(tmp_path: Path, forwa
     assert node(graph, op)["fn"] == {"input": {"t": "node", "id": "x"}, **fn}
 
 
+@pytest.mark.parametrize(
+    "forward",
+    ["return torch.where(x > 0.5, x, x * 2)", "return x.where(x > 0.5, x * 2)", "return torch.where(x > 0.5, x, other=x * 2)"],
+)
+def test_where_binds_its_condition_however_written(tmp_path: Path, forward: str) -> None:
+    # Tensor.where(condition, other) is torch.where(condition, self, other): self is the value, not the condition.
+    graph = capture_text(tmp_path, model(forward))
+    fn = node(graph, "where")["fn"]
+    assert fn["input"] == {"t": "node", "id": "x"}
+    assert fn["condition"] == {"t": "node", "id": node(graph, "gt")["id"]}
+    assert fn["other"] == {"t": "node", "id": node(graph, "mul")["id"]}
+
+
+@pytest.mark.parametrize("factory", ["ones", "zeros", "empty", "rand", "randn"])
+def test_a_factory_sized_by_several_read_sizes_traces_with_fx(tmp_path: Path, factory: str) -> None:
+    # torch.ones(n, n) with n = x.size(-1): fx alone raises a TypeError (several Proxies for one `size`)
+    graph = capture_text(tmp_path, model(f"n = x.size(-1)\nreturn x @ torch.{factory}(n, n, device=x.device).tril()"))
+    assert graph["captured"] == "fx", graph.get("notes")
+    made = node(graph, factory)
+    assert made["args"][0]["t"] == "list" and made["out"]["meta"]["shape"] == [8, 8]
+    assert type(getattr(torch, factory)).__name__ == "builtin_function_or_method"  # torch's own again after tracing
+
+
+def test_a_keyword_only_forward_parameter_is_its_default_for_fx(tmp_path: Path) -> None:
+    # get_inputs() passes positionally, so `scale` takes its default; fx alone left it an unfed placeholder
+    graph = capture_source(tmp_path, """
+        class Model(nn.Module):
+            def forward(self, x, *, scale: float = 2.0):
+                return torch.relu(x) * scale
+
+        def get_inputs():
+            return [torch.rand(4, 8)]
+
+        def get_init_inputs():
+            return []
+        """)
+    assert graph["captured"] == "fx", graph.get("failure")
+    assert graph["inputs"][1] == {"name": "scale", "meta": None, "value": const(2.0)}
+    assert node(graph, "mul")["fn"]["other"] == const(2.0)
+
+
 def test_einsum_and_like_factories_bind(tmp_path: Path) -> None:
     graph = capture_text(tmp_path, model("return torch.einsum('ij,kj->ik', x, x), torch.ones_like(x, dtype=torch.float64)"))
     x = {"t": "node", "id": "x"}

@@ -18,7 +18,7 @@ from conftest import find_nvcc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
-CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"]
+CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device"]
 
 
 def _node() -> str | None:
@@ -92,6 +92,10 @@ def test_emitted_files_say_what_they_fused(emitted: dict[str, str]) -> None:
     assert "kf_launch_pool<KF_POOL_MAX, KfEpi_" in pools and "adaptive_max_pool2d" in open(emitted["norms_reduce_pool"]).read()
     untraceable = open(emitted["untraceable"]).read()
     assert "could not be captured" in untraceable and "_KF_CUDA_SOURCE" not in untraceable
+    # captured by torch.export, which baked the capture's meta device into the arange: made on the inputs' device
+    exported = open(emitted["export_factory_device"]).read()
+    assert "torch.ops.aten.arange" in exported and "_kf_r0" in exported, exported[-1500:]
+    assert 'torch.device("meta")' not in exported and "_kf_device = x.device" in exported
 
 
 @pytest.mark.parametrize("case", ["conv_bn_chain", "mode_names_casts"])

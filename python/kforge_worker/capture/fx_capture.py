@@ -7,10 +7,12 @@ does not pass, or that are None or plain Python values, are concrete: the graph 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 import operator
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.fx
@@ -67,6 +69,10 @@ def concrete_args(model: nn.Module, inputs: list[Any]) -> dict[str, Any]:
                 concrete[p.name] = inputs[i]
         else:
             concrete[p.name] = None if p.default is inspect.Parameter.empty else p.default
+    # get_inputs() passes positionally: a keyword-only parameter (`def forward(self, x, *, scale=2.0)`) is its default.
+    for p in inspect.signature(model.forward).parameters.values():
+        if p.kind is inspect.Parameter.KEYWORD_ONLY:
+            concrete[p.name] = None if p.default is inspect.Parameter.empty else p.default
     return concrete
 
 
@@ -92,11 +98,41 @@ def _drop_specialisation_checks(gm: torch.fx.GraphModule, real_inputs: set[str],
     gm.recompile()
 
 
+#: Factories taking their size as varargs (`torch.ones(n, n)`).
+_VARARG_SIZE_FACTORIES = ("ones", "zeros", "empty", "rand", "randn")
+
+
+@contextlib.contextmanager
+def _proxy_sizes_as_tuples() -> Iterator[None]:
+    """torch.ones(n, n) with n = x.size(-1) fails under fx (the argument parser takes several Proxies for the
+    one `size` parameter and raises a TypeError); torch.ones((n, n)) traces. While tracing, such a call is
+    passed its sizes as one tuple: the same call, recorded on the builtin itself."""
+
+    def packing(factory: Any) -> Any:
+        @functools.wraps(factory)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if len(args) > 1 and any(isinstance(a, torch.fx.Proxy) for a in args):
+                return factory(tuple(args), **kwargs)
+            return factory(*args, **kwargs)
+
+        return call
+
+    originals = {name: getattr(torch, name) for name in _VARARG_SIZE_FACTORIES}
+    try:
+        for name, factory in originals.items():
+            setattr(torch, name, packing(factory))
+        yield
+    finally:
+        for name, factory in originals.items():
+            setattr(torch, name, factory)
+
+
 def trace(model: nn.Module, inputs: list[Any]) -> tuple[torch.fx.GraphModule, list[Any]]:
     """The traced module and the runtime arguments of its remaining placeholders."""
     concrete = concrete_args(model, inputs)
     tracer = CaptureTracer()
-    graph = tracer.trace(model, concrete_args=concrete or None)
+    with _proxy_sizes_as_tuples():
+        graph = tracer.trace(model, concrete_args=concrete or None)
     gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
     names = [p.name for p in inspect.signature(model.forward).parameters.values()]
     _drop_specialisation_checks(gm, set(names) - set(concrete), tracer)

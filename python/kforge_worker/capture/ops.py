@@ -151,6 +151,7 @@ _METHODS: dict[str, OpSpec] = {
     "__getitem__": OpSpec("getitem"),
     "__setitem__": OpSpec("setitem", inplace=True),
     "clip": OpSpec("clamp"),
+    "where": OpSpec("where", "where_method"),
     "clamp_min": OpSpec("clamp", "clamp_min", {"max": None}),
     "clamp_max": OpSpec("clamp", "clamp_max", {"min": None}),
     "norm": OpSpec("vector_norm", "norm"),

@@ -70,6 +70,8 @@ _SOURCES = [
     "addcdiv(input, tensor1, tensor2, value=1)",
     "lerp(input, end, weight)",
     "where(condition, input=None, other=None)",
+    # Tensor.where(condition, other) is torch.where(condition, self, other): self is not the first parameter.
+    "where_method(input, condition, other)",
     "clamp(input, min=None, max=None)",
     "clamp_min(input, min)",
     "clamp_max(input, max)",

@@ -12,7 +12,7 @@ import type { Graph } from "../graph.ts";
 import { GraphView } from "../plan/graph-view.ts";
 import { type Plan, type Region, regionNodes } from "../plan/planner.ts";
 import { loadRecipe } from "../recipe.ts";
-import { pyScalar, pyStatement } from "./python-expr.ts";
+import { pyScalar, pyStatement, RUN_DEVICE } from "./python-expr.ts";
 import { recipeBuilder } from "./recipe-region.ts";
 import { generateRegion, methodNames, type RegionCode } from "./region.ts";
 
@@ -81,12 +81,41 @@ function renameDef(method: string, from: string, to: string): string {
   return method.replace(new RegExp(`def\\s+${from}\\s*\\(`), `def ${to}(`);
 }
 
-function argNames(signature: string): string[] {
-  return signature
-    .split(",")
-    .slice(1)
-    .map((part) => part.split("=")[0]?.split(":")[0]?.trim() ?? "")
-    .filter((name) => name && !name.startsWith("*"));
+/** The top-level comma-separated parts of a parameter list (a default `(1, 2)` or `Tuple[int, int]` is one). */
+function parameterParts(signature: string): string[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let quote = "";
+  let current = "";
+  for (const ch of signature) {
+    if (quote) quote = ch === quote ? "" : quote;
+    else if (ch === '"' || ch === "'") quote = ch;
+    else if ("([{".includes(ch)) depth++;
+    else if (")]}".includes(ch)) depth--;
+    if (ch === "," && depth === 0 && !quote) {
+      parts.push(current);
+      current = "";
+    } else current += ch;
+  }
+  return [...parts, current];
+}
+
+/** The arguments that pass forward's own parameters on to another method of the same signature: keyword-only
+ * parameters (after `*` or `*args`) by keyword, `*args` and `**kwargs` unpacked. */
+export function forwardCallArgs(signature: string): string[] {
+  const args: string[] = [];
+  let keywordOnly = false;
+  for (const part of parameterParts(signature).slice(1)) {
+    const name = part.split("=")[0]?.split(":")[0]?.trim() ?? "";
+    if (!name || name === "/") continue;
+    if (name === "*") keywordOnly = true;
+    else if (name.startsWith("**")) args.push(name);
+    else if (name.startsWith("*")) {
+      args.push(name);
+      keywordOnly = true;
+    } else args.push(keywordOnly ? `${name}=${name}` : name);
+  }
+  return args;
 }
 
 export function emitModelFile(graph: Graph, plan: Plan, problemName: string): EmittedModel {
@@ -115,7 +144,7 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   const hash = createHash("sha256").update(cuda).update(cpp).digest("hex").slice(0, 12);
   const extensionName = `kforge_${problemName.replace(/\W/g, "_")}_${hash}`;
 
-  const callArgs = argNames(graph.source.signature);
+  const callArgs = forwardCallArgs(graph.source.signature);
   const forwardLines: string[] = [];
   const training = graph.specialisedTraining;
   if (typeof training === "boolean" && graph.captured !== "none")
@@ -140,6 +169,7 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
       `    return self._kf_reference_forward(${callArgs.join(", ")})`,
     );
   }
+  const nodesStart = forwardLines.length;
   for (const node of graph.nodes) {
     const regionIndex = byOutput.get(node.id);
     if (regionIndex !== undefined) {
@@ -153,6 +183,8 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
     forwardLines.push(...pyStatement(node, nameOf).split("\n"));
   }
   forwardLines.push(`return ${outputExpr(graph, nameOf)}`);
+  if (forwardLines.slice(nodesStart).some((line) => line.includes(RUN_DEVICE)))
+    forwardLines.splice(nodesStart, 0, runDeviceLine(graph));
 
   // No region (nothing captured, or nothing fused): the reference's forward itself, so the file costs what
   // eager costs to the microsecond (a restated forward pays Python for every op it re-spells).
@@ -205,6 +237,13 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
 }
 
 /** The per-region switch the optimizer times regions with, and one call building every extension. */
+/** Defines RUN_DEVICE: the first tensor input's device, else the module's state's (a forward of plain values). */
+function runDeviceLine(graph: Graph): string {
+  const tensor = graph.inputs.find((input) => input.meta);
+  if (tensor) return `${RUN_DEVICE} = ${tensor.name}.device`;
+  return `${RUN_DEVICE} = next(iter(self.state_dict().values()), torch.empty(0)).device`;
+}
+
 function regionSwitches(generated: boolean, recipes: string[]): string {
   const builders = [...(generated ? ["_kf_ext"] : []), ...recipes.flatMap((r) => recipeBuilder(r) ?? [])];
   return [

@@ -55,6 +55,9 @@ export function selfPath(path: string): string {
     .reduce((acc, part) => acc + part, "self");
 }
 
+/** The emitted forward's name for the device its inputs are on (see runDeviceLine in model-file.ts). */
+export const RUN_DEVICE = "_kf_device";
+
 export function pyScalar(arg: Extract<Arg, { t: "const" }>, useAttrs = true): string {
   if (useAttrs && arg.attr) return selfPath(arg.attr);
   if (arg.special === "inf") return 'float("inf")';
@@ -76,7 +79,9 @@ export function pyScalar(arg: Extract<Arg, { t: "const" }>, useAttrs = true): st
     case "dtype":
       return `torch.${String(arg.value)}`;
     case "device":
-      return `torch.device(${JSON.stringify(arg.value)})`;
+      // Capture runs on meta, so a meta device is the one the model ran on (torch.export bakes
+      // `device=x.device` in as meta): at run time, the inputs' device.
+      return arg.value === "meta" ? RUN_DEVICE : `torch.device(${JSON.stringify(arg.value)})`;
     case "ellipsis":
       return "...";
     default:

@@ -17,6 +17,32 @@ struct SoftmaxApply {
     return __fdividef(kf_exp_shifted(v - s.a), s.b);  // as codegen emits softmax (ops/normalize.ts)
   }
 };
+// softmax(x) * w, output fp32 whatever x's dtype (F.softmax(x, dtype=torch.float32) * buffer): the statistics pass
+// reads x alone, the apply a second operand of another dtype (two-input columns_kernel spilled so, fp16 x).
+struct FirstOfTwoPro {
+  static constexpr int kIn = 2;
+  __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const { return x[0]; }
+};
+struct SoftmaxScaledApply {
+  static constexpr int kIn = 2;
+  __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&x)[kIn], const KfScalars&) const {
+    return __fdividef(kf_exp_shifted(v - s.a), s.b) * x[1];
+  }
+};
+// masked_fill(x, mask, -1e9) -> softmax -> max(., lo) -> min(., hi): four inputs, a bool mask among them (the
+// columns kernel spilled so under a flat 64-register target).
+struct MaskedPro {
+  static constexpr int kIn = 4;
+  __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const {
+    return x[1] != 0.f ? -1e9f : x[0];
+  }
+};
+struct ClampedSoftmaxApply {
+  static constexpr int kIn = 4;
+  __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&x)[kIn], const KfScalars&) const {
+    return fminf(fmaxf(__fdividef(kf_exp_shifted(v - s.a), s.b), x[2]), x[3]);
+  }
+};
 struct LogSoftmaxPro {
   static constexpr int kIn = 1;
   __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const { return x[0]; }
@@ -71,7 +97,9 @@ enum HarnessNormOp {
   OP_AFFINE_F32_PARAMS = 4,
   OP_AFFINE_CL = 5,
   OP_SOFTMAX_CL = 6,
-  OP_AFFINE_STATS = 7  // kf_launch_normalize_stats: statistics only, the output untouched
+  OP_AFFINE_STATS = 7,  // kf_launch_normalize_stats: statistics only, the output untouched
+  OP_SOFTMAX_SCALED_F32_OUT = 8,  // x of the dtype, an fp32 operand in the apply, fp32 output
+  OP_SOFTMAX_MASKED_CLAMPED = 9   // x, a bool mask, two operands of the dtype
 };
 enum HarnessDtype { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 
@@ -95,6 +123,10 @@ static cudaError_t norm_typed(int op, const KfShape& shape, uint32_t mask, void*
       return kf_launch_normalize_cl<SoftmaxPro, KfStatMaxSumExp, SoftmaxApply, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     case OP_AFFINE_STATS:
       return kf_launch_normalize_stats<AffinePro, KfStatWelford, T, T, T>(shape, mask, in, sc, stats_out, ws, wsb, stream);
+    case OP_SOFTMAX_SCALED_F32_OUT:
+      return kf_launch_normalize<FirstOfTwoPro, KfStatMaxSumExp, SoftmaxScaledApply, float, T, float>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_SOFTMAX_MASKED_CLAMPED:
+      return kf_launch_normalize<MaskedPro, KfStatMaxSumExp, ClampedSoftmaxApply, T, T, bool, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -103,6 +135,8 @@ static cudaError_t norm_typed(int op, const KfShape& shape, uint32_t mask, void*
 size_t kfh_norm_workspace(int op, const KfShape& shape, uint32_t mask) {
   switch (op) {
     case OP_SOFTMAX:
+    case OP_SOFTMAX_SCALED_F32_OUT:
+    case OP_SOFTMAX_MASKED_CLAMPED:
     case OP_LOG_SOFTMAX: return kf_normalize_workspace_bytes<KfStatMaxSumExp>(shape, mask);
     case OP_RMS: return kf_normalize_workspace_bytes<KfStatMeanSquare>(shape, mask);
     case OP_AFFINE_CL: return kf_normalize_cl_workspace_bytes<KfStatWelford>(shape, mask);

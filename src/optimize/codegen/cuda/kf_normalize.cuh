@@ -636,8 +636,15 @@ row_partial_vec_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div,
 // reduced indices ty, ty + 8, ... of the block's split. With one split the block has every value of its
 // columns: it merges the 8 partials (every thread, same order), then applies — or, given `stats_only`, stores
 // the statistics there and applies nothing. Otherwise it writes partials.
+// The blocks-per-SM bound is a register target for ptxas, sized to the inputs each thread holds kUnroll of:
+// without one, an fp16 input with a second operand read only by the apply (softmax(x, dtype=float32) * w) came
+// out at 48 registers with a 4-byte spill; a flat 64-register target spilled 28 bytes at four inputs (a bool
+// mask, two operands), which need ~72. One or two inputs keep the 4 blocks they had at ~52 registers.
+template <int NIn>
+constexpr int kf_columns_min_blocks() { return NIn <= 2 ? 4 : NIn <= 4 ? 3 : 2; }
+
 template <class Pro, class Stat, class Apply, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(kColLanes * kColWarps)
+__global__ void __launch_bounds__(kColLanes * kColWarps, kf_columns_min_blocks<sizeof...(TIn)>())
 columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars sc, KfStats* partial,
                KfStats* stats_out, KfStats* stats_only) {
   constexpr int NIn = sizeof...(TIn);
