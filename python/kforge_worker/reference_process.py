@@ -345,6 +345,7 @@ class _Reference:
         # The float64 evaluation after the reference's own call: whether the whole batch fits the check budget
         # depends on the outputs' size, and a sampled window is proven against the reference's own rows.
         view = self.float64.evaluate(self.inputs, outs) if self.float64 is not None else None
+        self._release_cache(outs)
         float64 = None
         if self.float64 is not None:
             float64 = {"rows": list(view.rows) if view is not None and view.rows is not None else None,
@@ -354,6 +355,15 @@ class _Reference:
                 "outputs": encode_values(outs, self.exporter, "out", staging=False),
                 "outputs64": encode_values(view.outputs, self.exporter, "o64_", staging=False) if view is not None else None,
                 "float64": float64}
+
+    def _release_cache(self, outs: list[Any]) -> None:
+        """Hands the blocks the forward's copies and temporaries left in this process's caching allocator back to
+        the device when the problem is large: the worker allocates the candidate's copies next, on the same GPU,
+        and cannot use memory cached here (a 6.4 GB problem ran out of an 80 GB GPU that way)."""
+        from .checks.budget import FLOOR, nbytes
+
+        if self.device.type == "cuda" and nbytes([self.inputs, outs]) > FLOOR:
+            self.torch.cuda.empty_cache()
 
     def pool_init(self, req: dict[str, Any]) -> dict[str, Any]:
         from .timed_inputs import FreshInputPool

@@ -11,8 +11,8 @@ before allocating and takes the first option that fits:
    when the reference is shown batch-separable on these inputs: its own (native dtype) output on the window
    reproduces those rows of its output on the whole batch within rounding. BatchNorm in training mode, a
    reduction over the batch, an input that merely has the batch's size (a square weight) all fail that test.
-   The window is as many rows as the budget allows, at least MIN_SAMPLE_ELEMENTS output elements (a relative
-   L2 error over 65k elements is known to about 0.4%), at a random offset (a candidate cannot know which rows
+   The window is the fewest rows that cover SAMPLE_ELEMENTS output elements (a relative L2 error over 256k
+   elements is known to about 0.2%; the budget may allow fewer, down to MIN_SAMPLE_ELEMENTS), at a random offset (a candidate cannot know which rows
    are measured); comparisons then use the same rows of the candidate's and the reference's outputs
    (``Float64Eval.take``);
 3. none: the float64-based parts are skipped with the reason (``Float64Eval.note``) — never charged to the
@@ -37,6 +37,12 @@ from .budget import Budget, float64_model_bytes, nbytes, tensors_in, widened_byt
 # A sampled window covers at least this many output elements (or the whole batch): the statistical power of
 # the relative L2 error and of the worst-element allowance stays that of a medium-sized output.
 MIN_SAMPLE_ELEMENTS = 1 << 16
+# ... and no more rows than cover this many: the other process and the allocator hold copies of the whole problem
+# at the same time (a window sized to the budget, 2730 of 4096 rows of a 6.4 GB problem, took the GPU to 75 GB).
+SAMPLE_ELEMENTS = 1 << 18
+# Rows of this many elements are compared in float64 a chunk at a time (a float64 copy of a whole output, and the
+# temporaries of the comparison, would be the largest allocation of the check).
+_CHUNK_ELEMENTS = 1 << 24
 # How far the reference's output on a window may be from the same rows of its output on the whole batch and
 # still count as the same computation: another batch size may pick another kernel (another summation order,
 # TF32 or not), which rounds differently by about the dtype's precision floor; batch dependence (batch
@@ -136,7 +142,8 @@ def evaluate_float64(model: nn.Module, inputs: list[Any], ref_outputs: list[torc
     if rows < needed:
         return Float64Eval(None, note=f"{refused}; even {needed} of {batch} rows (≥{MIN_SAMPLE_ELEMENTS} output "
                                       "elements) do not fit the budget")
-    rows = min(rows, batch - 1)
+    wanted = min(batch, math.ceil(SAMPLE_ELEMENTS / max(1, sum(per_row))))
+    rows = min(rows, wanted, batch - 1)
     lo = (rng or random.Random()).randrange(0, batch - rows + 1)
     hi = lo + rows
     why = _not_separable(model, inputs, outs, batch, lo, hi, forward)
@@ -216,13 +223,18 @@ def native_copies(values: list[Any]) -> list[Any]:
 
 
 def _rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
-    """‖a − b‖ / ‖b‖ in float64; positions where both are the same non-finite value count as equal."""
-    x, y = a.detach().to(b.device).double().reshape(-1), b.detach().double().reshape(-1)
-    same = (x == y) | (torch.isnan(x) & torch.isnan(y))
-    d = torch.where(same, 0.0, x - y)
-    den = math.sqrt(float(torch.where(torch.isfinite(y), y, 0.0).square().sum()))
-    num = math.sqrt(float(d.square().sum()))
-    return num / (den or 1.0) if math.isfinite(num) else math.inf
+    """‖a − b‖ / ‖b‖ in float64, a chunk at a time; positions where both are the same non-finite value count as
+    equal."""
+    xs, ys = a.detach().reshape(-1), b.detach().reshape(-1)
+    num2 = den2 = 0.0
+    for start in range(0, ys.numel(), _CHUNK_ELEMENTS):
+        x = xs[start : start + _CHUNK_ELEMENTS].to(ys.device).double()
+        y = ys[start : start + _CHUNK_ELEMENTS].double()
+        same = (x == y) | (torch.isnan(x) & torch.isnan(y))
+        num2 += float(torch.where(same, 0.0, x - y).square().sum())
+        den2 += float(torch.where(torch.isfinite(y), y, 0.0).square().sum())
+    num = math.sqrt(num2)
+    return num / (math.sqrt(den2) or 1.0) if math.isfinite(num) else math.inf
 
 
 @contextlib.contextmanager
