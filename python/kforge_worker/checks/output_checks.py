@@ -35,14 +35,19 @@ from .result import CheckResult, failed, passed, skipped, warned
 
 
 def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
-    """output_type, output_aliasing, input_mutation, degenerate_output on one fresh input set."""
+    """output_type, output_aliasing, input_mutation, degenerate_output on one fresh input set.
+
+    Each copy of the inputs is dropped as soon as its comparison is made: at most three sets are alive at once
+    (the fresh set, the candidate's, and the one the candidate's second call takes), where six were, which on a
+    problem with 6 GB of inputs ran the GPU out of memory beside the reference process."""
     inputs = ctx.make_inputs(ctx.seed())
     ref_in = clone_inputs(inputs)
     before_ref = clone_inputs(ref_in)
     ref_out = run(ctx.ref, ref_in)
-    ref_mutates = not all(
-        _equal(a, b) for a, b in zip(ref_in, before_ref) if isinstance(a, torch.Tensor)
-    )
+    ref_mutates = not all(_same_bits(a, b) for a, b in zip(ref_in, before_ref) if isinstance(a, torch.Tensor))
+    ref_alias_inputs = any(_overlaps(_storage_span(r), _storage_span(x)) for r in tensors(ref_out)
+                           for x in ref_in if isinstance(x, torch.Tensor))
+    del ref_in, before_ref
     cand_in = clone_inputs(inputs)
     pristine = clone_inputs(cand_in)
     layout = [(x.data_ptr(), tuple(x.shape), x.stride(), x.dtype) if isinstance(x, torch.Tensor) else None
@@ -64,10 +69,28 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
     else:
         results.append(passed("output_type", f"{len(tensors(out))} plain torch.Tensor output(s)"))
 
+    # input_mutation (reported after output_aliasing): the candidate's inputs are bitwise unchanged (unless the
+    # reference mutates its own). Decided now, so that the pristine copy is gone before the second call.
+    changed = []
+    for j, (x, before, lay) in enumerate(zip(cand_in, pristine, layout)):
+        if not isinstance(x, torch.Tensor):
+            continue
+        now = (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype)
+        if now != lay:
+            changed.append(f"input {j} was resized/re-pointed ({lay[1]} -> {now[1]})")
+        elif not _same_bits(x, before):
+            n = int((x != before).sum())
+            changed.append(f"input {j}: {n}/{x.numel()} elements overwritten")
+    del pristine
+    if changed and not ref_mutates:
+        mutation = failed("input_mutation", "; ".join(changed))
+    elif changed:
+        mutation = passed("input_mutation", "inputs changed, as the reference's own forward changes them")
+    else:
+        mutation = passed("input_mutation", "inputs bitwise unchanged after the call")
+
     # output_aliasing: own storage — not an input's, not a parameter's or buffer's, not the reference's output.
     outs = [o for o in tensors(out) if type(o) is torch.Tensor]
-    ref_alias_inputs = any(_overlaps(_storage_span(r), _storage_span(x)) for r in tensors(ref_out)
-                           for x in ref_in if isinstance(x, torch.Tensor))
     problems = []
     for i, o in enumerate(outs):
         span = _storage_span(o)
@@ -87,32 +110,27 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
         if _overlaps(_storage_span(a), _storage_span(b)):
             problems.append(f"output {i} of two calls is the same storage (a buffer the candidate keeps and "
                             "rewrites: the first result changes under the caller)")
+    del out2
     if problems:
         results.append(failed("output_aliasing", "; ".join(sorted(set(problems)))))
     else:
         results.append(passed("output_aliasing", "outputs own their storage (no input, parameter, buffer, "
                                                  "reference-output or cross-call aliasing)"))
-
-    # input_mutation: the candidate's inputs are bitwise unchanged (unless the reference mutates its own).
-    changed = []
-    for j, (x, before, lay) in enumerate(zip(cand_in, pristine, layout)):
-        if not isinstance(x, torch.Tensor):
-            continue
-        now = (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype)
-        if now != lay:
-            changed.append(f"input {j} was resized/re-pointed ({lay[1]} -> {now[1]})")
-        elif not _equal(torch.nan_to_num(x), torch.nan_to_num(before)):
-            n = int((x != before).sum())
-            changed.append(f"input {j}: {n}/{x.numel()} elements overwritten")
-    if changed and not ref_mutates:
-        results.append(failed("input_mutation", "; ".join(changed)))
-    elif changed:
-        results.append(passed("input_mutation", "inputs changed, as the reference's own forward changes them"))
-    else:
-        results.append(passed("input_mutation", "inputs bitwise unchanged after the call"))
-
+    results.append(mutation)
     results.append(_degenerate(out, ref_out, cand_in, ctx))
     return results
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN equal to NaN, a chunk at a time (nan_to_num of a whole input would copy it twice)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    xs, ys = a.reshape(-1), b.reshape(-1)
+    for start in range(0, xs.numel(), _CHUNK):
+        x, y = xs[start : start + _CHUNK], ys[start : start + _CHUNK]
+        if not _equal(torch.nan_to_num(x), torch.nan_to_num(y)):
+            return False
+    return True
 
 
 _sleep = time.sleep  # bound before the candidate is imported
