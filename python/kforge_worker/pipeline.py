@@ -556,6 +556,8 @@ def check_correctness(ctx: EvalContext) -> None:
     _float64_scope(ctx, scope, trials)
     _keep_reference_noise(ctx, noise)
     _settle_isolation(ctx, mismatch)
+    if ctx.reference is not None:
+        ctx.reference.release()  # the trials' leftovers in the clean process, before the checks allocate here
     if first_failure is not None:
         raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
 

@@ -26,6 +26,7 @@ candidate's process can write. Nothing is unpickled.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import errno
 import json
@@ -365,6 +366,23 @@ class _Reference:
         if self.device.type == "cuda" and nbytes([self.inputs, outs]) > FLOOR:
             self.torch.cuda.empty_cache()
 
+    def release(self) -> dict[str, Any]:
+        """Frees what the trials left here (their inputs, shared outputs, staging buffers and files) once the
+        worker is done with them: the verification checks run in the worker next, on the same device, and on a
+        large problem the two processes' leftovers together ran a 6.4 GB problem out of an 80 GB GPU."""
+        import gc
+
+        self.exporter.drop()
+        self.exporter.buffers.clear()
+        for name in os.listdir(self.exporter.directory):  # CPU staging files (a tmpfs holds them in host memory)
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.exporter.directory, name))
+        self.inputs = None
+        gc.collect()
+        if self.device.type == "cuda":
+            self.torch.cuda.empty_cache()
+        return {}
+
     def pool_init(self, req: dict[str, Any]) -> dict[str, Any]:
         from .timed_inputs import FreshInputPool
         from .timing import clock_for
@@ -461,6 +479,7 @@ def serve() -> int:
             try:
                 handlers: dict[str, Callable[[], dict[str, Any]]] = {
                     "trial": lambda: state.trial(req),
+                    "release": state.release,
                     "pool": lambda: state.pool_init(req),
                     "advance": state.advance,
                     "call": lambda: state.call(req),
@@ -605,6 +624,12 @@ class ReferenceProcess:
             view = Float64Eval(outs64, (int(rows[0]), int(rows[1])) if rows else None, about.get("batch"),
                                str(about.get("note") or ""))
         return inputs, outs, view
+
+    def release(self) -> None:
+        """The trials are over: the worker lets go of every view into the child's memory, and the child frees its
+        trial leftovers (timing asks for its own input pool later)."""
+        self.importer.forget("")
+        self.request("release")
 
     def close(self) -> None:
         if self._start_failure is not None and self.proc.poll() is None:

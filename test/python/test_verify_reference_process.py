@@ -197,6 +197,22 @@ def test_the_process_is_closed_and_its_shared_files_removed(cache_dir: str) -> N
     assert ref.proc.returncode == 0 and not os.path.exists(directory)
 
 
+def test_release_frees_the_trials_staging_and_later_trials_still_work(cache_dir: str) -> None:
+    ref = ReferenceProcess({"problemPath": problem("tiny_linear"), "device": "cpu", "dtype": None, "seed": 3,
+                            "allowTf32": False, "fp64": True})
+    try:
+        directory = ref.info["directory"]
+        inputs, _, _ = ref.trial(11)
+        first = inputs[0].clone()
+        assert os.listdir(directory)  # the trial's inputs and outputs are staged in files there
+        ref.release()
+        assert os.listdir(directory) == []
+        again, outs, _ = ref.trial(11)
+        assert torch.equal(again[0], first) and outs[0].shape == (4, 8)
+    finally:
+        ref.close()
+
+
 def test_a_problem_that_fails_to_build_in_the_reference_process_is_the_problems(cache_dir: str, tmp_path) -> None:
     broken = _problem_file(tmp_path / "init_fails.py", forward="return x", init="raise ValueError('no init for you')")
     result, _ = evaluate(_request(str(broken), candidate("linear_correct"), cache_dir, True))
