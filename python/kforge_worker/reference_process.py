@@ -329,6 +329,7 @@ class _Reference:
 
         torch = self.torch
         self.exporter.drop()
+        self._collect_shared()
         self.inputs = self.make_inputs(int(req["seed"]))
         if req.get("probe"):
             given = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
@@ -379,9 +380,17 @@ class _Reference:
                 os.unlink(os.path.join(self.exporter.directory, name))
         self.inputs = None
         gc.collect()
+        self._collect_shared()
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
         return {}
+
+    def _collect_shared(self) -> None:
+        """Frees the CUDA blocks this process shared with the worker once the worker let go of them: PyTorch keeps
+        a shared block (IPC) allocated after its last reference here until ipc_collect sees the worker's count drop,
+        and only calls it itself when this process runs out of memory — not when the worker does."""
+        if self.device.type == "cuda":
+            self.torch.cuda.ipc_collect()
 
     def pool_init(self, req: dict[str, Any]) -> dict[str, Any]:
         from .timed_inputs import FreshInputPool
@@ -400,6 +409,7 @@ class _Reference:
 
     def advance(self) -> dict[str, Any]:
         self.last = None
+        self._collect_shared()
         self.pool.advance()
         self.sync()
         return {"turn": self.pool.turn, "inputs": encode_values(self.pool.ref_inputs(), self.exporter, "stage")}
