@@ -105,6 +105,25 @@ __device__ __forceinline__ void mask_block(float* acc, int key_t, int key_end, b
   }
 }
 
+// One online-softmax step (FlashAttention-2's) for the two rows a thread holds in an m16n8 accumulator (g and
+// g + 8): mx, each row's max over this thread's scores of the block, is reduced over the quad that shares the row;
+// the running max moves to the new one, the running sum l is rescaled to it, and alpha (the factor for the
+// accumulated O) and m_use (the max this block's scores subtract before exp2) are returned.
+__device__ __forceinline__ void online_softmax_step(float (&mx)[2], float (&m_run)[2], float (&l_run)[2],
+                                                    float (&alpha)[2], float (&m_use)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    const float m_new = fmaxf(m_run[r], mx[r]);
+    // A row with no visible key so far keeps m = -inf; subtracting 0 instead keeps exp2 at 0, not NaN.
+    m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;
+    alpha[r] = exp2f(m_run[r] - m_use[r]);
+    m_run[r] = m_new;
+    l_run[r] *= alpha[r];
+  }
+}
+
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }

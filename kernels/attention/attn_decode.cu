@@ -191,17 +191,7 @@ __global__ void __launch_bounds__(kDecThreads, MAX_PAIRS <= 4 ? 2 : 1)
       }
     }
     float alpha[2], m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m_run[r], mx[r]);
-      // A row with no visible key so far keeps m = -inf; subtracting 0 instead keeps exp2 at 0, not NaN.
-      m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;
-      alpha[r] = exp2f(m_run[r] - m_use[r]);
-      m_run[r] = m_new;
-      l_run[r] *= alpha[r];
-    }
+    online_softmax_step(mx, m_run, l_run, alpha, m_use);
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
 #pragma unroll
@@ -249,39 +239,36 @@ __global__ void __launch_bounds__(kDecThreads, MAX_PAIRS <= 4 ? 2 : 1)
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
     l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
   }
+  // This thread's output columns (two per 8-wide tile of each of its pairs): store(col, i, j) for each in range.
+  auto for_each_column = [&](auto&& store) {
+#pragma unroll
+    for (int i = 0; i < MAX_PAIRS; ++i) {
+      const int pr = warp + i * kDecWarps;
+      if (pr >= n_pairs) break;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int col = pr * 16 + j * 8 + 2 * t;
+        if (col < p.Dv) store(col, i, j);
+      }
+    }
+  };
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int row = g + 8 * r;
     if (!row_valid(row)) continue;
-    const int64_t out_row = ((int64_t)b * p.H + row_head(row)) * p.Sq + row_query(row);  // scratch row
     if (d.n_splits == 1) {
       const float inv_l = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
       T* o = static_cast<T*>(p.o) + b * p.o_sb + row_head(row) * p.o_sh + (int64_t)row_query(row) * p.o_ss;
-#pragma unroll
-      for (int i = 0; i < MAX_PAIRS; ++i) {
-        const int pr = warp + i * kDecWarps;
-        if (pr >= n_pairs) break;
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int col = pr * 16 + j * 8 + 2 * t;
-          if (col < p.Dv) {
-            *reinterpret_cast<uint32_t*>(o + col) =
-                Pack2<T>::from_floats(acc_o[i][j][2 * r] * inv_l, acc_o[i][j][2 * r + 1] * inv_l);
-          }
-        }
-      }
+      for_each_column([&](int col, int i, int j) {
+        *reinterpret_cast<uint32_t*>(o + col) =
+            Pack2<T>::from_floats(acc_o[i][j][2 * r] * inv_l, acc_o[i][j][2 * r + 1] * inv_l);
+      });
     } else {
+      const int64_t out_row = ((int64_t)b * p.H + row_head(row)) * p.Sq + row_query(row);  // scratch row
       float* po = d.part_o + (out_row * d.n_splits + split) * p.Dv;
-#pragma unroll
-      for (int i = 0; i < MAX_PAIRS; ++i) {
-        const int pr = warp + i * kDecWarps;
-        if (pr >= n_pairs) break;
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const int col = pr * 16 + j * 8 + 2 * t;
-          if (col < p.Dv) *reinterpret_cast<float2*>(po + col) = make_float2(acc_o[i][j][2 * r], acc_o[i][j][2 * r + 1]);
-        }
-      }
+      for_each_column([&](int col, int i, int j) {
+        *reinterpret_cast<float2*>(po + col) = make_float2(acc_o[i][j][2 * r], acc_o[i][j][2 * r + 1]);
+      });
       if (warp == 0 && t == 0) d.part_ml[out_row * d.n_splits + split] = make_float2(m_run[r], l_run[r]);
     }
   }

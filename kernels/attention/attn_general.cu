@@ -135,17 +135,7 @@ __global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_
       }
     }
     float alpha[2], m_use[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m_run[r], mx[r]);
-      // A row with no visible key so far keeps m = -inf; subtracting 0 instead keeps exp2 at 0, not NaN.
-      m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;
-      alpha[r] = exp2f(m_run[r] - m_use[r]);
-      m_run[r] = m_new;
-      l_run[r] *= alpha[r];
-    }
+    online_softmax_step(mx, m_run, l_run, alpha, m_use);
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
 #pragma unroll
