@@ -728,6 +728,7 @@ def _probe_isolation(ctx: EvalContext, when: str) -> None:
         local_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
         mismatch = _reference_disagrees(ctx, when, local_out, ref_list)
     del local_out, ref_list, inputs
+    ctx.reference.release()  # the probe's inputs and outputs, before the timing's pool is built there
     if mismatch is not None:
         _settle_isolation(ctx, mismatch)
 
