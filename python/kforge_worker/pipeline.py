@@ -203,6 +203,7 @@ class EvalContext:
     reference: Any = None  # reference_process.ReferenceProcess: the clean reference, when it runs on its own
     reference_start_error: str | None = None  # why the reference process could not be spawned
     reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
+    forward_peaks: Any = None  # checks.budget.ForwardPeaks of the first trial (CUDA): who an out-of-memory is charged to
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
@@ -225,6 +226,12 @@ class EvalContext:
         call = self.recorder.failure_for(exc)
         if call is not None:
             return StageFailure("compile_error", self.recorder.reason_for(call))
+        if _out_of_memory(exc):
+            from .checks.budget import out_of_memory_not_the_candidates
+
+            why = out_of_memory_not_the_candidates(self.forward_peaks)
+            if why is not None:
+                return StageFailure("problem_error", f"{what}: {why}: {summarize_exception(exc)}")
         return StageFailure(verdict, f"{what}: {summarize_exception(exc)}")
 
     def reference_failure(self, what: str, exc: BaseException, verdict: str = "problem_error") -> StageFailure:
@@ -408,6 +415,35 @@ def _float64_here(ctx: EvalContext) -> None:
 _OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "failed to allocate")
 
 
+class _PeakMeter:
+    """The reference's and the candidate's forward peak allocations in the first trial (CUDA allocator
+    statistics; nothing measured elsewhere): what an out-of-memory later is charged by."""
+
+    def __init__(self, device: Any) -> None:
+        self.active = device.type == "cuda"
+        self.peaks: dict[str, int] = {}
+
+    def measure(self, side: str, fn: Callable[[], Any]) -> Any:
+        if not self.active:
+            return fn()
+        import torch
+
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = fn()
+        torch.cuda.synchronize()
+        self.peaks[side] = max(0, torch.cuda.max_memory_allocated() - base)
+        return out
+
+    def result(self) -> Any:
+        from .checks.budget import ForwardPeaks
+
+        if "reference" not in self.peaks or "candidate" not in self.peaks:
+            return None
+        return ForwardPeaks(reference=self.peaks["reference"], candidate=self.peaks["candidate"])
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
         return True
@@ -473,6 +509,7 @@ def check_correctness(ctx: EvalContext) -> None:
     if paired:
         ctx.ref64 = None
     scope: list[tuple[int, Any]] = []  # (trial, float64 evaluation) where it was sampled or given up
+    peaks = _PeakMeter(ctx.device)
     for t in range(trials):
         ctx.progress("check", f"trial {t + 1}/{trials}", t / trials)
         seed = trial_seed(ctx.request.seed, t)
@@ -482,7 +519,8 @@ def check_correctness(ctx: EvalContext) -> None:
             # reference runs in lockstep (the checks use it) and must agree with the clean one.
             inputs, ref_list, view = remote
             cand_inputs = ctx.clone_inputs(inputs)  # pristine, as the clean reference got them
-            local_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
+            local_out = ctx.guard_reference("Model.forward", lambda: peaks.measure("reference", lambda: ctx.forward(
+                ctx.ref_model, inputs)))
         else:
             inputs = ctx.make_inputs(seed)
             cand_inputs = ctx.clone_inputs(inputs)  # pristine, as the clean reference process gives them
@@ -490,7 +528,8 @@ def check_correctness(ctx: EvalContext) -> None:
                 ctx.ref64.before_reference(inputs)
             if paired:
                 seed_for_inputs(inputs)
-            ref_out = ctx.guard_reference("Model.forward", lambda: ctx.forward(ctx.ref_model, inputs))
+            ref_out = ctx.guard_reference("Model.forward", lambda: peaks.measure("reference", lambda: ctx.forward(
+                ctx.ref_model, inputs)))
             ref_list = ctx.guard_reference("output", lambda: flatten_outputs(ref_out, "reference output"))
             del ref_out
             # After the reference's own call, on the pristine copy: whether the whole batch fits the check budget
@@ -511,7 +550,11 @@ def check_correctness(ctx: EvalContext) -> None:
             del local_out, remote
         if paired:
             seed_for_inputs(cand_inputs)
-        cand_out = ctx.guard_candidate("ModelNew.forward", lambda: ctx.forward(ctx.new_model, cand_inputs))
+        cand_out = ctx.guard_candidate("ModelNew.forward", lambda: peaks.measure("candidate", lambda: ctx.forward(
+            ctx.new_model, cand_inputs)))
+        if t == 0:
+            ctx.forward_peaks = peaks.result()
+        peaks.active = False
         trial: dict[str, Any] = {"seed": seed, "passed": False, "outputs": [], "message": None}
         ctx.result["trials"].append(trial)
         try:

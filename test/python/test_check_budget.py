@@ -379,3 +379,16 @@ def test_the_trials_pass_mark_with_a_sampled_float64_window() -> None:
     wrong_inside = other.clone()
     wrong_inside[20] += 0.05
     assert not compare_output(0, wrong_inside, ref, window64, 1e-4, 1e-4, rows).passed
+
+
+def test_an_out_of_memory_is_the_candidates_only_when_it_asks_more_than_the_reference():
+    from kforge_worker.checks.budget import ForwardPeaks, out_of_memory_not_the_candidates
+
+    gib = 1 << 30
+    # No measurement (CPU, or the first trial never ran): the candidate's, as any other exception.
+    assert out_of_memory_not_the_candidates(None) is None
+    # A candidate whose forward needs what the reference's needs did not cause the shortage.
+    same = out_of_memory_not_the_candidates(ForwardPeaks(reference=6 * gib, candidate=6 * gib))
+    assert same is not None and "does not fit this machine" in same and "6.4 GB" in same
+    # One that asks far more than the reference did.
+    assert out_of_memory_not_the_candidates(ForwardPeaks(reference=6 * gib, candidate=20 * gib)) is None

@@ -70,6 +70,15 @@ def _ordered(verifier: Verifier) -> list[dict[str, Any]]:
     return sorted(checks, key=lambda c: (c["outcome"] != "fail", rank.get(c["failVerdict"] or "", 1)))
 
 
+def _oom_blame(ctx: Any, exc: BaseException) -> str | None:
+    from .budget import out_of_memory_not_the_candidates
+
+    text = f"{type(exc).__name__}: {exc}".lower()
+    if not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text):
+        return None
+    return out_of_memory_not_the_candidates(getattr(ctx, "forward_peaks", None))
+
+
 def _run(ctx: Any, trials_passed: bool) -> Verifier:
     verifier = _verifier(ctx)
     if verifier.scan is None:  # hooks before import not wired: the static scan still runs
@@ -78,6 +87,7 @@ def _run(ctx: Any, trials_passed: bool) -> Verifier:
         ctx.kforge_checks_ran = True
         if callable(getattr(ctx, "progress", None)):
             verifier.progress = lambda detail, fraction: ctx.progress("verify", detail, fraction)
+        verifier.out_of_memory_blame = lambda exc: _oom_blame(ctx, exc)
         verifier.run_checks(ctx.ref_model, ctx.new_model, ctx.make_inputs, ctx.atol, ctx.rtol, trials_passed)
     return verifier
 

@@ -260,3 +260,28 @@ def does_not_fit(problem: Any, device: torch.device | str, dtype: torch.dtype | 
         return None
     return (f"problem needs ~{human(footprint.total)} ({footprint.describe()}, one copy each), "
             f"{human(available)} available {where(device)}")
+
+
+# ------------------------------------------------------------------------------- who ran out of memory
+@dataclass(frozen=True)
+class ForwardPeaks:
+    """Bytes the reference's and the candidate's forward allocated at their peak on one trial's inputs (torch's
+    CUDA allocator statistics, measured in the first trial)."""
+
+    reference: int
+    candidate: int
+
+    def candidate_within_reference(self) -> bool:
+        """The candidate asks no more than the reference would (with room for another layout of temporaries)."""
+        return self.candidate <= 1.5 * self.reference + (256 << 20)
+
+
+def out_of_memory_not_the_candidates(peaks: ForwardPeaks | None) -> str | None:
+    """When a candidate call runs out of memory: why that is the problem's, not the candidate's (None: the
+    candidate's). The reference process and kforge's own copies share the device; a candidate whose own forward
+    needs no more than the reference's did not cause the shortage — the problem, with the copies a full
+    evaluation holds, does not fit this machine."""
+    if peaks is None or not peaks.candidate_within_reference():
+        return None
+    return (f"the problem does not fit this machine's memory beside the copies a full evaluation holds (the "
+            f"candidate's forward peaks at {human(peaks.candidate)}, the reference's at {human(peaks.reference)})")

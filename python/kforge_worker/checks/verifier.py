@@ -95,6 +95,9 @@ class Verifier:
         # progress(detail, fraction): a line as each runtime check group starts (the pipeline's "verify" stage),
         # so a long checks phase — float64 passes of a large problem on a CPU take minutes — is never silent.
         self.progress: Callable[[str, float], None] | None = None
+        # out_of_memory_blame(exc): why an exception the candidate raised is the problem's (an out-of-memory while
+        # the candidate's own forward needs no more than the reference's), or None; set by the pipeline.
+        self.out_of_memory_blame: Callable[[BaseException], str | None] | None = None
 
     # ------------------------------------------------------------------------------------ stage hooks
     def before_import(self, problem: ModuleType | None = None) -> None:
@@ -254,6 +257,9 @@ class Verifier:
         where = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames)), "?")
         text = f"{type(exc).__name__}: {str(exc)[:240]} (at {where})"
         if in_candidate:
+            why = self.out_of_memory_blame(exc) if self.out_of_memory_blame is not None else None
+            if why is not None:
+                return failed(name, f"{why}: {text}", "problem_error")
             return failed(name, f"the candidate raised during this check: {text}", "runtime_error")
         return warned(name, f"check could not run: {text}")
 
