@@ -377,3 +377,27 @@ def test_both_processes_decide_where_inputs_draw_once_and_by_one_rule(where: str
         else:  # the host draws anyway: no probe
             assert owner.input_device is None and input_generation(owner) == "host"
             assert calls["n"] == 2
+
+
+class _NoCompileFailures:
+    def failure_for(self, exc: BaseException) -> None:  # noqa: ARG002
+        return None
+
+
+def test_an_out_of_memory_in_a_candidate_call_is_charged_by_the_forward_peaks() -> None:
+    from kforge_worker.checks.budget import ForwardPeaks
+
+    ctx = EvalContext(request=None, channel=None, recorder=_NoCompileFailures(), result={}, torch=torch,
+                      device=torch.device("cpu"))
+    oom = torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 6.00 GiB")
+    # Unmeasured (CPU, or before the first trial): the candidate's, as any exception of its call.
+    assert ctx.candidate_failure("ModelNew.forward", oom).verdict == "runtime_error"
+    gib = 1 << 30
+    ctx.forward_peaks = ForwardPeaks(reference=6 * gib, candidate=6 * gib)
+    same = ctx.candidate_failure("ModelNew.forward during timing", oom)
+    assert same.verdict == "problem_error" and "does not fit this machine" in same.reason
+    ctx.forward_peaks = ForwardPeaks(reference=6 * gib, candidate=30 * gib)
+    assert ctx.candidate_failure("ModelNew.forward", oom).verdict == "runtime_error"
+    # Any other exception stays the candidate's whatever the peaks.
+    ctx.forward_peaks = ForwardPeaks(reference=6 * gib, candidate=6 * gib)
+    assert ctx.candidate_failure("ModelNew.forward", ValueError("bad")).verdict == "runtime_error"
