@@ -9,8 +9,9 @@ import { timingChart } from "../src/report/charts.ts";
 import { timerName } from "../src/report/format.ts";
 import { loadResultsFile } from "../src/report/load.ts";
 import { finishedLine } from "../src/report/progress.ts";
-import { formatResultsTable } from "../src/report/table.ts";
+import { formatResultDetail, formatResultsTable } from "../src/report/table.ts";
 import type { EvalResult, TimingStats } from "../src/worker/protocol.ts";
+import { failedResult } from "../src/worker/results.ts";
 
 const plain = pc.createColors(false);
 const [gpuResult] = loadResultsFile(
@@ -117,4 +118,45 @@ test("the terminal line of a transcript candidate says which block was taken", (
   };
   assert.match(finishedLine(fromTranscript, "[1/1]", plain), /answer\.md \(took block 3 of 4\):/);
   assert.doesNotMatch(finishedLine(gpuResult, "[1/1]", plain), /took block/);
+});
+
+test("a result the worker never sent says so instead of placeholders that read as measurements", () => {
+  const killed = failedResult(
+    {
+      protocol: 1,
+      problem: { path: "/p.py", name: "big", atol: null, rtol: null },
+      candidate: {
+        path: "/c.py",
+        label: "c.py",
+        origin: { kind: "file", sourcePath: "/c.py", blockIndex: null, blockCount: null, note: null },
+      },
+      options: {
+        trials: 5,
+        seed: 1,
+        precision: null,
+        allowTf32: false,
+        device: "cpu",
+        timing: {
+          enabled: false,
+          warmupIters: 1,
+          minIters: 1,
+          maxIters: 1,
+          budgetSeconds: 1,
+          targetRelativeCi: 0.02,
+        },
+        cacheDir: "/tmp",
+        checks: [],
+      },
+    },
+    "runtime_error",
+    "worker killed by SIGKILL before reporting a result",
+  );
+  const detail = formatResultDetail(killed, { color: false });
+  assert.match(detail, /environment not reported \(the worker ended before its result\)/);
+  assert.match(detail, /tolerance: not reached/);
+  assert.doesNotMatch(detail, /torch \?|Python unknown|atol 0/);
+  // A result the worker did send keeps its numbers.
+  const reported = formatResultDetail(gpuResult, { color: false });
+  assert.match(reported, /torch \S+, CUDA/);
+  assert.match(reported, /tolerance: atol/);
 });

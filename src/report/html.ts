@@ -6,6 +6,7 @@ import { dirname } from "node:path";
 import type { OptimizeResult } from "../optimize/optimize.ts";
 import type { EvalResult, Verdict } from "../worker/protocol.ts";
 import { rooflineChart, speedupChart, timingChart, VERDICT_COLORS } from "./charts.ts";
+import { environmentText, reportedByWorker, toleranceText } from "./environment.ts";
 import { optimizeInfoOf } from "./extensions.ts";
 import { formatDuration, formatError, formatMs, formatSpeedupWithCi, verdictLabel } from "./format.ts";
 import { escapeHtml, html, type Raw, raw } from "./html-escape.ts";
@@ -253,7 +254,7 @@ ${optimizeBlock}
 <h4>checks</h4>${checks}
 <h4>timing</h4>${timing}
 <h4>compile</h4>${compile}
-<p class="small muted">${env.device}${env.gpu ? ` · ${env.gpu}` : ""} · torch ${env.torch ?? "?"} · CUDA ${env.cuda ?? "–"} · driver ${env.driver ?? "–"} · Python ${env.python} · precision ${r.precision ?? "as given"} · parameters: ${r.paramSync.mode} (${r.paramSync.detail}) · tolerance atol ${r.tolerance.atol}, rtol ${r.tolerance.rtol} · ${formatDuration(r.seconds)}</p>
+<p class="small muted">${env.device}${env.gpu ? ` · ${env.gpu}` : ""} · ${environmentText(r)} · precision ${r.precision ?? "as given"} · parameters: ${r.paramSync.mode} (${r.paramSync.detail}) · tolerance ${toleranceText(r)} · ${formatDuration(r.seconds)}</p>
 </div>
 </details>`;
 }
@@ -314,10 +315,9 @@ export function renderHtmlReport(data: ReportData | EvalResult[], opts: HtmlRepo
   const evals = [...results, ...optimize.flatMap((o) => (o.eval ? [o.eval] : []))];
   const environments = [
     ...new Set(
-      evals.map((r) => {
-        const e = r.environment;
-        return `${e.gpu ?? e.device} · torch ${e.torch ?? "?"} · CUDA ${e.cuda ?? "–"} · driver ${e.driver ?? "–"} · Python ${e.python}`;
-      }),
+      evals
+        .filter(reportedByWorker)
+        .map((r) => `${r.environment.gpu ?? r.environment.device} · ${environmentText(r)}`),
     ),
   ];
 

@@ -4,6 +4,7 @@ import Table from "cli-table3";
 import pc from "picocolors";
 import type { EvalResult, Verdict } from "../worker/protocol.ts";
 import { timingWarning } from "./bimodal.ts";
+import { environmentText, toleranceText } from "./environment.ts";
 import {
   formatDuration,
   formatError,
@@ -302,11 +303,11 @@ export function formatResultDetail(result: EvalResult, opts: TableOptions): stri
   line(`  code from ${originText}${o.note ? ` (${o.note})` : ""}`);
   const env = result.environment;
   line(
-    `  ${env.device}${env.gpu ? ` ${env.gpu}` : ""}, torch ${env.torch ?? "?"}, CUDA ${env.cuda ?? "–"}, ` +
+    `  ${env.device}${env.gpu ? ` ${env.gpu}` : ""}, ${environmentText(result, ", ")}, ` +
       `precision ${result.precision ?? "as given"}, ${formatDuration(result.seconds)}`,
   );
   line(`  parameters: ${result.paramSync.mode} (${result.paramSync.detail})`);
-  line(`  tolerance: atol ${result.tolerance.atol}, rtol ${result.tolerance.rtol}`);
+  line(`  tolerance: ${toleranceText(result)}`);
   line(
     result.strict
       ? "  policy: --strict (running the operator the problem replaces is cheating)"

@@ -145,7 +145,11 @@ export class WorkerOutput {
       }
       return finished;
     }
-    const how = exit.signal ? `killed by ${exit.signal}` : `exited with code ${exit.exitCode}`;
+    // SIGKILL that kforge did not send (its own time limit is reported above) most often comes from the kernel's
+    // out-of-memory killer: say so, it is the first thing to look at.
+    const how = exit.signal
+      ? `killed by ${exit.signal}${exit.signal === "SIGKILL" ? " (not by kforge: most often the system's out-of-memory killer)" : ""}`
+      : `exited with code ${exit.exitCode}`;
     const detail = lastUsefulLines(this.stderrTail) || this.protocolErrors.slice(-3).join("\n");
     return failedResult(
       request,
