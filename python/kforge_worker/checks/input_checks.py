@@ -31,7 +31,7 @@ def check_replay(ctx: VerifyContext) -> list[CheckResult]:
     Each tensor is dropped once its comparison is made (about six input- or output-sized tensors alive at once,
     where ten were: a 6.4 GB problem ran the GPU out of memory here beside the reference process). The second
     call with set a runs on a itself, so that b written into a afterwards is new data in storage the candidate
-    has seen."""
+    has seen; that call's output is the one a replay keyed by the storage would give back."""
     a = ctx.make_inputs(ctx.seed())
     b = ctx.make_inputs(ctx.seed())
     ref_a = run(ctx.ref, clone_inputs(a))
@@ -42,11 +42,10 @@ def check_replay(ctx: VerifyContext) -> list[CheckResult]:
     out_a_twice = detached_copy(run(ctx.cand, a))
     sync(ctx.device)
     determinism = None if has_dropout(ctx.ref) else compare(out_a_twice, out_a, ctx.atol, ctx.rtol)
-    del out_a_twice
     replays, wrong = [], []
 
-    def judge(label: str, out: Any) -> None:
-        if refs_differ and bitwise_equal(out, out_a):
+    def judge(label: str, out: Any, earlier: Any) -> None:
+        if refs_differ and bitwise_equal(out, earlier):
             replays.append("new inputs written into the same tensors gave back the previous output (cache keyed "
                            "by pointer/shape, or a replayed graph)" if label == "same storage" else
                            "new inputs in new tensors gave back the previous output (output does not depend on "
@@ -62,11 +61,11 @@ def check_replay(ctx: VerifyContext) -> list[CheckResult]:
     out = detached_copy(run(ctx.cand, a))
     del a
     sync(ctx.device)
-    judge("same storage", out)
-    del out
+    judge("same storage", out, out_a_twice)
+    del out, out_a_twice
     out = detached_copy(run(ctx.cand, clone_inputs(b)))
     sync(ctx.device)
-    judge("new storage", out)
+    judge("new storage", out, out_a)
     del out
     results: list[CheckResult] = []
     if replays:
