@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import pc from "picocolors";
 import { findModes, timingWarning } from "../src/report/bimodal.ts";
+import { buildRequest, DEFAULT_TIMING } from "../src/eval.ts";
 import { timingChart } from "../src/report/charts.ts";
 import { timerName } from "../src/report/format.ts";
 import { loadResultsFile } from "../src/report/load.ts";
@@ -121,36 +122,24 @@ test("the terminal line of a transcript candidate says which block was taken", (
 });
 
 test("a result the worker never sent says so instead of placeholders that read as measurements", () => {
-  const killed = failedResult(
+  const request = buildRequest(
+    { name: "big", path: "/p.py", summary: "", builtIn: false },
     {
-      protocol: 1,
-      problem: { path: "/p.py", name: "big", atol: null, rtol: null },
-      candidate: {
-        path: "/c.py",
-        label: "c.py",
-        origin: { kind: "file", sourcePath: "/c.py", blockIndex: null, blockCount: null, note: null },
-      },
-      options: {
-        trials: 5,
-        seed: 1,
-        precision: null,
-        allowTf32: false,
-        device: "cpu",
-        timing: {
-          enabled: false,
-          warmupIters: 1,
-          minIters: 1,
-          maxIters: 1,
-          budgetSeconds: 1,
-          targetRelativeCi: 0.02,
-        },
-        cacheDir: "/tmp",
-        checks: [],
-      },
+      label: "c.py",
+      codePath: "/c.py",
+      origin: { kind: "file", sourcePath: "/c.py", blockIndex: null, blockCount: null, note: null },
     },
-    "runtime_error",
-    "worker killed by SIGKILL before reporting a result",
+    {
+      python: "python3",
+      cacheDir: "/tmp",
+      trials: 5,
+      timeoutSeconds: 10,
+      device: "cpu",
+      precision: null,
+      timing: DEFAULT_TIMING,
+    },
   );
+  const killed = failedResult(request, "runtime_error", "worker killed by SIGKILL before reporting a result");
   const detail = formatResultDetail(killed, { color: false });
   assert.match(detail, /environment not reported \(the worker ended before its result\)/);
   assert.match(detail, /tolerance: not reached/);

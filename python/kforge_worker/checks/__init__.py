@@ -71,10 +71,9 @@ def _ordered(verifier: Verifier) -> list[dict[str, Any]]:
 
 
 def _oom_blame(ctx: Any, exc: BaseException) -> str | None:
-    from .budget import out_of_memory_not_the_candidates
+    from .budget import is_out_of_memory, out_of_memory_not_the_candidates
 
-    text = f"{type(exc).__name__}: {exc}".lower()
-    if not (isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" or "out of memory" in text):
+    if not is_out_of_memory(exc):
         return None
     return out_of_memory_not_the_candidates(getattr(ctx, "forward_peaks", None))
 

@@ -263,6 +263,18 @@ def does_not_fit(problem: Any, device: torch.device | str, dtype: torch.dtype | 
 
 
 # ------------------------------------------------------------------------------- who ran out of memory
+# What allocators say when they fail: torch's CUDA OutOfMemoryError, its CPU allocator's RuntimeError
+# ("DefaultCPUAllocator: can't allocate memory: you tried to allocate 12884901888 bytes"), Python's MemoryError.
+_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "failed to allocate")
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
+        return True
+    text = str(exc).lower()
+    return any(t in text for t in _OOM_TEXT)
+
+
 @dataclass(frozen=True)
 class ForwardPeaks:
     """Bytes the reference's and the candidate's forward allocated at their peak on one trial's inputs (torch's
