@@ -410,11 +410,6 @@ def _float64_here(ctx: EvalContext) -> None:
     ctx.ref64 = LockstepFloat64(ctx.ref_model, ctx.device, ctx.forward)
 
 
-# What allocators say when they fail: torch's CUDA OutOfMemoryError, its CPU allocator's RuntimeError
-# ("DefaultCPUAllocator: can't allocate memory: you tried to allocate 12884901888 bytes"), Python's MemoryError.
-_OOM_TEXT = ("out of memory", "can't allocate memory", "cannot allocate memory", "failed to allocate")
-
-
 class _PeakMeter:
     """The reference's and the candidate's forward peak allocations in the first trial (CUDA allocator
     statistics; nothing measured elsewhere): what an out-of-memory later is charged by."""
@@ -445,10 +440,9 @@ class _PeakMeter:
 
 
 def _out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError":
-        return True
-    text = str(exc).lower()
-    return any(t in text for t in _OOM_TEXT)
+    from .checks.budget import is_out_of_memory
+
+    return is_out_of_memory(exc)
 
 
 def _place(ctx: EvalContext, model: Any) -> Any:
