@@ -73,7 +73,7 @@ def run_poisoned(fn, out_shape, dtype):
 def kernel_paths(mod, sk):
     """Every kernel the extension can launch that holds S_k keys, by name (each is swept on every case it can
     take, not only where the automatic choice picks it)."""
-    paths = [("general", mod.PATH_GENERAL)]
+    paths = [("chunked", mod.PATH_CHUNKED)] if sk > mod.WGMMA_MAX_KEYS else []
     if sk <= 512:
         paths += [("wgmma512", mod.PATH_WGMMA_512), ("wgmma512_regp_mc", mod.PATH_WGMMA_512_REGP_MC)]
     if sk <= 1024:
@@ -306,8 +306,6 @@ def bench(mod, quick, env):
                     "unfused": lambda: unfused(q, k, v, causal, scale),
                     "modelnew_dispatch": lambda: mod.scaled_dot_product_attention(q, k, v, is_causal=causal)}
         ours = {f"kforge_{name}": path for name, path in kernel_paths(mod, s)}
-        if s * d > 512 * 1024:
-            del ours["kforge_general"]  # recomputes QK^T per 128-wide slice: not worth device time here
         errs = {}
         for name, path in ours.items():
             variants[name] = (lambda p: lambda: mod.kforge_attention(q, k, v, is_causal=causal, scale=scale, path=p))(path)

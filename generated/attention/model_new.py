@@ -15,16 +15,18 @@ Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistic
   decode    S_q <= 16 query rows per head, any S_k: the keys split over CTAs (flash-decoding), each split's
             softmax partial combined by a second kernel; the rows of all query heads sharing a K/V head in
             one tile, so grouped K/V is read once per group.
-  general   any shape the recipe accepts: mma.sync, online softmax, O in 128-wide head-dim slices.
+  chunked   S_k > 1024 with more than 16 query rows: the keys in chunks of at most 1024, each run by a wgmma
+            kernel (causal: the diagonal chunk with the mask, the rows below it without), every row's chunk
+            outputs merged by their log-sum-exp in fp32. Scratch: every chunk's output, at most 1 GiB per
+            batch and K/V head group.
 All: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
 is_causal (top-left, as SDPA), any scale, batch and heads of any size, enable_gqa (K/V heads dividing the
 query heads).
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
-flash/cuDNN kernels are faster there, measured), key lengths above 1024 with more than 16 query rows (our
-general kernel is slower than PyTorch's memory-efficient one there, measured; call `kforge_attention` to use
-it anyway), attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
+flash/cuDNN kernels are faster there, measured), key chunks whose scratch would exceed 1 GiB for one batch
+and K/V head group, attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
 bench/attention/NOTES.md), head dims not a multiple of 8 or above 1024, misaligned or non-unit-stride head
 dims, inputs requiring grad while autograd records, GPUs other than sm_90, and empty sequences.
 
@@ -56,6 +58,7 @@ _KF_ATTN_CUDA_SOURCE = r"""
 // cuSOLVER headers that the CPU CI machine (nvcc + the nvidia-* header wheels) does not have.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <c10/util/Exception.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -91,7 +94,48 @@ struct AttnParams {
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
   int kv_group;      // query heads per K/V head (grouped-query attention; 1 without): head h reads K/V head h / kv_group
+  // Optional (the shared-memory-P kernels and the split register-P kernel): each row's log2-sum-exp2 of its scaled scores, m + log2(l), -inf for a row that sees
+  // no key, at lse[b * lse_sb + h * lse_sh + row]. Key chunks of a long row are merged with it (attn_chunked.cu).
+  float* lse;
+  int lse_sb, lse_sh;  // a chunked call keeps its scratch far below 2^31 floats
 };
+
+// Special registers read where they are used (volatile: not merged with an earlier read whose value the compiler
+// would then keep live in a general register).
+__device__ __forceinline__ uint32_t special_reg_tid_x() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t special_reg_ctaid_x() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t special_reg_ctaid_y() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t special_reg_ctaid_z() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(v));
+  return v;
+}
+
+// Stores one row's log2-sum-exp2 when the caller asked for it (p.lse): max m (log2 units of scaled scores) and
+// sum l of exp2(s - m) over the row's visible keys.
+__device__ __forceinline__ void store_row_lse(const AttnParams& p, int b, int h, int row, float m, float l) {
+  if (p.lse != nullptr && row < p.Sq) p.lse[b * p.lse_sb + h * p.lse_sh + row] = l > 0.f ? m + __log2f(l) : -INFINITY;
+}
+
+// The same where the tile's indices are not at hand: rows g and g + 8 of thread tid's warp in a CTA of 64-row
+// warpgroups, tile `tile` of the launch (the grid's x), head and batch from the grid's y and z.
+__device__ __forceinline__ void store_row_lse_here(const AttnParams& p, int tile_rows, int tile, int r, float m, float l) {
+  const uint32_t tid = special_reg_tid_x();
+  const int row = tile * tile_rows + (int)(tid / 128) * 64 + (int)(tid % 128) / 32 * 16 + (int)(tid % 32) / 4 + 8 * r;
+  store_row_lse(p, (int)special_reg_ctaid_z(), (int)special_reg_ctaid_y(), row, m, l);
+}
 
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -215,7 +259,7 @@ __device__ __forceinline__ uint32_t swz128(int row, int chunk16) {
   return static_cast<uint32_t>(row * 128 + ((chunk16 ^ (row & 7)) << 4));
 }
 
-// ---- legacy warp-level MMA (sm_80+), used by the general kernel ----
+// ---- legacy warp-level MMA (sm_80+), used by the decode kernel ----
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
@@ -536,209 +580,6 @@ template <> struct Wgmma<__nv_bfloat16> {
 
 }  // namespace kforge_attn
 // ---- end attn_wgmma.cuh ----
-// ---- begin attn_general.cu ----
-// General fused attention forward (sm_80+ mma.sync), correct for every shape the recipe accepts:
-// any S_q / S_k (tile edges zero-filled and masked), Dqk and Dv any multiple of 8 up to 1024,
-// arbitrary batch/head/sequence strides, causal (top-left) or not, any scale, fp16 or bf16.
-//
-// One CTA = 64 query rows x one DV_SLICE-wide slice of the output head dim; 4 warps, 16 rows each.
-// FlashAttention-2 style: keys in blocks of 64 with an online softmax, O for the slice in registers.
-// Q's whole row block stays in shared memory (up to 128 KB at D=1024); K is streamed in 64-wide head-dim
-// chunks, double-buffered. With several slices (Dv > DV_SLICE) QK^T is recomputed per slice: that is the
-// price of generality here; key rows up to 1024 go to the wgmma kernels instead (attn_hopper*.cu).
-// (already inlined: attn_common.cuh)
-
-namespace kforge_attn {
-
-constexpr int kGenBM = 64;       // query rows per CTA
-constexpr int kGenBN = 64;       // keys per block
-constexpr int kGenThreads = 128;
-constexpr int kPanelBytes = 64 * 128;  // one swizzled [64 rows x 64 elems] 16-bit panel
-
-__host__ __device__ inline int gen_q_chunks(int dqk) { return (dqk + 63) / 64; }
-template <int DV_SLICE>
-__host__ __device__ inline int gen_smem_bytes(int dqk) {
-  return gen_q_chunks(dqk) * kPanelBytes + 2 * kPanelBytes + (DV_SLICE / 64) * kPanelBytes;
-}
-
-template <typename T, int DV_SLICE>
-__global__ void __launch_bounds__(kGenThreads) attn_general_kernel(const __grid_constant__ AttnParams p) {
-  static_assert(DV_SLICE % 64 == 0, "V slice is made of 64-wide panels");
-  constexpr int NT_O = DV_SLICE / 8;  // 8-wide n-tiles of the output slice
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int nq_chunks = gen_q_chunks(p.Dqk);
-  unsigned char* sQ = smem;
-  unsigned char* sK = sQ + nq_chunks * kPanelBytes;
-  unsigned char* sV = sK + 2 * kPanelBytes;
-
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int g = lane / 4, t = lane % 4;
-  const int n_slices = (p.Dv + DV_SLICE - 1) / DV_SLICE;
-  const int m0 = blockIdx.x * kGenBM;
-  const int h = blockIdx.y / n_slices, slice = blockIdx.y % n_slices;
-  const int b = blockIdx.z;
-  const int dv0 = slice * DV_SLICE;
-
-  const T* q = static_cast<const T*>(p.q) + b * p.q_sb + h * p.q_sh;
-  const T* k = static_cast<const T*>(p.k) + b * p.k_sb + (h / p.kv_group) * p.k_sh;
-  const T* v = static_cast<const T*>(p.v) + b * p.v_sb + (h / p.kv_group) * p.v_sh;
-  T* o = static_cast<T*>(p.o) + b * p.o_sb + h * p.o_sh;
-
-  // Q row block, all head-dim chunks, once.
-  {
-    const int per_row = nq_chunks * 8;
-    for (int idx = tid; idx < kGenBM * per_row; idx += kGenThreads) {
-      const int r = idx / per_row, cc = idx % per_row;
-      const bool ok = (m0 + r < p.Sq) && (cc * 8 < p.Dqk);
-      const T* src = ok ? q + (int64_t)(m0 + r) * p.q_ss + cc * 8 : q;
-      cp_async_16(smem_u32(sQ + (cc / 8) * kPanelBytes + swz128(r, cc % 8)), src, ok);
-    }
-    cp_async_commit();
-  }
-  auto load_k_chunk = [&](int n0, int c, unsigned char* dst) {
-    for (int idx = tid; idx < kGenBN * 8; idx += kGenThreads) {
-      const int r = idx / 8, cc = idx % 8;
-      const bool ok = (n0 + r < p.Sk) && (c * 64 + cc * 8 < p.Dqk);
-      const T* src = ok ? k + (int64_t)(n0 + r) * p.k_ss + c * 64 + cc * 8 : k;
-      cp_async_16(smem_u32(dst + swz128(r, cc)), src, ok);
-    }
-  };
-  auto load_v_block = [&](int n0) {
-    constexpr int per_row = DV_SLICE / 8;
-    for (int idx = tid; idx < kGenBN * per_row; idx += kGenThreads) {
-      const int r = idx / per_row, cc = idx % per_row;
-      const bool ok = (n0 + r < p.Sk) && (dv0 + cc * 8 < p.Dv);
-      const T* src = ok ? v + (int64_t)(n0 + r) * p.v_ss + dv0 + cc * 8 : v;
-      cp_async_16(smem_u32(sV + (cc / 8) * kPanelBytes + swz128(r, cc % 8)), src, ok);
-    }
-  };
-
-  float acc_o[NT_O][4];
-#pragma unroll
-  for (int i = 0; i < NT_O; ++i) acc_o[i][0] = acc_o[i][1] = acc_o[i][2] = acc_o[i][3] = 0.f;
-  float m_run[2] = {-INFINITY, -INFINITY};
-  float l_run[2] = {0.f, 0.f};  // per-thread partial row sums; reduced over the quad at the end
-  const int row_a = m0 + warp * 16 + g;
-
-  const int k_end = p.causal ? min(p.Sk, m0 + kGenBM) : p.Sk;
-  const int n_kblocks = (k_end + kGenBN - 1) / kGenBN;
-  for (int kb = 0; kb < n_kblocks; ++kb) {
-    const int n0 = kb * kGenBN;
-    load_v_block(n0);
-    cp_async_commit();
-    load_k_chunk(n0, 0, sK);
-    cp_async_commit();
-
-    float s[8][4];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-    for (int c = 0; c < nq_chunks; ++c) {
-      if (c + 1 < nq_chunks) {
-        load_k_chunk(n0, c + 1, sK + ((c + 1) & 1) * kPanelBytes);
-        cp_async_commit();
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
-      __syncthreads();
-      const unsigned char* kc = sK + (c & 1) * kPanelBytes;
-      const unsigned char* qc = sQ + c * kPanelBytes;
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        uint32_t a[4];
-        ldmatrix_x4(smem_u32(qc + swz128(warp * 16 + (lane % 16), kk * 2 + lane / 16)), a[0], a[1], a[2], a[3]);
-#pragma unroll
-        for (int pr = 0; pr < 4; ++pr) {
-          uint32_t b0, b1, b2, b3;
-          ldmatrix_x4(smem_u32(kc + swz128(pr * 16 + (lane % 8) + (lane / 16) * 8, kk * 2 + (lane / 8) % 2)), b0, b1,
-                      b2, b3);
-          Mma16816<T>::run(s[2 * pr], a, b0, b1);
-          Mma16816<T>::run(s[2 * pr + 1], a, b2, b3);
-        }
-      }
-      __syncthreads();  // the next prefetch overwrites the buffer just read
-    }
-
-    // Online softmax over this key block, base 2.
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = n0 + nt * 8 + 2 * t + (e & 1);
-        const int row = row_a + (e >> 1) * 8;
-        float x = s[nt][e] * p.scale_log2;
-        if (key >= p.Sk || (p.causal && key > row)) x = -INFINITY;
-        s[nt][e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
-    }
-    float alpha[2], m_use[2];
-    online_softmax_step(mx, m_run, l_run, alpha, m_use);
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(s[nt][e] - m_use[e >> 1]);
-        s[nt][e] = pe;
-        l_run[e >> 1] += pe;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < NT_O; ++i) {
-      acc_o[i][0] *= alpha[0];
-      acc_o[i][1] *= alpha[0];
-      acc_o[i][2] *= alpha[1];
-      acc_o[i][3] *= alpha[1];
-    }
-
-    // O += P V: the S accumulator layout of two adjacent n-tiles is exactly the A fragment of m16n8k16.
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      uint32_t a[4];
-      a[0] = Pack2<T>::from_floats(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = Pack2<T>::from_floats(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = Pack2<T>::from_floats(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = Pack2<T>::from_floats(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-      for (int pr = 0; pr < NT_O / 2; ++pr) {
-        const int key = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-        const int col = pr * 16 + (lane / 16) * 8;
-        uint32_t b0, b1, b2, b3;
-        ldmatrix_x4_trans(smem_u32(sV + (col / 64) * kPanelBytes + swz128(key, (col % 64) / 8)), b0, b1, b2, b3);
-        Mma16816<T>::run(acc_o[2 * pr], a, b0, b1);
-        Mma16816<T>::run(acc_o[2 * pr + 1], a, b2, b3);
-      }
-    }
-    __syncthreads();  // sV and sK[0] are refilled at the top of the next block
-  }
-
-  // Finish: full row sums, normalise, store the slice.
-  float inv_l[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv_l[r] = l > 0.f ? 1.f / l : 0.f;
-  }
-#pragma unroll
-  for (int nt = 0; nt < NT_O; ++nt) {
-    const int col = dv0 + nt * 8 + 2 * t;
-    if (col >= p.Dv) continue;
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = row_a + r * 8;
-      if (row < p.Sq) {
-        *reinterpret_cast<uint32_t*>(o + (int64_t)row * p.o_ss + col) =
-            Pack2<T>::from_floats(acc_o[nt][2 * r] * inv_l[r], acc_o[nt][2 * r + 1] * inv_l[r]);
-      }
-    }
-  }
-}
-
-}  // namespace kforge_attn
-// ---- end attn_general.cu ----
 // ---- begin attn_hopper.cu ----
 // Fused attention forward for Hopper (sm_90a: wgmma + TMA) with P staged in shared memory, for key rows up to
 // 1024 and large head dims. Dispatched where the register-P kernels (attn_hopper_regp.cu) do not apply: causal
@@ -1117,7 +958,10 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
     float l = l_run[r];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    if (t == 0) sInvL[row_cta + r * 8] = l > 0.f ? 1.f / l : 0.f;
+    if (t == 0) {
+      sInvL[row_cta + r * 8] = l > 0.f ? 1.f / l : 0.f;
+      store_row_lse(p, b, h, row_glob + r * 8, m_run[r], l);
+    }
   }
   // A warpgroup reads only its own rows of P and of the statistics: publish its P stores to the async
   // proxy (wgmma) and everything to its own threads.
@@ -1600,6 +1444,10 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       const float a_other = other.x == -INFINITY ? 0.f : exp2f(other.x - m);
       const float l = a_self * l_run[r] + a_other * other.y;
       o_scale[r] = l > 0.f ? a_self / l : 0.f;
+      // The tile's indices are read again (store_row_lse_here): kept live for this through phase 2, they spill.
+      if (t == 0 && rank == 0 && p.lse != nullptr) {
+        store_row_lse_here(p, kRpRows, (int)special_reg_ctaid_x() / KSPLIT, r, m, l);
+      }
     }
   };
 
@@ -2018,6 +1866,81 @@ __global__ void __launch_bounds__(kDecThreads) attn_decode_combine(const __grid_
 
 }  // namespace kforge_attn
 // ---- end attn_decode.cu ----
+// ---- begin attn_chunked.cu ----
+// Merge of key chunks: attention over a key row longer than the wgmma kernels hold runs as one call per chunk
+// of keys (host side: attention.cu, forward_chunked), each writing its own normalised output O_c and every row's
+// log2-sum-exp2 lse_c (AttnParams::lse). The row's output is then
+//   O = sum_c w_c O_c,  w_c = exp2(lse_c - M) / sum_c' exp2(lse_c' - M),  M = max_c lse_c,
+// the same softmax as over the whole row, evaluated in fp32 from the chunks' 16-bit outputs.
+#pragma once
+// (already inlined: attn_common.cuh)
+
+namespace kforge_attn {
+
+constexpr int kMergeWarps = 8;  // rows per block: one warp per output row
+// (At least 4 blocks per SM, not the 8 that 256-thread blocks could have: at 8, ptxas caps the kernel at 32
+// registers and spills.)
+
+// Two packed 16-bit values as floats.
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t w);
+template <> __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
+  __half2 h;
+  memcpy(&h, &w, 4);
+  return __half22float2(h);
+}
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
+  __nv_bfloat162 h;
+  memcpy(&h, &w, 4);
+  return __bfloat1622float2(h);
+}
+
+// part_o: [n_chunks][rows][Dv] (16-bit, a chunk's rows contiguous), lse: [n_chunks][rows] (-inf where a chunk
+// holds no key of the row: its part_o row was never written and is not read), out: [rows][Dv] with row stride
+// out_rs. Dv a multiple of 8 (16-byte vectors).
+template <typename T>
+__global__ void __launch_bounds__(kMergeWarps * 32, 4)
+    attn_merge_chunks(const T* __restrict__ part_o, const float* __restrict__ lse, T* __restrict__ out, int64_t rows,
+                      int dv, int n_chunks, int64_t out_rs) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = (int64_t)blockIdx.x * kMergeWarps + threadIdx.x / 32;
+  if (row >= rows) return;
+  float m = -INFINITY;
+  for (int c = lane; c < n_chunks; c += 32) m = fmaxf(m, lse[c * rows + row]);
+#pragma unroll
+  for (int k = 16; k > 0; k >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, k));
+  float sum = 0.f;
+  for (int c = lane; c < n_chunks; c += 32) {
+    const float x = lse[c * rows + row];
+    sum += x == -INFINITY ? 0.f : exp2f(x - m);
+  }
+#pragma unroll
+  for (int k = 16; k > 0; k >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, k);
+  const float inv = sum > 0.f ? 1.f / sum : 0.f;  // 0: a row no chunk holds a key of (not produced by the host)
+
+  const int vecs = dv / 8;
+  for (int v = lane; v < vecs; v += 32) {
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int c = 0; c < n_chunks; ++c) {
+      const float x = lse[c * rows + row];
+      if (x == -INFINITY) continue;
+      const float w = exp2f(x - m) * inv;
+      const uint4 raw = *reinterpret_cast<const uint4*>(part_o + (c * rows + row) * dv + v * 8);
+      const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 x2 = unpack2<T>(words[i]);
+        acc[2 * i] = fmaf(w, x2.x, acc[2 * i]);
+        acc[2 * i + 1] = fmaf(w, x2.y, acc[2 * i + 1]);
+      }
+    }
+    *reinterpret_cast<uint4*>(out + row * out_rs + v * 8) =
+        make_uint4(Pack2<T>::from_floats(acc[0], acc[1]), Pack2<T>::from_floats(acc[2], acc[3]),
+                   Pack2<T>::from_floats(acc[4], acc[5]), Pack2<T>::from_floats(acc[6], acc[7]));
+  }
+}
+
+}  // namespace kforge_attn
+// ---- end attn_chunked.cu ----
 
 namespace kforge_attn {
 
@@ -2026,11 +1949,11 @@ namespace kforge_attn {
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024), both with P in
 // shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
-// 0 and 4-7 are unused (withdrawn: bench/attention/NOTES.md) and stay so, so that a path means the same kernel in
-// older generated files, which benchmarks build side by side with this one.
 // Decode = few query rows per head against any number of keys, the keys split over CTAs (attn_decode.cu).
+// Longer key rows run in chunks on Wide, Long or WideRegPSplit (forward_chunked). 1 (the mma.sync kernel that
+// held any key row, slower than PyTorch) and 4-7 are withdrawn (bench/attention/NOTES.md) and stay unused, so
+// that a path means the same kernel in older generated files, which benchmarks build side by side with this one.
 enum Path : int64_t {
-  kGeneral = 1,
   kHopperWide = 2,
   kHopperLong = 3,
   kHopperWideRegPMc = 8,
@@ -2113,9 +2036,10 @@ static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_ro
   key.dtype = static_cast<int64_t>(t.scalar_type());
   for (int d = 0; d < 4; ++d) key.sizes[d] = t.size(d), key.strides[d] = t.stride(d);
   key.box_cols = box_cols, key.box_rows = box_rows;
-  // Three maps a call; 32 slots keep every kernel's maps for a few shapes at once, so that a benchmark that
-  // alternates the kernels (and shapes) does not re-encode the maps on every call.
-  constexpr int kSlots = 32;
+  // Three maps a kernel launch; 64 slots keep every kernel's maps for a few shapes at once (a long causal row
+  // in key chunks launches up to two kernels a chunk), so that a benchmark that alternates the kernels (and
+  // shapes) does not re-encode the maps on every call.
+  constexpr int kSlots = 64;
   thread_local TensorMapKey keys[kSlots];
   thread_local CUtensorMap maps[kSlots];
   thread_local int filled = 0, next = 0;
@@ -2312,24 +2236,16 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
     case kDecode: return launch_decode<T>(p, q.get_device(), stream);
-    default: break;  // kGeneral (forward refused every other value)
+    default: TORCH_CHECK(false, "kforge attention: unknown kernel path ", txt(path));
   }
-  // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
-  const bool narrow = p.Dv <= 64;
-  const int slice = narrow ? 64 : 128;
-  const int n_slices = (p.Dv + slice - 1) / slice;
-  const int smem = narrow ? gen_smem_bytes<64>(p.Dqk) : gen_smem_bytes<128>(p.Dqk);
-  auto kernel = narrow ? attn_general_kernel<T, 64> : attn_general_kernel<T, 128>;
-  TORCH_CHECK((int64_t)p.H * n_slices <= 65535, "kforge attention: heads x head-dim slices exceeds the grid limit");
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid((p.Sq + kGenBM - 1) / kGenBM, p.H * n_slices, p.B);
-  kernel<<<grid, kGenThreads, smem, stream>>>(p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// out = softmax(q k^T * scale [+ causal mask]) v for q (B,H,Sq,Dqk), k (B,H,Sk,Dqk), v (B,H,Sk,Dv).
-at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
-                   int64_t path) {
+static bool is_path(int64_t path) {
+  return path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc || path == kHopperWideRegPSplit ||
+         path == kDecode;
+}
+
+static void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   check_operand(q, "query");
   check_operand(k, "key");
   check_operand(v, "value");
@@ -2345,15 +2261,11 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path == kGeneral || path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc ||
-                  path == kHopperWideRegPSplit || path == kDecode,
-              "kforge attention: unknown kernel path ", txt(path),
-              " (1 general; 2, 3 P in shared memory; 8, 9 P in registers; 10 decode: the caller chooses, see runtime.py)");
+}
 
-  const c10::cuda::CUDAGuard guard(q.device());
-  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
-  if (out.numel() == 0) return out;
-
+// The kernels' view of one call: q/k/v as given (views welcome: strides are read, not assumed), output into `out`.
+static AttnParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                              bool is_causal, double scale) {
   AttnParams p{};
   p.q = q.data_ptr();
   p.k = k.data_ptr();
@@ -2368,10 +2280,127 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
   p.kv_group = (int)(q.size(1) / k.size(1));
+  return p;
+}
 
+template <typename T>
+static void launch_path(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                        bool is_causal, double scale, int64_t path, cudaStream_t stream) {
+  launch<T>(make_params(q, k, v, out, is_causal, scale), path, q, k, v, stream);
+}
+
+// out = softmax(q k^T * scale [+ causal mask]) v for q (B,H,Sq,Dqk), k (B,H,Sk,Dqk), v (B,H,Sk,Dv).
+at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
+                   int64_t path) {
+  check_inputs(q, k, v);
+  TORCH_CHECK(is_path(path), "kforge attention: unknown kernel path ", txt(path),
+              " (2, 3 P in shared memory; 8, 9 P in registers; 10 decode: the caller chooses, see runtime.py)");
+
+  const c10::cuda::CUDAGuard guard(q.device());
+  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
+  if (out.numel() == 0) return out;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  if (q.scalar_type() == at::kHalf) launch<__half>(p, path, q, k, v, stream);
-  else launch<__nv_bfloat16>(p, path, q, k, v, stream);
+  if (q.scalar_type() == at::kHalf) launch_path<__half>(q, k, v, out, is_causal, scale, path, stream);
+  else launch_path<__nv_bfloat16>(q, k, v, out, is_causal, scale, path, stream);
+  return out;
+}
+
+constexpr int64_t kMaxChunkKeys = 1024;  // the most keys any wgmma kernel holds (HopperLayout<1, 4>, split register-P)
+// Scratch of one chunked call is bounded: batches and K/V head groups beyond it run one after another.
+constexpr int64_t kChunkScratchBytes = int64_t(1) << 30;
+
+// One kernel call over query rows [r0, r1) of `q` and the key chunk (k, v), its output into rows [r0, r1) of
+// `part_o` and its rows' log2-sum-exp2 into `lse` ([B, H, Sq] floats).
+template <typename T>
+static void launch_chunk_part(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& part_o,
+                              const at::Tensor& lse, int64_t r0, int64_t r1, bool is_causal, double scale, int64_t path,
+                              cudaStream_t stream) {
+  const at::Tensor qv = q.narrow(2, r0, r1 - r0);
+  const at::Tensor ov = part_o.narrow(2, r0, r1 - r0);
+  AttnParams p = make_params(qv, k, v, ov, is_causal, scale);
+  p.lse = lse.data_ptr<float>() + r0;
+  p.lse_sb = (int)lse.stride(0), p.lse_sh = (int)lse.stride(1);  // < 2^31: the scratch is bounded
+  launch<T>(p, path, qv, k, v, stream);
+}
+
+// Every key chunk of one group of batches and heads, then their merge into `out` (contiguous rows).
+template <typename T>
+static void run_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                       bool is_causal, double scale, int64_t chunk_keys, int64_t full_path, int64_t diag_path,
+                       cudaStream_t stream) {
+  const int64_t sq = q.size(2), sk = k.size(2);
+  const int64_t n_chunks = (sk + chunk_keys - 1) / chunk_keys;
+  auto part_o = at::empty({n_chunks, q.size(0), q.size(1), sq, v.size(3)}, q.options());
+  const auto fopts = q.options().dtype(at::kFloat);
+  // Causal: a chunk holds no key of the rows before it, which its calls never write: they must read as -inf.
+  auto lse = is_causal ? at::full({n_chunks, q.size(0), q.size(1), sq}, -INFINITY, fopts)
+                       : at::empty({n_chunks, q.size(0), q.size(1), sq}, fopts);
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t c0 = c * chunk_keys, c1 = std::min(sk, c0 + chunk_keys);
+    if (is_causal && c0 >= sq) break;  // top-left aligned: no row sees these keys (nor later ones)
+    const at::Tensor kc = k.narrow(2, c0, c1 - c0), vc = v.narrow(2, c0, c1 - c0);
+    const at::Tensor pc = part_o[c], lc = lse[c];
+    if (!is_causal) {
+      launch_chunk_part<T>(q, kc, vc, pc, lc, 0, sq, false, scale, full_path, stream);
+      continue;
+    }
+    // Rows [c0, c1) see the chunk up to their own key: in the chunk's coordinates the ordinary causal mask.
+    launch_chunk_part<T>(q, kc, vc, pc, lc, c0, std::min(c1, sq), true, scale, diag_path, stream);
+    if (c1 < sq) launch_chunk_part<T>(q, kc, vc, pc, lc, c1, sq, false, scale, full_path, stream);
+  }
+  const int64_t rows = q.size(0) * q.size(1) * sq;
+  const int64_t blocks = (rows + kMergeWarps - 1) / kMergeWarps;
+  TORCH_CHECK(blocks <= 0x7fffffffLL, "kforge attention: too many output rows for the chunk merge");
+  attn_merge_chunks<T><<<(unsigned)blocks, kMergeWarps * 32, 0, stream>>>(
+      static_cast<const T*>(part_o.data_ptr()), lse.data_ptr<float>(), static_cast<T*>(out.data_ptr()), rows,
+      (int)v.size(3), (int)n_chunks, out.stride(2));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The same result for key rows longer than one kernel holds: keys in chunks of at most chunk_keys, each chunk run
+// by the wgmma kernel the caller chose (full_path for a chunk every row sees whole, diag_path for the causal
+// diagonal), merged by the rows' log-sum-exp (attn_chunked.cu). Causal masks are top-left aligned, so chunk
+// [c0, c1) holds no key of rows before c0, rows [c0, c1) see it causally in its own coordinates, and later rows
+// see all of it: every part is an ordinary call of an existing kernel.
+at::Tensor forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
+                           int64_t chunk_keys, int64_t full_path, int64_t diag_path) {
+  check_inputs(q, k, v);
+  // The kernels that report their rows' log-sum-exp (AttnParams::lse; the multicast register-P kernel has no
+  // register to spare for it).
+  auto reports_lse = [](int64_t path) {
+    return path == kHopperWide || path == kHopperLong || path == kHopperWideRegPSplit;
+  };
+  TORCH_CHECK(reports_lse(full_path) && reports_lse(diag_path), "kforge attention: key chunks run on kernel paths 2, 3 ",
+              "and 9, got ", txt(full_path), " and ", txt(diag_path));
+  TORCH_CHECK(chunk_keys > 0 && chunk_keys <= kMaxChunkKeys, "kforge attention: chunk of ", txt(chunk_keys),
+              " keys: the wgmma kernels hold 1 to ", txt(kMaxChunkKeys));
+
+  const c10::cuda::CUDAGuard guard(q.device());
+  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
+  if (out.numel() == 0) return out;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
+
+  // Groups of whole batches, or of K/V heads (with their query heads) within one batch, so that every group's
+  // output rows are contiguous in `out`.
+  const int64_t group = q.size(1) / k.size(1), hkv = k.size(1), b = q.size(0);
+  const int64_t n_chunks = (k.size(2) + chunk_keys - 1) / chunk_keys;
+  const int64_t unit_bytes = n_chunks * group * q.size(2) * (v.size(3) * q.element_size() + 4);
+  const int64_t units = std::max<int64_t>(1, kChunkScratchBytes / unit_bytes);
+  const int64_t batches = std::max<int64_t>(1, units / hkv), heads = std::min(hkv, units);
+  for (int64_t b0 = 0; b0 < b; b0 += batches) {
+    const int64_t nb = std::min(batches, b - b0);
+    for (int64_t h0 = 0; h0 < hkv; h0 += heads) {
+      const int64_t nh = std::min(heads, hkv - h0);
+      const at::Tensor qg = q.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
+      const at::Tensor kg = k.narrow(0, b0, nb).narrow(1, h0, nh), vg = v.narrow(0, b0, nb).narrow(1, h0, nh);
+      const at::Tensor og = out.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
+      if (q.scalar_type() == at::kHalf) {
+        run_chunks<__half>(qg, kg, vg, og, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+      } else {
+        run_chunks<__nv_bfloat16>(qg, kg, vg, og, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+      }
+    }
+  }
   return out;
 }
 
@@ -2381,41 +2410,58 @@ at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, co
                                     double scale, int64_t path) {
   return kforge_attn::forward(q, k, v, is_causal, scale, path);
 }
+
+at::Tensor kforge_attention_forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
+                                            double scale, int64_t chunk_keys, int64_t full_path, int64_t diag_path) {
+  return kforge_attn::forward_chunked(q, k, v, is_causal, scale, chunk_keys, full_path, diag_path);
+}
 """
 _KF_ATTN_CPP_SOURCE = r"""
 // Declaration seen by the extension's C++ translation unit; load_inline(functions=[...]) binds it.
 #include <torch/extension.h>
 
 // out = softmax(q k^T * scale, causal mask if is_causal) v with the kernel `path` (chosen by the caller, runtime.py's
-// _kf_attn_kernel_path): 1 general mma.sync kernel, 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024
-// (P in shared memory), 8 wgmma kernel with P in registers for S_k <= 512 (2-CTA K/V multicast), 9 the same with
-// the keys split over 2 CTAs for S_k <= 1024 (8 and 9 need a positive scale). All need an sm_90 GPU.
+// _kf_attn_kernel_path): 2 wgmma kernel for S_k <= 512, 3 wgmma kernel for S_k <= 1024 (P in shared memory),
+// 8 wgmma kernel with P in registers for S_k <= 512 (2-CTA K/V multicast), 9 the same with the keys split over
+// 2 CTAs for S_k <= 1024 (8 and 9 need a positive scale), 10 the split-key decode kernel (any S_k). All need an
+// sm_90 GPU.
 at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
                                     double scale, int64_t path);
+
+// The same for key rows longer than one kernel holds: the keys in chunks of at most chunk_keys (<= 1024), each run
+// by wgmma kernel full_path (rows that see the whole chunk) or diag_path (the causal diagonal), merged by the rows'
+// log-sum-exp. The caller chooses the chunking and both kernels (runtime.py's _kf_attn_chunk_plan).
+at::Tensor kforge_attention_forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
+                                            double scale, int64_t chunk_keys, int64_t full_path, int64_t diag_path);
 """
 
 # Up to this head dim PyTorch's flash/cuDNN attention (FlashAttention-3 class on H100) is faster than
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 _KF_ATTN_PYTORCH_MAX_FAST_HEAD_DIM = 256
 _KF_ATTN_MAX_HEAD_DIM = 1024
-# Longer key rows do not fit the wgmma kernel's shared-memory P buffer; the general kernel then
-# recomputes QK^T per 128-wide output slice and measured slower than PyTorch (bench/attention/NOTES.md).
+# The most keys one wgmma kernel holds per row (P of the whole row stays on chip). Longer rows run in key chunks
+# of at most this many keys, merged by their rows' log-sum-exp (_KF_ATTN_PATH_CHUNKED).
 _KF_ATTN_WGMMA_MAX_KEYS = 1024
+# A chunked call's scratch (every chunk's 16-bit output and row statistics) for one batch and K/V head group:
+# above it PyTorch runs the call (the extension takes the groups one after another within this bound).
+_KF_ATTN_CHUNK_SCRATCH_BYTES = 1 << 30
 # The register-P kernels hold P of at most this many keys per CTA (512: two 256-key blocks in registers).
 _KF_ATTN_REGP_MAX_KEYS = 512
 # Up to this many query rows per head the split-key decode kernel runs, at any key length: the other kernels
 # work on 64-128-row query tiles, and with fewer rows most of each tile's MMAs and loads would be padding.
 _KF_ATTN_DECODE_MAX_QUERIES = 16
 
-# Kernel paths: the extension's `path` argument (`Path` in attention.cu; 4-7 were withdrawn variants and are
-# not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
+# Kernel paths: the extension's `path` argument (`Path` in attention.cu; 1 and 4-7 were withdrawn kernels and
+# are not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
 _KF_ATTN_PATH_AUTO = 0
-_KF_ATTN_PATH_GENERAL = 1  # mma.sync, online softmax: any S_k
 _KF_ATTN_PATH_WGMMA_512 = 2  # wgmma, P in shared memory, 2 consumer warpgroups: S_k <= 512
 _KF_ATTN_PATH_WGMMA_1024 = 3  # wgmma, P in shared memory, 1 consumer warpgroup: S_k <= 1024
 _KF_ATTN_PATH_WGMMA_512_REGP_MC = 8  # wgmma, P in registers, 2-CTA clusters multicasting K/V: S_k <= 512
 _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT = 9  # wgmma, P in registers, the keys split over a 2-CTA cluster: S_k <= 1024
 _KF_ATTN_PATH_DECODE = 10  # mma.sync, S_q <= 16 per head, any S_k: the keys split over CTAs, partials combined
+# Not one kernel: S_k > 1024 in key chunks, each run by a wgmma kernel (_kf_attn_chunk_plan), merged by the rows'
+# log-sum-exp (the extension's kforge_attention_forward_chunked).
+_KF_ATTN_PATH_CHUNKED = 11
 # float(kLog2e) of the kernels, as a double: the kernels work with scale_log2 = fp32(scale * _KF_ATTN_LOG2E_F32).
 _KF_ATTN_LOG2E_F32 = 1.4426950216293335
 
@@ -2432,7 +2478,7 @@ def _kf_attn_extension():
             name="kforge_attention_v1",
             cpp_sources=[_KF_ATTN_CPP_SOURCE],
             cuda_sources=[_KF_ATTN_CUDA_SOURCE],
-            functions=["kforge_attention_forward"],
+            functions=["kforge_attention_forward", "kforge_attention_forward_chunked"],
             extra_cflags=["-O3"],
             extra_cuda_cflags=["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"],
             verbose=False,
@@ -2499,7 +2545,8 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     if qs[-2] == 0 or ks[-2] == 0 or query.numel() == 0:
         return "empty"
     if ks[-2] > _KF_ATTN_WGMMA_MAX_KEYS and qs[-2] > _KF_ATTN_DECODE_MAX_QUERIES:
-        return "key length above 1024: PyTorch's memory-efficient kernel is faster than our general kernel"
+        if _kf_attn_chunk_scratch_bytes(qs, ks, vs, query.element_size()) > _KF_ATTN_CHUNK_SCRATCH_BYTES:
+            return "key chunks' scratch above 1 GiB for one batch and K/V head"
     if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
         return "grid limits"
     if not (_kf_attn_layout_ok(query) and _kf_attn_layout_ok(key) and _kf_attn_layout_ok(value)):
@@ -2509,17 +2556,47 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     return None
 
 
+def _kf_attn_ceil_div(a, b):
+    return -(-a // b)
+
+
+def _kf_attn_chunk_keys(key_len):
+    """Keys per chunk of a row longer than one kernel holds: as few chunks as hold it, of equal length rounded up to
+    whole 64-key V tiles (the last chunk shorter). With more than 1024 keys every chunk has more than 512."""
+    chunks = _kf_attn_ceil_div(key_len, _KF_ATTN_WGMMA_MAX_KEYS)
+    return _kf_attn_ceil_div(_kf_attn_ceil_div(key_len, chunks), 64) * 64
+
+
+def _kf_attn_chunk_scratch_bytes(q_shape, k_shape, v_shape, element_size):
+    """Scratch of a chunked call for one batch and K/V head (its query heads): every chunk's output rows in the
+    inputs' dtype and their fp32 log-sum-exp (attention.cu's forward_chunked runs such groups one after another)."""
+    chunks = _kf_attn_ceil_div(k_shape[-2], _kf_attn_chunk_keys(k_shape[-2]))
+    group = q_shape[-3] // k_shape[-3] if len(q_shape) == 4 else 1
+    return chunks * group * q_shape[-2] * (v_shape[-1] * element_size + 4)
+
+
+def _kf_attn_chunk_plan(key_len, is_causal, scale):
+    """How a long key row runs: (keys per chunk, kernel for a chunk its rows see whole, kernel for a chunk on the
+    causal diagonal), each kernel the one _kf_attn_kernel_path picks for a chunk's length. Chunks have more than 512
+    keys, so these are the split register-P kernel or the one-warpgroup shared-memory-P kernel: the kernels that
+    report their rows' log-sum-exp, which the merge needs (the multicast register-P kernel does not)."""
+    chunk = _kf_attn_chunk_keys(key_len)
+    return chunk, _kf_attn_kernel_path(chunk, False, scale), _kf_attn_kernel_path(chunk, True, scale)
+
+
 def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
     """Which kernel runs a call the recipe takes (S_k keys, S_q queries per head, scale already resolved): the
-    fastest measured. Up to 16 query rows: the decode kernel, at any key length and scale.
+    fastest measured. Up to 16 query rows: the decode kernel, at any key length and scale. Above 1024 keys: key
+    chunks (_KF_ATTN_PATH_CHUNKED), each on the kernel this function picks for the chunk.
 
     The register-P kernels take each row's max of the unscaled S, so they need a scale that is positive after
     rounding to fp32 (x rounds to a nonzero fp32 exactly when x > 2^-150); other scales go to the kernels with P
     in shared memory. Causal calls with 512 < S_k <= 1024 go there too: the split kernel computes the masked half
-    of the early query tiles and measured slower (bench/attention/NOTES.md). Above 1024 keys only the general
-    kernel holds a row (the applicability check sends such calls to PyTorch; kforge_attention runs it anyway)."""
+    of the early query tiles and measured slower (bench/attention/NOTES.md)."""
     if query_len is not None and query_len <= _KF_ATTN_DECODE_MAX_QUERIES:
         return _KF_ATTN_PATH_DECODE
+    if key_len > _KF_ATTN_WGMMA_MAX_KEYS:
+        return _KF_ATTN_PATH_CHUNKED
     regp = scale * _KF_ATTN_LOG2E_F32 > 2.0**-150
     if regp and key_len <= _KF_ATTN_REGP_MAX_KEYS:
         return _KF_ATTN_PATH_WGMMA_512_REGP_MC
@@ -2527,9 +2604,7 @@ def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
         return _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT
     if key_len <= 512:  # HopperLayout<2, 2>::kMaxKeys
         return _KF_ATTN_PATH_WGMMA_512
-    if key_len <= _KF_ATTN_WGMMA_MAX_KEYS:  # HopperLayout<1, 4>::kMaxKeys
-        return _KF_ATTN_PATH_WGMMA_1024
-    return _KF_ATTN_PATH_GENERAL
+    return _KF_ATTN_PATH_WGMMA_1024  # HopperLayout<1, 4>::kMaxKeys = _KF_ATTN_WGMMA_MAX_KEYS
 
 
 def _kf_attn_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -2553,7 +2628,12 @@ def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_AT
     squeeze = query.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out = _kf_attn_extension().kforge_attention_forward(query, key, value, bool(is_causal), scale, int(path))
+    ext = _kf_attn_extension()
+    if path == _KF_ATTN_PATH_CHUNKED:
+        chunk, full_path, diag_path = _kf_attn_chunk_plan(key.shape[-2], is_causal, scale)
+        out = ext.kforge_attention_forward_chunked(query, key, value, bool(is_causal), scale, chunk, full_path, diag_path)
+    else:
+        out = ext.kforge_attention_forward(query, key, value, bool(is_causal), scale, int(path))
     return out.squeeze(0) if squeeze else out
 
 
@@ -2578,11 +2658,13 @@ _is_sm90 = _kf_attn_is_sm90
 dispatch = _kf_attn_dispatch  # (kernel path, None) or (None, why PyTorch runs the call)
 fallback_reason = _kf_attn_fallback_reason
 kernel_path = _kf_attn_kernel_path
+chunk_plan = _kf_attn_chunk_plan
+chunk_scratch_bytes = _kf_attn_chunk_scratch_bytes
 kforge_attention = _kf_attn_forward
 scaled_dot_product_attention = _kf_attn_sdpa
 
 # Kernel paths for kforge_attention(path=...) (runtime.py; `Path` in attention.cu). AUTO: kernel_path's choice.
-PATH_AUTO, PATH_GENERAL = _KF_ATTN_PATH_AUTO, _KF_ATTN_PATH_GENERAL
+PATH_AUTO, PATH_CHUNKED = _KF_ATTN_PATH_AUTO, _KF_ATTN_PATH_CHUNKED
 PATH_WGMMA_512, PATH_WGMMA_1024 = _KF_ATTN_PATH_WGMMA_512, _KF_ATTN_PATH_WGMMA_1024
 PATH_WGMMA_512_REGP_MC = _KF_ATTN_PATH_WGMMA_512_REGP_MC
 PATH_WGMMA_1024_REGP_SPLIT = _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT

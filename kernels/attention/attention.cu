@@ -5,6 +5,7 @@
 // cuSOLVER headers that the CPU CI machine (nvcc + the nvidia-* header wheels) does not have.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
 #include <c10/util/Exception.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -17,10 +18,10 @@
 
 #include "attn_common.cuh"
 #include "attn_wgmma.cuh"
-#include "attn_general.cu"
 #include "attn_hopper.cu"
 #include "attn_hopper_regp.cu"
 #include "attn_decode.cu"
+#include "attn_chunked.cu"
 
 namespace kforge_attn {
 
@@ -29,11 +30,11 @@ namespace kforge_attn {
 // Wide = 2 consumer warpgroups x 64 rows (S_k <= 512), Long = 1 consumer warpgroup (S_k <= 1024), both with P in
 // shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
-// 0 and 4-7 are unused (withdrawn: bench/attention/NOTES.md) and stay so, so that a path means the same kernel in
-// older generated files, which benchmarks build side by side with this one.
 // Decode = few query rows per head against any number of keys, the keys split over CTAs (attn_decode.cu).
+// Longer key rows run in chunks on Wide, Long or WideRegPSplit (forward_chunked). 1 (the mma.sync kernel that
+// held any key row, slower than PyTorch) and 4-7 are withdrawn (bench/attention/NOTES.md) and stay unused, so
+// that a path means the same kernel in older generated files, which benchmarks build side by side with this one.
 enum Path : int64_t {
-  kGeneral = 1,
   kHopperWide = 2,
   kHopperLong = 3,
   kHopperWideRegPMc = 8,
@@ -116,9 +117,10 @@ static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_ro
   key.dtype = static_cast<int64_t>(t.scalar_type());
   for (int d = 0; d < 4; ++d) key.sizes[d] = t.size(d), key.strides[d] = t.stride(d);
   key.box_cols = box_cols, key.box_rows = box_rows;
-  // Three maps a call; 32 slots keep every kernel's maps for a few shapes at once, so that a benchmark that
-  // alternates the kernels (and shapes) does not re-encode the maps on every call.
-  constexpr int kSlots = 32;
+  // Three maps a kernel launch; 64 slots keep every kernel's maps for a few shapes at once (a long causal row
+  // in key chunks launches up to two kernels a chunk), so that a benchmark that alternates the kernels (and
+  // shapes) does not re-encode the maps on every call.
+  constexpr int kSlots = 64;
   thread_local TensorMapKey keys[kSlots];
   thread_local CUtensorMap maps[kSlots];
   thread_local int filled = 0, next = 0;
@@ -315,24 +317,16 @@ static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
     case kDecode: return launch_decode<T>(p, q.get_device(), stream);
-    default: break;  // kGeneral (forward refused every other value)
+    default: TORCH_CHECK(false, "kforge attention: unknown kernel path ", txt(path));
   }
-  // General kernel: a 64-wide V slice when the head dim is small (no wasted MMAs), else 128.
-  const bool narrow = p.Dv <= 64;
-  const int slice = narrow ? 64 : 128;
-  const int n_slices = (p.Dv + slice - 1) / slice;
-  const int smem = narrow ? gen_smem_bytes<64>(p.Dqk) : gen_smem_bytes<128>(p.Dqk);
-  auto kernel = narrow ? attn_general_kernel<T, 64> : attn_general_kernel<T, 128>;
-  TORCH_CHECK((int64_t)p.H * n_slices <= 65535, "kforge attention: heads x head-dim slices exceeds the grid limit");
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid((p.Sq + kGenBM - 1) / kGenBM, p.H * n_slices, p.B);
-  kernel<<<grid, kGenThreads, smem, stream>>>(p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// out = softmax(q k^T * scale [+ causal mask]) v for q (B,H,Sq,Dqk), k (B,H,Sk,Dqk), v (B,H,Sk,Dv).
-at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
-                   int64_t path) {
+static bool is_path(int64_t path) {
+  return path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc || path == kHopperWideRegPSplit ||
+         path == kDecode;
+}
+
+static void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   check_operand(q, "query");
   check_operand(k, "key");
   check_operand(v, "value");
@@ -348,15 +342,11 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   TORCH_CHECK(k.size(2) > 0, "kforge attention: key length must be positive");
   TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, "kforge attention: batch and heads must be <= 65535");
   TORCH_CHECK(q.size(2) < (int64_t(1) << 30) && k.size(2) < (int64_t(1) << 30), "kforge attention: sequence too long");
-  TORCH_CHECK(path == kGeneral || path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc ||
-                  path == kHopperWideRegPSplit || path == kDecode,
-              "kforge attention: unknown kernel path ", txt(path),
-              " (1 general; 2, 3 P in shared memory; 8, 9 P in registers; 10 decode: the caller chooses, see runtime.py)");
+}
 
-  const c10::cuda::CUDAGuard guard(q.device());
-  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
-  if (out.numel() == 0) return out;
-
+// The kernels' view of one call: q/k/v as given (views welcome: strides are read, not assumed), output into `out`.
+static AttnParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                              bool is_causal, double scale) {
   AttnParams p{};
   p.q = q.data_ptr();
   p.k = k.data_ptr();
@@ -371,10 +361,127 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
   p.kv_group = (int)(q.size(1) / k.size(1));
+  return p;
+}
 
+template <typename T>
+static void launch_path(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                        bool is_causal, double scale, int64_t path, cudaStream_t stream) {
+  launch<T>(make_params(q, k, v, out, is_causal, scale), path, q, k, v, stream);
+}
+
+// out = softmax(q k^T * scale [+ causal mask]) v for q (B,H,Sq,Dqk), k (B,H,Sk,Dqk), v (B,H,Sk,Dv).
+at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
+                   int64_t path) {
+  check_inputs(q, k, v);
+  TORCH_CHECK(is_path(path), "kforge attention: unknown kernel path ", txt(path),
+              " (2, 3 P in shared memory; 8, 9 P in registers; 10 decode: the caller chooses, see runtime.py)");
+
+  const c10::cuda::CUDAGuard guard(q.device());
+  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
+  if (out.numel() == 0) return out;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  if (q.scalar_type() == at::kHalf) launch<__half>(p, path, q, k, v, stream);
-  else launch<__nv_bfloat16>(p, path, q, k, v, stream);
+  if (q.scalar_type() == at::kHalf) launch_path<__half>(q, k, v, out, is_causal, scale, path, stream);
+  else launch_path<__nv_bfloat16>(q, k, v, out, is_causal, scale, path, stream);
+  return out;
+}
+
+constexpr int64_t kMaxChunkKeys = 1024;  // the most keys any wgmma kernel holds (HopperLayout<1, 4>, split register-P)
+// Scratch of one chunked call is bounded: batches and K/V head groups beyond it run one after another.
+constexpr int64_t kChunkScratchBytes = int64_t(1) << 30;
+
+// One kernel call over query rows [r0, r1) of `q` and the key chunk (k, v), its output into rows [r0, r1) of
+// `part_o` and its rows' log2-sum-exp2 into `lse` ([B, H, Sq] floats).
+template <typename T>
+static void launch_chunk_part(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& part_o,
+                              const at::Tensor& lse, int64_t r0, int64_t r1, bool is_causal, double scale, int64_t path,
+                              cudaStream_t stream) {
+  const at::Tensor qv = q.narrow(2, r0, r1 - r0);
+  const at::Tensor ov = part_o.narrow(2, r0, r1 - r0);
+  AttnParams p = make_params(qv, k, v, ov, is_causal, scale);
+  p.lse = lse.data_ptr<float>() + r0;
+  p.lse_sb = (int)lse.stride(0), p.lse_sh = (int)lse.stride(1);  // < 2^31: the scratch is bounded
+  launch<T>(p, path, qv, k, v, stream);
+}
+
+// Every key chunk of one group of batches and heads, then their merge into `out` (contiguous rows).
+template <typename T>
+static void run_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+                       bool is_causal, double scale, int64_t chunk_keys, int64_t full_path, int64_t diag_path,
+                       cudaStream_t stream) {
+  const int64_t sq = q.size(2), sk = k.size(2);
+  const int64_t n_chunks = (sk + chunk_keys - 1) / chunk_keys;
+  auto part_o = at::empty({n_chunks, q.size(0), q.size(1), sq, v.size(3)}, q.options());
+  const auto fopts = q.options().dtype(at::kFloat);
+  // Causal: a chunk holds no key of the rows before it, which its calls never write: they must read as -inf.
+  auto lse = is_causal ? at::full({n_chunks, q.size(0), q.size(1), sq}, -INFINITY, fopts)
+                       : at::empty({n_chunks, q.size(0), q.size(1), sq}, fopts);
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const int64_t c0 = c * chunk_keys, c1 = std::min(sk, c0 + chunk_keys);
+    if (is_causal && c0 >= sq) break;  // top-left aligned: no row sees these keys (nor later ones)
+    const at::Tensor kc = k.narrow(2, c0, c1 - c0), vc = v.narrow(2, c0, c1 - c0);
+    const at::Tensor pc = part_o[c], lc = lse[c];
+    if (!is_causal) {
+      launch_chunk_part<T>(q, kc, vc, pc, lc, 0, sq, false, scale, full_path, stream);
+      continue;
+    }
+    // Rows [c0, c1) see the chunk up to their own key: in the chunk's coordinates the ordinary causal mask.
+    launch_chunk_part<T>(q, kc, vc, pc, lc, c0, std::min(c1, sq), true, scale, diag_path, stream);
+    if (c1 < sq) launch_chunk_part<T>(q, kc, vc, pc, lc, c1, sq, false, scale, full_path, stream);
+  }
+  const int64_t rows = q.size(0) * q.size(1) * sq;
+  const int64_t blocks = (rows + kMergeWarps - 1) / kMergeWarps;
+  TORCH_CHECK(blocks <= 0x7fffffffLL, "kforge attention: too many output rows for the chunk merge");
+  attn_merge_chunks<T><<<(unsigned)blocks, kMergeWarps * 32, 0, stream>>>(
+      static_cast<const T*>(part_o.data_ptr()), lse.data_ptr<float>(), static_cast<T*>(out.data_ptr()), rows,
+      (int)v.size(3), (int)n_chunks, out.stride(2));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+// The same result for key rows longer than one kernel holds: keys in chunks of at most chunk_keys, each chunk run
+// by the wgmma kernel the caller chose (full_path for a chunk every row sees whole, diag_path for the causal
+// diagonal), merged by the rows' log-sum-exp (attn_chunked.cu). Causal masks are top-left aligned, so chunk
+// [c0, c1) holds no key of rows before c0, rows [c0, c1) see it causally in its own coordinates, and later rows
+// see all of it: every part is an ordinary call of an existing kernel.
+at::Tensor forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
+                           int64_t chunk_keys, int64_t full_path, int64_t diag_path) {
+  check_inputs(q, k, v);
+  // The kernels that report their rows' log-sum-exp (AttnParams::lse; the multicast register-P kernel has no
+  // register to spare for it).
+  auto reports_lse = [](int64_t path) {
+    return path == kHopperWide || path == kHopperLong || path == kHopperWideRegPSplit;
+  };
+  TORCH_CHECK(reports_lse(full_path) && reports_lse(diag_path), "kforge attention: key chunks run on kernel paths 2, 3 ",
+              "and 9, got ", txt(full_path), " and ", txt(diag_path));
+  TORCH_CHECK(chunk_keys > 0 && chunk_keys <= kMaxChunkKeys, "kforge attention: chunk of ", txt(chunk_keys),
+              " keys: the wgmma kernels hold 1 to ", txt(kMaxChunkKeys));
+
+  const c10::cuda::CUDAGuard guard(q.device());
+  auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
+  if (out.numel() == 0) return out;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
+
+  // Groups of whole batches, or of K/V heads (with their query heads) within one batch, so that every group's
+  // output rows are contiguous in `out`.
+  const int64_t group = q.size(1) / k.size(1), hkv = k.size(1), b = q.size(0);
+  const int64_t n_chunks = (k.size(2) + chunk_keys - 1) / chunk_keys;
+  const int64_t unit_bytes = n_chunks * group * q.size(2) * (v.size(3) * q.element_size() + 4);
+  const int64_t units = std::max<int64_t>(1, kChunkScratchBytes / unit_bytes);
+  const int64_t batches = std::max<int64_t>(1, units / hkv), heads = std::min(hkv, units);
+  for (int64_t b0 = 0; b0 < b; b0 += batches) {
+    const int64_t nb = std::min(batches, b - b0);
+    for (int64_t h0 = 0; h0 < hkv; h0 += heads) {
+      const int64_t nh = std::min(heads, hkv - h0);
+      const at::Tensor qg = q.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
+      const at::Tensor kg = k.narrow(0, b0, nb).narrow(1, h0, nh), vg = v.narrow(0, b0, nb).narrow(1, h0, nh);
+      const at::Tensor og = out.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
+      if (q.scalar_type() == at::kHalf) {
+        run_chunks<__half>(qg, kg, vg, og, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+      } else {
+        run_chunks<__nv_bfloat16>(qg, kg, vg, og, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+      }
+    }
+  }
   return out;
 }
 
@@ -383,4 +490,9 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 at::Tensor kforge_attention_forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
                                     double scale, int64_t path) {
   return kforge_attn::forward(q, k, v, is_causal, scale, path);
+}
+
+at::Tensor kforge_attention_forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal,
+                                            double scale, int64_t chunk_keys, int64_t full_path, int64_t diag_path) {
+  return kforge_attn::forward_chunked(q, k, v, is_causal, scale, chunk_keys, full_path, diag_path);
 }

@@ -22,7 +22,48 @@ struct AttnParams {
   float scale_log2;  // softmax scale * log2(e): the kernels work in base 2 (exp2 is one MUFU op)
   int causal;        // top-left aligned mask (key j visible to query i iff j <= i), as SDPA's is_causal
   int kv_group;      // query heads per K/V head (grouped-query attention; 1 without): head h reads K/V head h / kv_group
+  // Optional (the shared-memory-P kernels and the split register-P kernel): each row's log2-sum-exp2 of its scaled scores, m + log2(l), -inf for a row that sees
+  // no key, at lse[b * lse_sb + h * lse_sh + row]. Key chunks of a long row are merged with it (attn_chunked.cu).
+  float* lse;
+  int lse_sb, lse_sh;  // a chunked call keeps its scratch far below 2^31 floats
 };
+
+// Special registers read where they are used (volatile: not merged with an earlier read whose value the compiler
+// would then keep live in a general register).
+__device__ __forceinline__ uint32_t special_reg_tid_x() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t special_reg_ctaid_x() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t special_reg_ctaid_y() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ uint32_t special_reg_ctaid_z() {
+  uint32_t v;
+  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(v));
+  return v;
+}
+
+// Stores one row's log2-sum-exp2 when the caller asked for it (p.lse): max m (log2 units of scaled scores) and
+// sum l of exp2(s - m) over the row's visible keys.
+__device__ __forceinline__ void store_row_lse(const AttnParams& p, int b, int h, int row, float m, float l) {
+  if (p.lse != nullptr && row < p.Sq) p.lse[b * p.lse_sb + h * p.lse_sh + row] = l > 0.f ? m + __log2f(l) : -INFINITY;
+}
+
+// The same where the tile's indices are not at hand: rows g and g + 8 of thread tid's warp in a CTA of 64-row
+// warpgroups, tile `tile` of the launch (the grid's x), head and batch from the grid's y and z.
+__device__ __forceinline__ void store_row_lse_here(const AttnParams& p, int tile_rows, int tile, int r, float m, float l) {
+  const uint32_t tid = special_reg_tid_x();
+  const int row = tile * tile_rows + (int)(tid / 128) * 64 + (int)(tid % 128) / 32 * 16 + (int)(tid % 32) / 4 + 8 * r;
+  store_row_lse(p, (int)special_reg_ctaid_z(), (int)special_reg_ctaid_y(), row, m, l);
+}
 
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -146,7 +187,7 @@ __device__ __forceinline__ uint32_t swz128(int row, int chunk16) {
   return static_cast<uint32_t>(row * 128 + ((chunk16 ^ (row & 7)) << 4));
 }
 
-// ---- legacy warp-level MMA (sm_80+), used by the general kernel ----
+// ---- legacy warp-level MMA (sm_80+), used by the decode kernel ----
 __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)

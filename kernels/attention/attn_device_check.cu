@@ -3,14 +3,13 @@
 // launches in seconds (the CI test compiles it; the full extension build is the GPU host's job).
 #include "attn_common.cuh"
 #include "attn_wgmma.cuh"
-#include "attn_general.cu"
 #include "attn_hopper.cu"
 #include "attn_hopper_regp.cu"
 #include "attn_decode.cu"
+#include "attn_chunked.cu"
 
 namespace kforge_attn {
 // Every (dtype x variant) the host dispatcher can launch (attention.cu's Path), nothing else.
-#define KFORGE_GENERAL(T, SLICE) template __global__ void attn_general_kernel<T, SLICE>(const __grid_constant__ AttnParams);
 #define KFORGE_HOPPER(T, NWG, NKB)                                                                             \
   template __global__ void attn_hopper_kernel<T, NWG, NKB>(                                                    \
       const __grid_constant__ AttnParams, const __grid_constant__ CUtensorMap, const __grid_constant__ CUtensorMap, \
@@ -25,8 +24,6 @@ namespace kforge_attn {
   template __global__ void attn_decode_kernel<T, BN, 8>(const __grid_constant__ AttnParams,                    \
                                                         const __grid_constant__ DecodeParams);
 #define KFORGE_ALL_VARIANTS(T)                                                                                \
-  KFORGE_GENERAL(T, 64)                                                                                       \
-  KFORGE_GENERAL(T, 128)                                                                                      \
   KFORGE_HOPPER(T, 2, 2)                                                                                      \
   KFORGE_HOPPER(T, 1, 4)                                                                                      \
   KFORGE_HOPPER_REGP(T, 2, 1)                                                                                 \
@@ -34,7 +31,8 @@ namespace kforge_attn {
   KFORGE_DECODE(T, 16)                                                                                        \
   KFORGE_DECODE(T, 32)                                                                                        \
   template __global__ void attn_decode_combine<T>(const __grid_constant__ AttnParams,                          \
-                                                  const __grid_constant__ DecodeParams);
+                                                  const __grid_constant__ DecodeParams);                       \
+  template __global__ void attn_merge_chunks<T>(const T*, const float*, T*, int64_t, int, int, int64_t);
 KFORGE_ALL_VARIANTS(__half)
 KFORGE_ALL_VARIANTS(__nv_bfloat16)
 }  // namespace kforge_attn

@@ -250,7 +250,10 @@ __device__ __forceinline__ void consume(const AttnParams& p, unsigned char* sP, 
     float l = l_run[r];
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
-    if (t == 0) sInvL[row_cta + r * 8] = l > 0.f ? 1.f / l : 0.f;
+    if (t == 0) {
+      sInvL[row_cta + r * 8] = l > 0.f ? 1.f / l : 0.f;
+      store_row_lse(p, b, h, row_glob + r * 8, m_run[r], l);
+    }
   }
   // A warpgroup reads only its own rows of P and of the statistics: publish its P stores to the async
   // proxy (wgmma) and everything to its own threads.

@@ -420,6 +420,10 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
       const float a_other = other.x == -INFINITY ? 0.f : exp2f(other.x - m);
       const float l = a_self * l_run[r] + a_other * other.y;
       o_scale[r] = l > 0.f ? a_self / l : 0.f;
+      // The tile's indices are read again (store_row_lse_here): kept live for this through phase 2, they spill.
+      if (t == 0 && rank == 0 && p.lse != nullptr) {
+        store_row_lse_here(p, kRpRows, (int)special_reg_ctaid_x() / KSPLIT, r, m, l);
+      }
     }
   };
 

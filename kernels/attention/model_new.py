@@ -13,16 +13,18 @@ Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistic
   decode    S_q <= 16 query rows per head, any S_k: the keys split over CTAs (flash-decoding), each split's
             softmax partial combined by a second kernel; the rows of all query heads sharing a K/V head in
             one tile, so grouped K/V is read once per group.
-  general   any shape the recipe accepts: mma.sync, online softmax, O in 128-wide head-dim slices.
+  chunked   S_k > 1024 with more than 16 query rows: the keys in chunks of at most 1024, each run by a wgmma
+            kernel (causal: the diagonal chunk with the mask, the rows below it without), every row's chunk
+            outputs merged by their log-sum-exp in fp32. Scratch: every chunk's output, at most 1 GiB per
+            batch and K/V head group.
 All: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
 is_causal (top-left, as SDPA), any scale, batch and heads of any size, enable_gqa (K/V heads dividing the
 query heads).
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
-flash/cuDNN kernels are faster there, measured), key lengths above 1024 with more than 16 query rows (our
-general kernel is slower than PyTorch's memory-efficient one there, measured; call `kforge_attention` to use
-it anyway), attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
+flash/cuDNN kernels are faster there, measured), key chunks whose scratch would exceed 1 GiB for one batch
+and K/V head group, attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
 bench/attention/NOTES.md), head dims not a multiple of 8 or above 1024, misaligned or non-unit-stride head
 dims, inputs requiring grad while autograd records, GPUs other than sm_90, and empty sequences.
 
@@ -46,11 +48,13 @@ _is_sm90 = _kf_attn_is_sm90
 dispatch = _kf_attn_dispatch  # (kernel path, None) or (None, why PyTorch runs the call)
 fallback_reason = _kf_attn_fallback_reason
 kernel_path = _kf_attn_kernel_path
+chunk_plan = _kf_attn_chunk_plan
+chunk_scratch_bytes = _kf_attn_chunk_scratch_bytes
 kforge_attention = _kf_attn_forward
 scaled_dot_product_attention = _kf_attn_sdpa
 
 # Kernel paths for kforge_attention(path=...) (runtime.py; `Path` in attention.cu). AUTO: kernel_path's choice.
-PATH_AUTO, PATH_GENERAL = _KF_ATTN_PATH_AUTO, _KF_ATTN_PATH_GENERAL
+PATH_AUTO, PATH_CHUNKED = _KF_ATTN_PATH_AUTO, _KF_ATTN_PATH_CHUNKED
 PATH_WGMMA_512, PATH_WGMMA_1024 = _KF_ATTN_PATH_WGMMA_512, _KF_ATTN_PATH_WGMMA_1024
 PATH_WGMMA_512_REGP_MC = _KF_ATTN_PATH_WGMMA_512_REGP_MC
 PATH_WGMMA_1024_REGP_SPLIT = _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT

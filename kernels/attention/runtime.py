@@ -18,24 +18,29 @@ _KF_ATTN_CPP_SOURCE = "@@KFORGE_SOURCE:bindings.cpp@@"
 # our kernels; above it PyTorch falls back to its memory-efficient kernel and ours win.
 _KF_ATTN_PYTORCH_MAX_FAST_HEAD_DIM = 256
 _KF_ATTN_MAX_HEAD_DIM = 1024
-# Longer key rows do not fit the wgmma kernel's shared-memory P buffer; the general kernel then
-# recomputes QK^T per 128-wide output slice and measured slower than PyTorch (bench/attention/NOTES.md).
+# The most keys one wgmma kernel holds per row (P of the whole row stays on chip). Longer rows run in key chunks
+# of at most this many keys, merged by their rows' log-sum-exp (_KF_ATTN_PATH_CHUNKED).
 _KF_ATTN_WGMMA_MAX_KEYS = 1024
+# A chunked call's scratch (every chunk's 16-bit output and row statistics) for one batch and K/V head group:
+# above it PyTorch runs the call (the extension takes the groups one after another within this bound).
+_KF_ATTN_CHUNK_SCRATCH_BYTES = 1 << 30
 # The register-P kernels hold P of at most this many keys per CTA (512: two 256-key blocks in registers).
 _KF_ATTN_REGP_MAX_KEYS = 512
 # Up to this many query rows per head the split-key decode kernel runs, at any key length: the other kernels
 # work on 64-128-row query tiles, and with fewer rows most of each tile's MMAs and loads would be padding.
 _KF_ATTN_DECODE_MAX_QUERIES = 16
 
-# Kernel paths: the extension's `path` argument (`Path` in attention.cu; 4-7 were withdrawn variants and are
-# not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
+# Kernel paths: the extension's `path` argument (`Path` in attention.cu; 1 and 4-7 were withdrawn kernels and
+# are not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
 _KF_ATTN_PATH_AUTO = 0
-_KF_ATTN_PATH_GENERAL = 1  # mma.sync, online softmax: any S_k
 _KF_ATTN_PATH_WGMMA_512 = 2  # wgmma, P in shared memory, 2 consumer warpgroups: S_k <= 512
 _KF_ATTN_PATH_WGMMA_1024 = 3  # wgmma, P in shared memory, 1 consumer warpgroup: S_k <= 1024
 _KF_ATTN_PATH_WGMMA_512_REGP_MC = 8  # wgmma, P in registers, 2-CTA clusters multicasting K/V: S_k <= 512
 _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT = 9  # wgmma, P in registers, the keys split over a 2-CTA cluster: S_k <= 1024
 _KF_ATTN_PATH_DECODE = 10  # mma.sync, S_q <= 16 per head, any S_k: the keys split over CTAs, partials combined
+# Not one kernel: S_k > 1024 in key chunks, each run by a wgmma kernel (_kf_attn_chunk_plan), merged by the rows'
+# log-sum-exp (the extension's kforge_attention_forward_chunked).
+_KF_ATTN_PATH_CHUNKED = 11
 # float(kLog2e) of the kernels, as a double: the kernels work with scale_log2 = fp32(scale * _KF_ATTN_LOG2E_F32).
 _KF_ATTN_LOG2E_F32 = 1.4426950216293335
 
@@ -52,7 +57,7 @@ def _kf_attn_extension():
             name="kforge_attention_v1",
             cpp_sources=[_KF_ATTN_CPP_SOURCE],
             cuda_sources=[_KF_ATTN_CUDA_SOURCE],
-            functions=["kforge_attention_forward"],
+            functions=["kforge_attention_forward", "kforge_attention_forward_chunked"],
             extra_cflags=["-O3"],
             extra_cuda_cflags=["-O3", "-std=c++17", "-gencode=arch=compute_90a,code=sm_90a"],
             verbose=False,
@@ -119,7 +124,8 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     if qs[-2] == 0 or ks[-2] == 0 or query.numel() == 0:
         return "empty"
     if ks[-2] > _KF_ATTN_WGMMA_MAX_KEYS and qs[-2] > _KF_ATTN_DECODE_MAX_QUERIES:
-        return "key length above 1024: PyTorch's memory-efficient kernel is faster than our general kernel"
+        if _kf_attn_chunk_scratch_bytes(qs, ks, vs, query.element_size()) > _KF_ATTN_CHUNK_SCRATCH_BYTES:
+            return "key chunks' scratch above 1 GiB for one batch and K/V head"
     if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
         return "grid limits"
     if not (_kf_attn_layout_ok(query) and _kf_attn_layout_ok(key) and _kf_attn_layout_ok(value)):
@@ -129,17 +135,47 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
     return None
 
 
+def _kf_attn_ceil_div(a, b):
+    return -(-a // b)
+
+
+def _kf_attn_chunk_keys(key_len):
+    """Keys per chunk of a row longer than one kernel holds: as few chunks as hold it, of equal length rounded up to
+    whole 64-key V tiles (the last chunk shorter). With more than 1024 keys every chunk has more than 512."""
+    chunks = _kf_attn_ceil_div(key_len, _KF_ATTN_WGMMA_MAX_KEYS)
+    return _kf_attn_ceil_div(_kf_attn_ceil_div(key_len, chunks), 64) * 64
+
+
+def _kf_attn_chunk_scratch_bytes(q_shape, k_shape, v_shape, element_size):
+    """Scratch of a chunked call for one batch and K/V head (its query heads): every chunk's output rows in the
+    inputs' dtype and their fp32 log-sum-exp (attention.cu's forward_chunked runs such groups one after another)."""
+    chunks = _kf_attn_ceil_div(k_shape[-2], _kf_attn_chunk_keys(k_shape[-2]))
+    group = q_shape[-3] // k_shape[-3] if len(q_shape) == 4 else 1
+    return chunks * group * q_shape[-2] * (v_shape[-1] * element_size + 4)
+
+
+def _kf_attn_chunk_plan(key_len, is_causal, scale):
+    """How a long key row runs: (keys per chunk, kernel for a chunk its rows see whole, kernel for a chunk on the
+    causal diagonal), each kernel the one _kf_attn_kernel_path picks for a chunk's length. Chunks have more than 512
+    keys, so these are the split register-P kernel or the one-warpgroup shared-memory-P kernel: the kernels that
+    report their rows' log-sum-exp, which the merge needs (the multicast register-P kernel does not)."""
+    chunk = _kf_attn_chunk_keys(key_len)
+    return chunk, _kf_attn_kernel_path(chunk, False, scale), _kf_attn_kernel_path(chunk, True, scale)
+
+
 def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
     """Which kernel runs a call the recipe takes (S_k keys, S_q queries per head, scale already resolved): the
-    fastest measured. Up to 16 query rows: the decode kernel, at any key length and scale.
+    fastest measured. Up to 16 query rows: the decode kernel, at any key length and scale. Above 1024 keys: key
+    chunks (_KF_ATTN_PATH_CHUNKED), each on the kernel this function picks for the chunk.
 
     The register-P kernels take each row's max of the unscaled S, so they need a scale that is positive after
     rounding to fp32 (x rounds to a nonzero fp32 exactly when x > 2^-150); other scales go to the kernels with P
     in shared memory. Causal calls with 512 < S_k <= 1024 go there too: the split kernel computes the masked half
-    of the early query tiles and measured slower (bench/attention/NOTES.md). Above 1024 keys only the general
-    kernel holds a row (the applicability check sends such calls to PyTorch; kforge_attention runs it anyway)."""
+    of the early query tiles and measured slower (bench/attention/NOTES.md)."""
     if query_len is not None and query_len <= _KF_ATTN_DECODE_MAX_QUERIES:
         return _KF_ATTN_PATH_DECODE
+    if key_len > _KF_ATTN_WGMMA_MAX_KEYS:
+        return _KF_ATTN_PATH_CHUNKED
     regp = scale * _KF_ATTN_LOG2E_F32 > 2.0**-150
     if regp and key_len <= _KF_ATTN_REGP_MAX_KEYS:
         return _KF_ATTN_PATH_WGMMA_512_REGP_MC
@@ -147,9 +183,7 @@ def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
         return _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT
     if key_len <= 512:  # HopperLayout<2, 2>::kMaxKeys
         return _KF_ATTN_PATH_WGMMA_512
-    if key_len <= _KF_ATTN_WGMMA_MAX_KEYS:  # HopperLayout<1, 4>::kMaxKeys
-        return _KF_ATTN_PATH_WGMMA_1024
-    return _KF_ATTN_PATH_GENERAL
+    return _KF_ATTN_PATH_WGMMA_1024  # HopperLayout<1, 4>::kMaxKeys = _KF_ATTN_WGMMA_MAX_KEYS
 
 
 def _kf_attn_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -173,7 +207,12 @@ def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_AT
     squeeze = query.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
-    out = _kf_attn_extension().kforge_attention_forward(query, key, value, bool(is_causal), scale, int(path))
+    ext = _kf_attn_extension()
+    if path == _KF_ATTN_PATH_CHUNKED:
+        chunk, full_path, diag_path = _kf_attn_chunk_plan(key.shape[-2], is_causal, scale)
+        out = ext.kforge_attention_forward_chunked(query, key, value, bool(is_causal), scale, chunk, full_path, diag_path)
+    else:
+        out = ext.kforge_attention_forward(query, key, value, bool(is_causal), scale, int(path))
     return out.squeeze(0) if squeeze else out
 
 

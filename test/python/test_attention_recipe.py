@@ -34,7 +34,7 @@ def generated():
 def test_generated_file_embeds_every_kernel_and_no_placeholder():
     text = GENERATED.read_text()
     assert "@@KFORGE_" not in text
-    for name in ("attn_general_kernel", "attn_hopper_kernel", "kforge_attention_forward", "wgmma.mma_async"):
+    for name in ("attn_merge_chunks", "attn_hopper_kernel", "kforge_attention_forward_chunked", "wgmma.mma_async"):
         assert name in text, name
     # Each local header is inlined exactly once (a second copy would redefine everything).
     assert text.count("struct AttnParams {") == 1
@@ -79,7 +79,7 @@ def test_kernel_path_is_the_fastest_kernel_that_holds_the_keys(generated):
     assert kp(512, False, s) == kp(1, True, s) == m.PATH_WGMMA_512_REGP_MC  # the seed shape
     assert kp(513, False, s) == kp(1024, False, s) == m.PATH_WGMMA_1024_REGP_SPLIT
     assert kp(513, True, s) == kp(1024, True, s) == m.PATH_WGMMA_1024  # causal: the split kernel is slower
-    assert kp(1025, False, s) == kp(4096, True, s) == m.PATH_GENERAL  # only for direct kforge_attention calls
+    assert kp(1025, False, s) == kp(4096, True, s) == kp(100000, False, -1.0) == m.PATH_CHUNKED  # key chunks
     # The register-P kernels need fp32(scale * log2 e) > 0; everything else takes P in shared memory.
     for scale in (0.0, -0.0, -s, float("nan"), 2.0**-151):
         assert kp(512, False, scale) == m.PATH_WGMMA_512, scale
@@ -91,7 +91,28 @@ def test_kernel_path_is_the_fastest_kernel_that_holds_the_keys(generated):
     # Up to 16 query rows per head: the split-key decode kernel, at every key length, mask and scale.
     for keys, causal, scale in ((1, False, s), (512, False, s), (4096, True, s), (32768, False, 0.0)):
         assert kp(keys, causal, scale, 1) == kp(keys, causal, scale, 16) == m.PATH_DECODE
-    assert kp(512, False, s, 17) == m.PATH_WGMMA_512_REGP_MC and kp(4096, False, s, 17) == m.PATH_GENERAL
+    assert kp(512, False, s, 17) == m.PATH_WGMMA_512_REGP_MC and kp(4096, False, s, 17) == m.PATH_CHUNKED
+
+
+@pytest.mark.parametrize("keys", [1025, 1088, 1500, 2048, 2049, 4096, 8191, 8192, 16385, 32768, 131072])
+def test_chunk_plan_cuts_a_long_row_into_chunks_the_lse_kernels_hold(generated, keys):
+    m = generated
+    for scale, causal in ((1 / 32, False), (1 / 32, True), (0.0, False), (-0.5, True)):
+        chunk, full, diag = m.chunk_plan(keys, causal, scale)
+        n = -(-keys // chunk)
+        assert 512 < chunk <= m.WGMMA_MAX_KEYS and chunk % 64 == 0, chunk
+        assert (n - 1) * chunk < keys <= n * chunk  # no empty chunk
+        assert n == -(-keys // m.WGMMA_MAX_KEYS)  # as few chunks as hold the row
+        # Only kernels that report their rows' log-sum-exp (attention.cu refuses the others for chunks).
+        assert full == (m.PATH_WGMMA_1024_REGP_SPLIT if scale > 0 else m.PATH_WGMMA_1024)
+        assert diag == m.PATH_WGMMA_1024
+
+
+def test_chunk_scratch_counts_every_chunks_rows_of_one_kv_head_group(generated):
+    # 8 query heads on 2 K/V heads (groups of 4), 4096 queries, 5000 keys in 5 chunks, D_v 512, fp16.
+    got = generated.chunk_scratch_bytes((2, 8, 4096, 512), (2, 2, 5000, 512), (2, 2, 5000, 512), 2)
+    assert got == 5 * 4 * 4096 * (512 * 2 + 4)
+    assert generated.chunk_scratch_bytes((8, 4096, 512), (8, 5000, 512), (8, 5000, 512), 2) == 5 * 4096 * 1028
 
 
 class _FakeExtension:
@@ -104,6 +125,10 @@ class _FakeExtension:
         self.paths.append((path, is_causal, scale))
         return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)
 
+    def kforge_attention_forward_chunked(self, q, k, v, is_causal, scale, chunk_keys, full_path, diag_path):
+        self.paths.append((("chunked", chunk_keys, full_path, diag_path), is_causal, scale))
+        return torch.zeros(*q.shape[:-1], v.shape[-1], dtype=q.dtype)
+
 
 def test_the_extension_runs_the_kernel_python_chose(generated, monkeypatch):
     fake = _FakeExtension()
@@ -114,7 +139,7 @@ def test_the_extension_runs_the_kernel_python_chose(generated, monkeypatch):
     generated.scaled_dot_product_attention(q, kv[512], kv[512])
     generated.scaled_dot_product_attention(q, kv[1000], kv[1000], is_causal=True)
     generated.scaled_dot_product_attention(q, kv[1000], kv[1000], scale=-0.1)
-    generated.kforge_attention(q[0], kv[2048][0], kv[2048][0])  # 3-D, no applicability check: the general kernel
+    generated.kforge_attention(q[0], kv[2048][0], kv[2048][0])  # 3-D, no applicability check: key chunks
     generated.kforge_attention(q, kv[512], kv[512], path=generated.PATH_WGMMA_512)  # an explicit kernel
     # One query row against 2048 keys, 4 query heads on 2 K/V heads: the decode kernel, enable_gqa not passed on
     # (the extension reads the grouping from the head counts).
@@ -122,17 +147,19 @@ def test_the_extension_runs_the_kernel_python_chose(generated, monkeypatch):
                                            enable_gqa=True)
     m, s = generated, 1 / math.sqrt(512)
     assert fake.paths == [(m.PATH_WGMMA_512_REGP_MC, False, s), (m.PATH_WGMMA_1024, True, s),
-                          (m.PATH_WGMMA_1024, False, -0.1), (m.PATH_GENERAL, False, s), (m.PATH_WGMMA_512, False, s),
+                          (m.PATH_WGMMA_1024, False, -0.1),
+                          (("chunked", 1024, m.PATH_WGMMA_1024_REGP_SPLIT, m.PATH_WGMMA_1024), False, s),
+                          (m.PATH_WGMMA_512, False, s),
                           (m.PATH_DECODE, False, s)]
 
 
 def test_python_kernel_paths_are_the_extensions(generated):
     """The extension's `Path` enum is exactly the kernel paths Python chooses among (no "auto": C++ decides
-    nothing), and only those kernels are instantiated."""
+    nothing; "chunked" is several of them, through its own entry point), and only those kernels are instantiated."""
     enum = re.search(r"enum Path : int64_t \{([^}]*)\}", (KERNELS / "attention.cu").read_text()).group(1)
     cpp = {int(v) for v in re.findall(r"=\s*(\d+)", enum)}
-    py = {getattr(generated, n) for n in dir(generated) if n.startswith("PATH_") and n != "PATH_AUTO"}
-    assert cpp == py and generated.PATH_AUTO not in cpp
+    py = {getattr(generated, n) for n in dir(generated) if n.startswith("PATH_") and n not in ("PATH_AUTO", "PATH_CHUNKED")}
+    assert cpp == py and not {generated.PATH_AUTO, generated.PATH_CHUNKED} & cpp
 
 
 def _ptxas_report(text: str) -> dict[str, tuple[int, int, int]]:
@@ -165,13 +192,13 @@ def test_kernels_compile_for_sm90a_without_spills(tmp_path):
     assert res.returncode == 0, res.stderr[-4000:]
     report = _ptxas_report(res.stderr)
     hopper = {k: v for k, v in report.items() if "attn_hopper_kernel" in k or "attn_hopper_regp_kernel" in k}
-    general = {k: v for k, v in report.items() if "attn_general_kernel" in k}
     decode = {k: v for k, v in report.items() if "attn_decode" in k}
+    merge = {k: v for k, v in report.items() if "attn_merge_chunks" in k}
     # {fp16,bf16} x ({512,1024 keys} with P in shared memory + P in registers x {K/V multicast, split keys};
-    # general x {64, 128}-wide slices; decode x {16, 32}-key stages x {4, 8} column pairs a warp + its combine): the
+    # decode x {16, 32}-key stages x {4, 8} column pairs a warp + its combine; the key chunks' merge): the
     # kernels the dispatcher can choose, nothing else
-    assert len(hopper) == 8 and len(general) == 4 and len(decode) == 10, report
-    assert len(report) == len(hopper) + len(general) + len(decode), report
+    assert len(hopper) == 8 and len(decode) == 10 and len(merge) == 2, report
+    assert len(report) == len(hopper) + len(decode) + len(merge), report
     for name, (regs, spill, stack) in report.items():
         assert spill == 0 and stack == 0, f"{name}: {spill} B spilled, {stack} B stack"
         assert regs <= 255, name
