@@ -17,16 +17,15 @@ Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistic
             one tile, so grouped K/V is read once per group.
   chunked   S_k > 1024 with more than 16 query rows: the keys in chunks of at most 1024, each run by a wgmma
             kernel (causal: the diagonal chunk with the mask, the rows below it without), every row's chunk
-            outputs merged by their log-sum-exp in fp32. Scratch: every chunk's output, at most 1 GiB per
-            batch and K/V head group.
+            outputs merged by their log-sum-exp in fp32. Scratch: every chunk's output rows, at most 1 GiB
+            at a time (batches, K/V head groups and blocks of query rows run one after another).
 All: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
 is_causal (top-left, as SDPA), any scale, batch and heads of any size, enable_gqa (K/V heads dividing the
 query heads).
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
-flash/cuDNN kernels are faster there, measured), key chunks whose scratch would exceed 1 GiB for one batch
-and K/V head group, attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
+flash/cuDNN kernels are faster there, measured), attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
 bench/attention/NOTES.md), head dims not a multiple of 8 or above 1024, misaligned or non-unit-stride head
 dims, inputs requiring grad while autograd records, GPUs other than sm_90, and empty sequences.
 
@@ -1894,13 +1893,21 @@ template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w)
   return __bfloat1622float2(h);
 }
 
-// part_o: [n_chunks][rows][Dv] (16-bit, a chunk's rows contiguous), lse: [n_chunks][rows] (-inf where a chunk
-// holds no key of the row: its part_o row was never written and is not read), out: [rows][Dv] with row stride
-// out_rs. Dv a multiple of 8 (16-byte vectors).
+// Where the merged rows go: a (batch, head, row) view with its strides (in elements; head dim contiguous).
+template <typename T>
+struct MergeOut {
+  T* ptr;
+  int64_t sb, sh, ss;
+  int64_t heads, seq;
+};
+
+// part_o: [n_chunks][rows][Dv] (16-bit, a chunk's rows contiguous; rows = batch x heads x seq of `out`), lse:
+// [n_chunks][rows] (-inf where a chunk holds no key of the row: its part_o row was never written and is not read).
+// Dv a multiple of 8 (16-byte vectors).
 template <typename T>
 __global__ void __launch_bounds__(kMergeWarps * 32, 4)
-    attn_merge_chunks(const T* __restrict__ part_o, const float* __restrict__ lse, T* __restrict__ out, int64_t rows,
-                      int dv, int n_chunks, int64_t out_rs) {
+    attn_merge_chunks(const T* __restrict__ part_o, const float* __restrict__ lse, const MergeOut<T> out, int64_t rows,
+                      int dv, int n_chunks) {
   const int lane = threadIdx.x % 32;
   const int64_t row = (int64_t)blockIdx.x * kMergeWarps + threadIdx.x / 32;
   if (row >= rows) return;
@@ -1917,6 +1924,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32, 4)
   for (int k = 16; k > 0; k >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, k);
   const float inv = sum > 0.f ? 1.f / sum : 0.f;  // 0: a row no chunk holds a key of (not produced by the host)
 
+  const int64_t s = row % out.seq, bh = row / out.seq;
+  T* dst = out.ptr + (bh / out.heads) * out.sb + (bh % out.heads) * out.sh + s * out.ss;
   const int vecs = dv / 8;
   for (int v = lane; v < vecs; v += 32) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -1933,7 +1942,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32, 4)
         acc[2 * i + 1] = fmaf(w, x2.y, acc[2 * i + 1]);
       }
     }
-    *reinterpret_cast<uint4*>(out + row * out_rs + v * 8) =
+    *reinterpret_cast<uint4*>(dst + v * 8) =
         make_uint4(Pack2<T>::from_floats(acc[0], acc[1]), Pack2<T>::from_floats(acc[2], acc[3]),
                    Pack2<T>::from_floats(acc[4], acc[5]), Pack2<T>::from_floats(acc[6], acc[7]));
   }
@@ -2306,7 +2315,8 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 }
 
 constexpr int64_t kMaxChunkKeys = 1024;  // the most keys any wgmma kernel holds (HopperLayout<1, 4>, split register-P)
-// Scratch of one chunked call is bounded: batches and K/V head groups beyond it run one after another.
+// Scratch of one chunked call is bounded: batches, K/V head groups and blocks of query rows beyond it run one
+// after another.
 constexpr int64_t kChunkScratchBytes = int64_t(1) << 30;
 
 // One kernel call over query rows [r0, r1) of `q` and the key chunk (k, v), its output into rows [r0, r1) of
@@ -2315,6 +2325,7 @@ template <typename T>
 static void launch_chunk_part(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& part_o,
                               const at::Tensor& lse, int64_t r0, int64_t r1, bool is_causal, double scale, int64_t path,
                               cudaStream_t stream) {
+  if (r1 <= r0) return;
   const at::Tensor qv = q.narrow(2, r0, r1 - r0);
   const at::Tensor ov = part_o.narrow(2, r0, r1 - r0);
   AttnParams p = make_params(qv, k, v, ov, is_causal, scale);
@@ -2323,12 +2334,13 @@ static void launch_chunk_part(const at::Tensor& q, const at::Tensor& k, const at
   launch<T>(p, path, qv, k, v, stream);
 }
 
-// Every key chunk of one group of batches and heads, then their merge into `out` (contiguous rows).
+// Every key chunk of one block of query rows (of some batches and heads), then their merge into `out`. The block's
+// first row is row `row0` of the whole call (a multiple of chunk_keys), which the causal mask is relative to.
 template <typename T>
 static void run_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-                       bool is_causal, double scale, int64_t chunk_keys, int64_t full_path, int64_t diag_path,
-                       cudaStream_t stream) {
-  const int64_t sq = q.size(2), sk = k.size(2);
+                       int64_t row0, bool is_causal, double scale, int64_t chunk_keys, int64_t full_path,
+                       int64_t diag_path, cudaStream_t stream) {
+  const int64_t sq = q.size(2), sk = k.size(2), row_end = row0 + sq;
   const int64_t n_chunks = (sk + chunk_keys - 1) / chunk_keys;
   auto part_o = at::empty({n_chunks, q.size(0), q.size(1), sq, v.size(3)}, q.options());
   const auto fopts = q.options().dtype(at::kFloat);
@@ -2337,23 +2349,25 @@ static void run_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tenso
                        : at::empty({n_chunks, q.size(0), q.size(1), sq}, fopts);
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t c0 = c * chunk_keys, c1 = std::min(sk, c0 + chunk_keys);
-    if (is_causal && c0 >= sq) break;  // top-left aligned: no row sees these keys (nor later ones)
+    if (is_causal && c0 >= row_end) break;  // top-left aligned: no row of the block sees these keys (nor later ones)
     const at::Tensor kc = k.narrow(2, c0, c1 - c0), vc = v.narrow(2, c0, c1 - c0);
     const at::Tensor pc = part_o[c], lc = lse[c];
     if (!is_causal) {
       launch_chunk_part<T>(q, kc, vc, pc, lc, 0, sq, false, scale, full_path, stream);
       continue;
     }
-    // Rows [c0, c1) see the chunk up to their own key: in the chunk's coordinates the ordinary causal mask.
-    launch_chunk_part<T>(q, kc, vc, pc, lc, c0, std::min(c1, sq), true, scale, diag_path, stream);
-    if (c1 < sq) launch_chunk_part<T>(q, kc, vc, pc, lc, c1, sq, false, scale, full_path, stream);
+    // Rows [c0, c1) see the chunk up to their own key: in the chunk's coordinates the ordinary causal mask (a block
+    // starts on a chunk boundary, so it holds all of these rows or none). Later rows see all of it.
+    if (c0 >= row0) launch_chunk_part<T>(q, kc, vc, pc, lc, c0 - row0, std::min(c1, row_end) - row0, true, scale,
+                                         diag_path, stream);
+    launch_chunk_part<T>(q, kc, vc, pc, lc, std::max(c1, row0) - row0, sq, false, scale, full_path, stream);
   }
   const int64_t rows = q.size(0) * q.size(1) * sq;
   const int64_t blocks = (rows + kMergeWarps - 1) / kMergeWarps;
   TORCH_CHECK(blocks <= 0x7fffffffLL, "kforge attention: too many output rows for the chunk merge");
+  MergeOut<T> o{static_cast<T*>(out.data_ptr()), out.stride(0), out.stride(1), out.stride(2), q.size(1), sq};
   attn_merge_chunks<T><<<(unsigned)blocks, kMergeWarps * 32, 0, stream>>>(
-      static_cast<const T*>(part_o.data_ptr()), lse.data_ptr<float>(), static_cast<T*>(out.data_ptr()), rows,
-      (int)v.size(3), (int)n_chunks, out.stride(2));
+      static_cast<const T*>(part_o.data_ptr()), lse.data_ptr<float>(), o, rows, (int)v.size(3), (int)n_chunks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -2380,13 +2394,16 @@ at::Tensor forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::T
   if (out.numel() == 0) return out;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
 
-  // Groups of whole batches, or of K/V heads (with their query heads) within one batch, so that every group's
-  // output rows are contiguous in `out`.
-  const int64_t group = q.size(1) / k.size(1), hkv = k.size(1), b = q.size(0);
+  // Work groups within the scratch bound: whole batches, else K/V head groups (with their query heads) of one
+  // batch, else blocks of query rows (whole chunks of them) of one K/V head group.
+  const int64_t group = q.size(1) / k.size(1), hkv = k.size(1), b = q.size(0), sq = q.size(2);
   const int64_t n_chunks = (k.size(2) + chunk_keys - 1) / chunk_keys;
-  const int64_t unit_bytes = n_chunks * group * q.size(2) * (v.size(3) * q.element_size() + 4);
+  const int64_t row_bytes = n_chunks * group * (v.size(3) * q.element_size() + 4);  // one query row of a K/V group
+  const int64_t unit_bytes = row_bytes * sq;
   const int64_t units = std::max<int64_t>(1, kChunkScratchBytes / unit_bytes);
   const int64_t batches = std::max<int64_t>(1, units / hkv), heads = std::min(hkv, units);
+  const int64_t block_rows =
+      unit_bytes <= kChunkScratchBytes ? sq : std::max<int64_t>(1, kChunkScratchBytes / row_bytes / chunk_keys) * chunk_keys;
   for (int64_t b0 = 0; b0 < b; b0 += batches) {
     const int64_t nb = std::min(batches, b - b0);
     for (int64_t h0 = 0; h0 < hkv; h0 += heads) {
@@ -2394,10 +2411,14 @@ at::Tensor forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::T
       const at::Tensor qg = q.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
       const at::Tensor kg = k.narrow(0, b0, nb).narrow(1, h0, nh), vg = v.narrow(0, b0, nb).narrow(1, h0, nh);
       const at::Tensor og = out.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
-      if (q.scalar_type() == at::kHalf) {
-        run_chunks<__half>(qg, kg, vg, og, is_causal, scale, chunk_keys, full_path, diag_path, stream);
-      } else {
-        run_chunks<__nv_bfloat16>(qg, kg, vg, og, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+      for (int64_t r0 = 0; r0 < sq; r0 += block_rows) {
+        const int64_t nr = std::min(block_rows, sq - r0);
+        const at::Tensor qb = qg.narrow(2, r0, nr), ob = og.narrow(2, r0, nr);
+        if (q.scalar_type() == at::kHalf) {
+          run_chunks<__half>(qb, kg, vg, ob, r0, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+        } else {
+          run_chunks<__nv_bfloat16>(qb, kg, vg, ob, r0, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+        }
       }
     }
   }
@@ -2442,9 +2463,6 @@ _KF_ATTN_MAX_HEAD_DIM = 1024
 # The most keys one wgmma kernel holds per row (P of the whole row stays on chip). Longer rows run in key chunks
 # of at most this many keys, merged by their rows' log-sum-exp (_KF_ATTN_PATH_CHUNKED).
 _KF_ATTN_WGMMA_MAX_KEYS = 1024
-# A chunked call's scratch (every chunk's 16-bit output and row statistics) for one batch and K/V head group:
-# above it PyTorch runs the call (the extension takes the groups one after another within this bound).
-_KF_ATTN_CHUNK_SCRATCH_BYTES = 1 << 30
 # The register-P kernels hold P of at most this many keys per CTA (512: two 256-key blocks in registers).
 _KF_ATTN_REGP_MAX_KEYS = 512
 # Up to this many query rows per head the split-key decode kernel runs, at any key length: the other kernels
@@ -2544,9 +2562,6 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
         return "head dim"
     if qs[-2] == 0 or ks[-2] == 0 or query.numel() == 0:
         return "empty"
-    if ks[-2] > _KF_ATTN_WGMMA_MAX_KEYS and qs[-2] > _KF_ATTN_DECODE_MAX_QUERIES:
-        if _kf_attn_chunk_scratch_bytes(qs, ks, vs, query.element_size()) > _KF_ATTN_CHUNK_SCRATCH_BYTES:
-            return "key chunks' scratch above 1 GiB for one batch and K/V head"
     if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
         return "grid limits"
     if not (_kf_attn_layout_ok(query) and _kf_attn_layout_ok(key) and _kf_attn_layout_ok(value)):
@@ -2565,14 +2580,6 @@ def _kf_attn_chunk_keys(key_len):
     whole 64-key V tiles (the last chunk shorter). With more than 1024 keys every chunk has more than 512."""
     chunks = _kf_attn_ceil_div(key_len, _KF_ATTN_WGMMA_MAX_KEYS)
     return _kf_attn_ceil_div(_kf_attn_ceil_div(key_len, chunks), 64) * 64
-
-
-def _kf_attn_chunk_scratch_bytes(q_shape, k_shape, v_shape, element_size):
-    """Scratch of a chunked call for one batch and K/V head (its query heads): every chunk's output rows in the
-    inputs' dtype and their fp32 log-sum-exp (attention.cu's forward_chunked runs such groups one after another)."""
-    chunks = _kf_attn_ceil_div(k_shape[-2], _kf_attn_chunk_keys(k_shape[-2]))
-    group = q_shape[-3] // k_shape[-3] if len(q_shape) == 4 else 1
-    return chunks * group * q_shape[-2] * (v_shape[-1] * element_size + 4)
 
 
 def _kf_attn_chunk_plan(key_len, is_causal, scale):
@@ -2659,7 +2666,6 @@ dispatch = _kf_attn_dispatch  # (kernel path, None) or (None, why PyTorch runs t
 fallback_reason = _kf_attn_fallback_reason
 kernel_path = _kf_attn_kernel_path
 chunk_plan = _kf_attn_chunk_plan
-chunk_scratch_bytes = _kf_attn_chunk_scratch_bytes
 kforge_attention = _kf_attn_forward
 scaled_dot_product_attention = _kf_attn_sdpa
 

@@ -387,7 +387,8 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 }
 
 constexpr int64_t kMaxChunkKeys = 1024;  // the most keys any wgmma kernel holds (HopperLayout<1, 4>, split register-P)
-// Scratch of one chunked call is bounded: batches and K/V head groups beyond it run one after another.
+// Scratch of one chunked call is bounded: batches, K/V head groups and blocks of query rows beyond it run one
+// after another.
 constexpr int64_t kChunkScratchBytes = int64_t(1) << 30;
 
 // One kernel call over query rows [r0, r1) of `q` and the key chunk (k, v), its output into rows [r0, r1) of
@@ -396,6 +397,7 @@ template <typename T>
 static void launch_chunk_part(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& part_o,
                               const at::Tensor& lse, int64_t r0, int64_t r1, bool is_causal, double scale, int64_t path,
                               cudaStream_t stream) {
+  if (r1 <= r0) return;
   const at::Tensor qv = q.narrow(2, r0, r1 - r0);
   const at::Tensor ov = part_o.narrow(2, r0, r1 - r0);
   AttnParams p = make_params(qv, k, v, ov, is_causal, scale);
@@ -404,12 +406,13 @@ static void launch_chunk_part(const at::Tensor& q, const at::Tensor& k, const at
   launch<T>(p, path, qv, k, v, stream);
 }
 
-// Every key chunk of one group of batches and heads, then their merge into `out` (contiguous rows).
+// Every key chunk of one block of query rows (of some batches and heads), then their merge into `out`. The block's
+// first row is row `row0` of the whole call (a multiple of chunk_keys), which the causal mask is relative to.
 template <typename T>
 static void run_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-                       bool is_causal, double scale, int64_t chunk_keys, int64_t full_path, int64_t diag_path,
-                       cudaStream_t stream) {
-  const int64_t sq = q.size(2), sk = k.size(2);
+                       int64_t row0, bool is_causal, double scale, int64_t chunk_keys, int64_t full_path,
+                       int64_t diag_path, cudaStream_t stream) {
+  const int64_t sq = q.size(2), sk = k.size(2), row_end = row0 + sq;
   const int64_t n_chunks = (sk + chunk_keys - 1) / chunk_keys;
   auto part_o = at::empty({n_chunks, q.size(0), q.size(1), sq, v.size(3)}, q.options());
   const auto fopts = q.options().dtype(at::kFloat);
@@ -418,23 +421,25 @@ static void run_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tenso
                        : at::empty({n_chunks, q.size(0), q.size(1), sq}, fopts);
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t c0 = c * chunk_keys, c1 = std::min(sk, c0 + chunk_keys);
-    if (is_causal && c0 >= sq) break;  // top-left aligned: no row sees these keys (nor later ones)
+    if (is_causal && c0 >= row_end) break;  // top-left aligned: no row of the block sees these keys (nor later ones)
     const at::Tensor kc = k.narrow(2, c0, c1 - c0), vc = v.narrow(2, c0, c1 - c0);
     const at::Tensor pc = part_o[c], lc = lse[c];
     if (!is_causal) {
       launch_chunk_part<T>(q, kc, vc, pc, lc, 0, sq, false, scale, full_path, stream);
       continue;
     }
-    // Rows [c0, c1) see the chunk up to their own key: in the chunk's coordinates the ordinary causal mask.
-    launch_chunk_part<T>(q, kc, vc, pc, lc, c0, std::min(c1, sq), true, scale, diag_path, stream);
-    if (c1 < sq) launch_chunk_part<T>(q, kc, vc, pc, lc, c1, sq, false, scale, full_path, stream);
+    // Rows [c0, c1) see the chunk up to their own key: in the chunk's coordinates the ordinary causal mask (a block
+    // starts on a chunk boundary, so it holds all of these rows or none). Later rows see all of it.
+    if (c0 >= row0) launch_chunk_part<T>(q, kc, vc, pc, lc, c0 - row0, std::min(c1, row_end) - row0, true, scale,
+                                         diag_path, stream);
+    launch_chunk_part<T>(q, kc, vc, pc, lc, std::max(c1, row0) - row0, sq, false, scale, full_path, stream);
   }
   const int64_t rows = q.size(0) * q.size(1) * sq;
   const int64_t blocks = (rows + kMergeWarps - 1) / kMergeWarps;
   TORCH_CHECK(blocks <= 0x7fffffffLL, "kforge attention: too many output rows for the chunk merge");
+  MergeOut<T> o{static_cast<T*>(out.data_ptr()), out.stride(0), out.stride(1), out.stride(2), q.size(1), sq};
   attn_merge_chunks<T><<<(unsigned)blocks, kMergeWarps * 32, 0, stream>>>(
-      static_cast<const T*>(part_o.data_ptr()), lse.data_ptr<float>(), static_cast<T*>(out.data_ptr()), rows,
-      (int)v.size(3), (int)n_chunks, out.stride(2));
+      static_cast<const T*>(part_o.data_ptr()), lse.data_ptr<float>(), o, rows, (int)v.size(3), (int)n_chunks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -461,13 +466,16 @@ at::Tensor forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::T
   if (out.numel() == 0) return out;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
 
-  // Groups of whole batches, or of K/V heads (with their query heads) within one batch, so that every group's
-  // output rows are contiguous in `out`.
-  const int64_t group = q.size(1) / k.size(1), hkv = k.size(1), b = q.size(0);
+  // Work groups within the scratch bound: whole batches, else K/V head groups (with their query heads) of one
+  // batch, else blocks of query rows (whole chunks of them) of one K/V head group.
+  const int64_t group = q.size(1) / k.size(1), hkv = k.size(1), b = q.size(0), sq = q.size(2);
   const int64_t n_chunks = (k.size(2) + chunk_keys - 1) / chunk_keys;
-  const int64_t unit_bytes = n_chunks * group * q.size(2) * (v.size(3) * q.element_size() + 4);
+  const int64_t row_bytes = n_chunks * group * (v.size(3) * q.element_size() + 4);  // one query row of a K/V group
+  const int64_t unit_bytes = row_bytes * sq;
   const int64_t units = std::max<int64_t>(1, kChunkScratchBytes / unit_bytes);
   const int64_t batches = std::max<int64_t>(1, units / hkv), heads = std::min(hkv, units);
+  const int64_t block_rows =
+      unit_bytes <= kChunkScratchBytes ? sq : std::max<int64_t>(1, kChunkScratchBytes / row_bytes / chunk_keys) * chunk_keys;
   for (int64_t b0 = 0; b0 < b; b0 += batches) {
     const int64_t nb = std::min(batches, b - b0);
     for (int64_t h0 = 0; h0 < hkv; h0 += heads) {
@@ -475,10 +483,14 @@ at::Tensor forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::T
       const at::Tensor qg = q.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
       const at::Tensor kg = k.narrow(0, b0, nb).narrow(1, h0, nh), vg = v.narrow(0, b0, nb).narrow(1, h0, nh);
       const at::Tensor og = out.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
-      if (q.scalar_type() == at::kHalf) {
-        run_chunks<__half>(qg, kg, vg, og, is_causal, scale, chunk_keys, full_path, diag_path, stream);
-      } else {
-        run_chunks<__nv_bfloat16>(qg, kg, vg, og, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+      for (int64_t r0 = 0; r0 < sq; r0 += block_rows) {
+        const int64_t nr = std::min(block_rows, sq - r0);
+        const at::Tensor qb = qg.narrow(2, r0, nr), ob = og.narrow(2, r0, nr);
+        if (q.scalar_type() == at::kHalf) {
+          run_chunks<__half>(qb, kg, vg, ob, r0, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+        } else {
+          run_chunks<__nv_bfloat16>(qb, kg, vg, ob, r0, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+        }
       }
     }
   }

@@ -25,13 +25,21 @@ template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w)
   return __bfloat1622float2(h);
 }
 
-// part_o: [n_chunks][rows][Dv] (16-bit, a chunk's rows contiguous), lse: [n_chunks][rows] (-inf where a chunk
-// holds no key of the row: its part_o row was never written and is not read), out: [rows][Dv] with row stride
-// out_rs. Dv a multiple of 8 (16-byte vectors).
+// Where the merged rows go: a (batch, head, row) view with its strides (in elements; head dim contiguous).
+template <typename T>
+struct MergeOut {
+  T* ptr;
+  int64_t sb, sh, ss;
+  int64_t heads, seq;
+};
+
+// part_o: [n_chunks][rows][Dv] (16-bit, a chunk's rows contiguous; rows = batch x heads x seq of `out`), lse:
+// [n_chunks][rows] (-inf where a chunk holds no key of the row: its part_o row was never written and is not read).
+// Dv a multiple of 8 (16-byte vectors).
 template <typename T>
 __global__ void __launch_bounds__(kMergeWarps * 32, 4)
-    attn_merge_chunks(const T* __restrict__ part_o, const float* __restrict__ lse, T* __restrict__ out, int64_t rows,
-                      int dv, int n_chunks, int64_t out_rs) {
+    attn_merge_chunks(const T* __restrict__ part_o, const float* __restrict__ lse, const MergeOut<T> out, int64_t rows,
+                      int dv, int n_chunks) {
   const int lane = threadIdx.x % 32;
   const int64_t row = (int64_t)blockIdx.x * kMergeWarps + threadIdx.x / 32;
   if (row >= rows) return;
@@ -48,6 +56,8 @@ __global__ void __launch_bounds__(kMergeWarps * 32, 4)
   for (int k = 16; k > 0; k >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, k);
   const float inv = sum > 0.f ? 1.f / sum : 0.f;  // 0: a row no chunk holds a key of (not produced by the host)
 
+  const int64_t s = row % out.seq, bh = row / out.seq;
+  T* dst = out.ptr + (bh / out.heads) * out.sb + (bh % out.heads) * out.sh + s * out.ss;
   const int vecs = dv / 8;
   for (int v = lane; v < vecs; v += 32) {
     float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
@@ -64,7 +74,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32, 4)
         acc[2 * i + 1] = fmaf(w, x2.y, acc[2 * i + 1]);
       }
     }
-    *reinterpret_cast<uint4*>(out + row * out_rs + v * 8) =
+    *reinterpret_cast<uint4*>(dst + v * 8) =
         make_uint4(Pack2<T>::from_floats(acc[0], acc[1]), Pack2<T>::from_floats(acc[2], acc[3]),
                    Pack2<T>::from_floats(acc[4], acc[5]), Pack2<T>::from_floats(acc[6], acc[7]));
   }

@@ -32,7 +32,7 @@ namespace kforge_attn {
   KFORGE_DECODE(T, 32)                                                                                        \
   template __global__ void attn_decode_combine<T>(const __grid_constant__ AttnParams,                          \
                                                   const __grid_constant__ DecodeParams);                       \
-  template __global__ void attn_merge_chunks<T>(const T*, const float*, T*, int64_t, int, int, int64_t);
+  template __global__ void attn_merge_chunks<T>(const T*, const float*, const MergeOut<T>, int64_t, int, int);
 KFORGE_ALL_VARIANTS(__half)
 KFORGE_ALL_VARIANTS(__nv_bfloat16)
 }  // namespace kforge_attn

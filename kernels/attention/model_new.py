@@ -15,16 +15,15 @@ Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistic
             one tile, so grouped K/V is read once per group.
   chunked   S_k > 1024 with more than 16 query rows: the keys in chunks of at most 1024, each run by a wgmma
             kernel (causal: the diagonal chunk with the mask, the rows below it without), every row's chunk
-            outputs merged by their log-sum-exp in fp32. Scratch: every chunk's output, at most 1 GiB per
-            batch and K/V head group.
+            outputs merged by their log-sum-exp in fp32. Scratch: every chunk's output rows, at most 1 GiB
+            at a time (batches, K/V head groups and blocks of query rows run one after another).
 All: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
 is_causal (top-left, as SDPA), any scale, batch and heads of any size, enable_gqa (K/V heads dividing the
 query heads).
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
-flash/cuDNN kernels are faster there, measured), key chunks whose scratch would exceed 1 GiB for one batch
-and K/V head group, attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
+flash/cuDNN kernels are faster there, measured), attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
 bench/attention/NOTES.md), head dims not a multiple of 8 or above 1024, misaligned or non-unit-stride head
 dims, inputs requiring grad while autograd records, GPUs other than sm_90, and empty sequences.
 
@@ -49,7 +48,6 @@ dispatch = _kf_attn_dispatch  # (kernel path, None) or (None, why PyTorch runs t
 fallback_reason = _kf_attn_fallback_reason
 kernel_path = _kf_attn_kernel_path
 chunk_plan = _kf_attn_chunk_plan
-chunk_scratch_bytes = _kf_attn_chunk_scratch_bytes
 kforge_attention = _kf_attn_forward
 scaled_dot_product_attention = _kf_attn_sdpa
 

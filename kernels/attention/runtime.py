@@ -21,9 +21,6 @@ _KF_ATTN_MAX_HEAD_DIM = 1024
 # The most keys one wgmma kernel holds per row (P of the whole row stays on chip). Longer rows run in key chunks
 # of at most this many keys, merged by their rows' log-sum-exp (_KF_ATTN_PATH_CHUNKED).
 _KF_ATTN_WGMMA_MAX_KEYS = 1024
-# A chunked call's scratch (every chunk's 16-bit output and row statistics) for one batch and K/V head group:
-# above it PyTorch runs the call (the extension takes the groups one after another within this bound).
-_KF_ATTN_CHUNK_SCRATCH_BYTES = 1 << 30
 # The register-P kernels hold P of at most this many keys per CTA (512: two 256-key blocks in registers).
 _KF_ATTN_REGP_MAX_KEYS = 512
 # Up to this many query rows per head the split-key decode kernel runs, at any key length: the other kernels
@@ -123,9 +120,6 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
         return "head dim"
     if qs[-2] == 0 or ks[-2] == 0 or query.numel() == 0:
         return "empty"
-    if ks[-2] > _KF_ATTN_WGMMA_MAX_KEYS and qs[-2] > _KF_ATTN_DECODE_MAX_QUERIES:
-        if _kf_attn_chunk_scratch_bytes(qs, ks, vs, query.element_size()) > _KF_ATTN_CHUNK_SCRATCH_BYTES:
-            return "key chunks' scratch above 1 GiB for one batch and K/V head"
     if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
         return "grid limits"
     if not (_kf_attn_layout_ok(query) and _kf_attn_layout_ok(key) and _kf_attn_layout_ok(value)):
@@ -144,14 +138,6 @@ def _kf_attn_chunk_keys(key_len):
     whole 64-key V tiles (the last chunk shorter). With more than 1024 keys every chunk has more than 512."""
     chunks = _kf_attn_ceil_div(key_len, _KF_ATTN_WGMMA_MAX_KEYS)
     return _kf_attn_ceil_div(_kf_attn_ceil_div(key_len, chunks), 64) * 64
-
-
-def _kf_attn_chunk_scratch_bytes(q_shape, k_shape, v_shape, element_size):
-    """Scratch of a chunked call for one batch and K/V head (its query heads): every chunk's output rows in the
-    inputs' dtype and their fp32 log-sum-exp (attention.cu's forward_chunked runs such groups one after another)."""
-    chunks = _kf_attn_ceil_div(k_shape[-2], _kf_attn_chunk_keys(k_shape[-2]))
-    group = q_shape[-3] // k_shape[-3] if len(q_shape) == 4 else 1
-    return chunks * group * q_shape[-2] * (v_shape[-1] * element_size + 4)
 
 
 def _kf_attn_chunk_plan(key_len, is_causal, scale):
