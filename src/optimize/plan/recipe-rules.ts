@@ -121,9 +121,6 @@ const FLOAT = [...F32, ...HALF];
 export const ATTENTION_LIMITS = {
   pytorchFasterUpTo: 256,
   maxHeadDim: 1024,
-  maxKeys: 1024,
-  /** Up to this many query rows per head the decode kernel takes any key length. */
-  decodeMaxQueries: 16,
   maxGrid: 65535,
 };
 
@@ -144,8 +141,6 @@ const attentionShapes: Check = (node, ctx) => {
   if (e % 8 || ev % 8 || e > L.maxHeadDim || ev > L.maxHeadDim)
     return `head dims ${e}/${ev} (the recipe takes multiples of 8 up to ${L.maxHeadDim})`;
   if (sq === 0 || sk === 0) return "empty sequence";
-  if (sk > L.maxKeys && sq > L.decodeMaxQueries)
-    return `key length ${sk} > ${L.maxKeys} with ${sq} > ${L.decodeMaxQueries} queries: PyTorch's memory-efficient kernel is faster`;
   if (b > L.maxGrid || h > L.maxGrid) return "batch or heads above the grid limit";
   return null;
 };
