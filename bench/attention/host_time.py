@@ -20,9 +20,12 @@ import torch.nn.functional as F
 from device_run import load_generated
 
 
-def per_call_us(fn, n=60):
+def per_call_us(fn, n=60, drain=False):
+    """drain: the GPU's queue emptied before each call (a call of many launches could otherwise fill it)."""
     times = []
     for _ in range(n):
+        if drain:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e6)
@@ -63,6 +66,7 @@ def main():
     for fn in long_parts.values():
         fn()
     res.update({name: per_call_us(fn, 30) for name, fn in long_parts.items()}, chunked_shape="B4 H16 S4096 D512 fp16 causal")
+    res.update({f"{name}_drained": per_call_us(fn, 30, drain=True) for name, fn in long_parts.items()})
     print(json.dumps(res, indent=1))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
