@@ -1987,6 +1987,29 @@ static std::string txt(c10::IntArrayRef xs) {
 // batch or heads of size 1 with arbitrary strides still pass the alignment check.
 static int64_t used_stride(const at::Tensor& t, int d) { return t.size(d) > 1 ? t.stride(d) : 0; }
 
+// A (batch, heads, seq, head_dim) operand as the launches need it: pointer, sizes, strides. Views of it are
+// arithmetic: a long key row's chunks take dozens of them per call, and at::Tensor views (through the dispatcher
+// and autograd's view tracking) cost microseconds each, host time that showed in the call's timings.
+struct View4 {
+  char* ptr;
+  int64_t size[4], stride[4], elem;
+  at::ScalarType dtype;
+  int device;
+
+  static View4 of(const at::Tensor& t) {
+    View4 v{static_cast<char*>(t.data_ptr()), {}, {}, (int64_t)t.element_size(), t.scalar_type(), (int)t.get_device()};
+    for (int d = 0; d < 4; ++d) v.size[d] = t.size(d), v.stride[d] = t.stride(d);
+    return v;
+  }
+  View4 narrow(int dim, int64_t start, int64_t len) const {
+    View4 v = *this;
+    v.ptr += start * stride[dim] * elem;
+    v.size[dim] = len;
+    return v;
+  }
+  int64_t used_stride(int d) const { return size[d] > 1 ? stride[d] : 0; }
+};
+
 static void check_operand(const at::Tensor& t, const char* name) {
   TORCH_CHECK(t.is_cuda(), "kforge attention: ", name, " must be a CUDA tensor, got ", t.device());
   TORCH_CHECK(t.dim() == 4, "kforge attention: ", name, " must be 4-D (batch, heads, seq, head_dim), got ", txt(t.dim()),
@@ -2027,7 +2050,7 @@ static EncodeTiledFn encode_tiled() {
 
 // 4-D tensor map over (head_dim, seq, heads, batch) of a (B, H, S, D) view with its own strides; boxes
 // are [box_rows x box_cols] elements (rows of 64 or 128 bytes, swizzled to match), zero-filled out of bounds.
-static CUtensorMap encode_tensor_map(const at::Tensor& t, int box_cols, int box_rows, const char* name);
+static CUtensorMap encode_tensor_map(const View4& t, int box_cols, int box_rows, const char* name);
 
 // Encoding a map is a driver call of several microseconds, three per forward, and host time before the
 // launch shows in the ModelNew's timings (NOTES.md: the host time of a call). A map is a pure function of
@@ -2038,12 +2061,12 @@ struct TensorMapKey {
   bool operator==(const TensorMapKey& o) const { return std::memcmp(this, &o, sizeof(*this)) == 0; }
 };
 
-static CUtensorMap make_tensor_map(const at::Tensor& t, int box_cols, int box_rows, const char* name) {
+static CUtensorMap make_tensor_map(const View4& t, int box_cols, int box_rows, const char* name) {
   TensorMapKey key{};
-  key.device = t.get_device();
-  key.ptr = reinterpret_cast<int64_t>(t.data_ptr());
-  key.dtype = static_cast<int64_t>(t.scalar_type());
-  for (int d = 0; d < 4; ++d) key.sizes[d] = t.size(d), key.strides[d] = t.stride(d);
+  key.device = t.device;
+  key.ptr = reinterpret_cast<int64_t>(t.ptr);
+  key.dtype = static_cast<int64_t>(t.dtype);
+  for (int d = 0; d < 4; ++d) key.sizes[d] = t.size[d], key.strides[d] = t.stride[d];
   key.box_cols = box_cols, key.box_rows = box_rows;
   // Three maps a kernel launch; 64 slots keep every kernel's maps for a few shapes at once (a long causal row
   // in key chunks launches up to two kernels a chunk), so that a benchmark that alternates the kernels (and
@@ -2072,29 +2095,29 @@ static void allow_smem(int bytes, int device) {
   done.fetch_or(bit, std::memory_order_relaxed);
 }
 
-static CUtensorMap encode_tensor_map(const at::Tensor& t, int box_cols, int box_rows, const char* name) {
-  const int64_t es = t.element_size();
-  cuuint64_t dims[4] = {(cuuint64_t)t.size(3), (cuuint64_t)t.size(2), (cuuint64_t)t.size(1), (cuuint64_t)t.size(0)};
+static CUtensorMap encode_tensor_map(const View4& t, int box_cols, int box_rows, const char* name) {
+  const int64_t es = t.elem;
+  cuuint64_t dims[4] = {(cuuint64_t)t.size[3], (cuuint64_t)t.size[2], (cuuint64_t)t.size[1], (cuuint64_t)t.size[0]};
   // A size-1 dimension is only read at coordinate 0; give it the packed stride so the map stays valid
   // whatever stride the view reports for it.
   int64_t st[3];
-  int64_t packed = t.size(3) * es;
+  int64_t packed = t.size[3] * es;
   for (int i = 0; i < 3; ++i) {
     const int d = 2 - i;  // seq, heads, batch
-    st[i] = t.size(d) > 1 ? t.stride(d) * es : ((packed + 15) / 16) * 16;
-    packed = st[i] * t.size(d);
+    st[i] = t.size[d] > 1 ? t.stride[d] * es : ((packed + 15) / 16) * 16;
+    packed = st[i] * t.size[d];
   }
   cuuint64_t strides[3] = {(cuuint64_t)st[0], (cuuint64_t)st[1], (cuuint64_t)st[2]};
   cuuint32_t box[4] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows, 1, 1};
   const CUtensorMapSwizzle swizzle = box_cols * es == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
   cuuint32_t elem[4] = {1, 1, 1, 1};
   CUtensorMap map;
-  const CUresult r = encode_tiled()(&map, t.scalar_type() == at::kHalf ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                    4, t.data_ptr(), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  const CUresult r = encode_tiled()(&map, t.dtype == at::kHalf ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                    4, t.ptr, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                     swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TORCH_CHECK(r == CUDA_SUCCESS, "kforge attention: cuTensorMapEncodeTiled failed for ", name, " (error ", txt((int)r),
-              "; sizes ", txt(t.sizes()), ", strides ", txt(t.strides()), ")");
+              "; sizes ", txt(c10::IntArrayRef(t.size, 4)), ", strides ", txt(c10::IntArrayRef(t.stride, 4)), ")");
   return map;
 }
 
@@ -2106,14 +2129,14 @@ struct WgmmaLaunch {
 };
 
 template <auto kKernel>
-static void launch_wgmma(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                         const WgmmaLaunch& w, cudaStream_t stream) {
+static void launch_wgmma(const AttnParams& p, const View4& q, const View4& k, const View4& v, const WgmmaLaunch& w,
+                         cudaStream_t stream) {
   TORCH_CHECK(p.Sk <= w.max_keys, "kforge attention: this wgmma kernel holds at most ", txt(w.max_keys),
               " keys per row, got S_k=", txt(p.Sk));
   const CUtensorMap tm_q = make_tensor_map(q, w.qk_chunk, w.q_rows, "query");
   const CUtensorMap tm_k = make_tensor_map(k, w.qk_chunk, w.k_rows, "key");
   const CUtensorMap tm_v = make_tensor_map(v, 64, w.v_rows, "value");
-  allow_smem<kKernel>(w.smem_bytes, q.get_device());
+  allow_smem<kKernel>(w.smem_bytes, q.device);
   const int tiles = (p.Sq + w.tile_rows - 1) / w.tile_rows;
   const dim3 grid((tiles + w.cluster - 1) / w.cluster * w.cluster * w.ctas_per_tile, p.H, p.B);
   kKernel<<<grid, w.threads, w.smem_bytes, stream>>>(p, tm_q, tm_k, tm_v);
@@ -2121,8 +2144,7 @@ static void launch_wgmma(const AttnParams& p, const at::Tensor& q, const at::Ten
 }
 
 template <typename T, int NWG, int NKB_MAX>
-static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                          cudaStream_t stream) {
+static void launch_hopper(const AttnParams& p, const View4& q, const View4& k, const View4& v, cudaStream_t stream) {
   using L = HopperLayout<NWG, NKB_MAX>;
   launch_wgmma<attn_hopper_kernel<T, NWG, NKB_MAX>>(
       p, q, k, v,
@@ -2131,7 +2153,7 @@ static void launch_hopper(const AttnParams& p, const at::Tensor& q, const at::Te
 }
 
 template <typename T, int CLUSTER, int KSPLIT>
-static void launch_hopper_regp(const AttnParams& p, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+static void launch_hopper_regp(const AttnParams& p, const View4& q, const View4& k, const View4& v,
                                cudaStream_t stream) {
   // Its softmax takes the row max of the unscaled S and masks with -inf before scaling (attn_hopper_regp.cu).
   TORCH_CHECK(p.scale_log2 > 0.f, "kforge attention: the register-P kernels need a positive scale, got ",
@@ -2237,14 +2259,14 @@ static void launch_decode(const AttnParams& p, int device, cudaStream_t stream) 
 }
 
 template <typename T>
-static void launch(const AttnParams& p, int64_t path, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+static void launch(const AttnParams& p, int64_t path, const View4& q, const View4& k, const View4& v,
                    cudaStream_t stream) {
   switch (path) {
     case kHopperWide: return launch_hopper<T, 2, 2>(p, q, k, v, stream);
     case kHopperLong: return launch_hopper<T, 1, 4>(p, q, k, v, stream);
     case kHopperWideRegPMc: return launch_hopper_regp<T, 2, 1>(p, q, k, v, stream);
     case kHopperWideRegPSplit: return launch_hopper_regp<T, 1, 2>(p, q, k, v, stream);
-    case kDecode: return launch_decode<T>(p, q.get_device(), stream);
+    case kDecode: return launch_decode<T>(p, q.device, stream);
     default: TORCH_CHECK(false, "kforge attention: unknown kernel path ", txt(path));
   }
 }
@@ -2273,28 +2295,28 @@ static void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Ten
 }
 
 // The kernels' view of one call: q/k/v as given (views welcome: strides are read, not assumed), output into `out`.
-static AttnParams make_params(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-                              bool is_causal, double scale) {
+static AttnParams make_params(const View4& q, const View4& k, const View4& v, const View4& out, bool is_causal,
+                              double scale) {
   AttnParams p{};
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
-  p.o = out.data_ptr();
-  p.q_sb = used_stride(q, 0), p.q_sh = used_stride(q, 1), p.q_ss = used_stride(q, 2);
-  p.k_sb = used_stride(k, 0), p.k_sh = used_stride(k, 1), p.k_ss = used_stride(k, 2);
-  p.v_sb = used_stride(v, 0), p.v_sh = used_stride(v, 1), p.v_ss = used_stride(v, 2);
-  p.o_sb = out.stride(0), p.o_sh = out.stride(1), p.o_ss = out.stride(2);
-  p.B = (int)q.size(0), p.H = (int)q.size(1), p.Sq = (int)q.size(2), p.Sk = (int)k.size(2);
-  p.Dqk = (int)q.size(3), p.Dv = (int)v.size(3);
+  p.q = q.ptr;
+  p.k = k.ptr;
+  p.v = v.ptr;
+  p.o = out.ptr;
+  p.q_sb = q.used_stride(0), p.q_sh = q.used_stride(1), p.q_ss = q.used_stride(2);
+  p.k_sb = k.used_stride(0), p.k_sh = k.used_stride(1), p.k_ss = k.used_stride(2);
+  p.v_sb = v.used_stride(0), p.v_sh = v.used_stride(1), p.v_ss = v.used_stride(2);
+  p.o_sb = out.stride[0], p.o_sh = out.stride[1], p.o_ss = out.stride[2];
+  p.B = (int)q.size[0], p.H = (int)q.size[1], p.Sq = (int)q.size[2], p.Sk = (int)k.size[2];
+  p.Dqk = (int)q.size[3], p.Dv = (int)v.size[3];
   p.scale_log2 = (float)(scale * (double)kLog2e);
   p.causal = is_causal ? 1 : 0;
-  p.kv_group = (int)(q.size(1) / k.size(1));
+  p.kv_group = (int)(q.size[1] / k.size[1]);
   return p;
 }
 
 template <typename T>
-static void launch_path(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
-                        bool is_causal, double scale, int64_t path, cudaStream_t stream) {
+static void launch_path(const View4& q, const View4& k, const View4& v, const View4& out, bool is_causal, double scale,
+                        int64_t path, cudaStream_t stream) {
   launch<T>(make_params(q, k, v, out, is_causal, scale), path, q, k, v, stream);
 }
 
@@ -2309,8 +2331,9 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
   if (out.numel() == 0) return out;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
-  if (q.scalar_type() == at::kHalf) launch_path<__half>(q, k, v, out, is_causal, scale, path, stream);
-  else launch_path<__nv_bfloat16>(q, k, v, out, is_causal, scale, path, stream);
+  const View4 qv = View4::of(q), kv = View4::of(k), vv = View4::of(v), ov = View4::of(out);
+  if (q.scalar_type() == at::kHalf) launch_path<__half>(qv, kv, vv, ov, is_causal, scale, path, stream);
+  else launch_path<__nv_bfloat16>(qv, kv, vv, ov, is_causal, scale, path, stream);
   return out;
 }
 
@@ -2319,55 +2342,64 @@ constexpr int64_t kMaxChunkKeys = 1024;  // the most keys any wgmma kernel holds
 // after another.
 constexpr int64_t kChunkScratchBytes = int64_t(1) << 30;
 
-// One kernel call over query rows [r0, r1) of `q` and the key chunk (k, v), its output into rows [r0, r1) of
-// `part_o` and its rows' log2-sum-exp2 into `lse` ([B, H, Sq] floats).
+// Where chunk c of a group writes: its output rows (a (B, H, S, Dv) view of `part_o`, which holds the chunks one
+// after another along the batch) and its rows' log2-sum-exp2 (B x H x S floats from `lse`).
+struct ChunkScratch {
+  View4 part_o;
+  float* lse;
+  int64_t batch;
+  View4 out(int64_t c) const { return part_o.narrow(0, c * batch, batch); }
+  float* lse_of(int64_t c) const { return lse + c * batch * part_o.size[1] * part_o.size[2]; }
+};
+
+// One kernel call over query rows [r0, r1) of `q` and the key chunk (k, v), into chunk c's scratch rows [r0, r1).
 template <typename T>
-static void launch_chunk_part(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& part_o,
-                              const at::Tensor& lse, int64_t r0, int64_t r1, bool is_causal, double scale, int64_t path,
-                              cudaStream_t stream) {
+static void launch_chunk_part(const View4& q, const View4& k, const View4& v, const ChunkScratch& scratch, int64_t c,
+                              int64_t r0, int64_t r1, bool is_causal, double scale, int64_t path, cudaStream_t stream) {
   if (r1 <= r0) return;
-  const at::Tensor qv = q.narrow(2, r0, r1 - r0);
-  const at::Tensor ov = part_o.narrow(2, r0, r1 - r0);
-  AttnParams p = make_params(qv, k, v, ov, is_causal, scale);
-  p.lse = lse.data_ptr<float>() + r0;
-  p.lse_sb = (int)lse.stride(0), p.lse_sh = (int)lse.stride(1);  // < 2^31: the scratch is bounded
+  const View4 qv = q.narrow(2, r0, r1 - r0);
+  AttnParams p = make_params(qv, k, v, scratch.out(c).narrow(2, r0, r1 - r0), is_causal, scale);
+  p.lse = scratch.lse_of(c) + r0;
+  p.lse_sh = (int)q.size[2], p.lse_sb = (int)(q.size[1] * q.size[2]);  // < 2^31: the scratch is bounded
   launch<T>(p, path, qv, k, v, stream);
 }
 
 // Every key chunk of one block of query rows (of some batches and heads), then their merge into `out`. The block's
 // first row is row `row0` of the whole call (a multiple of chunk_keys), which the causal mask is relative to.
 template <typename T>
-static void run_chunks(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& out,
+static void run_chunks(const View4& q, const View4& k, const View4& v, const View4& out, const at::Tensor& like,
                        int64_t row0, bool is_causal, double scale, int64_t chunk_keys, int64_t full_path,
                        int64_t diag_path, cudaStream_t stream) {
-  const int64_t sq = q.size(2), sk = k.size(2), row_end = row0 + sq;
+  const int64_t b = q.size[0], h = q.size[1], sq = q.size[2], sk = k.size[2], dv = v.size[3], row_end = row0 + sq;
   const int64_t n_chunks = (sk + chunk_keys - 1) / chunk_keys;
-  auto part_o = at::empty({n_chunks, q.size(0), q.size(1), sq, v.size(3)}, q.options());
-  const auto fopts = q.options().dtype(at::kFloat);
+  const at::Tensor part_o = at::empty({n_chunks * b, h, sq, dv}, like.options());
+  const auto fopts = like.options().dtype(at::kFloat);
   // Causal: a chunk holds no key of the rows before it, which its calls never write: they must read as -inf.
-  auto lse = is_causal ? at::full({n_chunks, q.size(0), q.size(1), sq}, -INFINITY, fopts)
-                       : at::empty({n_chunks, q.size(0), q.size(1), sq}, fopts);
+  const at::Tensor lse = is_causal ? at::full({n_chunks * b * h * sq}, -INFINITY, fopts)
+                                   : at::empty({n_chunks * b * h * sq}, fopts);
+  const ChunkScratch scratch{View4::of(part_o), lse.data_ptr<float>(), b};
   for (int64_t c = 0; c < n_chunks; ++c) {
     const int64_t c0 = c * chunk_keys, c1 = std::min(sk, c0 + chunk_keys);
     if (is_causal && c0 >= row_end) break;  // top-left aligned: no row of the block sees these keys (nor later ones)
-    const at::Tensor kc = k.narrow(2, c0, c1 - c0), vc = v.narrow(2, c0, c1 - c0);
-    const at::Tensor pc = part_o[c], lc = lse[c];
+    const View4 kc = k.narrow(2, c0, c1 - c0), vc = v.narrow(2, c0, c1 - c0);
     if (!is_causal) {
-      launch_chunk_part<T>(q, kc, vc, pc, lc, 0, sq, false, scale, full_path, stream);
+      launch_chunk_part<T>(q, kc, vc, scratch, c, 0, sq, false, scale, full_path, stream);
       continue;
     }
     // Rows [c0, c1) see the chunk up to their own key: in the chunk's coordinates the ordinary causal mask (a block
     // starts on a chunk boundary, so it holds all of these rows or none). Later rows see all of it.
-    if (c0 >= row0) launch_chunk_part<T>(q, kc, vc, pc, lc, c0 - row0, std::min(c1, row_end) - row0, true, scale,
-                                         diag_path, stream);
-    launch_chunk_part<T>(q, kc, vc, pc, lc, std::max(c1, row0) - row0, sq, false, scale, full_path, stream);
+    if (c0 >= row0) {
+      launch_chunk_part<T>(q, kc, vc, scratch, c, c0 - row0, std::min(c1, row_end) - row0, true, scale, diag_path,
+                           stream);
+    }
+    launch_chunk_part<T>(q, kc, vc, scratch, c, std::max(c1, row0) - row0, sq, false, scale, full_path, stream);
   }
-  const int64_t rows = q.size(0) * q.size(1) * sq;
+  const int64_t rows = b * h * sq;
   const int64_t blocks = (rows + kMergeWarps - 1) / kMergeWarps;
   TORCH_CHECK(blocks <= 0x7fffffffLL, "kforge attention: too many output rows for the chunk merge");
-  MergeOut<T> o{static_cast<T*>(out.data_ptr()), out.stride(0), out.stride(1), out.stride(2), q.size(1), sq};
+  const MergeOut<T> o{reinterpret_cast<T*>(out.ptr), out.stride[0], out.stride[1], out.stride[2], h, sq};
   attn_merge_chunks<T><<<(unsigned)blocks, kMergeWarps * 32, 0, stream>>>(
-      static_cast<const T*>(part_o.data_ptr()), lse.data_ptr<float>(), o, rows, (int)v.size(3), (int)n_chunks);
+      static_cast<const T*>(part_o.data_ptr()), lse.data_ptr<float>(), o, rows, (int)dv, (int)n_chunks);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -2404,20 +2436,21 @@ at::Tensor forward_chunked(const at::Tensor& q, const at::Tensor& k, const at::T
   const int64_t batches = std::max<int64_t>(1, units / hkv), heads = std::min(hkv, units);
   const int64_t block_rows =
       unit_bytes <= kChunkScratchBytes ? sq : std::max<int64_t>(1, kChunkScratchBytes / row_bytes / chunk_keys) * chunk_keys;
+  const View4 qa = View4::of(q), ka = View4::of(k), va = View4::of(v), oa = View4::of(out);
   for (int64_t b0 = 0; b0 < b; b0 += batches) {
     const int64_t nb = std::min(batches, b - b0);
     for (int64_t h0 = 0; h0 < hkv; h0 += heads) {
       const int64_t nh = std::min(heads, hkv - h0);
-      const at::Tensor qg = q.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
-      const at::Tensor kg = k.narrow(0, b0, nb).narrow(1, h0, nh), vg = v.narrow(0, b0, nb).narrow(1, h0, nh);
-      const at::Tensor og = out.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
+      const View4 qg = qa.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
+      const View4 kg = ka.narrow(0, b0, nb).narrow(1, h0, nh), vg = va.narrow(0, b0, nb).narrow(1, h0, nh);
+      const View4 og = oa.narrow(0, b0, nb).narrow(1, h0 * group, nh * group);
       for (int64_t r0 = 0; r0 < sq; r0 += block_rows) {
         const int64_t nr = std::min(block_rows, sq - r0);
-        const at::Tensor qb = qg.narrow(2, r0, nr), ob = og.narrow(2, r0, nr);
+        const View4 qb = qg.narrow(2, r0, nr), ob = og.narrow(2, r0, nr);
         if (q.scalar_type() == at::kHalf) {
-          run_chunks<__half>(qb, kg, vg, ob, r0, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+          run_chunks<__half>(qb, kg, vg, ob, q, r0, is_causal, scale, chunk_keys, full_path, diag_path, stream);
         } else {
-          run_chunks<__nv_bfloat16>(qb, kg, vg, ob, r0, is_causal, scale, chunk_keys, full_path, diag_path, stream);
+          run_chunks<__nv_bfloat16>(qb, kg, vg, ob, q, r0, is_causal, scale, chunk_keys, full_path, diag_path, stream);
         }
       }
     }
