@@ -25,15 +25,15 @@ CONFIGS = [
     dict(b=16, h=16, s=1024, d=512, dtype=torch.float16),
     dict(b=4, h=16, s=4096, d=512, dtype=torch.float16),
     dict(b=4, h=8, s=2048, d=1024, dtype=torch.bfloat16),
+    dict(b=32, h=32, s=512, d=1024, dtype=torch.float16),  # the seed shape, causal: path 8 vs 9
 ]
 
 
 def plans(mod, s):
     """(name, chunk keys, full-part kernel, diagonal kernel) for the chunked variants."""
     p9, p2, p3 = mod.PATH_WGMMA_1024_REGP_SPLIT, mod.PATH_WGMMA_512, mod.PATH_WGMMA_1024
-    out = [("c1024_full9_diag3", 1024, p9, p3), ("c512_full9_diag2", 512, p9, p2), ("c512_full2_diag2", 512, p2, p2),
-           ("c512_full9_diag3", 512, p9, p3), ("c768_full9_diag3", 768, p9, p3)]
-    return [x for x in out if x[1] < s or s > 1024 or x[1] == 512]
+    out = [("c1024_full9_diag3", 1024, p9, p3), ("c1024_full9_diag9", 1024, p9, p9), ("c512_full9_diag2", 512, p9, p2)]
+    return [x for x in out if x[1] < s]
 
 
 def main():
@@ -54,8 +54,13 @@ def main():
         q, k, v = (torch.randn(b, h, s, d, dtype=dtype, device="cuda", generator=gen) for _ in range(3))
         variants = {"pytorch_sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
                     "modelnew_dispatch": lambda: mod.scaled_dot_product_attention(q, k, v, is_causal=True)}
+        if s <= 512:
+            variants["direct_path8"] = lambda: mod.kforge_attention(q, k, v, is_causal=True,
+                                                                    path=mod.PATH_WGMMA_512_REGP_MC)
         if s <= 1024:
             variants["direct_path3"] = lambda: mod.kforge_attention(q, k, v, is_causal=True, path=mod.PATH_WGMMA_1024)
+            variants["direct_path9"] = lambda: mod.kforge_attention(q, k, v, is_causal=True,
+                                                                    path=mod.PATH_WGMMA_1024_REGP_SPLIT)
         for name, chunk, full, diag in plans(mod, s):
             variants[name] = (lambda c, f, g: lambda: ext.kforge_attention_forward_chunked(q, k, v, True, scale, c, f, g))(
                 chunk, full, diag)

@@ -1128,21 +1128,24 @@ template <int CLUSTER, int KSPLIT>
 struct RpTile {
   int m0, h, hkv, b, n_kb, n_kt, key0, key_end;  // hkv: the K/V head of query head h
   __device__ __forceinline__ explicit RpTile(const AttnParams& p) {
-    m0 = blockIdx.x / KSPLIT * kRpRows;
     h = blockIdx.y;
     hkv = h / p.kv_group;
     b = blockIdx.z;
     int keys;
     if (KSPLIT == 1) {
+      m0 = blockIdx.x * kRpRows;
       const int m_cluster_end = (blockIdx.x / CLUSTER * CLUSTER + CLUSTER) * kRpRows;
       key0 = 0;
       key_end = p.causal ? min(p.Sk, m_cluster_end) : p.Sk;
       keys = key_end;
     } else {
+      // Causal: the pair splits the keys its rows see (up to its last row), so both halves hold work.
+      m0 = blockIdx.x / KSPLIT * kRpRows;
+      const int visible = p.causal ? min(p.Sk, m0 + kRpRows) : p.Sk;
       // Whole V tiles per half, so no tile straddles the two CTAs' ranges.
-      keys = ((p.Sk + 1) / 2 + kRpKeyTile - 1) / kRpKeyTile * kRpKeyTile;
+      keys = ((visible + 1) / 2 + kRpKeyTile - 1) / kRpKeyTile * kRpKeyTile;
       key0 = (blockIdx.x % KSPLIT) * keys;
-      key_end = min(p.Sk, key0 + keys);
+      key_end = min(visible, key0 + keys);
     }
     n_kb = (keys + kRpKeyBlock - 1) / kRpKeyBlock;
     n_kt = (keys + kRpKeyTile - 1) / kRpKeyTile;
