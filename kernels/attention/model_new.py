@@ -8,7 +8,7 @@ Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistic
             S x S matrix never reaches HBM): S_k <= 512 keeps P in registers and all shared memory for loads
             in flight, O in 128-wide head-dim chunks, 2-CTA clusters sharing K/V loads; S_k <= 1024 splits
             the keys over a 2-CTA cluster (each CTA holds P of its half in registers; partial O chunks are
-            combined through distributed shared memory), or, causal, stages P in shared memory. A zero or
+            combined through distributed shared memory; causal: the keys the tile's rows see). A zero or
             negative scale: P in shared memory at every S_k.
   decode    S_q <= 16 query rows per head, any S_k: the keys split over CTAs (flash-decoding), each split's
             softmax partial combined by a second kernel; the rows of all query heads sharing a K/V head in

@@ -143,8 +143,9 @@ def _kf_attn_chunk_keys(key_len):
 def _kf_attn_chunk_plan(key_len, is_causal, scale):
     """How a long key row runs: (keys per chunk, kernel for a chunk its rows see whole, kernel for a chunk on the
     causal diagonal), each kernel the one _kf_attn_kernel_path picks for a chunk's length. Chunks have more than 512
-    keys, so these are the split register-P kernel or the one-warpgroup shared-memory-P kernel: the kernels that
-    report their rows' log-sum-exp, which the merge needs (the multicast register-P kernel does not)."""
+    keys, so these are the split register-P kernel or (for non-positive scales) the one-warpgroup shared-memory-P
+    kernel: kernels that report their rows' log-sum-exp, which the merge needs (the multicast register-P kernel
+    does not)."""
     chunk = _kf_attn_chunk_keys(key_len)
     return chunk, _kf_attn_kernel_path(chunk, False, scale), _kf_attn_kernel_path(chunk, True, scale)
 
@@ -156,8 +157,7 @@ def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
 
     The register-P kernels take each row's max of the unscaled S, so they need a scale that is positive after
     rounding to fp32 (x rounds to a nonzero fp32 exactly when x > 2^-150); other scales go to the kernels with P
-    in shared memory. Causal calls with 512 < S_k <= 1024 go there too: the split kernel computes the masked half
-    of the early query tiles and measured slower (bench/attention/NOTES.md)."""
+    in shared memory."""
     if query_len is not None and query_len <= _KF_ATTN_DECODE_MAX_QUERIES:
         return _KF_ATTN_PATH_DECODE
     if key_len > _KF_ATTN_WGMMA_MAX_KEYS:
@@ -165,7 +165,7 @@ def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
     regp = scale * _KF_ATTN_LOG2E_F32 > 2.0**-150
     if regp and key_len <= _KF_ATTN_REGP_MAX_KEYS:
         return _KF_ATTN_PATH_WGMMA_512_REGP_MC
-    if regp and key_len <= 2 * _KF_ATTN_REGP_MAX_KEYS and not is_causal:
+    if regp and key_len <= 2 * _KF_ATTN_REGP_MAX_KEYS:
         return _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT
     if key_len <= 512:  # HopperLayout<2, 2>::kMaxKeys
         return _KF_ATTN_PATH_WGMMA_512

@@ -77,8 +77,7 @@ def test_kernel_path_is_the_fastest_kernel_that_holds_the_keys(generated):
     kp, m = generated.kernel_path, generated
     s = 1 / 32
     assert kp(512, False, s) == kp(1, True, s) == m.PATH_WGMMA_512_REGP_MC  # the seed shape
-    assert kp(513, False, s) == kp(1024, False, s) == m.PATH_WGMMA_1024_REGP_SPLIT
-    assert kp(513, True, s) == kp(1024, True, s) == m.PATH_WGMMA_1024  # causal: the split kernel is slower
+    assert kp(513, False, s) == kp(1024, False, s) == kp(513, True, s) == kp(1024, True, s) == m.PATH_WGMMA_1024_REGP_SPLIT
     assert kp(1025, False, s) == kp(4096, True, s) == kp(100000, False, -1.0) == m.PATH_CHUNKED  # key chunks
     # The register-P kernels need fp32(scale * log2 e) > 0; everything else takes P in shared memory.
     for scale in (0.0, -0.0, -s, float("nan"), 2.0**-151):
@@ -104,8 +103,7 @@ def test_chunk_plan_cuts_a_long_row_into_chunks_the_lse_kernels_hold(generated, 
         assert (n - 1) * chunk < keys <= n * chunk  # no empty chunk
         assert n == -(-keys // m.WGMMA_MAX_KEYS)  # as few chunks as hold the row
         # Only kernels that report their rows' log-sum-exp (attention.cu refuses the others for chunks).
-        assert full == (m.PATH_WGMMA_1024_REGP_SPLIT if scale > 0 else m.PATH_WGMMA_1024)
-        assert diag == m.PATH_WGMMA_1024
+        assert full == diag == (m.PATH_WGMMA_1024_REGP_SPLIT if scale > 0 else m.PATH_WGMMA_1024)
 
 
 class _FakeExtension:
@@ -139,9 +137,9 @@ def test_the_extension_runs_the_kernel_python_chose(generated, monkeypatch):
     generated.scaled_dot_product_attention(torch.zeros(1, 4, 1, 512, dtype=torch.float16), kv[2048], kv[2048],
                                            enable_gqa=True)
     m, s = generated, 1 / math.sqrt(512)
-    assert fake.paths == [(m.PATH_WGMMA_512_REGP_MC, False, s), (m.PATH_WGMMA_1024, True, s),
+    assert fake.paths == [(m.PATH_WGMMA_512_REGP_MC, False, s), (m.PATH_WGMMA_1024_REGP_SPLIT, True, s),
                           (m.PATH_WGMMA_1024, False, -0.1),
-                          (("chunked", 1024, m.PATH_WGMMA_1024_REGP_SPLIT, m.PATH_WGMMA_1024), False, s),
+                          (("chunked", 1024, m.PATH_WGMMA_1024_REGP_SPLIT, m.PATH_WGMMA_1024_REGP_SPLIT), False, s),
                           (m.PATH_WGMMA_512, False, s),
                           (m.PATH_DECODE, False, s)]
 
