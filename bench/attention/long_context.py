@@ -35,6 +35,8 @@ LONG_CONFIGS = [
     dict(b=4, hq=8, hkv=8, sq=2048, sk=2048, d=1024, dtype=torch.bfloat16, causal=True),
     dict(b=4, hq=16, hkv=16, sq=512, sk=8192, d=512, dtype=torch.float16, causal=False),  # prefill on a long cache
     dict(b=1, hq=16, hkv=4, sq=16384, sk=16384, d=512, dtype=torch.bfloat16, causal=True),
+    # Not a long row: issue 16's causal target, on the split kernel as the chunks' diagonal is.
+    dict(b=8, hq=16, hkv=16, sq=1024, sk=1024, d=1024, dtype=torch.bfloat16, causal=True),
 ]
 
 
