@@ -329,6 +329,36 @@ def bench(mod, quick, env):
     return records
 
 
+def device_env():
+    """The run's environment, as every record states it."""
+    return dict(device=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
+                cuda=torch.version.cuda)
+
+
+def load_built():
+    """The generated ModelNew module with its extension built (the build's time printed)."""
+    t0 = time.time()
+    mod = load_generated()
+    mod._extension()
+    print(f"build: {time.time() - t0:.1f}s", flush=True)
+    return mod
+
+
+def summarize_sweep(cases, key, seconds, fields=None):
+    """Prints a sweep's outcome: counts, the failures, the worst err/torch_err per `key`. Returns the failures."""
+    bad = [c for c in cases if not c["ok"]]
+    unpoisoned = sum(not c["poisoned"] for c in cases)
+    print(f"sweep: {len(cases)} kernel runs, {len(bad)} failed, {unpoisoned} not on a poisoned buffer, {seconds:.1f}s",
+          flush=True)
+    for c in bad[:25]:
+        print("  FAIL", {k: c[k] for k in fields if k in c} if fields else c)
+    worst = {}
+    for c in cases:
+        worst[c[key]] = max(worst.get(c[key], 0.0), c["err"] / max(c["torch_err"], 1e-5))
+    print(f"worst err/torch_err per {key}:", {k: round(v, 3) for k, v in worst.items()}, flush=True)
+    return bad
+
+
 def main():
     faulthandler.enable()
     ap = argparse.ArgumentParser()
@@ -339,29 +369,16 @@ def main():
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = dict(device=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
-               cuda=torch.version.cuda)
-    t0 = time.time()
-    mod = load_generated()
-    mod._extension()
-    print(f"build: {time.time() - t0:.1f}s", flush=True)
+    env = device_env()
+    mod = load_built()
 
     t0 = time.time()
     sw = sweep(mod, args.quick)
     fb = fallback_checks(mod)
     f32 = fp32_precision(mod)
     (out_dir / "sweep.json").write_text(json.dumps(dict(env=env, cases=sw, fallback=fb, fp32=f32), indent=1))
-    bad = [c for c in sw if not c["ok"]]
-    unpoisoned = sum(not c["poisoned"] for c in sw)
-    print(f"sweep: {len(sw)} kernel runs, {len(bad)} failed, {unpoisoned} not on a poisoned buffer, "
-          f"{time.time() - t0:.1f}s", flush=True)
-    for c in bad[:25]:
-        print("  FAIL", {k: c[k] for k in ("dtype", "b", "h", "sq", "sk", "d", "causal", "strided", "path", "err", "torch_err")})
-    worst = {}
-    for c in sw:
-        key = c["path"]
-        worst[key] = max(worst.get(key, 0.0), c["err"] / max(c["torch_err"], 1e-5))
-    print("worst err/torch_err per path:", {k: round(v, 3) for k, v in worst.items()})
+    bad = summarize_sweep(sw, "path", time.time() - t0,
+                          ("dtype", "b", "h", "sq", "sk", "d", "causal", "strided", "path", "err", "torch_err"))
     print("fallback:", fb, flush=True)
     print("fp32 (PyTorch path) rel err vs float64:", [(c["s"], c["d"], c["causal"], f"{c['err']:.1e}") for c in f32])
 

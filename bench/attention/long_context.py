@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decode_gqa import bench, case, make, record_name, repeat_kv, torch_sdpa  # noqa: E402
-from device_run import load_generated, ref64, rel_err, run_poisoned  # noqa: E402
+from device_run import device_env, load_built, ref64, rel_err, run_poisoned, summarize_sweep  # noqa: E402
 
 LONG_CONFIGS = [
     dict(b=4, hq=8, hkv=8, sq=4096, sk=4096, d=1024, dtype=torch.float16, causal=False),  # issue 16's target
@@ -130,24 +130,12 @@ def main():
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(device=torch.cuda.get_device_name(), date=time.strftime("%Y-%m-%d"), torch=torch.__version__,
-               cuda=torch.version.cuda)
-    t0 = time.time()
-    mod = load_generated()
-    mod._extension()
-    print(f"build: {time.time() - t0:.1f}s", flush=True)
+    env = device_env()
+    mod = load_built()
     t0 = time.time()
     res = sweep(mod)
-    bad = [c for c in res if not c["ok"]]
     (out / "long_sweep.json").write_text(json.dumps(dict(env=env, cases=res), indent=1))
-    print(f"sweep: {len(res)} kernel runs, {len(bad)} failed, {sum(not c['poisoned'] for c in res)} not on a poisoned "
-          f"buffer, {time.time() - t0:.1f}s", flush=True)
-    for c in bad[:30]:
-        print("  FAIL", c)
-    worst = {}
-    for c in res:
-        worst[c["case"]] = max(worst.get(c["case"], 0.0), c["err"] / max(c["torch_err"], 1e-5))
-    print("worst err/torch_err per case:", {k: round(v, 3) for k, v in worst.items()}, flush=True)
+    bad = summarize_sweep(res, "case", time.time() - t0)
     if not args.no_bench:
         recs = bench(mod, env, LONG_CONFIGS, reps=10)
         (out / "long_bench.json").write_text(json.dumps(recs, indent=1))

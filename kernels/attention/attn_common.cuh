@@ -30,26 +30,17 @@ struct AttnParams {
 
 // Special registers read where they are used (volatile: not merged with an earlier read whose value the compiler
 // would then keep live in a general register).
-__device__ __forceinline__ uint32_t special_reg_tid_x() {
-  uint32_t v;
-  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(v));
-  return v;
-}
-__device__ __forceinline__ uint32_t special_reg_ctaid_x() {
-  uint32_t v;
-  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
-  return v;
-}
-__device__ __forceinline__ uint32_t special_reg_ctaid_y() {
-  uint32_t v;
-  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
-  return v;
-}
-__device__ __forceinline__ uint32_t special_reg_ctaid_z() {
-  uint32_t v;
-  asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(v));
-  return v;
-}
+#define KFORGE_SPECIAL_REG(fn, reg)                  \
+  __device__ __forceinline__ uint32_t fn() {         \
+    uint32_t v;                                      \
+    asm volatile("mov.u32 %0, %%" reg ";" : "=r"(v)); \
+    return v;                                        \
+  }
+KFORGE_SPECIAL_REG(special_reg_tid_x, "tid.x")
+KFORGE_SPECIAL_REG(special_reg_ctaid_x, "ctaid.x")
+KFORGE_SPECIAL_REG(special_reg_ctaid_y, "ctaid.y")
+KFORGE_SPECIAL_REG(special_reg_ctaid_z, "ctaid.z")
+#undef KFORGE_SPECIAL_REG
 
 // Stores one row's log2-sum-exp2 when the caller asked for it (p.lse): max m (log2 units of scaled scores) and
 // sum l of exp2(s - m) over the row's visible keys.
