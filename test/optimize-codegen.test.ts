@@ -3,8 +3,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { forwardCallArgs } from "../src/optimize/codegen/model-file.ts";
 import { pyStatement } from "../src/optimize/codegen/python-expr.ts";
-import { methodNames } from "../src/optimize/codegen/region.ts";
-import type { Arg, GraphNode } from "../src/optimize/graph.ts";
+import { generateRegion, methodNames } from "../src/optimize/codegen/region.ts";
+import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
+import { GraphView } from "../src/optimize/plan/graph-view.ts";
+import { planGraph } from "../src/optimize/plan/planner.ts";
 
 const ref = (id: string): Arg => ({ t: "node", id });
 const zero: Arg = { t: "const", pytype: "int", value: 0 };
@@ -62,4 +64,62 @@ test("forward's parameters pass on to the reference's forward in their kinds: ke
     "**extra",
   ]);
   assert.deepEqual(forwardCallArgs("self, x, /, size: str = 'a,b'"), ["x", "size"]);
+});
+
+function typed(id: string, op: string, fn: Record<string, Arg>, dtype: string): GraphNode {
+  return {
+    ...call(id, `torch.${op}`, Object.values(fn)),
+    op,
+    fn,
+    out: { t: "tensor", meta: { shape: [64, 128], dtype, stride: [128, 1] } },
+  };
+}
+
+function castChain(last: string): Graph {
+  const num = (value: number): Arg => ({ t: "const", pytype: "float", value });
+  const dtype = (value: string): Arg => ({ t: "const", pytype: "dtype", value });
+  return {
+    captured: "fx",
+    failure: null,
+    torchVersion: "test",
+    inputs: [{ name: "x", meta: { shape: [64, 128], dtype: "float32", stride: [128, 1] }, value: null }],
+    nodes: [
+      typed("h", "to", { input: ref("x"), dtype: dtype("float16") }, "float16"),
+      typed("m", "mul", { input: ref("h"), other: num(3) }, "float16"),
+      typed("a", "add", { input: ref("m"), other: num(1), alpha: num(1) }, "float16"),
+      typed("f", "to", { input: ref("a"), dtype: dtype(last) }, last),
+      typed("t", "tanh", { input: ref("f") }, last),
+    ],
+    output: ref("t"),
+    params: {},
+    modules: {},
+    scalarAttrs: {},
+    source: { prelude: "", init: "", forward: "", methods: [], signature: "self, x" },
+  };
+}
+
+test("half-precision results that widen back to float32 in a region are rounded as PyTorch rounds them", () => {
+  const cuda = (g: Graph) => {
+    const plan = planGraph(g);
+    assert.equal(plan.regions.length, 1);
+    const region = plan.regions[0];
+    assert.ok(region);
+    return generateRegion(new GraphView(g), region, names).cuda;
+  };
+  const widened = cuda(castChain("float32"));
+  assert.match(widened, /t_m = kf_round_f16\(/);
+  assert.match(widened, /t_a = kf_round_f16\(/);
+  // kept in half precision to the output: fp32 math, rounded once when stored
+  const half = cuda(castChain("float16"));
+  assert.doesNotMatch(half, /t_m = kf_round_f16|t_a = kf_round_f16/);
+});
+
+test("an int beyond 2^53 comes from capture as its digits and is written back exactly", () => {
+  const end: Arg = { t: "const", pytype: "int", value: "9223372036854775807" };
+  const step: Arg = { t: "const", pytype: "int", value: 7 };
+  const slice = call("s", "torch.ops.aten.slice.Tensor", [ref("x"), zero, zero, end, step]);
+  assert.equal(
+    pyStatement(slice, names),
+    "v_s = torch.ops.aten.slice.Tensor(x, 0, 0, 9223372036854775807, 7)",
+  );
 });

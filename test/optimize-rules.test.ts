@@ -737,3 +737,93 @@ test("zeros_like / ones_like / full_like of a region's value fuse as constants; 
     0,
   );
 });
+
+test("an in-place op on a value reached through another in-place op or a view writes that value's storage", () => {
+  const g = graph(
+    [
+      node("m", "mul", { input: ref("x"), other: num(2) }, X),
+      node("p", "pow", { input: ref("m"), exponent: num(2) }, X, { inplace: true }),
+      node("a", "add", { input: ref("m"), other: num(1), alpha: num(1) }, X, { inplace: true }),
+      node("s", "sqrt", { input: ref("a") }, X, { inplace: true }),
+      node("v", "view", { input: ref("m"), size: ints(-1) }, [X.reduce((n, d) => n * d)]),
+      node("r", "relu", { input: ref("v") }, [X.reduce((n, d) => n * d)], { inplace: true }),
+      node("e", "exp", { input: ref("m") }, X),
+      node("c", "mul", { input: ref("e"), other: num(2) }, X),
+      node("k", "relu", { input: ref("c") }, X, { inplace: true }),
+    ],
+    "k",
+  );
+  g.output = { t: "list", kind: "tuple", items: [ref("m"), ref("k")] };
+  const view = new GraphView(g);
+  // `m.add_(1).sqrt_()` and `m.view(-1).relu_()` write m, which others read
+  for (const id of ["s", "r"]) assert.match(pointwiseVerdict(view.node(id), view) ?? "", /in place/, id);
+  // relu_ on a value only it reads is its out-of-place form
+  assert.equal(pointwiseVerdict(view.node("k"), view), null);
+});
+
+test("masks combined with & | ^ (bool) and logical_and/or join the region that reads them; & of integers does not", () => {
+  const boolOut = (n: GraphNode) => {
+    n.out = { t: "tensor", meta: { shape: X, dtype: "bool", stride: contiguous(X) } };
+    return n;
+  };
+  const g = graph(
+    [
+      boolOut(node("pos", "gt", { input: ref("x"), other: num(0) }, X)),
+      boolOut(node("low", "lt", { input: ref("x"), other: num(-1) }, X)),
+      boolOut(node("either", "bitwise_or", { input: ref("pos"), other: ref("low") }, X)),
+      boolOut(node("big", "gt", { input: ref("x"), other: num(2) }, X)),
+      boolOut(node("keep", "bitwise_and", { input: ref("either"), other: ref("big") }, X)),
+      boolOut(node("both", "logical_and", { input: ref("keep"), other: ref("x") }, X)),
+      node("w", "where", { condition: ref("both"), input: ref("x"), other: num(0) }, X),
+    ],
+    "w",
+  );
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1);
+  assert.deepEqual(regionNodes(plan.regions[0] as Parameters<typeof regionNodes>[0]).length, 7);
+  const intAnd = node("ia", "bitwise_and", { input: ref("k"), other: ref("k") }, X);
+  intAnd.out = { t: "tensor", meta: { shape: X, dtype: "int64", stride: contiguous(X) } };
+  const ig = graph([intAnd], "ia");
+  ig.inputs.push({ name: "k", meta: { shape: X, dtype: "int64", stride: contiguous(X) }, value: null });
+  assert.match(pointwiseVerdict(intAnd, new GraphView(ig)) ?? "", /non-bool|int64/);
+});
+
+test("a call with an out= tensor writes that tensor: fused only where nothing else reads it", () => {
+  const g = graph(
+    [
+      node("buf", "empty_like", { input: ref("x") }, X),
+      node("m", "mul", { input: ref("x"), other: num(2) }, X),
+      node("s", "sigmoid", { input: ref("m") }, X, { inplace: true, kwargs: { out: ref("buf") } }),
+      node("t", "tanh", { input: ref("buf") }, X),
+    ],
+    "t",
+  );
+  const view = new GraphView(g);
+  // sigmoid's input is private, but it writes buf, which tanh reads
+  assert.match(pointwiseVerdict(view.node("s"), view) ?? "", /in place/);
+  assert.ok(!planGraph(g).regions.some((r) => regionNodes(r).includes("s")));
+});
+
+test("a region does not read a value on both sides of an in-place write it leaves to PyTorch", () => {
+  const g = graph(
+    [
+      node("m", "mul", { input: ref("x"), other: num(2) }, X),
+      node("s", "sigmoid", { input: ref("m") }, X),
+      node("w", "mul", { input: ref("m"), other: num(3) }, X, { inplace: true }),
+      node("a", "add", { input: ref("s"), other: ref("m"), alpha: num(1) }, X),
+    ],
+    "a",
+  );
+  const plan = planGraph(g);
+  // sigmoid reads m before m.mul_(3), add after it: one call where add was would see the write for both
+  assert.ok(!plan.regions.some((r) => regionNodes(r).includes("s") && regionNodes(r).includes("a")));
+  assert.ok(plan.kept.some((k) => k.node === "s" && /both sides of w, an in-place write/.test(k.reason)));
+  // without the write, the same ops are one region
+  const free = graph(
+    g.nodes.filter((n) => n.id !== "w"),
+    "a",
+  );
+  assert.ok(
+    planGraph(free).regions.some((r) => regionNodes(r).includes("s") && regionNodes(r).includes("a")),
+  );
+});

@@ -18,7 +18,8 @@ export type TensorMeta = z.infer<typeof TensorMeta>;
 export const Scalar = z.object({
   t: z.literal("const"),
   pytype: z.enum(["int", "float", "bool", "str", "none", "dtype", "device", "ellipsis", "other"]),
-  /** JSON-representable value; dtype as its name ("float16"), device as "cuda:0", other as its repr. */
+  /** JSON-representable value; dtype as its name ("float16"), device as "cuda:0", other as its repr, an int
+   * beyond 2^53 (a slice's end of sys.maxsize) as its decimal digits. */
   value: z.union([z.number(), z.boolean(), z.string(), z.null()]),
   /** When the value came from (equals) a scalar attribute of the model, its path ("scaling_factor",
    * "block.eps"): the emitter reads the attribute at run time instead of baking the number in. */

@@ -279,6 +279,50 @@ def test_where_binds_its_condition_however_written(tmp_path: Path, forward: str)
     assert fn["other"] == {"t": "node", "id": node(graph, "mul")["id"]}
 
 
+@pytest.mark.parametrize(
+    "forward",
+    ["return torch.rsub(x, x * 2, alpha=3)", "return torch.rsub(x, other=x * 2, alpha=3)",
+     "return torch.rsub(input=x, other=x * 2, alpha=3)"],
+)
+def test_rsub_is_a_reflected_sub_however_its_operands_are_passed(tmp_path: Path, forward: str) -> None:
+    # torch.rsub(x, y, alpha) is y - alpha * x: a keyword `other` must swap as a positional one does
+    graph = capture_text(tmp_path, model(forward))
+    fn = node(graph, "sub")["fn"]
+    assert fn["input"] == {"t": "node", "id": node(graph, "mul")["id"]}
+    assert fn["other"] == {"t": "node", "id": "x"} and fn["alpha"] == const(3)
+
+
+def test_lp_pool_modules_are_named_and_bound_like_the_functional_form(tmp_path: Path) -> None:
+    graph = capture_text(
+        tmp_path, model("return self.pool(x) + F.lp_pool2d(x, 3, 2)", "self.pool = nn.LPPool2d(2, 3, stride=2)"),
+        inputs="[torch.rand(2, 4, 9, 9)]",
+    )
+    module, functional = [n for n in graph["nodes"] if n["op"] == "lp_pool2d"]
+    assert module["kind"] == "call_module" and module["fn"]["norm_type"] == const(2)
+    assert module["fn"]["kernel_size"] == const(3) and module["fn"]["stride"] == const(2)
+    assert functional["fn"]["norm_type"] == const(3) and functional["fn"]["stride"] == const(None)
+
+
+def test_a_call_writing_an_out_tensor_is_in_place(tmp_path: Path) -> None:
+    # torch.sigmoid(y, out=buf) writes buf: a fresh output instead would leave buf unwritten for its readers
+    graph = capture_text(tmp_path, model("buf = torch.empty_like(x)\ntorch.sigmoid(x * 2, out=buf)\nreturn buf + 1"))
+    assert node(graph, "sigmoid")["inplace"] is True
+    assert node(graph, "sigmoid")["kwargs"]["out"] == {"t": "node", "id": node(graph, "empty_like")["id"]}
+    assert node(graph, "mul")["inplace"] is False
+
+
+def test_an_int_beyond_json_doubles_keeps_its_digits_and_an_unknown_aten_write_is_in_place() -> None:
+    # export's `x[::7]` slices to sys.maxsize: as a JSON number it reached the emitter as 9223372036854776000
+    from kforge_worker.capture.encode import const, const_value
+    from kforge_worker.capture.ops import aten_spec
+
+    big = const(2**63 - 1)
+    assert big["value"] == "9223372036854775807" and const_value(big) == 2**63 - 1
+    assert const(2**53 - 1)["value"] == 2**53 - 1
+    assert aten_spec("copy_").inplace is True and aten_spec("copy_").op == "unknown"
+    assert aten_spec("scalar_tensor").inplace is False
+
+
 @pytest.mark.parametrize("factory", ["ones", "zeros", "empty", "rand", "randn"])
 def test_a_factory_sized_by_several_read_sizes_traces_with_fx(tmp_path: Path, factory: str) -> None:
     # torch.ones(n, n) with n = x.size(-1): fx alone raises a TypeError (several Proxies for one `size`)

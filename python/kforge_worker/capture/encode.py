@@ -37,7 +37,10 @@ def const(value: Any) -> Arg:
     if isinstance(value, bool):
         return {"t": "const", "pytype": "bool", "value": value}
     if isinstance(value, int):
-        return {"t": "const", "pytype": "int", "value": int(value)}
+        # beyond 2**53 a JSON number is a double to the TypeScript side (slice ends of sys.maxsize): the digits
+        # travel as a string
+        exact = abs(value) <= _JSON_EXACT_INT
+        return {"t": "const", "pytype": "int", "value": int(value) if exact else str(int(value))}
     if isinstance(value, float):
         if math.isfinite(value):
             return {"t": "const", "pytype": "float", "value": float(value)}
@@ -54,6 +57,9 @@ def const(value: Any) -> Arg:
     return {"t": "const", "pytype": "other", "value": repr(value)}
 
 
+_JSON_EXACT_INT = 2**53 - 1
+
+
 def is_const(arg: Arg | None, pytype: str | None = None) -> bool:
     return bool(arg) and arg.get("t") == "const" and (pytype is None or arg.get("pytype") == pytype)
 
@@ -64,6 +70,8 @@ def const_value(arg: Arg | None) -> Any:
         return None
     if arg.get("t") == "const":
         special = arg.get("special")
+        if arg.get("pytype") == "int" and isinstance(arg.get("value"), str):
+            return int(arg["value"])
         return float(special) if special else arg.get("value")
     if arg.get("t") == "list":
         return [const_value(a) for a in arg["items"]]

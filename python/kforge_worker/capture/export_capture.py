@@ -121,7 +121,7 @@ class ExportGraphWriter:
             spec = aten_spec(base)
             if spec.op in ("max", "min"):
                 spec = {"dim": OpSpec(f"{spec.op}_dim", f"{spec.op}_dim")}.get(overload) or refine(spec, args, kwargs, self.facts)
-            bound = _aten_bound(target, tuple(args), kwargs) if spec is not UNKNOWN else None
+            bound = _aten_bound(target, tuple(args), kwargs) if spec.op != "unknown" else None
             if spec.reflected and bound is not None and "other" in bound:
                 bound["input"], bound["other"] = bound["other"], bound["input"]
             spec, bound = finish(spec, bound, self.facts)

@@ -67,7 +67,8 @@ def node_flags(spec: OpSpec, bound: dict[str, Any] | None, module: nn.Module | N
             rng = not (isinstance(p, (int, float)) and p == 0)
         elif op == "rrelu":
             rng = _const(bound, "training", False) is not False
-        inplace = spec.inplace or _const(bound, "inplace", False) is True
+        # torch.sigmoid(x, out=buf) writes buf as x.sigmoid_() writes x
+        inplace = spec.inplace or _const(bound, "inplace", False) is True or _const(bound, "out") is not None
         if method is not None and method.endswith("_") and not method.endswith("__"):
             inplace = True
     return {"modeDependent": bool(mode), "rng": bool(rng), "inplace": bool(inplace)}

@@ -251,9 +251,12 @@ def normalise_call(spec: OpSpec, args: list[Any], kwargs: dict[str, Any], facts:
     sig = SIGNATURES.get(spec.signature)
     if sig is None:
         return spec, None
-    if spec.reflected and len(args) >= 2:
-        args = [args[1], args[0], *args[2:]]
-    return finish(spec, bind(sig, args, kwargs), facts)
+    bound = bind(sig, args, kwargs)
+    if spec.reflected and bound is not None:
+        # after binding, so a keyword `other=` (torch.rsub(x, other=y)) swaps as a positional one does
+        first, second = sig.positional[:2]
+        bound[first], bound[second] = bound[second], bound[first]
+    return finish(spec, bound, facts)
 
 
 def _module_attr(module: nn.Module, path: str, name: str) -> Any:

@@ -41,7 +41,7 @@ asin acos atan sinh cosh asinh acosh atanh neg square sign floor ceil round trun
 celu elu hardswish hardsigmoid hardtanh leaky_relu softplus softsign logsigmoid tanhshrink hardshrink
 softshrink threshold prelu rrelu glu logit nan_to_num
 add sub mul div remainder fmod pow atan2 minimum maximum fmin fmax where clamp lerp addcmul addcdiv
-eq ne lt le gt ge logical_not logical_and logical_or bitwise_not isnan isinf isfinite
+eq ne lt le gt ge logical_not logical_and logical_or logical_xor bitwise_not isnan isinf isfinite
 sum mean amax amin argmax argmin logsumexp var std prod cumsum cumprod cummax cummin nansum all any
 softmax log_softmax softmin normalize
 layer_norm group_norm batch_norm instance_norm rms_norm local_response_norm
@@ -70,6 +70,7 @@ _RENAMED: dict[str, OpSpec] = {
     "torch.clamp_max": OpSpec("clamp", "clamp_max", {"min": None}),
     "torch.nn.functional.relu6": OpSpec("hardtanh", "relu6", {"min_val": 0.0, "max_val": 6.0}),
     "torch._C._nn.relu6": OpSpec("hardtanh", "relu6", {"min_val": 0.0, "max_val": 6.0}),
+    "torch.rsub": OpSpec("sub", reflected=True),
     "torch.true_divide": OpSpec("div"),
     "torch.divide": OpSpec("div"),
     "torch.multiply": OpSpec("mul"),
@@ -257,6 +258,9 @@ _MODULES: dict[str, OpSpec] = {
     "AdaptiveMaxPool1d": OpSpec("adaptive_max_pool1d"),
     "AdaptiveMaxPool2d": OpSpec("adaptive_max_pool2d"),
     "AdaptiveMaxPool3d": OpSpec("adaptive_max_pool3d"),
+    "LPPool1d": OpSpec("lp_pool1d"),
+    "LPPool2d": OpSpec("lp_pool2d"),
+    "LPPool3d": OpSpec("lp_pool3d"),
     "Upsample": OpSpec("interpolate"),
     "PixelShuffle": OpSpec("pixel_shuffle"),
     "PixelUnshuffle": OpSpec("pixel_unshuffle"),
@@ -389,5 +393,6 @@ def aten_spec(name: str) -> OpSpec:
     if spec is UNKNOWN and base in _SAME_NAME_SET:
         spec = OpSpec(base)
     if spec is UNKNOWN:
-        return UNKNOWN
+        # unknown, but still a write (aten.copy_ of a slice: export's `y[:, :k] = v`)
+        return OpSpec("unknown", inplace=True) if inplace else UNKNOWN
     return OpSpec(spec.op, spec.sig, spec.presets, inplace=inplace or spec.inplace)

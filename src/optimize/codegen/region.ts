@@ -129,6 +129,7 @@ function pointwiseLines(
   resolveArg: (arg: Arg) => string | null,
 ): string[] {
   const inside = new Set(nodes);
+  const rounded = roundedHalves(view, nodes);
   const lines: string[] = [];
   for (const id of nodes) {
     const node = view.node(id);
@@ -145,9 +146,33 @@ function pointwiseLines(
     });
     const expr = spec.emit(operands, paramReader(fn, table.runtime));
     if (expr === null) throw new Error(`kforge internal: ${node.op} declined after planning`);
-    lines.push(`const float t_${id} = ${expr};`);
+    const round = rounded.get(id);
+    lines.push(`const float t_${id} = ${round ? `${round}(${expr})` : expr};`);
   }
   return lines;
+}
+
+const HALF_ROUNDING: Record<string, string> = { float16: "kf_round_f16", bfloat16: "kf_round_bf16" };
+
+/** The half-precision results among `nodes` that are rounded to their dtype as PyTorch rounds them: those
+ * whose value reaches a float32 result of `nodes` (`(x.half() * 3 + 1).float()`), where each rounding the
+ * reference made stays visible at float32's tolerance. A chain that stays in half precision computes in fp32
+ * throughout: its output's own rounding and tolerance cover the intermediates'. */
+function roundedHalves(view: GraphView, nodes: string[]): Map<string, string> {
+  const inside = new Set(nodes);
+  const reachesFloat = new Set<string>();
+  const rounded = new Map<string, string>();
+  for (const id of [...nodes].reverse()) {
+    const reaches = view
+      .usersOf(id)
+      .some((u) => inside.has(u) && (view.outMeta(view.node(u))?.dtype === "float32" || reachesFloat.has(u)));
+    if (!reaches) continue;
+    reachesFloat.add(id);
+    const node = view.node(id);
+    const round = HALF_ROUNDING[view.outMeta(node)?.dtype ?? ""];
+    if (round && node.op !== "to") rounded.set(id, round);
+  }
+  return rounded;
 }
 
 function indent(lines: string[], pad: string): string {

@@ -33,6 +33,12 @@ const compare = (opr: string): PointwiseSpec => ({
   emit: ([a, b]) => `((${a}) ${opr} (${b}) ? 1.f : 0.f)`,
 });
 
+/** A logical op of two truth values (nonzero is true), as 1.f / 0.f. */
+const both = (f: (a: string, b: string) => string): PointwiseSpec => ({
+  operands: ["input", "other"],
+  emit: ([a, b]) => `((${f(`((${a}) != 0.f)`, `((${b}) != 0.f)`)}) ? 1.f : 0.f)`,
+});
+
 function scaled(alpha: string | null, b: string): string | null {
   if (alpha === null) return null;
   return alpha === "1.f" ? b : `${alpha} * (${b})`;
@@ -109,6 +115,8 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
       return lo || hi ? e : null;
     },
   },
+  softshrink: { operands: ["input"], emit: ([a], p) => `kf_softshrink(${a}, ${p.num("lambd", 0.5)})` },
+  hardshrink: { operands: ["input"], emit: ([a], p) => `kf_hardshrink(${a}, ${p.num("lambd", 0.5)})` },
   neg: unary((a) => `-(${a})`),
   abs: call("fabsf"),
   exp: call("expf"),
@@ -154,6 +162,23 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
       return mode === "floor" ? `kf_floor_div(${a}, ${b})` : null;
     },
   },
+  remainder: { operands: ["input", "other"], emit: ([a, b]) => `kf_remainder(${a}, ${b})` },
+  fmod: { operands: ["input", "other"], emit: ([a, b]) => `fmodf(${a}, ${b})` },
+  lerp: { operands: ["input", "end", "weight"], emit: ([a, b, w]) => `kf_lerp(${a}, ${b}, ${w})` },
+  addcmul: {
+    operands: ["input", "tensor1", "tensor2"],
+    emit: ([a, b, c], p) => {
+      const term = scaled(p.num("value", 1), `(${b}) * (${c})`);
+      return term === null ? null : `(${a}) + ${term}`;
+    },
+  },
+  addcdiv: {
+    operands: ["input", "tensor1", "tensor2"],
+    emit: ([a, b, c], p) => {
+      const term = scaled(p.num("value", 1), `(${b}) / (${c})`);
+      return term === null ? null : `(${a}) + ${term}`;
+    },
+  },
   pow: { operands: ["input", "exponent"], emit: ([a, e]) => `kf_pow(${a}, ${e})` },
   maximum: { operands: ["input", "other"], emit: ([a, b]) => `kf_max(${a}, ${b})` },
   minimum: { operands: ["input", "other"], emit: ([a, b]) => `kf_min(${a}, ${b})` },
@@ -168,6 +193,13 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
   // Of a bool tensor only (the planner checks): ~mask.
   logical_not: unary((a) => `((${a}) != 0.f ? 0.f : 1.f)`),
   bitwise_not: unary((a) => `((${a}) != 0.f ? 0.f : 1.f)`),
+  // Of bool masks (bitwise: the planner checks), or of any values (logical: nonzero is true).
+  bitwise_and: both((a, b) => `${a} && ${b}`),
+  bitwise_or: both((a, b) => `${a} || ${b}`),
+  bitwise_xor: both((a, b) => `${a} != ${b}`),
+  logical_and: both((a, b) => `${a} && ${b}`),
+  logical_or: both((a, b) => `${a} || ${b}`),
+  logical_xor: both((a, b) => `${a} != ${b}`),
   gt: compare(">"),
   lt: compare("<"),
   ge: compare(">="),

@@ -16,6 +16,7 @@
 import type { Graph, GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
+import { writeInside } from "./aliasing.ts";
 import {
   type AnchorLayout,
   anchorBias,
@@ -400,6 +401,7 @@ export function planGraph(graph: Graph): Plan {
   ];
   attachAnchors(view, regions, claimed, kept);
   regions.push(...layoutRegions(view, claimed, kept));
+  dropRegionsAcrossWrites(view, regions, claimed, kept);
   regions.sort((a, b) => (view.index.get(a.output) ?? 0) - (view.index.get(b.output) ?? 0));
   regions.forEach((region, i) => {
     region.id = `r${i}`;
@@ -413,6 +415,30 @@ export function planGraph(graph: Graph): Plan {
       kept.push({ node: node.id, op: node.op, reason: uncoveredReason(node) });
   }
   return { regions, kept };
+}
+
+/** A region runs as one call where its output was: one that reads a value before an in-place write it
+ * leaves to PyTorch and computes past it (`z = y.sigmoid(); y.mul_(3); z + y`) would read the written value
+ * for both. Such a region is left to PyTorch. */
+function dropRegionsAcrossWrites(view: GraphView, regions: Region[], claimed: Set<string>, kept: KeptNode[]) {
+  const writers = view.graph.nodes.filter((n) => n.inplace && !claimed.has(n.id)).map((n) => n.id);
+  if (writers.length === 0) return;
+  for (let i = regions.length - 1; i >= 0; i--) {
+    const region = regions[i];
+    if (!region) continue;
+    const members = regionNodes(region);
+    const writer = writeInside(view, members, region.output, writers);
+    if (writer === null) continue;
+    regions.splice(i, 1);
+    for (const id of members) {
+      claimed.delete(id);
+      kept.push({
+        node: id,
+        op: view.node(id).op,
+        reason: `its region would read a value on both sides of ${writer}, an in-place write`,
+      });
+    }
+  }
 }
 
 /** Pointwise ops that compute nothing from their input's values. */

@@ -5,6 +5,7 @@ import type { Arg, GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
+import { ALIASING_OPS, written } from "./aliasing.ts";
 import { FLOAT_DTYPES, type GraphView, intList, paramReader } from "./graph-view.ts";
 
 export type RegionKind = "pointwise" | "reduce" | "normalize" | "pool" | "recipe";
@@ -26,7 +27,12 @@ export interface SeedRule {
 const MAX_RANK = 6;
 /** Pointwise ops whose bool output may live inside a region (as 1.f / 0.f), read by where or masked_fill. */
 const NOT_OPS = new Set(["logical_not", "bitwise_not"]);
-const MASK_OPS = new Set(["gt", "lt", "ge", "le", "eq", "ne", ...NOT_OPS]);
+/** Bitwise ops are logical ones of bool tensors only (of integers they are integer math). */
+const BITWISE_OPS = new Set(["bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"]);
+const MASK_OPS = new Set([
+  ...["gt", "lt", "ge", "le", "eq", "ne", ...NOT_OPS, ...BITWISE_OPS],
+  ...["logical_and", "logical_or", "logical_xor"],
+]);
 const probe = () => "sc.v[0]";
 
 function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict {
@@ -38,20 +44,33 @@ function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict
 }
 
 /** An in-place op on an intermediate nobody else reads (nn.ReLU(inplace=True) after a conv) means the same
- * as its out-of-place form. */
+ * as its out-of-place form. The written storage is that of the chain of in-place ops and views the target
+ * came through (`y.add_(1).sqrt_()` writes y): every link of it must be read by the next link alone. */
 function inplaceIsPrivate(node: GraphNode, view: GraphView): boolean {
-  const target = node.fn?.input ?? node.args[0];
-  return target?.t === "node" && !view.isGraphInput(target.id) && view.usersOf(target.id).length === 1;
+  let target = written(node);
+  for (;;) {
+    if (target?.t !== "node" || view.isGraphInput(target.id) || view.usersOf(target.id).length !== 1)
+      return false;
+    const link = view.node(target.id);
+    if (!link.inplace && !ALIASING_OPS.has(link.op)) return true;
+    target = link.inplace ? written(link) : (link.fn?.input ?? link.args[0]);
+  }
 }
 
 function common(node: GraphNode, view: GraphView): Verdict {
   if (!node.fn) return "its call could not be normalised";
   if (node.rng) return "it draws random numbers (kept in PyTorch so the RNG stream matches)";
   if (node.inplace && !inplaceIsPrivate(node, view))
-    return "it writes its input in place (a value used elsewhere)";
+    return "it writes in place a value read elsewhere (its input or out= tensor)";
   const out = view.outMeta(node);
   if (!out && !(node.out.t === "tuple")) return "its output is not a tensor";
   return null;
+}
+
+/** A bool tensor, or a Python bool (`mask & True`). */
+function isBool(view: GraphView, arg: Arg | undefined): boolean {
+  if (arg?.t === "const") return arg.pytype === "bool";
+  return view.tensorOf(arg)?.dtype === "bool";
 }
 
 /** Can this node be a member of a pointwise region? */
@@ -63,8 +82,8 @@ export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
   const out = view.outMeta(node);
   if (!out) return "its output is not one tensor";
   if (!FLOAT_DTYPES.has(out.dtype) && !MASK_OPS.has(node.op)) return `${out.dtype} output`;
-  if (NOT_OPS.has(node.op) && view.tensorOf(node.fn?.input)?.dtype !== "bool")
-    return `${node.op} of a non-bool tensor (bitwise on integers)`;
+  if (BITWISE_OPS.has(node.op) && !spec.operands.every((k) => isBool(view, node.fn?.[k])))
+    return `${node.op} of a non-bool operand (bitwise on integers)`;
   if (out.shape.length > MAX_RANK) return `rank ${out.shape.length} > ${MAX_RANK}`;
   const fn = node.fn ?? {};
   for (const key of spec.operands) {

@@ -447,8 +447,15 @@ __device__ __forceinline__ void kf_ew_tile_fetch_all(const KfEwTiledParams<N>& p
   }
 }
 
+// The blocks-per-SM bound is ptxas's register target: left to itself it chose 32 registers and spilled 32 bytes
+// for an fp32 output of one 16-bit input (x.float().sigmoid() of a transposed fp16 x), where other one-input
+// mixes took 38-40 (6 blocks: 40 registers), two inputs 47 (5 blocks: 48) and a normalisation's apply with
+// its statistics (seven inputs) 58 (4 blocks: 64): the occupancies they had.
+template <int N>
+constexpr int kf_ew_tiled_min_blocks() { return N <= 1 ? 6 : N <= 2 ? 5 : 4; }
+
 template <class F, uint32_t kUniform0, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(KF_EW_TILED_THREADS)
+__global__ void __launch_bounds__(KF_EW_TILED_THREADS, kf_ew_tiled_min_blocks<sizeof...(TIn)>())
     kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
   constexpr int kStaged = N < KF_EW_MAX_STAGED ? N : KF_EW_MAX_STAGED;

@@ -36,6 +36,17 @@ __device__ __forceinline__ float kf_logsigmoid(float a) { return fminf(a, 0.f) -
 __device__ __forceinline__ float kf_softsign(float a) { return a / (1.f + fabsf(a)); }
 __device__ __forceinline__ float kf_sign(float a) { return a > 0.f ? 1.f : (a < 0.f ? -1.f : a); }
 __device__ __forceinline__ float kf_threshold(float a, float th, float value) { return a > th ? a : value; }
+__device__ __forceinline__ float kf_softshrink(float a, float l) { return a > l ? a - l : (a < -l ? a + l : a * 0.f); }
+__device__ __forceinline__ float kf_hardshrink(float a, float l) { return (a >= -l && a <= l) ? 0.f : a; }
+// Python's modulo (torch.remainder, x % y): the sign of the divisor, from the exact fmod.
+__device__ __forceinline__ float kf_remainder(float a, float b) {
+  const float mod = fmodf(a, b);
+  return (mod != 0.f && (b < 0.f) != (mod < 0.f)) ? mod + b : mod;
+}
+// PyTorch's lerp: from whichever end is nearer the weight, so weight 1 gives `end` exactly.
+__device__ __forceinline__ float kf_lerp(float a, float b, float w) {
+  return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.f - w);
+}
 // PyTorch's div_floor_floating: the quotient from the exact remainder, so a / b rounding up to an integer
 // (1 / 0.1f is 10.f) does not floor to one more than the true quotient's floor (9).
 __device__ __forceinline__ float kf_floor_div(float a, float b) {

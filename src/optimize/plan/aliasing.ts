@@ -1,0 +1,68 @@
+// Which storage an op writes and which values share it: in-place ops fuse as their out-of-place forms only
+// where no one else sees the write, and a region must not read a value on both sides of a write it leaves to
+// PyTorch (the region runs as one call, where its output was).
+import type { Arg, GraphNode } from "../graph.ts";
+import type { GraphView } from "./graph-view.ts";
+
+/** Ops whose output may share its input's storage: an in-place write through one writes the other. */
+export const ALIASING_OPS = new Set([
+  ...["view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "contiguous", "unsqueeze"],
+  ...["squeeze", "expand", "expand_as", "view_as", "reshape_as", "getitem", "slice", "select", "narrow"],
+  ...["detach", "split", "chunk", "unbind", "movedim", "swapaxes", "diagonal", "as_strided", "to", "float"],
+  ...["type_as", "identity"],
+]);
+
+/** The tensor an in-place op writes: its `out=` tensor (torch.add(a, b, out=c)), else its input. */
+export function written(node: GraphNode): Arg | undefined {
+  const out = node.kwargs.out;
+  return out?.t === "node" ? out : (node.fn?.input ?? node.args[0]);
+}
+
+/** The value whose storage `arg` is (through views and in-place ops), by id: a node, an input, a parameter. */
+export function storageOf(arg: Arg | undefined, view: GraphView): string | null {
+  let at = arg;
+  for (;;) {
+    if (at?.t === "param") return `param:${at.path}`;
+    if (at?.t !== "node") return null;
+    if (view.isGraphInput(at.id)) return at.id;
+    const node = view.node(at.id);
+    if (node.inplace) at = written(node);
+    else if (ALIASING_OPS.has(node.op)) at = node.fn?.input ?? node.args[0];
+    else return at.id;
+  }
+}
+
+function readArgs(node: GraphNode): Arg[] {
+  const out: Arg[] = [];
+  const walk = (arg: Arg) => {
+    if (arg.t === "list") arg.items.forEach(walk);
+    else if (arg.t === "node" || arg.t === "param") out.push(arg);
+  };
+  [...node.args, ...Object.values(node.kwargs)].forEach(walk);
+  return out;
+}
+
+/** The in-place op outside `members` that writes, after one member reads it and before `output` (where the
+ * region's call runs), a storage a member reads; null when there is none. */
+export function writeInside(
+  view: GraphView,
+  members: string[],
+  output: string,
+  writers: string[],
+): string | null {
+  const inside = new Set(members);
+  const end = view.index.get(output) ?? 0;
+  for (const w of writers) {
+    const at = view.index.get(w) ?? 0;
+    if (inside.has(w) || at >= end) continue;
+    const target = storageOf(written(view.node(w)), view);
+    if (target === null) continue;
+    const readBefore = members.some(
+      (id) =>
+        (view.index.get(id) ?? 0) < at &&
+        readArgs(view.node(id)).some((arg) => storageOf(arg, view) === target),
+    );
+    if (readBefore) return w;
+  }
+  return null;
+}
