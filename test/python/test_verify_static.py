@@ -143,6 +143,22 @@ def test_cuda_sources_give_kernel_names_and_stream_findings():
     assert any(f.rule == "side_stream" for f in report.findings)
 
 
+def test_kernel_names_past_launch_bounds_with_nested_parentheses():
+    # The optimizer's templates bound registers by a constexpr function of their inputs: read with `[^)]*` as the
+    # attribute's arguments, the name came out as "__launch_bounds__" and the real kernel seemed never launched.
+    report = scan(
+        '''
+        SRC = """
+        template <class P, typename... TIn>
+        __global__ void __launch_bounds__(kLanes * kWarps, min_blocks<sizeof...(TIn)>())
+            columns_kernel(const float* x) {}
+        __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(f(g(1)), 1) split_kernel(float* y) {}
+        """
+        ''', ()
+    )
+    assert report.kernel_names == {"columns_kernel", "split_kernel"}
+
+
 def test_honest_corpus_and_generated_files_have_no_failing_static_finding():
     paths = sorted((REPO / "test" / "verify" / "candidates").glob("honest_*.py"))
     paths += sorted((REPO / "generated").glob("*/model_new.py")) if (REPO / "generated").exists() else []

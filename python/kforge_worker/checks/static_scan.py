@@ -176,8 +176,11 @@ _CUDA_SOURCE_PATTERNS = [
 
 
 # A kernel declaration: `__global__`, optional qualifiers and attributes such as __launch_bounds__(...) or
-# __cluster_dims__(...) on either side of `void`, then the kernel's name.
-_KERNEL_ATTRS = r"(?:(?:static|inline|__launch_bounds__\s*\([^)]*\)|__cluster_dims__\s*\([^)]*\))\s+)*"
+# __cluster_dims__(...) on either side of `void`, then the kernel's name. An attribute's arguments may hold
+# parentheses two deep (`__launch_bounds__(256, min_blocks<sizeof...(T)>())`): a name read from inside them would
+# be a kernel that is never launched, and the real one missing from the list.
+_ARGS = r"\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)"
+_KERNEL_ATTRS = r"(?:(?:static|inline|(?:__launch_bounds__|__cluster_dims__|__maxnreg__)\s*" + _ARGS + r")\s+)*"
 _KERNEL_DECL = re.compile(r"__global__\s+" + _KERNEL_ATTRS + r"void\s+" + _KERNEL_ATTRS + r"(\w+)")
 
 @dataclass
