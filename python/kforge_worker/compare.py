@@ -1,7 +1,9 @@
 """Output comparison: the KernelBench pass mark plus error measures against a float64 reference.
 
 Pass mark (KernelBench-compatible): same shape and dtype, ``torch.allclose(out, ref, atol, rtol)``, and
-never a NaN/Inf in the candidate (allclose alone would accept inf == inf). With a float64 evaluation, an
+never a NaN/Inf in the candidate where the reference is finite (allclose alone would accept inf == inf); where
+the reference itself is NaN or infinite by its own definition, the same value matches it (allclose would reject
+NaN == NaN, and every honest answer with it). With a float64 evaluation, an
 element outside that band still passes when the candidate is no further from float64 there than the
 reference is at its worst element, plus the same band: the reference's own rounding (a TF32 convolution,
 another summation order) is not charged to the candidate. Two TF32 convolutions by different cuDNN
@@ -62,6 +64,23 @@ def within_reference_noise(x: torch.Tensor, y: torch.Tensor, atol: float, rtol: 
     return (x - y).abs() <= NOISE_MULTIPLE * _reference_noise + atol + rtol * y.abs()
 
 
+def agreed_non_finite(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Where x holds the same non-finite value as y (NaN and NaN, or the same infinity): a reference that is
+    NaN by its own definition (log of a negative input) is matched, not missed, by a candidate that is too.
+    Elsewhere a non-finite candidate value is never close."""
+    if not (x.is_floating_point() and y.is_floating_point()):
+        return torch.zeros(x.shape, dtype=torch.bool, device=x.device)
+    return (x.isnan() & y.isnan()) | (x.isinf() & (x == y))
+
+
+def without_agreed_non_finite(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x and y with the elements where they agree on a non-finite value set to 0 in both (for error measures)."""
+    agreed = agreed_non_finite(x, y)
+    if not bool(agreed.any()):
+        return x, y
+    return x.masked_fill(agreed, 0), y.masked_fill(agreed, 0)
+
+
 class OutputStructureError(Exception):
     """Candidate and reference outputs differ in count or kind (a shape_mismatch)."""
 
@@ -118,6 +137,7 @@ def error_stats(out: torch.Tensor, ref: torch.Tensor) -> ErrorStats:
     for start in range(0, n, CHUNK):
         x = a[start : start + CHUNK].to(torch.float64)
         y = b[start : start + CHUNK].to(b.device, torch.float64)
+        x, y = without_agreed_non_finite(x.to(y.device), y)
         d = (x - y).abs_()
         if d.isnan().any():
             chunk_max, chunk_arg = math.nan, int(d.isnan().nonzero()[0].item())
@@ -151,9 +171,10 @@ def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     far_chunks: list[tuple[int, torch.Tensor]] = []
     for start in range(0, a.numel(), CHUNK):
         x, y = a[start : start + CHUNK], b[start : start + CHUNK]
+        agreed = agreed_non_finite(x, y.to(x.device))
         if x.is_floating_point() or x.is_complex():
-            non_finite += int((~torch.isfinite(x)).sum().item())
-        far = ~torch.isclose(x, y, rtol=rtol, atol=atol)
+            non_finite += int((~torch.isfinite(x) & ~agreed).sum().item())
+        far = ~torch.isclose(x, y, rtol=rtol, atol=atol) & ~agreed
         if bool(far.any()):
             far_chunks.append((start, far))
     if not far_chunks or not a.is_floating_point() or (c is None and _reference_noise == 0.0):

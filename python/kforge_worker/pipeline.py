@@ -31,6 +31,7 @@ from . import PROTOCOL_VERSION
 from .channel import Channel
 from .compile_capture import CompileCall, CompileRecorder, extension_dir
 from .errors import exception_headline, summarize_exception
+from .interference import IdleMeter, scheduling, scheduling_change
 from .loading import LoadError, check_candidate, check_problem, has_code, import_path, read_source
 from .request import EvalRequest
 
@@ -816,6 +817,8 @@ def time_models(ctx: EvalContext) -> None:
     pool: Any = remote if remote is not None else FreshInputPool(ctx.make_inputs, secret_seed,
                                                                  generation=input_generation(ctx))
     sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
+    idle = IdleMeter()  # the candidate's process must be quiet while the reference process is timed
+    ref_aliases = _reference_aliases_inputs(ctx)
 
     def ref_fn() -> None:
         side["now"] = "Model"
@@ -834,7 +837,7 @@ def time_models(ctx: EvalContext) -> None:
 
         def time_ms(self, fn: Callable[[], Any]) -> float:
             side["now"] = "Model"
-            ms = remote.call(timed=True)  # type: ignore[union-attr]
+            ms = idle.measure(lambda: remote.call(timed=True))  # type: ignore[union-attr]
             outputs["Model"] = remote.last_outputs  # type: ignore[union-attr]
             return ms
 
@@ -856,8 +859,11 @@ def time_models(ctx: EvalContext) -> None:
             side["now"] = "compare"
             ctx.synchronize()
             _guard_reference_noise(ctx, f"timing, before pair {pair}")
-            sampler.after_pair(pair - 1, outputs.pop("Model", None), outputs.pop("ModelNew", None))
+            sampler.after_pair(pair - 1, outputs.pop("Model", None), outputs.pop("ModelNew", None),
+                               None if ref_aliases else pool.cand_inputs())
             outputs.clear()
+            if remote is not None and idle.tampered is None:
+                idle.tampered = scheduling_change(ctx.reference.scheduling, scheduling(ctx.reference.proc.pid))
         if more:
             side["now"] = "inputs"
             pool.advance()
@@ -895,11 +901,30 @@ def time_models(ctx: EvalContext) -> None:
         timing["method"] += f"; {remote.method}"
     ctx.result["timing"] = timing
     spot = sampler.check(options.warmup_iters)
-    ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != spot["name"]] + [spot]
+    added = [spot] + ([idle.check(os.environ.get("OMP_WAIT_POLICY"))] if remote is not None else [])
+    names = {c["name"] for c in added}
+    ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") not in names] + added
     ctx.progress("time", f"speedup {timing['speedup']:.3f}x", 1.0)
     call_checks(ctx, "after_timing")
     _guard_reference_noise(ctx, "after timing")
     fail_on_checks(ctx)
+
+
+def _reference_aliases_inputs(ctx: EvalContext) -> bool:
+    """Whether the reference's own outputs share storage with its inputs (an in-place problem): then the
+    candidate's timed outputs may too. One call of the worker's reference on fresh inputs, state restored."""
+    from .checks.context import _overlaps, _storage_span, preserved_state
+    from .compare import flatten_outputs
+
+    torch = ctx.torch
+    try:
+        inputs = ctx.make_inputs(trial_seed(ctx.request.seed, "timing:aliasing"))
+        with preserved_state(ctx.ref_model), torch.no_grad():
+            outs = flatten_outputs(ctx.ref_model(*inputs))
+    except Exception:  # noqa: BLE001 — undecided: the candidate's aliasing is then not held against it
+        return True
+    spans = [_storage_span(x) for x in inputs if isinstance(x, torch.Tensor)]
+    return any(_overlaps(_storage_span(o), s) for o in outs for s in spans)
 
 
 def _reference_ready(ctx: EvalContext) -> None:

@@ -540,6 +540,10 @@ class ReferenceProcess:
         )
         self.importer = Importer()
         self.sequence = 0
+        # How the child is scheduled before the candidate exists: cores and niceness of its main thread.
+        from .interference import scheduling
+
+        self.scheduling = scheduling(self.proc.pid).get(self.proc.pid)
         # The spec is written now, before the candidate is imported; its reply (the problem loaded, Model
         # built) is read when the reference is first needed, so the child's start overlaps the candidate's
         # import and build instead of delaying them.

@@ -121,6 +121,44 @@ class FreshInputPool:
                 "the timed region")
 
 
+def foreign_outputs(out: Any) -> str | None:
+    """The first output (tuples and lists walked) that is a tensor but not a plain strided torch.Tensor, named;
+    None when there is none. Only types are looked at: nothing is called on the object."""
+    import torch
+
+    stack, index = [out], 0
+    while stack:
+        item = stack.pop(0)
+        if type(item) in (tuple, list):
+            stack = list(item) + stack
+            continue
+        if type(item) is torch.Tensor:
+            if item.layout != torch.strided or item.is_meta:
+                return f"output {index} (layout {item.layout}, device {item.device})"
+        elif isinstance(item, torch.Tensor) or hasattr(type(item), "__torch_function__"):
+            # a tensor subclass, or an object that takes part in torch calls: either can compute when read.
+            # Anything else (None, a string) is no tensor at all, for the comparison to reject.
+            return f"output {index}: a {type(item).__module__}.{type(item).__qualname__}"
+        index += 1
+    return None
+
+
+def aliased_inputs(out: Any, inputs: Any) -> str | None:
+    """The first output whose storage overlaps an input's, named; None when none does."""
+    from .checks.context import _overlaps, _storage_span
+
+    import torch
+
+    outs = [o for o in (out if type(out) in (tuple, list) else [out]) if type(o) is torch.Tensor]
+    ins = [x for x in (inputs or []) if type(x) is torch.Tensor]
+    for i, o in enumerate(outs):
+        for j, x in enumerate(ins):
+            if _overlaps(_storage_span(o), _storage_span(x)):
+                return (f"the timed call's output {i} shares storage with its input {j} (written over the input, "
+                        "while the reference's outputs have storage of their own)")
+    return None
+
+
 @dataclass
 class SampledCheck:
     pair: int
@@ -149,10 +187,24 @@ class OutputSampler:
         affordable = self.compare_seconds <= 0.2 * elapsed
         return min(1.0, max(self.c / (pair + 1), self.floor if affordable else 0.0))
 
-    def after_pair(self, pair: int, ref_out: Any, cand_out: Any) -> None:
+    def after_pair(self, pair: int, ref_out: Any, cand_out: Any, cand_inputs: Any = None) -> None:
+        """cand_inputs: the candidate's inputs of that pair (its outputs must not live in them), or None when
+        the reference's own outputs alias its inputs (then the candidate's may too)."""
         if self.started is None:
             self.started = self.now()
         self.pairs = max(self.pairs, pair + 1)
+        # Every pair, sampled or not, the output contract that costs no read: finished values (a tensor
+        # subclass, or any object, can compute when read — the timed call then costs nothing and a sampled
+        # comparison, which reads it, sees right values) in storage of their own (the result written over the
+        # input saves the output's allocation, only while timed).
+        broken = foreign_outputs(cand_out)
+        if broken:
+            broken = f"the timed call returned {broken}, not a plain torch.Tensor: values produced when read"
+        elif cand_inputs is not None:
+            broken = aliased_inputs(cand_out, cand_inputs)
+        if broken:
+            self.checks.append(SampledCheck(pair, False, broken))
+            return
         if self.rng.random() >= self.probability(pair):
             return
         began = self.now()

@@ -101,13 +101,20 @@ def test_nan_never_passes() -> None:
     assert "non-finite" in verdict.message
 
 
-def test_inf_never_passes_even_where_the_reference_is_inf() -> None:
-    ref = torch.tensor([1.0, math.inf])
-    out = ref.clone()
-    assert torch.allclose(out, ref)  # why allclose alone is not the pass mark
-    verdict = compare_output(0, out, ref, None, 1e-4, 1e-4)
-    assert not verdict.passed
-    assert verdict.json["nonFinite"] == 1
+def test_non_finite_passes_only_where_the_reference_is_the_same_non_finite_value() -> None:
+    """A reference that is NaN or infinite by its own definition (log of a negative input) is matched by the same
+    value: counting it against the candidate failed every answer, the identity too, and the reference process's
+    copy disagreed with itself (reference_isolation: cheating). Anywhere else a non-finite value never passes."""
+    ref = torch.tensor([1.0, math.inf, math.nan, -math.inf])
+    same = compare_output(0, ref.clone(), ref, None, 1e-4, 1e-4)
+    assert same.passed and same.json["nonFinite"] == 0
+    for wrong in ([math.inf, math.inf, math.nan, -math.inf],  # inf where the reference is finite
+                  [1.0, -math.inf, math.nan, -math.inf],  # the other infinity
+                  [1.0, math.nan, math.nan, -math.inf],  # NaN where the reference is inf
+                  [1.0, math.inf, 0.0, -math.inf]):  # a finite value where the reference is NaN
+        verdict = compare_output(0, torch.tensor(wrong), ref, None, 1e-4, 1e-4)
+        assert not verdict.passed, wrong
+    assert error_stats(ref.clone(), ref).max_abs == 0.0
 
 
 def test_shape_and_dtype_mismatches_are_structural() -> None:

@@ -127,7 +127,7 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> Closeness:
     """allclose per output (NaN never passes), with the worst error, over flattened outputs; an element
     outside the band still passes within compare.NOISE_MULTIPLE times the reference's own worst error seen in the
     trials."""
-    from ..compare import reference_noise, within_reference_noise
+    from ..compare import reference_noise, within_reference_noise, without_agreed_non_finite
 
     noise = reference_noise()
     outs, refs = flatten(out), flatten(ref)
@@ -151,8 +151,8 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> Closeness:
         bad, nan, max_abs, diff_sq, ref_sq = 0, 0, 0.0, 0.0, 0.0
         flat_o, flat_r = o2.reshape(-1), r.detach().reshape(-1)
         for start in range(0, flat_o.numel(), _CHUNK):
-            a = flat_o[start : start + _CHUNK].double()
-            b = flat_r[start : start + _CHUNK].double()
+            a, b = without_agreed_non_finite(flat_o[start : start + _CHUNK].double(),
+                                             flat_r[start : start + _CHUNK].double())
             diff = (a - b).abs().nan_to_num_(nan=math.inf)
             nan += int(torch.isnan(a).sum())
             far = ~_isclose(a, b, rtol=rtol, atol=atol)

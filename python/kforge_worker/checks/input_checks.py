@@ -305,7 +305,7 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
     candidate's sets and the reference's outputs are held; inputs for a float64 judgement of a miss are made
     again from their seed (get_inputs() is a function of torch's seed, as the reference process assumes), so
     the check holds about the pool's inputs and outputs once."""
-    from ..timed_inputs import pool_size as timing_pool_size
+    from ..timed_inputs import foreign_outputs, pool_size as timing_pool_size
 
     seeds = [ctx.seed()]
     cand_pool = [ctx.make_inputs(seeds[0])]
@@ -330,6 +330,10 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
         else:
             out = run(ctx.cand, cand_pool[k])
         sync(ctx.device)
+        foreign = foreign_outputs(out)  # a lazy object would compute when the comparison reads it
+        if foreign:
+            bad.append((i, f"returned {foreign}, not a plain torch.Tensor"))
+            continue
         c = judged_compare(ctx, lambda s=seeds[k]: ctx.make_inputs(s), out, refs[k])  # outside the timed span
         del out
         if not c.ok:

@@ -272,12 +272,17 @@ class IntegritySnapshot:
     class_names: dict[str, frozenset[str]] = field(default_factory=dict)  # torch class -> its own attribute names
     problem: ModuleType | None = None
     problem_globals: dict[str, Any] = field(default_factory=dict)
+    harness_globals: dict[str, Any] = field(default_factory=dict)  # the worker's own module state (harness_globals.py)
     tf32_declared: bool = False  # --allow-tf32: the TF32 switches are the user's to set
 
     @classmethod
     def take(cls, extra_modules: tuple[str, ...] = (), problem: ModuleType | None = None,
              allow_tf32: bool = False) -> IntegritySnapshot:
+        from .harness_globals import harness_fingerprint, import_harness
+
+        import_harness()  # lazily imported harness modules join the snapshot too
         snap = cls(problem=problem, tf32_declared=allow_tf32)
+        snap.harness_globals = harness_fingerprint()
         snap.environ = dict(os.environ)
         if problem is not None:
             snap.problem_globals = module_fingerprint(problem)
@@ -350,6 +355,10 @@ class IntegritySnapshot:
                 problems.append(f"{key} changed from {before!r} to {after!r}")
         problems += self._environ_changes()
         problems += self._class_additions()
+        if self.harness_globals:
+            from .harness_globals import harness_changes
+
+            problems += harness_changes(self.harness_globals)
         if self.problem is not None:
             now_globals = module_fingerprint(self.problem)
             for name in sorted(self.problem_globals.keys() | now_globals.keys()):
@@ -458,6 +467,13 @@ _CALLER_EVENTS = {
     "compile": "evasion",
     "exec": "evasion",
 }
+# Attribute reads that hand out a frame (raised as object.__getattr__): a frame's f_back chain leads to the
+# harness's own frames and their locals (the evaluation's context, the timing loop's objects).
+_FRAME_GETTERS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+# Standard-library modules whose functions return the caller's frame (logging.currentframe,
+# inspect.currentframe/stack, traceback.walk_stack): called by the candidate directly, the frame is its own
+# and f_back is one attribute away from the harness's.
+_FRAME_HELPER_MODULES = ("inspect", "logging", "traceback")
 _SENSITIVE_PATHS = ("/proc/self/environ", "/proc/self/fd", "/proc/self/mem", "/proc/self/maps", "/dev/fd",
                     "/proc/self/task", "/dev/stdout", "/proc/" + str(os.getpid()))
 
@@ -500,7 +516,8 @@ class AuditMonitor:
             return
         if event not in _CALLER_EVENTS and event not in _PROCESS_EVENTS and event not in ("open", "os.listdir",
                                                                                             "os.scandir"):
-            if not (event.startswith("os.exec") or event.startswith("os.spawn")):
+            frame_getter = event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_GETTERS
+            if not (frame_getter or event.startswith("os.exec") or event.startswith("os.spawn")):
                 return
         self._busy.on = True
         try:
@@ -511,12 +528,15 @@ class AuditMonitor:
             self._busy.on = False
 
     def _caller(self) -> tuple[str | None, bool, bool]:
-        """(nearest candidate frame as file:line, whether the candidate made the call itself, torch builder)."""
+        """(nearest candidate frame as file:line, whether the candidate made the call itself, torch builder).
+        A frame-returning helper of the standard library called by the candidate itself counts as its own call."""
         frame = sys._getframe(3)  # 0 _caller, 1 _classify, 2 _hook, 3 whoever raised the event
         probe = frame
         while probe is not None and os.sep + "ctypes" + os.sep in probe.f_code.co_filename:
             probe = probe.f_back  # ctypes.CDLL(...) raises from inside the ctypes package
         immediate = probe is not None and os.path.abspath(probe.f_code.co_filename) in self.candidate_files
+        if not immediate and probe is not None and probe.f_back is not None and _frame_helper(probe):
+            immediate = os.path.abspath(probe.f_back.f_code.co_filename) in self.candidate_files
         where: str | None = None
         builder = False
         depth = 0
@@ -547,6 +567,10 @@ class AuditMonitor:
             return
         if not immediate:
             return  # torch, warnings, dataclasses... walk frames and compile code on the candidate's behalf
+        if event == "object.__getattr__":
+            self.events.append(AuditEvent("tamper", "frame access", where, f".{args[1]} (a stack frame: its f_back "
+                                          "chain reaches the harness's frames and locals)"))
+            return
         if event == "exec":
             code = args[0] if args else None
             if not str(getattr(code, "co_filename", "")).startswith("<"):
@@ -559,6 +583,11 @@ class AuditMonitor:
             if not isinstance(target, (type, ModuleType)) or not _important_module(str(owner)):
                 return  # the candidate's own classes may set their own attributes
         self.events.append(AuditEvent(_CALLER_EVENTS[event], event, where, _short(args)))
+
+
+def _frame_helper(frame: Any) -> bool:
+    """Whether `frame` runs in a standard-library module whose functions hand back stack frames."""
+    return frame.f_globals.get("__name__", "") in _FRAME_HELPER_MODULES
 
 
 def _short(args: tuple) -> str:

@@ -28,6 +28,7 @@ from .context import (
     tensors,
     VerifyContext,
 )
+from ..compare import without_agreed_non_finite
 from .float64 import for_check, widen
 from .instrument import poisoned_allocations
 from .integrity import lingering_threads, native_threads
@@ -103,14 +104,9 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
         for r in tensors(ref_out):
             if _overlaps(span, _storage_span(r)):
                 problems.append(f"output {i} is the reference's own output")
-    # a second call must not hand back the same storage while the first output is still alive
-    out2 = run(ctx.cand, clone_inputs(inputs))
-    sync(ctx.device)
-    for i, (a, b) in enumerate(zip(outs, [o for o in tensors(out2) if type(o) is torch.Tensor])):
-        if _overlaps(_storage_span(a), _storage_span(b)):
-            problems.append(f"output {i} of two calls is the same storage (a buffer the candidate keeps and "
-                            "rewrites: the first result changes under the caller)")
-    del out2
+    # Later calls must not hand back storage an earlier result (still alive) holds. Several calls, all kept:
+    # a ring of kept buffers rotated call by call hands back the first one only on its n-th call.
+    problems += _reused_storage(ctx, inputs, outs, ref_out)
     if problems:
         results.append(failed("output_aliasing", "; ".join(sorted(set(problems)))))
     else:
@@ -119,6 +115,34 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
     results.append(mutation)
     results.append(_degenerate(out, ref_out, cand_in, ctx))
     return results
+
+
+RING_CALLS = 4  # later calls whose outputs are kept alive together (a ring of up to this many buffers is seen)
+
+
+def _reused_storage(ctx: VerifyContext, inputs: Inputs, outs: list[torch.Tensor], ref_out: Any) -> list[str]:
+    """Findings for outputs of later calls that share storage with an earlier call's output, all held alive;
+    as many later calls as the check budget lets it hold (at least one)."""
+    from .budget import Budget, nbytes
+
+    out_bytes = nbytes(outs)
+    budget = Budget.for_problem(ctx.device, inputs, ref_out)
+    calls = max(1, min(RING_CALLS, budget.allowance // max(out_bytes, 1) - 1))
+    held: list[list[torch.Tensor]] = [outs]
+    found: list[str] = []
+    for call in range(1, calls + 1):
+        later = [o for o in tensors(run(ctx.cand, clone_inputs(inputs))) if type(o) is torch.Tensor]
+        sync(ctx.device)
+        for earlier_call, earlier in enumerate(held):
+            for i, (a, b) in enumerate(zip(earlier, later)):
+                if _overlaps(_storage_span(a), _storage_span(b)):
+                    found.append(f"output {i} of calls {earlier_call + 1} and {call + 1} is the same storage (a "
+                                 "buffer the candidate keeps and rewrites: an earlier result changes under the "
+                                 "caller)")
+        if found:
+            break
+        held.append(later)
+    return found
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -276,8 +300,7 @@ def rel_err(a: torch.Tensor | list[torch.Tensor], b: torch.Tensor | list[torch.T
     for pa, pb in zip(a, b) if isinstance(a, list) else [(a, b)]:
         fa, fb = pa.detach().reshape(-1), pb.detach().reshape(-1)
         for i in range(0, fb.numel(), _CHUNK):
-            x = fa[i : i + _CHUNK].double().to(fb.device)
-            y = fb[i : i + _CHUNK].double()
+            x, y = without_agreed_non_finite(fa[i : i + _CHUNK].double().to(fb.device), fb[i : i + _CHUNK].double())
             num += float((x - y).square().sum())
             den += float(y.square().sum())
     return math.sqrt(num) / (math.sqrt(den) or 1.0)
