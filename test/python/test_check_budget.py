@@ -392,3 +392,25 @@ def test_an_out_of_memory_is_the_candidates_only_when_it_asks_more_than_the_refe
     assert same is not None and "does not fit this machine" in same and "6.4 GB" in same
     # One that asks far more than the reference did.
     assert out_of_memory_not_the_candidates(ForwardPeaks(reference=6 * gib, candidate=20 * gib)) is None
+
+
+def test_the_judge_of_a_miss_may_use_the_memory_the_device_has_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch of one has no rows to sample: under the footprint rule the float64 pass is refused, and a correct
+    # candidate's rounding would stand as a miss. The judge's pass may use what is free instead.
+    monkeypatch.setattr(budget_mod, "FACTOR", 1.0)
+    monkeypatch.setattr(budget_mod, "FLOOR", 0)
+    monkeypatch.setenv("KFORGE_MEMORY_AVAILABLE", "1e9")
+    ref = _linear()
+    ctx = _context(ref, ref)
+    inputs = _inputs(batch=1)
+    ref_out = _forward(ref, inputs)
+    assert float64.for_check(ctx, inputs, ref_out).outputs is None
+    assert float64.for_check(ctx, inputs, ref_out, free_memory=True).outputs is not None
+    rounded = ref_out * (1 + 1e-7 * torch.randn(ref_out.shape, generator=torch.Generator().manual_seed(3)))
+    assert rounding_only(ctx, inputs, rounded, ref_out)
+    skipped = ref_out.clone()
+    skipped[:, ::2] = 0  # work not done: still a miss
+    assert not rounding_only(ctx, inputs, skipped, ref_out)
+    # An operator's explicit limit still rules.
+    monkeypatch.setenv("KFORGE_CHECK_MEMORY", "100")
+    assert float64.for_check(ctx, inputs, ref_out, free_memory=True).outputs is None

@@ -26,7 +26,7 @@ import copy
 import math
 import random
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -311,11 +311,17 @@ class LockstepFloat64:
             torch.cuda.empty_cache()
 
 
-def for_check(ctx: Any, inputs: list[Any], ref_out: Any) -> Float64Eval:
+def for_check(ctx: Any, inputs: list[Any], ref_out: Any, *, free_memory: bool = False) -> Float64Eval:
     """The float64 evaluation a verification check makes (precision, rounding noise, the judge): a copy of the
-    worker's reference made for the call and dropped after it, within the check budget of this problem."""
+    worker's reference made for the call and dropped after it, within the check budget of this problem.
+
+    ``free_memory``: the pass may use what the device has free instead of the footprint rule (an operator's
+    explicit KFORGE_CHECK_MEMORY still rules). For the judge of a miss: refused, a correct candidate is charged with
+    its rounding, and a batch of one (attention over a long row, say) has no rows to sample instead."""
     from .context import run, tensors
 
     refs = tensors(ref_out)
     budget = Budget.for_problem(ctx.device, inputs, ctx.ref, refs)
+    if free_memory and budget.cap is None and budget.available is not None:
+        budget = replace(budget, cap=budget.available)
     return evaluate_float64(ctx.ref, inputs, refs, budget=budget, forward=run, rng=ctx.rng)
