@@ -19,7 +19,7 @@ from conftest import find_nvcc
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
 CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device",
-         "register_targets"]
+         "register_targets", "register_targets_reduce64"]
 
 
 def _node() -> str | None:
@@ -119,7 +119,9 @@ def test_a_file_specialised_to_its_mode_guards_it_and_renames_clashing_inputs(em
     assert "kf_round_f16(" in _load(emitted["mode_names_casts"], "casts_source")._KF_CUDA_SOURCE
 
 
-@pytest.mark.parametrize("case", ["conv_bn_chain", "norms_reduce_pool", "mode_names_casts", "register_targets"])
+@pytest.mark.parametrize(
+    "case", ["conv_bn_chain", "norms_reduce_pool", "mode_names_casts", "register_targets", "register_targets_reduce64"]
+)
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:
     nvcc = find_nvcc()
     if nvcc is None:

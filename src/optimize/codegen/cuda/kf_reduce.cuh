@@ -397,10 +397,16 @@ __host__ __device__ constexpr int kf_red_unroll() {
 template <typename P>
 __device__ __forceinline__ auto kf_red_min(P a, P b) { return a < b ? a : b; }
 
+// Blocks per SM the 64-bit-index kernels are compiled for (0: no bound, ptxas's own choice, which the 32-bit
+// kernels keep). Without a target ptxas gave a 64-bit row kernel with a tanh prologue 48 registers and 12 bytes of
+// spills; a 4-block bound (64 registers) holds it and the other 64-bit variants without local memory.
+template <typename IdxT>
+__host__ __device__ constexpr int kf_red_min_blocks() { return sizeof(IdxT) == 8 ? 4 : 0; }
+
 // Row path: groups of 2^group_log2 threads, one output row each; split s = blockIdx.y covers vectors
 // [s * chunk, (s + 1) * chunk) of every row.
 template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(KF_RED_THREADS)
+__global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
     kf_reduce_rows_kernel(const KfRedParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
   constexpr int kUnroll = kf_red_unroll<N, IdxT>();
@@ -487,7 +493,7 @@ __global__ void __launch_bounds__(KF_RED_THREADS)
 // columns); thread (tx, ty) accumulates its column over steps ty, ty + by, ... of split blockIdx.y's range; a
 // shared-memory tree over ty.
 template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(KF_RED_THREADS)
+__global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
     kf_reduce_cols_kernel(const KfRedParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
   constexpr int kUnroll = kf_red_unroll<N, IdxT>();
