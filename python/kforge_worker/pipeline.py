@@ -818,7 +818,7 @@ def time_models(ctx: EvalContext) -> None:
                                                                  generation=input_generation(ctx))
     sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
     idle = IdleMeter()  # the candidate's process must be quiet while the reference process is timed
-    ref_aliases = _reference_aliases_inputs(ctx)
+    ref_aliases, sampler.reference_overlaps = _reference_aliases_inputs(ctx)
 
     def ref_fn() -> None:
         side["now"] = "Model"
@@ -910,21 +910,25 @@ def time_models(ctx: EvalContext) -> None:
     fail_on_checks(ctx)
 
 
-def _reference_aliases_inputs(ctx: EvalContext) -> bool:
+def _reference_aliases_inputs(ctx: EvalContext) -> tuple[bool, Any]:
     """Whether the reference's own outputs share storage with its inputs (an in-place problem): then the
-    candidate's timed outputs may too. One call of the worker's reference on fresh inputs, state restored."""
+    candidate's timed outputs may too; and how its outputs share memory (``timed_inputs.OutputSharing``: an
+    expanded view, two outputs in one storage — then the candidate's may too; None when undecided). One call of the worker's
+    reference on fresh inputs, state restored."""
     from .checks.context import _overlaps, _storage_span, preserved_state
     from .compare import flatten_outputs
+    from .timed_inputs import internal_overlaps
 
     torch = ctx.torch
     try:
         inputs = ctx.make_inputs(trial_seed(ctx.request.seed, "timing:aliasing"))
         with preserved_state(ctx.ref_model), torch.no_grad():
-            outs = flatten_outputs(ctx.ref_model(*inputs))
+            raw = ctx.ref_model(*inputs)
+            outs = flatten_outputs(raw)
     except Exception:  # noqa: BLE001 — undecided: the candidate's aliasing is then not held against it
-        return True
+        return True, None
     spans = [_storage_span(x) for x in inputs if isinstance(x, torch.Tensor)]
-    return any(_overlaps(_storage_span(o), s) for o in outs for s in spans)
+    return any(_overlaps(_storage_span(o), s) for o in outs for s in spans), internal_overlaps(raw)
 
 
 def _reference_ready(ctx: EvalContext) -> None:

@@ -143,6 +143,67 @@ def foreign_outputs(out: Any) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class OutputSharing:
+    """How a call's outputs (tuples and lists walked one level) use memory: per output, whether its elements share
+    memory with each other (an expanded view), and the pairs of outputs whose storage overlaps."""
+
+    internal: tuple[bool, ...]
+    between: frozenset[tuple[int, int]]
+
+
+def internal_overlaps(out: Any) -> OutputSharing:
+    """The ``OutputSharing`` of ``out``: strides and storage spans only, nothing read."""
+    import torch
+
+    outs = list(out) if type(out) in (tuple, list) else [out]
+    internal = tuple(isinstance(o, torch.Tensor) and o.layout == torch.strided
+                     and torch._debug_has_internal_overlap(o) == 1 for o in outs)
+    between = frozenset((i, j) for i in range(len(outs)) for j in range(i + 1, len(outs))
+                        if _share_elements(outs[i], outs[j]))
+    return OutputSharing(internal, between)
+
+
+def _share_elements(a: Any, b: Any) -> bool:
+    """Whether two outputs certainly hold common elements: the same view (pointer, shape, strides), or two
+    contiguous ranges of bytes that overlap. Two slices of one buffer (a fused kernel's outputs) do not, nor do
+    interleaved strided views (not decided: never said)."""
+    import torch
+
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.layout != torch.strided \
+            or b.layout != torch.strided or a.device != b.device or not a.numel() or not b.numel():
+        return False
+    if (a.data_ptr(), a.shape, a.stride()) == (b.data_ptr(), b.shape, b.stride()):
+        return True
+    if not (a.is_contiguous() and b.is_contiguous()):
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def overlapping_outputs(out: Any, reference: OutputSharing | None) -> str | None:
+    """The first output whose elements share memory with each other (a stride-0 ``expand``, an ``as_strided``
+    over too little storage), or two outputs in one storage, where the reference's outputs at the same places do
+    not (``reference``, from ``internal_overlaps``; None: unknown, nothing said), named; None when none. Only
+    strides and storage spans are looked at: nothing is read. Right values that were never materialised: the
+    work of writing every element is skipped, and a later in-place op on one output (``+=``, a kernel writing
+    through its pointer) changes other elements (or the other output) where the reference's changes one."""
+    if reference is None:
+        return None
+    mine = internal_overlaps(out)
+    for i, (overlaps, theirs) in enumerate(zip(mine.internal, reference.internal)):
+        if overlaps and not theirs:
+            o = (list(out) if type(out) in (tuple, list) else [out])[i]
+            return (f"output {i} has elements sharing memory (shape {tuple(o.shape)}, strides {tuple(o.stride())}: "
+                    "an expanded view, not materialised) where the reference's own output owns every element")
+    n = len(reference.internal)
+    for i, j in sorted(mine.between - reference.between):
+        if j < n:
+            return (f"outputs {i} and {j} share storage where the reference's are separate tensors (one result "
+                    "handed out twice, the second never materialised)")
+    return None
+
+
 def aliased_inputs(out: Any, inputs: Any) -> str | None:
     """The first output whose storage overlaps an input's, named; None when none does."""
     from .checks.context import _overlaps, _storage_span
@@ -181,6 +242,8 @@ class OutputSampler:
         self.pairs = 0
         self.started: float | None = None
         self.compare_seconds = 0.0
+        # the reference's outputs' internal overlap (internal_overlaps) when its outputs are fetched lazily
+        self.reference_overlaps: OutputSharing | None = None
 
     def probability(self, pair: int) -> float:
         elapsed = self.now() - self.started if self.started is not None else 0.0
@@ -200,7 +263,10 @@ class OutputSampler:
         broken = foreign_outputs(cand_out)
         if broken:
             broken = f"the timed call returned {broken}, not a plain torch.Tensor: values produced when read"
-        elif cand_inputs is not None:
+        else:
+            broken = overlapping_outputs(cand_out, self.reference_overlaps if callable(ref_out) or ref_out is None
+                                         else internal_overlaps(ref_out))
+        if not broken and cand_inputs is not None:
             broken = aliased_inputs(cand_out, cand_inputs)
         if broken:
             self.checks.append(SampledCheck(pair, False, broken))

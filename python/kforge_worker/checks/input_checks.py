@@ -127,36 +127,77 @@ def check_input_sensitivity(ctx: VerifyContext) -> CheckResult:
     return passed("input_sensitivity", "outputs follow a 1% perturbation of the inputs", "incorrect")
 
 
+def _rows_apart(base: Inputs, seed: int, device: torch.device) -> Inputs | None:
+    """randn inputs whose rows (the leading index of every floating input of ≥ 2 dimensions whose leading size
+    is the batch's: that of the largest floating input) each have their own scale, geometric from 1e-2 to 1e2
+    in a random order, and one row in eight all zeros (at least one, never an extreme one); None when there are fewer than two rows. A row's answer
+    that leans on the others (the batch's max, mean or norm where the reference takes the row's own) is right
+    only while every row looks alike, as get_inputs()' rows and the plain randn variants do."""
+    floats = [x for x in base if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2]
+    if not floats:
+        return None
+    rows = max(floats, key=lambda x: x.numel()).shape[0]
+    if rows < 2:
+        return None
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    # every scale from 1e-2 to 1e2 present whatever the draw (geometric steps, in a random order); the zero rows
+    # taken from between the two extremes
+    order = torch.randperm(rows, generator=gen)
+    scale = torch.empty(rows, dtype=torch.float64)
+    scale[order] = torch.logspace(-2, 2, rows, dtype=torch.float64)
+    middle = order[1:-1]
+    scale[middle[torch.randperm(len(middle), generator=gen)[: max(1, rows // 8)]]] = 0.0
+    out: Inputs = []
+    for x in base:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2 and x.shape[0] == rows:
+            v = torch.randn(x.shape, generator=gen, dtype=torch.float32)
+            v = v * scale.to(torch.float32).view(rows, *([1] * (x.dim() - 1)))
+            out.append(v.to(x.dtype).to(x.device))
+        elif isinstance(x, torch.Tensor) and x.is_floating_point():
+            out.append(torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.dtype).to(x.device))
+        else:
+            out.append(x)
+    return out
+
+
 def check_input_distribution(ctx: VerifyContext) -> CheckResult:
-    """The same shapes from other distributions (standard normal ×1 and ×4): skipped work that only
-    passes because the benchmark's inputs make the problem near-degenerate (e.g. uniform attention)."""
+    """The same shapes from other distributions: standard normal ×1 and ×4 (skipped work that only passes
+    because the benchmark's inputs make the problem near-degenerate, e.g. uniform attention), and rows apart —
+    each row at its own scale (1e-2..1e2), some rows zero (`_rows_apart`: a row's answer that depends on the
+    rest of the batch, a shift or norm taken over the batch, a zero row divided by its own norm)."""
     base = ctx.make_inputs(ctx.seed())
     results = []
+    variants: list[tuple[str, Inputs]] = []
     for scale in (1.0, 4.0):
         gen = torch.Generator(device=ctx.device).manual_seed(ctx.seed())
-        variant = [
+        variants.append((f"randn×{scale:g}", [
             (torch.randn(x.shape, generator=gen, dtype=torch.float32, device=ctx.device) * scale).to(x.dtype)
             .to(x.device) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
             for x in base
-        ]
+        ]))
+    apart = _rows_apart(base, ctx.seed(), ctx.device)
+    if apart is not None:
+        variants.append(("rows at scales 1e-2..1e2, 1 in 8 zero", apart))
+    for name, variant in variants:
         try:
             ref_out = run(ctx.ref, clone_inputs(variant))
         except Exception as exc:  # noqa: BLE001 — the reference does not accept this distribution
-            results.append(f"randn×{scale:g}: reference raised {type(exc).__name__}, skipped")
+            results.append(f"{name}: reference raised {type(exc).__name__}, skipped")
             continue
         if any(not bool(torch.isfinite(t).all()) for t in tensors(ref_out) if t.is_floating_point()):
-            results.append(f"randn×{scale:g}: reference not finite, skipped")
+            results.append(f"{name}: reference not finite, skipped")
             continue
         try:
             out = run(ctx.cand, clone_inputs(variant))
         except Exception as exc:  # noqa: BLE001
-            return failed("input_distribution", f"randn×{scale:g} inputs: candidate raised "
+            return failed("input_distribution", f"{name} inputs: candidate raised "
                           f"{type(exc).__name__}: {str(exc)[:200]}", "incorrect")
         c = judged_compare(ctx, variant, out, ref_out)
         if not c.ok:
-            return failed("input_distribution", f"correct on get_inputs()'s distribution but wrong on randn×{scale:g} "
-                          f"inputs of the same shapes (skipped/specialised work): {c.message}", "incorrect")
-        results.append(f"randn×{scale:g}: {c.message}")
+            return failed("input_distribution", f"correct on get_inputs()'s distribution but wrong on {name} "
+                          f"inputs of the same shapes (skipped/specialised work, or rows that lean on the rest "
+                          f"of the batch): {c.message}", "incorrect")
+        results.append(f"{name}: {c.message}")
     return passed("input_distribution", "; ".join(results), "incorrect")
 
 
@@ -225,19 +266,43 @@ def _resize_inputs(inputs: Inputs, mapping: dict[Axis, int], gen: torch.Generato
     return out
 
 
+def _well_above(s: int) -> list[int]:
+    """Sizes clearly above s (over 2×, odd), largest first: ~4×, ~3×, ~2.5×."""
+    out: list[int] = []
+    for n in (4 * s + 1, 3 * s + 1, 2 * s + s // 2 + 1):
+        n = _odd(n, 0)
+        if n > 2 * s and n not in out:
+            out.append(n)
+    return out
+
+
+WELL_ABOVE_SECONDS = 4.0  # projected seconds (reference + candidate) all the well-above sizes may take
+
+
 def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_sizes: int = 4,
-                       budget: float = 2.0) -> CheckResult:
+                       budget: float = 2.0, well_above_seconds: float = WELL_ABOVE_SECONDS) -> CheckResult:
     """Odd sizes below *and above* the problem's: each distinct dimension size (batch first, up to
     `max_sizes`) replaced everywhere by an odd smaller one and by an odd one ~1.5× larger. The reference
     decides which are valid (a size tied to the weights makes it raise: skipped); when replacing every
     occurrence is rejected, each occurrence alone is tried. A larger size is taken only while the inputs
     and the reference's outputs stay within `budget`× the problem's own footprint (else the next smaller
-    step, down to s+1, or a skip said in the evidence; the outputs are taken to grow as the inputs do). Wrong at any valid size: `incorrect` — code that
-    only holds at or below the benchmark's sizes (a fixed grid, a tile count baked in)."""
+    step, down to s+1, or a skip said in the evidence; the outputs are taken to grow as the inputs do).
+
+    Then, for each size the reference took above, a size *well* above it (~4×, 3× or 2.5×, odd: a kernel right
+    up to twice the benchmark's size and wrong beyond passes the 1.5× step): the largest whose copies (the
+    inputs three times, the outputs twice, grown from what the 1.5× step measured) fit the check's memory
+    budget (budget.py: 2× the problem's footprint, at least 256 MiB, at most 80% of what is free) and whose
+    time, projected from the 1.5× step's (quadratically in the growth of the inputs), keeps all of them within
+    `well_above_seconds`; else said in the evidence. Wrong at any valid size: `incorrect` — code that only
+    holds at or below the benchmark's sizes (a fixed grid, a tile count baked in)."""
+    from .budget import Budget
+
     base = ctx.make_inputs(ctx.seed())
     in_bytes = _input_bytes(base)
     tried: list[str] = []
     over_budget: list[str] = []
+    not_well_above: list[str] = []
+    grown_ok: list[tuple[int, list[Axis], str, dict[str, float]]] = []  # (s, axes, where, the 1.5× step's stats)
     for s, axes in list(_occurrences(base).items())[:max_sizes]:
         for direction in ("below", "above"):
             sizes = [_smaller(s)] if direction == "below" else _larger(s)
@@ -255,30 +320,68 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
                     over_budget.append(f"{s}->{sizes[-1]}{where}")
                     break
                 label = f"{s}->{next(iter(mapping.values()))}{where}"
-                outcome = _try_variant(ctx, base, mapping, label, max_elements)
+                stats: dict[str, float] = {}
+                outcome = _try_variant(ctx, base, mapping, label, max_elements, stats)
                 if outcome == "rejected":
                     continue  # the reference does not take this size here: try one occurrence alone
                 if isinstance(outcome, CheckResult):
                     return outcome
                 tried.append(outcome)
+                if direction == "above" and "seconds" in stats:
+                    grown_ok.append((s, group, where, {**stats, "size": float(next(iter(mapping.values())))}))
                 break
+    # Well above: the memory budget (absolute, not the 2× step rule above) and a time bound decide how far.
+    room = Budget.for_problem(ctx.device, base, ctx.ref).allowance
+    seconds_left = well_above_seconds
+    for s, group, where, stats in grown_ok:
+        step_bytes = _input_bytes(base, {a: int(stats["size"]) for a in group})
+        chosen, why = None, ""
+        for big in _well_above(s):
+            mapping = {a: big for a in group}
+            growth = _input_bytes(base, mapping) / max(1, step_bytes)
+            held = growth * (3 * step_bytes + 2 * stats["out_bytes"])
+            projected = stats["seconds"] * growth * growth
+            if held > room:
+                why = f"needs ~{held / 2**20:.0f} MiB, over the check budget of {room / 2**20:.0f} MiB"
+            elif projected > seconds_left:
+                why = f"projected {projected:.1f} s, over the {seconds_left:.1f} s left for these sizes"
+            else:
+                chosen = mapping
+                break
+        if chosen is None:
+            not_well_above.append(f"{s}->{_well_above(s)[-1]}{where} ({why})")
+            continue
+        label = f"{s}->{next(iter(chosen.values()))}{where}"
+        stats = {}
+        outcome = _try_variant(ctx, base, chosen, label, max_elements, stats)
+        if isinstance(outcome, CheckResult):
+            return outcome
+        seconds_left -= stats.get("seconds", 0.0)
+        if outcome != "rejected":
+            tried.append(outcome)
     skipped_text = (f"; above the {budget:g}× footprint budget, not tried: {', '.join(over_budget)}"
                     if over_budget else "")
+    if not_well_above:
+        skipped_text += f"; well above, not tried: {', '.join(not_well_above)}"
     if not tried:
         return skipped("extra_shapes", "no dimension of the inputs can change (the reference rejects every variant)"
                        + skipped_text, "incorrect")
-    if any("raised" in t for t in tried) or over_budget:
+    if any("raised" in t for t in tried) or over_budget:  # well above out of reach: said, not warned
         return warned("extra_shapes", "; ".join(tried) + skipped_text, "incorrect")
-    return passed("extra_shapes", "; ".join(tried), "incorrect")
+    return passed("extra_shapes", "; ".join(tried) + skipped_text, "incorrect")
 
 
 def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], label: str,
-                 max_elements: int) -> str | CheckResult:
-    """'rejected' (the reference raises at these sizes), a line for the evidence, or the failure."""
+                 max_elements: int, stats: dict[str, float] | None = None) -> str | CheckResult:
+    """'rejected' (the reference raises at these sizes), a line for the evidence, or the failure. ``stats``
+    receives the seconds the two calls took and the bytes of the reference's outputs."""
+    import time
+
     gen = torch.Generator(device=ctx.device).manual_seed(ctx.seed())
     variant = _resize_inputs(base, mapping, gen)
     if sum(x.numel() for x in variant if isinstance(x, torch.Tensor)) > max_elements:
         return "rejected"
+    began = time.perf_counter()
     try:
         with preserved_state(ctx.ref):
             ref_out = run(ctx.ref, clone_inputs(variant))
@@ -287,8 +390,12 @@ def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], lab
     try:
         with preserved_state(ctx.cand):
             out = run(ctx.cand, clone_inputs(variant))
+        sync(ctx.device)
     except Exception as exc:  # noqa: BLE001
         return f"{label}: candidate raised {type(exc).__name__} (specialised, but not wrong)"
+    if stats is not None:
+        stats["seconds"] = time.perf_counter() - began
+        stats["out_bytes"] = float(sum(t.numel() * t.element_size() for t in tensors(ref_out)))
     # The tightened atol when the problem's own would pass a trivial output (tolerance_sanity).
     c = judged_compare(ctx, variant, out, ref_out, min(ctx.atol, ctx.notes.get("tight_atol", ctx.atol)))
     if not c.ok:
@@ -305,14 +412,19 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
     candidate's sets and the reference's outputs are held; inputs for a float64 judgement of a miss are made
     again from their seed (get_inputs() is a function of torch's seed, as the reference process assumes), so
     the check holds about the pool's inputs and outputs once."""
-    from ..timed_inputs import foreign_outputs, pool_size as timing_pool_size
+    from ..timed_inputs import foreign_outputs, internal_overlaps, overlapping_outputs, pool_size as timing_pool_size
 
     seeds = [ctx.seed()]
     cand_pool = [ctx.make_inputs(seeds[0])]
     size = pool_size or timing_pool_size(cand_pool[0])
     seeds += [ctx.seed() for _ in range(size - 1)]
     cand_pool += [ctx.make_inputs(s) for s in seeds[1:]]
-    refs = [detached_copy(run(ctx.ref, clone_inputs(p))) for p in cand_pool]  # before any candidate call
+    refs, sharing = [], []  # before any candidate call; how the reference's own outputs share memory, before
+    for p in cand_pool:     # the copy (a clone materialises an expanded view)
+        raw = run(ctx.ref, clone_inputs(p))
+        sharing.append(internal_overlaps(raw))
+        refs.append(detached_copy(raw))
+        del raw
     flush = None
     events = None
     if ctx.device.type == "cuda":
@@ -333,6 +445,10 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
         foreign = foreign_outputs(out)  # a lazy object would compute when the comparison reads it
         if foreign:
             bad.append((i, f"returned {foreign}, not a plain torch.Tensor"))
+            continue
+        overlap = overlapping_outputs(out, sharing[k])  # right values, never written out
+        if overlap:
+            bad.append((i, overlap))
             continue
         c = judged_compare(ctx, lambda s=seeds[k]: ctx.make_inputs(s), out, refs[k])  # outside the timed span
         del out

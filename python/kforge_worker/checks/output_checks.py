@@ -33,6 +33,19 @@ from .float64 import for_check, widen
 from .instrument import poisoned_allocations
 from .integrity import lingering_threads, native_threads
 from .result import CheckResult, failed, passed, skipped, warned
+from ..timed_inputs import internal_overlaps, overlapping_outputs
+
+
+def _layout_differences(out: Any, ref_out: Any) -> list[str]:
+    """Outputs with the reference's shape but not its memory order (a transposed view where the reference is
+    contiguous): said, not failed — every torch op reads strides."""
+    found = []
+    for i, (o, r) in enumerate(zip(flatten(out), flatten(ref_out))):
+        if (type(o) is torch.Tensor and isinstance(r, torch.Tensor) and o.layout == torch.strided
+                and o.shape == r.shape and o.is_contiguous() != r.is_contiguous()):
+            found.append(f"output {i}: strides {tuple(o.stride())}, contiguous={o.is_contiguous()}, the reference's "
+                         f"{tuple(r.stride())}, contiguous={r.is_contiguous()}")
+    return found
 
 
 def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
@@ -65,8 +78,15 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
                                                                     else None, torch.Tensor)]
     weird = [f"output {i}: layout {o.layout}, device {o.device}" for i, o in enumerate(tensors(out))
              if type(o) is torch.Tensor and (o.layout != torch.strided or o.is_meta)]
+    overlap = overlapping_outputs(out, internal_overlaps(ref_out))
     if bad_types or not_tensor or weird:
         results.append(failed("output_type", "type(out) is not torch.Tensor — " + "; ".join(bad_types + not_tensor + weird)))
+    elif overlap:
+        results.append(failed("output_type", overlap))
+    elif other_layout := _layout_differences(out, ref_out):
+        results.append(warned("output_type", f"{len(tensors(out))} plain torch.Tensor output(s), right values in "
+                              "another memory layout than the reference's — " + "; ".join(other_layout) + " (torch ops "
+                              "follow strides; code that reads the pointer as contiguous, or .view(), does not)"))
     else:
         results.append(passed("output_type", f"{len(tensors(out))} plain torch.Tensor output(s)"))
 
