@@ -1977,10 +1977,6 @@ static std::string txt(c10::IntArrayRef xs) {
   return s + "]";
 }
 
-// Stride of a dimension that is only ever indexed at 0 does not matter; count it as 0 so that
-// batch or heads of size 1 with arbitrary strides still pass the alignment check.
-static int64_t used_stride(const at::Tensor& t, int d) { return t.size(d) > 1 ? t.stride(d) : 0; }
-
 // A (batch, heads, seq, head_dim) operand as the launches need it: pointer, sizes, strides. Views of it are
 // arithmetic: a long key row's chunks take dozens of them per call, and at::Tensor views (through the dispatcher
 // and autograd's view tracking) cost microseconds each, host time that showed in the call's timings.
@@ -2001,6 +1997,8 @@ struct View4 {
     v.size[dim] = len;
     return v;
   }
+  // Stride of a dimension that is only ever indexed at 0 does not matter; counted as 0 so that batch or heads of
+  // size 1 with arbitrary strides still pass the alignment check.
   int64_t used_stride(int d) const { return size[d] > 1 ? stride[d] : 0; }
 };
 
@@ -2016,8 +2014,9 @@ static void check_operand(const at::Tensor& t, const char* name) {
               " must have a contiguous head dim (stride 1), got stride ", txt(t.stride(3)));
   TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, "kforge attention: ", name,
               " data pointer must be 16-byte aligned");
+  const View4 view = View4::of(t);
   for (int d = 0; d < 3; ++d) {
-    TORCH_CHECK(used_stride(t, d) % 8 == 0, "kforge attention: ", name, " stride of dim ", txt(d),
+    TORCH_CHECK(view.used_stride(d) % 8 == 0, "kforge attention: ", name, " stride of dim ", txt(d),
                 " must be a multiple of 8 elements (16-byte rows), got ", txt(t.stride(d)));
   }
 }
