@@ -120,6 +120,17 @@ def main() -> int:
              lambda: kf.pool(H.POOL_AVG, x, [], [56, 56], [2, 2], [2, 2], [0, 0], [1, 1], True, 0, False, 1.0),
              lambda: F.avg_pool2d(x, 2, 2), lambda: F.avg_pool2d(x.double(), 2, 2), tol,
              (x.numel() + x.numel() // 4) * esz, "pool", None)
+        # The fixed-window kernel: what generated code launches when the window is known (not adaptive).
+        case("max_pool2d", "64x64x112x112 k3 s2 p1 fixed window", dtype, x.shape,
+             lambda: kf.pool_fixed([1, 3, 3, 2], H.POOL_MAX, x, [], [56, 56], [3, 3], [2, 2], [1, 1], [1, 1], True, 0,
+                                   False, 1.0),
+             lambda: F.max_pool2d(x, 3, 2, 1), lambda: F.max_pool2d(x.double(), 3, 2, 1), 0.0,
+             (x.numel() + x.numel() // 4) * esz, "pool", None)
+        case("avg_pool2d", "64x64x112x112 k2 s2 fixed window", dtype, x.shape,
+             lambda: kf.pool_fixed([1, 2, 2, 2], H.POOL_AVG, x, [], [56, 56], [2, 2], [2, 2], [0, 0], [1, 1], True, 0,
+                                   False, 1.0),
+             lambda: F.avg_pool2d(x, 2, 2), lambda: F.avg_pool2d(x.double(), 2, 2), tol,
+             (x.numel() + x.numel() // 4) * esz, "pool", None)
         del x
         x = rnd(256, 512, 7, 7)
         case("adaptive_avg", "256x512x7x7 -> 1x1", dtype, x.shape,

@@ -67,6 +67,42 @@ struct KfIdxDiv<int64_t> {
   __device__ __forceinline__ int64_t div(int64_t n) const { return n / d; }
 };
 
+// kVec consecutive elements of T as loaded, before their conversion to fp32. A kernel that keeps several
+// vectors in flight holds them in this form: a 16-bit vector then takes half the registers its floats would,
+// so the loads in flight per thread cost the same registers whatever the element type.
+template <typename T, int kVec>
+struct alignas(kVec * sizeof(T) >= 16 ? 16 : (kVec * sizeof(T) >= 8 ? 8 : 4)) KfRawVec {
+  T t[kVec];
+};
+
+// kf_load_vec's loads (below: the same alignment contract), the elements kept as loaded.
+template <typename T, int kVec, typename IdxT>
+__device__ __forceinline__ void kf_load_raw(const void* base, IdxT off, bool bcast, KfRawVec<T, kVec>& r) {
+  const T* p = static_cast<const T*>(base) + off;
+  if (kVec == 1 || bcast) {
+    const T s = *p;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) r.t[j] = s;
+    return;
+  }
+  if constexpr (kVec > 1 && kVec * sizeof(T) < 16) {
+    static_assert(kVec * sizeof(T) == 4 || kVec * sizeof(T) == 8, "a narrow vector is one 4- or 8-byte word");
+    using Word = typename std::conditional<kVec * sizeof(T) == 4, uint32_t, uint2>::type;
+    *reinterpret_cast<Word*>(r.t) = *reinterpret_cast<const Word*>(p);
+  } else {
+    static_assert(kVec == 1 || (kVec * sizeof(T)) % 16 == 0, "vector loads are whole 16-byte words");
+    constexpr int kWords = kVec == 1 ? 1 : int(kVec * sizeof(T) / 16);
+#pragma unroll
+    for (int w = 0; w < kWords; ++w) reinterpret_cast<uint4*>(r.t)[w] = reinterpret_cast<const uint4*>(p)[w];
+  }
+}
+
+template <typename T, int kVec>
+__device__ __forceinline__ void kf_raw_to_float(const KfRawVec<T, kVec>& r, float (&v)[kVec]) {
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) v[j] = kf_to_float<T>(r.t[j]);
+}
+
 // kVec consecutive elements of T at base + off as fp32, in 16-byte loads (kVec * sizeof(T) is a multiple of
 // 16, or 4 / 8 for a bool operand, and base + off is aligned to that: the launchers check both). `bcast` (the operand is broadcast along
 // the vectorised dim, uniform across the grid) loads one element and replicates it.
@@ -174,6 +210,14 @@ template <typename... T>
 constexpr size_t kf_min_size() {
   size_t m = 16;
   ((m = !std::is_same<T, bool>::value && sizeof(T) < m ? sizeof(T) : m), ...);
+  return m;
+}
+
+// Largest element size among the operands (bool counted: what a vector of each takes as loaded).
+template <typename... T>
+constexpr size_t kf_max_size() {
+  size_t m = 1;
+  ((m = sizeof(T) > m ? sizeof(T) : m), ...);
   return m;
 }
 

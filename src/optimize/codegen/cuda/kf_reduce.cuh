@@ -341,6 +341,30 @@ __device__ __forceinline__ void kf_red_load(const KfRedParams<N, IdxT>& p, const
   (kf_load_vec<TIn, kVec>(p.in[K], off[K], (p.bcast_mask >> K) & 1u, v[K]), ...);
 }
 
+// One vector of every input as loaded, converted to fp32 only when pushed: the vectors a thread keeps in flight
+// then cost registers by their bytes (kf_load_raw), not by their element count.
+template <int kVec, typename... TIn>
+struct KfRedRaw {
+  static constexpr int kWords = int((kVec * kf_max_size<TIn...>() + 15) / 16);
+  uint4 w[sizeof...(TIn)][kWords];
+  template <int K, typename T>
+  __device__ __forceinline__ KfRawVec<T, kVec>& in() { return *reinterpret_cast<KfRawVec<T, kVec>*>(w[K]); }
+  template <int K, typename T>
+  __device__ __forceinline__ const KfRawVec<T, kVec>& in() const { return *reinterpret_cast<const KfRawVec<T, kVec>*>(w[K]); }
+};
+
+template <int kVec, typename... TIn, typename IdxT, int N, size_t... K>
+__device__ __forceinline__ void kf_red_load_raw(const KfRedParams<N, IdxT>& p, const IdxT (&off)[N],
+                                                KfRedRaw<kVec, TIn...>& r, std::index_sequence<K...>) {
+  (kf_load_raw<TIn, kVec>(p.in[K], off[K], (p.bcast_mask >> K) & 1u, r.template in<int(K), TIn>()), ...);
+}
+
+template <int kVec, typename... TIn, size_t... K>
+__device__ __forceinline__ void kf_red_to_float(const KfRedRaw<kVec, TIn...>& r, float (&v)[sizeof...(TIn)][kVec],
+                                                std::index_sequence<K...>) {
+  (kf_raw_to_float<TIn, kVec>(r.template in<int(K), TIn>(), v[K]), ...);
+}
+
 template <class Pro, int kVec, int N>
 __device__ __forceinline__ auto kf_red_prologue(const Pro& pro, const float (&v)[N][kVec], int j, const KfScalars& sc) {
   float x[N];
@@ -453,7 +477,7 @@ __global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
         row_end = kf_red_min<IdxT>(v_end, row_vecs);
       }
       for (IdxT v = v_begin + lane; v < row_end; v += IdxT(tpr) * kUnroll) {
-        float x[kUnroll][N][kVec];
+        KfRedRaw<kVec, TIn...> x[kUnroll];
         int64_t flat[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -464,12 +488,16 @@ __global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
 #pragma unroll
             for (int k = 0; k < N; ++k) off[k] = base[k];
             kf_red_peel<Acc::kIndexed>(vu, p.nr, p.rsize, p.rdiv, p.rstride, p.rflat, off, flat[u]);
-            kf_red_load<kVec, TIn...>(p, off, x[u], std::index_sequence_for<TIn...>{});
+            kf_red_load_raw<kVec, TIn...>(p, off, x[u], std::index_sequence_for<TIn...>{});
           }
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
-          if (v + IdxT(u * tpr) < row_end) kf_red_push_vector<Acc>(st, pro, x[u], flat[u], p.inner_flat, sc);
+          if (v + IdxT(u * tpr) < row_end) {
+            float xf[N][kVec];
+            kf_red_to_float<kVec, TIn...>(x[u], xf, std::index_sequence_for<TIn...>{});
+            kf_red_push_vector<Acc>(st, pro, xf, flat[u], p.inner_flat, sc);
+          }
         }
       }
     }
@@ -522,7 +550,7 @@ __global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
       for (int k = 0; k < N; ++k) base[k] = 0;
       kf_red_peel<true>(outer * p.cols + col, p.nk, p.ksize, p.kdiv, p.kstride, p.kout, base, out_off);
       for (IdxT r = r_begin + ty; r < r_end; r += IdxT(by) * kUnroll) {
-        float x[kUnroll][N][kVec];
+        KfRedRaw<kVec, TIn...> x[kUnroll];
         int64_t flat[kUnroll];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
@@ -533,14 +561,16 @@ __global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
 #pragma unroll
             for (int k = 0; k < N; ++k) off[k] = base[k];
             kf_red_peel<Acc::kIndexed>(ru, p.nr, p.rsize, p.rdiv, p.rstride, p.rflat, off, flat[u]);
-            kf_red_load<kVec, TIn...>(p, off, x[u], std::index_sequence_for<TIn...>{});
+            kf_red_load_raw<kVec, TIn...>(p, off, x[u], std::index_sequence_for<TIn...>{});
           }
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
           if (r + IdxT(u * by) < r_end) {
+            float xf[N][kVec];
+            kf_red_to_float<kVec, TIn...>(x[u], xf, std::index_sequence_for<TIn...>{});
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) Acc::push(st[j], kf_red_prologue<Pro>(pro, x[u], j, sc), flat[u]);
+            for (int j = 0; j < kVec; ++j) Acc::push(st[j], kf_red_prologue<Pro>(pro, xf, j, sc), flat[u]);
           }
         }
       }
