@@ -827,3 +827,81 @@ test("a region does not read a value on both sides of an in-place write it leave
     planGraph(free).regions.some((r) => regionNodes(r).includes("s") && regionNodes(r).includes("a")),
   );
 });
+
+test("a loss with reduction='none' is its elementwise term: it joins the reduction after it; a weight keeps PyTorch", () => {
+  const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const lossThenMean = (extra: Record<string, Arg>) => {
+    const loss = node(
+      "l",
+      "binary_cross_entropy",
+      { input: ref("x"), target: ref("t"), reduction: text("none"), ...extra },
+      X,
+    );
+    const mean = node("m", "mean", { input: ref("l"), dim: ints(1) }, [8, 32, 32]);
+    const g = graph([loss, mean], "m");
+    g.inputs.push({ name: "t", meta: f32(X), value: null });
+    return planGraph(g);
+  };
+  const plan = lossThenMean({});
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  assert.deepEqual(regionNodes(plan.regions[0] as never), ["l", "m"]);
+  assert.equal(plan.kept.length, 0);
+  // A per-element weight is not in the term: the loss stays PyTorch's, the mean alone is fused.
+  const weighted = lossThenMean({ weight: ref("t") });
+  assert.equal(weighted.regions.length, 1);
+  assert.deepEqual(regionNodes(weighted.regions[0] as never), ["m"]);
+  assert.ok(
+    weighted.kept.some((k) => k.node === "l"),
+    JSON.stringify(weighted.kept),
+  );
+  // reduction='mean' is still the reduction rule's.
+  const rule = SEED_RULES.find((r) => r.name === "reduce");
+  const mean = node("l", "mse_loss", { input: ref("x"), target: ref("x"), reduction: text("mean") }, []);
+  assert.equal(rule?.accepts(mean, new GraphView(graph([mean], "l"))), null);
+  const elementwise = node(
+    "l",
+    "mse_loss",
+    { input: ref("x"), target: ref("x"), reduction: text("none") },
+    X,
+  );
+  assert.match(rule?.accepts(elementwise, new GraphView(graph([elementwise], "l"))) ?? "", /^no /);
+  assert.equal(pointwiseVerdict(elementwise, new GraphView(graph([elementwise], "l"))), null);
+});
+
+test("pairwise_distance is one reduction over its last dim; an infinite p stays PyTorch's", () => {
+  const distance = (p: number) => {
+    const d = node(
+      "d",
+      "pairwise_distance",
+      { x1: ref("x"), x2: ref("x"), p: num(p), eps: num(1e-6), keepdim: bool(false) },
+      [8, 16, 32],
+    );
+    return planGraph(graph([d], "d"));
+  };
+  const plan = distance(2);
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  assert.equal(plan.regions[0]?.kind, "reduce");
+  const d = node("d", "pairwise_distance", { x1: ref("x"), x2: ref("x"), p: num(2) }, [8, 16, 32]);
+  assert.deepEqual(reduceSpecOf(d, new GraphView(graph([d], "d")))?.dims, "last");
+  const inf: Arg = { t: "const", pytype: "float", value: null, special: "inf" } as Arg;
+  const infinite = node("d", "pairwise_distance", { x1: ref("x"), x2: ref("x"), p: inf }, [8, 16, 32]);
+  assert.equal(planGraph(graph([infinite], "d")).regions.length, 0);
+});
+
+test("logaddexp is pointwise: it fuses with the ops around it", () => {
+  const lae = node("a", "logaddexp", { input: ref("x"), other: ref("x") }, X);
+  const sub = node("s", "sub", { input: ref("a"), other: num(1) }, X);
+  const plan = planGraph(graph([lae, sub], "s"));
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  assert.deepEqual(regionNodes(plan.regions[0] as never), ["a", "s"]);
+});
+
+test("isnan's mask stays inside the region of the masked_fill that reads it", () => {
+  const isnan = node("n", "isnan", { input: ref("x") }, X, {
+    out: { t: "tensor", meta: { ...f32(X), dtype: "bool" } },
+  });
+  const fill = node("f", "masked_fill", { input: ref("x"), mask: ref("n"), value: num(0) }, X);
+  const plan = planGraph(graph([isnan, fill], "f"));
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  assert.deepEqual(regionNodes(plan.regions[0] as never), ["n", "f"]);
+});

@@ -748,3 +748,33 @@ def test_a_graph_that_would_freeze_or_drop_model_state_is_not_captured_so(tmp_pa
     assert graph["captured"] in ("export", "none")
     if "mul_" in forward and graph["captured"] == "export":
         assert "mul_" in ops(graph) or "mul" in ops(graph), ops(graph)
+
+
+def test_a_no_grad_block_that_export_captures_is_inlined(tmp_path: Path) -> None:
+    # export writes `with torch.no_grad():` as a higher-order op calling a submodule graph: neither exists in
+    # the emitted file, whose forward then failed on its first line (`self.submod_1`).
+    init = 'self.register_buffer("ema", torch.zeros(8))\nself.register_buffer("steps", torch.zeros((), dtype=torch.long))'
+    forward = """
+        with torch.no_grad():
+            self.ema.mul_(0.9).add_(x.mean(0), alpha=0.1)
+            self.steps += 1
+        return x - self.ema
+        """
+    graph = capture_text(tmp_path, model(forward, init))
+    assert graph["captured"] == "export", graph["failure"]
+    targets = [str(n["target"]) for n in graph["nodes"]]
+    assert not any("wrap_with" in t or t.startswith("submod") for t in targets), targets
+    assert [t.split(".")[-2] for t in targets[:4]] == ["mul_", "mean", "add_", "add_"], targets
+
+
+def test_an_autocast_block_is_not_captured_without_its_dtypes(tmp_path: Path) -> None:
+    # fx runs `with torch.autocast(...)` at trace time and records none of it: its graph ran the Linear in
+    # fp32 where the reference's runs in bf16 on the GPU. export writes it as a higher-order op: refused too.
+    forward = """
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+            y = self.fc(x) * 2
+        return torch.relu(y.float())
+        """
+    graph = capture_text(tmp_path, model(forward, "self.fc = nn.Linear(8, 8)"))
+    assert graph["captured"] == "none", ops(graph)
+    assert "autocast" in graph["failure"]

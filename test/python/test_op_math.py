@@ -136,6 +136,25 @@ POINTWISE_CASES = [
     ("remainder", {}, ["any", "any"], torch.remainder),
     ("remainder", {}, ["small-int", "tenths"], torch.remainder),
     ("fmod", {}, ["any", "any"], torch.fmod),
+    ("logaddexp", {}, ["any", "any"], torch.logaddexp),
+    # losses with reduction='none': their per-element terms, elementwise
+    ("mse_loss", {"reduction": "none"}, ["any", "any"], lambda a, b: F.mse_loss(a, b, reduction="none")),
+    ("l1_loss", {"reduction": "none"}, ["any", "any"], lambda a, b: F.l1_loss(a, b, reduction="none")),
+    ("smooth_l1_loss", {"reduction": "none", "beta": 0.5}, ["any", "any"],
+     lambda a, b: F.smooth_l1_loss(a, b, reduction="none", beta=0.5)),
+    ("huber_loss", {"reduction": "none", "delta": 2.0}, ["any", "any"],
+     lambda a, b: F.huber_loss(a, b, reduction="none", delta=2.0)),
+    ("kl_div", {"reduction": "none", "log_target": False}, ["any", "unit"],
+     lambda x, t: F.kl_div(x, t, reduction="none")),
+    ("binary_cross_entropy", {"reduction": "none"}, ["unit", "unit"],
+     lambda p, t: F.binary_cross_entropy(p, t, reduction="none")),
+    ("binary_cross_entropy_with_logits", {"reduction": "none"}, ["any", "unit"],
+     lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="none")),
+    ("soft_margin_loss", {"reduction": "none"}, ["any", "sign"], lambda x, t: F.soft_margin_loss(x, t, reduction="none")),
+    ("hinge_embedding_loss", {"reduction": "none", "margin": 0.7}, ["any", "sign"],
+     lambda x, t: F.hinge_embedding_loss(x, t, margin=0.7, reduction="none")),
+    ("margin_ranking_loss", {"reduction": "none", "margin": 0.3}, ["any", "any", "sign"],
+     lambda a, b, t: F.margin_ranking_loss(a, b, t, margin=0.3, reduction="none")),
     ("lerp", {}, ["any", "any", "unit"], torch.lerp),
     ("lerp", {}, ["any", "any", "any"], torch.lerp),
     ("addcmul", {"value": 0.5}, ["any", "any", "any"], lambda a, b, c: torch.addcmul(a, b, c, value=0.5)),
@@ -156,6 +175,9 @@ POINTWISE_CASES = [
     ("logical_and", {}, ["small-int", "small-int"], lambda a, b: torch.logical_and(a, b).double()),
     ("logical_or", {}, ["small-int", "small-int"], lambda a, b: torch.logical_or(a, b).double()),
     ("logical_xor", {}, ["small-int", "small-int"], lambda a, b: torch.logical_xor(a, b).double()),
+    ("isnan", {}, ["casts"], lambda x: torch.isnan(x.float()).double()),
+    ("isinf", {}, ["casts"], lambda x: torch.isinf(x.float()).double()),
+    ("isfinite", {}, ["casts"], lambda x: torch.isfinite(x.float()).double()),
     ("gt", {}, ["small-int", "small-int"], lambda a, b: (a > b).double()),
     ("lt", {}, ["small-int", "small-int"], lambda a, b: (a < b).double()),
     ("ge", {}, ["small-int", "small-int"], lambda a, b: (a >= b).double()),
@@ -180,6 +202,10 @@ OPERAND_KEYS = {
     "addcmul": ["input", "tensor1", "tensor2"],
     "addcdiv": ["input", "tensor1", "tensor2"],
     "clamp": ["input"],
+    **{loss: ["input", "target"] for loss in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+                                              "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                                              "soft_margin_loss", "hinge_embedding_loss")},
+    "margin_ranking_loss": ["input1", "input2", "target"],
 }
 TWO = ["input", "other"]
 
@@ -222,8 +248,19 @@ REDUCE_CASES = [
     ("hinge_embedding_loss", {"reduction": "mean", "margin": 0.7}, ["any", "sign"],
      lambda x, t: F.hinge_embedding_loss(x, t, margin=0.7)),
     ("cosine_similarity", {"dim": 1, "eps": 1e-8}, ["any", "any"], lambda a, b: F.cosine_similarity(a, b, 1)),
+    ("pairwise_distance", {"p": 2.0, "eps": 1e-6}, ["any", "any"], lambda a, b: F.pairwise_distance(a, b, 2.0, 1e-6)),
+    ("pairwise_distance", {"p": 1.0, "eps": 1e-3}, ["any", "any"], lambda a, b: F.pairwise_distance(a, b, 1.0, 1e-3)),
+    ("pairwise_distance", {"p": 3.0, "eps": 1e-6}, ["any", "any"], lambda a, b: F.pairwise_distance(a, b, 3.0, 1e-6)),
+    ("margin_ranking_loss", {"reduction": "mean", "margin": 0.3}, ["any", "any", "sign"],
+     lambda a, b, t: F.margin_ranking_loss(a, b, t, margin=0.3)),
 ]
-REDUCE_OPERAND_KEYS = {"cosine_similarity": ["x1", "x2"]}
+REDUCE_OPERAND_KEYS = {
+    "cosine_similarity": ["x1", "x2"],
+    "pairwise_distance": ["x1", "x2"],
+    "margin_ranking_loss": ["input1", "input2", "target"],
+}
+# Reductions over the last dim without a `dim` argument (the others without one reduce every element).
+LAST_DIM_REDUCTIONS = {"pairwise_distance"}
 
 
 def _rows_last(x: torch.Tensor) -> torch.Tensor:
@@ -484,7 +521,7 @@ def test_reduction_formula_is_pytorchs(op_math, index):
     if op == "kl_div" and not params["log_target"]:
         values[1][0, :3] = 0.0  # xlogy(0, 0) = 0
     operands = [np.ascontiguousarray(v, dtype=np.float32) for v in values]
-    whole = params.get("dim") is None
+    whole = params.get("dim") is None and op not in LAST_DIM_REDUCTIONS
     rows, length = (1, ROWS * LENGTH) if whole else (ROWS, LENGTH)
     out = np.empty(rows, dtype=np.float32)
     vals = np.empty(rows * length, dtype=np.float64)

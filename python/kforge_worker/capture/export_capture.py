@@ -32,6 +32,53 @@ def export_program(model: nn.Module, inputs: list[Any]) -> Any:
         return torch.export.export(model, args, strict=False)
 
 
+# Higher-order ops whose body runs as written whatever their flag: grad mode changes no value, so their
+# ops are inlined. Any other (autocast changes dtypes, control flow chooses) is refused.
+_INLINED_HIGHER_ORDER = ("wrap_with_set_grad_enabled",)
+
+
+def inline_grad_mode_blocks(gm: torch.fx.GraphModule) -> None:
+    """`with torch.no_grad():` in a forward exports as a higher-order op calling a submodule graph, which the
+    emitted forward has neither of: the body's nodes take the call's place, its outputs its getitems'."""
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op == "get_attr" and isinstance(getattr(gm, str(node.target), None), torch.fx.GraphModule):
+            continue  # a body, read by its call below
+        if node.op != "call_function" or not isinstance(node.target, torch._ops.HigherOrderOperator):
+            continue
+        if node.target.name() not in _INLINED_HIGHER_ORDER:
+            raise RuntimeError(f"forward calls the higher-order op {node.target.name()}")
+        body_ref = node.args[1]
+        body = getattr(gm, str(body_ref.target))
+        inline_grad_mode_blocks(body)
+        env: dict[torch.fx.Node, Any] = dict(
+            zip([n for n in body.graph.nodes if n.op == "placeholder"], node.args[2:])
+        )
+        outputs: Any = ()
+        with graph.inserting_before(node):
+            for inner in body.graph.nodes:
+                if inner.op == "placeholder":
+                    continue
+                if inner.op == "output":
+                    outputs = torch.fx.map_arg(inner.args[0], lambda a: env[a])
+                    continue
+                if inner.op == "get_attr":
+                    raise RuntimeError("a grad-mode block reads its own attributes")
+                env[inner] = graph.node_copy(inner, lambda a: env[a])
+        for user in list(node.users):
+            if user.target is not operator.getitem:
+                raise RuntimeError("a grad-mode block's result is used whole")
+            user.replace_all_uses_with(outputs[user.args[1]])
+            graph.erase_node(user)
+        graph.erase_node(node)
+        if not body_ref.users:
+            graph.erase_node(body_ref)
+    leftover = [n.target for n in graph.nodes
+                if n.op == "get_attr" and isinstance(getattr(gm, str(n.target), None), torch.fx.GraphModule)]
+    if leftover:
+        raise RuntimeError(f"forward reads graph submodules {', '.join(map(str, leftover))}")
+
+
 def _aten_bound(op: Any, args: tuple, kwargs: dict) -> Bound | None:
     schema = getattr(op, "_schema", None)
     if schema is None:

@@ -127,11 +127,30 @@ def _proxy_sizes_as_tuples() -> Iterator[None]:
             setattr(torch, name, factory)
 
 
+@contextlib.contextmanager
+def _refusing_autocast() -> Iterator[None]:
+    """fx runs `with torch.autocast(...)` at trace time and records none of it: its graph would compute in the
+    dtypes outside the block (a Linear in fp32 where the reference's runs in bf16 on the GPU). Entering
+    autocast while tracing fails the trace, enabled or not (on a machine without the device, autocast disables
+    itself)."""
+    autocast = torch.amp.autocast_mode.autocast
+    original = autocast.__enter__
+
+    def enter(self: Any) -> Any:
+        raise RuntimeError("forward enters torch.autocast, which fx's graph does not record")
+
+    autocast.__enter__ = enter
+    try:
+        yield
+    finally:
+        autocast.__enter__ = original
+
+
 def trace(model: nn.Module, inputs: list[Any]) -> tuple[torch.fx.GraphModule, list[Any]]:
     """The traced module and the runtime arguments of its remaining placeholders."""
     concrete = concrete_args(model, inputs)
     tracer = CaptureTracer()
-    with _proxy_sizes_as_tuples():
+    with _proxy_sizes_as_tuples(), _refusing_autocast():
         graph = tracer.trace(model, concrete_args=concrete or None)
     gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
     names = [p.name for p in inspect.signature(model.forward).parameters.values()]

@@ -40,7 +40,7 @@ relu sigmoid tanh exp exp2 expm1 log log2 log10 log1p abs sqrt rsqrt reciprocal 
 asin acos atan sinh cosh asinh acosh atanh neg square sign floor ceil round trunc frac silu mish gelu selu
 celu elu hardswish hardsigmoid hardtanh leaky_relu softplus softsign logsigmoid tanhshrink hardshrink
 softshrink threshold prelu rrelu glu logit nan_to_num
-add sub mul div remainder fmod pow atan2 minimum maximum fmin fmax where clamp lerp addcmul addcdiv
+add sub mul div remainder fmod logaddexp pow atan2 minimum maximum fmin fmax where clamp lerp addcmul addcdiv
 eq ne lt le gt ge logical_not logical_and logical_or logical_xor bitwise_not isnan isinf isfinite
 sum mean amax amin argmax argmin logsumexp var std prod cumsum cumprod cummax cummin nansum all any
 softmax log_softmax softmin normalize

@@ -18,7 +18,7 @@ from ..errors import exception_headline
 from ..loading import LoadError, check_problem, import_path, read_source
 from .build import meta_inputs, meta_model, stderr_log
 from .encode import const, meta_of_tensor
-from .export_capture import ExportGraphWriter, export_program
+from .export_capture import ExportGraphWriter, export_program, inline_grad_mode_blocks
 from .fx_capture import FxGraphWriter, propagate_shapes, reads_training_flag, trace
 from .model_info import AttrMatcher, modules_info, params_info, scalar_attrs
 from .source import split_source
@@ -168,6 +168,7 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
         names = [p.name for p in inspect.signature(model.forward).parameters.values()]
         program = export_program(model, inputs)
         _check_faithful_export(program)
+        inline_grad_mode_blocks(program.graph_module)
         ex_writer = ExportGraphWriter(program, names, matcher)
         # Whether export's graph read `self.training` is not probed (a second export costs seconds): it is taken
         # to depend on the mode it was exported in.

@@ -43,6 +43,7 @@ _SOURCES = [
     "fmod(input, other)",
     "pow(input, exponent)",
     "atan2(input, other)",
+    "logaddexp(input, other)",
     "minimum(input, other)",
     "maximum(input, other)",
     "fmin(input, other)",

@@ -3,6 +3,7 @@
 // or listed but with an argument combination `emit` declines (returns null), stays a PyTorch call.
 // Device helpers (kf_relu, kf_gelu, ...) live in codegen/cuda/kf_pointwise.cuh.
 import type { Arg } from "../graph.ts";
+import { REDUCTIONS, type ReduceSpec } from "./reduce.ts";
 
 /** Reads the op's non-operand arguments as C++ float literals (or strings), null when absent/unusable. */
 export interface ParamReader {
@@ -59,7 +60,7 @@ const CASTS = new Map<string, (a: string) => string>([
   ["bfloat16", (a) => `kf_round_bf16(${a})`],
 ]);
 
-export const POINTWISE: Record<string, PointwiseSpec> = {
+const BASE: Record<string, PointwiseSpec> = {
   identity: unary((a) => a),
   relu: call("kf_relu"),
   relu6: unary((a) => `kf_hardtanh(${a}, 0.f, 6.f)`),
@@ -164,6 +165,7 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
   },
   remainder: { operands: ["input", "other"], emit: ([a, b]) => `kf_remainder(${a}, ${b})` },
   fmod: { operands: ["input", "other"], emit: ([a, b]) => `fmodf(${a}, ${b})` },
+  logaddexp: { operands: ["input", "other"], emit: ([a, b]) => `kf_logaddexp(${a}, ${b})` },
   lerp: { operands: ["input", "end", "weight"], emit: ([a, b, w]) => `kf_lerp(${a}, ${b}, ${w})` },
   addcmul: {
     operands: ["input", "tensor1", "tensor2"],
@@ -200,6 +202,10 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
   logical_and: both((a, b) => `${a} && ${b}`),
   logical_or: both((a, b) => `${a} || ${b}`),
   logical_xor: both((a, b) => `${a} != ${b}`),
+  // Float classes as masks (1.f / 0.f): nvcc's fast math keeps NaN and inf, and these test their bits.
+  isnan: unary((a) => `(isnan(${a}) ? 1.f : 0.f)`),
+  isinf: unary((a) => `(isinf(${a}) ? 1.f : 0.f)`),
+  isfinite: unary((a) => `(isfinite(${a}) ? 1.f : 0.f)`),
   gt: compare(">"),
   lt: compare("<"),
   ge: compare(">="),
@@ -226,6 +232,27 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
     operands: ["input"],
     emit: ([a], p) => (p.bool("training") === false || p.num("p") === "0.f" ? (a ?? "") : null),
   },
+};
+
+/** A loss with reduction='none' is its per-element term: the reduction rule's prologue, elementwise. */
+function elementwiseLoss(spec: ReduceSpec): PointwiseSpec {
+  return {
+    operands: spec.operands,
+    emit: (o, p) => {
+      if (p.str("reduction") !== "none") return null;
+      if (["size_average", "reduce", ...(spec.absent ?? [])].some((key) => p.has(key))) return null;
+      return spec.pro(o, p);
+    },
+  };
+}
+
+export const POINTWISE: Record<string, PointwiseSpec> = {
+  ...BASE,
+  ...Object.fromEntries(
+    Object.entries(REDUCTIONS)
+      .filter(([, spec]) => spec.reductions)
+      .map(([op, spec]) => [op, elementwiseLoss(spec)]),
+  ),
 };
 
 /** C++ float literal for a JSON number (keeps integers readable: 2 -> "2.f"). */

@@ -25,8 +25,8 @@ export interface ReduceSpec {
   pro(o: string[], p: ParamReader): string | null;
   /** The output from the accumulated result `r` (a KfAccResult). */
   epi(p: ParamReader): string | null;
-  /** "dim": the fn's `dim` argument (int, list or None = all); "all": every dim. */
-  dims: "dim" | "all";
+  /** "dim": the fn's `dim` argument (int, list or None = all); "all": every dim; "last": the last dim. */
+  dims: "dim" | "all" | "last";
   /** Index output (int64): argmax/argmin. */
   index?: boolean;
   /** Losses: the fn's `reduction` must be one of these for the call to be a reduction. */
@@ -64,6 +64,19 @@ function loss(pro: ReduceSpec["pro"], extra: Partial<ReduceSpec> = {}): ReduceSp
     reductions: ["mean", "sum"],
     ...extra,
   };
+}
+
+/** |d|^ord summed, then its 1/ord-th power: a p-norm's prologue and epilogue (2 and 1 without pow). */
+function pNormPro(d: string, ord: string | null): string | null {
+  if (ord === "2.f") return `(${d}) * (${d})`;
+  if (ord === "1.f") return `fabsf(${d})`;
+  return ord === null || ord.includes("__int_as_float") || ord === "0.f" ? null : `powf(fabsf(${d}), ${ord})`;
+}
+
+function pNormEpi(ord: string | null): string | null {
+  if (ord === "2.f") return "sqrtf(r.value)";
+  if (ord === "1.f") return "r.value";
+  return ord === null ? null : `powf(r.value, 1.f / ${ord})`;
 }
 
 export const REDUCTIONS: Record<string, ReduceSpec> = {
@@ -116,19 +129,20 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
   vector_norm: {
     acc: "KfAccSum",
     operands: ["input"],
-    pro: ([a], p) => {
-      const ord = p.num("ord", 2);
-      if (ord === "2.f") return `(${a}) * (${a})`;
-      if (ord === "1.f") return `fabsf(${a})`;
-      return ord === null || ord.includes("__int_as_float") ? null : `powf(fabsf(${a}), ${ord})`;
-    },
-    epi: (p) => {
-      const ord = p.num("ord", 2);
-      if (ord === "2.f") return "sqrtf(r.value)";
-      if (ord === "1.f") return "r.value";
-      return ord === null ? null : `powf(r.value, 1.f / ${ord})`;
-    },
+    pro: ([a], p) => pNormPro(a ?? "", p.num("ord", 2)),
+    epi: (p) => pNormEpi(p.num("ord", 2)),
     dims: "dim",
+  },
+  // torch: the p-norm of x1 - x2 + eps over the last dim.
+  pairwise_distance: {
+    acc: "KfAccSum",
+    operands: ["x1", "x2"],
+    pro: ([a, b], p) => {
+      const eps = p.num("eps", 1e-6);
+      return eps === null ? null : pNormPro(`(${a}) - (${b}) + ${eps}`, p.num("p", 2));
+    },
+    epi: (p) => pNormEpi(p.num("p", 2)),
+    dims: "last",
   },
   mse_loss: loss(([a, b]) => `((${a}) - (${b})) * ((${a}) - (${b}))`),
   l1_loss: loss(([a, b]) => `fabsf((${a}) - (${b}))`),
@@ -188,6 +202,14 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     },
     dims: "dim",
   },
+  // torch: clamp_min(-target * (input1 - input2) + margin, 0).
+  margin_ranking_loss: loss(
+    ([a, b, t], p) => {
+      const margin = p.num("margin", 0);
+      return margin === null ? null : `kf_clamp_min(-(${t}) * ((${a}) - (${b})) + ${margin}, 0.f)`;
+    },
+    { operands: ["input1", "input2", "target"] },
+  ),
   huber_loss: loss(([a, b], p) => {
     const delta = p.num("delta", 1);
     if (delta === null) return null;

@@ -31,7 +31,7 @@ const NOT_OPS = new Set(["logical_not", "bitwise_not"]);
 const BITWISE_OPS = new Set(["bitwise_not", "bitwise_and", "bitwise_or", "bitwise_xor"]);
 const MASK_OPS = new Set([
   ...["gt", "lt", "ge", "le", "eq", "ne", ...NOT_OPS, ...BITWISE_OPS],
-  ...["logical_and", "logical_or", "logical_xor"],
+  ...["logical_and", "logical_or", "logical_xor", "isnan", "isinf", "isfinite"],
 ]);
 const probe = () => "sc.v[0]";
 
@@ -114,6 +114,7 @@ function reduceDims(node: GraphNode, rank: number): number[] | null {
   const spec = REDUCTIONS[node.op];
   if (!spec) return null;
   const dimArg = node.fn?.dim;
+  if (spec.dims === "last") return rank > 0 ? [rank - 1] : null;
   if (spec.dims === "all" || !dimArg || (dimArg.t === "const" && dimArg.pytype === "none"))
     return Array.from({ length: rank }, (_, i) => i);
   const dims = intList(dimArg);
@@ -277,6 +278,8 @@ export const SEED_RULES: SeedRule[] = [
         const legacy = ["size_average", "reduce"].find(given);
         if (legacy) return `the legacy ${legacy} argument (it overrides reduction)`;
         const reduction = fn.reduction?.t === "const" ? fn.reduction.value : "mean";
+        // Its per-element term, a pointwise op: the pointwise rule takes the call.
+        if (reduction === "none" && POINTWISE[node.op]) return "no reduction: reduction=none is elementwise";
         if (typeof reduction !== "string" || !spec.reductions.includes(reduction))
           return `reduction=${String(reduction)}`;
         if (reduction === "batchmean") {

@@ -47,6 +47,11 @@ __device__ __forceinline__ float kf_remainder(float a, float b) {
 __device__ __forceinline__ float kf_lerp(float a, float b, float w) {
   return fabsf(w) < 0.5f ? a + w * (b - a) : b - (b - a) * (1.f - w);
 }
+// PyTorch's: equal infinities are their own sum (inf - inf would be nan), else the larger plus a log1p.
+__device__ __forceinline__ float kf_logaddexp(float a, float b) {
+  if (isinf(a) && a == b) return a;
+  return fmaxf(a, b) + log1pf(expf(-fabsf(a - b)));
+}
 // PyTorch's div_floor_floating: the quotient from the exact remainder, so a / b rounding up to an integer
 // (1 / 0.1f is 10.f) does not floor to one more than the true quotient's floor (9).
 __device__ __forceinline__ float kf_floor_div(float a, float b) {
