@@ -195,9 +195,10 @@ at::Tensor ew(const std::string& op, std::vector<at::Tensor> ins, std::vector<do
 }
 
 // Reduction of the broadcast inputs over `mask` (bit d = dim d). ws_mode: 0 none, 1 as sized by
-// kf_reduce_workspace_bytes. The output holds the kept dims in order.
-at::Tensor reduce(const std::string& op, std::vector<at::Tensor> ins, int64_t mask, int64_t ws_mode) {
-  const std::string suffix = dtype_suffix(ins);
+// kf_reduce_workspace_bytes. The output holds the kept dims in order. to_float: the mixed unit's float output
+// of a half input (its sum only), which the inputs' dtypes alone would never choose.
+at::Tensor reduce(const std::string& op, std::vector<at::Tensor> ins, int64_t mask, int64_t ws_mode, bool to_float) {
+  const std::string suffix = to_float ? "mixed" : dtype_suffix(ins);
   const std::string key = "kfh_red_" + op + "_" + suffix;
   const auto it = red_table().find(key);
   TORCH_CHECK(it != red_table().end(), "harness: no entry " + key);
@@ -230,7 +231,8 @@ std::vector<int64_t> broadcast_shape(std::vector<at::Tensor> ins) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("ew", &ew);
-  m.def("reduce", &reduce);
+  m.def("reduce", &reduce, pybind11::arg("op"), pybind11::arg("ins"), pybind11::arg("mask"), pybind11::arg("ws_mode"),
+        pybind11::arg("to_float") = false);
   m.def("workspace_bytes", &workspace_bytes);
   m.def("broadcast_shape", &broadcast_shape);
 }

@@ -800,6 +800,28 @@ cudaError_t kf_red_finalize(const void* ws, int splits, int64_t num_out, void* o
   return cudaGetLastError();
 }
 
+// Splits of each of `blocks` independent blocks when they alone leave resident slots (`target`) idle: the
+// count whose grid best fills its last wave, the fewest among equals, within the work (`by_work`: each thread
+// keeps a few vectors per split), the workspace and KF_RED_MAX_SPLITS. Filling the slots exactly matters: a
+// grid one block past a wave runs a second, nearly empty one (16 rows x 50 splits on 792 slots).
+inline int64_t kf_red_wave_splits(int64_t blocks, int64_t target, int64_t by_work, int64_t ws_splits) {
+  int64_t cap = 2 * kf_ceil_div(target, blocks);
+  cap = cap < by_work ? cap : by_work;
+  cap = cap < ws_splits ? cap : ws_splits;
+  cap = cap < KF_RED_MAX_SPLITS ? cap : KF_RED_MAX_SPLITS;
+  int64_t best = 1, best_used = 0, best_slots = 1;
+  for (int64_t s = 1; s <= cap; ++s) {
+    const int64_t grid = blocks * s;
+    const int64_t slots = kf_ceil_div(grid, target) * target;
+    if (grid * best_slots > best_used * slots) {  // grid / slots > best_used / best_slots
+      best = s;
+      best_used = grid;
+      best_slots = slots;
+    }
+  }
+  return best;
+}
+
 template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
 cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, void* out, const KfTensorRef* in,
                        const KfScalars& sc, void* ws, size_t ws_bytes, cudaStream_t stream, int shift_lead = -1) {
@@ -857,14 +879,8 @@ cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, 
     while (tpr < KF_RED_THREADS && tpr < extent && num_out * tpr < target_blocks * KF_RED_THREADS) tpr *= 2;
     const int64_t rows_per_block = KF_RED_THREADS / tpr;
     const int64_t row_blocks = kf_ceil_div(num_out, rows_per_block);
-    if (row_blocks < target_blocks) {
-      splits = kf_ceil_div(target_blocks, row_blocks);
-      const int64_t by_work = kf_ceil_div(extent, tpr * kMinPerThread);
-      splits = splits < by_work ? splits : by_work;
-      splits = splits < ws_splits ? splits : ws_splits;
-      splits = splits < KF_RED_MAX_SPLITS ? splits : KF_RED_MAX_SPLITS;
-      splits = splits < 1 ? 1 : splits;
-    }
+    if (row_blocks < target_blocks)
+      splits = kf_red_wave_splits(row_blocks, target_blocks, kf_ceil_div(extent, tpr * kMinPerThread), ws_splits);
     p.chunk = IdxT(kf_ceil_div(extent, splits));
     splits = kf_ceil_div(extent, int64_t(p.chunk));
     p.rows = IdxT(num_out);
@@ -887,14 +903,8 @@ cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, 
     by = by < KF_RED_THREADS / bx ? by : KF_RED_THREADS / bx;
     bx = KF_RED_THREADS / by;
     const int64_t tiles = kf_ceil_div(kept_vecs, bx);
-    if (tiles < target_blocks) {
-      splits = kf_ceil_div(target_blocks, tiles);
-      const int64_t by_work = kf_ceil_div(num_red, by * kMinPerThread);
-      splits = splits < by_work ? splits : by_work;
-      splits = splits < ws_splits ? splits : ws_splits;
-      splits = splits < KF_RED_MAX_SPLITS ? splits : KF_RED_MAX_SPLITS;
-      splits = splits < 1 ? 1 : splits;
-    }
+    if (tiles < target_blocks)
+      splits = kf_red_wave_splits(tiles, target_blocks, kf_ceil_div(num_red, by * kMinPerThread), ws_splits);
     p.chunk = IdxT(kf_ceil_div(num_red, splits));
     splits = kf_ceil_div(num_red, int64_t(p.chunk));
     p.rows = IdxT(tiles);
