@@ -133,16 +133,23 @@ def main(argv: list[str]) -> int:
     from .pipeline import evaluate, initial_result
 
     result = None
+    keep: list = []  # the run's objects, alive until the process exits (evaluate's `keep`)
     try:
-        result = evaluate(request, channel)
+        result = evaluate(request, channel, keep=keep)
     except BaseException as exc:  # noqa: BLE001 — the result line must go out whatever happened
         result = initial_result(request)
         result["reason"] = f"kforge_worker internal error: {type(exc).__name__}: {exc}"
     finally:
-        if not channel.result_sent:
-            final = result if result is not None else initial_result(request)
-            _warn_if_off_schema(final)
+        final = result if result is not None else initial_result(request)
+        # Nothing between the verdict and this line may import, open a file or collect garbage: each is a
+        # place where code the candidate left behind (an import finder, an audit hook, a finaliser) runs and
+        # can rewrite the result. The schema diagnostic opens files, so it comes after. A result already on
+        # the channel was not the worker's: its own goes out too, and the CLI calls two results cheating.
+        if channel.result_sent:
+            channel.send({"type": "result", "result": final})
+        else:
             channel.result(final)
+        _warn_if_off_schema(final)
     return 0
 
 

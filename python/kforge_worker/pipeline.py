@@ -16,6 +16,7 @@ at the end. Without that package (or with ``use_checks=False``) the hooks are sk
 from __future__ import annotations
 
 import copy
+import gc
 import hashlib
 import importlib
 import math
@@ -902,12 +903,27 @@ def time_models(ctx: EvalContext) -> None:
     ctx.result["timing"] = timing
     spot = sampler.check(options.warmup_iters)
     added = [spot] + ([idle.check(os.environ.get("OMP_WAIT_POLICY"))] if remote is not None else [])
+    added.append(_timed_state(ctx, remote is not None))
     names = {c["name"] for c in added}
     ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") not in names] + added
     ctx.progress("time", f"speedup {timing['speedup']:.3f}x", 1.0)
     call_checks(ctx, "after_timing")
     _guard_reference_noise(ctx, "after timing")
     fail_on_checks(ctx)
+
+
+def _timed_state(ctx: EvalContext, remote: bool) -> dict[str, Any]:
+    """The candidate's buffers after the timed calls against the reference's that ran beside them (timed_state.py)."""
+    from .timed_state import timed_state_check
+
+    if not any(True for _ in ctx.ref_model.buffers()):
+        return {"name": "timed_state", "outcome": "skip", "failVerdict": "cheating", "evidence": "no buffers"}
+    try:
+        reference = ctx.reference.buffers() if remote else dict(ctx.ref_model.named_buffers())
+    except BaseException as exc:  # noqa: BLE001 — the reference's side failed: undecided, said
+        return {"name": "timed_state", "outcome": "warn", "failVerdict": "cheating",
+                "evidence": f"the reference's buffers could not be read: {summarize_exception(exc, 1)}"}
+    return timed_state_check(reference, ctx.new_model, ctx.atol, ctx.rtol)
 
 
 def _reference_aliases_inputs(ctx: EvalContext) -> tuple[bool, Any]:
@@ -990,10 +1006,14 @@ STAGES: list[Callable[[EvalContext], None]] = [
 ]
 
 
-def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) -> dict[str, Any]:
+def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
+             keep: list[Any] | None = None) -> dict[str, Any]:
     """Runs every stage and returns the EvalResult; never raises for anything a candidate does.
 
     use_checks=False skips the verification hooks (the worker's own tests of its stages).
+    keep: a process that writes the result and exits (the worker's main) passes a list: once the verdict is
+    decided, the garbage collector stops and the run's objects are kept in it, so no finaliser of the
+    candidate's (``__del__``, ``weakref.finalize``) runs between the verdict and the result line to rewrite it.
     """
     started = time.perf_counter()
     result = initial_result(request)
@@ -1052,7 +1072,8 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
     except StageFailure as failure:
         result["verdict"], result["reason"] = failure.verdict, failure.reason
         if failure.verdict != "cheating" and (
-                (failure.verdict in CORRECTNESS_FAILURES and ctx.new_model is not None) or ctx.candidate is not None):
+                (failure.verdict in CORRECTNESS_FAILURES and ctx.new_model is not None) or ctx.candidate is not None
+                or failure.verdict == "import_error"):  # an import that raised: a refused walk, say
             _checks_after_failure(ctx, failure)
     except BaseException as exc:  # noqa: BLE001 — a worker bug still yields a result line
         if _out_of_memory(exc):
@@ -1064,6 +1085,10 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True) ->
             result["verdict"] = "runtime_error"
             result["reason"] = f"kforge_worker internal error: {summarize_exception(exc)}"
     finally:
+        if keep is not None:
+            gc.disable()
+            keep.append(ctx)
+            call_checks(ctx, "seal")
         call_checks(ctx, "close")
         if ctx.reference is not None:
             ctx.reference.close()

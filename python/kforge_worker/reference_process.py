@@ -427,6 +427,12 @@ class _Reference:
             self._problem_call("Model.forward during timing", run)
         return {"ms": None}
 
+    def buffers(self) -> dict[str, Any]:
+        """The model's buffers as they are now (after the timing: BatchNorm's running statistics)."""
+        named = [(n, b) for n, b in self.model.named_buffers() if isinstance(b, self.torch.Tensor)]
+        return {"names": [n for n, _ in named],
+                "buffers": encode_values([b for _, b in named], self.exporter, "buf", staging=False)}
+
     def last_output(self) -> dict[str, Any]:
         from .compare import flatten_outputs
 
@@ -494,6 +500,7 @@ def serve() -> int:
                     "advance": state.advance,
                     "call": lambda: state.call(req),
                     "last": state.last_output,
+                    "buffers": state.buffers,
                 }
                 if op not in handlers:
                     reply(rid, {"ok": False, "problem": False, "reason": f"unknown op {op!r}"})
@@ -638,6 +645,12 @@ class ReferenceProcess:
             view = Float64Eval(outs64, (int(rows[0]), int(rows[1])) if rows else None, about.get("batch"),
                                str(about.get("note") or ""))
         return inputs, outs, view
+
+    def buffers(self) -> dict[str, Any]:
+        """The reference model's buffers in the child, copied into this process, by name."""
+        self.importer.forget("buf")
+        reply = self.request("buffers")
+        return dict(zip(reply["names"], decode_values(reply["buffers"], self.importer), strict=True))
 
     def release(self) -> None:
         """The trials are over: the worker lets go of every view into the child's memory, and the child frees its

@@ -1,11 +1,13 @@
-"""Holes found by the red-team round of 2026-11-25, each closed by a structural defence (no source is
-recognised): the harness's own module state fingerprinted, the output contract on every timed call, the
-candidate's process quiet while the reference is timed, a ring of kept output buffers, frames handed to the
-candidate by standard-library helpers."""
+"""Holes found by the red-team rounds of 2026-11-25 (1 and 3; round 2 is test_verify_redteam2.py), each closed by
+a structural defence (no source is recognised): the harness's own module state fingerprinted, the output contract
+on every timed call, the candidate's process quiet while the reference is timed, a ring of kept output buffers,
+frames handed to the candidate by standard-library helpers; then the verdict sealed before it is written, walks
+refused, the dispatcher and the imported files fingerprinted, the state after the timed calls compared."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import sys
 import threading
@@ -224,9 +226,14 @@ def test_frames_from_standard_library_helpers_are_audited_and_honest_use_is_not(
         spec.loader.exec_module(module)  # namedtuple at import: the stdlib names it from the caller's frame
         module.honest()
         assert monitor.events == [], [e.render() for e in monitor.events]
+        from kforge_worker.checks.integrity import WalkRefused
+
         for name in ("helper_frame", "walk_stack", "traceback_frame"):
             monitor.events.clear()
-            getattr(module, name)()
+            try:  # refused since round 3, and recorded
+                getattr(module, name)()
+            except WalkRefused:
+                pass
             assert any(e.kind == "tamper" for e in monitor.events), name
     finally:
         monitor.active = saved
@@ -264,3 +271,271 @@ def test_the_reference_process_pinned_or_reniced_from_outside_is_interference():
     meter = IdleMeter()
     meter.tampered = "the reference process's threads may run on cores [0], not [0, 1] as when it started"
     assert meter.check("PASSIVE")["outcome"] == "fail"
+
+
+# ====================================================================== red team round 3 (2026-11-25)
+# Code the candidate leaves behind to run after the verdict (an import finder, an audit hook, a wrapped
+# serialiser, a walk to the channel), kernels registered over the operators the worker's copy of the reference
+# runs, files the harness and the reference process import, state the timed loop leaves behind.
+_ROUND3 = '''
+import sys
+
+
+def add_hook():
+    sys.addaudithook(lambda event, args: None)
+'''
+
+
+def _corpus():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location("kforge_verify_corpus", os.path.join(root, "test", "verify",
+                                                                                       "corpus.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return root, module
+
+
+def _through_the_worker(candidate: str, problem: str = "tiny_linear_relu", time: bool = False):
+    root, corpus = _corpus()
+    entry = {"id": candidate, "problem": f"test/verify/problems/{problem}.py",
+             "candidate": f"test/verify/candidates/{candidate}.py", "time": time}
+    return corpus.run_entry(entry, "cpu")
+
+
+def test_an_import_finder_left_behind_cannot_rewrite_the_verdict():
+    """A finder put on sys.meta_path at import ran when the worker imported its schema check after deciding the
+    verdict, walked up to the result dict and made a zeros stub `correct`. The finder is now seen and taken out
+    after the import, and the result line goes out before anything else is imported."""
+    outcome = _through_the_worker("adv_import_hook_rewrite")
+    assert outcome.verdict == "cheating" and "harness_integrity" in outcome.failing, outcome.reason
+    integrity = next(c for c in outcome.result["checks"] if c["name"] == "harness_integrity")
+    assert "sys.meta_path gained _LateFinder (taken out again)" in integrity["evidence"]
+
+
+def test_import_finders_and_path_hooks_are_taken_out_when_seen():
+    snap = IntegritySnapshot.take()
+    finder = type("_Finder", (), {"find_spec": staticmethod(lambda *a, **k: None)})()
+    hook = lambda path: None  # noqa: E731
+    sys.meta_path.insert(0, finder)
+    sys.path_hooks.append(hook)
+    try:
+        changes = snap.diff(thorough=False)
+    finally:
+        for table, entry in ((sys.meta_path, finder), (sys.path_hooks, hook)):
+            if entry in table:
+                table.remove(entry)
+    assert any("sys.meta_path gained _Finder (taken out again)" in c for c in changes), changes
+    assert any("sys.path_hooks gained" in c for c in changes), changes
+    assert finder not in sys.meta_path and hook not in sys.path_hooks
+    assert snap.diff(thorough=False) == []
+
+
+def test_a_finder_an_installed_library_adds_is_not_a_change():
+    """setuptools' distutils finder, six's importer: an honest candidate importing such a library adds one."""
+    from _distutils_hack import DistutilsMetaFinder
+
+    snap = IntegritySnapshot.take()
+    finder = DistutilsMetaFinder()
+    sys.meta_path.append(finder)
+    try:
+        assert snap.diff(thorough=False) == []
+        assert finder in sys.meta_path
+    finally:
+        sys.meta_path.remove(finder)
+
+
+def test_an_audit_hook_added_by_the_candidate_is_refused_and_recorded(tmp_path):
+    """An audit hook of the candidate's runs on every later event — after the verdict too (a zeros stub came out
+    `correct`). The harness's own hook refuses it while the candidate's code is on the stack."""
+    path = tmp_path / "hook_candidate.py"
+    path.write_text(_ROUND3)
+    monitor = AuditMonitor.install()
+    monitor.watch(str(path))
+    monitor.events.clear()
+    try:
+        spec = importlib.util.spec_from_file_location("kforge_redteam_hook", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        module.add_hook()  # suppressed by the interpreter: the hook is simply not added
+        assert any(e.event == "sys.addaudithook" and e.kind == "tamper" for e in monitor.events)
+    finally:
+        monitor.events.clear()
+        monitor.candidate_files.discard(str(path))
+        sys.modules.pop("kforge_redteam_hook", None)
+
+
+def test_an_audit_hook_left_behind_cannot_rewrite_the_verdict():
+    outcome = _through_the_worker("adv_audit_hook_rewrite")
+    assert outcome.verdict == "cheating" and "runtime_audit" in outcome.failing, outcome.reason
+
+
+def test_a_kernel_registered_over_an_aten_operator_is_a_fingerprint_change():
+    """A CPU kernel registered over aten::relu made the worker's copy of the reference agree with a candidate
+    wrong above the benchmark's sizes, so extra_shapes passed it. The candidate's own operators are not watched."""
+    snap = IntegritySnapshot.take()
+    own = torch.library.Library("kforge_redteam_own", "DEF")
+    own.define("twice(Tensor x) -> Tensor")
+    own.impl("twice", lambda x: x * 2, "CPU")
+    assert snap.diff() == []
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("relu", lambda x: x.clamp_min(0), "CPU")
+    try:
+        changes = snap.diff()
+    finally:
+        lib._destroy()
+        own._destroy()
+    assert any("a kernel was registered over aten::relu for CPU" in c for c in changes), changes
+    assert snap.diff() == []
+
+
+def test_a_kernel_registered_above_the_backend_is_a_fingerprint_change_too():
+    snap = IntegritySnapshot.take()
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("_softmax", lambda x, dim, half: x, "AutogradCPU")
+    try:
+        changes = snap.diff()
+    finally:
+        lib._destroy()
+    assert any("over aten::_softmax for AutogradCPU" in c for c in changes), changes
+
+
+def test_files_the_harness_or_the_reference_process_imports_are_watched(tmp_path):
+    """The clean reference process imports harness modules after the candidate's import, and every later run
+    imports the tree again: a candidate appended code to a harness module and nothing noticed. A module or .pth
+    created in an import path is a change too; a scratch file that Python cannot import is not."""
+    problem = tmp_path / "problem.py"
+    problem.write_text("x = 1\n")
+    sys.path.append(str(tmp_path))
+    try:
+        snap = IntegritySnapshot.take(files=(str(problem),))
+        (tmp_path / "autotune.json").write_text("{}")
+        assert snap.diff() == []
+        (tmp_path / "json.py").write_text("")
+        problem.write_text("x = 1\n")  # the same bytes: written all the same
+        changes = snap.diff()
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert any(c.endswith("json.py was created") for c in changes), changes
+    assert any(c.endswith("problem.py was written") for c in changes), changes
+    from kforge_worker.checks import process_hooks
+
+    harness = process_hooks.watched_files()
+    assert any(p.endswith(os.path.join("kforge_worker", "timed_inputs.py")) for p in harness)
+
+
+def test_replaced_functions_are_put_back_before_the_result_is_serialised():
+    """json.dumps (or JSONEncoder.encode) wrapped at import rewrote the result message on its way out: the
+    fingerprint named the wrapper inside the very result the wrapper rewrote. The seal puts back everything
+    the fingerprint watches, and the serialiser's own classes are watched."""
+    import json
+    import json.encoder
+
+    snap = IntegritySnapshot.take()
+    dumps, encode = json.dumps, json.encoder.JSONEncoder.encode
+    json.dumps = lambda *a, **k: "{}"
+    json.encoder.JSONEncoder.encode = lambda self, o: "{}"
+    try:
+        changes = snap.diff(thorough=False)
+        snap.restore()
+        assert json.dumps is dumps and json.encoder.JSONEncoder.encode is encode
+    finally:
+        json.dumps, json.encoder.JSONEncoder.encode = dumps, encode
+    assert any(c.startswith("json.dumps was replaced") for c in changes), changes
+    assert any(c.startswith("json.encoder.JSONEncoder.encode was replaced") for c in changes), changes
+    assert snap.diff(thorough=False) == []
+
+
+def test_a_wrapped_serialiser_cannot_rewrite_the_verdict():
+    outcome = _through_the_worker("adv_json_dumps_rewrite")
+    assert outcome.verdict == "cheating" and "harness_integrity" in outcome.failing, outcome.reason
+
+
+_WALKS = '''
+import gc
+import sys
+
+
+def frame():
+    return sys._getframe(1)
+
+
+def live_objects():
+    return len(gc.get_objects())
+'''
+
+
+def test_walks_over_frames_and_live_objects_are_refused_during_and_after_the_run(tmp_path):
+    """A walk hands the candidate the harness's objects (the result, the channel, the audit record itself):
+    recording it was not enough — the walker rewrote what was recorded. It is refused, and still refused once
+    the monitor stops recording (after the verdict)."""
+    from kforge_worker.checks.integrity import WalkRefused
+
+    path = tmp_path / "walks_candidate.py"
+    path.write_text(_WALKS)
+    monitor = AuditMonitor.install()
+    monitor.watch(str(path))
+    saved, monitor.active = monitor.active, True
+    monitor.events.clear()
+    try:
+        spec = importlib.util.spec_from_file_location("kforge_redteam_walks", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for name in ("frame", "live_objects"):
+            try:
+                getattr(module, name)()
+            except WalkRefused:
+                pass
+            else:
+                raise AssertionError(f"{name} was not refused")
+        assert len([e for e in monitor.events if "refused" in e.detail]) == 2
+        monitor.active = False
+        monitor.events.clear()
+        try:
+            module.frame()
+        except WalkRefused:
+            pass
+        else:
+            raise AssertionError("a walk after the run was not refused")
+        assert monitor.events == []
+        assert sys._getframe(0) is not None  # the harness's own walks are its business
+    finally:
+        monitor.active = saved
+        monitor.events.clear()
+        monitor.candidate_files.discard(str(path))
+        sys.modules.pop("kforge_redteam_walks", None)
+
+
+def test_a_channel_found_among_live_objects_cannot_edit_the_result_line():
+    """gc.get_objects() at import (inside try/except) found the protocol channel; a wrapper around its stream
+    edited the result line, nonce and all — the walk was recorded in the line it rewrote. Refused now."""
+    outcome = _through_the_worker("adv_channel_stream_swap")
+    assert outcome.verdict == "cheating" and "runtime_audit" in outcome.failing, outcome.reason
+    audit = next(c for c in outcome.result["checks"] if c["name"] == "runtime_audit")
+    assert "refused" in audit["evidence"]
+
+
+def test_buffers_after_the_timed_calls_must_be_the_reference_buffers():
+    """A training-mode BatchNorm that stops updating its running statistics once timed: every timed output is
+    right (batch statistics), the skipped work is never compared. After the timing both sides have seen the
+    same inputs, one call each per pair: the buffers must agree."""
+    from kforge_worker.timed_state import timed_state_check
+
+    torch.manual_seed(0)
+    ref, cand = nn.BatchNorm1d(8), nn.BatchNorm1d(8)
+    cand.register_buffer("own_cache", torch.zeros(3))  # a candidate's own buffer: not the reference's, not compared
+    for _ in range(5):
+        x = torch.randn(16, 8)
+        ref(x)
+        cand(x)
+    reference = {k: v.clone() for k, v in ref.named_buffers()}
+    assert timed_state_check(reference, cand, 1e-4, 1e-4)["outcome"] == "pass"
+    ref(torch.randn(16, 8))  # one more call on the reference's side only: the candidate skipped its update
+    skipped = timed_state_check({k: v.clone() for k, v in ref.named_buffers()}, cand, 1e-4, 1e-4)
+    assert skipped["outcome"] == "fail" and "running_mean" in skipped["evidence"], skipped
+    assert timed_state_check({}, cand, 1e-4, 1e-4)["outcome"] == "skip"
+
+
+def test_a_side_effect_skipped_while_timed_is_cheating():
+    outcome = _through_the_worker("adv_timed_skip_stats", "tiny_linear_bn_softmax", time=True)
+    assert outcome.verdict == "cheating" and "timed_state" in outcome.failing, outcome.reason

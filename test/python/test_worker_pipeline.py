@@ -260,9 +260,10 @@ def test_checks_hooks_run_in_order_and_a_later_check_replaces_an_earlier_one(
     fakes = [c for c in result["checks"] if c["name"] == "fake"]
     assert fakes == [{"name": "fake", "outcome": "pass", "failVerdict": None, "evidence": "after timing"}]
     # The pipeline's own checks (the clean reference process; the timed outputs, timed_inputs.py; the worker quiet
-    # while the reference is timed, interference.py) run whatever checks package is loaded.
+    # while the reference is timed, interference.py; the buffers after the timed calls, timed_state.py) run
+    # whatever checks package is loaded.
     assert [c["name"] for c in result["checks"]] == ["reference_isolation", "timed_spot_check",
-                                                     "reference_interference", "fake"]
+                                                     "reference_interference", "timed_state", "fake"]
     assert any(m.get("stage") == "verify" for m in messages)
 
 

@@ -115,6 +115,13 @@ def after_timing(ctx: Any) -> list[dict[str, Any]]:
         "roofline", "harness_integrity", "runtime_audit", "thread_count")]
 
 
+def seal(ctx: Any) -> None:
+    """The verdict is decided: what the candidate replaced is put back before the result is serialised."""
+    verifier = getattr(ctx, "kforge_verifier", None)
+    if verifier is not None and verifier.snapshot is not None:
+        verifier.snapshot.restore()
+
+
 def close(ctx: Any) -> None:
     verifier = getattr(ctx, "kforge_verifier", None)
     if verifier is not None:
@@ -132,6 +139,8 @@ def on_failure(ctx: Any, verdict: str) -> tuple[list[dict[str, Any]], tuple[str,
     if verdict not in ("incorrect", "shape_mismatch"):
         if verifier is None or verifier.scan is None:
             return [], None
+        # What the audit hook recorded (or refused) since the last stage: a refused walk is what made it fail.
+        verifier.after_failed_stage(verdict)
     else:
         verifier = _run(ctx, trials_passed=False)
     verifier.close()

@@ -11,10 +11,10 @@ from .integrity import ThreadCount
 from .result import CheckResult, failed, passed
 
 
-def check_integrity(ctx: VerifyContext, stage: str) -> list[CheckResult]:
+def check_integrity(ctx: VerifyContext, stage: str, thorough: bool = True) -> list[CheckResult]:
     results = []
     if ctx.snapshot is not None:
-        changes = ctx.snapshot.diff()
+        changes = ctx.snapshot.diff(thorough)
         if changes:
             results.append(failed("harness_integrity", f"after {stage}: " + "; ".join(changes[:6])
                                   + (f" (+{len(changes) - 6} more)" if len(changes) > 6 else "")))

@@ -52,6 +52,7 @@ _WATCHED_MODULES = (
     "gc",
     "sys",
     "json",
+    "json.encoder",
     "builtins",
     "threading",
     "inspect",
@@ -65,6 +66,7 @@ _WATCHED_CLASSES = (
     ("torch.cuda", "Stream"),
     ("torch.nn", "Module"),
     ("torch", "Generator"),
+    ("json.encoder", "JSONEncoder"),  # the result line is serialised by it
 )
 # The worker legitimately wraps these (compile capture); the extension wrapper below also does.
 _EXEMPT = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "sys.stdout", "sys.stderr"}
@@ -274,14 +276,23 @@ class IntegritySnapshot:
     problem_globals: dict[str, Any] = field(default_factory=dict)
     harness_globals: dict[str, Any] = field(default_factory=dict)  # the worker's own module state (harness_globals.py)
     tf32_declared: bool = False  # --allow-tf32: the TF32 switches are the user's to set
+    imports: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # finders and path hooks (process_hooks.py)
+    dispatcher: dict[str, str] = field(default_factory=dict)  # aten kernels by dispatch key
+    files: dict[str, Any] = field(default_factory=dict)  # harness sources, problem/candidate, importable entries
+    file_paths: tuple[str, ...] = ()
 
     @classmethod
     def take(cls, extra_modules: tuple[str, ...] = (), problem: ModuleType | None = None,
-             allow_tf32: bool = False) -> IntegritySnapshot:
+             allow_tf32: bool = False, files: tuple[str, ...] = ()) -> IntegritySnapshot:
+        """files: the problem's and the candidate's paths (watched with the harness's sources)."""
         from .harness_globals import harness_fingerprint, import_harness
+        from .process_hooks import dispatcher_fingerprint, import_machinery, watched_files
 
         import_harness()  # lazily imported harness modules join the snapshot too
-        snap = cls(problem=problem, tf32_declared=allow_tf32)
+        snap = cls(problem=problem, tf32_declared=allow_tf32, file_paths=files)
+        snap.imports = import_machinery()
+        snap.dispatcher = dispatcher_fingerprint()
+        snap.files = watched_files(files)
         snap.harness_globals = harness_fingerprint()
         snap.environ = dict(os.environ)
         if problem is not None:
@@ -319,9 +330,17 @@ class IntegritySnapshot:
         snap.flags = _process_flags()
         return snap
 
-    def diff(self) -> list[str]:
-        """What changed since the snapshot: replaced functions, replaced or removed modules, flipped flags."""
-        problems: list[str] = []
+    def diff(self, thorough: bool = True) -> list[str]:
+        """What changed since the snapshot: replaced functions, replaced or removed modules, flipped flags.
+        thorough: also the operator dispatcher and the files (~0.1 s; after the import, the last check group and
+        the timing, not after every group). A finder or path hook the candidate added is taken out at once."""
+        from .process_hooks import dispatcher_changes, file_changes, restore_import_machinery
+
+        problems: list[str] = restore_import_machinery(self.imports) if self.imports else []
+        if thorough and self.dispatcher:
+            problems += dispatcher_changes(self.dispatcher)
+        if thorough and self.files:
+            problems += file_changes(self.files, self.file_paths)
         current_modules = dict(sys.modules)
         for qual, (value, ident) in self.functions.items():
             if qual in _EXEMPT:
@@ -372,6 +391,27 @@ class IntegritySnapshot:
                 else:
                     problems.append(_explain_global("problem", name, before, after))
         return problems
+
+    def restore(self) -> None:
+        """Puts every watched function back as it was and takes out foreign import finders: the last thing done
+        before the result line is serialised, so a replaced json.dumps, isinstance or channel method (named in
+        the result as a change) cannot rewrite the result on its way out."""
+        from .process_hooks import restore_import_machinery
+
+        if self.imports:
+            restore_import_machinery(self.imports)
+        current_modules = dict(sys.modules)
+        for qual, (value, _) in self.functions.items():
+            if qual in _EXEMPT:
+                continue
+            owner_name, _, attr = qual.rpartition(".")
+            owner = _resolve(owner_name, current_modules)
+            try:
+                now = vars(owner).get(attr, _MISSING) if owner is not None else value
+                if now is not value and not _torch_own_wrapper(now, value):
+                    setattr(owner, attr, value)
+            except (TypeError, AttributeError):
+                continue  # a built-in type's attribute: it cannot have been replaced either
 
     def _environ_changes(self) -> list[str]:
         now = dict(os.environ)
@@ -470,12 +510,19 @@ _CALLER_EVENTS = {
 # Attribute reads that hand out a frame (raised as object.__getattr__): a frame's f_back chain leads to the
 # harness's own frames and their locals (the evaluation's context, the timing loop's objects).
 _FRAME_GETTERS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
+# Walks that hand the caller the harness's own objects (its frames' locals, the live result, the channel):
+# refused, not only recorded — recording is undone by a candidate that then rewrites what was recorded.
+_WALK_EVENTS = {"sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents"}
 # Standard-library modules whose functions return the caller's frame (logging.currentframe,
 # inspect.currentframe/stack, traceback.walk_stack): called by the candidate directly, the frame is its own
 # and f_back is one attribute away from the harness's.
 _FRAME_HELPER_MODULES = ("inspect", "logging", "traceback")
 _SENSITIVE_PATHS = ("/proc/self/environ", "/proc/self/fd", "/proc/self/mem", "/proc/self/maps", "/dev/fd",
                     "/proc/self/task", "/dev/stdout", "/proc/" + str(os.getpid()))
+
+
+class WalkRefused(RuntimeError):
+    """Raised into the candidate's code by the audit hook when it walks frames or the collector's objects."""
 
 
 @dataclass
@@ -512,20 +559,47 @@ class AuditMonitor:
         self.candidate_files.add(os.path.abspath(path))
 
     def _hook(self, event: str, args: tuple) -> None:
-        if not self.active or getattr(self._busy, "on", False):
+        if event == "sys.addaudithook":
+            self._refuse_hook()
+        frame_getter = event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_GETTERS
+        walk = event in _WALK_EVENTS or frame_getter
+        if not (self.active or walk) or getattr(self._busy, "on", False):
             return
         if event not in _CALLER_EVENTS and event not in _PROCESS_EVENTS and event not in ("open", "os.listdir",
                                                                                             "os.scandir"):
-            frame_getter = event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_GETTERS
             if not (frame_getter or event.startswith("os.exec") or event.startswith("os.spawn")):
                 return
         self._busy.on = True
+        refuse = False
         try:
-            self._classify(event, args)
+            refuse = self._classify(event, args, walk)
         except Exception:  # noqa: BLE001 — the hook must never break the candidate or the harness
             pass
         finally:
             self._busy.on = False
+        if refuse:
+            raise WalkRefused(f"kforge: {event} refused: the candidate's code may not reach the harness's objects")
+
+    def _refuse_hook(self) -> None:
+        """Another audit hook would run on every later event — after the verdict too, when nothing checks what
+        it does (the result is still a dict then). Only the candidate adds one while the harness runs: it is
+        refused (a RuntimeError from an existing hook stops the new one being added) and recorded."""
+        if not self.candidate_files or getattr(self._busy, "on", False):
+            return
+        where = None
+        self._busy.on = True
+        try:
+            frame = sys._getframe(2)
+        finally:
+            self._busy.on = False
+        while frame is not None and where is None:
+            if os.path.abspath(frame.f_code.co_filename) in self.candidate_files:
+                where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+            frame = frame.f_back
+        if where is None:
+            return
+        self.events.append(AuditEvent("tamper", "sys.addaudithook", where, "an audit hook of its own (refused)"))
+        raise RuntimeError("kforge: audit hooks cannot be added while a candidate is judged")
 
     def _caller(self) -> tuple[str | None, bool, bool]:
         """(nearest candidate frame as file:line, whether the candidate made the call itself, torch builder).
@@ -550,7 +624,13 @@ class AuditMonitor:
             depth += 1
         return where, immediate, builder
 
-    def _classify(self, event: str, args: tuple) -> None:
+    def _classify(self, event: str, args: tuple, walk: bool = False) -> bool:
+        """Records the event when it is the candidate's; returns whether it must be refused: a walk over frames or
+        the collector's objects made by the candidate itself — refused while the harness runs and after, when
+        the verdict is decided and nothing would record it."""
+        if walk and not self.active:
+            where, immediate, builder = self._caller()
+            return bool(where and immediate and not builder)
         if event in ("open", "os.listdir", "os.scandir"):
             path = str(args[0]) if args else ""
             if not any(path.startswith(p) for p in _SENSITIVE_PATHS):
@@ -558,31 +638,33 @@ class AuditMonitor:
             where, _, builder = self._caller()
             if where and not builder:
                 self.events.append(AuditEvent("tamper", event, where, path))
-            return
+            return False
         where, immediate, builder = self._caller()
         if where is None or builder:
-            return
+            return False
         if event in _PROCESS_EVENTS or event.startswith(("os.exec", "os.spawn")):
             self.events.append(AuditEvent("evasion", event, where, _short(args)))
-            return
+            return False
         if not immediate:
-            return  # torch, warnings, dataclasses... walk frames and compile code on the candidate's behalf
+            return False  # torch, warnings, dataclasses... walk frames and compile code on the candidate's behalf
         if event == "object.__getattr__":
             self.events.append(AuditEvent("tamper", "frame access", where, f".{args[1]} (a stack frame: its f_back "
-                                          "chain reaches the harness's frames and locals)"))
-            return
+                                          "chain reaches the harness's frames and locals; refused)"))
+            return True
         if event == "exec":
             code = args[0] if args else None
             if not str(getattr(code, "co_filename", "")).startswith("<"):
-                return  # executing a module being imported, not a string
+                return False  # executing a module being imported, not a string
         if event == "compile" and len(args) > 1 and not str(args[1]).startswith("<"):
-            return
+            return False
         if event in ("object.__setattr__", "object.__delattr__"):
             target = args[0] if args else None
             owner = target.__name__ if isinstance(target, ModuleType) else getattr(target, "__module__", "")
             if not isinstance(target, (type, ModuleType)) or not _important_module(str(owner)):
-                return  # the candidate's own classes may set their own attributes
-        self.events.append(AuditEvent(_CALLER_EVENTS[event], event, where, _short(args)))
+                return False  # the candidate's own classes may set their own attributes
+        detail = _short(args) + (" (refused)" if walk else "")
+        self.events.append(AuditEvent(_CALLER_EVENTS[event], event, where, detail))
+        return walk
 
 
 def _frame_helper(frame: Any) -> bool:

@@ -119,7 +119,8 @@ class Verifier:
         self.audit.watch(self.candidate_path)
         self.audit.active = True
         _warm_thread_pools(self.device)
-        self.snapshot = IntegritySnapshot.take(problem=problem, allow_tf32=self.allow_tf32)
+        self.snapshot = IntegritySnapshot.take(problem=problem, allow_tf32=self.allow_tf32,
+                                               files=(self.problem_path, self.candidate_path))
         self.threads_before = ThreadCount.now()
         self.native_before = native_threads()
 
@@ -191,7 +192,7 @@ class Verifier:
                     self.checks.append(item)
             # The fingerprint after every group: a patch made for one group and undone before the next
             # snapshot has a window of one group, not the whole stage.
-            self._stage_integrity(f"the {name} checks")
+            self._stage_integrity(f"the {name} checks", thorough=ran + 1 == len(groups))
             # What the group's copies left cached in this process's allocator goes back to the device: the
             # reference process allocates on the same GPU for the timing, and memory cached here is not free there
             # (a 6.4 GB problem's checks left 55 GiB reserved and nothing allocated, and the timing ran out).
@@ -201,9 +202,14 @@ class Verifier:
         if not ran:
             self._stage_integrity("runtime checks")
 
+    def after_failed_stage(self, verdict: str) -> None:
+        """The fingerprint and the audit record after a stage that failed (an import that raised included)."""
+        if self.snapshot is not None:
+            self._stage_integrity(f"the stage that failed ({verdict})")
+
     def before_timing(self) -> None:
         """The fingerprint right before the timed batch (after_timing takes it right after)."""
-        self._stage_integrity("verification, before timing")
+        self._stage_integrity("verification, before timing", thorough=False)
 
     def after_timing(self, cand_median_ms: float | None, gpu_name: str | None, ref: nn.Module | None = None,
                      make_inputs: Callable[[int], list[Any]] | None = None) -> None:
@@ -242,13 +248,13 @@ class Verifier:
             self.audit.active = False
 
     # ---------------------------------------------------------------------------------------- internals
-    def _stage_integrity(self, stage: str) -> None:
+    def _stage_integrity(self, stage: str, thorough: bool = True) -> None:
         ctx = self.context or context.VerifyContext(
             ref=nn.Identity(), cand=nn.Identity(), make_inputs=lambda s: [], device=self.device, atol=0, rtol=0,
             scan=self.scan or ScanReport("", frozenset()), extensions=self.extensions, audit=self.audit,
             snapshot=self.snapshot, threads_before=self.threads_before,
         )
-        self.checks.extend(harness_checks.check_integrity(ctx, stage))
+        self.checks.extend(harness_checks.check_integrity(ctx, stage, thorough))
 
     def _crashed(self, name: str, exc: BaseException) -> CheckResult:
         frames = traceback.extract_tb(exc.__traceback__)

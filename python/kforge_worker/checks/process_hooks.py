@@ -1,0 +1,152 @@
+"""Ways to change what the harness or the reference runs without replacing any function the snapshot watches.
+
+- The import machinery: a finder on ``sys.meta_path`` (or a path hook) runs whenever the worker imports a module
+  later — on its way out too, after the verdict is decided, where it can rewrite the result. One that is not an
+  installed library's is taken out when it is seen, so it cannot run again.
+- The operator dispatcher: a kernel registered over an ``aten`` operator (``torch.library``, or
+  ``TORCH_LIBRARY_IMPL`` from an extension) runs inside the worker's copy of the reference, which the runtime
+  checks compare with — make it agree with the candidate at shapes the trials never use and those checks are
+  blind. A candidate's own operators (its own namespace) are not watched.
+- Files: the harness's sources, the problem and the candidate file, and importable entries of every ``sys.path``
+  directory. The clean reference process imports from the same tree after the candidate's import, and every later
+  run imports it too. Identity and change time (``st_ino``, ``st_ctime_ns``: a write or a rename sets it, and no
+  call can set it back) rather than content, so a file written and restored is still seen.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from typing import Any
+
+import torch
+
+# Dispatch keys whose kernels compute values for dense CPU/CUDA tensors (or decide which kernel does). Meta and
+# fake-tensor registrations, which torch adds lazily as its own modules load, never compute a value.
+_COMPUTING_KEYS = ("CPU", "CUDA", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                   "CompositeExplicitAutogradNonFunctional", "Autograd[alias]", "AutogradCPU", "AutogradCUDA",
+                   "AutogradOther", "ADInplaceOrView", "BackendSelect", "AutocastCPU", "AutocastCUDA",
+                   "Python", "PythonDispatcher", "PreDispatch")
+_IMPORTABLE = (".py", ".pth", ".pyc", ".so", ".pyd")
+_HARNESS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_INSTALLED = tuple(dict.fromkeys(os.path.abspath(sysconfig.get_paths()[k]) + os.sep
+                                 for k in ("stdlib", "platstdlib", "purelib", "platlib")))
+
+
+def import_machinery() -> dict[str, tuple[Any, ...]]:
+    return {"sys.meta_path": tuple(sys.meta_path), "sys.path_hooks": tuple(sys.path_hooks)}
+
+
+def restore_import_machinery(before: dict[str, tuple[Any, ...]]) -> list[str]:
+    """Takes out the finders and path hooks added since the snapshot whose code is not an installed library's
+    (a library imported by the candidate may add its own: setuptools' distutils finder, six's importer) and
+    names them. The candidate's folder joining sys.path is the harness's own doing; sys.path is not watched."""
+    changes = []
+    for name, entries in before.items():
+        live = getattr(sys, name.split(".", 1)[1])
+        foreign = [x for x in live if not any(x is e for e in entries) and not _installed(x)]
+        if foreign:
+            changes.append(f"{name} gained {', '.join(_name(x) for x in foreign[:3])} (taken out again)")
+            live[:] = [x for x in live if not any(x is f for f in foreign)]
+    return changes
+
+
+def _installed(entry: Any) -> bool:
+    """Whether the entry's code lives in the standard library or an installed package."""
+    code = getattr(entry, "__code__", None)
+    if code is not None:
+        path = code.co_filename
+    else:
+        owner = entry if isinstance(entry, type) else type(entry)
+        path = getattr(sys.modules.get(owner.__module__), "__file__", None) or ""
+    return bool(path) and os.path.abspath(path).startswith(_INSTALLED)
+
+
+def _name(entry: Any) -> str:
+    return getattr(entry, "__qualname__", None) or type(entry).__qualname__
+
+
+def dispatcher_fingerprint() -> dict[str, str]:
+    """Each aten operator's kernels for the computing keys, as the dispatcher describes them."""
+    out: dict[str, str] = {}
+    for op in torch._C._dispatch_get_all_op_names():
+        if not op.startswith("aten::"):
+            continue
+        lines = [line for line in torch._C._dispatch_dump(op).splitlines()
+                 if line.split(":", 1)[0].split(" (", 1)[0] in _COMPUTING_KEYS]
+        out[op] = "\n".join(lines)
+    return out
+
+
+def dispatcher_changes(before: dict[str, str]) -> list[str]:
+    now = dispatcher_fingerprint()
+    changes = []
+    for op, kernels in before.items():
+        after = now.get(op)
+        if after is not None and after != kernels:
+            new = [line for line in after.splitlines() if line not in kernels.splitlines()]
+            where = new[0].split(": registered at ", 1)[-1].split(" :: ")[0] if new else "?"
+            key = new[0].split(":", 1)[0] if new else "?"
+            changes.append(f"a kernel was registered over {op} for {key} (at {where}): the worker's copy of the "
+                           "reference would run it")
+    return changes
+
+
+def watched_files(paths: tuple[str, ...] = ()) -> dict[str, tuple[int, int, int] | None]:
+    """(inode, change time, size) of the harness's sources, the given files and every importable entry of every
+    sys.path directory (a new module there shadows one imported later, a new .pth runs at the next start)."""
+    out: dict[str, tuple[int, int, int] | None] = {}
+    for root, dirs, files in os.walk(_HARNESS_ROOT):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+        for name in files:
+            if name.endswith(".py"):
+                out[os.path.join(root, name)] = _stat(os.path.join(root, name))
+    for path in paths:
+        out[os.path.abspath(path)] = _stat(path)
+    # the problem's and the candidate's folders join sys.path when they are imported (sibling imports)
+    for entry in dict.fromkeys(list(sys.path) + [os.path.dirname(os.path.abspath(p)) for p in paths]):
+        directory = os.path.abspath(entry or os.getcwd())
+        if not os.path.isdir(directory) or directory.startswith(_HARNESS_ROOT + os.sep):
+            continue
+        try:
+            with os.scandir(directory) as it:
+                names = [e.name for e in it if e.name.endswith(_IMPORTABLE) or _package(e)]
+        except OSError:
+            continue
+        for name in names:
+            out[os.path.join(directory, name)] = _stat(os.path.join(directory, name))
+    return out
+
+
+def _package(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir() and not entry.name.startswith((".", "__pycache__"))
+    except OSError:
+        return False
+
+
+def _stat(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if os.path.isdir(path):  # a package: its own change time moves whenever Python caches bytecode inside it
+        return st.st_ino, 0, 0
+    return st.st_ino, st.st_ctime_ns, st.st_size
+
+
+def file_changes(before: dict[str, tuple[int, int, int] | None], paths: tuple[str, ...] = ()) -> list[str]:
+    now = watched_files(paths)
+    changes = []
+    for path in sorted(before.keys() | now.keys()):
+        was, is_ = before.get(path), now.get(path)
+        if was == is_:
+            continue
+        if was is None:
+            changes.append(f"{path} was created")
+        elif is_ is None:
+            changes.append(f"{path} was removed")
+        else:
+            changes.append(f"{path} was written")
+    return changes
