@@ -215,8 +215,11 @@ class Importer:
         return own
 
     def forget(self, prefix: str) -> None:
-        """Unmaps CUDA allocations the reference process is about to free (its outputs of one call)."""
+        """Unmaps what the reference process is about to free or replace: CUDA allocations (its outputs of one
+        call) and files. A file it unlinks and writes again under the same name is a new file; a mapping kept by
+        name would go on reading the old one's last contents."""
         self.cuda = {k: v for k, v in self.cuda.items() if not k[1].startswith(prefix)}
+        self.files = {k: v for k, v in self.files.items() if not os.path.basename(k[0]).startswith(prefix)}
 
 
 def encode_values(values: list[Any], exporter: Exporter, prefix: str, staging: bool = True) -> list[dict[str, Any]]:

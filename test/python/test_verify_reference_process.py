@@ -213,6 +213,23 @@ def test_release_frees_the_trials_staging_and_later_trials_still_work(cache_dir:
         ref.close()
 
 
+def test_after_release_a_trial_reads_the_new_files_not_the_unlinked_ones(cache_dir: str) -> None:
+    """release() unlinks the staging files and the next trial writes new ones under the same names: a mapping kept
+    by name read the old files' last contents (the isolation probe compared the last trial's data again)."""
+    ref = ReferenceProcess({"problemPath": problem("tiny_linear"), "device": "cpu", "dtype": None, "seed": 3,
+                            "allowTf32": False, "fp64": True})
+    try:
+        first, _, _ = ref.trial(11)
+        first = first[0].clone()
+        ref.release()
+        later, outs, _ = ref.trial(12)
+        assert not torch.equal(later[0], first)
+        again, outs_again, _ = ref.trial(12)
+        assert torch.equal(later[0], again[0]) and torch.equal(outs[0], outs_again[0])
+    finally:
+        ref.close()
+
+
 def test_a_problem_that_fails_to_build_in_the_reference_process_is_the_problems(cache_dir: str, tmp_path) -> None:
     broken = _problem_file(tmp_path / "init_fails.py", forward="return x", init="raise ValueError('no init for you')")
     result, _ = evaluate(_request(str(broken), candidate("linear_correct"), cache_dir, True))

@@ -214,6 +214,21 @@ def preserved_state(*models: nn.Module) -> Iterator[None]:
                     sub.training = modes[name]
 
 
+def buffer_snapshot(model: nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of every buffer (running statistics, counters, EMAs): what a forward may change besides its output."""
+    return {name: b.detach().clone() for name, b in model.named_buffers() if isinstance(b, torch.Tensor)}
+
+
+def restore_buffers(model: nn.Module, snapshot: dict[str, torch.Tensor]) -> None:
+    """Writes a buffer_snapshot back in place (buffers replaced or reshaped since are left as they are)."""
+    current = dict(model.named_buffers())
+    with torch.no_grad():
+        for name, saved in snapshot.items():
+            b = current.get(name)
+            if isinstance(b, torch.Tensor) and b.shape == saved.shape and b.dtype == saved.dtype:
+                b.copy_(saved)
+
+
 def _storage_span(t: torch.Tensor) -> tuple[int, int] | None:
     try:
         storage = t.untyped_storage()

@@ -10,12 +10,14 @@ import torch
 
 from .context import (
     bitwise_equal,
+    buffer_snapshot,
     clone_inputs,
     compare,
     detached_copy,
     has_dropout,
     Inputs,
     preserved_state,
+    restore_buffers,
     run,
     sync,
     tensors,
@@ -34,12 +36,22 @@ def check_replay(ctx: VerifyContext) -> list[CheckResult]:
     has seen; that call's output is the one a replay keyed by the storage would give back."""
     a = ctx.make_inputs(ctx.seed())
     b = ctx.make_inputs(ctx.seed())
-    ref_a = run(ctx.ref, clone_inputs(a))
-    ref_b = run(ctx.ref, clone_inputs(b))
+
+    # Every call starts from the buffers both models had before this check: a forward that updates buffers its
+    # output reads (an EMA, a step count) answers the same inputs differently on its next call, the reference's
+    # too. Caches outside the buffers (attributes, C++ statics) are not reset, so replays still show.
+    start = {id(m): buffer_snapshot(m) for m in (ctx.ref, ctx.cand)}
+
+    def from_start(model: Any, inputs: Inputs) -> Any:
+        restore_buffers(model, start[id(model)])
+        return detached_copy(run(model, inputs))
+
+    ref_a = from_start(ctx.ref, clone_inputs(a))
+    ref_b = from_start(ctx.ref, clone_inputs(b))
     refs_differ = not bitwise_equal(ref_a, ref_b)
     del ref_a
-    out_a = detached_copy(run(ctx.cand, clone_inputs(a)))
-    out_a_twice = detached_copy(run(ctx.cand, a))
+    out_a = from_start(ctx.cand, clone_inputs(a))
+    out_a_twice = from_start(ctx.cand, a)
     sync(ctx.device)
     determinism = None if has_dropout(ctx.ref) else compare(out_a_twice, out_a, ctx.atol, ctx.rtol)
     replays, wrong = [], []
@@ -58,12 +70,12 @@ def check_replay(ctx: VerifyContext) -> list[CheckResult]:
     for x, y in zip(a, b):
         if isinstance(x, torch.Tensor) and x.shape == y.shape:
             x.copy_(y)
-    out = detached_copy(run(ctx.cand, a))
+    out = from_start(ctx.cand, a)
     del a
     sync(ctx.device)
     judge("same storage", out, out_a_twice)
     del out, out_a_twice
-    out = detached_copy(run(ctx.cand, clone_inputs(b)))
+    out = from_start(ctx.cand, clone_inputs(b))
     sync(ctx.device)
     judge("new storage", out, out_a)
     del out
@@ -76,6 +88,8 @@ def check_replay(ctx: VerifyContext) -> list[CheckResult]:
     else:
         results.append(passed("replay_cache", "fresh inputs (same storage and new storage) give fresh, correct "
                                               "outputs"))
+    for m in (ctx.ref, ctx.cand):
+        restore_buffers(m, start[id(m)])
     if determinism is None:
         results.append(skipped("determinism", "the model has active dropout", "incorrect"))
     elif determinism.ok:
