@@ -16,7 +16,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         rows, cols = x.shape[0], self.gemm.out_features
         if self._slab is None or self._slab.shape[1:] != (rows, cols):
-            self._slab = torch.empty(8, rows, cols)
+            self._slab = torch.empty(8, rows, cols, device=x.device, dtype=x.dtype)
         out = self._slab[self._slot % 8]
         self._slot += 1
         torch.addmm(self.gemm.bias, x, self.gemm.weight.t(), out=out)
