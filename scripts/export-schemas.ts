@@ -3,13 +3,23 @@
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
+import { OptimizeBenchRequest, OptimizeBenchResult } from "../src/optimize/bench-protocol.ts";
 import { Graph } from "../src/optimize/graph.ts";
 import { REPO_ROOT } from "../src/paths.ts";
 import { RayDriverMessage } from "../src/suite/ray-protocol.ts";
 import { EvalRequest, EvalResult, ProbeResult, WorkerMessage } from "../src/worker/protocol.ts";
 
 const OUT_DIR = join(REPO_ROOT, "python", "kforge_worker", "schemas");
-const SCHEMAS = { EvalRequest, EvalResult, ProbeResult, WorkerMessage, Graph, RayDriverMessage };
+const SCHEMAS = {
+  EvalRequest,
+  EvalResult,
+  ProbeResult,
+  WorkerMessage,
+  Graph,
+  RayDriverMessage,
+  OptimizeBenchRequest,
+  OptimizeBenchResult,
+};
 
 const check = process.argv.includes("--check");
 let stale = 0;

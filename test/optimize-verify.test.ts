@@ -8,12 +8,14 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { evaluate } from "../src/eval.ts";
 import {
+  describeBenchTime,
   losingRegions,
   type OptimizeOptions,
   OptimizeResult,
   optimizeProblem,
   reusableResult,
   runBench,
+  startBenchAhead,
 } from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
 
@@ -49,6 +51,25 @@ test("a region ships only when it beats PyTorch's ops by the margin; a tie or an
   assert.deepEqual([...losingRegions(timings, 0)], []);
 });
 
+test("a problem's bench time is summed by phase over its requests, startup once per process", () => {
+  const phases = (startup: number | null, compile: number, timing: number) => ({
+    startup,
+    problemImport: 0,
+    candidateImport: 0.01,
+    modelBuild: 0,
+    firstCall: 0,
+    compile,
+    warmup: 0,
+    timing,
+    regions: 0,
+  });
+  const line = describeBenchTime([
+    { kind: "regions+file", wall: 5, reused: false, phases: phases(2, 2.5, 0.3) },
+    { kind: "file", wall: 0.5, reused: true, phases: phases(null, 0, 0.4) },
+  ]);
+  assert.equal(line, "bench 5.5 s, 2 request(s) in 1 process(es): startup 2.0, compile 2.5, timing 0.7");
+});
+
 test("optimize --device cpu verifies the emitted file and times it against eager", {
   timeout: 300_000,
 }, async () => {
@@ -64,6 +85,12 @@ test("optimize --device cpu verifies the emitted file and times it against eager
     "every region was timed",
   );
   assert.ok(result.eval?.checks.some((c) => c.name === "banned_ops"));
+  // Every bench of the problem (regions, re-timings, the final comparison) went to one process.
+  const runs = result.seconds.benchRuns ?? [];
+  assert.ok(runs[0]?.phases?.startup !== null && runs[0]?.kind === "regions+file");
+  assert.equal(runs.filter((r) => !r.reused).length, 1, JSON.stringify(runs));
+  const totals = result.seconds.benchPhases;
+  assert.ok(totals && totals.startup > 0 && totals.timing > 0);
   // --resume keeps this result only while the problem, the emitted file and the settings are unchanged.
   const output = join(dir, "new.py");
   assert.equal(reusableResult(result, problem.path, output, options(dir)), result);
@@ -265,4 +292,29 @@ test("a file verified as first timed needs no second bench; a warm-up in flight 
   assert.equal(calls.length, 1, "the region bench's whole-file timing is the final one");
   assert.deepEqual(calls[0], { regions: result.regions.length, compile: true, warmed: true });
   assert.equal(result.speedup, 2);
+});
+
+test("a bench worker started ahead has the reference compiled when the problem's turn comes", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const opts = options(dir, { compileBaseline: true });
+  let evaluations = 0;
+  const result = await optimizeProblem(problem, join(dir, "new.py"), {
+    ...opts,
+    benchAhead: startBenchAhead(problem, opts),
+    onEvaluate: () => {
+      evaluations += 1;
+    },
+  });
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.equal(evaluations, 1);
+  const [prepare, first, ...rest] = result.seconds.benchRuns ?? [];
+  assert.equal(prepare?.kind, "prepare");
+  assert.ok((prepare?.phases?.compile ?? 0) > 0, "torch.compile ran in the worker started ahead");
+  assert.equal(first?.kind, "regions+file");
+  assert.equal(first?.reused, true);
+  assert.equal(first?.phases?.compile, 0, "and not again in the bench");
+  assert.ok(rest.every((run) => run.reused));
+  assert.ok(result.compiledMs !== null);
 });

@@ -27,6 +27,8 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out-dir", metavar="DIR", help="with --capture-batch: where the graphs go")
     parser.add_argument("--bench-optimize", metavar="FILE",
                         help="time eager / torch.compile / ModelNew and each fused region (OptimizeBenchRequest in FILE)")
+    parser.add_argument("--bench-optimize-serve", action="store_true",
+                        help="serve --bench-optimize requests, one JSON line each on stdin, a result line each on stdout")
     parser.add_argument("--warm-compile", metavar="FILE",
                         help="run torch.compile(reference) once so inductor's caches hold it (WarmCompileRequest in FILE)")
     parser.add_argument("--build", metavar="FILE", help="compile an emitted ModelNew's extension (with --cache-dir)")
@@ -103,6 +105,10 @@ def main(argv: list[str]) -> int:
         from .optimize_bench import main as bench_main
 
         return bench_main(args.bench_optimize)
+    if args.bench_optimize_serve:
+        from .optimize_bench import serve
+
+        return serve()
     if args.warm_compile:
         from .optimize_bench import main as bench_main
 

@@ -11,12 +11,16 @@ Request and result are OptimizeBenchRequest / OptimizeBenchResult (src/optimize/
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import math
+import os
 import statistics
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 from .loading import import_path
@@ -45,6 +49,8 @@ def _median_rotating(clock: Clock, fns: dict[str, Any], iters: int) -> dict[str,
 def _region_timings(cand: Any, cand_module: Any, inputs: list[Any], ids: list[str], clock: Any, iters: int) -> list[dict]:
     import torch
 
+    if not ids:
+        return []
     recorded: dict[str, tuple] = {}
     originals = {}
     for rid in ids:
@@ -67,10 +73,11 @@ def _region_timings(cand: Any, cand_module: Any, inputs: list[Any], ids: list[st
     out = []
     for rid in ids:
         if rid not in recorded or disabled is None:
-            out.append({"id": rid, "kernelMs": None, "torchMs": None,
+            out.append({"id": rid, "kernelMs": None, "torchMs": None, "seconds": 0.0,
                         "note": "not called on the problem's inputs" if rid not in recorded else "no _KF_DISABLED switch"})
             continue
         method, args = originals[rid], recorded[rid]
+        started = time.perf_counter()
 
         def kernel(m=method, a=args):
             with torch.no_grad():
@@ -87,39 +94,144 @@ def _region_timings(cand: Any, cand_module: Any, inputs: list[Any], ids: list[st
         try:
             kernel(), reference()
             times = _median_rotating(clock, {"kernel": kernel, "torch": reference}, iters)
-            out.append({"id": rid, "kernelMs": times["kernel"], "torchMs": times["torch"], "note": None})
+            out.append({"id": rid, "kernelMs": times["kernel"], "torchMs": times["torch"], "note": None,
+                        "seconds": time.perf_counter() - started})
         except Exception as exc:  # noqa: BLE001 — reported per region, the rest still timed
-            out.append({"id": rid, "kernelMs": None, "torchMs": None, "note": f"{type(exc).__name__}: {exc}"[:300]})
+            out.append({"id": rid, "kernelMs": None, "torchMs": None, "note": f"{type(exc).__name__}: {exc}"[:300],
+                        "seconds": time.perf_counter() - started})
     return out
 
 
-def bench(request: dict[str, Any]) -> dict[str, Any]:
+# A timed round (one call of each model) of a slow forward needs fewer rounds for a stable median: rounds are
+# capped so the rotating timing takes about TIMING_BUDGET_S, never fewer than MIN_ITERS. Forwards under
+# ~13 ms a model (every GPU problem so far) keep the requested count.
+TIMING_BUDGET_S = 2.0
+MIN_ITERS = 20
+
+
+def scaled_iters(requested: int, round_seconds: float) -> int:
+    """The request's iterations, capped to TIMING_BUDGET_S of rounds of `round_seconds` (MIN_ITERS at least)."""
+    if round_seconds <= 0:
+        return requested
+    return max(min(requested, MIN_ITERS), min(requested, math.ceil(TIMING_BUDGET_S / round_seconds)))
+
+
+class Phases:
+    """Wall seconds per named step (BenchPhases); a step not run stays 0."""
+
+    NAMES = ("problemImport", "candidateImport", "modelBuild", "firstCall", "compile", "warmup", "timing", "regions")
+
+    def __init__(self, startup: float | None) -> None:
+        self.seconds: dict[str, float | None] = {"startup": startup, **{name: 0.0 for name in self.NAMES}}
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = (self.seconds[name] or 0.0) + time.perf_counter() - started
+
+
+class ProblemState:
+    """What a served process keeps between requests for one problem: the reference, its weights as built,
+    its inputs and torch.compile(reference) once made — the candidate changes, these do not."""
+
+    def __init__(self, problem_path: str, device: Any) -> None:
+        self.problem_path = problem_path
+        self.device = device
+        self.problem: Any = None
+        self.init: Any = None
+        self.ref: Any = None
+        self.initial_state: dict[str, Any] | None = None
+        self.inputs: list[Any] = []
+        self.clock: Clock | None = None
+        self.compiled: Any = None
+        self.compile_seconds: float | None = None
+        self.compile_error: str | None = None
+
+    def matches(self, request: dict[str, Any]) -> bool:
+        return self.problem_path == request["problemPath"] and self.device.type == request["device"]
+
+    def load(self, phases: Phases) -> None:
+        import torch
+
+        if self.problem is None:
+            with phases.step("problemImport"):
+                self.problem = import_path(self.problem_path, "problem")
+        if self.ref is None:
+            with phases.step("modelBuild"):
+                self.init = self.problem.get_init_inputs()
+                torch.manual_seed(0)
+                self.ref = self.problem.Model(*self.init).to(self.device)
+                # Each candidate starts from the weights as built, not as earlier forwards left them (running
+                # statistics of a BatchNorm in training mode).
+                self.initial_state = {k: v.clone() for k, v in self.ref.state_dict().items()}
+                self.inputs = _inputs(self.problem, self.device)
+                self.clock = clock_for(self.device)
+
+    def compile(self, phases: Phases) -> None:
+        """torch.compile(reference) and its first call, once per process; a failure is kept and reported."""
+        import torch
+
+        if self.compiled is not None or self.compile_error is not None:
+            return
+        with phases.step("compile"):
+            compiled_model = torch.compile(copy.deepcopy(self.ref))
+            inputs = self.inputs
+
+            def compiled():
+                with torch.no_grad():
+                    return compiled_model(*inputs)
+
+            start = time.perf_counter()
+            try:
+                compiled()
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+                self.compile_seconds = time.perf_counter() - start
+                self.compiled = compiled
+            except Exception as exc:  # noqa: BLE001 — torch.compile failing is a fact to report, not ours
+                self.compile_error = (f"torch.compile failed: {type(exc).__name__}: "
+                                      f"{str(exc).splitlines()[0][:200]}")
+
+
+def bench(request: dict[str, Any], state: ProblemState | None = None, startup: float | None = None) -> dict[str, Any]:
+    """One bench request; `state` carries the problem's models between requests of a served process (a fresh
+    one when absent or for another problem)."""
     import torch
 
     device = torch.device(request["device"])
+    phases = Phases(startup)
     result: dict[str, Any] = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
                               "eagerMs": None, "compiledMs": None, "oursMs": None, "compileSeconds": None,
-                              "regions": [], "error": None}
+                              "regions": [], "error": None, "phases": phases.seconds}
     try:
-        import os
-
         from .compile_capture import extension_dir
+        from .environment import ensure_tools_on_path
 
+        ensure_tools_on_path()  # the eval worker's ninja: another one writes another build log and it rebuilds
+        if state is None or not state.matches(request):
+            state = ProblemState(request["problemPath"], device)
+        state.load(phases)
+        if request["candidatePath"] is None:  # a worker started ahead of its problem's turn: nothing to time yet
+            if request.get("compileBaseline", True):
+                state.compile(phases)
+                result["compileSeconds"] = state.compile_seconds
+                result["error"] = state.compile_error
+            return result
         with open(request["candidatePath"], "rb") as f:
             source = f.read()
         os.environ["TORCH_EXTENSIONS_DIR"] = extension_dir(request["cacheDir"], source, torch.__version__,
                                                            torch.version.cuda)
-        problem = import_path(request["problemPath"], "problem")
-        cand_module = import_path(request["candidatePath"], "candidate")
-        init = problem.get_init_inputs()
-        torch.manual_seed(0)
-        ref = problem.Model(*init).to(device)
-        torch.manual_seed(0)
-        cand = cand_module.ModelNew(*init).to(device)
-        cand.load_state_dict(ref.state_dict())
-        inputs = _inputs(problem, device)
-        clock = clock_for(device)
-        iters = int(request["iters"])
+        with phases.step("candidateImport"):
+            cand_module = import_path(request["candidatePath"], "candidate")
+        with phases.step("modelBuild"):
+            torch.manual_seed(0)
+            cand = cand_module.ModelNew(*state.init).to(device)
+            cand.load_state_dict(state.initial_state)
+        ref, inputs, clock = state.ref, state.inputs, state.clock
+        assert clock is not None
         fns: dict[str, Any] = {}
 
         def eager():
@@ -130,34 +242,39 @@ def bench(request: dict[str, Any]) -> dict[str, Any]:
             with torch.no_grad():
                 return cand(*inputs)
 
-        fns["eager"] = eager
-        ours()  # builds the extension (cached on disk) before anything is timed
-        if request.get("compileBaseline", True):
-            compiled_model = torch.compile(copy.deepcopy(ref))
-
-            def compiled():
-                with torch.no_grad():
-                    return compiled_model(*inputs)
-
-            start = time.perf_counter()
-            try:
-                compiled()
+        with phases.step("firstCall"):
+            ours()  # loads the extension (built on disk when missing) before anything is timed
+            build_all = getattr(cand_module, "_kf_build_all", None)
+            if build_all is not None and device.type == "cuda":
+                build_all()  # regions not called on these inputs too: the eval that follows finds them built
+        if request.get("timeFile", True):
+            fns["eager"] = eager
+            if request.get("compileBaseline", True):
+                state.compile(phases)
+                result["compileSeconds"] = state.compile_seconds
+                if state.compiled is not None:
+                    fns["compiled"] = state.compiled
+                else:
+                    result["error"] = state.compile_error
+            fns["ours"] = ours
+            with phases.step("warmup"):
+                started = time.perf_counter()
+                for fn in fns.values():
+                    for _ in range(3):
+                        fn()
                 if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                result["compileSeconds"] = time.perf_counter() - start
-                fns["compiled"] = compiled
-            except Exception as exc:  # noqa: BLE001 — torch.compile failing is a fact to report, not ours
-                result["error"] = f"torch.compile failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
-        fns["ours"] = ours
-        for fn in fns.values():  # warm-up
-            for _ in range(3):
-                fn()
-        times = _median_rotating(clock, fns, iters)
-        result["eagerMs"] = times.get("eager")
-        result["compiledMs"] = times.get("compiled")
-        result["oursMs"] = times.get("ours")
-        result["regions"] = _region_timings(cand, cand_module, inputs, list(request.get("regions", [])), clock,
-                                            max(10, iters // 2))
+                    torch.cuda.synchronize(device)  # the rounds' device time, not their launch time
+                round_seconds = (time.perf_counter() - started) / 3
+            iters = scaled_iters(int(request["iters"]), round_seconds)
+            result["iters"] = iters
+            with phases.step("timing"):
+                times = _median_rotating(clock, fns, iters)
+            result["eagerMs"] = times.get("eager")
+            result["compiledMs"] = times.get("compiled")
+            result["oursMs"] = times.get("ours")
+        with phases.step("regions"):
+            result["regions"] = _region_timings(cand, cand_module, inputs, list(request.get("regions", [])), clock,
+                                                max(10, int(request["iters"]) // 2))
     except Exception as exc:  # noqa: BLE001 — the result line must go out
         tail = traceback.format_exc().strip().splitlines()[-3:]
         result["error"] = f"{type(exc).__name__}: {exc}"[:400] + " | " + " / ".join(tail)[:400]
@@ -188,10 +305,51 @@ def warm_compile(request: dict[str, Any]) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - started, "error": None}
 
 
+def _startup_seconds(request: dict[str, Any]) -> float | None:
+    """Seconds from the CLI's spawn (request.spawnedAt, epoch ms) to now: the interpreter and torch's import."""
+    spawned = request.get("spawnedAt")
+    return None if spawned is None else max(0.0, time.time() - spawned / 1000)
+
+
 def main(path: str, mode: str = "bench") -> int:
     with open(path, encoding="utf-8") as f:
         request = json.load(f)
-    result = warm_compile(request) if mode == "warm-compile" else bench(request)
+    if mode == "warm-compile":
+        result = warm_compile(request)
+    else:
+        import torch  # noqa: F401 — the startup phase ends here, as in serve()
+
+        result = bench(request, startup=_startup_seconds(request))
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
+    return 0
+
+
+def serve(stdin: Any = None, out_fd: int | None = None) -> int:
+    """``--bench-optimize-serve``: one OptimizeBenchRequest per stdin line, one OptimizeBenchResult per line on
+    the original stdout (a problem's or an extension build's prints go to stderr), until stdin closes. The
+    problem's reference, inputs and torch.compile(reference) are kept between requests for the same problem."""
+    stdin = stdin if stdin is not None else sys.stdin
+    if out_fd is None:
+        sys.stdout.flush()
+        out_fd = os.dup(1)
+        os.dup2(2, 1)
+    import torch  # noqa: F401 — paid once, before the first request is read
+
+    imported_at = time.time()
+    state: ProblemState | None = None
+    first = True
+    for line in stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        spawned = request.get("spawnedAt")
+        startup = (max(0.0, imported_at - spawned / 1000) if spawned is not None else None) if first else None
+        first = False
+        if state is None or not state.matches(request):
+            import torch as _torch
+
+            state = ProblemState(request["problemPath"], _torch.device(request["device"]))
+        result = bench(request, state, startup=startup)
+        os.write(out_fd, (json.dumps(result) + "\n").encode())
     return 0

@@ -9,7 +9,8 @@ import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../eval.ts";
 import type { Problem } from "../problem/problems.ts";
 import { EvalResult, Verdict } from "../worker/protocol.ts";
 import { workerEnv } from "../worker/python.ts";
-import { OptimizeBenchResult, type RegionTiming, WarmCompileResult } from "./bench-protocol.ts";
+import { BenchPhases, OptimizeBenchResult, type RegionTiming, WarmCompileResult } from "./bench-protocol.ts";
+import { BenchSession, failedBench } from "./bench-session.ts";
 import { captureProblem } from "./capture.ts";
 import { emitModelFile } from "./codegen/model-file.ts";
 import type { Graph } from "./graph.ts";
@@ -35,6 +36,52 @@ export const RegionReport = z.object({
    * PyTorch; "rejected": the file with it failed the eval, so it was left to PyTorch (see `rejected`). */
   status: z.enum(["fused", "dropped", "rejected"]),
 });
+
+/** One bench request of a problem, as the CLI saw it and as the worker broke it down. */
+export const BenchRun = z.object({
+  /** "regions+file": the first bench; "regions": a re-timing of regions; "file": a whole-file comparison;
+   * "prepare": the worker started ahead of the problem's turn (reference built and compiled; its wall is not
+   * part of `bench` unless waited for: `compileWait`). */
+  kind: z.enum(["prepare", "regions+file", "regions", "file"]),
+  /** Wall seconds from the request to its result (a new process's start included). */
+  wall: z.number(),
+  /** Whether a process already running for this problem served it (no startup, reference or compile). */
+  reused: z.boolean(),
+  phases: BenchPhases.nullable(),
+});
+export type BenchRun = z.infer<typeof BenchRun>;
+
+/** The phases of every bench request of a problem summed (startup summed over the processes started). */
+export const BenchPhaseTotals = BenchPhases.extend({ startup: z.number() });
+export type BenchPhaseTotals = z.infer<typeof BenchPhaseTotals>;
+
+export function benchPhaseTotals(runs: BenchRun[]): BenchPhaseTotals {
+  const totals: BenchPhaseTotals = {
+    startup: 0,
+    problemImport: 0,
+    candidateImport: 0,
+    modelBuild: 0,
+    firstCall: 0,
+    compile: 0,
+    warmup: 0,
+    timing: 0,
+    regions: 0,
+  };
+  for (const run of runs)
+    for (const key of Object.keys(totals) as (keyof BenchPhaseTotals)[])
+      totals[key] += run.phases?.[key] ?? 0;
+  return totals;
+}
+
+/** One log line: where a problem's bench time went (phases of at least 0.05 s). */
+export function describeBenchTime(runs: BenchRun[]): string {
+  const wall = runs.reduce((sum, run) => sum + run.wall, 0);
+  const processes = runs.filter((run) => !run.reused).length;
+  const phases = Object.entries(benchPhaseTotals(runs))
+    .filter(([, seconds]) => seconds >= 0.05)
+    .map(([name, seconds]) => `${name} ${seconds.toFixed(1)}`);
+  return `bench ${wall.toFixed(1)} s, ${runs.length} request(s) in ${processes} process(es): ${phases.join(", ") || "-"}`;
+}
 
 export const OptimizeResult = z.object({
   problem: z.string(),
@@ -62,6 +109,12 @@ export const OptimizeResult = z.object({
     bench: z.number(),
     /** torch.compile's first call in the final bench (loaded from inductor's caches when a suite warmed them). */
     compile: z.number().nullable().optional(),
+    /** Seconds the bench waited for torch.compile's warm-up running ahead (part of `bench`). */
+    compileWait: z.number().optional(),
+    /** Every bench request of the problem in order, with its phases: where `bench` went. */
+    benchRuns: z.array(BenchRun).optional(),
+    /** benchRuns' phases summed. */
+    benchPhases: BenchPhaseTotals.optional(),
   }),
   eval: EvalResult.nullable(),
   /** The eval's verdict on the file with its kernels, when it was not `correct` and the file was re-emitted
@@ -99,6 +152,11 @@ export interface OptimizeOptions {
   /** torch.compile(reference) already running ahead of the GPU loop (warmCompile): awaited before the bench
    * that compiles, so that bench loads the result instead of compiling it a second time. */
   compileWarm?: Promise<unknown>;
+  /** This problem's bench worker, started ahead of its turn (BenchSession.prepare): its benches go there. */
+  benchAhead?: BenchSession;
+  /** Called as the first eval of the problem starts: nothing is timed on the GPU while it runs (a suite starts
+   * the next problems' bench workers then). */
+  onEvaluate?: () => void;
 }
 
 function regionOps(graph: Graph, plan: Plan): Map<string, string[]> {
@@ -138,14 +196,15 @@ async function workerRequest<T>(
   }
 }
 
-export async function runBench(
+function benchRequest(
   problem: Problem,
   candidatePath: string,
   regions: string[],
   options: OptimizeOptions,
   compileBaseline: boolean,
-): Promise<OptimizeBenchResult> {
-  const request = {
+  timeFile: boolean,
+) {
+  return {
     problemPath: problem.path,
     candidatePath,
     device: options.device,
@@ -153,6 +212,22 @@ export async function runBench(
     iters: options.benchIters,
     compileBaseline,
     regions,
+    timeFile,
+  };
+}
+
+/** One bench in a process of its own (`--bench-optimize`). `timeFile` false: the regions only. */
+export async function runBench(
+  problem: Problem,
+  candidatePath: string,
+  regions: string[],
+  options: OptimizeOptions,
+  compileBaseline: boolean,
+  timeFile = true,
+): Promise<OptimizeBenchResult> {
+  const request = {
+    ...benchRequest(problem, candidatePath, regions, options, compileBaseline, timeFile),
+    spawnedAt: Date.now(),
   };
   return workerRequest(
     "--bench-optimize",
@@ -160,16 +235,27 @@ export async function runBench(
     request,
     OptimizeBenchResult,
     options,
-    (why) => ({
-      device: "",
-      eagerMs: null,
-      compiledMs: null,
-      oursMs: null,
-      compileSeconds: null,
-      regions: [],
-      error: why,
-    }),
+    failedBench,
   );
+}
+
+/** A bench worker for `problem` started now, its reference built and compiled (when the options compile) before
+ * the problem's turn comes; verifyProblem sends its benches there (options.benchAhead). */
+export function startBenchAhead(problem: Problem, options: OptimizeOptions): BenchSession {
+  const session = new BenchSession(options.python, options.timeoutSeconds, options.env);
+  session.prepare({
+    problemPath: problem.path,
+    device: options.device,
+    cacheDir: options.cacheDir,
+    compileBaseline: options.compileBaseline,
+  });
+  return session;
+}
+
+/** runBench's signature served by one process for every bench of a problem (BenchSession). */
+export function sessionBench(session: BenchSession): typeof runBench {
+  return (problem, candidatePath, regions, options, compileBaseline, timeFile = true) =>
+    session.request(benchRequest(problem, candidatePath, regions, options, compileBaseline, timeFile));
 }
 
 /** torch.compile(reference) once in its own process, so that inductor's on-disk caches hold it when the bench
@@ -268,10 +354,41 @@ export async function prebuild(prepared: Prepared, options: OptimizeOptions): Pr
 /** On the GPU: regions timed against PyTorch's ops (losers dropped and the file re-emitted), the full eval,
  * then eager / torch.compile / ours in one process. */
 export async function verifyProblem(prepared: Prepared, options: OptimizeOptions): Promise<OptimizeResult> {
+  const session = options.benchFile
+    ? null
+    : (options.benchAhead ?? new BenchSession(options.python, options.timeoutSeconds, options.env));
+  try {
+    return await verifyWithBench(prepared, options, session);
+  } finally {
+    session?.close();
+  }
+}
+
+async function verifyWithBench(
+  prepared: Prepared,
+  options: OptimizeOptions,
+  session: BenchSession | null,
+): Promise<OptimizeResult> {
   const { problem, output, graph, result } = prepared;
   let { plan } = prepared;
   const log = options.log ?? (() => {});
-  const bench = options.benchFile ?? runBench;
+  const runs: BenchRun[] = [];
+  let compileWait = 0;
+  const rawBench = options.benchFile ?? (session ? sessionBench(session) : runBench);
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile = true) => {
+    const waitStart = performance.now();
+    if (compile && timeFile) await options.compileWarm;
+    const ahead = await session?.takeAheadRun();
+    if (ahead) runs.push({ kind: "prepare", reused: false, ...ahead });
+    compileWait += (performance.now() - waitStart) / 1000;
+    const servedBefore = session?.served ?? 0;
+    const start = performance.now();
+    const run = await rawBench(p, candidate, regions, opts, compile, timeFile);
+    const kind = !timeFile ? "regions" : regions.length > 0 ? "regions+file" : "file";
+    const reused = (session?.served ?? 0) > servedBefore;
+    runs.push({ kind, wall: (performance.now() - start) / 1000, reused, phases: run.phases ?? null });
+    return run;
+  };
   const t3 = performance.now();
   const applyRegionTimings = (run: OptimizeBenchResult) => {
     for (const timing of run.regions) {
@@ -280,8 +397,9 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     }
     return losingRegions(run.regions, options.regionWinMargin);
   };
+  // The bench builds every extension of the file it times (the eval that follows finds them built).
   const timeRegions = async (ids: string[]) =>
-    applyRegionTimings(await bench(problem, output, ids, options, false));
+    applyRegionTimings(await bench(problem, output, ids, options, false, false));
   // Every region timed, before the losers left (a rejected anchored file times its losers again). The first
   // bench also times the whole file against eager and torch.compile: when that file is the one verified (no
   // region lost, the eval passed), it is the final comparison and no second bench is run.
@@ -289,7 +407,6 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   let losers = new Set<string>();
   let wholeFile: { run: OptimizeBenchResult; source: Buffer } | null = null;
   if (plan.regions.length > 0) {
-    await options.compileWarm;
     const source = readFileSync(output);
     const run = await bench(
       problem,
@@ -325,7 +442,6 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
         `${problem.name}: ${[...anchored].join(", ")} lost: ${retimed.join(", ")} timed again with a simpler anchor`,
       );
       emitTo(graph, plan, problem, output);
-      await prebuild({ ...prepared, plan }, options);
       const again = await timeRegions(retimed);
       losers = new Set([...losers].filter((id) => !retimed.includes(id) || again.has(id)));
       for (const id of handed.changed) if (again.has(id)) losers.add(id);
@@ -340,6 +456,9 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
       emitTo(graph, plan, problem, output);
     }
   }
+  // The file verified next is the one timed: a second bench is needed only if the eval or the floor changes
+  // it, so the bench worker leaves the GPU for the eval (a later bench starts another).
+  if (wholeFile?.source.equals(readFileSync(output))) session?.close();
   const t4 = performance.now();
   const evalOptions: EvalOptions = {
     python: options.python,
@@ -353,6 +472,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   };
   const evaluateFile = options.evaluateFile ?? evaluate;
   const onSameGpu = { slots: [{ id: "gpu", env: options.env ?? {} }] };
+  options.onEvaluate?.();
   let [evalResult] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
   const failed = (r: EvalResult | undefined): r is EvalResult => r !== undefined && r.verdict !== "correct";
   if (failed(evalResult) && plan.regions.length > 0) {
@@ -368,7 +488,6 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     const retry = anchored ? candidate.regions.filter((r) => losers.has(r.id)) : [];
     if (retry.length > 0) {
       emitTo(graph, candidate, problem, output);
-      await prebuild({ ...prepared, plan: candidate }, options);
       const still = await timeRegions(retry.map((r) => r.id));
       const won = new Set(retry.filter((r) => !still.has(r.id)).map((r) => r.id));
       if (won.size > 0) log(`${problem.name}: ${[...won].join(", ")} win in the reference's layout`);
@@ -410,7 +529,6 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     wholeFile.run.eagerMs !== null &&
     wholeFile.run.oursMs !== null &&
     wholeFile.source.equals(readFileSync(output));
-  await options.compileWarm;
   let finalBench =
     timedAlready && wholeFile
       ? wholeFile.run
@@ -448,8 +566,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
       evalResult = again;
       finalBench = rebench;
     } else {
-      emitTo(graph, plan, problem, output); // the verified file stays
-      await prebuild({ ...prepared, plan }, options);
+      emitTo(graph, plan, problem, output); // the verified file stays (its extension built when first verified)
     }
   }
   const t6 = performance.now();
@@ -470,6 +587,10 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   result.fingerprint = fingerprintOf(problem.path, output, options);
   result.seconds.verify = (t5 - t4) / 1000;
   result.seconds.bench = (t4 - t3 + (t6 - t5)) / 1000;
+  result.seconds.compileWait = compileWait;
+  result.seconds.benchRuns = runs;
+  result.seconds.benchPhases = benchPhaseTotals(runs);
+  if (runs.length > 0) log(`${problem.name}: ${describeBenchTime(runs)}`);
   return result;
 }
 
@@ -522,6 +643,6 @@ export async function optimizeProblem(
 ): Promise<OptimizeResult> {
   const prepared = await prepareProblem(problem, output, options);
   if (!options.verify) return prepared.result;
-  if (options.device === "cuda") await prebuild(prepared, options);
+  // No prebuild: the first bench builds every extension of the file (nothing to overlap it with here).
   return verifyProblem(prepared, options);
 }

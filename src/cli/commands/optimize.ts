@@ -3,6 +3,7 @@ import { availableParallelism } from "node:os";
 import { basename, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { UsageError } from "../../errors.ts";
+import type { BenchSession } from "../../optimize/bench-session.ts";
 import { captureProblems } from "../../optimize/capture.ts";
 import {
   type OptimizeOptions,
@@ -11,6 +12,7 @@ import {
   prebuild,
   prepareProblem,
   reusableResult,
+  startBenchAhead,
   verifyProblem,
   warmCompile,
 } from "../../optimize/optimize.ts";
@@ -219,8 +221,20 @@ export function registerOptimizeCommand(program: Command): void {
       // torch.compile(reference) of each problem warmed ahead of the GPU loop, in order, WARM_COMPILES at a
       // time (each holds a CUDA context and the problem's inputs): the bench then loads it from inductor's
       // caches. A single problem compiles in its bench (nothing to overlap with).
+      // On one GPU the warm-up is the problem's own bench worker: started up to WARM_COMPILES problems ahead,
+      // it has imported torch, built the reference and compiled it when the problem's turn comes, and serves
+      // every bench of the problem. Several GPUs: which one a problem gets is known only at its turn, so the
+      // disk caches are warmed instead (the worker is pinned to a GPU when it starts).
+      const warmAhead = builds && prepared.length > 1;
+      const ahead: (BenchSession | undefined)[] = [];
+      const startAhead = (position: number) => {
+        const item = prepared[position];
+        if (!warmAhead || slots.length !== 1 || !item || ahead[position]) return;
+        ahead[position] = startBenchAhead(item.problem, { ...options, env: slots[0]?.env ?? {} });
+      };
+      startAhead(0);
       const warmed =
-        builds && options.compileBaseline && prepared.length > 1
+        warmAhead && options.compileBaseline && slots.length > 1
           ? runAhead(prepared, WARM_COMPILES, (item) =>
               warmCompile(item.problem, { ...options, env: slots[0]?.env ?? {} }),
             )
@@ -232,7 +246,10 @@ export function registerOptimizeCommand(program: Command): void {
         prepared.map((item, index) => ({ item, index: first + index })),
         {
           slots,
-          prepareConcurrency: builds ? Math.max(1, Math.min(flags.jobs, prepared.length)) : 0,
+          // One problem has nothing to overlap its build with: its first bench builds the extensions, in the
+          // process that times them (a prebuild would be one more process importing torch).
+          prepareConcurrency:
+            builds && prepared.length > 1 ? Math.max(1, Math.min(flags.jobs, prepared.length)) : 0,
           prepare: async ({ item }) => {
             const error = await prebuild(item, options);
             if (error)
@@ -245,10 +262,22 @@ export function registerOptimizeCommand(program: Command): void {
             const where = slots.length > 1 ? ` on ${slot.id}` : "";
             process.stderr.write(`[${done + 1}/${prepared.length}] ${item.problem.name}${where}${eta}\n`);
           },
-          run: async ({ item, index }, slot) =>
-            flags.verify
-              ? await verifyProblem(item, { ...options, env: slot.env, compileWarm: warmed[index - first] })
-              : item.result,
+          run: async ({ item, index }, slot) => {
+            startAhead(index - first);
+            return flags.verify
+              ? await verifyProblem(item, {
+                  ...options,
+                  env: slot.env,
+                  compileWarm: warmed[index - first],
+                  benchAhead: ahead[index - first],
+                  // The next problems' workers start while this one's eval runs: their torch.compile's first
+                  // call then lands on a GPU that is not being timed.
+                  onEvaluate: () => {
+                    for (let next = 1; next <= WARM_COMPILES; next++) startAhead(index - first + next);
+                  },
+                })
+              : item.result;
+          },
           giveUp: ({ item }, why) => ({ ...item.result, error: why }),
           onResult: ({ index }, result) => {
             done += 1;
@@ -263,6 +292,7 @@ export function registerOptimizeCommand(program: Command): void {
           },
         },
       );
+      for (const session of ahead) session?.close(); // those of problems given up before their turn
       if (results.length > 1) {
         const width = process.stdout.columns && process.stdout.columns > 0 ? process.stdout.columns : 100;
         process.stdout.write(`\n${formatOptimizeTable(results, { color: useColor(process.stdout), width })}`);

@@ -1,0 +1,125 @@
+"""optimize_bench's served mode and phases: every bench of a problem in one process (the reference, its inputs and
+torch.compile(reference) made once), each request's result on the OptimizeBenchResult schema with a per-phase
+seconds breakdown, and the iteration cap for slow forwards."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import torch
+
+from kforge_worker import optimize_bench
+
+from conftest import assert_valid
+
+PROBLEM = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(c)
+    def forward(self, x):
+        return torch.relu(self.bn(x))
+
+def get_inputs():
+    return [torch.randn(16, 4) * 3 + 5]
+
+def get_init_inputs():
+    return [4]
+'''
+
+# A candidate with one region switchable to the reference's ops, as the emitted files have.
+CANDIDATE = '''
+import torch
+import torch.nn as nn
+
+_KF_DISABLED = set()
+
+class ModelNew(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(c)
+    def _kf_r0(self, y):
+        return torch.relu(y)
+    def forward(self, x):
+        return self._kf_r0(self.bn(x))
+'''
+
+
+def _files(tmp_path):
+    problem = tmp_path / "problem.py"
+    problem.write_text(PROBLEM)
+    first = tmp_path / "first_new.py"
+    first.write_text(CANDIDATE)
+    second = tmp_path / "second_new.py"
+    second.write_text(CANDIDATE.replace("torch.relu(y)", "torch.clamp_min(y, 0)"))
+    return problem, first, second
+
+
+def _request(problem, candidate, tmp_path, **extra):
+    return {"problemPath": str(problem), "candidatePath": str(candidate), "device": "cpu",
+            "cacheDir": str(tmp_path / "cache"), "iters": 5, "compileBaseline": True, "regions": ["r0"], **extra}
+
+
+def test_one_process_serves_every_bench_of_a_problem_and_compiles_once(tmp_path, monkeypatch) -> None:
+    problem, first, second = _files(tmp_path)
+    compiles = []
+
+    def fake_compile(model):
+        compiles.append(type(model).__name__)
+        return model
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    lines = [json.dumps(_request(problem, first, tmp_path, spawnedAt=1000)),
+             json.dumps(_request(problem, second, tmp_path, timeFile=False)),
+             json.dumps(_request(problem, second, tmp_path, regions=[]))]
+    read_fd, write_fd = os.pipe()
+    optimize_bench.serve(io.StringIO("\n".join(lines) + "\n"), write_fd)
+    os.close(write_fd)
+    with os.fdopen(read_fd) as out:
+        results = [json.loads(line) for line in out.read().splitlines()]
+    assert len(results) == 3
+    for result in results:
+        assert_valid(result, "OptimizeBenchResult")
+        assert result["error"] is None
+    assert compiles == ["Model"], "torch.compile(reference) once for the three requests"
+    regions_and_file, regions_only, file_only = results
+    assert regions_and_file["phases"]["startup"] is not None
+    assert regions_and_file["eagerMs"] and regions_and_file["compiledMs"] and regions_and_file["oursMs"]
+    assert regions_and_file["regions"][0]["kernelMs"] is not None
+    # A re-timing of regions times no whole file; a served request pays no startup, import or compile.
+    assert regions_only["eagerMs"] is None and regions_only["regions"][0]["torchMs"] is not None
+    assert file_only["regions"] == [] and file_only["oursMs"] and file_only["compiledMs"]
+    for later in (regions_only, file_only):
+        assert later["phases"]["startup"] is None
+        assert later["phases"]["problemImport"] == 0 and later["phases"]["compile"] == 0
+
+
+def test_each_candidate_starts_from_the_reference_weights_as_built(tmp_path) -> None:
+    problem, first, second = _files(tmp_path)
+    state = optimize_bench.ProblemState(str(problem), torch.device("cpu"))
+    optimize_bench.bench(_request(problem, first, tmp_path, compileBaseline=False), state)
+    # The reference's BatchNorm (training) moved its running mean over the timed calls; the weights a candidate
+    # gets are those it was built with.
+    assert state.ref.bn.running_mean.abs().sum() > 0
+    assert torch.equal(state.initial_state["bn.running_mean"], torch.zeros(4))
+
+
+def test_the_one_shot_bench_reports_its_phases(tmp_path) -> None:
+    problem, first, _ = _files(tmp_path)
+    result = optimize_bench.bench(_request(problem, first, tmp_path, compileBaseline=False))
+    assert_valid(result, "OptimizeBenchResult")
+    assert set(result["phases"]) >= {"problemImport", "candidateImport", "firstCall", "timing", "regions"}
+    assert result["iters"] == 5 and result["regions"][0]["seconds"] >= 0
+
+
+def test_slow_forwards_are_timed_in_fewer_rounds_never_below_the_floor() -> None:
+    scaled = optimize_bench.scaled_iters
+    assert scaled(50, 0.0003) == 50, "a fast forward keeps the requested rounds"
+    assert scaled(50, 0.1) == 20, "a 0.1 s round: the 2 s budget, 20 rounds"
+    assert scaled(50, 5.0) == optimize_bench.MIN_ITERS
+    assert scaled(5, 5.0) == 5, "never more than requested"
