@@ -123,3 +123,24 @@ test("an int beyond 2^53 comes from capture as its digits and is written back ex
     "v_s = torch.ops.aten.slice.Tensor(x, 0, 0, 9223372036854775807, 7)",
   );
 });
+
+test("a Python number another node computed (1 / sqrt of a size) is a runtime scalar of the region", () => {
+  // minGPT's `att * (1.0 / math.sqrt(k.size(-1)))`: the scale is no constant, yet a value the region reads.
+  const g = castChain("float32");
+  const size: GraphNode = { ...call("d", "size", [ref("x"), { t: "const", pytype: "int", value: -1 }]) };
+  const sqrt: GraphNode = { ...call("s", "math.sqrt", [ref("d")]), out: { t: "value", pytype: "float" } };
+  g.nodes = [
+    { ...size, out: { t: "value", pytype: "int" } },
+    sqrt,
+    typed("m", "mul", { input: ref("x"), other: ref("s") }, "float32"),
+    typed("t", "tanh", { input: ref("m") }, "float32"),
+  ];
+  g.output = ref("t");
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1);
+  const region = plan.regions[0];
+  assert.ok(region);
+  const code = generateRegion(new GraphView(g), region, names);
+  assert.match(code.cuda, /t_m = \(x\[0\]\) \* \(sc\.v\[0\]\)/);
+  assert.match(code.method, /\[float\(v_s\)\]/);
+});

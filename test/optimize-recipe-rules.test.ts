@@ -324,3 +324,46 @@ test("linear -> sum over the batch dim, or a linear output read elsewhere, is no
   const shared = planGraph(linearReduceGraph("sum", 1, true));
   assert.ok(!shared.regions.some((r) => r.recipe?.name === "linear_reduce"));
 });
+
+// ---- diag(a) @ B and B @ diag(a) (an algebraic rewrite) ------------------------------------------------
+
+function diagMatmulGraph(op: "matmul" | "mm", left: boolean, b = meta([64, 32]), a = meta([64])): Graph {
+  const [first, second] = op === "mm" ? ["input", "mat2"] : ["input", "other"];
+  const n = a.shape[0] ?? 0;
+  const fn = left ? { [first]: ref("d"), [second]: ref("b") } : { [first]: ref("b"), [second]: ref("d") };
+  const out = left ? b : meta([...b.shape.slice(0, -1), n], b.dtype);
+  return graph(
+    { a, b },
+    [
+      node("d", "diag", { input: ref("a"), diagonal: num(0) }, meta([n, n], a.dtype)),
+      node("mm", op, fn, out),
+    ],
+    ref("mm"),
+  );
+}
+
+test("diag(a) @ B and B @ diag(a) become one rewrite region, by matmul and by mm", () => {
+  for (const op of ["matmul", "mm"] as const) {
+    for (const left of [true, false]) {
+      const b = left ? meta([64, 32]) : meta([32, 64]);
+      const plan = planGraph(diagMatmulGraph(op, left, b));
+      const region = plan.regions.find((r) => r.recipe?.name === "diag_matmul");
+      assert.ok(region, `${op} ${left ? "left" : "right"}`);
+      assert.deepEqual(regionNodes(region), ["d", "mm"]);
+    }
+  }
+  // a batch of matrices broadcasts against the diagonal under matmul
+  assert.ok(planGraph(diagMatmulGraph("matmul", true, meta([4, 64, 32]))).regions.some((r) => r.recipe));
+});
+
+test("a diagonal that does not meet B's dim, a dtype mix or a 2-d diag input is not rewritten", () => {
+  // diag(a) is 64x64; B (32, 64) on the left meets it by its columns only: the product is the reference's error
+  const miss = planGraph(diagMatmulGraph("matmul", true, meta([32, 64])));
+  assert.ok(!miss.regions.some((r) => r.recipe?.name === "diag_matmul"));
+  assert.match(miss.kept.find((k) => k.node === "d")?.reason ?? "", /does not meet the diagonal/);
+  const mixed = planGraph(diagMatmulGraph("matmul", true, meta([64, 32], "float16")));
+  assert.ok(!mixed.regions.some((r) => r.recipe?.name === "diag_matmul"));
+  // diag of a matrix extracts its diagonal: no product to rewrite
+  const g = diagMatmulGraph("matmul", true, meta([64, 32]), meta([64, 64]));
+  assert.ok(!planGraph(g).regions.some((r) => r.recipe?.name === "diag_matmul"));
+});

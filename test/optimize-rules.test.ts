@@ -905,3 +905,26 @@ test("isnan's mask stays inside the region of the masked_fill that reads it", ()
   assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
   assert.deepEqual(regionNodes(plan.regions[0] as never), ["n", "f"]);
 });
+
+test("a pointwise op takes a Python number another node computed; a non-number value stays out", () => {
+  const value = (id: string, target: string, args: Arg[], pytype: string): GraphNode => ({
+    ...node(id, "unknown", {}, [], { kind: "call_function", target, args, fn: null }),
+    out: { t: "value", pytype },
+  });
+  const g = graph(
+    [
+      value("d", "size", [ref("x"), num(-1)], "int"),
+      value("s", "math.sqrt", [ref("d")], "float"),
+      node("m", "mul", { input: ref("x"), other: ref("s") }, X),
+      node("r", "relu", { input: ref("m") }, X),
+    ],
+    "r",
+  );
+  const view = new GraphView(g);
+  assert.equal(pointwiseVerdict(view.node("m"), view), null);
+  assert.deepEqual(regionNodes(planGraph(g).regions[0] ?? assert.fail("no region")), ["m", "r"]);
+  const shape = value("sh", "size", [ref("x")], "Size");
+  const h = graph([shape, node("m", "mul", { input: ref("x"), other: ref("sh") }, X)], "m");
+  const hv = new GraphView(h);
+  assert.match(pointwiseVerdict(hv.node("m"), hv) ?? "", /not a tensor or a number/);
+});

@@ -728,13 +728,13 @@ def test_every_built_in_problem_names_and_binds_every_call(path: Path) -> None:
 @pytest.mark.parametrize(
     "init, forward",
     [
-        # fx evaluates buffer arithmetic at trace time and lifts the result to a frozen `_tensor_constant`
-        ('self.register_buffer("s", torch.tensor(0.75))', "return x + self.s * 3.0"),
-        ('self.register_buffer("v", torch.rand(8) + 0.5)', "return x / self.v.sqrt().view(1, 8)"),
         # a tensor literal in forward: fx's `_tensor_constant`, export's lifted constant
         ("pass", "return x * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])"),
-        # an in-place change of a buffer happens once while fx traces, never in its graph
+        # an in-place change of a buffer: fx's graph would hold it outside the grad-mode block it was written in
         ('self.register_buffer("v", torch.rand(8) + 0.5)', "self.v.mul_(0.9)\nreturn x + self.v"),
+        ('self.register_buffer("v", torch.rand(8) + 0.5)', "self.v.view(2, 4)[0] += 1.0\nreturn x + self.v"),
+        # a reassigned buffer: fx would store its Proxy in the model and record no write
+        ('self.register_buffer("v", torch.rand(8) + 0.5)', "self.v = self.v * 0.9\nreturn x + self.v"),
     ],
 )
 def test_a_graph_that_would_freeze_or_drop_model_state_is_not_captured_so(tmp_path: Path, init: str,
@@ -748,6 +748,55 @@ def test_a_graph_that_would_freeze_or_drop_model_state_is_not_captured_so(tmp_pa
     assert graph["captured"] in ("export", "none")
     if "mul_" in forward and graph["captured"] == "export":
         assert "mul_" in ops(graph) or "mul" in ops(graph), ops(graph)
+
+
+@pytest.mark.parametrize(
+    "init, forward",
+    [
+        ('self.register_buffer("s", torch.tensor(0.75))', "return x + self.s * 3.0"),
+        ('self.register_buffer("v", torch.rand(8) + 0.5)', "return x / self.v.sqrt().view(1, 8)"),
+        # a causal mask sliced by a size read from the input: fx failed on the real buffer's slice
+        ('self.register_buffer("bias", torch.tril(torch.ones(16, 16)).view(1, 16, 16))',
+         "t = x.size(1)\nreturn x.masked_fill(self.bias[:, :t, :t] == 0, float('-inf')).softmax(-1)"),
+    ],
+)
+def test_fx_reads_buffers_in_its_graph(tmp_path: Path, init: str, forward: str) -> None:
+    # Buffer arithmetic is a graph op on the buffer, read at every call (never a constant frozen at trace time).
+    inputs = "[torch.rand(4, 16, 16)]" if "bias" in init else "[torch.rand(4, 8)]"
+    graph = capture_text(tmp_path, model(forward, init), inputs=inputs)
+    assert graph["captured"] == "fx", graph["failure"]
+    names = {n["target"] for n in graph["nodes"] if n["kind"] == "get_attr"}
+    assert not any(str(t).startswith("_tensor_constant") for t in names), graph["nodes"]
+    assert any(a.get("t") == "param" for n in graph["nodes"] for a in n["args"] if isinstance(a, dict)), graph["nodes"]
+
+
+def test_a_submodule_slicing_a_buffer_by_a_traced_size_is_traced_through(tmp_path: Path) -> None:
+    # minGPT's attention: `self.bias[:, :, :T, :T]` with T from `x.size()` failed on the real buffer, so fx called
+    # the whole attention submodule as one node and its masked softmax stayed out of every region.
+    source = """
+import torch
+import torch.nn as nn
+
+class Attn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(16, 16)).view(1, 1, 16, 16))
+
+    def forward(self, x):
+        B, H, T, _ = x.size()
+        return x.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf')).softmax(-1)
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = Attn()
+
+    def forward(self, x):
+        return self.attn(x) * 2
+"""
+    graph = capture_text(tmp_path, source, inputs="[torch.randn(2, 4, 8, 8)]")
+    assert graph["captured"] == "fx", graph["failure"]
+    assert "softmax" in ops(graph) and "attn" not in {str(n["target"]) for n in graph["nodes"]}, ops(graph)
 
 
 def test_a_no_grad_block_that_export_captures_is_inlined(tmp_path: Path) -> None:

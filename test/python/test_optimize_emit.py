@@ -19,7 +19,7 @@ from conftest import find_nvcc
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
 CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device",
-         "register_targets", "register_targets_reduce64"]
+         "register_targets", "register_targets_reduce64", "diag_matmul_rewrite"]
 
 
 def _node() -> str | None:
@@ -97,6 +97,12 @@ def test_emitted_files_say_what_they_fused(emitted: dict[str, str]) -> None:
     exported = open(emitted["export_factory_device"]).read()
     assert "torch.ops.aten.arange" in exported and "_kf_r0" in exported, exported[-1500:]
     assert 'torch.device("meta")' not in exported and "_kf_device = x.device" in exported
+
+
+def test_a_diagonal_matmul_is_a_broadcast_product(emitted: dict[str, str]) -> None:
+    # The rewrite runs on any device, so the exact check above is its math; here: it is the path taken.
+    text = open(emitted["diag_matmul_rewrite"]).read()
+    assert text.count("(diag_matmul recipe)") >= 2 and "a.unsqueeze(-1) * B" in text, text[-2500:]
 
 
 @pytest.mark.parametrize("case", ["conv_bn_chain", "mode_names_casts"])

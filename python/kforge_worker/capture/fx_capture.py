@@ -32,6 +32,9 @@ class CaptureTracer(torch.fx.Tracer):
         super().__init__()
         self.untraceable: set[str] = set()
         self.abandoned: set[torch.fx.Node] = set()
+        # A buffer read in forward is a graph input, as a parameter is: a causal mask sliced by a traced size
+        # (`self.bias[:, :, :T, :T]`) fails on the real tensor and would leave the whole submodule to PyTorch.
+        self.proxy_buffer_attributes = True
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         return (
@@ -146,11 +149,27 @@ def _refusing_autocast() -> Iterator[None]:
         autocast.__enter__ = original
 
 
+@contextlib.contextmanager
+def _buffers_kept(model: nn.Module) -> Iterator[None]:
+    """Buffers are proxies while tracing, so `self.steps += 1` or `self.v = self.v * 0.9` stores a Proxy in the
+    model and records no write: the model's buffers are put back, and a forward that reassigns one fails fx's
+    capture (the emitted forward would never update it)."""
+    before = [(m, name, t) for m in model.modules() for name, t in m._buffers.items()]
+    try:
+        yield
+    finally:
+        replaced = [name for m, name, t in before if m._buffers.get(name) is not t]
+        for m, name, t in before:
+            m._buffers[name] = t
+    if replaced:
+        raise RuntimeError(f"forward assigns buffers {', '.join(replaced)}")
+
+
 def trace(model: nn.Module, inputs: list[Any]) -> tuple[torch.fx.GraphModule, list[Any]]:
     """The traced module and the runtime arguments of its remaining placeholders."""
     concrete = concrete_args(model, inputs)
     tracer = CaptureTracer()
-    with _proxy_sizes_as_tuples(), _refusing_autocast():
+    with _proxy_sizes_as_tuples(), _refusing_autocast(), _buffers_kept(model):
         graph = tracer.trace(model, concrete_args=concrete or None)
     gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
     names = [p.name for p in inspect.signature(model.forward).parameters.values()]

@@ -8,6 +8,7 @@ filled. A file that is not a usable problem raises ProblemError (the CLI's exit 
 from __future__ import annotations
 
 import inspect
+import operator
 import os
 import time
 from typing import Any, Callable
@@ -104,6 +105,52 @@ def _check_faithful_fx(model: torch.nn.Module, versions: dict[str, int]) -> None
         raise RuntimeError(f"forward changes {', '.join(changed)} in place outside the traced graph")
 
 
+#: Calls whose result may share its first argument's storage: an in-place write through one writes that argument.
+_ALIASING_METHODS = frozenset(
+    "view view_as reshape reshape_as squeeze unsqueeze transpose permute t expand expand_as narrow select flatten "
+    "unflatten as_strided detach diagonal movedim swapaxes swapdims unfold split chunk unbind contiguous __getitem__".split()
+)
+_INPLACE_OPERATORS = {
+    operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+}
+_ALIASING_FUNCTIONS = {getattr(torch, n) for n in _ALIASING_METHODS if hasattr(torch, n)} | {operator.getitem, getattr}
+
+
+def _written_operand(node: torch.fx.Node) -> Any:
+    """The tensor a call writes in place (None: it writes none)."""
+    if node.op == "call_method" and node.target.endswith("_") and not node.target.endswith("__"):
+        return node.args[0] if node.args else None
+    if node.op == "call_function":
+        if node.target in _INPLACE_OPERATORS or node.kwargs.get("inplace") is True:
+            return node.args[0] if node.args else None
+        if node.kwargs.get("out") is not None:
+            return node.kwargs["out"]
+        name = getattr(node.target, "__name__", "")
+        if name.endswith("_") and not name.endswith("__") and node.args:
+            return node.args[0]
+    if node.op == "call_module" and node.args:
+        module = node.graph.owning_module.get_submodule(str(node.target))
+        if getattr(module, "inplace", False) is True:
+            return node.args[0]
+    return None
+
+
+def _check_no_state_writes(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
+    """Buffers are graph values while fx traces (a causal mask sliced by a traced size needs that), so an in-place
+    update of one (`self.ema.mul_(0.9)`, usually under `torch.no_grad()`, which fx does not record) is a graph
+    op: fx's capture is refused and export, which keeps the grad-mode block, takes its turn."""
+    state = {name for name, _ in [*model.named_parameters(), *model.named_buffers()]}
+    for node in gm.graph.nodes:
+        target = _written_operand(node)
+        while isinstance(target, torch.fx.Node) and target.op in ("call_method", "call_function") and target.args and (
+            target.target in _ALIASING_METHODS if target.op == "call_method" else target.target in _ALIASING_FUNCTIONS
+        ):
+            target = target.args[0]
+        if isinstance(target, torch.fx.Node) and target.op == "get_attr" and target.target in state:
+            raise RuntimeError(f"forward changes {target.target} in place")
+
+
 def _check_no_folded_constants(before: set[str], nodes: list[dict[str, Any]]) -> None:
     """An expression of buffers and constants (`self.s * 3.0`, `torch.tensor([1., 2.])`) that fx evaluated while
     tracing becomes a `_tensor_constant` frozen then, stale after load_state_dict: fx's capture is refused."""
@@ -152,6 +199,7 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
         versions, before = _state_versions(model), _attribute_names(model)
         gm, runtime = trace(model, inputs)
         _check_faithful_fx(model, versions)
+        _check_no_state_writes(gm, model)
         propagate_shapes(gm, runtime)
         writer = FxGraphWriter(gm, model, module, matcher)
         nodes = writer.nodes()

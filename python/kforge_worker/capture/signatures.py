@@ -202,6 +202,7 @@ _SOURCES = [
     "index_select(input, dim, index)",
     "gather(input, dim, index)",
     "masked_fill(input, mask, value)",
+    "diag(input, diagonal=0)",
     "tril(input, diagonal=0)",
     "triu(input, diagonal=0)",
     "flip(input, *dims)",

@@ -99,12 +99,31 @@ const linearReduce: RecipeEmitter = (view, region, nameOf) => {
   };
 };
 
+/** diag(a) @ B as a[:, None] * B, B @ diag(a) as B * a: the same products, without the zeros' N^3 GEMM. The
+ * result is made contiguous, as the GEMM's is. */
+const diagMatmul: RecipeEmitter = (view, region, nameOf) => {
+  const diag = bound(view, region, "diag");
+  const matmul = bound(view, region, "matmul");
+  const a = argOr(diag, "input", nameOf, "None");
+  const left = matmul.fn?.input?.t === "node" && matmul.fn.input.id === diag.id;
+  const b = argOr(matmul, left ? (matmul.op === "mm" ? "mat2" : "other") : "input", nameOf, "None");
+  const tensors = `isinstance(${a}, torch.Tensor) and isinstance(${b}, torch.Tensor)`;
+  // torch.mm takes matrices only: a batch there is the reference's error to raise.
+  const rank = matmul.op === "mm" ? `${b}.dim() == 2` : `${b}.dim() >= 2`;
+  const shapes = `${a}.dim() == 1 and ${rank} and ${b}.shape[${left ? -2 : -1}] == ${a}.shape[0]`;
+  return {
+    guard: `${tensors} and ${shapes} and ${a}.dtype == ${b}.dtype`,
+    body: [`return (${left ? `${a}.unsqueeze(-1) * ${b}` : `${b} * ${a}`}).contiguous()`],
+  };
+};
+
 /** Per recipe: its region emitter and the runtime function that builds its extension (null: a rewrite in
  * PyTorch ops, with no kernels/ folder and nothing to build). */
 export const RECIPE_EMITTERS: Record<string, { emit: RecipeEmitter; build: string | null }> = {
   attention: { emit: attention, build: "_kf_attn_extension" },
   linear_bn_softmax: { emit: linearBnSoftmax, build: "_kf_lbs_extension" },
   linear_reduce: { emit: linearReduce, build: null },
+  diag_matmul: { emit: diagMatmul, build: null },
 };
 
 function emitterOf(name: string) {

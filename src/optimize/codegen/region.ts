@@ -109,6 +109,11 @@ class OperandTable {
     return floatLiteral(value);
   }
 
+  /** A Python number another node computed, read when the region's method runs. */
+  numberValue(arg: Arg): string {
+    return this.runtimeScalar(`float(${pyArg(arg, this.nameOf)})`);
+  }
+
   runtime = (arg: Arg): string | null => (arg.t === "const" ? this.scalar(arg) : null);
 
   /** A tensor argument's size along `dim`, as a runtime scalar read when the region's method runs: the
@@ -142,6 +147,7 @@ function pointwiseLines(
       if (arg.t === "node" && inside.has(arg.id)) return `t_${arg.id}`;
       const resolved = resolveArg(arg);
       if (resolved !== null) return resolved;
+      if (view.isNumberValue(arg)) return table.numberValue(arg);
       return arg.t === "const" ? table.scalar(arg) : table.tensor(arg);
     });
     const expr = spec.emit(operands, paramReader(fn, table.runtime));

@@ -54,6 +54,14 @@ export class GraphView {
     return this.graph.inputs.find((input) => input.name === arg.id)?.meta ?? null;
   }
 
+  /** Whether an Arg is a Python number another node computed (`1.0 / math.sqrt(k.size(-1))`): a region reads
+   * it when it runs, as a runtime scalar. */
+  isNumberValue(arg: Arg | undefined): boolean {
+    if (arg?.t !== "node") return false;
+    const out = this.byId.get(arg.id)?.out;
+    return out?.t === "value" && (out.pytype === "float" || out.pytype === "int");
+  }
+
   isGraphInput(id: string): boolean {
     return !this.byId.has(id);
   }

@@ -280,6 +280,43 @@ function linearReduce(op: "sum" | "mean"): RecipeRule {
 
 RECIPE_RULES.push(linearReduce("sum"), linearReduce("mean"));
 
+/** The matmul's other operand (not the diagonal matrix) has the diagonal's dtype and a matrix dim that meets it:
+ * rows for diag(a) @ B, columns for B @ diag(a); leading dims broadcast as a batch. */
+function diagMatmulOperand(diagKey: string, otherKey: string, left: boolean): Check {
+  return (node, ctx) => {
+    const diag = ctx.bound.diag;
+    const vector = diag ? ctx.view.tensorOf(diag.fn?.input) : null;
+    const meta = metaOf(node, otherKey, ctx);
+    if (!vector || !meta) return `its ${otherKey} is not a tensor the planner can see`;
+    if (meta.dtype !== vector.dtype) return `${meta.dtype} ${otherKey} beside a ${vector.dtype} diagonal`;
+    if (meta.shape.length < 2) return `a rank-${meta.shape.length} ${otherKey}`;
+    const met = left ? meta.shape.at(-2) : meta.shape.at(-1);
+    if (met !== vector.shape[0])
+      return `its ${otherKey} does not meet the diagonal's ${vector.shape[0]} entries`;
+    const carried = node.fn?.[diagKey];
+    return carried?.t === "node" && carried.id === diag?.id ? null : `the diagonal is not its ${diagKey}`;
+  };
+}
+
+/** diag(a) @ B = a[:, None] * B and B @ diag(a) = B * a: a broadcast product in place of an N^3 GEMM on a
+ * matrix that is zero off its diagonal (an algebraic rewrite in PyTorch ops: no kernels/ folder). */
+function diagMatmul(op: "matmul" | "mm", left: boolean): RecipeRule {
+  const [first, second] = op === "mm" ? ["input", "mat2"] : ["input", "other"];
+  const [diagKey, otherKey] = left ? [first, second] : [second, first];
+  return {
+    name: `diag_${op}_${left ? "left" : "right"}`,
+    recipe: "diag_matmul",
+    chain: [
+      { bind: "diag", op: "diag", checks: [plain, tensor("input", FLOAT, 1), constIn("diagonal", [0], 0)] },
+      { bind: "matmul", op, from: [diagKey], checks: [plain, diagMatmulOperand(diagKey, otherKey, left)] },
+    ],
+  };
+}
+
+RECIPE_RULES.push(
+  ...(["matmul", "mm"] as const).flatMap((op) => [diagMatmul(op, true), diagMatmul(op, false)]),
+);
+
 // ---- the matcher -------------------------------------------------------------------------------------
 
 /** The chain of `rule` starting at `start`: null when the graph does not have its structure there; a

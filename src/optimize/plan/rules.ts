@@ -98,6 +98,7 @@ export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
         return `its ${key} is a ${arg.pytype}`;
       continue;
     }
+    if (view.isNumberValue(arg)) continue;
     const meta = view.tensorOf(arg);
     if (!meta) return `its ${key} is not a tensor or a number`;
     if (!FLOAT_DTYPES.has(meta.dtype) && meta.dtype !== "bool") return `${meta.dtype} operand ${key}`;
