@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from .diffs import keyed_changes
+
 try:
     import _thread
 except ImportError:  # pragma: no cover
@@ -379,17 +381,10 @@ class IntegritySnapshot:
 
             problems += harness_changes(self.harness_globals)
         if self.problem is not None:
-            now_globals = module_fingerprint(self.problem)
-            for name in sorted(self.problem_globals.keys() | now_globals.keys()):
-                before, after = self.problem_globals.get(name), now_globals.get(name)
-                if before == after:
-                    continue
-                if before is None:
-                    problems.append(f"problem.{name} was added")
-                elif after is None:
-                    problems.append(f"problem.{name} was deleted")
-                else:
-                    problems.append(_explain_global("problem", name, before, after))
+            problems += keyed_changes(self.problem_globals, module_fingerprint(self.problem),
+                                      lambda name, _: f"problem.{name} was added",
+                                      lambda name, _: f"problem.{name} was deleted",
+                                      lambda name, was, now: _explain_global("problem", name, was, now))
         return problems
 
     def restore(self) -> None:
@@ -414,18 +409,11 @@ class IntegritySnapshot:
                 continue  # a built-in type's attribute: it cannot have been replaced either
 
     def _environ_changes(self) -> list[str]:
-        now = dict(os.environ)
-        out = []
-        for key in sorted(self.environ.keys() | now.keys()):
-            if key in _HARNESS_ENV or key.startswith(_HARNESS_ENV_PREFIXES) or self.environ.get(key) == now.get(key):
-                continue
-            if key not in now:
-                out.append(f"os.environ[{key!r}] was removed")
-            elif key not in self.environ:
-                out.append(f"os.environ[{key!r}] was set to {now[key][:80]!r}")
-            else:
-                out.append(f"os.environ[{key!r}] changed from {self.environ[key][:80]!r} to {now[key][:80]!r}")
-        return out
+        return keyed_changes(self.environ, dict(os.environ),
+                             lambda key, value: f"os.environ[{key!r}] was set to {value[:80]!r}",
+                             lambda key, _: f"os.environ[{key!r}] was removed",
+                             lambda key, was, now: f"os.environ[{key!r}] changed from {was[:80]!r} to {now[:80]!r}",
+                             skip=lambda key: key in _HARNESS_ENV or key.startswith(_HARNESS_ENV_PREFIXES))
 
     def _class_additions(self) -> list[str]:
         out = []

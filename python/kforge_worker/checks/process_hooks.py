@@ -137,16 +137,7 @@ def _stat(path: str) -> tuple[int, int, int] | None:
 
 
 def file_changes(before: dict[str, tuple[int, int, int] | None], paths: tuple[str, ...] = ()) -> list[str]:
-    now = watched_files(paths)
-    changes = []
-    for path in sorted(before.keys() | now.keys()):
-        was, is_ = before.get(path), now.get(path)
-        if was == is_:
-            continue
-        if was is None:
-            changes.append(f"{path} was created")
-        elif is_ is None:
-            changes.append(f"{path} was removed")
-        else:
-            changes.append(f"{path} was written")
-    return changes
+    from .diffs import keyed_changes
+
+    return keyed_changes(before, watched_files(paths), lambda path, _: f"{path} was created",
+                         lambda path, _: f"{path} was removed", lambda path, _a, _b: f"{path} was written")
