@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { evaluate } from "../src/eval.ts";
+import { startEvalAhead } from "../src/optimize/eval-ahead.ts";
 import {
   describeBenchTime,
   losingRegions,
@@ -16,6 +17,7 @@ import {
   reusableResult,
   runBench,
   startBenchAhead,
+  verifyEvalOptions,
 } from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
 
@@ -325,4 +327,38 @@ test("a bench worker started ahead has the reference compiled when the problem's
     JSON.stringify(rest),
   );
   assert.ok(result.compiledMs !== null);
+});
+
+test("an eval worker started before the file exists judges the file as it is when the eval is due", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const opts = options(dir);
+  const evalAhead = startEvalAhead(problem, output, verifyEvalOptions(opts));
+  let fresh = 0;
+  const result = await optimizeProblem(problem, output, {
+    ...opts,
+    evalAhead,
+    evaluateFile: (...args) => {
+      fresh += 1;
+      return evaluate(...args);
+    },
+  });
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.equal(fresh, 0, "the first eval was the worker started ahead");
+  assert.ok(result.eval?.stageSeconds && "await_go" in result.eval.stageSeconds);
+  // It read the file only when let go: the file did not exist when it started.
+  assert.ok(readFileSync(output, "utf8").includes("class ModelNew"));
+});
+
+test("an eval worker started ahead and called off judges nothing", { timeout: 300_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const pending = startEvalAhead(problem, join(dir, "never.py"), verifyEvalOptions(options(dir)));
+  await pending.ready;
+  pending.cancel();
+  const result = await pending.run();
+  assert.equal(result.verdict, "runtime_error");
+  assert.match(result.reason ?? "", /called off/);
+  assert.deepEqual(result.trials, []);
 });

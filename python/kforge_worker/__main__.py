@@ -123,8 +123,16 @@ def main(argv: list[str]) -> int:
     from .request import RequestError, parse_request
 
     try:
-        text = open(args.request, encoding="utf-8").read() if args.request else sys.stdin.read()
-        data = json.loads(text)
+        # From stdin the request is its first line (a worker started ahead reads a "go" line after it later);
+        # a request spread over several lines is read to the end.
+        text = open(args.request, encoding="utf-8").read() if args.request else sys.stdin.readline()
+        try:
+            data = json.loads(text)
+        except ValueError:
+            if args.request:
+                raise
+            text += sys.stdin.read()
+            data = json.loads(text)
         request = parse_request(data)
         nonce = data.get("nonce")
         if nonce is not None and not isinstance(nonce, str):

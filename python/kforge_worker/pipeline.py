@@ -359,8 +359,29 @@ def _isolation_check(ctx: EvalContext, outcome: str, evidence: str) -> None:
     ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != check["name"]] + [check]
 
 
+def await_go(ctx: EvalContext) -> None:
+    """A worker started ahead of its candidate (``kforge optimize`` starts it while the file is still being
+    planned and timed) has now done all that does not need the candidate: it says so and waits for the CLI's
+    ``go`` line on stdin. The candidate file is read, keyed and imported only after it."""
+    if not ctx.request.wait_for_go:
+        return
+    if ctx.reference is not None:
+        try:
+            ctx.reference.info  # noqa: B018 — its start done too: neither process works while the CLI times
+        except BaseException:  # noqa: BLE001, S110 — reported where the reference is first needed (build_models)
+            pass
+    ctx.progress("ready", "waiting for the candidate file")
+    if sys.stdin.readline().strip() != "go":
+        raise StageFailure("runtime_error", "the evaluation was called off before its candidate was ready")
+
+
 def load_candidate(ctx: EvalContext) -> None:
     path = ctx.request.candidate_path
+    torch = ctx.torch
+    # Extensions are cached by the candidate's bytes, read here: a worker started ahead (await_go) had no file.
+    os.environ["TORCH_EXTENSIONS_DIR"] = extension_dir(
+        ctx.request.cache_dir, _read_bytes(path), torch.__version__, torch.version.cuda
+    )
     ctx.progress("import", f"importing candidate {ctx.request.candidate_label}")
     ctx.candidate_source = _loading(lambda: read_source(path, "candidate"))
     if not has_code(ctx.candidate_source):
@@ -998,6 +1019,7 @@ STAGES: list[Callable[[EvalContext], None]] = [
     load_problem,
     check_fit,
     start_reference,
+    await_go,
     load_candidate,
     build_models,
     check_correctness,
@@ -1056,9 +1078,6 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
 
             ctx.dtype = PRECISION_DTYPES[request.precision]
         ensure_tools_on_path()
-        os.environ["TORCH_EXTENSIONS_DIR"] = extension_dir(
-            request.cache_dir, _read_bytes(request.candidate_path), torch.__version__, torch.version.cuda
-        )
         recorder.install()
         installed = True
         ctx.checks = load_checks() if use_checks else None

@@ -49,6 +49,8 @@ class EvalRequest:
     strict: bool = False
     # None: the default for the device (reference_in_own_process)
     reference_process: bool | None = None
+    # Started ahead of the candidate file: the candidate is read only after a "go" line on stdin (await_go).
+    wait_for_go: bool = False
 
     @property
     def reference_in_own_process(self) -> bool:
@@ -159,4 +161,5 @@ def parse_request(data: Any) -> EvalRequest:
         checks=list(checks),
         strict=_optional_flag(options, "strict"),
         reference_process=_optional_flag(options, "referenceProcess") if "referenceProcess" in options else None,
+        wait_for_go=_optional_flag(options, "waitForGo"),
     )

@@ -13,6 +13,7 @@ import { BenchPhases, OptimizeBenchResult, type RegionTiming, WarmCompileResult 
 import { BenchSession, failedBench } from "./bench-session.ts";
 import { captureProblem } from "./capture.ts";
 import { emitModelFile } from "./codegen/model-file.ts";
+import type { EvalAhead } from "./eval-ahead.ts";
 import type { Graph } from "./graph.ts";
 import { GraphView } from "./plan/graph-view.ts";
 import {
@@ -157,7 +158,28 @@ export interface OptimizeOptions {
   /** Called as the first eval of the problem starts: nothing is timed on the GPU while it runs (a suite starts
    * the next problems' bench workers then). */
   onEvaluate?: () => void;
+  /** This problem's eval worker, started ahead and waiting for the file (startEvalAhead with verifyEvalOptions):
+   * the first eval goes there. */
+  evalAhead?: EvalAhead;
 }
+
+/** The eval of an emitted file: every check of `kforge eval`; the timing is the bench's (eager / torch.compile /
+ * ours in one process), so the eval's own is off. */
+export function verifyEvalOptions(options: OptimizeOptions): EvalOptions {
+  return {
+    python: options.python,
+    cacheDir: options.cacheDir,
+    trials: options.trials,
+    timeoutSeconds: options.timeoutSeconds,
+    device: options.device,
+    precision: null,
+    timing: { ...DEFAULT_TIMING, enabled: false },
+  };
+}
+
+/** How long the first bench waits for an eval worker started ahead to settle (it then starts no more work on
+ * the device or the host while the bench times), before timing anyway. */
+const EVAL_AHEAD_READY_WAIT_MS = 20_000;
 
 function regionOps(graph: Graph, plan: Plan): Map<string, string[]> {
   const view = new GraphView(graph);
@@ -361,6 +383,7 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
     return await verifyWithBench(prepared, options, session);
   } finally {
     session?.close();
+    options.evalAhead?.cancel(); // not needed (no-op once it was let go)
   }
 }
 
@@ -408,6 +431,11 @@ async function verifyWithBench(
   let wholeFile: { run: OptimizeBenchResult; source: Buffer } | null = null;
   if (plan.regions.length > 0) {
     const source = readFileSync(output);
+    if (options.evalAhead)
+      await Promise.race([
+        options.evalAhead.ready,
+        new Promise((resolve) => setTimeout(resolve, EVAL_AHEAD_READY_WAIT_MS).unref()),
+      ]);
     const run = await bench(
       problem,
       output,
@@ -460,20 +488,13 @@ async function verifyWithBench(
   // it, so the bench worker leaves the GPU for the eval (a later bench starts another).
   if (wholeFile?.source.equals(readFileSync(output))) session?.close();
   const t4 = performance.now();
-  const evalOptions: EvalOptions = {
-    python: options.python,
-    cacheDir: options.cacheDir,
-    trials: options.trials,
-    timeoutSeconds: options.timeoutSeconds,
-    device: options.device,
-    precision: null,
-    // The eager/compile/ours comparison below does the timing; the eval decides correctness.
-    timing: { ...DEFAULT_TIMING, enabled: false },
-  };
+  const evalOptions = verifyEvalOptions(options);
   const evaluateFile = options.evaluateFile ?? evaluate;
   const onSameGpu = { slots: [{ id: "gpu", env: options.env ?? {} }] };
   options.onEvaluate?.();
-  let [evalResult] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
+  let [evalResult] = options.evalAhead
+    ? [await options.evalAhead.run()]
+    : await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
   const failed = (r: EvalResult | undefined): r is EvalResult => r !== undefined && r.verdict !== "correct";
   if (failed(evalResult) && plan.regions.length > 0) {
     result.rejected = { verdict: evalResult.verdict, reason: evalResult.reason };

@@ -31,6 +31,7 @@ export interface ProgressOptions {
 
 export const STAGE_NAMES: Record<ProgressMessage["stage"], string> = {
   import: "import",
+  ready: "ready",
   compile: "compile",
   check: "trials",
   verify: "checks",

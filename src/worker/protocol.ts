@@ -85,6 +85,10 @@ export const EvalRequest = z.object({
     /** Run the reference (the trials' outputs, the float64 evaluation, its side of the timing) in its own
      * process that never imports candidate code (python/kforge_worker/reference_process.py). Absent: on. */
     referenceProcess: z.boolean().optional(),
+    /** Started ahead of its candidate file: the worker loads the problem, starts the reference process and
+     * initialises the device, says "ready", and reads the candidate only after a `go` line on stdin (after the
+     * request's line). Absent: off. */
+    waitForGo: z.boolean().optional(),
   }),
 });
 export type EvalRequest = z.infer<typeof EvalRequest>;
@@ -236,7 +240,9 @@ export type EvalResult = z.infer<typeof EvalResult>;
 export const ProgressMessage = z.object({
   type: z.literal("progress"),
   nonce: z.string().optional(),
-  stage: z.enum(["import", "compile", "check", "time", "verify"]),
+  /** "ready": a worker started ahead of its candidate (options.waitForGo) has done everything that does not need
+   * the candidate and waits for the go line on stdin. */
+  stage: z.enum(["import", "ready", "compile", "check", "time", "verify"]),
   detail: z.string(),
   /** Fraction done within the stage, when known. */
   fraction: z.number().min(0).max(1).nullable(),

@@ -15,6 +15,10 @@ export interface RunWorkerOptions {
   onLog?: (line: string) => void;
   /** Extra environment for the worker (the suite scheduler pins it to one GPU with CUDA_VISIBLE_DEVICES). */
   env?: Record<string, string>;
+  /** A worker started ahead of its candidate (request.options.waitForGo): it reads the candidate once this
+   * settles (resolved: go; rejected: called off, the worker then reports without judging anything). The time
+   * limit counts from then. */
+  go?: Promise<void>;
 }
 
 const STDERR_TAIL_LINES = 40;
@@ -168,8 +172,10 @@ export function secretSeed(): string {
 
 export async function runWorker(request: EvalRequest, options: RunWorkerOptions): Promise<EvalResult> {
   const started = Date.now();
+  const gated = options.go !== undefined;
   const child = execa(options.python, ["-m", "kforge_worker"], {
-    input: JSON.stringify(request),
+    // The request is one line; a gated worker reads its go line after it, so stdin stays open till then.
+    ...(gated ? {} : { input: `${JSON.stringify(request)}\n` }),
     env: workerEnv({ ...options.env, KFORGE_SECRET_SEED: secretSeed() }),
     detached: true,
     buffer: false,
@@ -190,10 +196,30 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
   })();
 
   let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    killGroup(child.pid);
-  }, options.timeoutMs);
+  let timer: NodeJS.Timeout | undefined;
+  let exited = false;
+  const startClock = () => {
+    if (exited) return;
+    timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child.pid);
+    }, options.timeoutMs);
+  };
+  if (options.go && child.stdin) {
+    const stdin = child.stdin;
+    stdin.on("error", () => {}); // a worker that died early closed its end: its exit says why
+    stdin.write(`${JSON.stringify(request)}\n`);
+    options.go.then(
+      () => {
+        stdin.end("go\n");
+        startClock();
+      },
+      () => {
+        stdin.end();
+        startClock();
+      },
+    );
+  } else startClock();
 
   // Wait for the worker itself to exit, not for its pipes to close: a process the candidate forked may hold
   // them open. Anything it left running dies with the group, which also closes the pipes. A program that
@@ -205,7 +231,8 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
       child.once("error", () => resolve());
     }
   });
-  clearTimeout(timer);
+  exited = true;
+  if (timer) clearTimeout(timer);
   const leftovers = !timedOut && killGroup(child.pid);
   untrack();
   const exit = await child;

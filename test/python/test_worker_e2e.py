@@ -7,8 +7,13 @@ scan and integrity checks still run, as in every real evaluation.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
-from conftest import assert_valid, candidate, make_request, problem, run_worker
+from conftest import PYTHON_DIR, REPO, WorkerRun, assert_valid, candidate, make_request, problem, run_worker
 
 QUIET = ["none"]
 
@@ -124,3 +129,51 @@ def test_worker_logs_a_result_that_breaks_the_schema(capsys) -> None:
     err = capsys.readouterr().err
     assert "result does not match schemas/EvalResult.json" in err
     assert "$.checks[0].outcome" in err and "$.checks[0].evidence: missing" in err
+
+
+def _start_gated(request: dict) -> subprocess.Popen:
+    request["options"]["waitForGo"] = True
+    env = dict(os.environ, PYTHONPATH=str(PYTHON_DIR))
+    proc = subprocess.Popen([sys.executable, "-m", "kforge_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(REPO))
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(request) + "\n")
+    proc.stdin.flush()
+    return proc
+
+
+def _until_ready(proc: subprocess.Popen) -> list[dict]:
+    """Progress lines up to the worker's "ready" (it then waits for go without reading the candidate)."""
+    seen = []
+    for line in proc.stdout:  # type: ignore[union-attr]
+        message = json.loads(line)
+        seen.append(message)
+        if message.get("stage") == "ready":
+            return seen
+    raise AssertionError(f"the worker ended before it was ready: {proc.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+
+
+def test_a_worker_started_ahead_reads_its_candidate_only_after_go(cache_dir: str, tmp_path: Path) -> None:
+    # kforge optimize starts the eval while it is still writing the file: the bytes judged are those on disk at
+    # go, not those at start (here the file does not exist until the worker is ready).
+    target = tmp_path / "model_new.py"
+    proc = _start_gated(make_request(problem("tiny_linear"), str(target), cache_dir, checks=QUIET))
+    before = _until_ready(proc)
+    assert [m["stage"] for m in before][-1] == "ready" and not target.exists()
+    shutil.copyfile(candidate("linear_correct"), target)
+    stdout, stderr = proc.communicate("go\n", timeout=300)
+    run = WorkerRun(proc.returncode, stdout, stderr)
+    assert run.result["verdict"] == "correct", run.result["reason"]
+    for message in before + run.messages:
+        assert_valid(message)
+
+
+def test_a_worker_started_ahead_and_called_off_judges_nothing(cache_dir: str, tmp_path: Path) -> None:
+    target = tmp_path / "model_new.py"
+    shutil.copyfile(candidate("linear_correct"), target)
+    proc = _start_gated(make_request(problem("tiny_linear"), str(target), cache_dir, checks=QUIET))
+    _until_ready(proc)
+    stdout, stderr = proc.communicate("", timeout=300)  # stdin closed without go
+    run = WorkerRun(proc.returncode, stdout, stderr)
+    assert run.result["verdict"] == "runtime_error" and "called off" in run.result["reason"]
+    assert run.result["trials"] == []

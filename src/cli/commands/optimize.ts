@@ -4,7 +4,9 @@ import { basename, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { UsageError } from "../../errors.ts";
 import type { BenchSession } from "../../optimize/bench-session.ts";
-import { captureProblems } from "../../optimize/capture.ts";
+import { captureProblem, captureProblems } from "../../optimize/capture.ts";
+import { type EvalAhead, startEvalAhead } from "../../optimize/eval-ahead.ts";
+import type { Graph } from "../../optimize/graph.ts";
 import {
   type OptimizeOptions,
   type OptimizeResult,
@@ -13,6 +15,7 @@ import {
   prepareProblem,
   reusableResult,
   startBenchAhead,
+  verifyEvalOptions,
   verifyProblem,
   warmCompile,
 } from "../../optimize/optimize.ts";
@@ -166,9 +169,9 @@ export function registerOptimizeCommand(program: Command): void {
       const problems = expandTargets(targets);
       if (flags.output && problems.length > 1)
         throw new UsageError("-o/--output takes one target; use --out-dir for several");
-      const worker = flags.verify ? await requireWorkerProbe(flags.python, flags.device) : null;
-      const python = worker?.python ?? choosePython(flags.python).executable;
-      const probe = worker?.probe;
+      // The Python the probe checks (requireWorkerProbe picks the same one): work that needs no GPU answer starts
+      // beside the probe, which is one more process importing torch.
+      const python = choosePython(flags.python).executable;
       const options: OptimizeOptions = {
         python,
         cacheDir: cacheDir(),
@@ -186,21 +189,49 @@ export function registerOptimizeCommand(program: Command): void {
         resolve(flags.output ?? join(flags.outDir, `${basename(problem.path, ".py")}_new.py`));
       const kept =
         flags.resume && flags.json ? keptResults(flags.json, problems, outputOf, options) : new Map();
+      const todo = problems.filter((p) => !kept.has(p.path));
+      // One capture worker for a suite (torch imported once); a single problem captures on its own.
+      const capturing: Promise<(Graph | Error | undefined)[]> =
+        todo.length > 1
+          ? captureProblems(
+              todo.map((p) => p.path),
+              { python },
+            )
+          : todo.length === 1 && todo[0]
+            ? captureProblem(todo[0].path, { python }).then(
+                (graph) => [graph],
+                (error: unknown) => [error instanceof Error ? error : new Error(String(error))],
+              )
+            : Promise.resolve([]);
+      // A single problem's bench worker (torch.compile of the reference) and eval worker (problem loaded,
+      // reference process started, then waiting for the file) start now too, beside its capture: they are
+      // what a warm run waits for. A chosen --gpus decides the GPU later, so then they start at its turn.
+      const single = todo.length === 1 ? todo[0] : undefined;
+      const early =
+        single && flags.verify && flags.device === "cuda" && flags.gpus === undefined
+          ? {
+              bench: startBenchAhead(single, options),
+              eval: startEvalAhead(single, outputOf(single), verifyEvalOptions(options)),
+            }
+          : null;
+      const callOffEarly = () => {
+        early?.bench.close();
+        early?.eval.cancel();
+      };
+      let probe: Awaited<ReturnType<typeof requireWorkerProbe>>["probe"] | undefined;
+      try {
+        probe = flags.verify ? (await requireWorkerProbe(flags.python, flags.device)).probe : undefined;
+      } catch (error) {
+        callOffEarly();
+        throw error;
+      }
       if (kept.size > 0)
         process.stderr.write(`kforge: --resume keeps ${kept.size} verified result(s) from ${flags.json}\n`);
       const results: OptimizeResult[] = [...kept.values()];
       for (const result of kept.values()) process.stdout.write(`${describe(result)} (kept: --resume)\n`);
       const started = performance.now();
       const prepared: Prepared[] = [];
-      // One capture worker for a suite (torch imported once); a single problem captures on its own.
-      const todo = problems.filter((p) => !kept.has(p.path));
-      const graphs =
-        todo.length > 1
-          ? await captureProblems(
-              todo.map((p) => p.path),
-              { python },
-            )
-          : [undefined];
+      const graphs = await capturing;
       for (const [index, problem] of todo.entries()) {
         const output = outputOf(problem);
         try {
@@ -208,7 +239,10 @@ export function registerOptimizeCommand(program: Command): void {
           if (graph instanceof Error) throw graph;
           prepared.push(await prepareProblem(problem, output, options, graph));
         } catch (error) {
-          if (error instanceof UsageError && problems.length === 1) throw error;
+          if (error instanceof UsageError && problems.length === 1) {
+            callOffEarly();
+            throw error;
+          }
           process.stderr.write(`kforge: ${problem.name}: ${(error as Error).message.split("\n")[0]}\n`);
           process.exitCode = 1;
         }
@@ -220,17 +254,25 @@ export function registerOptimizeCommand(program: Command): void {
       const slots = builds ? gpuSlots(flags.gpus, probe ?? {}) : [{ id: "local", env: {} }];
       // torch.compile(reference) of each problem warmed ahead of the GPU loop, in order, WARM_COMPILES at a
       // time (each holds a CUDA context and the problem's inputs): the bench then loads it from inductor's
-      // caches. A single problem compiles in its bench (nothing to overlap with).
+      // caches. A single problem's bench worker started with its capture (above).
       // On one GPU the warm-up is the problem's own bench worker: started up to WARM_COMPILES problems ahead,
       // it has imported torch, built the reference and compiled it when the problem's turn comes, and serves
       // every bench of the problem. Several GPUs: which one a problem gets is known only at its turn, so the
       // disk caches are warmed instead (the worker is pinned to a GPU when it starts).
       const warmAhead = builds && prepared.length > 1;
       const ahead: (BenchSession | undefined)[] = [];
+      const evalAhead: (EvalAhead | undefined)[] = [];
+      if (early && prepared.length === 1) {
+        ahead[0] = early.bench;
+        evalAhead[0] = early.eval;
+      } else callOffEarly(); // its capture failed
+      // With each bench worker, the problem's eval worker: it waits for the file, idle while the bench times.
       const startAhead = (position: number) => {
         const item = prepared[position];
         if (!warmAhead || slots.length !== 1 || !item || ahead[position]) return;
-        ahead[position] = startBenchAhead(item.problem, { ...options, env: slots[0]?.env ?? {} });
+        const env = slots[0]?.env ?? {};
+        ahead[position] = startBenchAhead(item.problem, { ...options, env });
+        evalAhead[position] = startEvalAhead(item.problem, item.output, verifyEvalOptions(options), env);
       };
       startAhead(0);
       const warmed =
@@ -270,6 +312,7 @@ export function registerOptimizeCommand(program: Command): void {
                   env: slot.env,
                   compileWarm: warmed[index - first],
                   benchAhead: ahead[index - first],
+                  evalAhead: evalAhead[index - first],
                   // The next problems' workers start while this one's eval runs: their torch.compile's first
                   // call then lands on a GPU that is not being timed.
                   onEvaluate: () => {
@@ -292,7 +335,9 @@ export function registerOptimizeCommand(program: Command): void {
           },
         },
       );
-      for (const session of ahead) session?.close(); // those of problems given up before their turn
+      // Those of problems given up before their turn.
+      for (const session of ahead) session?.close();
+      for (const pending of evalAhead) pending?.cancel();
       if (results.length > 1) {
         const width = process.stdout.columns && process.stdout.columns > 0 ? process.stdout.columns : 100;
         process.stdout.write(`\n${formatOptimizeTable(results, { color: useColor(process.stdout), width })}`);
