@@ -362,3 +362,42 @@ test("an eval worker started ahead and called off judges nothing", { timeout: 30
   assert.match(result.reason ?? "", /called off/);
   assert.deepEqual(result.trials, []);
 });
+
+test("while the bench worker still compiles the reference, the eval started ahead judges the file first", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  // Every region kept (as when each wins on a GPU): the file the eval judged first is the one shipped.
+  const opts = options(dir, { compileBaseline: true, regionWinMargin: 0 });
+  const order: string[] = [];
+  const session = startBenchAhead(problem, opts);
+  const request = session.request.bind(session);
+  session.request = (r) => {
+    if (r.candidatePath !== null) order.push("bench");
+    return request(r);
+  };
+  session.preparing = true; // held so however fast this machine compiles (set false when the prepare ends)
+  const ahead = startEvalAhead(problem, output, verifyEvalOptions(opts));
+  const evalAhead = {
+    ...ahead,
+    run: () => {
+      order.push("eval");
+      return ahead.run();
+    },
+  };
+  let fresh = 0;
+  const result = await optimizeProblem(problem, output, {
+    ...opts,
+    benchAhead: session,
+    evalAhead,
+    evaluateFile: (...args) => {
+      fresh += 1;
+      return evaluate(...args);
+    },
+  });
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.deepEqual(order, ["eval", "bench"]);
+  assert.equal(fresh, 0, "the file timed is the file judged: no second eval");
+  assert.ok(result.seconds.verify > 0 && result.seconds.bench >= 0);
+});

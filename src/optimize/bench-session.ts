@@ -38,6 +38,8 @@ export class BenchSession {
   private queue: Promise<unknown> = Promise.resolve();
   /** The prepare sent ahead of the problem's turn (prepare()), until takeAheadRun() reports it. */
   private ahead: Promise<{ wall: number; phases: BenchPhases | null }> | null = null;
+  /** The prepare is still running (torch.compile of the reference, mostly CPU work): the GPU is free. */
+  preparing = false;
 
   constructor(
     private readonly python: string,
@@ -58,10 +60,11 @@ export class BenchSession {
    * bench comes. */
   prepare(request: Omit<OptimizeBenchRequest, "spawnedAt" | "candidatePath" | "regions" | "iters">): void {
     const started = performance.now();
-    this.ahead = this.request({ ...request, candidatePath: null, regions: [], iters: 1 }).then((result) => ({
-      wall: (performance.now() - started) / 1000,
-      phases: result.phases ?? null,
-    }));
+    this.preparing = true;
+    this.ahead = this.request({ ...request, candidatePath: null, regions: [], iters: 1 }).then((result) => {
+      this.preparing = false;
+      return { wall: (performance.now() - started) / 1000, phases: result.phases ?? null };
+    });
   }
 
   /** The prepare sent ahead, once it is done (null when none was, or it was reported already). */
