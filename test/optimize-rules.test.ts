@@ -352,7 +352,10 @@ test("dropout in training draws random numbers and is never fused", () => {
 });
 
 test("non-float inputs, unknown gelu modes and batch norm in eval mode are left to PyTorch", () => {
-  const intNode = node("i", "relu", { input: ref("x") }, X);
+  // relu of an int64 tensor is int64 (an integer read by a float32 result is taken: the test below)
+  const intNode = node("i", "relu", { input: ref("x") }, X, {
+    out: { t: "tensor", meta: { shape: X, dtype: "int64", stride: contiguous(X) } },
+  });
   const g = graph([intNode], "i");
   g.inputs[0] = { name: "x", meta: { shape: X, dtype: "int64", stride: contiguous(X) }, value: null };
   assert.match(pointwiseVerdict(intNode, new GraphView(g)) ?? "", /int64/);
@@ -927,4 +930,250 @@ test("a pointwise op takes a Python number another node computed; a non-number v
   const h = graph([shape, node("m", "mul", { input: ref("x"), other: ref("sh") }, X)], "m");
   const hv = new GraphView(h);
   assert.match(pointwiseVerdict(hv.node("m"), hv) ?? "", /not a tensor or a number/);
+});
+
+/** `x * rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w`, the input of dtype `dtype`. */
+function writtenRmsNorm(dtype: string, meanUsers: "one" | "two" = "one"): Graph {
+  const R = [8, 16, 32, 32];
+  const S = [8, 16, 32, 1];
+  const g = graph(
+    [
+      node("sq", "pow", { input: ref("x"), exponent: num(2) }, R),
+      node("ms", "mean", { input: ref("sq"), dim: ints(-1), keepdim: bool(true), dtype: none }, S),
+      node("add", "add", { input: ref("ms"), other: num(1e-6, "eps"), alpha: num(1) }, S),
+      node("inv", "rsqrt", { input: ref("add") }, S),
+      node("mul", "mul", { input: ref("x"), other: ref("inv") }, R),
+      node("scaled", "mul", { input: ref("mul"), other: param("weight") }, R),
+      ...(meanUsers === "two"
+        ? [node("out2", "add", { input: ref("scaled"), other: ref("ms"), alpha: num(1) }, R)]
+        : []),
+    ],
+    meanUsers === "two" ? "out2" : "scaled",
+    { weight: [32] },
+  );
+  for (const n of g.nodes) if (n.out.t === "tensor") n.out.meta.dtype = dtype;
+  const input = g.inputs[0];
+  if (input?.meta) input.meta.dtype = dtype;
+  return g;
+}
+
+test("a written RMSNorm (x * rsqrt(mean(x^2) + eps)) is one rms_norm: one normalize region with the weight", () => {
+  const written = writtenRmsNorm("float32");
+  assert.deepEqual(
+    planGraph(written).regions.map((r) => r.kind),
+    ["reduce", "pointwise"],
+    "as written: a reduction and a pointwise pass that reads x again",
+  );
+  const rewritten = canonicalGraph(written);
+  assert.deepEqual(
+    rewritten.nodes.map((n) => `${n.id}:${n.op}`),
+    ["mul:rms_norm", "scaled:mul"],
+  );
+  const norm = rewritten.nodes[0];
+  assert.equal(norm?.target, "torch.nn.functional.rms_norm");
+  assert.deepEqual(norm?.fn?.normalized_shape, ints(32));
+  assert.deepEqual(norm?.fn?.eps, num(1e-6, "eps"), "eps keeps the model attribute it came from");
+  const plan = planGraph(rewritten);
+  assert.equal(plan.regions.length, 1);
+  assert.equal(plan.regions[0]?.kind, "normalize");
+  assert.deepEqual(plan.regions[0] && regionNodes(plan.regions[0]), ["mul", "scaled"]);
+});
+
+test("a written RMSNorm stays as written where rms_norm would not equal it or a statistic is read elsewhere", () => {
+  // F.rms_norm upcasts half precision inside; the written ops round at each step.
+  assert.equal(canonicalGraph(writtenRmsNorm("bfloat16")).nodes.length, 6);
+  // The mean square read by another op must still be computed.
+  assert.equal(canonicalGraph(writtenRmsNorm("float32", "two")).nodes.length, 7);
+  // Over a leading dim it is no rms_norm.
+  const leading = writtenRmsNorm("float32");
+  const ms = leading.nodes.find((n) => n.id === "ms");
+  if (ms?.fn) ms.fn.dim = ints(1);
+  assert.equal(canonicalGraph(leading).nodes.length, 6);
+});
+
+test("in-place statements on a value (y.mul_(a); y.add_(b); return y) read as a chain and fuse", () => {
+  const inplace = { inplace: true };
+  const g = graph(
+    [
+      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight") }, X, {
+        kind: "call_module",
+        target: "conv",
+      }),
+      node("mul_", "mul", { input: ref("conv"), other: num(0.5) }, X, inplace),
+      node("add_", "add", { input: ref("conv"), other: num(1), alpha: num(1) }, X, inplace),
+      node("clamp_", "clamp", { input: ref("conv"), min: num(0), max: num(1) }, X, inplace),
+    ],
+    "conv",
+    { "conv.weight": [16, 16, 3, 3] },
+  );
+  const before = planGraph(g);
+  assert.ok(
+    !before.regions.some((r) => regionNodes(r).includes("mul_")),
+    "as captured: each write is shared",
+  );
+  const threaded = canonicalGraph(g);
+  assert.deepEqual(
+    threaded.nodes.map((n) => n.fn?.input),
+    [ref("x"), ref("conv"), ref("mul_"), ref("add_")],
+  );
+  assert.deepEqual(threaded.output, ref("clamp_"));
+  const region = planGraph(threaded).regions.find((r) => r.output === "clamp_");
+  assert.deepEqual(region && regionNodes(region), ["mul_", "add_", "clamp_"]);
+  assert.deepEqual(g.nodes[2]?.fn?.input, ref("conv"), "the captured graph itself is left as it was");
+});
+
+test("in-place statements stay as captured where a view sees the write or a read comes before it", () => {
+  const inplace = { inplace: true };
+  const viewed = graph(
+    [
+      node("act", "relu", { input: ref("x") }, X),
+      node("v", "view", { input: ref("act"), size: ints(-1) }, [X.reduce((a, b) => a * b)]),
+      node("mul_", "mul", { input: ref("act"), other: num(2) }, X, inplace),
+      node("sum", "sum", { input: ref("v"), dim: none, keepdim: bool(false), dtype: none }, []),
+      node("out", "add", { input: ref("act"), other: ref("sum"), alpha: num(1) }, X),
+    ],
+    "out",
+  );
+  assert.deepEqual(canonicalGraph(viewed).nodes.at(-1)?.fn?.input, ref("act"), "v aliases act: no renaming");
+  const readBefore = graph(
+    [
+      node("act", "relu", { input: ref("x") }, X),
+      node("sig", "sigmoid", { input: ref("act") }, X),
+      node("mul_", "mul", { input: ref("act"), other: num(3) }, X, inplace),
+      node("out", "add", { input: ref("sig"), other: ref("act"), alpha: num(1) }, X),
+    ],
+    "out",
+  );
+  const threaded = canonicalGraph(readBefore);
+  assert.deepEqual(threaded.nodes[1]?.fn?.input, ref("act"), "sigmoid ran before the write");
+  assert.deepEqual(threaded.nodes[3]?.fn?.other, ref("mul_"), "the add after it reads the written value");
+  assert.ok(!planGraph(threaded).regions.some((r) => regionNodes(r).includes("mul_")), "mul_ is not private");
+});
+
+test("glu is spelled out as chunk -> sigmoid -> mul, which fuses with the ops after it (float32, even size)", () => {
+  const H = [8, 8, 32, 32];
+  const g = graph(
+    [
+      node("glu", "glu", { input: ref("x"), dim: num(1) }, H),
+      node("out", "add", { input: ref("glu"), other: num(1), alpha: num(1) }, H),
+    ],
+    "out",
+  );
+  assert.equal(planGraph(g).regions.length, 1, "as captured: the add alone");
+  const spelled = canonicalGraph(g);
+  assert.deepEqual(
+    spelled.nodes.map((n) => `${n.id}:${n.op}`),
+    [
+      "glu_halves:chunk",
+      "glu_value:getitem",
+      "glu_gate_in:getitem",
+      "glu_gate:sigmoid",
+      "glu:mul",
+      "out:add",
+    ],
+  );
+  assert.deepEqual(spelled.nodes[0]?.fn?.dim, num(1));
+  const region = planGraph(spelled).regions.find((r) => r.output === "out");
+  assert.deepEqual(region && regionNodes(region), ["glu_gate", "glu", "out"]);
+  const half = graph([node("glu", "glu", { input: ref("x"), dim: num(1) }, H)], "glu");
+  const input = half.inputs[0];
+  if (input?.meta) input.meta.dtype = "float16";
+  assert.deepEqual(
+    canonicalGraph(half).nodes.map((n) => n.op),
+    ["glu"],
+    "half precision: glu rounds once, the spelled-out ops twice",
+  );
+  const odd = graph([node("glu", "glu", { input: ref("x"), dim: num(0) }, [1, 16, 32, 32])], "glu");
+  const oddInput = odd.inputs[0];
+  if (oddInput?.meta) oddInput.meta.shape = [3, 16, 32, 32];
+  assert.deepEqual(
+    canonicalGraph(odd).nodes.map((n) => n.op),
+    ["glu"],
+    "an odd size along dim 0",
+  );
+});
+
+test("prelu is spelled out as where(x >= 0, x, w * x); a per-channel weight is viewed (C, 1, 1)", () => {
+  const g = graph(
+    [
+      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight") }, X, {
+        kind: "call_module",
+        target: "conv",
+      }),
+      node("act", "prelu", { input: ref("conv"), weight: param("act.weight") }, X, {
+        kind: "call_module",
+        target: "act",
+      }),
+      node("one", "prelu", { input: ref("act"), weight: param("one.weight") }, X),
+    ],
+    "one",
+    { "conv.weight": [16, 16, 3, 3], "act.weight": [16], "one.weight": [1] },
+  );
+  assert.ok(!planGraph(g).regions.some((r) => regionNodes(r).includes("act")), "as captured: no rule");
+  const spelled = canonicalGraph(g);
+  assert.deepEqual(
+    spelled.nodes.map((n) => `${n.id}:${n.op}`),
+    [
+      "conv:conv2d",
+      "act_weight:view",
+      "act_positive:ge",
+      "act_scaled:mul",
+      "act:where",
+      "one_positive:ge",
+      "one_scaled:mul",
+      "one:where",
+    ],
+  );
+  assert.deepEqual(spelled.nodes[1]?.fn?.size, {
+    t: "list",
+    kind: "tuple",
+    items: [num(16), num(1), num(1)],
+  });
+  assert.equal(spelled.nodes[4]?.kind, "call_function", "the module call is gone: its weight is an operand");
+  const region = planGraph(spelled).regions.find((r) => r.output === "one");
+  assert.deepEqual(region && regionNodes(region), [
+    "act_positive",
+    "act_scaled",
+    "act",
+    "one_positive",
+    "one_scaled",
+    "one",
+  ]);
+  const mismatched = graph([node("act", "prelu", { input: ref("x"), weight: param("w") }, X)], "act", {
+    w: [3],
+  });
+  assert.deepEqual(
+    canonicalGraph(mismatched).nodes.map((n) => n.op),
+    ["prelu"],
+    "3 weights for 16 channels",
+  );
+});
+
+test("an integer operand is read as fp32 where the op's result is float32; integer or half results keep PyTorch", () => {
+  const shape = [4, 8];
+  const meta = (dtype: string) => ({ t: "tensor" as const, meta: { ...f32(shape), dtype } });
+  const g = graph(
+    [
+      node("m", "relu", { input: ref("x") }, shape, { out: meta("int64") }),
+      node("i", "relu", { input: ref("x") }, shape, { out: meta("int32") }),
+      node("prod", "mul", { input: ref("x"), other: ref("m") }, shape),
+      node(
+        "cast",
+        "to",
+        { input: ref("i"), dtype: { t: "const", pytype: "dtype", value: "float32" } },
+        shape,
+      ),
+      node("ints", "add", { input: ref("m"), other: num(1), alpha: num(1) }, shape, { out: meta("int64") }),
+      node("half", "mul", { input: ref("x"), other: ref("m") }, shape, { out: meta("float16") }),
+      node("cmp", "ne", { input: ref("m"), other: num(-1) }, shape, { out: meta("bool") }),
+    ],
+    "prod",
+  );
+  const view = new GraphView(g);
+  const verdict = (id: string) => pointwiseVerdict(view.node(id), view);
+  assert.equal(verdict("prod"), null);
+  assert.equal(verdict("cast"), null);
+  assert.equal(verdict("ints"), "int64 output");
+  assert.equal(verdict("half"), "int64 operand other");
+  assert.equal(verdict("cmp"), "int64 operand input", "a comparison of integers is exact only in integers");
 });

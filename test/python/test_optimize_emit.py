@@ -19,7 +19,8 @@ from conftest import find_nvcc
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
 CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device",
-         "register_targets", "register_targets_reduce64", "diag_matmul_rewrite"]
+         "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
+         "integer_operands_trig"]
 
 
 def _node() -> str | None:
@@ -105,6 +106,28 @@ def test_a_diagonal_matmul_is_a_broadcast_product(emitted: dict[str, str]) -> No
     assert text.count("(diag_matmul recipe)") >= 2 and "a.unsqueeze(-1) * B" in text, text[-2500:]
 
 
+def test_written_idioms_fold_into_the_rules_ops(emitted: dict[str, str]) -> None:
+    # The exact check above is their fallback; here: the folded ops are the regions, nothing left to PyTorch.
+    text = open(emitted["written_idioms"]).read()
+    doc = text[: text.index('"""', 3)]
+    assert "expansion = 2" in text.split("class ModelNew", 1)[1]  # the class attribute __init__ reads
+    assert "conv2d → mul → add → clamp (pointwise)" in doc, doc  # y.mul_(); y.add_(); y.clamp_() as a chain
+    assert "rms_norm → mul (normalize)" in doc, doc  # x * rsqrt(mean(x^2) + eps) * w: one normalisation
+    assert "sigmoid → mul → add (pointwise)" in doc and "(glu)" not in doc, doc  # glu spelled out
+    assert "Left to PyTorch" not in doc or "no rule covers" not in doc, doc
+
+
+def test_integer_operands_are_read_as_float_where_the_op_computes_in_float32(emitted: dict[str, str]) -> None:
+    text = open(emitted["integer_operands_trig"]).read()
+    doc = text[: text.index('"""', 3)]
+    # the frequencies from an int64 arange and the int64 positions times them: one region reading both as fp32
+    assert "to → mul → div → exp → mul (pointwise)" in doc and "(torch.int64, torch.int64)" in text, doc
+    assert "(torch.float32, torch.int64, torch.float32)" in text, doc  # x * mask + emb, the mask guarded as int64
+    assert "to → mul → add (pointwise)" in doc and "(torch.int32,)" in text, doc  # ids.float() * 0.5 + 1.0
+    assert "int64 output" in doc and "int64 operand" in doc, doc  # integer arithmetic, a half product: PyTorch
+    assert "kf_sin(" in _load(emitted["integer_operands_trig"], "trig_source")._KF_CUDA_SOURCE
+
+
 @pytest.mark.parametrize("case", ["conv_bn_chain", "mode_names_casts"])
 def test_emitted_file_runs_the_reference_in_eval_mode(emitted: dict[str, str], case: str) -> None:
     # mode_names_casts: fx froze `training=self.training` as True; eval mode must not drop out
@@ -126,7 +149,8 @@ def test_a_file_specialised_to_its_mode_guards_it_and_renames_clashing_inputs(em
 
 
 @pytest.mark.parametrize(
-    "case", ["conv_bn_chain", "norms_reduce_pool", "mode_names_casts", "register_targets", "register_targets_reduce64"]
+    "case", ["conv_bn_chain", "norms_reduce_pool", "mode_names_casts", "register_targets", "register_targets_reduce64",
+             "written_idioms", "integer_operands_trig"]
 )
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:
     nvcc = find_nvcc()

@@ -51,6 +51,10 @@ def _parameter_text(def_text: str) -> str:
     return ""
 
 
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
 def split_source(text: str) -> dict[str, Any]:
     """graph.ts `source`; SyntaxError propagates (a bad problem file)."""
     tree = ast.parse(text)
@@ -62,6 +66,10 @@ def split_source(text: str) -> dict[str, Any]:
             removed.append(_span(node))
             for item in node.body:
                 if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    # A class attribute (ResNet's `expansion = 4`, a nested helper class) that __init__ or
+                    # forward reads through self: ModelNew needs it too. The class docstring is not needed.
+                    if not _is_docstring(item):
+                        out["methods"].append(_text(lines, item))
                     continue
                 if item.name == "__init__":
                     out["init"] = _text(lines, item)

@@ -36,6 +36,7 @@ const CPP_TYPE: Record<string, string> = {
   float16: "__half",
   bfloat16: "__nv_bfloat16",
   int64: "int64_t",
+  int32: "int32_t", // read only, converted to fp32 (rules.ts readsIntegerAsFloat)
   bool: "bool", // read only: masks (masked_fill's, where's condition)
 };
 const AT_TYPE: Record<string, string> = {

@@ -73,6 +73,13 @@ function isBool(view: GraphView, arg: Arg | undefined): boolean {
   return view.tensorOf(arg)?.dtype === "bool";
 }
 
+/** An integer operand of an op whose result is float32 (`mask.float()`, `pos * 0.5`, `x * mask`): torch converts
+ * it to float32 and computes in float32, as the kernel does (kf_to_float<int64_t>). An integer result, a
+ * comparison of integers, or a half-precision result (torch rounds the integer to half first) keeps PyTorch. */
+function readsIntegerAsFloat(operand: string, result: string): boolean {
+  return (operand === "int64" || operand === "int32") && result === "float32";
+}
+
 /** Can this node be a member of a pointwise region? */
 export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
   const spec = POINTWISE[node.op];
@@ -101,7 +108,8 @@ export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
     if (view.isNumberValue(arg)) continue;
     const meta = view.tensorOf(arg);
     if (!meta) return `its ${key} is not a tensor or a number`;
-    if (!FLOAT_DTYPES.has(meta.dtype) && meta.dtype !== "bool") return `${meta.dtype} operand ${key}`;
+    if (!FLOAT_DTYPES.has(meta.dtype) && meta.dtype !== "bool" && !readsIntegerAsFloat(meta.dtype, out.dtype))
+      return `${meta.dtype} operand ${key}`;
     if (meta.shape.length > MAX_RANK) return `operand rank ${meta.shape.length} > ${MAX_RANK}`;
   }
   const expr = spec.emit(

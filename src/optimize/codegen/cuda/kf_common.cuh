@@ -13,6 +13,10 @@ template <> __device__ __forceinline__ float kf_to_float<__half>(__half v) { ret
 template <> __device__ __forceinline__ float kf_to_float<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
 // Masks (masked_fill's, where's condition) are read as 1 / 0; no kernel writes bool.
 template <> __device__ __forceinline__ float kf_to_float<bool>(bool v) { return v ? 1.f : 0.f; }
+// Integer operands (a mask or positions as int64) are read only where the op computes in fp32 (its result is
+// float32: torch converts the integer to float first), rounded to nearest as torch's static_cast is.
+template <> __device__ __forceinline__ float kf_to_float<int64_t>(int64_t v) { return __ll2float_rn(v); }
+template <> __device__ __forceinline__ float kf_to_float<int32_t>(int32_t v) { return __int2float_rn(v); }
 
 template <typename T> __device__ __forceinline__ T kf_from_float(float v);
 template <> __device__ __forceinline__ float kf_from_float<float>(float v) { return v; }

@@ -300,13 +300,20 @@ __device__ __forceinline__ void kf_load_run(const void* base, uint32_t off, floa
     v[1] = kf_to_float<T>(reinterpret_cast<const T&>(r.y));
     v[2] = kf_to_float<T>(reinterpret_cast<const T&>(r.z));
     v[3] = kf_to_float<T>(reinterpret_cast<const T&>(r.w));
+  } else if constexpr (sizeof(T) == 8) {  // an int64 operand: two 16-byte words
+    const longlong2 a = reinterpret_cast<const longlong2*>(p)[0];
+    const longlong2 b = reinterpret_cast<const longlong2*>(p)[1];
+    v[0] = kf_to_float<T>(reinterpret_cast<const T&>(a.x));
+    v[1] = kf_to_float<T>(reinterpret_cast<const T&>(a.y));
+    v[2] = kf_to_float<T>(reinterpret_cast<const T&>(b.x));
+    v[3] = kf_to_float<T>(reinterpret_cast<const T&>(b.y));
   } else if constexpr (sizeof(T) == 1) {  // a bool mask: four bytes
     const uint32_t r = *reinterpret_cast<const uint32_t*>(p);
     const T* t = reinterpret_cast<const T*>(&r);
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[j] = kf_to_float<T>(t[j]);
   } else {
-    static_assert(sizeof(T) == 2, "runs of 4-, 2- or 1-byte elements");
+    static_assert(sizeof(T) == 2, "runs of 8-, 4-, 2- or 1-byte elements");
     const uint2 r = *reinterpret_cast<const uint2*>(p);
     const T* t = reinterpret_cast<const T*>(&r);
 #pragma unroll

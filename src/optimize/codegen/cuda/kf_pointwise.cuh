@@ -15,6 +15,31 @@ __device__ __forceinline__ float kf_clamp_min(float a, float lo) { return a != a
 __device__ __forceinline__ float kf_clamp_max(float a, float hi) { return a != a ? a : fminf(a, hi); }
 __device__ __forceinline__ float kf_sigmoid(float a) { return __fdividef(1.f, 1.f + __expf(-a)); }
 __device__ __forceinline__ float kf_silu(float a) { return __fdividef(a, 1.f + __expf(-a)); }
+// sin / cos. libm's sinf/cosf reduce |a| > 105615 with Payne-Hanek, whose table walk lives in local memory:
+// every kernel calling them carried a 32-byte stack frame. Here the reduction is one multiply in double
+// (a * 2/pi has relative error 2^-53, so the fraction left is good to 1e-10 for |a| < 1e6), and the sine or
+// cosine of the remainder in [-pi/4, pi/4] is Cephes' sinf/cosf polynomial (within 2 fp32 ulp). NaN and inf
+// give NaN. The host (the kernel emulator) takes libm's, as PyTorch's CPU kernels do.
+#ifdef __CUDACC__
+// The sine of a * pi/2 turned `quarter` quarter turns further (0: sin, 1: cos).
+__device__ __forceinline__ float kf_sin_quadrant(float a, int quarter) {
+  const double t = static_cast<double>(a) * 0.63661977236758134308;
+  const double j = rint(t);
+  const float r = static_cast<float>((t - j) * 1.57079632679489661923);
+  const int q = (static_cast<int>(static_cast<long long>(j) & 3) + quarter) & 3;
+  const float z = r * r;
+  const float s = fmaf(fmaf(fmaf(-1.9515295891e-4f, z, 8.3321608736e-3f), z, -1.6666654611e-1f), z * r, r);
+  const float c = fmaf(fmaf(fmaf(2.443315711809948e-5f, z, -1.388731625493765e-3f), z, 4.166664568298827e-2f),
+                       z * z, fmaf(-0.5f, z, 1.f));
+  const float v = (q & 1) ? c : s;
+  return (q & 2) ? -v : v;
+}
+__device__ __forceinline__ float kf_sin(float a) { return kf_sin_quadrant(a, 0); }
+__device__ __forceinline__ float kf_cos(float a) { return kf_sin_quadrant(a, 1); }
+#else
+__device__ __forceinline__ float kf_sin(float a) { return sinf(a); }
+__device__ __forceinline__ float kf_cos(float a) { return cosf(a); }
+#endif
 __device__ __forceinline__ float kf_gelu(float a) { return 0.5f * a * (1.f + erff(a * 0.70710678118654752f)); }
 __device__ __forceinline__ float kf_gelu_tanh(float a) {
   const float inner = 0.79788456080286536f * (a + 0.044715f * a * a * a);

@@ -1,0 +1,192 @@
+// Ops no rule takes, spelled out as the ops they are, so that the rules take those:
+// - F.glu / nn.GLU: `a, b = x.chunk(2, dim); a * torch.sigmoid(b)`. glu is no pointwise op (its output is half
+//   its input along `dim`), so the conv or linear before it and the ops after it split around one PyTorch
+//   kernel. Spelled out, the halves are views of x and sigmoid → mul fuse with what follows.
+// - F.prelu / nn.PReLU: `torch.where(x >= 0, x, w * x)`, the weight one value or one per channel (dim 1, viewed
+//   as (C, 1, ..., 1)): a pointwise select that joins the region of the conv or linear before it.
+//
+// Each only where the spelled-out ops equal the op exactly on the CPU (the fallback's check): glu in float32 /
+// float64 (glu rounds half precision once, the spelled-out ops twice) along an even size; prelu in any float
+// dtype with its weight of the input's dtype (the same products and selects).
+import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
+import { FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
+
+const EXACT_DTYPES = new Set(["float32", "float64"]);
+
+function constInt(arg: Arg | undefined): number | null {
+  return arg?.t === "const" && arg.pytype === "int" && typeof arg.value === "number" ? arg.value : null;
+}
+
+function contiguousStride(shape: number[]): number[] {
+  const stride = shape.map(() => 1);
+  for (let i = shape.length - 2; i >= 0; i--) stride[i] = (stride[i + 1] ?? 1) * (shape[i + 1] ?? 1);
+  return stride;
+}
+
+/** A fresh node id `base`, `base_1`, ... not in `taken` (which it joins). */
+function freshId(base: string, taken: Set<string>): string {
+  let id = base;
+  for (let i = 1; taken.has(id); i++) id = `${base}_${i}`;
+  taken.add(id);
+  return id;
+}
+
+function plainNode(id: string, rest: Omit<GraphNode, "id" | "modeDependent" | "rng" | "inplace">): GraphNode {
+  return { id, ...rest, modeDependent: false, rng: false, inplace: false };
+}
+
+/** glu's replacement nodes (chunk, the two halves, sigmoid, and the product under glu's own id), or null. */
+function gluSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
+  const input = node.fn?.input;
+  const meta = view.tensorOf(input);
+  const out = view.outMeta(node);
+  if (!input || !meta || !out || !EXACT_DTYPES.has(meta.dtype) || node.inplace) return null;
+  const rank = meta.shape.length;
+  const raw = node.fn?.dim === undefined ? -1 : constInt(node.fn.dim);
+  if (raw === null || rank === 0 || raw < -rank || raw >= rank) return null;
+  const dim = raw < 0 ? raw + rank : raw;
+  const size = meta.shape[dim] ?? 0;
+  if (size % 2 !== 0) return null;
+  const half: TensorMeta = { ...meta, shape: meta.shape.map((s, i) => (i === dim ? size / 2 : s)) };
+  const dimArg: Arg = { t: "const", pytype: "int", value: dim };
+  const two: Arg = { t: "const", pytype: "int", value: 2 };
+  const halves = freshId(`${node.id}_halves`, taken);
+  const [first, second] = [0, 1].map((i) => {
+    const index: Arg = { t: "const", pytype: "int", value: i };
+    const source: Arg = { t: "node", id: halves };
+    return plainNode(freshId(`${node.id}_${i ? "gate_in" : "value"}`, taken), {
+      kind: "call_function",
+      target: "operator.getitem",
+      args: [source, index],
+      kwargs: {},
+      op: "getitem",
+      fn: { input: source, index },
+      out: { t: "tensor", meta: half },
+    });
+  });
+  if (!first || !second) return null;
+  const gate = freshId(`${node.id}_gate`, taken);
+  const result: TensorMeta = { ...out, stride: contiguousStride(out.shape) };
+  return [
+    plainNode(halves, {
+      kind: "call_method",
+      target: "chunk",
+      args: [input, two],
+      kwargs: { dim: dimArg },
+      op: "chunk",
+      fn: { input, chunks: two, dim: dimArg },
+      out: { t: "tuple", items: [half, half] },
+    }),
+    first,
+    second,
+    plainNode(gate, {
+      kind: "call_function",
+      target: "torch.sigmoid",
+      args: [{ t: "node", id: second.id }],
+      kwargs: {},
+      op: "sigmoid",
+      fn: { input: { t: "node", id: second.id } },
+      out: { t: "tensor", meta: result },
+    }),
+    plainNode(node.id, {
+      kind: "call_function",
+      target: "operator.mul",
+      args: [
+        { t: "node", id: first.id },
+        { t: "node", id: gate },
+      ],
+      kwargs: {},
+      op: "mul",
+      fn: { input: { t: "node", id: first.id }, other: { t: "node", id: gate } },
+      out: node.out,
+    }),
+  ];
+}
+
+/** prelu's replacement nodes (the weight's channel view where it needs one, x >= 0, w * x, and the select under
+ * prelu's own id), or null. */
+function preluSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
+  const input = node.fn?.input;
+  const weight = node.fn?.weight;
+  const meta = view.tensorOf(input);
+  const wMeta = view.tensorOf(weight);
+  const out = view.outMeta(node);
+  if (!input || !weight || !meta || !wMeta || !out || node.inplace) return null;
+  if (!FLOAT_DTYPES.has(meta.dtype) || wMeta.dtype !== meta.dtype || wMeta.shape.length !== 1) return null;
+  const rank = meta.shape.length;
+  const channels = wMeta.shape[0] ?? 0;
+  const perChannel = channels !== 1;
+  if (rank === 0 || (perChannel && (rank < 2 || meta.shape[1] !== channels))) return null;
+  const nodes: GraphNode[] = [];
+  let w: Arg = weight;
+  if (perChannel && rank > 2) {
+    const shape = [channels, ...Array.from({ length: rank - 2 }, () => 1)];
+    const size: Arg = {
+      t: "list",
+      kind: "tuple",
+      items: shape.map((value) => ({ t: "const", pytype: "int", value })),
+    };
+    const id = freshId(`${node.id}_weight`, taken);
+    nodes.push(
+      plainNode(id, {
+        kind: "call_method",
+        target: "view",
+        args: [weight, size],
+        kwargs: {},
+        op: "view",
+        fn: { input: weight, size },
+        out: { t: "tensor", meta: { ...wMeta, shape, stride: contiguousStride(shape) } },
+      }),
+    );
+    w = { t: "node", id };
+  }
+  const dense: TensorMeta = { ...out, stride: contiguousStride(out.shape) };
+  const zero: Arg = { t: "const", pytype: "int", value: 0 };
+  const positive = freshId(`${node.id}_positive`, taken);
+  const scaled = freshId(`${node.id}_scaled`, taken);
+  return [
+    ...nodes,
+    plainNode(positive, {
+      kind: "call_function",
+      target: "operator.ge",
+      args: [input, zero],
+      kwargs: {},
+      op: "ge",
+      fn: { input, other: zero },
+      out: { t: "tensor", meta: { ...dense, dtype: "bool" } },
+    }),
+    plainNode(scaled, {
+      kind: "call_function",
+      target: "operator.mul",
+      args: [w, input],
+      kwargs: {},
+      op: "mul",
+      fn: { input: w, other: input },
+      out: { t: "tensor", meta: dense },
+    }),
+    plainNode(node.id, {
+      kind: "call_function",
+      target: "torch.where",
+      args: [{ t: "node", id: positive }, input, { t: "node", id: scaled }],
+      kwargs: {},
+      op: "where",
+      fn: { condition: { t: "node", id: positive }, input, other: { t: "node", id: scaled } },
+      out: node.out,
+    }),
+  ];
+}
+
+type SpellOut = (node: GraphNode, view: GraphView, taken: Set<string>) => GraphNode[] | null;
+
+/** Op -> its spelled-out nodes (the last one under the op's own id, so its readers are unchanged). */
+const SPELLED_OUT: Record<string, SpellOut> = { glu: gluSpelledOut, prelu: preluSpelledOut };
+
+/** The graph's nodes with each op of SPELLED_OUT spelled out where it is exact. */
+export function spellOutOps(nodes: GraphNode[], view: GraphView): GraphNode[] {
+  if (!nodes.some((n) => n.op in SPELLED_OUT)) return nodes;
+  const taken = new Set([...nodes.map((n) => n.id), ...view.graph.inputs.map((i) => i.name)]);
+  return nodes.flatMap((node) => {
+    const spell = SPELLED_OUT[node.op];
+    return spell?.(node, view, taken) ?? [node];
+  });
+}
