@@ -29,11 +29,21 @@ SHARE = 0.2
 FLOOR_MS = 20.0
 
 
-Scheduling = tuple[frozenset[int], int]  # (CPU affinity, niceness) of one thread
+Scheduling = tuple  # (CPU affinity, niceness, scheduling policy) of one thread; older baselines have two fields
+_POLICIES = {getattr(os, n, -1): n for n in ("SCHED_OTHER", "SCHED_BATCH", "SCHED_IDLE", "SCHED_FIFO", "SCHED_RR")}
+
+
+def _policy(tid: int) -> int:
+    try:
+        return os.sched_getscheduler(tid)
+    except (OSError, AttributeError):
+        return -1
 
 
 def scheduling(pid: int) -> dict[int, Scheduling]:
-    """thread id -> (CPU affinity, niceness) for every thread of process `pid` (empty where /proc is absent)."""
+    """thread id -> (CPU affinity, niceness, policy) for every thread of process `pid` (empty where /proc is
+    absent). The policy matters as much as niceness: SCHED_IDLE (which any user may set on their own processes)
+    keeps the niceness and the cores and runs the thread only when nothing else wants the core."""
     out: dict[int, Scheduling] = {}
     try:
         tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
@@ -41,10 +51,20 @@ def scheduling(pid: int) -> dict[int, Scheduling]:
         return out
     for tid in tids:
         try:
-            out[tid] = (frozenset(os.sched_getaffinity(tid)), os.getpriority(os.PRIO_PROCESS, tid))
+            out[tid] = (frozenset(os.sched_getaffinity(tid)), os.getpriority(os.PRIO_PROCESS, tid), _policy(tid))
         except OSError:  # the thread has just ended
             continue
     return out
+
+
+def cgroup(pid: int) -> str | None:
+    """The control groups process `pid` belongs to (/proc/<pid>/cgroup), or None where unreadable: moved into
+    another group (a CPU quota, a frozen group) the reference is throttled from outside."""
+    try:
+        with open(f"/proc/{pid}/cgroup") as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def scheduling_change(baseline: Scheduling | None, now: dict[int, Scheduling]) -> str | None:
@@ -54,14 +74,132 @@ def scheduling_change(baseline: Scheduling | None, now: dict[int, Scheduling]) -
     to fewer cores, or lowering its priority, slows the reference from outside it."""
     if baseline is None or not now:
         return None
-    cores, nice = baseline
-    union = frozenset().union(*(a for a, _ in now.values()))
+    cores, nice = baseline[0], baseline[1]
+    union = frozenset().union(*(s[0] for s in now.values()))
     if union != cores and not _openmp_binds():
         return (f"the reference process's threads may run on cores {sorted(union)}, not {sorted(cores)} as when it "
                 "started")
-    reniced = sorted(tid for tid, (_, n) in now.items() if n != nice)
+    reniced = sorted(tid for tid, s in now.items() if s[1] != nice)
     if reniced:
         return f"{len(reniced)} of the reference process's threads were reniced (niceness {nice} when it started)"
+    policy = baseline[2] if len(baseline) > 2 else None
+    if policy is not None and policy >= 0:
+        moved = sorted(tid for tid, s in now.items() if len(s) > 2 and s[2] >= 0 and s[2] != policy)
+        if moved:
+            names = sorted({_POLICIES.get(now[t][2], str(now[t][2])) for t in moved})
+            return (f"{len(moved)} of the reference process's threads were moved to scheduling policy "
+                    f"{', '.join(names)} ({_POLICIES.get(policy, policy)} when it started)")
+    return None
+
+
+def cgroup_change(baseline: str | None, pid: int) -> str | None:
+    """The reference process moved to other control groups since it started, or None."""
+    if baseline is None:
+        return None
+    now = cgroup(pid)
+    if now is not None and now != baseline:
+        return "the reference process was moved to another control group (/proc/<pid>/cgroup changed)"
+    return None
+
+
+_PR_SET_CHILD_SUBREAPER, _PR_GET_CHILD_SUBREAPER = 36, 37
+
+
+def _prctl() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
+def adopt_orphans() -> bool:
+    """Makes this process (the worker) its descendants' subreaper, before the candidate is imported: a process the
+    candidate starts and detaches (fork, setsid, fork again) is then re-parented here instead of to init, so it
+    stays one of this process's children and foreign_children() sees it. False where Linux's prctl is missing."""
+    try:
+        return _prctl()(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except Exception:  # noqa: BLE001 — not Linux, no libc: the rule then covers direct children only
+        return False
+
+
+def adopting() -> bool | None:
+    """Whether this process is still a child subreaper (None: cannot tell)."""
+    try:
+        import ctypes
+
+        flag = ctypes.c_int(0)
+        if _prctl()(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) != 0:
+            return None
+        return bool(flag.value)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def foreign_children(allowed: set[int], pid: int | None = None) -> list[int]:
+    """This process's live children (every thread's, /proc/<pid>/task/<tid>/children) other than `allowed` (the
+    reference process): zombies are not counted."""
+    pid = os.getpid() if pid is None else pid
+    found: set[int] = set()
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.update(int(c) for c in f.read().split())
+        except (OSError, ValueError):
+            continue
+    out = []
+    for child in sorted(found - allowed):
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                stat = f.read()
+            if stat[stat.rfind(")") + 2:].split()[0] in ("Z", "X"):
+                continue
+        except (OSError, IndexError):
+            continue
+        out.append(child)
+    return out
+
+
+def end_descendants(allowed: set[int], rounds: int = 5) -> list[int]:
+    """Kills this process's live children outside `allowed` (those that were there before the run, the reference
+    process), a few rounds over (a killed process's own children are re-parented here when this process is their
+    subreaper), and reaps them: nothing the candidate started outlives its evaluation — a detached helper left
+    behind could otherwise serve the next candidate's process from outside it. Returns the pids killed."""
+    import signal
+
+    killed: list[int] = []
+    for _ in range(rounds):
+        others = foreign_children(allowed)
+        if not others:
+            break
+        for pid in others:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except OSError:
+                continue
+        time.sleep(0.02)
+        for pid in others:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except OSError:
+                continue
+    return killed
+
+
+def children_change(allowed: set[int], adopt: bool) -> str | None:
+    """A process the candidate's process started (and left running) while the reference is timed: its CPU time
+    is another process's, so the idle meter, which reads this process's own, cannot see it take the reference's
+    cores. Also a subreaper switch turned off (orphans would escape to init)."""
+    others = foreign_children(allowed)
+    if others:
+        return (f"the candidate's process has {len(others)} other process(es) running (pid "
+                f"{', '.join(map(str, others[:4]))}) while the reference is timed: work outside this process, "
+                "which its CPU time does not show")
+    if adopt and adopting() is False:
+        return "the worker's child-subreaper setting was turned off (a detached process would escape to init)"
     return None
 
 

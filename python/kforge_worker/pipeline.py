@@ -32,7 +32,16 @@ from . import PROTOCOL_VERSION
 from .channel import Channel
 from .compile_capture import CompileCall, CompileRecorder, extension_dir
 from .errors import exception_headline, summarize_exception
-from .interference import IdleMeter, scheduling, scheduling_change
+from .interference import (
+    IdleMeter,
+    adopt_orphans,
+    cgroup_change,
+    children_change,
+    end_descendants,
+    foreign_children,
+    scheduling,
+    scheduling_change,
+)
 from .loading import LoadError, check_candidate, check_problem, has_code, import_path, read_source
 from .request import EvalRequest
 
@@ -206,6 +215,7 @@ class EvalContext:
     reference_start_error: str | None = None  # why the reference process could not be spawned
     reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
     forward_peaks: Any = None  # checks.budget.ForwardPeaks of the first trial (CUDA): who an out-of-memory is charged to
+    adopting: bool = False  # the worker is its descendants' subreaper (interference.adopt_orphans)
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
@@ -885,7 +895,10 @@ def time_models(ctx: EvalContext) -> None:
                                None if ref_aliases else pool.cand_inputs())
             outputs.clear()
             if remote is not None and idle.tampered is None:
-                idle.tampered = scheduling_change(ctx.reference.scheduling, scheduling(ctx.reference.proc.pid))
+                idle.tampered = (remote.outside or
+                                 scheduling_change(ctx.reference.scheduling, scheduling(ctx.reference.proc.pid)) or
+                                 cgroup_change(getattr(ctx.reference, "cgroup", None), ctx.reference.proc.pid) or
+                                 children_change({ctx.reference.proc.pid}, ctx.adopting))
         if more:
             side["now"] = "inputs"
             pool.advance()
@@ -922,6 +935,8 @@ def time_models(ctx: EvalContext) -> None:
     if remote is not None:
         timing["method"] += f"; {remote.method}"
     ctx.result["timing"] = timing
+    if remote is not None and idle.tampered is None:
+        idle.tampered = remote.outside  # a stop seen in the last call's reply
     spot = sampler.check(options.warmup_iters)
     added = [spot] + ([idle.check(os.environ.get("OMP_WAIT_POLICY"))] if remote is not None else [])
     added.append(_timed_state(ctx, remote is not None))
@@ -944,7 +959,50 @@ def _timed_state(ctx: EvalContext, remote: bool) -> dict[str, Any]:
     except BaseException as exc:  # noqa: BLE001 — the reference's side failed: undecided, said
         return {"name": "timed_state", "outcome": "warn", "failVerdict": "cheating",
                 "evidence": f"the reference's buffers could not be read: {summarize_exception(exc, 1)}"}
-    return timed_state_check(reference, ctx.new_model, ctx.atol, ctx.rtol)
+    by_name = timed_state_check(reference, ctx.new_model, ctx.atol, ctx.rtol)
+    if by_name["outcome"] == "fail":
+        return by_name
+    return _timed_state_behaviour(ctx, reference, by_name)
+
+
+def _timed_state_behaviour(ctx: EvalContext, reference: dict[str, Any], by_name: dict[str, Any]) -> dict[str, Any]:
+    """The state after the timing judged by what it does, whatever it is called: a candidate whose statistics
+    live under names of its own (or in plain attributes) has nothing the by-name comparison can read. For a
+    reference with mode-dependent layers (BatchNorm, Dropout), both models are put in eval mode as the timing
+    left them — the worker's reference given the buffers the timed reference ended with — and compared on fresh
+    inputs by the trials' pass mark. Both models' state and modes are restored afterwards."""
+    from .checks.context import mode_dependent, preserved_state
+
+    torch = ctx.torch
+    if not mode_dependent(ctx.ref_model):
+        return by_name
+    try:
+        with preserved_state(ctx.ref_model, ctx.new_model), torch.no_grad():
+            own = dict(ctx.ref_model.named_buffers())
+            for name, value in reference.items():
+                if name in own and isinstance(value, torch.Tensor) and own[name].shape == value.shape:
+                    own[name].copy_(value.to(own[name].device))
+            ctx.ref_model.eval()
+            ctx.new_model.eval()
+            inputs = ctx.make_inputs(int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
+            ref_out = ctx.ref_model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+            cand_out = ctx.new_model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+            ok, why = _sampled_compare(ctx, cand_out, ref_out)
+    except BaseException as exc:  # noqa: BLE001 — undecided: the by-name result stands, the reason said
+        by_name = dict(by_name)
+        by_name["evidence"] += f"; eval mode after the timing not compared: {summarize_exception(exc, 1)}"
+        return by_name
+    if not ok:
+        return {"name": "timed_state", "outcome": "fail", "failVerdict": "cheating",
+                "evidence": "after the timed calls the candidate's state is not the reference's: in eval mode, with "
+                            "the state both were left in, its output differs from the reference's ("
+                            f"{why}) — a side effect skipped while timed (compared by behaviour, whatever the "
+                            "state is called)"}
+    done = dict(by_name)
+    done["outcome"] = "pass"
+    done["evidence"] = (by_name["evidence"] if by_name["outcome"] == "pass" else "no buffers shared by name") + \
+        "; eval mode with the state the timing left: outputs match the reference's"
+    return done
 
 
 def _reference_aliases_inputs(ctx: EvalContext) -> tuple[bool, Any]:
@@ -1051,6 +1109,11 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
         # by one process steals the cores the other is being timed on (measured on 2 cores: a 0.04 ms GEMM
         # took 7 ms in the reference process while the worker's team spun). The child inherits it.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # Before anything of the candidate's runs: processes it detaches are re-parented here, not to init, so the
+    # import's and the timing's checks can see them (interference.children_change) and the end of the run can end
+    # them (nothing the candidate starts serves a later run from outside its process).
+    ctx.adopting = adopt_orphans()
+    children_before: set[int] | None = set(foreign_children(set()))
     try:
         spawn_reference(ctx)
         try:
@@ -1111,6 +1174,8 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
         call_checks(ctx, "close")
         if ctx.reference is not None:
             ctx.reference.close()
+        if children_before is not None:  # what the candidate started does not outlive its evaluation
+            end_descendants(children_before)
         if installed:
             recorder.uninstall()
         if saved_ext_dir is None:

@@ -426,9 +426,9 @@ class _Reference:
         with self.torch.no_grad():
             if req.get("timed"):
                 ms = self._problem_call("Model.forward during timing", lambda: self.clock.time_ms(run))
-                return {"ms": ms}
+                return {"ms": ms, **outside_report()}
             self._problem_call("Model.forward during timing", run)
-        return {"ms": None}
+        return {"ms": None, **outside_report()}
 
     def buffers(self) -> dict[str, Any]:
         """The model's buffers as they are now (after the timing: BatchNorm's running statistics)."""
@@ -442,6 +442,60 @@ class _Reference:
         self.sync()
         outs = self._problem_call("output", lambda: flatten_outputs(self.last, "reference output"))
         return {"outputs": encode_values(outs, self.exporter, "last", staging=False)}
+
+
+# What only something outside this process can do to it, counted here (the worker's process — the candidate's —
+# is its parent, same user: it may signal this process, trace it, write its memory through /proc/<pid>/mem).
+_OUTSIDE: dict[str, int] = {"continued": 0}
+
+
+def _on_continue(signum: int, frame: Any) -> None:
+    _OUTSIDE["continued"] += 1
+
+
+def guard_from_outside(device: str) -> None:
+    """In the child, before the problem is loaded. SIGSTOP cannot be caught, but the SIGCONT that ends a stop
+    can: every stop/continue of this process (a frozen reference is slower when timed, and a thread that only
+    sends signals burns no CPU an idle meter would see) is counted and reported with every timing call. On the
+    CPU the process is also made non-dumpable: another process of the same user can then no longer attach
+    with ptrace nor open /proc/<pid>/mem (its memory, the reference's weights and clock included); not on CUDA,
+    where the driver's IPC is not yet known to tolerate it (needs a device run)."""
+    import signal
+
+    with contextlib.suppress(ValueError, OSError, AttributeError):
+        signal.signal(signal.SIGCONT, _on_continue)
+    if device == "cpu" and sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
+def _tracer_pid() -> int:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("TracerPid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def outside_report() -> dict[str, int]:
+    """Stops/continues seen since the start, and the pid tracing this process now (0: none)."""
+    return {"continued": _OUTSIDE["continued"], "tracer": _tracer_pid()}
+
+
+def outside_change(reply: dict[str, Any]) -> str | None:
+    """The worker's reading of outside_report(): None when nothing outside touched the reference process."""
+    continued, tracer = int(reply.get("continued") or 0), int(reply.get("tracer") or 0)
+    if continued:
+        return (f"the reference process was stopped and continued {continued} time(s) (SIGSTOP/SIGCONT from "
+                "outside it) while it was timed")
+    if tracer:
+        return f"the reference process is being traced (ptrace) by process {tracer} while it is timed"
+    return None
 
 
 def _shared_dir(min_free: int = 1 << 30) -> str | None:
@@ -473,6 +527,7 @@ def serve() -> int:
     directory = tempfile.mkdtemp(prefix="kforge-ref-", dir=_shared_dir())
     os.chmod(directory, 0o700)
     state: _Reference | None = None
+    guard_from_outside(str(spec.get("device", "cpu")) if isinstance(spec, dict) else "cpu")
 
     def reply(rid: Any, body: dict[str, Any]) -> None:
         channel.send({"type": "reference", "id": rid, **body})
@@ -551,9 +606,10 @@ class ReferenceProcess:
         self.importer = Importer()
         self.sequence = 0
         # How the child is scheduled before the candidate exists: cores and niceness of its main thread.
-        from .interference import scheduling
+        from .interference import cgroup, scheduling
 
         self.scheduling = scheduling(self.proc.pid).get(self.proc.pid)
+        self.cgroup = cgroup(self.proc.pid)
         # The spec is written now, before the candidate is imported; its reply (the problem loaded, Model
         # built) is read when the reference is first needed, so the child's start overlaps the candidate's
         # import and build instead of delaying them.
@@ -696,6 +752,7 @@ class RemoteTiming:
         self.turn = -1
         self.refreshed = 0
         self.staged: list[dict[str, Any]] | None = None
+        self.outside: str | None = None  # the first sign of the reference process stopped or traced from outside
 
     def advance(self) -> None:
         """The reference process rewrites its next set with fresh values (and stages them for us)."""
@@ -722,7 +779,10 @@ class RemoteTiming:
 
     def call(self, timed: bool) -> float:
         """One reference call on the current set, timed inside the reference process when ``timed``."""
-        ms = self.ref.request("call", timed=timed)["ms"]
+        reply = self.ref.request("call", timed=timed)
+        if self.outside is None:
+            self.outside = outside_change(reply)
+        ms = reply["ms"]
         return float(ms) if ms is not None else 0.0
 
     def last_outputs(self) -> list[Any]:

@@ -253,10 +253,10 @@ def test_the_reference_process_pinned_or_reniced_from_outside_is_interference():
 
     mine = scheduling(os.getpid())
     assert os.getpid() in mine
-    cores, nice = mine[os.getpid()]
+    cores, nice = mine[os.getpid()][:2]  # (cores, niceness, policy) since round 4
     assert scheduling_change((cores, nice), mine) is None
     if len(cores) > 1:
-        pinned = {tid: (frozenset([min(cores)]), n) for tid, (_, n) in mine.items()}
+        pinned = {tid: (frozenset([min(cores)]), n) for tid, (_, n, *_) in mine.items()}
         assert "may run on cores" in scheduling_change((cores, nice), pinned)
     bound = {i: (frozenset([c]), nice) for i, c in enumerate(sorted(cores))}  # an OpenMP binding: one core each
     assert scheduling_change((cores, nice), bound) is None
@@ -266,7 +266,7 @@ def test_the_reference_process_pinned_or_reniced_from_outside_is_interference():
             assert scheduling_change((cores, nice), {1: (frozenset([min(cores)]), nice)}) is None
         finally:
             del os.environ["OMP_PROC_BIND"]
-    reniced = {tid: (a, n + 5) for tid, (a, n) in mine.items()}
+    reniced = {tid: (a, n + 5) for tid, (a, n, *_) in mine.items()}
     assert "reniced" in scheduling_change((cores, nice), reniced)
     meter = IdleMeter()
     meter.tampered = "the reference process's threads may run on cores [0], not [0, 1] as when it started"

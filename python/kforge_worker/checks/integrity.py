@@ -280,6 +280,7 @@ class IntegritySnapshot:
     tf32_declared: bool = False  # --allow-tf32: the TF32 switches are the user's to set
     imports: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # finders and path hooks (process_hooks.py)
     dispatcher: dict[str, str] = field(default_factory=dict)  # aten kernels by dispatch key
+    wiring: dict[str, Any] = field(default_factory=dict)  # torch's module-valued globals, code objects (torch_wiring.py)
     files: dict[str, Any] = field(default_factory=dict)  # harness sources, problem/candidate, importable entries
     file_paths: tuple[str, ...] = ()
 
@@ -330,6 +331,9 @@ class IntegritySnapshot:
                     snap.functions[f"{qual}.{meth}"] = (raw, id(raw))
         snap.modules = {name: id(mod) for name, mod in list(sys.modules.items()) if mod is not None}
         snap.flags = _process_flags()
+        from .torch_wiring import wiring
+
+        snap.wiring = wiring({qual: value for qual, (value, _) in snap.functions.items()})
         return snap
 
     def diff(self, thorough: bool = True) -> list[str]:
@@ -376,6 +380,10 @@ class IntegritySnapshot:
                 problems.append(f"{key} changed from {before!r} to {after!r}")
         problems += self._environ_changes()
         problems += self._class_additions()
+        if self.wiring:
+            from .torch_wiring import wiring_changes
+
+            problems += wiring_changes(self.wiring)
         if self.harness_globals:
             from .harness_globals import harness_changes
 

@@ -85,6 +85,7 @@ class Verifier:
         self.snapshot: IntegritySnapshot | None = None
         self.threads_before: ThreadCount | None = None
         self.native_before: set[int] = set()
+        self.children_before: set[int] = set()  # child processes before the import (the reference process)
         self.scan: ScanReport | None = None
         self.ref_families: frozenset[str] = frozenset()
         self.rng = random.Random(int.from_bytes(os.urandom(8), "little"))
@@ -123,6 +124,9 @@ class Verifier:
                                                files=(self.problem_path, self.candidate_path))
         self.threads_before = ThreadCount.now()
         self.native_before = native_threads()
+        from ..interference import foreign_children
+
+        self.children_before = set(foreign_children(set()))  # the reference process (spawned first), if any
 
     def after_import(self) -> None:
         self._stage_integrity("import")
@@ -132,6 +136,13 @@ class Verifier:
             self.checks.append(failed("thread_count", f"the import started {len(started)} OS thread(s) that are "
                                       f"still running: {names} — counted from /proc/self/task, native threads "
                                       "included: work can continue after forward returns"))
+        from ..interference import foreign_children
+
+        processes = foreign_children(self.children_before)
+        if processes:
+            self.checks.append(failed("thread_count", f"the import started {len(processes)} process(es) that are "
+                                      f"still running (pid {', '.join(map(str, processes[:4]))}) — work can go on "
+                                      "outside this process, where no thread count or CPU meter of it sees it"))
         leaked = sorted(fd for fd, inheritable in self._fds_before.items() if fd > 2 and inheritable)
         if leaked:
             self.checks.append(warned("fd_hygiene", f"descriptors {leaked} were inherited by the worker and stay "
