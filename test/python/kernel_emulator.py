@@ -208,6 +208,9 @@ class EmulatedExtension:
         self.calls: dict[str, int] = {}
 
     def __getattr__(self, fn: str) -> Callable[..., torch.Tensor]:
+        if fn.endswith("_running") and fn[: -len("_running")] in set(self.launches) | {
+                f[: -len("_stats")] for f in self.launches if f.endswith("_stats")}:
+            return self._running(fn)
         if fn not in self.launches:
             raise AttributeError(fn)
 
@@ -216,6 +219,27 @@ class EmulatedExtension:
             launcher, args = self.launches[fn]
             return getattr(self, f"_{launcher}")(args, list(ins), _scalars(sc), list(iter_shape), int(mask),
                                                  list(out_shape), list(geo), stats)
+
+        return run
+
+    def _running(self, fn: str) -> Callable[..., bool]:
+        """kf_running_stats.cuh's contract: BatchNorm's running statistics from {mean, M2, count} per channel, in
+        fp32, each buffer rounded once; float/half/bfloat16 buffers beside an int64 counter, else declined."""
+
+        def run(stats, mean, var, batches, cumulative, momentum, count) -> bool:
+            self.calls[fn] = self.calls.get(fn, 0) + 1
+            if mean.dtype not in (torch.float32, torch.float16, torch.bfloat16) or var.dtype != mean.dtype:
+                return False
+            if batches.dtype != torch.int64 or batches.numel() != 1 or stats.numel() != 3 * mean.numel():
+                return False
+            seen = int(batches.item())
+            batches.add_(1)
+            factor = torch.tensor(1.0 / (seen + 1) if cumulative else momentum, dtype=torch.float32)
+            st = stats.reshape(-1, 3)
+            batch_var = st[:, 1] / max(float(count) - 1.0, 1.0)
+            mean.copy_((factor * st[:, 0] + (1 - factor) * mean.float()).to(mean.dtype))
+            var.copy_((factor * batch_var + (1 - factor) * var.float()).to(var.dtype))
+            return True
 
         return run
 

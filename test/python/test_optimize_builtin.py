@@ -581,7 +581,8 @@ def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[st
     text = emitted[name].read_text(encoding="utf8")
     if patched is not None and _SHAPE_GUARD.search(text):
         return  # an export-captured graph holds its shapes: the smaller instance takes the reference's forward
-    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+", f)]
+    # A batch norm's running statistics are updated on the device (`_running`), not by PyTorch's ops after it.
+    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+(_running)?", f)]
     idle = [f for f in regions if not ext.calls.get(f)]
     assert not idle, f"regions whose fast path never ran on the problem's inputs: {idle}"
 

@@ -626,7 +626,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const code: KindCode = norm
     ? {
         cuda: `${cuda}\n${norm.cuda}`,
-        host: `${host}\n${norm.host}`,
+        host: `${host}\n${norm.host}${norm.runningStats ? `\n${runningStatsHost(fn)}` : ""}`,
         operands: table.operands.filter((_, i) => !norm.statsAt.includes(i)),
         rank: norm.groups ? 4 : rank,
         pyPrelude: [
@@ -635,7 +635,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
         ],
         pyLaunch: [...norm.launch(table.scalars), ...launch],
         anchorPy: anchor.anchorPy,
-        helperFns: [`${fn}_stats`],
+        helperFns: [`${fn}_stats`, ...(norm.runningStats ? [`${fn}_running`] : [])],
       }
     : {
         cuda,
@@ -752,12 +752,25 @@ function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: str
     `kf_st = torch.empty((${normIter.length === iterRank ? "1" : `_kf_numel([${keptView.filter((k) => k !== "1").join(", ")}])`}, 3), device=ins[0].device, dtype=torch.float32)`,
     `_kf_ext().${fn}_stats(list(ins[:${m}]), ${pyList(scalars)}, shape, ${maskOf(normIter)}, shape, _KF_NO_INTS, kf_st)`,
     ...(spec.runningStats
-      ? [`_kf_update_running_stats(${runningStatArgs(normNode)}, kf_st, _kf_numel(shape) / kf_st.shape[0])`]
+      ? [
+          `_kf_running_stats(_kf_ext().${fn}_running, ${runningStatArgs(normNode)}, kf_st, _kf_numel(shape) / kf_st.shape[0])`,
+        ]
       : []),
     `kf_st = kf_st.view(${pyList([...keptView, "3"])})`,
     `ins = ins[:${m}] + (kf_st[..., 0], kf_st[..., 1], kf_st[..., 2]) + ins[${m}:]`,
   ];
-  return { table, anchor, lines, cuda, host, statsAt, prelude, launch, groups };
+  return {
+    table,
+    anchor,
+    lines,
+    cuda,
+    host,
+    statsAt,
+    prelude,
+    launch,
+    groups,
+    runningStats: !!spec.runningStats,
+  };
 }
 
 /** The shape of a merged normalisation's input, known before the region's method computes anything. */
@@ -839,12 +852,15 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
     `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, shape, _KF_NO_INTS, ${stats})`,
   );
   if (spec.runningStats)
-    launch.push(`_kf_update_running_stats(${runningStatArgs(seed)}, stats, _kf_numel(shape) / shape[1])`);
+    launch.push(
+      `_kf_running_stats(_kf_ext().${fn}_running, ${runningStatArgs(seed)}, stats, _kf_numel(shape) / shape[1])`,
+    );
   launch.push(spec.groups ? "return out.view(ins_shape)" : "return out");
   return withInputConversion(
     {
       cuda,
-      host,
+      host: spec.runningStats ? `${host}\n${runningStatsHost(fn)}` : host,
+      helperFns: spec.runningStats ? [`${fn}_running`] : undefined,
       operands: table.operands,
       rank: spec.groups ? 4 : rank, // group norm's operands are its [N, G, C/G, rest] views
       pyPrelude: [...prelude, operandTuple(table.operands)],
@@ -874,6 +890,17 @@ function regionInputShapes(view: GraphView, region: Region, nameOf: NameOf): str
 }
 
 /** Running-statistics arguments; a module's momentum is read from the module at run time. */
+/** The host function updating a batch norm's running statistics on the device (kf_running_stats.cuh), named
+ * `${fn}_running`: `_kf_running_stats` in the runtime calls it, and takes PyTorch's ops where it declines. */
+function runningStatsHost(fn: string): string {
+  return [
+    `bool ${fn}_running(at::Tensor stats, at::Tensor mean, at::Tensor var, at::Tensor batches, bool cumulative,`,
+    "                   double momentum, double count) {",
+    `  return kf_running_stats(stats, mean, var, batches, cumulative, momentum, count, "${fn}_running");`,
+    "}",
+  ].join("\n");
+}
+
 function runningStatArgs(node: GraphNode): string {
   const fn = node.fn ?? {};
   const ref = (key: string) => {

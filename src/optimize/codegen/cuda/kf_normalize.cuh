@@ -66,6 +66,7 @@
 #include <math.h>
 #include <initializer_list>
 #include "kf_pack.cuh"
+#include "kf_running_stats.cuh"
 
 struct KfStats {
   float a;

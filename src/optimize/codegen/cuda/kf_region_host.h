@@ -32,3 +32,31 @@ inline KfScalars kf_scalars(const std::vector<double>& sc) {
   for (size_t i = 0; i < sc.size(); ++i) out.v[i] = static_cast<float>(sc[i]);
   return out;
 }
+
+// kf_running_stats.cuh's launcher, defined in the .cu unit of files with a batch-norm region.
+cudaError_t kf_launch_running_stats(const float* stats, int64_t channels, void* mean, void* var, int elem,
+                                    int64_t* batches, bool cumulative, float momentum, float count,
+                                    cudaStream_t stream);
+
+// BatchNorm's running statistics from the batch statistics `stats` ({mean, M2, count} per channel), on the
+// device in one launch. False, with nothing changed, where these buffers are not what the kernel covers (other
+// dtypes, devices or layouts): the caller then updates them with PyTorch's ops. cumulative: momentum is None.
+inline bool kf_running_stats(const at::Tensor& stats, const at::Tensor& mean, const at::Tensor& var,
+                             const at::Tensor& batches, bool cumulative, double momentum, double count,
+                             const char* name) {
+  const int64_t channels = mean.numel();
+  const auto st = mean.scalar_type();
+  const int elem = st == at::kFloat ? 0 : st == at::kHalf ? 1 : st == at::kBFloat16 ? 2 : -1;
+  const bool covered = elem >= 0 && var.scalar_type() == st && stats.scalar_type() == at::kFloat &&
+                       batches.scalar_type() == at::kLong && stats.is_cuda() && mean.device() == stats.device() &&
+                       var.device() == stats.device() && batches.device() == stats.device() &&
+                       stats.is_contiguous() && mean.is_contiguous() && var.is_contiguous() && channels > 0 &&
+                       var.numel() == channels && batches.numel() == 1 && stats.numel() == 3 * channels;
+  if (!covered) return false;
+  const c10::cuda::CUDAGuard guard(stats.device());
+  kf_check_cuda(kf_launch_running_stats(stats.data_ptr<float>(), channels, mean.data_ptr(), var.data_ptr(), elem,
+                                        batches.data_ptr<int64_t>(), cumulative, static_cast<float>(momentum),
+                                        static_cast<float>(count), at::cuda::getCurrentCUDAStream()),
+                name);
+  return true;
+}
