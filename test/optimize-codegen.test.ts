@@ -114,6 +114,52 @@ test("half-precision results that widen back to float32 in a region are rounded 
   assert.doesNotMatch(half, /t_m = kf_round_f16|t_a = kf_round_f16/);
 });
 
+test("a softmax computing in float32 rounds its half-precision prologue; a half softmax is rounded before widening", () => {
+  const int = (value: number): Arg => ({ t: "const", pytype: "int", value });
+  const dtype = (value: string): Arg => ({ t: "const", pytype: "dtype", value });
+  const cuda = (nodes: GraphNode[], out: string) => {
+    const g = castChain("float32");
+    g.inputs = [{ name: "x", meta: { shape: [64, 128], dtype: "float16", stride: [128, 1] }, value: null }];
+    g.nodes = nodes;
+    g.output = ref(out);
+    const plan = planGraph(g);
+    assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+    const region = plan.regions[0];
+    assert.ok(region);
+    return generateRegion(new GraphView(g), region, names).cuda;
+  };
+  const scaled = typed(
+    "m",
+    "mul",
+    { input: ref("x"), other: { t: "const", pytype: "float", value: 3 } },
+    "float16",
+  );
+  // log_softmax(x * 3, dtype=torch.float32): PyTorch rounds x * 3 to fp16, then casts it
+  const widening = cuda(
+    [
+      scaled,
+      typed("s", "log_softmax", { input: ref("m"), dim: int(-1), dtype: dtype("float32") }, "float32"),
+    ],
+    "s",
+  );
+  assert.match(widening, /t_m = kf_round_f16\(/);
+  // softmax(x * 3).float() * 2: the fp16 softmax is stored, so rounded, before it widens
+  const widened = cuda(
+    [
+      scaled,
+      typed("s", "softmax", { input: ref("m"), dim: int(-1) }, "float16"),
+      typed("f", "to", { input: ref("s"), dtype: dtype("float32") }, "float32"),
+      typed("t", "mul", { input: ref("f"), other: { t: "const", pytype: "float", value: 2 } }, "float32"),
+    ],
+    "t",
+  );
+  assert.match(widened, /t_m = kf_round_f16\(/);
+  assert.match(widened, /t_s = kf_round_f16\(/);
+  // kept in half precision to the output: fp32 math, rounded once when stored
+  const half = cuda([scaled, typed("s", "softmax", { input: ref("m"), dim: int(-1) }, "float16")], "s");
+  assert.doesNotMatch(half, /kf_round_f16\(\(/);
+});
+
 test("an int beyond 2^53 comes from capture as its digits and is written back exactly", () => {
   const end: Arg = { t: "const", pytype: "int", value: "9223372036854775807" };
   const step: Arg = { t: "const", pytype: "int", value: 7 };

@@ -127,15 +127,16 @@ class OperandTable {
   };
 }
 
-/** C++ statements computing pointwise `nodes`; `resolveArg` resolves args that are not among them. */
+/** C++ statements computing pointwise `nodes`; `resolveArg` resolves args that are not among them. `rounded`:
+ * the half-precision results rounded to their dtype (regionRounding; by default those of `nodes` alone). */
 function pointwiseLines(
   view: GraphView,
   nodes: string[],
   table: OperandTable,
   resolveArg: (arg: Arg) => string | null,
+  rounded: Map<string, string> = roundedHalves(view, nodes),
 ): string[] {
   const inside = new Set(nodes);
-  const rounded = roundedHalves(view, nodes);
   const lines: string[] = [];
   for (const id of nodes) {
     const node = view.node(id);
@@ -166,6 +167,7 @@ const HALF_ROUNDING: Record<string, string> = { float16: "kf_round_f16", bfloat1
  * reference made stays visible at float32's tolerance. A chain that stays in half precision computes in fp32
  * throughout: its output's own rounding and tolerance cover the intermediates'. */
 function roundedHalves(view: GraphView, nodes: string[]): Map<string, string> {
+  // `nodes` in graph order: a user comes after the values it reads.
   const inside = new Set(nodes);
   const reachesFloat = new Set<string>();
   const rounded = new Map<string, string>();
@@ -180,6 +182,20 @@ function roundedHalves(view: GraphView, nodes: string[]): Map<string, string> {
     if (round && node.op !== "to") rounded.set(id, round);
   }
   return rounded;
+}
+
+/** roundedHalves over a whole seeded region: its prologue, seed and epilogue. The seed is a user like the
+ * others: a reduction or normalisation computing in float32 (`log_softmax(x * 3, dtype=torch.float32)` of
+ * fp16 x) sees its half-precision prologue rounded, and a half-precision seed whose value reaches a float32
+ * result (`softmax(x).float() * 2`, `x.sum(-1).float()`) is rounded itself, as PyTorch stores it. */
+function regionRounding(view: GraphView, region: Region): Map<string, string> {
+  return roundedHalves(view, [...region.prologue, ...(region.seed ? [region.seed] : []), ...region.epilogue]);
+}
+
+/** `expr`, rounded to its node's half-precision dtype where `rounded` says PyTorch's rounding shows. */
+function roundedExpr(rounded: Map<string, string>, id: string, expr: string): string {
+  const round = rounded.get(id);
+  return round ? `${round}(${expr})` : expr;
 }
 
 function indent(lines: string[], pad: string): string {
@@ -542,12 +558,13 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const inMeta = view.tensorOf(seedInput(seed));
   const dims = reductionDims(seed, view);
   if (!spec || !seedFn || !inMeta || !dims) throw new Error(`kforge internal: ${seed.op} is not a reduction`);
-  const norm = region.norm ? normInPrologue(view, region, nameOf, fn, inMeta.shape.length) : null;
+  const rounded = regionRounding(view, region);
+  const norm = region.norm ? normInPrologue(view, region, nameOf, fn, inMeta.shape.length, rounded) : null;
   const table = norm?.table ?? new OperandTable(view, nameOf, broadcastAdapt);
   const anchor = norm?.anchor ?? anchorOperands(view, region, table, nameOf, fn);
   const proLines = norm
     ? norm.lines
-    : [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
+    : [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve, rounded)];
   const values = spec.operands.map((key) => {
     const arg = seedFn[key];
     if (!arg) return "0.f";
@@ -561,7 +578,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const epiExpr = spec.epi(reader);
   if (proExpr === null || epiExpr === null)
     throw new Error(`kforge internal: ${seed.op} declined after planning`);
-  const epiLines = [`const float t_${seed.id} = ${epiExpr};`];
+  const epiLines = [`const float t_${seed.id} = ${roundedExpr(rounded, seed.id, epiExpr)};`];
   // A (values, indices) reduction's `[i]` is its value (the indices: reduceSpecOf gave argmax/argmin).
   const pairValues = REDUCTIONS[seed.op]?.valuesOfPair ? region.epilogue[0] : undefined;
   if (pairValues) epiLines.push(`const float t_${pairValues} = t_${seed.id};`);
@@ -571,6 +588,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
       region.epilogue.filter((id) => id !== pairValues),
       table,
       (arg) => (arg.t === "node" && (arg.id === seed.id || arg.id === pairValues) ? `t_${arg.id}` : null),
+      rounded,
     ),
   );
   const nIn = table.operands.length;
@@ -698,13 +716,20 @@ function normApplyExpr(node: GraphNode, table: OperandTable): string {
  * normalisation's statistics come from their own launch (`${fn}_stats`, over the operands the norm's input
  * needs: the first `m`), then three broadcast views of them join the reduction's operands, and the prologue
  * applies the normalisation element by element. The normalised tensor is never written. */
-function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: string, rank: number) {
+function normInPrologue(
+  view: GraphView,
+  region: Region,
+  nameOf: NameOf,
+  fn: string,
+  rank: number,
+  rounded: Map<string, string>,
+) {
   const normNode = view.node(region.norm ?? "");
   const { spec, input, dims, groups, table, anchor } = normSetup(view, region, normNode, nameOf, fn, rank);
   const at = region.prologue.indexOf(normNode.id);
   const before = region.prologue.slice(0, at);
   const after = region.prologue.slice(at + 1);
-  const beforeLines = [...anchor.lines, ...pointwiseLines(view, before, table, anchor.resolve)];
+  const beforeLines = [...anchor.lines, ...pointwiseLines(view, before, table, anchor.resolve, rounded)];
   const xExpr =
     input.t === "node" && before.includes(input.id)
       ? `t_${input.id}`
@@ -719,10 +744,15 @@ function normInPrologue(view: GraphView, region: Region, nameOf: NameOf, fn: str
     `const float t_${normNode.id} = [&] {`,
     `  const float v = ${vExpr};`,
     `  const KfStats s{${stats.join(", ")}};`,
-    `  return ${applyExpr};`,
+    `  return ${roundedExpr(rounded, normNode.id, applyExpr)};`,
     "}();",
-    ...pointwiseLines(view, after, table, (arg) =>
-      arg.t === "node" && arg.id === normNode.id ? `t_${normNode.id}` : (anchor.resolve(arg) ?? null),
+    ...pointwiseLines(
+      view,
+      after,
+      table,
+      (arg) =>
+        arg.t === "node" && arg.id === normNode.id ? `t_${normNode.id}` : (anchor.resolve(arg) ?? null),
+      rounded,
     ),
   ];
   const pro = `KfNormPro_${region.id}`;
@@ -791,17 +821,25 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   if (!inMeta) throw new Error(`kforge internal: ${seed.op} is not a normalisation`);
   const rank = inMeta.shape.length;
   const { spec, input, dims, groups, table, anchor } = normSetup(view, region, seed, nameOf, fn, rank);
-  const proLines = [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve)];
+  const rounded = regionRounding(view, region);
+  const proLines = [
+    ...anchor.lines,
+    ...pointwiseLines(view, region.prologue, table, anchor.resolve, rounded),
+  ];
   const xExpr =
     input.t === "node" && region.prologue.includes(input.id)
       ? `t_${input.id}`
       : (anchor.resolve(input) ?? table.tensor(input));
   const vExpr = spec.value ? spec.value(xExpr) : xExpr;
   const applyExpr = normApplyExpr(seed, table);
-  const applyLines = [`const float t_${seed.id} = ${applyExpr};`];
+  const applyLines = [`const float t_${seed.id} = ${roundedExpr(rounded, seed.id, applyExpr)};`];
   applyLines.push(
-    ...pointwiseLines(view, region.epilogue, table, (arg) =>
-      arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null,
+    ...pointwiseLines(
+      view,
+      region.epilogue,
+      table,
+      (arg) => (arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null),
+      rounded,
     ),
   );
   const nIn = table.operands.length;
@@ -923,10 +961,15 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   if (!seedFn || !inMeta || !seedFn.input) throw new Error(`kforge internal: ${seed.op} is not a pool`);
   const nd = poolDims(seed.op);
   const table = new OperandTable(view, nameOf, broadcastAdapt);
-  const epiLines = [`const float t_${seed.id} = pooled;`];
+  const rounded = regionRounding(view, region);
+  const epiLines = [`const float t_${seed.id} = ${roundedExpr(rounded, seed.id, "pooled")};`];
   epiLines.push(
-    ...pointwiseLines(view, region.epilogue, table, (arg) =>
-      arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null,
+    ...pointwiseLines(
+      view,
+      region.epilogue,
+      table,
+      (arg) => (arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null),
+      rounded,
     ),
   );
   const nExtra = table.operands.length;
