@@ -674,6 +674,29 @@ test("softmax(dtype=) that narrows its input stays PyTorch's (it casts before no
   assert.match(narrowed.kept.find((k) => k.node === "sm")?.reason ?? "", /narrower dtype/);
 });
 
+test("sum/mean(dtype=) that widens half precision to float32 reduces; a float64 result stays PyTorch's", () => {
+  const reduce = (op: string, inDtype: string, outDtype: string) => {
+    const fn = {
+      input: ref("x"),
+      dim: ints(1),
+      keepdim: bool(false),
+      dtype: { t: "const", pytype: "dtype", value: outDtype } as Arg,
+    };
+    const g = graph([node("r", op, fn, [8, 32, 32])], "r");
+    const input = g.inputs[0];
+    if (input?.meta) input.meta.dtype = inDtype;
+    const r = g.nodes[0];
+    if (r) r.out = { t: "tensor", meta: { ...f32([8, 32, 32]), dtype: outDtype } };
+    return planGraph(g);
+  };
+  assert.equal(reduce("sum", "float16", "float32").regions.length, 1);
+  assert.equal(reduce("mean", "bfloat16", "float32").regions.length, 1);
+  assert.equal(reduce("sum", "float32", "float32").regions.length, 1);
+  const wider = reduce("mean", "float32", "float64");
+  assert.equal(wider.regions.length, 0);
+  assert.match(wider.kept.find((k) => k.node === "r")?.reason ?? "", /casts \(dtype=float64\)/);
+});
+
 test("an op capture has no name for is reported by the callable the reference calls", () => {
   const det = node("det", "unknown", { input: ref("x") }, [8, 16], { target: "torch.linalg.det", fn: null });
   const plan = planGraph(graph([det], "det"));

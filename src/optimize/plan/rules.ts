@@ -280,7 +280,15 @@ export const SEED_RULES: SeedRule[] = [
       }
       const given = (key: string) =>
         fn[key] !== undefined && !(fn[key]?.t === "const" && fn[key]?.pytype === "none");
-      if (given("dtype")) return "it casts (dtype=)";
+      // sum/mean(x, dtype=): PyTorch casts x, then reduces. The kernel reads x in fp32 and accumulates in fp32,
+      // which is that cast where the result keeps x's dtype or is float32 from a float x (half precision's sum
+      // with dtype=torch.float32); a float64 or integer result is not.
+      if (given("dtype")) {
+        const inDtype = view.tensorOf(fn[primary])?.dtype ?? "";
+        const outDtype = view.outMeta(node)?.dtype;
+        if (outDtype !== inDtype && !(outDtype === "float32" && FLOAT_DTYPES.has(inDtype)))
+          return `it casts (dtype=${outDtype ?? "?"})`;
+      }
       const unsupported = (spec.absent ?? []).find(given);
       if (unsupported) return `its ${unsupported} argument`;
       if (spec.reductions) {
