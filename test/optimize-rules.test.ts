@@ -1200,3 +1200,47 @@ test("an integer operand is read as fp32 where the op's result is float32; integ
   assert.equal(verdict("half"), "int64 operand other");
   assert.equal(verdict("cmp"), "int64 operand input", "a comparison of integers is exact only in integers");
 });
+
+/** `m = x.amax(1, keepdim=True); m + log(exp(x - m).sum(1, keepdim))`, or keepdim=False with `m.squeeze(1)`. */
+function writtenLogSumExp(dtype: string, keepdim: boolean, maxReadElsewhere = false): Graph {
+  const S = [8, 1, 32, 32];
+  const K = keepdim ? S : [8, 32, 32];
+  const g = graph(
+    [
+      node("m", "amax", { input: ref("x"), dim: ints(1), keepdim: bool(true) }, S),
+      node("d", "sub", { input: ref("x"), other: ref("m"), alpha: num(1) }, X),
+      node("e", "exp", { input: ref("d") }, X),
+      node("s", "sum", { input: ref("e"), dim: ints(1), keepdim: bool(keepdim), dtype: none }, K),
+      node("l", "log", { input: ref("s") }, K),
+      ...(keepdim ? [] : [node("q", "squeeze", { input: ref("m"), dim: ints(1) }, K)]),
+      node("t", "add", { input: ref(keepdim ? "m" : "q"), other: ref("l"), alpha: num(1) }, K),
+      ...(maxReadElsewhere ? [node("o", "mul", { input: ref("t"), other: ref("m") }, S)] : []),
+    ],
+    maxReadElsewhere ? "o" : "t",
+  );
+  for (const n of g.nodes) if (n.out.t === "tensor") n.out.meta.dtype = dtype;
+  const input = g.inputs[0];
+  if (input?.meta) input.meta.dtype = dtype;
+  return g;
+}
+
+test("a written logsumexp (m + log(sum(exp(x - m)))) is one logsumexp reduction, keepdim or squeezed", () => {
+  assert.equal(planGraph(writtenLogSumExp("float32", true)).regions.length, 3, "as written: three kernels");
+  for (const keepdim of [true, false]) {
+    const rewritten = canonicalGraph(writtenLogSumExp("float32", keepdim));
+    assert.deepEqual(
+      rewritten.nodes.map((n) => `${n.id}:${n.op}`),
+      ["t:logsumexp"],
+    );
+    assert.deepEqual(rewritten.nodes[0]?.fn?.dim, ints(1));
+    assert.deepEqual(rewritten.nodes[0]?.fn?.keepdim, bool(keepdim));
+    const plan = planGraph(rewritten);
+    assert.deepEqual(
+      plan.regions.map((r) => r.kind),
+      ["reduce"],
+    );
+  }
+  // half precision: ATen's logsumexp need not round as the written ops do; the max read elsewhere is kept
+  assert.equal(canonicalGraph(writtenLogSumExp("float16", true)).nodes.length, 6);
+  assert.equal(canonicalGraph(writtenLogSumExp("float32", true, true)).nodes.length, 7);
+});

@@ -1,7 +1,8 @@
 // Graph rewrites before planning: equivalences that free a value from a use that reads none of its data, so
 // the value can stay inside a fused region (the region's method computes it; forward never sees it); in-place
 // statements threaded through their results (inplace-threads.ts); glu and prelu spelled out as the ops the
-// rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts).
+// rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts,
+// written-logsumexp.ts).
 //
 // A device read (`torch.tensor(0.0, device=x.device)` after `x = x + 1`): every op below leaves its result on
 // its input tensor's device, so the read moves to that input, and on up the chain to a value forward has
@@ -13,6 +14,7 @@ import { REDUCTIONS } from "../ops/reduce.ts";
 import { GraphView } from "./graph-view.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
 import { spellOutOps } from "./spelled-out.ts";
+import { foldWrittenLogSumExps } from "./written-logsumexp.ts";
 import { foldWrittenRmsNorms } from "./written-norms.ts";
 
 /** Ops whose result is on the device of their `input` tensor (never a device move such as `.to()`). */
@@ -46,13 +48,15 @@ function deviceSource(arg: Arg, view: GraphView): Arg {
 }
 
 /** The graph with later reads of an in-place-written value reading the write's result (inplace-threads.ts),
- * glu and prelu spelled out (spelled-out.ts), each written RMSNorm as one rms_norm op (written-norms.ts),
+ * glu and prelu spelled out (spelled-out.ts), each written RMSNorm as one rms_norm op (written-norms.ts)
+ * and each written logsumexp as one logsumexp (written-logsumexp.ts),
  * and each device read moved to the earliest tensor known to share the device. */
 export function canonicalGraph(captured: Graph): Graph {
   if (captured.captured === "none") return captured;
   const threaded = { ...captured, ...threadInplaceWrites(new GraphView(captured)) };
   const spelled = { ...threaded, nodes: spellOutOps(threaded.nodes, new GraphView(threaded)) };
-  const graph = { ...spelled, nodes: foldWrittenRmsNorms(spelled.nodes, new GraphView(spelled)) };
+  const normed = { ...spelled, nodes: foldWrittenRmsNorms(spelled.nodes, new GraphView(spelled)) };
+  const graph = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
   const view = new GraphView(graph);
   const nodes = graph.nodes.map((node) => {
     const input = node.fn?.input;

@@ -11,27 +11,27 @@
 import type { Arg, GraphNode, Scalar } from "../graph.ts";
 import { type GraphView, intList } from "./graph-view.ts";
 
-const EXACT_DTYPES = new Set(["float32", "float64"]);
+export const EXACT_DTYPES = new Set(["float32", "float64"]);
 
-function nodeArg(arg: Arg | undefined): string | null {
+export function nodeArg(arg: Arg | undefined): string | null {
   return arg?.t === "node" ? arg.id : null;
 }
 
-function sameArg(a: Arg | undefined, b: Arg | undefined): boolean {
+export function sameArg(a: Arg | undefined, b: Arg | undefined): boolean {
   if (!a || !b) return false;
   if (a.t === "node" && b.t === "node") return a.id === b.id;
   if (a.t === "param" && b.t === "param") return a.path === b.path;
   return false;
 }
 
-function isConstNumber(arg: Arg | undefined, value?: number): arg is Scalar {
+export function isConstNumber(arg: Arg | undefined, value?: number): arg is Scalar {
   if (arg?.t !== "const" || arg.special || typeof arg.value !== "number") return false;
   if (arg.pytype !== "int" && arg.pytype !== "float") return false;
   return value === undefined || arg.value === value;
 }
 
 /** The one operand of a binary op that is not `id` (either order), or null. */
-function otherOperand(node: GraphNode, id: string): Arg | null {
+export function otherOperand(node: GraphNode, id: string): Arg | null {
   const input = node.fn?.input;
   const other = node.fn?.other;
   if (nodeArg(input) === id) return other ?? null;
@@ -40,7 +40,7 @@ function otherOperand(node: GraphNode, id: string): Arg | null {
 }
 
 /** The only user of `id`, when it has exactly one and that user is a node (not the forward's return). */
-function onlyUser(view: GraphView, id: string): GraphNode | null {
+export function onlyUser(view: GraphView, id: string): GraphNode | null {
   const [user, ...more] = view.usersOf(id);
   if (user === undefined || more.length || user === "@output") return null;
   return view.node(user);
@@ -55,7 +55,7 @@ function squaredInput(node: GraphNode): Arg | null {
   return null;
 }
 
-function plain(node: GraphNode): boolean {
+export function plain(node: GraphNode): boolean {
   return !node.inplace && !node.rng && !node.modeDependent && node.fn !== null;
 }
 
@@ -107,7 +107,7 @@ function matchFromSquare(view: GraphView, square: GraphNode): WrittenRms | null 
   };
 }
 
-function intsArg(values: number[], kind: "list" | "tuple"): Arg {
+export function intsArg(values: number[], kind: "list" | "tuple"): Arg {
   return { t: "list", kind, items: values.map((value) => ({ t: "const", pytype: "int", value })) };
 }
 
