@@ -770,6 +770,16 @@ def test_fx_reads_buffers_in_its_graph(tmp_path: Path, init: str, forward: str) 
     assert any(a.get("t") == "param" for n in graph["nodes"] for a in n["args"] if isinstance(a, dict)), graph["nodes"]
 
 
+def test_a_0d_tensor_made_in_forward_is_a_value_beside_meta_tensors(tmp_path: Path) -> None:
+    # masked_fill's meta kernel refuses a value on another device, which a GPU accepts from a 0-d CPU tensor:
+    # fx's shapes propagate with the constant on meta instead of failing the capture.
+    forward = "return torch.softmax(x.masked_fill(x < 0.5, torch.tensor(-1e4)), dim=-1)"
+    graph = capture_text(tmp_path, model(forward))
+    assert graph["captured"] == "fx", graph["failure"]
+    fill = next(n for n in graph["nodes"] if n["op"] == "masked_fill")
+    assert fill["out"]["meta"]["shape"] == [4, 8] and fill["out"]["meta"]["dtype"] == "float32"
+
+
 def test_a_submodule_slicing_a_buffer_by_a_traced_size_is_traced_through(tmp_path: Path) -> None:
     # minGPT's attention: `self.bias[:, :, :T, :T]` with T from `x.size()` failed on the real buffer, so fx called
     # the whole attention submodule as one node and its masked softmax stayed out of every region.

@@ -205,8 +205,9 @@ def _instance(problem: ModuleType, cand: ModuleType, name: str | None, value: in
 
 
 def _cost(model: torch.nn.Module, inputs: list[Any]) -> tuple[int, float]:
-    """(elements of inputs + state + outputs, FLOPs) of one reference forward, measured on meta."""
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
+    """(elements of inputs + state + outputs, FLOPs) of one reference forward, measured on meta (a tensor the
+    forward makes, `torch.tensor(-1e4)` as masked_fill's value, made there too)."""
+    with FlopCounterMode(display=False) as counter, torch.no_grad(), FactoriesOn("meta"):
         out = model(*inputs)
     state = sum(t.numel() for t in model.state_dict().values())
     return _numel(inputs) + state + _numel(out), float(counter.get_total_flops())

@@ -204,6 +204,23 @@ class _SizesProp(ShapeProp):
     """ShapeProp that also keeps the sizes a node computes (`x.shape[-1:]`, `x.size(1)`) as `kf_sizes`: the
     shapes are the captured inputs', so these are the values at the captured shapes."""
 
+    def fetch_args_kwargs_from_env(self, n: torch.fx.Node) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A 0-d CPU tensor (`torch.tensor(-1e4)` built in forward, a constant fx attached) joins tensors of
+        any device on a GPU, but some meta kernels refuse it (masked_fill checks its value's device): beside
+        meta tensors it propagates on meta. A 0-d tensor's dtype promotes by its dims, not its device, so
+        every shape and dtype is the one the GPU computes."""
+        args, kwargs = super().fetch_args_kwargs_from_env(n)
+        leaves = [v for v in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+        if not any(t.device.type == "meta" for t in leaves):
+            return args, kwargs
+
+        def to_meta(v: Any) -> Any:
+            if isinstance(v, torch.Tensor) and v.dim() == 0 and v.device.type == "cpu":
+                return v.to("meta")
+            return v
+
+        return torch.utils._pytree.tree_map(to_meta, (args, kwargs))
+
     def run_node(self, n: torch.fx.Node) -> Any:
         result = super().run_node(n)
         if isinstance(result, int) and not isinstance(result, bool):
