@@ -214,6 +214,10 @@ def _include_flags(shim: Path) -> list[str]:
     return [f"-I{d}" for d in [*dirs, sysconfig.get_paths()["include"]]]
 
 
+# ~50 s of nvcc on CI's two cores for text the default run already covers: the recipes' sources compile in
+# test_attention_recipe.py / test_linear_bn_softmax_nvcc.py, and the header inliner that embeds them is the one
+# every emitted region's CUDA goes through (compiled in test_optimize_emit.py). Run with -m heavy.
+@pytest.mark.heavy
 @pytest.mark.skipif(find_nvcc() is None, reason="nvcc not installed")
 @pytest.mark.parametrize("case,source", [
     ("attention_tiny", "_KF_ATTN_CUDA_SOURCE"),
