@@ -1109,6 +1109,10 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
         # by one process steals the cores the other is being timed on (measured on 2 cores: a 0.04 ms GEMM
         # took 7 ms in the reference process while the worker's team spun). The child inherits it.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if "torch" not in sys.modules:
+        # torch.compile in a candidate compiles in the candidate's own thread, not in inductor's pools of threads
+        # and worker processes (which would stay alive and read as the candidate's: checks/torch_compiler.py).
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     # Before anything of the candidate's runs: processes it detaches are re-parented here, not to init, so the
     # import's and the timing's checks can see them (interference.children_change) and the end of the run can end
     # them (nothing the candidate starts serves a later run from outside its process).

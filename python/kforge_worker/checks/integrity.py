@@ -69,6 +69,8 @@ _WATCHED_CLASSES = (
     ("torch.nn", "Module"),
     ("torch", "Generator"),
     ("json.encoder", "JSONEncoder"),  # the result line is serialised by it
+    # dynamo's nn.Module construction wrapper (torch_compiler.prepare) calls it for every module built
+    ("torch._dynamo.mutation_guard", "GenerationTracker"),
 )
 # The worker legitimately wraps these (compile capture); the extension wrapper below also does.
 _EXEMPT = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load", "sys.stdout", "sys.stderr"}
@@ -679,6 +681,7 @@ class ThreadCount:
     python: int
     native: int
     names: list[str]
+    idents: frozenset[int] = frozenset()  # the threads' idents (a name can be copied, an ident is the thread's)
 
     @classmethod
     def now(cls) -> ThreadCount:
@@ -687,8 +690,8 @@ class ThreadCount:
             native = len(os.listdir("/proc/self/task"))
         except OSError:
             native = -1
-        names = sorted(t.name for t in threading.enumerate())
-        return cls(python, native, names)
+        threads = threading.enumerate()
+        return cls(python, native, sorted(t.name for t in threads), frozenset(t.ident for t in threads))
 
 
 def native_threads() -> set[int]:

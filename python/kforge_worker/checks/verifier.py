@@ -34,6 +34,8 @@ from .integrity import (AuditMonitor, IntegritySnapshot, ThreadCount, lingering_
 from .result import CheckResult, failed, passed, verdict_from_checks, warned
 from .roofline import Workload, check_roofline, floor_for, measure_workload, peaks_from_env
 from .static_scan import ScanReport, reference_info, scan_source, static_checks
+from .torch_compiler import prepare as prepare_torch_compiler
+from .torch_compiler import uses_torch_compiler
 
 _empty_cache = torch.cuda.empty_cache  # bound before the candidate is imported
 
@@ -120,6 +122,8 @@ class Verifier:
         self.audit.watch(self.candidate_path)
         self.audit.active = True
         _warm_thread_pools(self.device)
+        if uses_torch_compiler(candidate_source):
+            prepare_torch_compiler()  # torch's own wrapping at the first compile, done before the baseline
         self.snapshot = IntegritySnapshot.take(problem=problem, allow_tf32=self.allow_tf32,
                                                files=(self.problem_path, self.candidate_path))
         self.threads_before = ThreadCount.now()
@@ -265,7 +269,7 @@ class Verifier:
             scan=self.scan or ScanReport("", frozenset()), extensions=self.extensions, audit=self.audit,
             snapshot=self.snapshot, threads_before=self.threads_before,
         )
-        self.checks.extend(harness_checks.check_integrity(ctx, stage, thorough))
+        self.checks.extend(harness_checks.check_integrity(ctx, stage, thorough, probe=self.context is not None))
 
     def _crashed(self, name: str, exc: BaseException) -> CheckResult:
         frames = traceback.extract_tb(exc.__traceback__)
