@@ -23,6 +23,26 @@ _process_time = time.process_time
 _thread_time = time.thread_time
 _perf_counter = time.perf_counter
 
+
+def _children_seconds() -> float:
+    """CPU time of this process's children that have ended and been reaped (RUSAGE_CHILDREN, microseconds): a
+    process the candidate starts, runs while the reference is timed and reaps at once (from a native thread) is
+    neither a live child at any check nor part of this process's own CPU time — only here. The reference process
+    is reaped only at the end, so none of its time is in it."""
+    try:
+        usage = _getrusage(_RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+    except (OSError, NameError):
+        return 0.0
+
+
+try:
+    import resource as _resource
+
+    _getrusage, _RUSAGE_CHILDREN = _resource.getrusage, _resource.RUSAGE_CHILDREN
+except ImportError:  # not POSIX
+    pass
+
 # Other threads may use this share of the reference's wall time (an idle pool's wake-ups, a driver's thread)
 SHARE = 0.2
 # ... and this much in total over the whole timing, whatever the share (a few ms of housekeeping).
@@ -134,9 +154,9 @@ def adopting() -> bool | None:
         return None
 
 
-def foreign_children(allowed: set[int], pid: int | None = None) -> list[int]:
+def foreign_children(allowed: set[int], pid: int | None = None, zombies: bool = False) -> list[int]:
     """This process's live children (every thread's, /proc/<pid>/task/<tid>/children) other than `allowed` (the
-    reference process): zombies are not counted."""
+    reference process); zombies (ended, not yet reaped) only when `zombies`."""
     pid = os.getpid() if pid is None else pid
     found: set[int] = set()
     try:
@@ -154,7 +174,7 @@ def foreign_children(allowed: set[int], pid: int | None = None) -> list[int]:
         try:
             with open(f"/proc/{child}/stat") as f:
                 stat = f.read()
-            if stat[stat.rfind(")") + 2:].split()[0] in ("Z", "X"):
+            if stat[stat.rfind(")") + 2:].split()[0] in ("Z", "X") and not zombies:
                 continue
         except (OSError, IndexError):
             continue
@@ -193,9 +213,9 @@ def children_change(allowed: set[int], adopt: bool) -> str | None:
     """A process the candidate's process started (and left running) while the reference is timed: its CPU time
     is another process's, so the idle meter, which reads this process's own, cannot see it take the reference's
     cores. Also a subreaper switch turned off (orphans would escape to init)."""
-    others = foreign_children(allowed)
+    others = foreign_children(allowed, zombies=True)
     if others:
-        return (f"the candidate's process has {len(others)} other process(es) running (pid "
+        return (f"the candidate's process has {len(others)} other process(es) running or just ended (pid "
                 f"{', '.join(map(str, others[:4]))}) while the reference is timed: work outside this process, "
                 "which its CPU time does not show")
     if adopt and adopting() is False:
@@ -221,11 +241,11 @@ class IdleMeter:
 
     def measure(self, call: Callable[[], Any]) -> Any:
         """Runs `call` (a reference call the worker only waits for) and books the other threads' CPU time."""
-        proc, own, wall = _process_time(), _thread_time(), _perf_counter()
+        proc, own, wall, ended = _process_time(), _thread_time(), _perf_counter(), _children_seconds()
         try:
             return call()
         finally:
-            other = ((_process_time() - proc) - (_thread_time() - own)) * 1e3
+            other = ((_process_time() - proc) - (_thread_time() - own) + (_children_seconds() - ended)) * 1e3
             span = (_perf_counter() - wall) * 1e3
             self.other_cpu_ms += max(other, 0.0)
             self.wall_ms += span
@@ -238,7 +258,8 @@ class IdleMeter:
         active one (the user's choice: the pipeline sets passive otherwise) keeps torch's own OpenMP team
         spinning after every parallel region, whatever the candidate does — then the finding only warns."""
         share = self.other_cpu_ms / self.wall_ms if self.wall_ms > 0 else 0.0
-        numbers = (f"{self.other_cpu_ms:.1f} ms of CPU on the candidate process's other threads during "
+        numbers = (f"{self.other_cpu_ms:.1f} ms of CPU on the candidate process's other threads (and processes it "
+                   f"reaped) during "
                    f"{self.wall_ms:.1f} ms of the reference's {self.calls} timed calls ({share:.0%})")
         if self.tampered:
             return {"name": "reference_interference", "outcome": "fail", "failVerdict": "cheating",

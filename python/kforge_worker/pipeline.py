@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from . import PROTOCOL_VERSION
+from . import PROTOCOL_VERSION, frame_hook
 from .channel import Channel
 from .compile_capture import CompileCall, CompileRecorder, extension_dir
 from .errors import exception_headline, summarize_exception
@@ -223,9 +223,14 @@ class EvalContext:
     # -- calling foreign code ------------------------------------------------------------------
     def guard_candidate(self, what: str, fn: Callable[[], Any], verdict: str = "runtime_error") -> Any:
         try:
-            return fn()
+            out = fn()
         except BaseException as exc:  # noqa: BLE001 — SystemExit/KeyboardInterrupt from a candidate too
+            if frame_hook.take is not None and frame_hook.take(None) is not None:
+                frame_hook.left.append(f"after {what}")
             raise self.candidate_failure(what, exc, verdict) from None
+        if frame_hook.take is not None and frame_hook.take(None) is not None:  # no frame entered before it
+            frame_hook.left.append(f"after {what}")
+        return out
 
     def guard_reference(self, what: str, fn: Callable[[], Any], verdict: str = "problem_error") -> Any:
         try:
@@ -884,6 +889,8 @@ def time_models(ctx: EvalContext) -> None:
         side["now"] = "ModelNew"
         same_stream()
         outputs["ModelNew"] = ctx.new_model(*pool.cand_inputs())
+        if frame_hook.take is not None and frame_hook.take(None) is not None:
+            frame_hook.left.append("ModelNew.forward (timed)")
 
     def between(pair: int, more: bool) -> None:
         # Outside every timed region: the previous pair's outputs (maybe) checked, then fresh inputs.
@@ -1130,6 +1137,7 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
         from .timing import bind_primitives
 
         bind_primitives()  # the clocks' primitives, bound before any candidate code exists in this process
+        frame_hook.bind()
         result["environment"] = describe(request.device)
         if request.device == "cuda" and not torch.cuda.is_available():
             raise StageFailure(
@@ -1171,6 +1179,8 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
             result["verdict"] = "runtime_error"
             result["reason"] = f"kforge_worker internal error: {summarize_exception(exc)}"
     finally:
+        if frame_hook.take is not None and frame_hook.take(None) is not None:
+            frame_hook.left.append("the end of the evaluation")
         if keep is not None:
             gc.disable()
             keep.append(ctx)

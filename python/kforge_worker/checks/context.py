@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .. import frame_hook
 from .instrument import ExtensionRecorder
 from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount
 from .static_scan import ScanReport
@@ -70,7 +71,11 @@ def run(model: nn.Module, inputs: Inputs) -> Any:
     if _PAIRED_RNG["on"]:
         seed_for_inputs(inputs)
     with torch.no_grad():
-        return model(*inputs)
+        try:
+            return model(*inputs)
+        finally:  # a frame-evaluation hook the call left is taken before any harness frame runs (frame_hook.py)
+            if frame_hook.take is not None and frame_hook.take(None) is not None:
+                frame_hook.left.append("a forward call")
 
 
 # Active dropout makes every forward random: reference and candidate are comparable only on the same random

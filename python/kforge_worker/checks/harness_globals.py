@@ -31,6 +31,7 @@ _SKIPPED_PREFIXES = ("kforge_worker.capture", "kforge_worker.optimize_bench", "k
 _OWN_STATE = {
     ("kforge_worker.compare", "_reference_noise"),  # set from the trials; guarded by harness_state
     ("kforge_worker.checks.context", "_PAIRED_RNG"),  # on while the checks of a dropout problem run
+    ("kforge_worker.frame_hook", "left"),  # the harness's record of hooks it took away (a process flag itself)
 }
 _SIMPLE = (bool, int, float, complex, str, bytes, type(None))
 _MAX_ITEMS = 256

@@ -36,6 +36,19 @@ try:
 except ImportError:  # pragma: no cover
     _thread = None  # type: ignore[assignment]
 
+def _bind_frame_hook_getter() -> Any:
+    """torch._C._dynamo.eval_frame.get_eval_frame_callback, bound when this module is imported (before the
+    candidate), so a stand-in put on the C module later cannot hide a hook. None where torch has no dynamo."""
+    try:
+        import torch
+
+        return torch._C._dynamo.eval_frame.get_eval_frame_callback
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_frame_hook = _bind_frame_hook_getter()
+
 # Functions the harness trusts, grouped by where they live. Attributes missing in a torch build are skipped.
 _WATCHED_MODULES = (
     "torch",
@@ -153,6 +166,14 @@ def _process_flags() -> dict[str, Any]:
             flags[f"torch.nn.modules.module.{name}"] = len(table)
     flags["sys.gettrace()"] = repr(sys.gettrace())
     flags["sys.getprofile()"] = repr(sys.getprofile())
+    # dynamo's frame-evaluation hook (a C setter, no audit event): whatever is installed is shown every Python
+    # frame this thread enters, with its arguments — the reference's forward and the harness's own functions.
+    # torch.compile installs it only for the span of a compiled call; between calls it is empty.
+    if _frame_hook is not None:
+        _probe(flags, "frame evaluation hook (torch._C._dynamo.eval_frame)", lambda: repr(_frame_hook()))
+    from .. import frame_hook
+
+    flags["frame evaluation hooks left by the candidate's code (taken away)"] = list(frame_hook.left)
     _resolve_fp32_precision(flags)
     return flags
 
@@ -505,6 +526,8 @@ _CALLER_EVENTS = {
     "compile": "evasion",
     "exec": "evasion",
 }
+# Code objects made at run time (a code object names the file its frames will claim): _new_code
+_CODE_EVENTS = {"code.__new__", "marshal.loads"}
 # Attribute reads that hand out a frame (raised as object.__getattr__): a frame's f_back chain leads to the
 # harness's own frames and their locals (the evaluation's context, the timing loop's objects).
 _FRAME_GETTERS = {"tb_frame", "gi_frame", "cr_frame", "ag_frame"}
@@ -560,11 +583,11 @@ class AuditMonitor:
         if event == "sys.addaudithook":
             self._refuse_hook()
         frame_getter = event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_GETTERS
-        walk = event in _WALK_EVENTS or frame_getter
+        walk = event in _WALK_EVENTS or frame_getter or event in _CODE_EVENTS  # code: refused after the verdict too
         if not (self.active or walk) or getattr(self._busy, "on", False):
             return
-        if event not in _CALLER_EVENTS and event not in _PROCESS_EVENTS and event not in ("open", "os.listdir",
-                                                                                            "os.scandir"):
+        if event not in _CALLER_EVENTS and event not in _PROCESS_EVENTS and event not in _CODE_EVENTS and \
+                event not in ("open", "os.listdir", "os.scandir"):
             if not (frame_getter or event.startswith("os.exec") or event.startswith("os.spawn")):
                 return
         self._busy.on = True
@@ -599,8 +622,9 @@ class AuditMonitor:
         self.events.append(AuditEvent("tamper", "sys.addaudithook", where, "an audit hook of its own (refused)"))
         raise RuntimeError("kforge: audit hooks cannot be added while a candidate is judged")
 
-    def _caller(self) -> tuple[str | None, bool, bool]:
+    def _caller(self, process: bool = False) -> tuple[str | None, bool, bool]:
         """(nearest candidate frame as file:line, whether the candidate made the call itself, torch builder).
+        process: the event starts or signals a process (torch.compile's compiler may be the one starting it).
         A frame-returning helper of the standard library called by the candidate itself counts as its own call."""
         frame = sys._getframe(3)  # 0 _caller, 1 _classify, 2 _hook, 3 whoever raised the event
         probe = frame
@@ -612,15 +636,39 @@ class AuditMonitor:
         where: str | None = None
         builder = False
         depth = 0
+        if process:
+            from .torch_compiler import compiler_spawned
+
+            # torch.compile's inductor running the C++ compiler for the candidate's code, as load_inline runs ninja;
+            # dynamo making the code objects of the frames it converts
+            builder = compiler_spawned(frame, self.candidate_files)
+        builder_file = _cpp_extension_file()
         while frame is not None and depth < 80:
             filename = frame.f_code.co_filename
-            if filename.endswith("cpp_extension.py"):
+            if filename == builder_file:  # torch's own file, by path (not any file of that name)
                 builder = True
             if where is None and os.path.abspath(filename) in self.candidate_files:
                 where = f"{os.path.basename(filename)}:{frame.f_lineno}"
             frame = frame.f_back
             depth += 1
         return where, immediate, builder
+
+    def _new_code(self, event: str, args: tuple, where: str, immediate: bool) -> bool:
+        """A code object made at run time while the candidate's code is on the stack (`code.replace`,
+        `types.CodeType`, `marshal.loads`), outside torch's compiler converting a frame. A code object names its
+        own file, and the audit tells the candidate's frames from torch's, the standard library's and the
+        harness's by that name: code claiming another file would make a frame walk, a process start or a gc
+        walk pass for someone else's. Refused when the candidate makes it itself, or when the new code names a
+        real file that is not the candidate's."""
+        filename = str(args[1]) if event == "code.__new__" and len(args) > 1 else ""
+        foreign = bool(filename) and not filename.startswith("<") and os.path.abspath(filename) not in \
+            self.candidate_files
+        if not (immediate or foreign):
+            return False
+        named = f" naming {os.path.basename(filename)}" if filename else ""
+        self.events.append(AuditEvent("tamper", event, where, f"a code object made at run time{named}: its frames "
+                                      "could pass for another file's (refused)"))
+        return True
 
     def _classify(self, event: str, args: tuple, walk: bool = False) -> bool:
         """Records the event when it is the candidate's; returns whether it must be refused: a walk over frames or
@@ -637,9 +685,12 @@ class AuditMonitor:
             if where and not builder:
                 self.events.append(AuditEvent("tamper", event, where, path))
             return False
-        where, immediate, builder = self._caller()
+        process = event in _PROCESS_EVENTS or event.startswith(("os.exec", "os.spawn"))
+        where, immediate, builder = self._caller(process or event in _CODE_EVENTS)
         if where is None or builder:
             return False
+        if event in _CODE_EVENTS:
+            return self._new_code(event, args, where, immediate)
         if event in _PROCESS_EVENTS or event.startswith(("os.exec", "os.spawn")):
             self.events.append(AuditEvent("evasion", event, where, _short(args)))
             return False
@@ -654,7 +705,12 @@ class AuditMonitor:
             if not str(getattr(code, "co_filename", "")).startswith("<"):
                 return False  # executing a module being imported, not a string
         if event == "compile" and len(args) > 1 and not str(args[1]).startswith("<"):
-            return False
+            if os.path.abspath(str(args[1])) in self.candidate_files:
+                return False
+            self.events.append(AuditEvent("tamper", event, where, f"code compiled under another file's name "
+                                          f"({os.path.basename(str(args[1]))}): its frames would pass for that "
+                                          "file's (refused)"))
+            return True
         if event in ("object.__setattr__", "object.__delattr__"):
             target = args[0] if args else None
             owner = target.__name__ if isinstance(target, ModuleType) else getattr(target, "__module__", "")
@@ -663,6 +719,12 @@ class AuditMonitor:
         detail = _short(args) + (" (refused)" if walk else "")
         self.events.append(AuditEvent(_CALLER_EVENTS[event], event, where, detail))
         return walk
+
+
+def _cpp_extension_file() -> str | None:
+    module = sys.modules.get("torch.utils.cpp_extension")
+    path = getattr(module, "__file__", None) if module is not None else None
+    return path and os.path.abspath(path)
 
 
 def _frame_helper(frame: Any) -> bool:
