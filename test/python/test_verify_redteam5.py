@@ -303,3 +303,21 @@ def test_a_torch_compile_candidate_is_correct_through_the_worker(tmp_path):
              "candidate": str(candidate), "expect": "correct", "check": None, "time": True}
     outcome = corpus.run_entry(entry, "cpu", timeout=600, python=sys.executable)
     assert outcome.verdict == "correct" and not outcome.failing, (outcome.verdict, outcome.failing, outcome.reason)
+
+
+# ------------------------------------------------------------------ the environment
+def test_build_settings_set_at_import_are_not_an_environment_change_but_runtime_switches_are(monkeypatch):
+    """TORCH_CUDA_ARCH_LIST/MAX_JOBS before load_inline (common in LLM answers) only steer the extension build;
+    a switch the runtime libraries read (TF32 override) or PATH (every program started later) still counts."""
+    from kforge_worker.checks.integrity import IntegritySnapshot
+
+    for key in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"):
+        monkeypatch.delenv(key, raising=False)
+    snap = IntegritySnapshot.take()
+    monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
+    monkeypatch.setenv("MAX_JOBS", "4")
+    assert not [c for c in snap.diff(False) if "os.environ" in c], snap.diff(False)
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    monkeypatch.setenv("PATH", "/tmp/elsewhere:" + os.environ.get("PATH", ""))
+    changes = [c for c in snap.diff(False) if "os.environ" in c]
+    assert any("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE" in c for c in changes) and any("'PATH'" in c for c in changes)

@@ -102,6 +102,13 @@ _TF32_VALUES = {True, False, "high", "highest", "tf32", "ieee", "none"}
 _HARNESS_ENV = {"TORCH_EXTENSIONS_DIR", "DISABLE_CUPTI_LAZY_REINIT", "TEARDOWN_CUPTI", "CUDA_MODULE_LOADING",
                 "KMP_DUPLICATE_LIB_OK", "TORCH_WARM_POOL"}
 _HARNESS_ENV_PREFIXES = ("TORCHINDUCTOR_", "_TORCHINDUCTOR_", "TRITON_")
+# Read only when an extension is built (torch.utils.cpp_extension, nvcc): which architectures, how many jobs, which
+# compiler and toolkit. LLM answers commonly set them at import before load_inline; none changes how the reference
+# (eager PyTorch, already built) computes or how fast. PATH is not among them: it picks every program started later.
+_BUILD_ENV = {"TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "PYTORCH_ROCM_ARCH", "TORCH_XPU_ARCH_LIST", "CC", "CXX",
+              "CUDA_HOME", "CUDA_PATH", "CUDNN_HOME", "CUDNN_PATH", "ROCM_HOME", "ROCM_PATH", "PYTORCH_NVCC",
+              "NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "TORCH_DONT_CHECK_COMPILER_ABI",
+              "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES", "TORCH_NO_COMPILER_WRAPPER", "DISTUTILS_USE_SDK"}
 
 
 def _probe(flags: dict[str, Any], key: str, read: Any) -> None:
@@ -444,7 +451,8 @@ class IntegritySnapshot:
                              lambda key, value: f"os.environ[{key!r}] was set to {value[:80]!r}",
                              lambda key, _: f"os.environ[{key!r}] was removed",
                              lambda key, was, now: f"os.environ[{key!r}] changed from {was[:80]!r} to {now[:80]!r}",
-                             skip=lambda key: key in _HARNESS_ENV or key.startswith(_HARNESS_ENV_PREFIXES))
+                             skip=lambda key: key in _HARNESS_ENV or key in _BUILD_ENV
+                             or key.startswith(_HARNESS_ENV_PREFIXES))
 
     def _class_additions(self) -> list[str]:
         out = []
