@@ -43,6 +43,20 @@ struct ClampedSoftmaxApply {
     return fminf(fmaxf(__fdividef(kf_exp_shifted(v - s.a), s.b), x[2]), x[3]);
   }
 };
+// where(x < -1, -1e4, x) -> softmax: one input and a select in the prologue (held rows recomputing the
+// prologue per pass kept the compare beside 24 held values: 48 bytes spilled).
+struct SelectPro {
+  static constexpr int kIn = 1;
+  __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const {
+    return x[0] < -1.f ? -10000.f : x[0];
+  }
+};
+struct SoftmaxOneApply {
+  static constexpr int kIn = 1;
+  __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&)[kIn], const KfScalars&) const {
+    return __fdividef(kf_exp_shifted(v - s.a), s.b);
+  }
+};
 struct LogSoftmaxPro {
   static constexpr int kIn = 1;
   __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const { return x[0]; }
@@ -99,7 +113,8 @@ enum HarnessNormOp {
   OP_SOFTMAX_CL = 6,
   OP_AFFINE_STATS = 7,  // kf_launch_normalize_stats: statistics only, the output untouched
   OP_SOFTMAX_SCALED_F32_OUT = 8,  // x of the dtype, an fp32 operand in the apply, fp32 output
-  OP_SOFTMAX_MASKED_CLAMPED = 9   // x, a bool mask, two operands of the dtype
+  OP_SOFTMAX_MASKED_CLAMPED = 9,  // x, a bool mask, two operands of the dtype
+  OP_SOFTMAX_SELECTED = 10        // x alone, a select in the prologue
 };
 enum HarnessDtype { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 
@@ -127,6 +142,8 @@ static cudaError_t norm_typed(int op, const KfShape& shape, uint32_t mask, void*
       return kf_launch_normalize<FirstOfTwoPro, KfStatMaxSumExp, SoftmaxScaledApply, float, T, float>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     case OP_SOFTMAX_MASKED_CLAMPED:
       return kf_launch_normalize<MaskedPro, KfStatMaxSumExp, ClampedSoftmaxApply, T, T, bool, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_SOFTMAX_SELECTED:
+      return kf_launch_normalize<SelectPro, KfStatMaxSumExp, SoftmaxOneApply, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -137,6 +154,7 @@ size_t kfh_norm_workspace(int op, const KfShape& shape, uint32_t mask) {
     case OP_SOFTMAX:
     case OP_SOFTMAX_SCALED_F32_OUT:
     case OP_SOFTMAX_MASKED_CLAMPED:
+    case OP_SOFTMAX_SELECTED:
     case OP_LOG_SOFTMAX: return kf_normalize_workspace_bytes<KfStatMaxSumExp>(shape, mask);
     case OP_RMS: return kf_normalize_workspace_bytes<KfStatMeanSquare>(shape, mask);
     case OP_AFFINE_CL: return kf_normalize_cl_workspace_bytes<KfStatWelford>(shape, mask);

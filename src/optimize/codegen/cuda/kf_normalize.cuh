@@ -356,11 +356,16 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
       }
     }
 
-    // Pass 1 over the held values: max (softmax) or sum (mean, mean square).
+    // Pass 1 over the held values: max (softmax) or sum (mean, mean square). v = Pro(x) is held from here on
+    // (as rows_vec_kernel holds it): the inputs stay live only where Apply reads them, and a prologue is
+    // computed once, not once per pass (a select's compare kept beside x spilled at kVPT = 24).
+    float val[kVPT];
     float acc = Stat::r1_init();
 #pragma unroll
-    for (int j = 0; j < kVPT; ++j)
-      if (j < held) acc = Stat::r1_push(acc, pro(x[j], sc));
+    for (int j = 0; j < kVPT; ++j) {
+      val[j] = j < held ? pro(x[j], sc) : 0.f;
+      if (j < held) acc = Stat::r1_push(acc, val[j]);
+    }
     acc = kBlockRow ? block_allreduce(acc, scratch, R1MergeOp<Stat>()) : group_allreduce(acc, group, R1MergeOp<Stat>());
     KfStats s;
     s.count = float(v.R);
@@ -371,7 +376,7 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
       float acc2 = 0.f;
 #pragma unroll
       for (int j = 0; j < kVPT; ++j)
-        if (j < held) acc2 += Stat::r2_term(pro(x[j], sc), s.a);
+        if (j < held) acc2 += Stat::r2_term(val[j], s.a);
       s.b = kBlockRow ? block_allreduce(acc2, scratch, SumOp()) : group_allreduce(acc2, group, SumOp());
     }
     if (stats_out != nullptr && row_ok && lane == 0) stats_out[row] = s;
@@ -379,7 +384,7 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
 #pragma unroll
     for (int j = 0; j < kVPT; ++j) {
       const int64_t r = lane + int64_t(j) * group;
-      if (j < held) kf_store<TOut>(v.out, obase + RowPos<NIn>(v, r).out(v), apply(pro(x[j], sc), s, x[j], sc));
+      if (j < held) kf_store<TOut>(v.out, obase + RowPos<NIn>(v, r).out(v), apply(val[j], s, x[j], sc));
     }
   }
 }
