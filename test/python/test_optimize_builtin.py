@@ -237,7 +237,12 @@ def _plan(problem: ModuleType, cand: ModuleType, label: str) -> tuple[str | None
     """(global to patch, its value, description of the instance): the smallest instance that fits the budget,
     else the problem as written if it fits; pytest.skip with the measured sizes when none does."""
     _init, full, model = _instance(problem, cand, None, None)
-    elements, flops = _cost(model, full)
+    try:
+        elements, flops = _cost(model, full)
+    except RuntimeError as exc:  # `torch.autocast(device_type=x.device.type)`: capture fails there too
+        if getattr(cand, "_KF_FUNCTIONS", ()):
+            raise
+        pytest.skip(f"{label}: the file is the reference's forward, which does not run on meta ({str(exc)[:200]})")
     as_written = f"as written: {elements / 1e6:.1f}M elements, {flops / 1e9:.2f} GFLOP"
     tried = []
     name = _leading_name(problem, full)
@@ -582,8 +587,8 @@ def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[st
     text = emitted[name].read_text(encoding="utf8")
     if patched is not None and _SHAPE_GUARD.search(text):
         return  # an export-captured graph holds its shapes: the smaller instance takes the reference's forward
-    # A batch norm's running statistics are updated on the device (`_running`), not by PyTorch's ops after it.
-    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+(_running)?", f)]
+    # A batch norm's running statistics are updated on the device (`_bn`, `_running`), not by PyTorch's ops.
+    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+(_running|_bn)?", f)]
     idle = [f for f in regions if not ext.calls.get(f)]
     assert not idle, f"regions whose fast path never ran on the problem's inputs: {idle}"
 
