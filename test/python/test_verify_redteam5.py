@@ -321,3 +321,31 @@ def test_build_settings_set_at_import_are_not_an_environment_change_but_runtime_
     monkeypatch.setenv("PATH", "/tmp/elsewhere:" + os.environ.get("PATH", ""))
     changes = [c for c in snap.diff(False) if "os.environ" in c]
     assert any("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE" in c for c in changes) and any("'PATH'" in c for c in changes)
+
+
+# ------------------------------------------------------------------ gc and inspect
+def test_importing_gc_or_inspect_is_not_a_failure_but_the_walks_and_the_collectors_switches_are():
+    """gc.collect() and inspect.signature are ordinary in a candidate; a walk is failed by name (and refused at run
+    time), and the collector's own switches — DEBUG_SAVEALL keeps freed harness frames in gc.garbage, a callback
+    runs inside the harness — fail statically and change the process fingerprint."""
+    import gc
+
+    from kforge_worker.checks.integrity import IntegritySnapshot
+    from kforge_worker.checks.static_scan import scan_source
+
+    ordinary = scan_source("import gc\nimport inspect\ngc.collect()\ninspect.signature(print)\n", "c.py",
+                           frozenset(), {"Model"})
+    assert not [f for f in ordinary.findings if f.severity == "fail"], ordinary.findings
+    for source in ("import gc\ngc.set_debug(gc.DEBUG_SAVEALL)\n", "import gc\nx = gc.garbage\n",
+                   "import gc\ngc.callbacks.append(print)\n", "import gc\ngc.get_objects()\n"):
+        assert any(f.severity == "fail" for f in scan_source(source, "c.py", frozenset(), {"Model"}).findings), source
+    snap = IntegritySnapshot.take()
+    saved = gc.get_debug()
+    try:
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.callbacks.append(lambda phase, info: None)
+        changes = snap.diff(False)
+    finally:
+        gc.set_debug(saved)
+        gc.callbacks.pop()
+    assert any("gc.get_debug()" in c for c in changes) and any("gc.callbacks" in c for c in changes), changes

@@ -171,6 +171,12 @@ def _process_flags() -> dict[str, Any]:
     for name, table in sorted(vars(modules).items()) if modules is not None else ():
         if name.startswith("_global_") and isinstance(table, dict):
             flags[f"torch.nn.modules.module.{name}"] = len(table)
+    # The collector set to keep what it frees (DEBUG_SAVEALL: gc.garbage then holds the harness's dropped frames and
+    # tracebacks, no audit event), or a callback run inside the harness at every collection.
+    import gc
+
+    flags["gc.get_debug()"] = gc.get_debug()
+    flags["len(gc.callbacks)"] = len(gc.callbacks)
     flags["sys.gettrace()"] = repr(sys.gettrace())
     flags["sys.getprofile()"] = repr(sys.getprofile())
     # dynamo's frame-evaluation hook (a C setter, no audit event): whatever is installed is shown every Python

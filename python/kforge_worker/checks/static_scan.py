@@ -102,6 +102,7 @@ _TAMPER_CALLS = {
     "gc.get_referrers": "walks object referrers",
     "gc.get_referents": "walks object referents",
     "gc.disable": "changes the collector",
+    "gc.set_debug": "keeps what the collector frees (gc.garbage: objects nobody handed it)",
     "inspect.currentframe": "reads stack frames",
     "inspect.stack": "reads stack frames",
     "inspect.getouterframes": "reads stack frames",
@@ -295,7 +296,10 @@ class _Scanner(ast.NodeVisitor):
         elif root in _EVASION_MODULES:
             self.add("evasion", "fail", node, f"imports {module}: {_EVASION_MODULES[root]}")
         elif root in _TAMPER_MODULES:
-            self.add("tamper", "fail", node, f"imports {module}: {_TAMPER_MODULES[root]}")
+            # gc.collect() and inspect.signature are ordinary: the walks themselves are failed by name below and
+            # refused at run time by the audit hook (runtime_audit), whatever spelling reaches them.
+            self.add("tamper", "warn", node, f"imports {module}: {_TAMPER_MODULES[root]} (the walks are refused at "
+                     "run time: runtime_audit)")
         elif module.startswith("torch._C") or module.startswith("torch._dynamo") or module == "torch._inductor":
             self.add("evasion", "warn", node, f"imports torch internals ({module})")
         elif root in {"triton", "cutlass"}:
@@ -558,6 +562,9 @@ class _Scanner(ast.NodeVisitor):
             self.add("tamper", "fail", node, f"reads .{node.attr} (stack frames or code objects)")
         elif node.attr in {"__builtins__", "__subclasses__", "__globals__", "__closure__", "__code__"}:
             self.add("evasion", "fail", node, f"reaches {node.attr} (interpreter internals)")
+        elif self.resolve(node) in ("gc.garbage", "gc.callbacks"):
+            self.add("tamper", "fail", node, f"reaches {self.resolve(node)} (objects the collector frees, or code run "
+                     "inside the harness at every collection)")
         elif node.attr == "__class__" and isinstance(node.ctx, ast.Store):
             self.add("tamper", "fail", node, "reassigns an object's __class__")
         self.generic_visit(node)
