@@ -182,6 +182,13 @@ def _operands(ins: list[torch.Tensor], shape: list[int], slots: int) -> torch.Te
     return xs
 
 
+def _running_covers(mean: torch.Tensor, var: torch.Tensor, batches: torch.Tensor, channels: int) -> bool:
+    """kf_running_stats_covers (kf_region_host.h), the device test aside."""
+    return (mean.dtype in (torch.float32, torch.float16, torch.bfloat16) and var.dtype == mean.dtype
+            and batches.dtype == torch.int64 and batches.numel() == 1 and mean.is_contiguous()
+            and var.is_contiguous() and channels > 0 and mean.numel() == channels and var.numel() == channels)
+
+
 class EmulatedExtension:
     """Stands in for `_kf_ext()`: its attributes are the emitted host functions, run on the CPU."""
 
@@ -208,9 +215,11 @@ class EmulatedExtension:
         self.calls: dict[str, int] = {}
 
     def __getattr__(self, fn: str) -> Callable[..., torch.Tensor]:
-        if fn.endswith("_running") and fn[: -len("_running")] in set(self.launches) | {
+        if fn.endswith("_running") and fn[: -len("_running")] in {
                 f[: -len("_stats")] for f in self.launches if f.endswith("_stats")}:
             return self._running(fn)
+        if fn.endswith("_bn") and fn[: -len("_bn")] in self.launches:
+            return self._batch_norm(fn)
         if fn not in self.launches:
             raise AttributeError(fn)
 
@@ -228,9 +237,7 @@ class EmulatedExtension:
 
         def run(stats, mean, var, batches, cumulative, momentum, count) -> bool:
             self.calls[fn] = self.calls.get(fn, 0) + 1
-            if mean.dtype not in (torch.float32, torch.float16, torch.bfloat16) or var.dtype != mean.dtype:
-                return False
-            if batches.dtype != torch.int64 or batches.numel() != 1 or stats.numel() != 3 * mean.numel():
+            if not _running_covers(mean, var, batches, mean.numel()) or stats.numel() != 3 * mean.numel():
                 return False
             seen = int(batches.item())
             batches.add_(1)
@@ -240,6 +247,24 @@ class EmulatedExtension:
             mean.copy_((factor * st[:, 0] + (1 - factor) * mean.float()).to(mean.dtype))
             var.copy_((factor * batch_var + (1 - factor) * var.float()).to(var.dtype))
             return True
+
+        return run
+
+    def _batch_norm(self, fn: str) -> Callable[..., torch.Tensor | None]:
+        """region.ts batchNormHost: the region's kernel with its batch statistics allocated here, then the running
+        statistics' update; None, with nothing run, where kf_running_stats_covers declines the buffers."""
+        region, running = fn[: -len("_bn")], self._running(fn)
+
+        def run(ins, sc, iter_shape, mask, mean, var, batches, cumulative, momentum):
+            self.calls[fn] = self.calls.get(fn, 0) + 1
+            kept = [size for d, size in enumerate(iter_shape) if not int(mask) >> d & 1]
+            channels, count = math.prod(kept), math.prod(iter_shape) / max(math.prod(kept), 1)
+            if not _running_covers(mean, var, batches, channels):
+                return None
+            stats = torch.empty((channels, 3), dtype=torch.float32)
+            out = getattr(self, region)(ins, sc, iter_shape, mask, iter_shape, [], stats)
+            assert running(stats, mean, var, batches, cumulative, momentum, count)
+            return out
 
         return run
 

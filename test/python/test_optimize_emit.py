@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -171,3 +172,49 @@ def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str],
     assert run.returncode == 0, run.stderr[-3000:]
     spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", run.stderr)]
     assert spills and max(spills) == 0, "spills in the generated kernels"
+
+
+# cusolver's headers are not among the wheels the test venv installs; ATen's CUDA context header needs two of its
+# types and two status values for declarations only (a syntax check links nothing).
+_CUSOLVER_STUBS = {
+    "cusolver_common.h": "#pragma once\ntypedef enum { CUSOLVER_STATUS_SUCCESS = 0, CUSOLVER_STATUS_INVALID_VALUE = 3 }"
+                         " cusolverStatus_t;\n",
+    "cusolverDn.h": "#pragma once\n#include \"cusolver_common.h\"\ntypedef struct cusolverDnContext* cusolverDnHandle_t;\n"
+                    "typedef struct cusolverDnParams* cusolverDnParams_t;\n",
+}
+
+
+def test_emitted_host_sources_compile_against_torch_headers(emitted: dict[str, str], tmp_path) -> None:
+    """The generated host (.cpp) unit — every region's host function and its helpers (a batch norm's `_bn`, a
+    channels-last anchor's `_cl`), against torch/extension.h — which the CUDA-only compile checks never see.
+    conv_bn_chain has the batch-norm and anchor helpers, norms_reduce_pool the reduce, normalize and pool kinds."""
+    import glob
+    import sysconfig
+
+    from torch.utils.cpp_extension import include_paths
+
+    gxx = shutil.which("g++")
+    cuda_include = next(iter(sorted(glob.glob("/usr/local/cuda*/include/cuda_runtime_api.h"))), None)
+    if gxx is None or cuda_include is None:
+        pytest.skip("g++ or the CUDA headers not installed")
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    for name, text in _CUSOLVER_STUBS.items():
+        (stubs / name).write_text(text, encoding="utf8")
+    dirs = [str(Path(cuda_include).parent), str(stubs), sysconfig.get_paths()["include"], *include_paths()]
+    try:
+        import nvidia.cu13  # cuSPARSE/cuBLAS headers (scripts/setup-python.sh installs the wheels)
+
+        dirs.append(os.path.join(list(nvidia.cu13.__path__)[0], "include"))
+    except ImportError:
+        pass
+    procs = []
+    for case in ("conv_bn_chain", "norms_reduce_pool"):
+        source = tmp_path / f"{case}.cpp"
+        source.write_text(_load(emitted[case], f"host_{case}")._KF_CPP_SOURCE, encoding="utf8")
+        cmd = [gxx, "-std=c++17", "-fsyntax-only", "-w", str(source), "-DTORCH_EXTENSION_NAME=kf_host_check",
+               "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", *[f"-I{d}" for d in dirs]]
+        procs.append((case, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+    for case, proc in procs:  # both at once: CI's two cores
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"{case}: {err[-4000:]}"

@@ -41,3 +41,64 @@ def test_broadcast_of_tensors_is_torchs(runtime):
     for k in range(1, len(tensors) + 1):
         for group in itertools.permutations(tensors, k):
             assert runtime["_kf_broadcast"](group) == list(torch.broadcast_shapes(*(t.shape for t in group)))
+
+
+def test_a_remembered_broadcast_is_not_shared_with_the_caller(runtime):
+    group = (torch.empty(2, 3, 4), torch.empty(3, 1))
+    first = runtime["_kf_broadcast"](group)
+    first.append(99)  # a caller's edit must not reach the next call's answer
+    assert runtime["_kf_broadcast"](group) == [2, 3, 4]
+
+
+class _BatchNormExt:
+    """Stands in for a batch-norm region's host functions: `kf_r0` normalises over dims (0, 2, 3) and writes
+    {mean, M2, count} per channel into `stats`; `kf_r0_bn` declines (None) or answers, as kf_running_stats_covers
+    decides on the device."""
+
+    def __init__(self, covers: bool) -> None:
+        self.covers, self.calls = covers, []
+
+    def kf_r0(self, ins, sc, shape, mask, out_shape, geo, stats):
+        self.calls.append(("kf_r0", mask, tuple(stats.shape)))
+        x = ins[0]
+        mean = x.mean(dim=(0, 2, 3))
+        m2 = ((x - mean.view(1, -1, 1, 1)) ** 2).sum(dim=(0, 2, 3))
+        stats.copy_(torch.stack([mean, m2, torch.full_like(mean, x.numel() / x.shape[1])], dim=1))
+        return torch.batch_norm(x, None, None, None, None, True, 0.0, 1e-5, False)
+
+    def kf_r0_bn(self, ins, sc, shape, mask, mean, var, batches, cumulative, momentum):
+        self.calls.append(("kf_r0_bn", mask, cumulative, momentum))
+        return torch.zeros(shape) if self.covers else None
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batch_norm_region_updates_running_statistics_as_pytorch_when_the_device_update_declines(runtime, momentum):
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 5, 6, dtype=torch.float64)
+    ref = nn.BatchNorm2d(3, momentum=momentum, dtype=torch.float64)  # float64 buffers: the device update declines
+    ours = nn.BatchNorm2d(3, momentum=momentum, dtype=torch.float64)
+    ext = _BatchNormExt(covers=False)
+    for _ in range(3):
+        want = ref(x)
+        got = runtime["_kf_batch_norm"](ext, "kf_r0", (x,), [], list(x.shape), 13, ours.running_mean,
+                                         ours.running_var, ours.num_batches_tracked, ours.momentum)
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(ours.running_mean, ref.running_mean)
+    torch.testing.assert_close(ours.running_var, ref.running_var)
+    assert int(ours.num_batches_tracked) == 3
+    assert ext.calls[:2] == [("kf_r0_bn", 13, momentum is None, 0.0 if momentum is None else momentum),
+                             ("kf_r0", 13, (3, 3))]
+
+
+def test_batch_norm_region_takes_the_one_call_path_when_it_covers_and_skips_missing_buffers(runtime):
+    x = torch.randn(2, 3, 4, 4)
+    bn = nn.BatchNorm2d(3)
+    ext = _BatchNormExt(covers=True)
+    out = runtime["_kf_batch_norm"](ext, "kf_r0", (x,), [], list(x.shape), 13, bn.running_mean, bn.running_var,
+                                     bn.num_batches_tracked, bn.momentum)
+    assert torch.equal(out, torch.zeros(2, 3, 4, 4)) and [c[0] for c in ext.calls] == ["kf_r0_bn"]
+    untracked = nn.BatchNorm2d(3, track_running_stats=False)  # no buffers: the plain kernel, nothing to update
+    ext = _BatchNormExt(covers=True)
+    runtime["_kf_batch_norm"](ext, "kf_r0", (x,), [], list(x.shape), 13, untracked.running_mean,
+                              untracked.running_var, untracked.num_batches_tracked, untracked.momentum)
+    assert [c[0] for c in ext.calls] == ["kf_r0"]

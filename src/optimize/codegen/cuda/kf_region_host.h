@@ -38,6 +38,18 @@ cudaError_t kf_launch_running_stats(const float* stats, int64_t channels, void* 
                                     int64_t* batches, bool cumulative, float momentum, float count,
                                     cudaStream_t stream);
 
+// Whether kf_running_stats covers these buffers beside a region's tensors on `like`'s device: running mean and
+// variance of `channels` contiguous float, half or bfloat16 elements, an int64 counter.
+inline bool kf_running_stats_covers(const at::Tensor& like, const at::Tensor& mean, const at::Tensor& var,
+                                    const at::Tensor& batches, int64_t channels) {
+  const auto st = mean.scalar_type();
+  return (st == at::kFloat || st == at::kHalf || st == at::kBFloat16) && var.scalar_type() == st &&
+         batches.scalar_type() == at::kLong && like.is_cuda() && mean.device() == like.device() &&
+         var.device() == like.device() && batches.device() == like.device() && mean.is_contiguous() &&
+         var.is_contiguous() && channels > 0 && mean.numel() == channels && var.numel() == channels &&
+         batches.numel() == 1;
+}
+
 // BatchNorm's running statistics from the batch statistics `stats` ({mean, M2, count} per channel), on the
 // device in one launch. False, with nothing changed, where these buffers are not what the kernel covers (other
 // dtypes, devices or layouts): the caller then updates them with PyTorch's ops. cumulative: momentum is None.
@@ -45,14 +57,11 @@ inline bool kf_running_stats(const at::Tensor& stats, const at::Tensor& mean, co
                              const at::Tensor& batches, bool cumulative, double momentum, double count,
                              const char* name) {
   const int64_t channels = mean.numel();
+  if (!kf_running_stats_covers(stats, mean, var, batches, channels) || stats.scalar_type() != at::kFloat ||
+      !stats.is_contiguous() || stats.numel() != 3 * channels)
+    return false;
   const auto st = mean.scalar_type();
-  const int elem = st == at::kFloat ? 0 : st == at::kHalf ? 1 : st == at::kBFloat16 ? 2 : -1;
-  const bool covered = elem >= 0 && var.scalar_type() == st && stats.scalar_type() == at::kFloat &&
-                       batches.scalar_type() == at::kLong && stats.is_cuda() && mean.device() == stats.device() &&
-                       var.device() == stats.device() && batches.device() == stats.device() &&
-                       stats.is_contiguous() && mean.is_contiguous() && var.is_contiguous() && channels > 0 &&
-                       var.numel() == channels && batches.numel() == 1 && stats.numel() == 3 * channels;
-  if (!covered) return false;
+  const int elem = st == at::kFloat ? 0 : st == at::kHalf ? 1 : 2;
   const c10::cuda::CUDAGuard guard(stats.device());
   kf_check_cuda(kf_launch_running_stats(stats.data_ptr<float>(), channels, mean.data_ptr(), var.data_ptr(), elem,
                                         batches.data_ptr<int64_t>(), cumulative, static_cast<float>(momentum),
