@@ -879,26 +879,22 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const launch = spec.groups
     ? [`shape = [ins_shape[0], ${groups}, ins_shape[1] // ${groups}, _kf_numel(ins_shape[2:])]`]
     : ["shape = _kf_broadcast(ins)"];
-  let stats = "_KF_NO_TENSOR";
-  if (spec.runningStats) {
-    launch.push(
-      `stats = torch.empty((${dims.length === rank ? "1" : "shape[1]"}, 3), device=ins[0].device, dtype=torch.float32)`,
-    );
-    stats = "stats";
-  }
-  launch.push(
-    `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, shape, _KF_NO_INTS, ${stats})`,
-  );
   if (spec.runningStats)
+    // The kernel and the running statistics' update in one host call where the buffers allow (_kf_batch_norm).
     launch.push(
-      `_kf_running_stats(_kf_ext().${fn}_running, ${runningStatArgs(seed)}, stats, _kf_numel(shape) / shape[1])`,
+      `return _kf_batch_norm(_kf_ext(), "${fn}", ins, ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, ${runningStatArgs(seed)})`,
     );
-  launch.push(spec.groups ? "return out.view(ins_shape)" : "return out");
+  else {
+    launch.push(
+      `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, shape, _KF_NO_INTS, _KF_NO_TENSOR)`,
+    );
+    launch.push(spec.groups ? "return out.view(ins_shape)" : "return out");
+  }
   return withInputConversion(
     {
       cuda,
-      host: spec.runningStats ? `${host}\n${runningStatsHost(fn)}` : host,
-      helperFns: spec.runningStats ? [`${fn}_running`] : undefined,
+      host: spec.runningStats ? `${host}\n${batchNormHost(fn)}` : host,
+      helperFns: spec.runningStats ? [`${fn}_bn`] : undefined,
       operands: table.operands,
       rank: spec.groups ? 4 : rank, // group norm's operands are its [N, G, C/G, rest] views
       pyPrelude: [...prelude, operandTuple(table.operands)],
@@ -935,6 +931,28 @@ function runningStatsHost(fn: string): string {
     `bool ${fn}_running(at::Tensor stats, at::Tensor mean, at::Tensor var, at::Tensor batches, bool cumulative,`,
     "                   double momentum, double count) {",
     `  return kf_running_stats(stats, mean, var, batches, cumulative, momentum, count, "${fn}_running");`,
+    "}",
+  ].join("\n");
+}
+
+/** A training-mode batch norm region's kernel followed by the running statistics' update, in one host call
+ * (`${fn}_bn`): the batch statistics are allocated and consumed in C++, and the update is one launch. An undefined
+ * result (None) where kf_running_stats does not cover the buffers: `_kf_batch_norm` then takes the plain path. */
+function batchNormHost(fn: string): string {
+  return [
+    `at::Tensor ${fn}_bn(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
+    "                 int64_t mask, at::Tensor mean, at::Tensor var, at::Tensor batches, bool cumulative, double momentum) {",
+    "  int64_t channels = 1;",
+    "  double count = 1.0;",
+    "  for (size_t d = 0; d < iter.size(); ++d) {",
+    "    if ((mask >> d) & 1) count *= static_cast<double>(iter[d]);",
+    "    else channels *= iter[d];",
+    "  }",
+    "  if (in.empty() || !kf_running_stats_covers(in[0], mean, var, batches, channels)) return at::Tensor();",
+    "  at::Tensor stats = at::empty({channels, 3}, in[0].options().dtype(at::kFloat));",
+    `  at::Tensor out = ${fn}(in, sc, iter, mask, iter, {}, stats);`,
+    `  kf_running_stats(stats, mean, var, batches, cumulative, momentum, count, "${fn}_bn");`,
+    "  return out;",
     "}",
   ].join("\n");
 }
