@@ -145,6 +145,36 @@ test("no anchor: a conv read elsewhere, a subclass, a call with more than its in
   assert.match(reflect.kept.find((k) => k.node === "conv")?.reason ?? "", /padding_mode/);
 });
 
+test("a half-precision conv with a bias is not anchored, nor laid out alone, where its reader widens it to float32", () => {
+  // conv(x.half()) + bias -> relu -> .float(): a kernel adding the bias rounds it twice (cuDNN's output, then
+  // the sum), PyTorch once: a whole fp16 ulp, seen at float32's tolerance.
+  const halfConv = (widened: boolean) => {
+    const g = convGraph("torch.nn.modules.conv.Conv2d");
+    for (const n of g.nodes) if (n.out.t === "tensor") n.out.meta.dtype = "float16";
+    const input = g.inputs[0];
+    if (input?.meta) input.meta.dtype = "float16";
+    if (widened) {
+      const cast = node(
+        "f",
+        "to",
+        { input: ref("add"), dtype: { t: "const", pytype: "dtype", value: "float32" } },
+        X,
+      );
+      g.nodes.push(cast);
+      g.output = ref("f");
+    }
+    return planGraph(g);
+  };
+  const half = halfConv(false);
+  assert.equal(half.regions[0]?.anchor, "conv", "kept in half precision: anchored");
+  const widened = halfConv(true);
+  assert.ok(widened.regions.every((r) => r.anchor === undefined));
+  assert.deepEqual(
+    widened.regions.map((r) => regionNodes(r)),
+    [["relu", "add", "f"]],
+  );
+});
+
 test("relaxAnchors steps an anchor down: channels-last, then the reference's layout, then none", () => {
   const plan = planGraph(convGraph("torch.nn.modules.conv.Conv2d"));
   const id = plan.regions[0]?.id ?? "";

@@ -121,11 +121,32 @@ function attachAnchor(
     const layout: AnchorLayout = channelsLast ? "channels_last" : "native";
     // In its own layout a conv without bias gains nothing from being anchored.
     if (layout === "native" && !anchorBias(node)) continue;
+    if (roundsBiasTwice(view, node, members)) continue;
     region.anchor = id;
     region.anchorLayout = layout;
     claimed.add(id);
     return;
   }
+}
+
+/** Whether anchoring `conv` would round its biased output twice where PyTorch rounds once and what reads it
+ * (`members`: the region taking it, or its readers and their regions) widens it to float32
+ * (`conv(x.half()).float()`): the anchor's output is stored in half precision before a kernel adds the bias,
+ * which is invisible at half precision's tolerance and a whole ulp at float32's. */
+function roundsBiasTwice(view: GraphView, conv: GraphNode, members: Iterable<string>): boolean {
+  const dtype = view.outMeta(conv)?.dtype;
+  if (!anchorBias(conv) || (dtype !== "float16" && dtype !== "bfloat16")) return false;
+  return [...members].some((id) => id !== "@output" && view.outMeta(view.node(id))?.dtype === "float32");
+}
+
+/** The nodes reading `id` and the members of the regions they are in. */
+function readersAndTheirRegions(view: GraphView, id: string, regions: Region[]): Set<string> {
+  const readers = new Set(view.usersOf(id));
+  for (const region of regions) {
+    const members = regionNodes(region);
+    if (members.some((m) => readers.has(m))) for (const m of members) readers.add(m);
+  }
+  return readers;
 }
 
 /** After layout regions left the plan (they lost): a reduction or normalisation that is the only reader of
@@ -153,7 +174,7 @@ export function handAnchorsBack(
 
 /** Step 5: every 2-d/3-d stock convolution nobody claimed, as a region of its own that runs it channels-last
  * (its users, PyTorch calls or regions that cannot take an anchor, read the reference's layout as before). */
-function layoutRegions(view: GraphView, claimed: Set<string>, kept: KeptNode[]): Region[] {
+function layoutRegions(view: GraphView, claimed: Set<string>, kept: KeptNode[], planned: Region[]): Region[] {
   const regions: Region[] = [];
   for (const node of view.graph.nodes) {
     if (claimed.has(node.id)) continue;
@@ -164,6 +185,7 @@ function layoutRegions(view: GraphView, claimed: Set<string>, kept: KeptNode[]):
       continue;
     }
     if (!channelsLastRank(node, view)) continue;
+    if (roundsBiasTwice(view, node, readersAndTheirRegions(view, node.id, planned))) continue;
     claimed.add(node.id);
     regions.push({
       id: "",
@@ -400,7 +422,7 @@ export function planGraph(graph: Graph): Plan {
     ...pointwise.filter((p) => !absorbed.has(p)),
   ];
   attachAnchors(view, regions, claimed, kept);
-  regions.push(...layoutRegions(view, claimed, kept));
+  regions.push(...layoutRegions(view, claimed, kept, regions));
   dropRegionsAcrossWrites(view, regions, claimed, kept);
   regions.sort((a, b) => (view.index.get(a.output) ?? 0) - (view.index.get(b.output) ?? 0));
   regions.forEach((region, i) => {
