@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .. import frame_hook
 from . import context, execution_checks, harness_checks, input_checks, output_checks, state_checks
 from .instrument import ExtensionRecorder
 from .integrity import (AuditMonitor, IntegritySnapshot, ThreadCount, lingering_threads, native_threads,
@@ -122,6 +123,7 @@ class Verifier:
         self.audit.watch(self.candidate_path)
         self.audit.active = True
         _warm_thread_pools(self.device)
+        frame_hook.bind()  # the C setter, bound before the candidate exists (the pipeline binds it earlier too)
         if uses_torch_compiler(candidate_source):
             prepare_torch_compiler()  # torch's own wrapping at the first compile, done before the baseline
         self.snapshot = IntegritySnapshot.take(problem=problem, allow_tf32=self.allow_tf32,
