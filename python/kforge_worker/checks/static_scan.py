@@ -396,8 +396,16 @@ class _Scanner(ast.NodeVisitor):
                 if "allow_tf32" in dotted or "allow_fp16" in dotted or "allow_bf16" in dotted or (
                     dotted.startswith("torch.backends.")
                 ):
-                    self.add("tamper", "fail", node, f"{verb} {dotted}: changes PyTorch's precision/backends "
-                             "for the reference too")
+                    value = node.value if isinstance(node, ast.Assign) else None
+                    if isinstance(value, ast.Constant) and _live_value(dotted) == (value.value,):
+                        # The value the switch already has in this process (a common line in honest answers):
+                        # no change. The process fingerprint still compares every switch after the import and
+                        # every check group (harness_integrity), whatever wrote it.
+                        self.add("tamper", "warn", node, f"{verb} {dotted} = {value.value!r}, the value it already "
+                                 "has (harness_integrity fails it if it changes)")
+                    else:
+                        self.add("tamper", "fail", node, f"{verb} {dotted}: changes PyTorch's precision/backends "
+                                 "for the reference too")
                 else:
                     self.add("tamper", "fail", node, f"{verb} {dotted}")
 
@@ -686,3 +694,17 @@ def static_checks(report: ScanReport, max_evidence: int = 4) -> list[CheckResult
         else:
             results.append(warned(name, evidence, verdict))
     return results
+
+
+def _live_value(dotted: str) -> tuple[object] | None:
+    """(value,) of a torch switch in this process (the scan runs in the worker, torch loaded, the request's
+    --allow-tf32 applied), or None when it cannot be read."""
+    try:
+        import torch
+
+        obj: object = torch
+        for part in dotted.split(".")[1:]:
+            obj = getattr(obj, part)
+    except Exception:  # noqa: BLE001
+        return None
+    return (obj,) if isinstance(obj, (bool, int, float, str)) or obj is None else None
