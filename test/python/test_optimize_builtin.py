@@ -155,6 +155,21 @@ def _numel(value: Any) -> int:
 # ---- structure: state_dict and signatures, on meta at full size ----
 
 
+def test_no_emitted_file_trips_the_verifiers_static_scan(emitted: dict[str, Path]) -> None:
+    """kforge eval's static scan (what it would call cheating or evasion before running anything) finds nothing
+    to fail in any emitted file: a runtime helper that, say, builds an attribute name from pieces would have the
+    optimizer's own output condemned."""
+    from kforge_worker.checks.static_scan import scan_source, static_checks
+
+    failing = {}
+    for name, path in sorted(emitted.items()):
+        report = scan_source(path.read_text(encoding="utf8"), path.name)
+        bad = [f"{c.name}: {c.evidence[:160]}" for c in static_checks(report) if c.outcome == "fail"]
+        if bad:
+            failing[name] = bad
+    assert not failing, failing
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_emitted_model_has_the_references_state_and_signatures(emitted: dict[str, Path], name: str) -> None:
     problem = _load(PROBLEMS_DIR / f"{name}.py")

@@ -80,7 +80,7 @@ def test_batch_norm_region_updates_running_statistics_as_pytorch_when_the_device
     ext = _BatchNormExt(covers=False)
     for _ in range(3):
         want = ref(x)
-        got = runtime["_kf_batch_norm"](ext, "kf_r0", (x,), [], list(x.shape), 13, ours.running_mean,
+        got = runtime["_kf_batch_norm"](ext.kf_r0, ext.kf_r0_bn, (x,), [], list(x.shape), 13, ours.running_mean,
                                          ours.running_var, ours.num_batches_tracked, ours.momentum)
         torch.testing.assert_close(got, want)
     torch.testing.assert_close(ours.running_mean, ref.running_mean)
@@ -94,11 +94,11 @@ def test_batch_norm_region_takes_the_one_call_path_when_it_covers_and_skips_miss
     x = torch.randn(2, 3, 4, 4)
     bn = nn.BatchNorm2d(3)
     ext = _BatchNormExt(covers=True)
-    out = runtime["_kf_batch_norm"](ext, "kf_r0", (x,), [], list(x.shape), 13, bn.running_mean, bn.running_var,
+    out = runtime["_kf_batch_norm"](ext.kf_r0, ext.kf_r0_bn, (x,), [], list(x.shape), 13, bn.running_mean, bn.running_var,
                                      bn.num_batches_tracked, bn.momentum)
     assert torch.equal(out, torch.zeros(2, 3, 4, 4)) and [c[0] for c in ext.calls] == ["kf_r0_bn"]
     untracked = nn.BatchNorm2d(3, track_running_stats=False)  # no buffers: the plain kernel, nothing to update
     ext = _BatchNormExt(covers=True)
-    runtime["_kf_batch_norm"](ext, "kf_r0", (x,), [], list(x.shape), 13, untracked.running_mean,
+    runtime["_kf_batch_norm"](ext.kf_r0, ext.kf_r0_bn, (x,), [], list(x.shape), 13, untracked.running_mean,
                               untracked.running_var, untracked.num_batches_tracked, untracked.momentum)
     assert [c[0] for c in ext.calls] == ["kf_r0"]

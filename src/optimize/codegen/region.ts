@@ -882,7 +882,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   if (spec.runningStats)
     // The kernel and the running statistics' update in one host call where the buffers allow (_kf_batch_norm).
     launch.push(
-      `return _kf_batch_norm(_kf_ext(), "${fn}", ins, ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, ${runningStatArgs(seed)})`,
+      `return _kf_batch_norm(_kf_ext().${fn}, _kf_ext().${fn}_bn, ins, ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, ${runningStatArgs(seed)})`,
     );
   else {
     launch.push(
