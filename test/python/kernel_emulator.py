@@ -182,10 +182,13 @@ def _operands(ins: list[torch.Tensor], shape: list[int], slots: int) -> torch.Te
     return xs
 
 
-def _running_covers(mean: torch.Tensor, var: torch.Tensor, batches: torch.Tensor, channels: int) -> bool:
-    """kf_running_stats_covers (kf_region_host.h), the device test aside."""
+def _running_covers(mean: torch.Tensor, var: torch.Tensor, batches: torch.Tensor, cumulative: bool,
+                    channels: int) -> bool:
+    """kf_running_stats_covers (kf_region_host.h), the device test aside: an int64 counter, or none (an empty
+    tensor) where the momentum is a number."""
+    counter = batches.dtype == torch.int64 and batches.numel() == 1
     return (mean.dtype in (torch.float32, torch.float16, torch.bfloat16) and var.dtype == mean.dtype
-            and batches.dtype == torch.int64 and batches.numel() == 1 and mean.is_contiguous()
+            and (counter or (batches.numel() == 0 and not cumulative)) and mean.is_contiguous()
             and var.is_contiguous() and channels > 0 and mean.numel() == channels and var.numel() == channels)
 
 
@@ -237,10 +240,11 @@ class EmulatedExtension:
 
         def run(stats, mean, var, batches, cumulative, momentum, count) -> bool:
             self.calls[fn] = self.calls.get(fn, 0) + 1
-            if not _running_covers(mean, var, batches, mean.numel()) or stats.numel() != 3 * mean.numel():
+            if not _running_covers(mean, var, batches, cumulative, mean.numel()) or stats.numel() != 3 * mean.numel():
                 return False
-            seen = int(batches.item())
-            batches.add_(1)
+            seen = int(batches.item()) if batches.numel() else 0
+            if batches.numel():
+                batches.add_(1)
             factor = torch.tensor(1.0 / (seen + 1) if cumulative else momentum, dtype=torch.float32)
             st = stats.reshape(-1, 3)
             batch_var = st[:, 1] / max(float(count) - 1.0, 1.0)
@@ -259,7 +263,7 @@ class EmulatedExtension:
             self.calls[fn] = self.calls.get(fn, 0) + 1
             kept = [size for d, size in enumerate(iter_shape) if not int(mask) >> d & 1]
             channels, count = math.prod(kept), math.prod(iter_shape) / max(math.prod(kept), 1)
-            if not _running_covers(mean, var, batches, channels):
+            if not _running_covers(mean, var, batches, cumulative, channels):
                 return None
             stats = torch.empty((channels, 3), dtype=torch.float32)
             out = getattr(self, region)(ins, sc, iter_shape, mask, iter_shape, [], stats)

@@ -67,7 +67,7 @@ class _BatchNormExt:
         return torch.batch_norm(x, None, None, None, None, True, 0.0, 1e-5, False)
 
     def kf_r0_bn(self, ins, sc, shape, mask, mean, var, batches, cumulative, momentum):
-        self.calls.append(("kf_r0_bn", mask, cumulative, momentum))
+        self.calls.append(("kf_r0_bn", mask, cumulative, momentum) + (() if batches.numel() else ("no counter",)))
         return torch.zeros(shape) if self.covers else None
 
 
@@ -101,4 +101,16 @@ def test_batch_norm_region_takes_the_one_call_path_when_it_covers_and_skips_miss
     ext = _BatchNormExt(covers=True)
     runtime["_kf_batch_norm"](ext.kf_r0, ext.kf_r0_bn, (x,), [], list(x.shape), 13, untracked.running_mean,
                               untracked.running_var, untracked.num_batches_tracked, untracked.momentum)
+    assert [c[0] for c in ext.calls] == ["kf_r0"]
+
+
+def test_functional_batch_norm_buffers_without_a_counter_take_the_one_call_path(runtime):
+    # F.batch_norm(x, running_mean, running_var, training=True): no num_batches_tracked, a numeric momentum
+    x = torch.randn(2, 3, 4, 4)
+    mean, var = torch.zeros(3), torch.ones(3)
+    ext = _BatchNormExt(covers=True)
+    runtime["_kf_batch_norm"](ext.kf_r0, ext.kf_r0_bn, (x,), [], list(x.shape), 13, mean, var, None, 0.1)
+    assert ext.calls == [("kf_r0_bn", 13, False, 0.1, "no counter")]
+    ext = _BatchNormExt(covers=True)  # a region emitted without the device update (no running buffers planned)
+    runtime["_kf_batch_norm"](ext.kf_r0, None, (x,), [], list(x.shape), 13, mean, var, None, 0.1)
     assert [c[0] for c in ext.calls] == ["kf_r0"]

@@ -879,10 +879,11 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const launch = spec.groups
     ? [`shape = [ins_shape[0], ${groups}, ins_shape[1] // ${groups}, _kf_numel(ins_shape[2:])]`]
     : ["shape = _kf_broadcast(ins)"];
+  // A batch norm with running buffers: the kernel and their update in one host call (_kf_batch_norm).
+  const deviceUpdate = !!spec.runningStats && hasRunningBuffers(seed);
   if (spec.runningStats)
-    // The kernel and the running statistics' update in one host call where the buffers allow (_kf_batch_norm).
     launch.push(
-      `return _kf_batch_norm(_kf_ext().${fn}, _kf_ext().${fn}_bn, ins, ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, ${runningStatArgs(seed)})`,
+      `return _kf_batch_norm(_kf_ext().${fn}, ${deviceUpdate ? `_kf_ext().${fn}_bn` : "None"}, ins, ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, ${runningStatArgs(seed)})`,
     );
   else {
     launch.push(
@@ -893,8 +894,8 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   return withInputConversion(
     {
       cuda,
-      host: spec.runningStats ? `${host}\n${batchNormHost(fn)}` : host,
-      helperFns: spec.runningStats ? [`${fn}_bn`] : undefined,
+      host: deviceUpdate ? `${host}\n${batchNormHost(fn)}` : host,
+      helperFns: deviceUpdate ? [`${fn}_bn`] : undefined,
       operands: table.operands,
       rank: spec.groups ? 4 : rank, // group norm's operands are its [N, G, C/G, rest] views
       pyPrelude: [...prelude, operandTuple(table.operands)],
@@ -948,13 +949,18 @@ function batchNormHost(fn: string): string {
     "    if ((mask >> d) & 1) count *= static_cast<double>(iter[d]);",
     "    else channels *= iter[d];",
     "  }",
-    "  if (in.empty() || !kf_running_stats_covers(in[0], mean, var, batches, channels)) return at::Tensor();",
+    "  if (in.empty() || !kf_running_stats_covers(in[0], mean, var, batches, cumulative, channels)) return at::Tensor();",
     "  at::Tensor stats = at::empty({channels, 3}, in[0].options().dtype(at::kFloat));",
     `  at::Tensor out = ${fn}(in, sc, iter, mask, iter, {}, stats);`,
     `  kf_running_stats(stats, mean, var, batches, cumulative, momentum, count, "${fn}_bn");`,
     "  return out;",
     "}",
   ].join("\n");
+}
+
+/** Whether a batch norm updates running statistics (track_running_stats, or F.batch_norm given them). */
+function hasRunningBuffers(node: GraphNode): boolean {
+  return node.fn?.running_mean?.t === "param" && node.fn?.running_var?.t === "param";
 }
 
 function runningStatArgs(node: GraphNode): string {

@@ -39,15 +39,16 @@ cudaError_t kf_launch_running_stats(const float* stats, int64_t channels, void* 
                                     cudaStream_t stream);
 
 // Whether kf_running_stats covers these buffers beside a region's tensors on `like`'s device: running mean and
-// variance of `channels` contiguous float, half or bfloat16 elements, an int64 counter.
+// variance of `channels` contiguous float, half or bfloat16 elements, and an int64 counter — or no counter (an
+// empty tensor: F.batch_norm has none) where the momentum is a number.
 inline bool kf_running_stats_covers(const at::Tensor& like, const at::Tensor& mean, const at::Tensor& var,
-                                    const at::Tensor& batches, int64_t channels) {
+                                    const at::Tensor& batches, bool cumulative, int64_t channels) {
   const auto st = mean.scalar_type();
+  const bool counter = batches.numel() == 1 && batches.scalar_type() == at::kLong && batches.device() == like.device();
   return (st == at::kFloat || st == at::kHalf || st == at::kBFloat16) && var.scalar_type() == st &&
-         batches.scalar_type() == at::kLong && like.is_cuda() && mean.device() == like.device() &&
-         var.device() == like.device() && batches.device() == like.device() && mean.is_contiguous() &&
-         var.is_contiguous() && channels > 0 && mean.numel() == channels && var.numel() == channels &&
-         batches.numel() == 1;
+         (counter || (batches.numel() == 0 && !cumulative)) && like.is_cuda() && mean.device() == like.device() &&
+         var.device() == like.device() && mean.is_contiguous() && var.is_contiguous() && channels > 0 &&
+         mean.numel() == channels && var.numel() == channels;
 }
 
 // BatchNorm's running statistics from the batch statistics `stats` ({mean, M2, count} per channel), on the
@@ -57,14 +58,15 @@ inline bool kf_running_stats(const at::Tensor& stats, const at::Tensor& mean, co
                              const at::Tensor& batches, bool cumulative, double momentum, double count,
                              const char* name) {
   const int64_t channels = mean.numel();
-  if (!kf_running_stats_covers(stats, mean, var, batches, channels) || stats.scalar_type() != at::kFloat ||
+  if (!kf_running_stats_covers(stats, mean, var, batches, cumulative, channels) || stats.scalar_type() != at::kFloat ||
       !stats.is_contiguous() || stats.numel() != 3 * channels)
     return false;
   const auto st = mean.scalar_type();
   const int elem = st == at::kFloat ? 0 : st == at::kHalf ? 1 : 2;
   const c10::cuda::CUDAGuard guard(stats.device());
   kf_check_cuda(kf_launch_running_stats(stats.data_ptr<float>(), channels, mean.data_ptr(), var.data_ptr(), elem,
-                                        batches.data_ptr<int64_t>(), cumulative, static_cast<float>(momentum),
+                                        batches.numel() ? batches.data_ptr<int64_t>() : nullptr, cumulative,
+                                        static_cast<float>(momentum),
                                         static_cast<float>(count), at::cuda::getCurrentCUDAStream()),
                 name);
   return true;
