@@ -216,6 +216,9 @@ class EvalContext:
     reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
     forward_peaks: Any = None  # checks.budget.ForwardPeaks of the first trial (CUDA): who an out-of-memory is charged to
     adopting: bool = False  # the worker is its descendants' subreaper (interference.adopt_orphans)
+    # Child processes that existed before the candidate could run (an in-process caller's own, zombies included):
+    # not the candidate's work, never interference.
+    children_before: set = field(default_factory=set)
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
@@ -905,7 +908,7 @@ def time_models(ctx: EvalContext) -> None:
                 idle.tampered = (remote.outside or
                                  scheduling_change(ctx.reference.scheduling, scheduling(ctx.reference.proc.pid)) or
                                  cgroup_change(getattr(ctx.reference, "cgroup", None), ctx.reference.proc.pid) or
-                                 children_change({ctx.reference.proc.pid}, ctx.adopting))
+                                 children_change({ctx.reference.proc.pid} | ctx.children_before, ctx.adopting))
         if more:
             side["now"] = "inputs"
             pool.advance()
@@ -1124,7 +1127,8 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
     # import's and the timing's checks can see them (interference.children_change) and the end of the run can end
     # them (nothing the candidate starts serves a later run from outside its process).
     ctx.adopting = adopt_orphans()
-    children_before: set[int] | None = set(foreign_children(set()))
+    children_before: set[int] | None = set(foreign_children(set(), zombies=True))
+    ctx.children_before = set(children_before)
     try:
         spawn_reference(ctx)
         try:

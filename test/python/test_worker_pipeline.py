@@ -192,6 +192,28 @@ def test_cpu_timing_produces_statistics_and_a_speedup(cache_dir: str) -> None:
     assert_valid({"type": "result", "result": result})
 
 
+def test_an_in_process_callers_own_children_are_not_the_candidates(cache_dir: str) -> None:
+    """evaluate() in a process that already has children (a test runner's earlier subprocesses, one ended and not
+    yet reaped): they existed before the candidate could run, so they are neither interference while the reference
+    is timed nor processes the import started, and the evaluation does not end them."""
+    import os
+    import subprocess
+
+    ended = os.fork()
+    if ended == 0:
+        os._exit(0)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        result, _ = evaluate(make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, timing=True,
+                                          min_iters=20, max_iters=40))
+        assert result["verdict"] == "correct", result["reason"]
+        assert sleeper.poll() is None  # still running: not the candidate's to end
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        os.waitpid(ended, 0)
+
+
 def test_no_timing_for_failing_candidates(cache_dir: str) -> None:
     result, _ = evaluate(make_request(problem("tiny_linear"), candidate("slightly_wrong"), cache_dir, timing=True))
     assert result["verdict"] == "incorrect"

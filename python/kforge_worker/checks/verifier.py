@@ -132,7 +132,8 @@ class Verifier:
         self.native_before = native_threads()
         from ..interference import foreign_children
 
-        self.children_before = set(foreign_children(set()))  # the reference process (spawned first), if any
+        # the reference process (spawned first), and an in-process caller's own children, ended ones included
+        self.children_before = set(foreign_children(set(), zombies=True))
 
     def after_import(self) -> None:
         self._stage_integrity("import")
