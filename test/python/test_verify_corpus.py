@@ -25,10 +25,18 @@ ENTRIES = [e for e in corpus.with_strict_variants(corpus.load_manifest()) if e["
 JOBS = int(os.environ.get("KFORGE_VERIFY_JOBS", "2"))
 
 
+def _expected_cost(entry: dict) -> int:
+    with open(os.path.join(ROOT, entry["candidate"]), encoding="utf8", errors="replace") as f:
+        builds = "load_inline" in f.read()
+    return 2 * builds + bool(entry.get("time"))
+
+
 @pytest.fixture(scope="module")
 def outcomes():
     """Every runnable CPU entry, each in its own worker process, JOBS at a time (CI has two cores)."""
     runnable = [e for e in ENTRIES if os.path.exists(os.path.join(ROOT, e["candidate"]))]
+    # Longest first (a C++ build, a timing loop), so the two jobs end together instead of one finishing a build alone.
+    runnable.sort(key=lambda e: -_expected_cost(e))
     done = corpus.run_all(runnable, "cpu", JOBS, python=sys.executable)
     return {o.entry["id"]: o for o in done}
 
