@@ -193,6 +193,27 @@ function regionRounding(view: GraphView, region: Region): Map<string, string> {
 }
 
 /** `expr`, rounded to its node's half-precision dtype where `rounded` says PyTorch's rounding shows. */
+/** The seed's value `t_<seed>` (rounded as PyTorch stores it), then the region's pointwise epilogue reading it. */
+function seededEpilogue(
+  view: GraphView,
+  region: Region,
+  seedId: string,
+  seedExpr: string,
+  table: OperandTable,
+  rounded: Map<string, string>,
+): string[] {
+  return [
+    `const float t_${seedId} = ${roundedExpr(rounded, seedId, seedExpr)};`,
+    ...pointwiseLines(
+      view,
+      region.epilogue,
+      table,
+      (arg) => (arg.t === "node" && arg.id === seedId ? `t_${seedId}` : null),
+      rounded,
+    ),
+  ];
+}
+
 function roundedExpr(rounded: Map<string, string>, id: string, expr: string): string {
   const round = rounded.get(id);
   return round ? `${round}(${expr})` : expr;
@@ -832,16 +853,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
       : (anchor.resolve(input) ?? table.tensor(input));
   const vExpr = spec.value ? spec.value(xExpr) : xExpr;
   const applyExpr = normApplyExpr(seed, table);
-  const applyLines = [`const float t_${seed.id} = ${roundedExpr(rounded, seed.id, applyExpr)};`];
-  applyLines.push(
-    ...pointwiseLines(
-      view,
-      region.epilogue,
-      table,
-      (arg) => (arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null),
-      rounded,
-    ),
-  );
+  const applyLines = seededEpilogue(view, region, seed.id, applyExpr, table, rounded);
   const nIn = table.operands.length;
   const pro = `KfPro_${region.id}`;
   const apply = `KfApply_${region.id}`;
@@ -986,16 +998,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const nd = poolDims(seed.op);
   const table = new OperandTable(view, nameOf, broadcastAdapt);
   const rounded = regionRounding(view, region);
-  const epiLines = [`const float t_${seed.id} = ${roundedExpr(rounded, seed.id, "pooled")};`];
-  epiLines.push(
-    ...pointwiseLines(
-      view,
-      region.epilogue,
-      table,
-      (arg) => (arg.t === "node" && arg.id === seed.id ? `t_${seed.id}` : null),
-      rounded,
-    ),
-  );
+  const epiLines = seededEpilogue(view, region, seed.id, "pooled", table, rounded);
   const nExtra = table.operands.length;
   const epi = `KfEpi_${region.id}`;
   const kind = isMaxPool(seed.op) ? "KF_POOL_MAX" : "KF_POOL_AVG";
