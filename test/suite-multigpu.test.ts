@@ -10,7 +10,7 @@ import { buildRequest, DEFAULT_TIMING, type EvalOptions } from "../src/eval.ts";
 import type { Problem } from "../src/problem/problems.ts";
 import { evaluateSuite } from "../src/suite/eval-suite.ts";
 import { gpuSlots } from "../src/suite/gpus.ts";
-import { readJournal } from "../src/suite/journal.ts";
+import { JournalEntry, readJournal } from "../src/suite/journal.ts";
 import { failedResult } from "../src/worker/results.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kforge-multigpu-"));
@@ -159,6 +159,16 @@ test("a crashing worker is charged to its own candidate; a lost GPU's task is re
   // The journal holds exactly one entry per candidate: the requeued ones are not charged twice.
   assert.equal(readFileSync(journal, "utf8").trim().split("\n").length, 6);
   assert.equal(readJournal(journal).results.size, 6);
+  // Each entry says which GPU ran it and when (the suite's per-GPU busy time); the retired GPU ran none.
+  const entries = readFileSync(journal, "utf8")
+    .trim()
+    .split("\n")
+    .map((line) => JournalEntry.parse(JSON.parse(line)));
+  for (const entry of entries) {
+    assert.match(entry.slot ?? "", /^gpu[012]$/);
+    assert.ok(entry.startedAt !== undefined && entry.finishedAt !== undefined);
+    assert.ok(entry.startedAt <= entry.finishedAt);
+  }
 });
 
 test("--resume skips what the journal holds and runs only the rest", async () => {

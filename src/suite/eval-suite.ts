@@ -112,11 +112,19 @@ export async function evaluateSuite(
   }
   if (previous) hooks.resumed?.(counts.done, previous.skipped);
 
+  const startedAt = new Map<number, number>();
   const settle = (task: EvalTask, result: EvalResult, slot: string | null) => {
     results[task.index] = result;
     counts.done += 1;
     counts.ranHere += 1;
-    if (suite.journal) appendJournal(suite.journal, { key: task.key, result });
+    if (suite.journal)
+      appendJournal(suite.journal, {
+        key: task.key,
+        result,
+        slot,
+        startedAt: startedAt.get(task.index),
+        finishedAt: Date.now(),
+      });
     hooks.finished?.(task, result, slot, { ...counts });
   };
 
@@ -168,7 +176,10 @@ export async function evaluateSuite(
         return result;
       },
       giveUp: (task, why) => failedResult(task.request, "runtime_error", `no GPU could run it: ${why}`),
-      onStart: (task, slot) => hooks.started?.(task, slot.id, tasks.length),
+      onStart: (task, slot) => {
+        startedAt.set(task.index, Date.now());
+        hooks.started?.(task, slot.id, tasks.length);
+      },
       onResult: (task, result, slot) => settle(task, result, slot?.id ?? null),
       onSlotRetired: (slot, why) => hooks.note?.(`${slot.id} retired after repeated failures: ${why}`),
     });

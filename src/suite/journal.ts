@@ -11,6 +11,10 @@ export const JournalEntry = z.object({
   /** What was evaluated and how (see taskKey): a changed file or option is a different task. */
   key: z.string(),
   result: EvalResult,
+  /** Where it ran (a GPU slot's id, or a Ray node) and when, epoch ms: the suite's per-GPU busy time. */
+  slot: z.string().nullable().optional(),
+  startedAt: z.number().optional(),
+  finishedAt: z.number().optional(),
 });
 export type JournalEntry = z.infer<typeof JournalEntry>;
 
