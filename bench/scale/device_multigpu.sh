@@ -4,11 +4,12 @@
 # are built once beforehand into the shared cache, so both runs start equally warm and differ only in placement.
 # Journals (slot, start, end of each candidate), JSON results and logs go to $OUT; bench/scale/multigpu_record.py
 # turns them into the record. Needs .carry/ from scripts/device-bundle.sh.
-#   bash bench/scale/device_multigpu.sh SECONDS_PER_RUN problem...
+#   bash bench/scale/device_multigpu.sh SECONDS_1GPU SECONDS_ALL problem...
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-per=$1
-shift
+limit_1=$1
+limit_all=$2
+shift 2
 [ -x /tmp/node ] || { xz -dc .carry/node.xz > /tmp/node && chmod +x /tmp/node; }
 export KFORGE_PYTHON=python3 NO_COLOR=1 KFORGE_CACHE_DIR=/tmp/kf_cache
 # Pinned for every build (prebuild and workers alike), so the warm-up's builds are the ones the runs load.
@@ -23,11 +24,12 @@ done > "$work/pairs.txt"
 cp "$work/pairs.txt" "$OUT/"
 start=$(date +%s.%N)
 cut -d= -f2 "$work/pairs.txt" | sed "s|^|$work/|" | CUDA_VISIBLE_DEVICES= PYTHONPATH=python \
-  xargs -P 16 -I{} python3 -m kforge_worker --build {} --cache-dir "$KFORGE_CACHE_DIR" > "$OUT/prebuild.txt" 2>&1
+  xargs -P 32 -I{} python3 -m kforge_worker --build {} --cache-dir "$KFORGE_CACHE_DIR" > "$OUT/prebuild.txt" 2>&1
 echo "prebuild $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s" | tee "$OUT/walls.txt"
 for gpus in 1 all; do
+  limit=limit_$gpus
   start=$(date +%s.%N)
-  timeout "$per" /tmp/node .carry/kforge.mjs bench --pairs "$work/pairs.txt" --gpus "$gpus" --trials 3 --budget 4 \
+  timeout "${!limit}" /tmp/node .carry/kforge.mjs bench --pairs "$work/pairs.txt" --gpus "$gpus" --trials 3 --budget 1.5 \
     --jsonl "$OUT/gpus_$gpus.jsonl" --json "$OUT/gpus_$gpus.json" > "$OUT/gpus_$gpus.txt" 2> "$OUT/gpus_$gpus.log"
   rc=$?
   echo "gpus_$gpus rc=$rc $(python3 -c "print(round($(date +%s.%N) - $start, 1))") s" | tee -a "$OUT/walls.txt"

@@ -167,10 +167,26 @@ def test_a_window_is_refused_when_the_rows_depend_on_the_batch(monkeypatch: pyte
 
 
 def test_too_few_rows_for_the_statistics_is_no_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(float64, "MIN_SAMPLE_ELEMENTS", 60 * 16)  # 60 of 64 rows needed; ~16 fit
-    model, inputs = _linear(), _inputs()
+    monkeypatch.setattr(float64, "MIN_SAMPLE_ELEMENTS", 60 * 16)  # 60 of 128 rows needed; ~16 fit
+    model, inputs = _linear(), _inputs(batch=128)
     view = evaluate_float64(model, inputs, [_forward(model, inputs)], budget=_small_budget(), forward=_forward)
-    assert view.outputs is None and "even 60 of 64 rows" in view.note
+    assert view.outputs is None and "even 60 of 128 rows" in view.note
+
+
+def test_an_output_under_the_minimum_sample_is_sampled_over_half_its_rows() -> None:
+    # 64 rows of 16 outputs: the whole output (1024 elements) is under MIN_SAMPLE_ELEMENTS, and ~16 rows fit the
+    # budget. Asking for the whole output would leave no float64 at all; half of it is asked instead.
+    assert float64.MIN_SAMPLE_ELEMENTS > 64 * 16
+    assert float64.min_sample(64, 16) == 512 and float64.min_sample(1 << 20, 16) == float64.MIN_SAMPLE_ELEMENTS
+    model, inputs = _linear(), _inputs()
+    ref = [_forward(model, inputs)]
+    view = evaluate_float64(model, inputs, ref, budget=_small_budget(), forward=_forward)
+    assert view.outputs is None and "even 32 of 64 rows (≥512 output elements)" in view.note
+    roomier = Budget(footprint=0, available=None, cap=30_000)
+    view = evaluate_float64(model, inputs, ref, budget=roomier, forward=_forward, rng=random.Random(5))
+    assert view.sampled and view.outputs is not None, view.note
+    lo, hi = view.rows
+    assert 32 <= hi - lo < 64
 
 
 def test_the_float64_copy_never_holds_a_native_copy_and_keeps_ties() -> None:

@@ -12,8 +12,8 @@ before allocating and takes the first option that fits:
    reproduces those rows of its output on the whole batch within rounding. BatchNorm in training mode, a
    reduction over the batch, an input that merely has the batch's size (a square weight) all fail that test.
    The window is the fewest rows that cover SAMPLE_ELEMENTS output elements (a relative L2 error over 256k
-   elements is known to about 0.2%; the budget may allow fewer, down to MIN_SAMPLE_ELEMENTS), at a random offset (a candidate cannot know which rows
-   are measured); comparisons then use the same rows of the candidate's and the reference's outputs
+   elements is known to about 0.2%; the budget may allow fewer, down to MIN_SAMPLE_ELEMENTS, or half of an output
+   smaller than twice that), at a random offset (a candidate cannot know which rows are measured); comparisons then use the same rows of the candidate's and the reference's outputs
    (``Float64Eval.take``);
 3. none: the float64-based parts are skipped with the reason (``Float64Eval.note``) — never charged to the
    candidate.
@@ -138,10 +138,10 @@ def evaluate_float64(model: nn.Module, inputs: list[Any], ref_outputs: list[torc
         return Float64Eval(None, note=f"{refused}; an output does not have the batch's {batch} rows (a reduction over "
                                       "the batch?), so rows cannot be sampled")
     rows = _rows_within(budget, inputs, outs, batch, params64, held)
-    needed = min(batch, math.ceil(MIN_SAMPLE_ELEMENTS / max(1, sum(per_row))))
+    needed = _rows_needed(batch, sum(per_row))
     if rows < needed:
-        return Float64Eval(None, note=f"{refused}; even {needed} of {batch} rows (≥{MIN_SAMPLE_ELEMENTS} output "
-                                      "elements) do not fit the budget")
+        return Float64Eval(None, note=f"{refused}; even {needed} of {batch} rows (≥{min_sample(batch, sum(per_row))} "
+                                      "output elements) do not fit the budget")
     wanted = min(batch, math.ceil(SAMPLE_ELEMENTS / max(1, sum(per_row))))
     rows = min(rows, wanted, batch - 1)
     lo = (rng or random.Random()).randrange(0, batch - rows + 1)
@@ -154,6 +154,17 @@ def evaluate_float64(model: nn.Module, inputs: list[Any], ref_outputs: list[torc
     return Float64Eval(_flat(out64), (lo, hi), batch,
                        note=f"float64 on rows {lo}:{hi} of {batch} ({sampled} output elements, the reference shown "
                             f"batch-separable on them): {refused}")
+
+
+def min_sample(batch: int, per_row: int) -> int:
+    """Output elements a window must cover: MIN_SAMPLE_ELEMENTS, or half of an output smaller than twice that
+    (a loss per sample, a pooled feature: each element sums much of its row's input, and the whole output can
+    be under the minimum, so asking for it all would leave the problem without any float64 at all)."""
+    return max(1, min(MIN_SAMPLE_ELEMENTS, (batch * per_row) // 2))
+
+
+def _rows_needed(batch: int, per_row: int) -> int:
+    return min(batch, math.ceil(min_sample(batch, per_row) / max(1, per_row)))
 
 
 def _flat(value: Any) -> list[torch.Tensor]:
