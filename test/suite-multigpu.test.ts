@@ -226,3 +226,76 @@ test("pipelined: builds run ahead on the CPU, so a suite's wall time stays near 
     assert.ok(built >= 0 && evaluated > built, `${file}: built at line ${built}, evaluated at ${evaluated}`);
   }
 });
+
+/**
+ * A stand-in worker with a start-up (as torch's import and the device's set-up take seconds): it ticks into
+ * `<name>.ticks` while starting, then reads its request (and, started ahead, its go line), says it is timing,
+ * and logs when its timing starts and ends.
+ */
+function workerWithStartUp(
+  name: string,
+  startupTicks: number,
+  seconds: number,
+): { python: string; dir: string } {
+  const python = join(dir, `${name}.sh`);
+  const ticks = join(dir, `${name}.ticks`);
+  const timing = join(dir, `${name}.timing`);
+  const progress = `echo '{"type":"progress","nonce":"NONCE","stage":"time","detail":"timing","fraction":null}' | sed "s/NONCE/$nonce/"`;
+  writeFileSync(
+    python,
+    [
+      "#!/bin/sh",
+      `i=0; while [ $i -lt ${startupTicks} ]; do date +%s%N >> ${ticks}; sleep 0.02; i=$((i+1)); done`,
+      "req=$(cat)",
+      // Started ahead and called off (no go line): nothing to judge.
+      `case "$req" in *'"waitForGo":true'*) printf '%s\\n' "$req" | grep -qx go || exit 0;; esac`,
+      `nonce=$(printf '%s' "$req" | sed -n 's/.*"nonce":"\\([0-9a-f]*\\)".*/\\1/p')`,
+      progress,
+      "sleep 0.1", // the pause reaches the next worker while this one warms up
+      `echo "start $(date +%s%N)" >> ${timing}`,
+      `sleep ${seconds}`,
+      `echo "end $(date +%s%N)" >> ${timing}`,
+      resultLine("correct", null),
+    ].join("\n"),
+  );
+  chmodSync(python, 0o755);
+  writeFileSync(ticks, "");
+  writeFileSync(timing, "");
+  return { python, dir };
+}
+
+test("workers started ahead take the start-up off the GPU's path and never run while a candidate is timed", async () => {
+  const files = candidates(5, "ahead");
+  const items = files.map((candidateArg) => ({ problem, candidateArg }));
+  const slot = [{ id: "gpu0", env: { CUDA_VISIBLE_DEVICES: "0" } }];
+
+  const cold = workerWithStartUp("cold", 20, 0.2); // ~0.4 s of start-up, 0.3 s of work
+  let t = performance.now();
+  const coldResults = await evaluateSuite(items, options(cold.python), { slots: slot });
+  const coldSeconds = (performance.now() - t) / 1000;
+
+  const warm = workerWithStartUp("warm", 20, 0.2);
+  t = performance.now();
+  const warmResults = await evaluateSuite(items, options(warm.python), { slots: slot, workersAhead: true });
+  const warmSeconds = (performance.now() - t) / 1000;
+
+  for (const results of [coldResults, warmResults])
+    assert.deepEqual(
+      results.map((r) => r.verdict),
+      files.map(() => "correct"),
+    );
+  assert.ok(
+    warmSeconds < 0.8 * coldSeconds,
+    `ahead ${warmSeconds.toFixed(2)} s vs cold ${coldSeconds.toFixed(2)} s`,
+  );
+  // Start-up ticks of the next worker never fall inside a candidate's timing.
+  const ticks = readFileSync(join(dir, "warm.ticks"), "utf8").trim().split("\n").map(BigInt);
+  const lines = readFileSync(join(dir, "warm.timing"), "utf8").trim().split("\n");
+  assert.equal(lines.length, 10, "five timings, each with a start and an end");
+  for (let i = 0; i < lines.length; i += 2) {
+    const start = BigInt((lines[i] as string).split(" ")[1] as string);
+    const end = BigInt((lines[i + 1] as string).split(" ")[1] as string);
+    const inside = ticks.filter((tick) => tick > start && tick < end);
+    assert.equal(inside.length, 0, `${inside.length} start-up ticks inside timing ${i / 2}`);
+  }
+});

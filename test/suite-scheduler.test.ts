@@ -128,3 +128,96 @@ test("prepares run ahead of the slots, within their bound, and each run waits fo
   assert.ok(events.indexOf("prepare 2") < events.indexOf("end 0"), events.join(", "));
   assert.ok(events.includes("run 3"));
 });
+
+/** A stand-in for a worker started ahead: records what happened to it. */
+class FakeAhead {
+  cancelled = false;
+  constructor(
+    readonly task: number,
+    readonly slot: string,
+  ) {}
+  cancel() {
+    this.cancelled = true;
+  }
+}
+
+test("each slot starts its next task ahead; that task's turn gets the same handle, and every task runs once", async () => {
+  const started: FakeAhead[] = [];
+  const runs: { task: number; slot: string; ahead: FakeAhead | undefined; next: FakeAhead | undefined }[] =
+    [];
+  const results = await schedule<number, number, FakeAhead>([0, 1, 2, 3, 4, 5, 6], {
+    slots: slots(2),
+    startAhead: (task, slot) => {
+      const ahead = new FakeAhead(task, slot.id);
+      started.push(ahead);
+      return ahead;
+    },
+    run: async (task, slot, turn) => {
+      runs.push({ task, slot: slot.id, ahead: turn.ahead, next: turn.next });
+      await sleep(10 + (task % 2) * 5);
+      return task;
+    },
+    giveUp: () => -1,
+  });
+  assert.deepEqual(results, [0, 1, 2, 3, 4, 5, 6]);
+  assert.deepEqual(runs.map((r) => r.task).sort(), [0, 1, 2, 3, 4, 5, 6]);
+  for (const run of runs) {
+    // A task started ahead runs on the slot that started it, with its own handle.
+    if (run.ahead) assert.deepEqual([run.ahead.task, run.ahead.slot], [run.task, run.slot]);
+    if (run.next) assert.equal(run.next.slot, run.slot);
+  }
+  // The first task of each slot starts cold; after that the slots' next tasks were started ahead.
+  assert.ok(runs.filter((r) => r.ahead).length >= 4, JSON.stringify(runs.map((r) => [r.task, !!r.ahead])));
+  // Nothing started ahead was thrown away: no slot idled while another held work.
+  assert.ok(started.every((a) => !a.cancelled));
+});
+
+test("an idle slot takes another slot's task started ahead (cancelled there) rather than wait behind it", async () => {
+  const started: FakeAhead[] = [];
+  const ranOn = new Map<number, string>();
+  await schedule<number, number, FakeAhead>([0, 1, 2], {
+    slots: slots(2),
+    startAhead: (task, slot) => {
+      const ahead = new FakeAhead(task, slot.id);
+      started.push(ahead);
+      return ahead;
+    },
+    run: async (task, slot, turn) => {
+      ranOn.set(task, slot.id);
+      if (turn.ahead) assert.ok(!turn.ahead.cancelled);
+      await sleep(task === 0 ? 120 : 10); // gpu0's first task is long; gpu1 runs dry
+      return task;
+    },
+    giveUp: () => -1,
+  });
+  assert.equal(ranOn.size, 3);
+  const reservedBehindTheLongTask = started.find((a) => a.slot === "gpu0");
+  assert.ok(reservedBehindTheLongTask, "gpu0 started its next task ahead");
+  assert.ok(reservedBehindTheLongTask.cancelled, "gpu1 took it over instead of idling");
+  assert.equal(ranOn.get(reservedBehindTheLongTask.task), "gpu1");
+});
+
+test("a slot that fails gives its task started ahead back: it is cancelled and runs on another slot", async () => {
+  const started: FakeAhead[] = [];
+  const ranOn = new Map<number, string>();
+  const results = await schedule<number, string, FakeAhead>([0, 1, 2, 3], {
+    slots: slots(2),
+    slotFailureLimit: 1,
+    startAhead: (task, slot) => {
+      const ahead = new FakeAhead(task, slot.id);
+      started.push(ahead);
+      return ahead;
+    },
+    run: async (task, slot) => {
+      await sleep(5);
+      if (slot.id === "gpu1") throw new SlotError("GPU lost");
+      ranOn.set(task, slot.id);
+      return `ok ${task}`;
+    },
+    giveUp,
+  });
+  assert.deepEqual(results, ["ok 0", "ok 1", "ok 2", "ok 3"]);
+  assert.ok([...ranOn.values()].every((s) => s === "gpu0"));
+  const onLostGpu = started.filter((a) => a.slot === "gpu1");
+  assert.ok(onLostGpu.length > 0 && onLostGpu.every((a) => a.cancelled));
+});

@@ -1,7 +1,7 @@
 // Which slots a suite gets (GPU ids, their environment), the suite options' one-line errors, and the ETA.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { defaultPrebuildJobs, setupSuite } from "../src/cli/suite-flags.ts";
+import { defaultPrebuildJobs, setupSuite, workersAhead } from "../src/cli/suite-flags.ts";
 import { UsageError } from "../src/errors.ts";
 import type { EvalTask } from "../src/suite/eval-suite.ts";
 import { buildEnv, gpuSlots, parseGpus, visibleGpuIds } from "../src/suite/gpus.ts";
@@ -99,4 +99,12 @@ test("with several GPUs each slot prints its stage changes, and within a stage a
     "[gpu1] c.py: checks: check 3",
     "[gpu1] c.py: timing: timing",
   ]);
+});
+
+test("workers start ahead only with 4+ cores per GPU, and never with --no-ahead", () => {
+  assert.equal(workersAhead(undefined, 2, 32), true);
+  assert.equal(workersAhead(true, 1, 4), true);
+  assert.equal(workersAhead(undefined, 1, 2), false); // a small box: the import would slow the timed candidate
+  assert.equal(workersAhead(undefined, 8, 16), false);
+  assert.equal(workersAhead(false, 1, 64), false);
 });

@@ -15,6 +15,8 @@ export interface SuiteFlags {
   ray?: string;
   jsonl?: string;
   resume?: boolean;
+  /** commander's --no-ahead: false when given. */
+  ahead?: boolean;
 }
 
 export function addSuiteOptions(command: Command): Command {
@@ -37,7 +39,20 @@ export function addSuiteOptions(command: Command): Command {
     .option(
       "--resume",
       "skip candidates whose result is already in the --jsonl file (same files and options)",
+    )
+    .option(
+      "--no-ahead",
+      "start a GPU's next worker only after its current one ends (default: started ahead, paused while the current one is timed, when there are 4+ cores per GPU)",
     );
+}
+
+/** Workers started ahead need spare cores: their torch import must not slow the candidate being judged. */
+export function workersAhead(
+  flag: boolean | undefined,
+  slots: number,
+  cores = availableParallelism(),
+): boolean {
+  return flag !== false && cores >= 4 * slots;
 }
 
 /** Extension builds at once beside `slots` busy workers: half the cores left over, at least one. */
@@ -78,6 +93,7 @@ export async function setupSuite(flags: SuiteFlags, device: "cuda" | "cpu"): Pro
       slots,
       prebuildJobs: flags.jobs ?? defaultPrebuildJobs(slots.length),
       buildEnv: buildEnv(probe),
+      workersAhead: workersAhead(flags.ahead, slots.length),
       ...journal,
     },
     parallel: slots.length > 1,

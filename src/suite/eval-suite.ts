@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { loadCandidate } from "../candidate/load.ts";
 import { buildRequest, type EvalOptions } from "../eval.ts";
 import type { Problem } from "../problem/problems.ts";
+import { startWorkerAhead } from "../worker/ahead.ts";
 import type { EvalRequest, EvalResult, ProgressMessage } from "../worker/protocol.ts";
 import { failedResult } from "../worker/results.ts";
 import { runWorker } from "../worker/run.ts";
@@ -31,6 +32,10 @@ export interface SuiteOptions {
   journal?: string;
   /** Take results already in the journal instead of running those tasks again. */
   resume?: boolean;
+  /** Each local slot starts its next candidate's worker while the current one runs (worker/ahead.ts),
+   * paused while the current one is timed: the next eval's start-up (torch, the device, the reference
+   * process) is then off the GPU's critical path. */
+  workersAhead?: boolean;
 }
 
 export interface EvalTask {
@@ -164,14 +169,31 @@ export async function evaluateSuite(
         });
         if (error) hooks.note?.(`${task.label}: prebuild: ${error.split("\n")[0]} (the worker builds it)`);
       },
-      run: async (task, slot) => {
-        const result = await runWorker(task.request, {
-          python: options.python,
-          timeoutMs,
-          env: slot.env,
-          onProgress: (message) => hooks.progress?.(task, slot.id, message),
-          onLog: hooks.log ? (line) => hooks.log?.(task, slot.id, line) : undefined,
-        });
+      startAhead: suite.workersAhead
+        ? (task, slot) => startWorkerAhead(task.request, { python: options.python, timeoutMs, env: slot.env })
+        : undefined,
+      run: async (task, slot, turn) => {
+        const workerHooks = {
+          onProgress: (message: ProgressMessage) => {
+            // The next candidate's set-up never overlaps this one's timing.
+            if (message.stage === "time") turn.next?.pause();
+            hooks.progress?.(task, slot.id, message);
+          },
+          onLog: hooks.log ? (line: string) => hooks.log?.(task, slot.id, line) : undefined,
+        };
+        let result: EvalResult;
+        try {
+          result = turn.ahead
+            ? await turn.ahead.run(workerHooks)
+            : await runWorker(task.request, {
+                python: options.python,
+                timeoutMs,
+                env: slot.env,
+                ...workerHooks,
+              });
+        } finally {
+          turn.next?.resume();
+        }
         if (slots.length > 1 && gpuLost(result)) throw new SlotError(result.reason ?? "GPU lost");
         return result;
       },

@@ -13,9 +13,24 @@ export interface Slot {
   env: Record<string, string>;
 }
 
-export interface ScheduleOptions<T, R> {
+/** A task's run started ahead of its turn on a slot (a worker that imports torch and sets up the device
+ * while the slot's current task runs), handed to `run` when the turn comes. */
+export interface Ahead {
+  /** Ends it without running the task (the turn went elsewhere: another slot took it, or this one failed). */
+  cancel(): void;
+}
+
+/** What `run` gets besides the task: its own ahead start, and the next task's (running beside it). */
+export interface Turn<A extends Ahead> {
+  ahead?: A;
+  next?: A;
+}
+
+export interface ScheduleOptions<T, R, A extends Ahead = Ahead> {
   slots: Slot[];
-  run: (task: T, slot: Slot) => Promise<R>;
+  run: (task: T, slot: Slot, turn: Turn<A>) => Promise<R>;
+  /** When given, each slot keeps its next task started ahead while the current one runs. */
+  startAhead?: (task: T, slot: Slot) => A;
   /** Work that needs no slot and must finish before the task runs (compiles); its failure is not the
    * task's: the run still happens and reports its own verdict. */
   prepare?: (task: T) => Promise<void>;
@@ -42,7 +57,10 @@ interface Entry<T> {
 }
 
 /** Runs every task once; results come back in task order (onResult sees them in finishing order). */
-export async function schedule<T, R>(tasks: T[], options: ScheduleOptions<T, R>): Promise<R[]> {
+export async function schedule<T, R, A extends Ahead = Ahead>(
+  tasks: T[],
+  options: ScheduleOptions<T, R, A>,
+): Promise<R[]> {
   if (options.slots.length === 0) throw new Error("schedule: no slots to run on");
   const maxAttempts = options.maxAttempts ?? 2;
   const slotFailureLimit = options.slotFailureLimit ?? 2;
@@ -89,22 +107,67 @@ export async function schedule<T, R>(tasks: T[], options: ScheduleOptions<T, R>)
     }
   };
 
+  // Each slot's next task, started ahead (options.startAhead); out of `pending` but counted in inFlight.
+  const reserved = new Map<string, { entry: Entry<T>; ahead: A }>();
+  const takeFromPending = (slot: Slot): Entry<T> | null => {
+    const at = pending.findIndex((e) => !e.failedOn.has(slot.id));
+    if (at < 0) return null;
+    const [entry] = pending.splice(at, 1) as [Entry<T>];
+    inFlight += 1;
+    return entry;
+  };
+  /** The slot's own reservation, else the queue's next task, else another slot's reservation (it would wait
+   * behind that slot's current task while this one idles: a cold start here is sooner). */
+  const take = (slot: Slot): { entry: Entry<T>; ahead?: A } | null => {
+    const mine = reserved.get(slot.id);
+    if (mine) {
+      reserved.delete(slot.id);
+      return mine;
+    }
+    const entry = takeFromPending(slot);
+    if (entry) return { entry };
+    for (const [id, other] of reserved) {
+      if (other.entry.failedOn.has(slot.id)) continue;
+      reserved.delete(id);
+      other.ahead.cancel();
+      return { entry: other.entry };
+    }
+    return null;
+  };
+  const reserveNext = (slot: Slot): A | undefined => {
+    if (!options.startAhead) return undefined;
+    const entry = takeFromPending(slot);
+    if (!entry) return undefined;
+    const ahead = options.startAhead(entry.task, slot);
+    reserved.set(slot.id, { entry, ahead });
+    return ahead;
+  };
+  /** A slot that failed or stops gives its reservation back to the queue. */
+  const release = (slot: Slot) => {
+    const mine = reserved.get(slot.id);
+    if (!mine) return;
+    reserved.delete(slot.id);
+    mine.ahead.cancel();
+    pending.unshift(mine.entry);
+    inFlight -= 1;
+  };
+
   const slotLoop = async (slot: Slot) => {
     let failuresInARow = 0;
     while (live.has(slot.id)) {
-      const at = pending.findIndex((e) => !e.failedOn.has(slot.id));
-      if (at < 0) {
+      const turn = take(slot);
+      if (turn === null) {
         // Nothing for this slot now; a task running elsewhere may still come back (its slot failed).
         if (inFlight === 0) return;
         await changed;
         continue;
       }
-      const [entry] = pending.splice(at, 1) as [Entry<T>];
-      inFlight += 1;
+      const { entry } = turn;
       try {
         await entry.prepared;
         options.onStart?.(entry.task, slot);
-        const result = await options.run(entry.task, slot);
+        const next = reserveNext(slot);
+        const result = await options.run(entry.task, slot, { ahead: turn.ahead, next });
         failuresInARow = 0;
         settle(entry, result, slot);
       } catch (error) {
@@ -113,6 +176,7 @@ export async function schedule<T, R>(tasks: T[], options: ScheduleOptions<T, R>)
           // A bug in `run` itself: charged to this task, never silently dropped.
           settle(entry, options.giveUp(entry.task, why), slot);
         } else {
+          release(slot);
           entry.failedOn.add(slot.id);
           entry.errors.push(`${slot.id}: ${why}`);
           pending.unshift(entry);
@@ -130,7 +194,13 @@ export async function schedule<T, R>(tasks: T[], options: ScheduleOptions<T, R>)
     }
   };
 
-  await Promise.all(options.slots.map((slot) => slotLoop(slot)));
+  await Promise.all(
+    options.slots.map(async (slot) => {
+      await slotLoop(slot);
+      release(slot); // retired with a task reserved: it goes back to the others
+      notify();
+    }),
+  );
   abandonStranded();
   return results;
 }

@@ -19,6 +19,8 @@ export interface RunWorkerOptions {
    * settles (resolved: go; rejected: called off, the worker then reports without judging anything). The time
    * limit counts from then. */
   go?: Promise<void>;
+  /** Called with the worker's pid (its process group's id) as soon as it is spawned. */
+  onSpawn?: (pid: number) => void;
 }
 
 const STDERR_TAIL_LINES = 40;
@@ -184,6 +186,7 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
     cleanup: true,
   });
   const untrack = trackGroup(child.pid);
+  if (child.pid !== undefined) options.onSpawn?.(child.pid);
   const output = new WorkerOutput(request, options);
 
   const stdoutDone = (async () => {
