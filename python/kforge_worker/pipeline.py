@@ -15,6 +15,7 @@ at the end. Without that package (or with ``use_checks=False``) the hooks are sk
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import hashlib
@@ -391,6 +392,11 @@ def await_go(ctx: EvalContext) -> None:
     ctx.progress("ready", "waiting for the candidate file")
     if sys.stdin.readline().strip() != "go":
         raise StageFailure("runtime_error", "the evaluation was called off before its candidate was ready")
+    if ctx.reference is not None:
+        # A suite stops a worker started ahead while its GPU times another candidate: those stops came before
+        # this candidate existed, and are not counted against it (reference_process.arm_outside).
+        with contextlib.suppress(Exception):  # a reference that failed to start says so where it is needed
+            ctx.reference.request("arm")
 
 
 def load_candidate(ctx: EvalContext) -> None:

@@ -446,7 +446,7 @@ class _Reference:
 
 # What only something outside this process can do to it, counted here (the worker's process — the candidate's —
 # is its parent, same user: it may signal this process, trace it, write its memory through /proc/<pid>/mem).
-_OUTSIDE: dict[str, int] = {"continued": 0}
+_OUTSIDE: dict[str, int] = {"continued": 0, "before_go": 0, "armed": 0}
 
 
 def _on_continue(signum: int, frame: Any) -> None:
@@ -482,9 +482,22 @@ def _tracer_pid() -> int:
     return 0
 
 
+def arm_outside() -> dict[str, int]:
+    """From now on every stop counts. A worker started ahead of its candidate (a suite's next one) is stopped by
+    the CLI while another candidate is timed on its GPU; it arms its reference when its go comes, before the
+    candidate is read, so those stops (nobody's attack: no candidate existed) are not counted. Once only, and
+    never after a trial: a later call cannot wipe what the candidate did."""
+    if _OUTSIDE["armed"]:
+        raise ReferenceProcessError("the reference's stop count is armed once, before the first trial")
+    _OUTSIDE["armed"] = 1
+    _OUTSIDE["before_go"] = _OUTSIDE["continued"]
+    return outside_report()
+
+
 def outside_report() -> dict[str, int]:
-    """Stops/continues seen since the start, and the pid tracing this process now (0: none)."""
-    return {"continued": _OUTSIDE["continued"], "tracer": _tracer_pid()}
+    """Stops/continues seen since the start (or since it was armed), and the pid tracing this process now (0:
+    none)."""
+    return {"continued": _OUTSIDE["continued"] - _OUTSIDE["before_go"], "tracer": _tracer_pid()}
 
 
 def outside_change(reply: dict[str, Any]) -> str | None:
@@ -551,7 +564,10 @@ def serve() -> int:
                 reply(rid, {"ok": True})
                 break
             try:
+                if op != "arm":
+                    _OUTSIDE["armed"] = 1  # the window for arming closes with the first other request
                 handlers: dict[str, Callable[[], dict[str, Any]]] = {
+                    "arm": arm_outside,
                     "trial": lambda: state.trial(req),
                     "release": state.release,
                     "pool": lambda: state.pool_init(req),

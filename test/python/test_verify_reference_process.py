@@ -13,8 +13,8 @@ import pytest
 import torch
 from conftest import REPO, assert_valid, candidate, evaluate, make_request, problem
 
-from kforge_worker.reference_process import (Exporter, Importer, ReferenceProcess, Untransportable, decode_values,
-                                             dense_layout, encode_values)
+from kforge_worker.reference_process import (Exporter, Importer, ReferenceProcess, ReferenceProcessError,
+                                             Untransportable, decode_values, dense_layout, encode_values)
 from kforge_worker.request import parse_request
 
 CORPUS = REPO / "test" / "verify"
@@ -406,3 +406,45 @@ def _restoring_linear(run):
         return run()
     finally:
         nn.Linear.__init__ = original
+
+
+def _stop_and_continue(pid: int) -> None:
+    import signal
+    import time
+
+    os.kill(pid, signal.SIGSTOP)
+    time.sleep(0.05)
+    os.kill(pid, signal.SIGCONT)
+    time.sleep(0.2)  # the child's SIGCONT handler runs
+
+
+def test_stops_before_the_candidates_go_are_not_counted_the_ones_after_are(cache_dir: str) -> None:
+    """A suite stops a worker started ahead (its reference included) while the GPU times another candidate; the
+    worker arms its reference when its go comes. Stops before the arm are nobody's attack, stops after it are
+    reported with every call; the arm cannot be repeated nor come after the first other request."""
+    ref = ReferenceProcess({"problemPath": problem("tiny_linear"), "device": "cpu", "dtype": None, "seed": 3,
+                            "allowTf32": False, "fp64": True})
+    try:
+        ref.info  # noqa: B018 — started: the handler is installed
+        _stop_and_continue(ref.proc.pid)
+        assert ref.request("arm")["continued"] == 0
+        ref.request("pool", sets=2)
+        assert ref.request("call", timed=False)["continued"] == 0
+        _stop_and_continue(ref.proc.pid)
+        assert ref.request("call", timed=False)["continued"] == 1
+        with pytest.raises(ReferenceProcessError, match="armed once"):
+            ref.request("arm")
+    finally:
+        ref.close()
+
+    late = ReferenceProcess({"problemPath": problem("tiny_linear"), "device": "cpu", "dtype": None, "seed": 3,
+                             "allowTf32": False, "fp64": True})
+    try:
+        late.trial(11)
+        _stop_and_continue(late.proc.pid)
+        with pytest.raises(ReferenceProcessError, match="armed once"):
+            late.request("arm")  # after a trial: too late to forget anything
+        late.request("pool", sets=2)
+        assert late.request("call", timed=False)["continued"] == 1
+    finally:
+        late.close()
