@@ -141,17 +141,22 @@ class FakeAhead {
   }
 }
 
+/** startAhead that keeps each handle it makes in `started`. */
+const recordAhead =
+  (started: FakeAhead[]) =>
+  (task: number, slot: Slot): FakeAhead => {
+    const ahead = new FakeAhead(task, slot.id);
+    started.push(ahead);
+    return ahead;
+  };
+
 test("each slot starts its next task ahead; that task's turn gets the same handle, and every task runs once", async () => {
   const started: FakeAhead[] = [];
   const runs: { task: number; slot: string; ahead: FakeAhead | undefined; next: FakeAhead | undefined }[] =
     [];
   const results = await schedule<number, number, FakeAhead>([0, 1, 2, 3, 4, 5, 6], {
     slots: slots(2),
-    startAhead: (task, slot) => {
-      const ahead = new FakeAhead(task, slot.id);
-      started.push(ahead);
-      return ahead;
-    },
+    startAhead: recordAhead(started),
     run: async (task, slot, turn) => {
       runs.push({ task, slot: slot.id, ahead: turn.ahead, next: turn.next });
       await sleep(10 + (task % 2) * 5);
@@ -177,11 +182,7 @@ test("an idle slot takes another slot's task started ahead (cancelled there) rat
   const ranOn = new Map<number, string>();
   await schedule<number, number, FakeAhead>([0, 1, 2], {
     slots: slots(2),
-    startAhead: (task, slot) => {
-      const ahead = new FakeAhead(task, slot.id);
-      started.push(ahead);
-      return ahead;
-    },
+    startAhead: recordAhead(started),
     run: async (task, slot, turn) => {
       ranOn.set(task, slot.id);
       if (turn.ahead) assert.ok(!turn.ahead.cancelled);
@@ -203,11 +204,7 @@ test("a slot that fails gives its task started ahead back: it is cancelled and r
   const results = await schedule<number, string, FakeAhead>([0, 1, 2, 3], {
     slots: slots(2),
     slotFailureLimit: 1,
-    startAhead: (task, slot) => {
-      const ahead = new FakeAhead(task, slot.id);
-      started.push(ahead);
-      return ahead;
-    },
+    startAhead: recordAhead(started),
     run: async (task, slot) => {
       await sleep(5);
       if (slot.id === "gpu1") throw new SlotError("GPU lost");
