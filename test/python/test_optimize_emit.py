@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
 CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device",
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
-         "integer_operands_trig"]
+         "integer_operands_trig", "bn_reduce_prologue"]
 
 
 def _node() -> str | None:
@@ -127,6 +127,17 @@ def test_integer_operands_are_read_as_float_where_the_op_computes_in_float32(emi
     assert "to → mul → add (pointwise)" in doc and "(torch.int32,)" in text, doc  # ids.float() * 0.5 + 1.0
     assert "int64 output" in doc and "int64 operand" in doc, doc  # integer arithmetic, a half product: PyTorch
     assert "kf_sin(" in _load(emitted["integer_operands_trig"], "trig_source")._KF_CUDA_SOURCE
+
+
+def test_running_statistics_in_a_reduction_prologue_are_updated_only_where_there_are_buffers(
+        emitted: dict[str, str]) -> None:
+    source = Path(emitted["bn_reduce_prologue"]).read_text()
+    updates = re.findall(r"^\s*_kf_running_stats\(_kf_ext\(\)\.(\w+)_running, ([^,]+), ([^,]+), ([^,]+),", source, re.M)
+    # F.batch_norm's buffers are updated (the device path asked even without a counter); the untracked batch
+    # norm has nothing to update, so neither the call nor its host function is emitted.
+    assert [(mean, var, counter) for _, mean, var, counter in updates] == [("self.mean", "self.var", "None")]
+    assert len(re.findall(r"^bool kf_r\d+_running\(", source, re.M)) == 1
+    assert "self.untracked" not in "".join(line for line in source.splitlines() if "_kf_running_stats(" in line)
 
 
 @pytest.mark.parametrize("case", ["conv_bn_chain", "mode_names_casts"])

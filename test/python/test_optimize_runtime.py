@@ -114,3 +114,24 @@ def test_functional_batch_norm_buffers_without_a_counter_take_the_one_call_path(
     ext = _BatchNormExt(covers=True)  # a region emitted without the device update (no running buffers planned)
     runtime["_kf_batch_norm"](ext.kf_r0, None, (x,), [], list(x.shape), 13, mean, var, None, 0.1)
     assert [c[0] for c in ext.calls] == ["kf_r0"]
+
+
+def test_running_stats_after_a_reduction_prologue_take_the_device_update_without_a_counter(runtime):
+    # A batch norm inside a reduction's prologue updates its buffers through `_kf_running_stats`; F.batch_norm's
+    # buffers have no counter there either, and the device update must still be asked (as in _kf_batch_norm).
+    calls = []
+
+    def update(stats, mean, var, batches, cumulative, momentum, count):
+        calls.append((batches.numel(), cumulative, momentum, count))
+        return True
+
+    stats = torch.tensor([[0.5, 2.0, 4.0], [1.0, 6.0, 4.0]])
+    mean, var = torch.zeros(2), torch.ones(2)
+    runtime["_kf_running_stats"](update, mean, var, None, 0.1, stats, 4.0)
+    assert calls == [(0, False, 0.1, 4.0)]
+    assert torch.equal(mean, torch.zeros(2))  # the device did it: PyTorch's ops were not run as well
+    declined = []
+    runtime["_kf_running_stats"](lambda *a: declined.append(a) or False, mean, var, None, 0.1, stats, 4.0)
+    assert len(declined) == 1
+    torch.testing.assert_close(mean, torch.tensor([0.05, 0.1]))  # PyTorch's ops: 0.9 * 0 + 0.1 * mean
+    torch.testing.assert_close(var, torch.tensor([0.9 + 0.1 * 2.0 / 3, 0.9 + 0.1 * 6.0 / 3]))

@@ -747,6 +747,8 @@ function normInPrologue(
 ) {
   const normNode = view.node(region.norm ?? "");
   const { spec, input, dims, groups, table, anchor } = normSetup(view, region, normNode, nameOf, fn, rank);
+  // Running statistics to update: a training-mode batch norm with its buffers (none: nothing to update).
+  const runningStats = !!spec.runningStats && hasRunningBuffers(normNode);
   const at = region.prologue.indexOf(normNode.id);
   const before = region.prologue.slice(0, at);
   const after = region.prologue.slice(at + 1);
@@ -802,7 +804,7 @@ function normInPrologue(
       : "shape = _kf_broadcast(ins)",
     `kf_st = torch.empty((${normIter.length === iterRank ? "1" : `_kf_numel([${keptView.filter((k) => k !== "1").join(", ")}])`}, 3), device=ins[0].device, dtype=torch.float32)`,
     `_kf_ext().${fn}_stats(list(ins[:${m}]), ${pyList(scalars)}, shape, ${maskOf(normIter)}, shape, _KF_NO_INTS, kf_st)`,
-    ...(spec.runningStats
+    ...(runningStats
       ? [
           `_kf_running_stats(_kf_ext().${fn}_running, ${runningStatArgs(normNode)}, kf_st, _kf_numel(shape) / kf_st.shape[0])`,
         ]
@@ -820,7 +822,7 @@ function normInPrologue(
     prelude,
     launch,
     groups,
-    runningStats: !!spec.runningStats,
+    runningStats,
   };
 }
 
