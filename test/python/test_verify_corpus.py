@@ -1,5 +1,8 @@
 """Every CPU-runnable corpus entry, each in its own worker process, must get exactly its label.
 
+The workers are forked from corpus.ForkServer (fork_server.py) rather than started as fresh interpreters;
+test_a_forked_worker_meets_the_candidate_as_a_fresh_one_does holds the two ways to the same state.
+
 The manifest (test/verify/manifest.json) names, per entry, the verdict it must get and the check that must
 fail with it; honest entries must come out `correct` with no failing check. Entries with a `strict` block run
 a second time under --strict (`<id>@strict`) and must get that label. An entry with `caughtBy` may be
@@ -37,7 +40,9 @@ def outcomes():
     runnable = [e for e in ENTRIES if os.path.exists(os.path.join(ROOT, e["candidate"]))]
     # Longest first (a C++ build, a timing loop), so the two jobs end together instead of one finishing a build alone.
     runnable.sort(key=lambda e: -_expected_cost(e))
-    done = corpus.run_all(runnable, "cpu", JOBS, python=sys.executable)
+    # Each worker forked from a server that imported torch once (test_a_forked_worker_... says it is the same
+    # worker); a fresh interpreter per entry would spend minutes of CI's two cores importing torch.
+    done = corpus.run_all(runnable, "cpu", JOBS, python=sys.executable, via="fork")
     return {o.entry["id"]: o for o in done}
 
 
@@ -62,6 +67,34 @@ def test_manifest_covers_every_pattern_and_enough_honest_entries():
     # The policy split itself is covered: library answers that only --strict condemns, on CPU and GPU.
     split = [e for e in entries if e["expect"] == "correct" and e.get("strict", {}).get("expect") == "cheating"]
     assert any(e["cpu"] for e in split) and any("conv" in e["problem"] for e in split)
+
+
+def test_a_forked_worker_meets_the_candidate_as_a_fresh_one_does(tmp_path):
+    """The fixture's workers are forked from fork_server.py, which imported torch ahead of them. The candidate
+    must find the same modules loaded as under `python -m kforge_worker` (whose entry module is __main__ there;
+    a candidate's module is named after its path), none of kforge_worker's own imported by the server (they would
+    carry its pid and state), and get the same verdict."""
+    entry = next(e for e in corpus.load_manifest() if e["id"] == "honest_linear_broadcast")
+    with open(os.path.join(ROOT, entry["candidate"]), encoding="utf8") as f:
+        source = f.read()
+    loaded, outcomes = {}, {}
+    server = corpus.ForkServer()
+    try:
+        assert "torch" in server.modules and not [m for m in server.modules if m.startswith("kforge_worker")]
+        for via in ("worker", "fork"):
+            dump = tmp_path / f"{via}.modules"
+            folder = tmp_path / via
+            folder.mkdir()
+            candidate = folder / "candidate.py"
+            candidate.write_text(f"import sys\nopen({str(dump)!r}, 'w').write('\\n'.join(sys.modules))\n{source}")
+            outcomes[via] = corpus.run_entry({**entry, "candidate": str(candidate)}, "cpu", via=via, server=server)
+            loaded[via] = {m for m in dump.read_text().split("\n") if not m.startswith("kforge_candidate_")}
+    finally:
+        server.close()
+    assert loaded["fork"] - loaded["worker"] == {"kforge_worker.__main__"}
+    assert not loaded["worker"] - loaded["fork"]
+    assert len(loaded["worker"]) > 1000 and "torch._dynamo" in loaded["worker"]
+    assert [(o.verdict, o.failing) for o in outcomes.values()] == [("correct", [])] * 2, outcomes
 
 
 def _outcome(entry, verdict, failing):

@@ -17,12 +17,17 @@ An entry with `caughtBy` (a list of {"expect", "check"}, its own `expect`/`check
 first catching check depends on something outside the harness's control, e.g. which address the allocator
 hands a fresh input (adv_cpp_static_cache): it passes when it is rejected (never `correct`) with one of the
 listed verdicts and that pair's check failed. Only for such entries; the `strict` variant does not inherit it.
+
+Entries run through the real worker: `python -m kforge_worker` per entry (via="worker"), or the same worker
+forked from a fork server that imported torch once (via="fork", the CPU test's way: fork_server.py), or
+the standalone checks (via="standalone").
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import tempfile
@@ -142,8 +147,14 @@ def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float 
                                   capture_output=True, text=True, timeout=timeout, start_new_session=True)
         except subprocess.TimeoutExpired:
             return Outcome(entry, "timeout", [], f"no result within {timeout}s", timeout, None)
+    return _outcome_from_stdout(entry, proc.stdout, proc.stderr, proc.returncode, started)
+
+
+def _outcome_from_stdout(entry: dict[str, Any], stdout: str, stderr: str, returncode: int | None,
+                         started: float) -> Outcome:
+    """The entry's Outcome from a worker's stdout (its protocol lines) and stderr."""
     result = None
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         try:
             message = json.loads(line)
         except ValueError:
@@ -151,16 +162,95 @@ def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float 
         if isinstance(message, dict) and message.get("type") == "result":
             result = message.get("result")
     if not isinstance(result, dict) or "verdict" not in result:
-        tail = (proc.stderr or "")[-800:]
-        return Outcome(entry, "runtime_error", [], f"worker exited {proc.returncode} without a result: {tail}",
+        tail = (stderr or "")[-800:]
+        return Outcome(entry, "runtime_error", [], f"worker exited {returncode} without a result: {tail}",
                        time.perf_counter() - started, None)
     failing = [c["name"] for c in result.get("checks", []) if c["outcome"] == "fail"]
     return Outcome(entry, result["verdict"], failing, result.get("reason"), result.get("seconds", 0.0), result)
 
 
+class ForkServer:
+    """A handle on fork_server.py: runs one entry's worker at a time, forked from a process that has already
+    imported torch (fork_server.py says what that keeps and what it saves)."""
+
+    def __init__(self, python: str = sys.executable) -> None:
+        job_read, self._job_write = os.pipe()
+        self._reply_read, reply_write = os.pipe()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
+        # Its own empty folder as cwd: the folder a worker's sys.path names for its cwd is the job's (fork_server.py).
+        self._home = tempfile.TemporaryDirectory(prefix="kforge-fork-server-")
+        self.proc = subprocess.Popen([python, os.path.join(ROOT, "test", "verify", "fork_server.py"), str(job_read),
+                                      str(reply_write)], pass_fds=(job_read, reply_write), env=env,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=self._home.name)
+        os.close(job_read)
+        os.close(reply_write)
+        self._jobs = os.fdopen(self._job_write, "w", encoding="utf-8")
+        self._replies = os.fdopen(self._reply_read, "r", encoding="utf-8")
+        self._modules: list[str] | None = None  # read when first needed: several servers start side by side
+
+    @property
+    def modules(self) -> list[str]:
+        """What the server had imported before its first fork (sys.modules' names)."""
+        if self._modules is None:
+            self._modules = self._reply()["modules"]
+        return self._modules
+
+    def _reply(self) -> dict[str, Any]:
+        line = self._replies.readline()
+        if not line:
+            raise RuntimeError(f"the corpus fork server ended (exit status {self.proc.poll()})")
+        return json.loads(line)
+
+    def run(self, request: dict[str, Any], env: dict[str, str], timeout: float) -> tuple[str, str, int | None]:
+        """(stdout, stderr, exit status: None when killed at `timeout`) of one worker run on `request`."""
+        with tempfile.TemporaryDirectory(prefix="kforge-verify-") as tmp:
+            cwd = os.path.join(tmp, "cwd")  # empty, as run_entry_worker's; the files stay outside it
+            os.mkdir(cwd)
+            with open(os.path.join(tmp, "request.json"), "w", encoding="utf-8") as f:
+                f.write(json.dumps(request) + "\n")
+            self.modules  # noqa: B018 — the server is ready
+            self._jobs.write(json.dumps({"cwd": cwd, "io": tmp, "env": env, "timeout": timeout}) + "\n")
+            self._jobs.flush()
+            status = self._reply()["status"]
+            out = {}
+            for name in ("stdout", "stderr"):
+                try:
+                    with open(os.path.join(tmp, name), encoding="utf-8", errors="replace") as f:
+                        out[name] = f.read()
+                except FileNotFoundError:  # the child died before it opened its files
+                    out[name] = ""
+        return out["stdout"], out["stderr"], status
+
+    def close(self) -> None:
+        self._jobs.close()
+        self._replies.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._home.cleanup()
+
+
+def run_entry_forked(entry: dict[str, Any], server: ForkServer, device: str = "cpu", timeout: float = 300,
+                     timing: bool | None = None) -> Outcome:
+    """As run_entry_worker, the worker forked by `server` instead of started as a fresh interpreter."""
+    cache_dir = os.environ.get("KFORGE_VERIFY_CACHE", os.path.join(tempfile.gettempdir(), "kforge-verify-cache"))
+    request = worker_request(entry, device, cache_dir, bool(timing if timing is not None else entry.get("time")))
+    started = time.perf_counter()
+    stdout, stderr, status = server.run(request, entry.get("env", {}) if device == "cpu" else {}, timeout)
+    if status is None:
+        return Outcome(entry, "timeout", [], f"no result within {timeout}s", timeout, None)
+    return _outcome_from_stdout(entry, stdout, stderr, status, started)
+
+
 def run_entry(entry: dict[str, Any], device: str = "cpu", timeout: float = 300, timing: bool | None = None,
-              python: str = sys.executable, via: str = "worker") -> Outcome:
+              python: str = sys.executable, via: str = "worker", server: ForkServer | None = None) -> Outcome:
     device = entry.get("device", device)
+    if via == "fork":
+        assert server is not None, "via='fork' runs through a ForkServer"
+        return run_entry_forked(entry, server, device, timeout, timing)
     if via == "worker":
         return run_entry_worker(entry, device, timeout, timing, python)
     return run_entry_standalone(entry, device, timeout, timing, python)
@@ -195,8 +285,29 @@ def run_entry_standalone(entry: dict[str, Any], device: str = "cpu", timeout: fl
 
 
 def run_all(entries: list[dict[str, Any]], device: str = "cpu", jobs: int = 2, **kwargs: Any) -> list[Outcome]:
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(lambda e: run_entry(e, device, **kwargs), entries))
+    """Every entry, `jobs` at a time. via="fork": each job thread has its own ForkServer."""
+    if kwargs.get("via") != "fork":
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(lambda e: run_entry(e, device, **kwargs), entries))
+    python = kwargs.pop("python", sys.executable)
+    servers: queue.Queue[ForkServer] = queue.Queue()
+    started = [ForkServer(python) for _ in range(min(jobs, len(entries)))]
+    for server in started:
+        servers.put(server)
+
+    def one(entry: dict[str, Any]) -> Outcome:
+        server = servers.get()
+        try:
+            return run_entry(entry, device, server=server, **kwargs)
+        finally:
+            servers.put(server)
+
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(one, entries))
+    finally:
+        for server in started:
+            server.close()
 
 
 def table(outcomes: list[Outcome]) -> str:
@@ -218,7 +329,7 @@ if __name__ == "__main__":
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--only", default="")
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--via", choices=["worker", "standalone"], default="worker")
+    parser.add_argument("--via", choices=["worker", "fork", "standalone"], default="worker")
     args = parser.parse_args()
     entries = [e for e in with_strict_variants(load_manifest()) if (args.device != "cpu" or e["cpu"])
                and os.path.exists(os.path.join(ROOT, e["candidate"]))
