@@ -422,6 +422,21 @@ def test_a_forward_taking_varargs_is_not_captured(tmp_path: Path) -> None:
     assert graph["captured"] == "none" and "*xs" in graph["failure"]
 
 
+@pytest.mark.parametrize("forward, inputs", [
+    ("return torch.relu(xs[0] * 2 + xs[1])", "[[torch.rand(4), torch.rand(4)]]"),  # fx traces it
+    ("return sum(xs[i] for i in range(len(xs)))", "[(torch.rand(4), torch.rand(4), torch.rand(4))]"),  # export
+])
+def test_a_list_of_tensors_as_one_argument_is_not_captured(tmp_path: Path, forward: str, inputs: str) -> None:
+    # fx's graph was guarded by the list's repr (`[tensor(..., device='meta', ...)]`: a NameError on every call)
+    # and export flattens the list into inputs the emitted forward does not bind
+    body = f"class Model(nn.Module):\n    def forward(self, xs):\n        {forward}\n"
+    graph = capture_text(tmp_path, body, inputs=inputs)
+    assert graph["captured"] == "none" and "xs" in graph["failure"]
+    ok = capture_text(tmp_path, "class Model(nn.Module):\n    def forward(self, x, k):\n        return x[:, k[0]:k[1]]\n",
+                      inputs="[torch.rand(4, 8), [1, 3]]")
+    assert ok["captured"] == "fx"  # a list of ints is its literal
+
+
 def test_batch_norm_with_momentum_none_and_instance_norm_with_running_stats_capture_with_fx(tmp_path: Path) -> None:
     # momentum=None reads num_batches_tracked as a Python number (a counter kept off meta); InstanceNorm updates
     # its running statistics when shape propagation runs it (the module call's own update, not the trace's)

@@ -7,6 +7,7 @@ filled. A file that is not a usable problem raises ProblemError (the CLI's exit 
 
 from __future__ import annotations
 
+import ast
 import inspect
 import operator
 import os
@@ -48,6 +49,22 @@ def _forward_inputs(model: torch.nn.Module, inputs: list[Any]) -> list[dict[str,
         else:
             out.append({"name": p.name, "meta": None, "value": const(value)})
     return out
+
+
+def _unguarded(inputs: list[dict[str, Any]]) -> list[str]:
+    """Non-tensor forward arguments the emitted forward cannot guard: a graph is specialised to each one's
+    value, checked by comparing with it written as a Python literal, which a list of tensors (or any object
+    whose repr is not a literal) has not. Their names."""
+    names = []
+    for entry in inputs:
+        value = entry["value"]
+        if not value or value.get("pytype") != "other":
+            continue
+        try:
+            ast.literal_eval(value["value"])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            names.append(entry["name"])
+    return names
 
 
 def _load(path: str, log: Callable[[str], None]) -> tuple[Any, dict[str, Any], torch.nn.Module, list[Any]]:
@@ -192,6 +209,11 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
                 if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
     if variadic:  # the graphs would read its inputs under names the emitted forward does not bind
         graph["failure"] = f"forward takes {', '.join(variadic)}"
+        log(f"not captured: {graph['failure']}")
+        return graph
+    unguarded = _unguarded(graph["inputs"])
+    if unguarded:  # `forward(self, xs)` given a list of tensors: export flattens it, fx's guard would be its repr
+        graph["failure"] = f"forward argument {', '.join(unguarded)} is no literal a guard can compare (tensors in a list)"
         log(f"not captured: {graph['failure']}")
         return graph
     started = time.perf_counter()
