@@ -1274,3 +1274,43 @@ test("a written logsumexp (m + log(sum(exp(x - m)))) is one logsumexp reduction,
   assert.equal(canonicalGraph(writtenLogSumExp("float16", true)).nodes.length, 6);
   assert.equal(canonicalGraph(writtenLogSumExp("float32", true, true)).nodes.length, 7);
 });
+
+test("inverse-trig, hyperbolic, atan2/hypot/copysign/fmax, frac, eval rrelu and nan_to_num join pointwise regions", () => {
+  const shape = [4, 8];
+  const half = { t: "tensor" as const, meta: { ...f32(shape), dtype: "float16" } };
+  const g = graph(
+    [
+      node("a", "atan2", { input: ref("x"), other: num(0.5) }, shape),
+      node("h", "hypot", { input: ref("a"), other: ref("x") }, shape),
+      node("c", "copysign", { input: ref("h"), other: ref("x") }, shape),
+      node("s", "asinh", { input: ref("c") }, shape),
+      node("f", "frac", { input: ref("s") }, shape),
+      node("m", "fmax", { input: ref("f"), other: ref("x") }, shape),
+      node("r", "rrelu", { input: ref("m"), lower: num(0.1), upper: num(0.3), training: bool(false) }, shape),
+      node("n", "nan_to_num", { input: ref("r"), nan: num(0), posinf: none, neginf: none }, shape),
+      node(
+        "rt",
+        "rrelu",
+        { input: ref("n"), lower: num(0.1), upper: num(0.3), training: bool(true) },
+        shape,
+        {
+          rng: true,
+        },
+      ),
+      node("nh", "nan_to_num", { input: ref("x"), nan: num(0), posinf: none, neginf: none }, shape, {
+        out: half,
+      }),
+      node("nb", "nan_to_num", { input: ref("x"), nan: num(0), posinf: num(1e4), neginf: num(-1e4) }, shape, {
+        out: half,
+      }),
+    ],
+    "rt",
+  );
+  const view = new GraphView(g);
+  const verdict = (id: string) => pointwiseVerdict(view.node(id), view);
+  for (const id of ["a", "h", "c", "s", "f", "m", "r", "n", "nb"]) assert.equal(verdict(id), null, id);
+  assert.match(verdict("rt") ?? "", /random/);
+  assert.equal(verdict("nh"), "nan_to_num's default bounds are float16's largest values");
+  const plan = planGraph(g);
+  assert.deepEqual(plan.regions.map(regionNodes), [["a", "h", "c", "s", "f", "m", "r", "n"], ["nb"]]);
+});

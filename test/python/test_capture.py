@@ -259,6 +259,10 @@ def test_exported_losses_read_their_reduction_enum_as_a_string(tmp_path: Path) -
          {"dim": const(1), "descending": const(True), "stable": const(False)}),
         ("return torch.repeat_interleave(x, 2, dim=0)", "repeat_interleave",
          {"repeats": const(2), "dim": const(0), "output_size": const(None)}),
+        ("return torch.hypot(x, x)", "hypot", {"other": {"t": "node", "id": "x"}}),
+        ("return x.copysign(-1.0)", "copysign", {"other": const(-1.0)}),
+        ("return torch.floor_divide(x, 0.75)", "div", {"other": const(0.75), "rounding_mode": const("floor")}),
+        ("return x.floor_divide(0.75)", "div", {"other": const(0.75), "rounding_mode": const("floor")}),
     ],
 )
 def test_common_ops_beyond_the_kernels_are_named_and_bound(tmp_path: Path, forward: str, op: str, fn: dict) -> None:

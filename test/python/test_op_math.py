@@ -68,6 +68,10 @@ def _domain(kind: str, n: int, g: np.random.Generator) -> np.ndarray:
                   np.nan]
         x[10:14] = [1e-39, -3.3e-40, 3.3e38, -1e-45]  # float32 subnormals (bfloat16's), bfloat16's overflow
         return x
+    if kind == "pm1":  # (-1, 1): asin, acos, atanh
+        return g.uniform(-0.999, 0.999, n)
+    if kind == "ge1":  # acosh
+        return 1.0 + np.abs(g.normal(0, 3, n))
     if kind == "tenths":  # divisors whose fp32 quotients of small ints round onto an integer (1 / 0.1f is 10.f)
         return g.choice([0.1, 0.2, 0.3, 0.7, -0.1, -0.3], n)
     raise ValueError(kind)
@@ -121,6 +125,28 @@ POINTWISE_CASES = [
     ("sin", {}, ["any"], torch.sin),
     ("cos", {}, ["any"], torch.cos),
     ("erf", {}, ["any"], torch.erf),
+    ("erfc", {}, ["any"], torch.erfc),
+    ("asin", {}, ["pm1"], torch.asin),
+    ("acos", {}, ["pm1"], torch.acos),
+    ("atan", {}, ["any"], torch.atan),
+    ("sinh", {}, ["any"], torch.sinh),
+    ("cosh", {}, ["any"], torch.cosh),
+    ("asinh", {}, ["any"], torch.asinh),
+    ("acosh", {}, ["ge1"], torch.acosh),
+    ("atanh", {}, ["pm1"], torch.atanh),
+    ("frac", {}, ["any"], torch.frac),
+    ("frac", {}, ["small-int"], torch.frac),
+    ("rrelu", {"lower": 0.1, "upper": 0.3, "training": False}, ["any"],
+     lambda x: F.rrelu(x, 0.1, 0.3, training=False)),
+    ("nan_to_num", {"nan": 0.0, "posinf": None, "neginf": None}, ["casts"],
+     lambda x: torch.nan_to_num(x.float()).double()),
+    ("nan_to_num", {"nan": -1.0, "posinf": 7.0, "neginf": -7.0}, ["casts"],
+     lambda x: torch.nan_to_num(x, nan=-1.0, posinf=7.0, neginf=-7.0)),
+    ("atan2", {}, ["any", "any"], torch.atan2),
+    ("hypot", {}, ["any", "any"], torch.hypot),
+    ("copysign", {}, ["any", "any"], torch.copysign),
+    ("fmax", {}, ["casts", "any"], torch.fmax),
+    ("fmin", {}, ["casts", "any"], torch.fmin),
     ("floor", {}, ["small-int"], torch.floor),
     ("ceil", {}, ["small-int"], torch.ceil),
     ("round", {}, ["small-int"], torch.round),

@@ -39,7 +39,7 @@ _SAME_NAME = """
 relu sigmoid tanh exp exp2 expm1 log log2 log10 log1p abs sqrt rsqrt reciprocal erf erfc erfinv sin cos tan
 asin acos atan sinh cosh asinh acosh atanh neg square sign floor ceil round trunc frac silu mish gelu selu
 celu elu hardswish hardsigmoid hardtanh leaky_relu softplus softsign logsigmoid tanhshrink hardshrink
-softshrink threshold prelu rrelu glu logit nan_to_num
+softshrink threshold prelu rrelu glu logit nan_to_num hypot copysign
 add sub mul div remainder fmod logaddexp pow atan2 minimum maximum fmin fmax where clamp lerp addcmul addcdiv
 eq ne lt le gt ge logical_not logical_and logical_or logical_xor bitwise_not isnan isinf isfinite
 sum mean amax amin argmax argmin logsumexp var std prod cumsum cumprod cummax cummin nansum all any
@@ -78,6 +78,7 @@ _RENAMED: dict[str, OpSpec] = {
     "torch.negative": OpSpec("neg"),
     "torch.absolute": OpSpec("abs"),
     "torch.arctan2": OpSpec("atan2"),
+    "torch.floor_divide": OpSpec("div", "div", {"rounding_mode": "floor"}),
     "torch.special.expit": OpSpec("sigmoid"),
     "torch.nn.functional.silu": OpSpec("silu"),
     "torch.norm": OpSpec("vector_norm", "norm"),
@@ -143,6 +144,7 @@ _METHODS: dict[str, OpSpec] = {
     "__rtruediv__": OpSpec("div", reflected=True),
     "__itruediv__": OpSpec("div", inplace=True),
     "__floordiv__": OpSpec("div", "div", {"rounding_mode": "floor"}),
+    "floor_divide": OpSpec("div", "div", {"rounding_mode": "floor"}),
     "__pow__": OpSpec("pow"),
     "__rpow__": OpSpec("pow", reflected=True),
     "__matmul__": OpSpec("matmul"),

@@ -43,6 +43,8 @@ _SOURCES = [
     "fmod(input, other)",
     "pow(input, exponent)",
     "atan2(input, other)",
+    "hypot(input, other)",
+    "copysign(input, other)",
     "logaddexp(input, other)",
     "minimum(input, other)",
     "maximum(input, other)",

@@ -116,6 +116,23 @@ const BASE: Record<string, PointwiseSpec> = {
       return lo || hi ? e : null;
     },
   },
+  // Eval-mode RReLU is leaky_relu at the mean slope (training draws slopes: the planner keeps it, `rng`).
+  rrelu: {
+    operands: ["input"],
+    emit: ([a], p) => {
+      const lower = p.num("lower", 0.125);
+      const upper = p.num("upper", 1 / 3);
+      if (p.bool("training") !== false || lower === null || upper === null) return null;
+      return `kf_leaky_relu(${a}, (${lower} + ${upper}) * 0.5f)`;
+    },
+  },
+  // nan_to_num's default bounds are the dtype's largest finite values: float32's here (the planner declines a
+  // half-precision result without explicit bounds).
+  nan_to_num: {
+    operands: ["input"],
+    emit: ([a], p) =>
+      `kf_nan_to_num(${a}, ${p.num("nan", 0)}, ${p.num("posinf", 3.4028234663852886e38)}, ${p.num("neginf", -3.4028234663852886e38)})`,
+  },
   softshrink: { operands: ["input"], emit: ([a], p) => `kf_softshrink(${a}, ${p.num("lambd", 0.5)})` },
   hardshrink: { operands: ["input"], emit: ([a], p) => `kf_hardshrink(${a}, ${p.num("lambd", 0.5)})` },
   neg: unary((a) => `-(${a})`),
@@ -134,6 +151,16 @@ const BASE: Record<string, PointwiseSpec> = {
   sin: call("kf_sin"),
   cos: call("kf_cos"),
   erf: call("erff"),
+  erfc: call("erfcf"),
+  asin: call("asinf"),
+  acos: call("acosf"),
+  atan: call("atanf"),
+  sinh: call("sinhf"),
+  cosh: call("coshf"),
+  asinh: call("asinhf"),
+  acosh: call("acoshf"),
+  atanh: call("atanhf"),
+  frac: unary((a) => `((${a}) - truncf(${a}))`),
   floor: call("floorf"),
   ceil: call("ceilf"),
   round: call("rintf"),
@@ -166,6 +193,12 @@ const BASE: Record<string, PointwiseSpec> = {
   remainder: { operands: ["input", "other"], emit: ([a, b]) => `kf_remainder(${a}, ${b})` },
   fmod: { operands: ["input", "other"], emit: ([a, b]) => `fmodf(${a}, ${b})` },
   logaddexp: { operands: ["input", "other"], emit: ([a, b]) => `kf_logaddexp(${a}, ${b})` },
+  atan2: { operands: ["input", "other"], emit: ([a, b]) => `atan2f(${a}, ${b})` },
+  hypot: { operands: ["input", "other"], emit: ([a, b]) => `hypotf(${a}, ${b})` },
+  copysign: { operands: ["input", "other"], emit: ([a, b]) => `copysignf(${a}, ${b})` },
+  // fmax / fmin ignore a NaN operand (maximum / minimum propagate it): fmaxf / fminf exactly.
+  fmax: { operands: ["input", "other"], emit: ([a, b]) => `fmaxf(${a}, ${b})` },
+  fmin: { operands: ["input", "other"], emit: ([a, b]) => `fminf(${a}, ${b})` },
   lerp: { operands: ["input", "end", "weight"], emit: ([a, b, w]) => `kf_lerp(${a}, ${b}, ${w})` },
   addcmul: {
     operands: ["input", "tensor1", "tensor2"],

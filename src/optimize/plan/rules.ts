@@ -80,6 +80,10 @@ function readsIntegerAsFloat(operand: string, result: string): boolean {
   return (operand === "int64" || operand === "int32") && result === "float32";
 }
 
+function isNumber(arg: Arg | undefined): boolean {
+  return arg?.t === "const" && (typeof arg.value === "number" || arg.special !== undefined);
+}
+
 /** Can this node be a member of a pointwise region? */
 export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
   const spec = POINTWISE[node.op];
@@ -93,6 +97,12 @@ export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
     return `${node.op} of a non-bool operand (bitwise on integers)`;
   if (out.shape.length > MAX_RANK) return `rank ${out.shape.length} > ${MAX_RANK}`;
   const fn = node.fn ?? {};
+  if (
+    node.op === "nan_to_num" &&
+    out.dtype !== "float32" &&
+    !["posinf", "neginf"].every((k) => isNumber(fn[k]))
+  )
+    return `nan_to_num's default bounds are ${out.dtype}'s largest values`;
   for (const key of spec.operands) {
     const arg = fn[key];
     const absent = !arg || (arg.t === "const" && arg.pytype === "none");

@@ -77,6 +77,11 @@ __device__ __forceinline__ float kf_logaddexp(float a, float b) {
   if (isinf(a) && a == b) return a;
   return fmaxf(a, b) + log1pf(expf(-fabsf(a - b)));
 }
+// torch.nan_to_num: NaN, +inf and -inf replaced (inf is isinf's, not a comparison that fast math could fold).
+__device__ __forceinline__ float kf_nan_to_num(float a, float nan, float posinf, float neginf) {
+  if (a != a) return nan;
+  return isinf(a) ? (a > 0.f ? posinf : neginf) : a;
+}
 // PyTorch's div_floor_floating: the quotient from the exact remainder, so a / b rounding up to an integer
 // (1 / 0.1f is 10.f) does not floor to one more than the true quotient's floor (9).
 __device__ __forceinline__ float kf_floor_div(float a, float b) {
