@@ -49,7 +49,8 @@ struct KfAccResult { float value; float m2; int64_t index; float count; float pa
 """
 
 DTYPES = {"float": torch.float32, "__half": torch.float16, "__nv_bfloat16": torch.bfloat16,
-          "int64_t": torch.int64, "bool": torch.bool}
+          "int64_t": torch.int64, "int32_t": torch.int32, "int16_t": torch.int16, "int8_t": torch.int8,
+          "uint8_t": torch.uint8, "bool": torch.bool}
 
 _LAUNCH = re.compile(r"cudaError_t (\w+)_launch\([^)]*\) \{\n(?:.*\n)*?\s+return (kf_launch_\w+)<(.*?)>\(", re.M)
 _STRUCT = re.compile(r"^struct (Kf\w+_r\d+) \{\n.*?^\};", re.M | re.S)  # the generated functors only

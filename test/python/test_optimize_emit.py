@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
 CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device",
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
-         "integer_operands_trig", "bn_reduce_prologue"]
+         "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands"]
 
 
 def _node() -> str | None:
@@ -129,6 +129,15 @@ def test_integer_operands_are_read_as_float_where_the_op_computes_in_float32(emi
     assert "kf_sin(" in _load(emitted["integer_operands_trig"], "trig_source")._KF_CUDA_SOURCE
 
 
+def test_narrow_integer_operands_are_read_as_float_where_the_op_computes_in_float32(emitted: dict[str, str]) -> None:
+    text = open(emitted["narrow_integer_operands"]).read()
+    doc = text[: text.index('"""', 3)]
+    # uint8 images normalised, int8 dequantised, int16 scaled into a sum: each one region reading the integer
+    assert "to → div → sub → div (pointwise)" in doc and "(torch.uint8, torch.float32, torch.float32)" in text, doc
+    assert "to → mul → sub → relu (pointwise)" in doc and "(torch.int8,)" in text, doc
+    assert "mul → pow → sum (reduce)" in doc and "(torch.int16,)" in text, doc
+
+
 def test_running_statistics_in_a_reduction_prologue_are_updated_only_where_there_are_buffers(
         emitted: dict[str, str]) -> None:
     source = Path(emitted["bn_reduce_prologue"]).read_text()
@@ -167,7 +176,7 @@ def test_a_file_specialised_to_its_mode_guards_it_and_renames_clashing_inputs(em
     "case",
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
-     "written_idioms", "integer_operands_trig"]
+     "written_idioms", "integer_operands_trig", pytest.param("narrow_integer_operands", marks=pytest.mark.heavy)]
 )
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:
     nvcc = find_nvcc()

@@ -36,7 +36,10 @@ const CPP_TYPE: Record<string, string> = {
   float16: "__half",
   bfloat16: "__nv_bfloat16",
   int64: "int64_t",
-  int32: "int32_t", // read only, converted to fp32 (rules.ts readsIntegerAsFloat)
+  int32: "int32_t", // read only, converted to fp32 (rules.ts readsIntegerAsFloat), as the narrower ones
+  int16: "int16_t",
+  int8: "int8_t",
+  uint8: "uint8_t",
   bool: "bool", // read only: masks (masked_fill's, where's condition)
 };
 const AT_TYPE: Record<string, string> = {

@@ -73,11 +73,13 @@ function isBool(view: GraphView, arg: Arg | undefined): boolean {
   return view.tensorOf(arg)?.dtype === "bool";
 }
 
+const INTEGER_DTYPES = new Set(["int64", "int32", "int16", "int8", "uint8"]);
+
 /** An integer operand of an op whose result is float32 (`mask.float()`, `pos * 0.5`, `x * mask`): torch converts
  * it to float32 and computes in float32, as the kernel does (kf_to_float<int64_t>). An integer result, a
  * comparison of integers, or a half-precision result (torch rounds the integer to half first) keeps PyTorch. */
 function readsIntegerAsFloat(operand: string, result: string): boolean {
-  return (operand === "int64" || operand === "int32") && result === "float32";
+  return INTEGER_DTYPES.has(operand) && result === "float32";
 }
 
 function isNumber(arg: Arg | undefined): boolean {

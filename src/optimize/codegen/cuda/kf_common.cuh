@@ -17,6 +17,10 @@ template <> __device__ __forceinline__ float kf_to_float<bool>(bool v) { return 
 // float32: torch converts the integer to float first), rounded to nearest as torch's static_cast is.
 template <> __device__ __forceinline__ float kf_to_float<int64_t>(int64_t v) { return __ll2float_rn(v); }
 template <> __device__ __forceinline__ float kf_to_float<int32_t>(int32_t v) { return __int2float_rn(v); }
+// Narrow integers (uint8 images, int8/int16 data) are exact in fp32.
+template <> __device__ __forceinline__ float kf_to_float<int16_t>(int16_t v) { return float(v); }
+template <> __device__ __forceinline__ float kf_to_float<int8_t>(int8_t v) { return float(v); }
+template <> __device__ __forceinline__ float kf_to_float<uint8_t>(uint8_t v) { return float(v); }
 
 template <typename T> __device__ __forceinline__ T kf_from_float(float v);
 template <> __device__ __forceinline__ float kf_from_float<float>(float v) { return v; }
@@ -209,11 +213,12 @@ __device__ __forceinline__ void kf_mean_m2(const float (&x)[K], float& mean, flo
 }
 
 // Smallest element size of a type pack: the vector width of a launch is 16 bytes of its narrowest float
-// operand (bool masks are not counted: theirs are narrower words, see kf_load_vec).
+// operand (1-byte operands, bool masks and uint8/int8 data, are not counted: theirs are narrower words, see
+// kf_load_vec; the host's kf_ew_vector_width skips them alike).
 template <typename... T>
 constexpr size_t kf_min_size() {
   size_t m = 16;
-  ((m = !std::is_same<T, bool>::value && sizeof(T) < m ? sizeof(T) : m), ...);
+  ((m = sizeof(T) > 1 && sizeof(T) < m ? sizeof(T) : m), ...);
   return m;
 }
 
