@@ -1,0 +1,99 @@
+"""Red team round 6 (issue 15, 2026-11-28): holes found on the CPU and the general defences that close them."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from torch import nn
+
+from kforge_worker.checks import context
+from kforge_worker.checks.input_checks import _drawn_like, _occurrences, check_extra_shapes
+from kforge_worker.checks.instrument import ExtensionRecorder
+from kforge_worker.checks.static_scan import ScanReport
+
+
+def _context(ref: nn.Module, cand: nn.Module, make_inputs) -> context.VerifyContext:
+    return context.VerifyContext(ref=ref, cand=cand, make_inputs=make_inputs, device=torch.device("cpu"),
+                                 atol=1e-4, rtol=1e-4, scan=ScanReport("c.py", frozenset()),
+                                 extensions=ExtensionRecorder(), rng=random.Random(6))
+
+
+# ------------------------------------------------------------------------ a batch of one or two
+class _Softmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=-1)
+
+
+class _TwoImageGrid(nn.Module):
+    """A grid over the benchmark's two images and no more: right at a batch of 1 or 2, zeros past the second."""
+
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        out[:2] = torch.softmax(x[:2], dim=-1)
+        return out
+
+
+def _pair(seed: int):
+    return [torch.randn(2, 24, 64, generator=torch.Generator().manual_seed(seed))]
+
+
+def test_a_batch_of_two_is_grown_and_a_grid_baked_to_it_fails():
+    assert 2 in _occurrences(_pair(0)) and 1 in _occurrences([torch.randn(1, 24, 64)])
+    assert 2 not in _occurrences([torch.randn(24, 2, 64)])  # a size of 2 elsewhere is the problem's meaning
+    result = check_extra_shapes(_context(_Softmax(), _TwoImageGrid(), _pair))
+    assert result.outcome == "fail" and result.fail_verdict == "incorrect", result.evidence
+    assert "2->3" in result.evidence
+    honest = check_extra_shapes(_context(_Softmax(), _Softmax(), _pair))
+    assert honest.outcome == "pass" and "2->3: ok" in honest.evidence, honest.evidence
+
+
+def test_a_batch_of_one_is_grown_and_never_shrunk_to_nothing():
+    def one(seed: int):
+        return [torch.randn(1, 24, 64, generator=torch.Generator().manual_seed(seed))]
+
+    result = check_extra_shapes(_context(_Softmax(), _TwoImageGrid(), one))
+    assert result.outcome == "fail" and "1->" in result.evidence, result.evidence
+    honest = check_extra_shapes(_context(_Softmax(), _Softmax(), one))
+    assert honest.outcome == "pass" and "1->2: ok" in honest.evidence and "1->0" not in honest.evidence
+
+
+# ------------------------------------------------------------------------ probes that look like get_inputs()
+class _Log2(nn.Module):
+    def forward(self, x):
+        return torch.log(x) * 2.0
+
+
+class _RaisesOnProbes(nn.Module):
+    """Specialised to 64 rows (zeros beyond). When the values look like a resized probe's (all in [0, 1) where
+    get_inputs() draws randn) it raises, which extra_shapes reads as "specialised, but not wrong"."""
+
+    def forward(self, x):
+        if x.shape[0] != 64 and bool((x >= 0).all()):
+            raise RuntimeError("unsupported shape")
+        out = torch.zeros_like(x)
+        out[:64] = torch.log(x[:64]) * 2.0
+        return out
+
+
+def _signed(seed: int):
+    return [torch.randn(64, 32, generator=torch.Generator().manual_seed(seed))]
+
+
+def test_probes_of_other_sizes_draw_from_get_inputs_own_distribution():
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(64, 256, generator=torch.Generator().manual_seed(2)) * 3 + 1
+    drawn = _drawn_like(x, [97, 256], gen)
+    assert drawn.shape == (97, 256) and drawn.dtype == x.dtype
+    assert bool((drawn < 0).any()) and abs(float(drawn.mean()) - 1) < 0.1 and abs(float(drawn.std()) - 3) < 0.1
+    assert drawn.min() >= x.min() and drawn.max() <= x.max()
+    assert drawn.unique().numel() > 0.99 * drawn.numel()  # interpolated, not resampled: no value repeated
+    half = _drawn_like(torch.rand(8, 8, dtype=torch.float16), [3, 8], gen)
+    assert half.dtype == torch.float16 and bool(((half >= 0) & (half <= 1)).all())
+
+
+def test_a_candidate_that_raises_only_on_probe_looking_inputs_is_caught():
+    result = check_extra_shapes(_context(_Log2(), _RaisesOnProbes(), _signed))
+    assert result.outcome == "fail" and result.fail_verdict == "incorrect", result.evidence
+    honest = check_extra_shapes(_context(_Log2(), _Log2(), _signed))
+    assert honest.outcome == "pass", honest.evidence
