@@ -160,6 +160,50 @@ test("a softmax computing in float32 rounds its half-precision prologue; a half 
   assert.doesNotMatch(half, /kf_round_f16\(\(/);
 });
 
+test("a half-precision region whose stored value a later region widens rounds its intermediates as PyTorch", () => {
+  const int = (value: number): Arg => ({ t: "const", pytype: "int", value });
+  const dtype = (value: string): Arg => ({ t: "const", pytype: "dtype", value });
+  const f = (value: number): Arg => ({ t: "const", pytype: "float", value });
+  const no: Arg = { t: "const", pytype: "bool", value: false };
+  const reduced = (id: string, fn: Record<string, Arg>): GraphNode => ({
+    ...typed(id, "prod", fn, "float16"),
+    out: { t: "tensor", meta: { shape: [64], dtype: "float16", stride: [1] } },
+  });
+  // y = x * 0.1 + 1 (fp16, read twice: its own region); y.prod(1, dtype=float32) and y.prod(1) read it
+  const build = (widened: boolean) => {
+    const g = castChain("float32");
+    g.inputs = [{ name: "x", meta: { shape: [64, 128], dtype: "float16", stride: [128, 1] }, value: null }];
+    g.nodes = [
+      typed("m", "mul", { input: ref("x"), other: f(0.1) }, "float16"),
+      typed("y", "add", { input: ref("m"), other: f(1), alpha: int(1) }, "float16"),
+      reduced("p", {
+        input: ref("y"),
+        dim: int(1),
+        keepdim: no,
+        dtype: dtype(widened ? "float32" : "float16"),
+      }),
+      reduced("q", {
+        input: ref("y"),
+        dim: int(1),
+        keepdim: no,
+        dtype: { t: "const", pytype: "none", value: null },
+      }),
+    ];
+    const p = g.nodes[2];
+    if (p?.out.t === "tensor" && widened) p.out.meta.dtype = "float32";
+    g.output = { t: "list", kind: "tuple", items: [ref("p"), ref("q")] };
+    const view = new GraphView(g);
+    const plan = planGraph(g);
+    const region = plan.regions.find((r) => r.output === "y");
+    assert.ok(region, JSON.stringify(plan.regions));
+    return generateRegion(view, region, names).cuda;
+  };
+  // PyTorch stores x * 0.1 in fp16 before adding 1: visible once the product is taken in float32
+  assert.match(build(true), /t_m = kf_round_f16\(/);
+  // y's value stays in half precision to the outputs: fp32 math, rounded once when stored
+  assert.doesNotMatch(build(false), /t_m = kf_round_f16\(/);
+});
+
 test("an int beyond 2^53 comes from capture as its digits and is written back exactly", () => {
   const end: Arg = { t: "const", pytype: "int", value: "9223372036854775807" };
   const step: Arg = { t: "const", pytype: "int", value: 7 };

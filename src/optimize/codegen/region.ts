@@ -166,18 +166,25 @@ function pointwiseLines(
 const HALF_ROUNDING: Record<string, string> = { float16: "kf_round_f16", bfloat16: "kf_round_bf16" };
 
 /** The half-precision results among `nodes` that are rounded to their dtype as PyTorch rounds them: those
- * whose value reaches a float32 result of `nodes` (`(x.half() * 3 + 1).float()`), where each rounding the
- * reference made stays visible at float32's tolerance. A chain that stays in half precision computes in fp32
- * throughout: its output's own rounding and tolerance cover the intermediates'. */
+ * whose value reaches a float32 result (`(x.half() * 3 + 1).float()`), inside `nodes` or past them, through
+ * any later ops (`y = x * 0.1 + 1` stored half, read by `y.prod(1, dtype=torch.float32)` in another region),
+ * where each rounding the reference made stays visible at float32's tolerance. A chain whose value stays in
+ * half precision to the outputs computes in fp32 throughout: its output's own rounding and tolerance cover
+ * the intermediates'. */
 function roundedHalves(view: GraphView, nodes: string[]): Map<string, string> {
   // `nodes` in graph order: a user comes after the values it reads.
   const inside = new Set(nodes);
   const reachesFloat = new Set<string>();
   const rounded = new Map<string, string>();
+  const downstream = floatReach(view);
   for (const id of [...nodes].reverse()) {
     const reaches = view
       .usersOf(id)
-      .some((u) => inside.has(u) && (view.outMeta(view.node(u))?.dtype === "float32" || reachesFloat.has(u)));
+      .some((u) =>
+        inside.has(u)
+          ? view.outMeta(view.node(u))?.dtype === "float32" || reachesFloat.has(u)
+          : downstream.has(u),
+      );
     if (!reaches) continue;
     reachesFloat.add(id);
     const node = view.node(id);
@@ -185,6 +192,21 @@ function roundedHalves(view: GraphView, nodes: string[]): Map<string, string> {
     if (round && node.op !== "to") rounded.set(id, round);
   }
   return rounded;
+}
+
+const FLOAT_REACH = new WeakMap<GraphView, Set<string>>();
+
+/** The graph's nodes whose value reaches a float32 result: a float32 output, or a user that reaches one. */
+function floatReach(view: GraphView): Set<string> {
+  const known = FLOAT_REACH.get(view);
+  if (known) return known;
+  const reach = new Set<string>();
+  for (const node of [...view.graph.nodes].reverse()) {
+    const own = view.outMeta(node)?.dtype === "float32";
+    if (own || view.usersOf(node.id).some((u) => reach.has(u))) reach.add(node.id);
+  }
+  FLOAT_REACH.set(view, reach);
+  return reach;
 }
 
 /** roundedHalves over a whole seeded region: its prologue, seed and epilogue. The seed is a user like the
