@@ -555,6 +555,7 @@ def check_correctness(ctx: EvalContext) -> None:
         ctx.progress("check", f"trial {t + 1}/{trials}", t / trials)
         seed = trial_seed(ctx.request.seed, t)
         remote = _remote_trial(ctx, seed) if ctx.reference is not None and not paired else None
+        from_clean = remote is not None
         if remote is not None:
             # Inputs, reference outputs and the float64 evaluation from the clean process; the worker's own
             # reference runs in lockstep (the checks use it) and must agree with the clean one.
@@ -591,8 +592,20 @@ def check_correctness(ctx: EvalContext) -> None:
             del local_out, remote
         if paired:
             seed_for_inputs(cand_inputs)
+        # The clean process's outputs and float64 evaluation are read below, after the candidate's call, from
+        # files its process can find and write: sealed now, checked right after the call (reference_process.seal).
+        seal = ctx.reference.importer.seal(("out", "o64_")) if from_clean else {}
         cand_out = ctx.guard_candidate("ModelNew.forward", lambda: peaks.measure("candidate", lambda: ctx.forward(
             ctx.new_model, cand_inputs)))
+        if seal:
+            written = ctx.reference.importer.broken(seal)
+            if written:
+                _isolation_check(ctx, "fail", f"trial {t}: the clean reference process's shared outputs "
+                                 f"({', '.join(written)}) no longer hold what it wrote after the candidate's call "
+                                 "(written in place, or replaced under the same name): the reference's answer and "
+                                 "float64 evaluation for this trial are no longer its own")
+                raise StageFailure("cheating", f"trial {t}: the reference's shared outputs were written or replaced "
+                                   f"by the candidate's process ({', '.join(written)})")
         if t == 0:
             ctx.forward_peaks = peaks.result()
         peaks.active = False

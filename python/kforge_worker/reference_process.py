@@ -17,7 +17,10 @@ in the JSON: the reference process writes them into shared memory and sends a de
 files in a private directory (``/dev/shm`` when it exists) mapped by both processes on CPU, CUDA IPC
 handles on a GPU (the tensor's own allocation, or a named staging buffer reused across the timing pairs).
 Data only flows from the reference to the worker: the reference process never reads memory the
-candidate's process can write. Nothing is unpickled.
+candidate's process can write. Nothing is unpickled. The other way round, the worker reads a trial's outputs
+and float64 evaluation after the candidate's call, from files the candidate's process can find and write (or
+replace under the same name): each such file's digest travels in the reply, and the trial fails as cheating when
+a file no longer holds it after the call (`Importer.seal`/`broken`).
 
 ``ReferenceProcess`` is the worker's handle on it; ``serve`` is the child's loop
 (``python -m kforge_worker.reference_process``).
@@ -64,6 +67,15 @@ class ProblemFailure(Exception):
 
 
 # ------------------------------------------------------------------------------------ shared tensors
+def _digest(flat: Any) -> str:
+    """BLAKE2b of a flat CPU tensor's bytes (a second preimage is out of reach: no key needed)."""
+    import hashlib
+
+    import torch
+
+    return hashlib.blake2b(flat.reshape(-1).view(torch.uint8).numpy().data).hexdigest()
+
+
 def _dtype(name: str) -> Any:
     import torch
 
@@ -131,6 +143,8 @@ class Exporter:
             self.buffers[name] = buf
         buf.copy_(flat)
         desc.update(kind="file", path=path)
+        if not staging:  # outputs the worker reads later, after candidate code ran: their digest travels with them
+            desc["digest"] = _digest(buf)
         return desc
 
     def drop(self, prefix: str = "") -> None:
@@ -174,6 +188,7 @@ class Importer:
     def __init__(self) -> None:
         self.files: dict[tuple[str, int, str], Any] = {}
         self.cuda: dict[tuple[str, str], Any] = {}
+        self.digests: dict[str, str] = {}  # path -> the digest the reference process sent with the file
 
     def view(self, desc: dict[str, Any]) -> Any:
         import torch
@@ -188,6 +203,8 @@ class Importer:
             if flat is None:
                 flat = torch.from_file(desc["path"], shared=True, size=numel, dtype=dtype)
                 self.files[key] = flat
+            if desc.get("digest"):
+                self.digests[desc["path"]] = desc["digest"]
             return flat[:numel].as_strided(shape, stride)
         if desc["kind"] == "cuda_ipc":
             ipc = desc["ipc"]
@@ -214,12 +231,29 @@ class Importer:
         own.copy_(shared)
         return own
 
+    def seal(self, prefixes: tuple[str, ...]) -> dict[str, str]:
+        """What every mapped file whose name starts with one of ``prefixes`` must hold: the digest the reference
+        process computed from what it wrote (else the mapping's own now). The files live in a directory the
+        candidate's process can find and, being the same user, write — or replace under the same name before the
+        worker maps them (root writes whatever the mode): a trial's outputs and float64 evaluation are read
+        *after* the candidate's call, so the pipeline seals them before that call and checks after it (`broken`).
+        CUDA IPC allocations are not files and are not sealed."""
+        return {path: self.digests.get(path) or _digest(flat) for (path, _numel, _dtype), flat in self.files.items()
+                if os.path.basename(path).startswith(prefixes)}
+
+    def broken(self, seal: dict[str, str]) -> list[str]:
+        """The sealed files that no longer hold what the reference process wrote (their names)."""
+        mapped = {path: flat for (path, _n, _d), flat in self.files.items()}
+        return [os.path.basename(path) for path, digest in seal.items()
+                if path not in mapped or _digest(mapped[path]) != digest]
+
     def forget(self, prefix: str) -> None:
         """Unmaps what the reference process is about to free or replace: CUDA allocations (its outputs of one
         call) and files. A file it unlinks and writes again under the same name is a new file; a mapping kept by
         name would go on reading the old one's last contents."""
         self.cuda = {k: v for k, v in self.cuda.items() if not k[1].startswith(prefix)}
         self.files = {k: v for k, v in self.files.items() if not os.path.basename(k[0]).startswith(prefix)}
+        self.digests = {k: v for k, v in self.digests.items() if not os.path.basename(k).startswith(prefix)}
 
 
 def encode_values(values: list[Any], exporter: Exporter, prefix: str, staging: bool = True) -> list[dict[str, Any]]:

@@ -97,3 +97,47 @@ def test_a_candidate_that_raises_only_on_probe_looking_inputs_is_caught():
     assert result.outcome == "fail" and result.fail_verdict == "incorrect", result.evidence
     honest = check_extra_shapes(_context(_Log2(), _Log2(), _signed))
     assert honest.outcome == "pass", honest.evidence
+
+
+# ------------------------------------------------------------------------ the reference's shared files
+def _shared_output(tmp_path):
+    from kforge_worker.reference_process import Exporter, Importer
+
+    exporter, importer = Exporter(str(tmp_path)), Importer()
+    out = torch.randn(8, 16)
+    desc = exporter.put("o64_0", out.double(), staging=False)
+    view = importer.view(desc)
+    return desc, view, importer, out
+
+
+def test_a_shared_output_written_in_place_breaks_the_seal(tmp_path):
+    desc, view, importer, out = _shared_output(tmp_path)
+    seal = importer.seal(("out", "o64_"))
+    assert seal and importer.broken(seal) == []
+    forged = torch.from_file(desc["path"], shared=True, size=out.numel(), dtype=torch.float64)
+    forged.add_(1e6)  # another process's mapping: the worker's view sees the write
+    assert float(view.reshape(-1)[0]) > 1e5
+    assert importer.broken(seal) == ["o64_0.float64"]
+
+
+def test_a_shared_output_replaced_under_its_name_breaks_the_seal(tmp_path):
+    import os
+
+    from kforge_worker.reference_process import Exporter, Importer
+
+    exporter, importer = Exporter(str(tmp_path)), Importer()
+    out = torch.randn(8, 16, dtype=torch.float64)
+    desc = exporter.put("o64_0", out, staging=False)
+    os.unlink(desc["path"])  # a new file under the name, holding what the candidate wants the worker to map
+    (tmp_path / os.path.basename(desc["path"])).write_bytes((out + 1e6).numpy().tobytes())
+    view = importer.view(desc)
+    assert float(view.reshape(-1)[0]) > 1e5
+    assert importer.broken(importer.seal(("o64_",))) == ["o64_0.float64"]
+
+
+def test_staged_inputs_carry_no_digest_and_outputs_do(tmp_path):
+    from kforge_worker.reference_process import Exporter
+
+    exporter = Exporter(str(tmp_path))
+    assert "digest" not in exporter.put("stage0", torch.randn(4), staging=True)
+    assert len(exporter.put("out0", torch.randn(4), staging=False)["digest"]) == 128
