@@ -140,6 +140,8 @@ export const Graph = z.object({
     methods: z.array(z.string()),
     /** The forward's parameter list as written ("self, x, y=None"). */
     signature: z.string(),
+    /** Model's base classes as written ("nn.Module", "Base"): ModelNew derives from them. */
+    bases: z.string().optional(),
   }),
 });
 export type Graph = z.infer<typeof Graph>;

@@ -441,6 +441,22 @@ def test_a_list_of_tensors_as_one_argument_is_not_captured(tmp_path: Path, forwa
     assert ok["captured"] == "fx"  # a list of ints is its literal
 
 
+def test_the_source_keeps_models_base_classes_as_written(tmp_path: Path) -> None:
+    source = """
+        class Base(nn.Module):
+            def helper(self, x):
+                return x * 2
+
+
+        class Model(Base, metaclass=type(nn.Module)):
+            def forward(self, x):
+                return self.helper(x)
+        """
+    graph = capture_text(tmp_path, source)
+    assert graph["source"]["bases"] == "Base, metaclass=type(nn.Module)"
+    assert graph["captured"] == "fx"
+
+
 def test_batch_norm_with_momentum_none_and_instance_norm_with_running_stats_capture_with_fx(tmp_path: Path) -> None:
     # momentum=None reads num_batches_tracked as a Python number (a counter kept off meta); InstanceNorm updates
     # its running statistics when shape propagation runs it (the module call's own update, not the trace's)

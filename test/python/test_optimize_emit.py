@@ -21,7 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
 CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device",
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
-         "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands"]
+         "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
+         "inherited_model"]
 
 
 def _node() -> str | None:
@@ -136,6 +137,12 @@ def test_narrow_integer_operands_are_read_as_float_where_the_op_computes_in_floa
     assert "to → div → sub → div (pointwise)" in doc and "(torch.uint8, torch.float32, torch.float32)" in text, doc
     assert "to → mul → sub → relu (pointwise)" in doc and "(torch.int8,)" in text, doc
     assert "mul → pow → sum (reduce)" in doc and "(torch.int16,)" in text, doc
+
+
+def test_model_new_derives_from_what_model_derives_from(emitted: dict[str, str]) -> None:
+    cand = _load(emitted["inherited_model"], "inherited_model")
+    assert cand.ModelNew.__bases__ == (cand.Base,)
+    assert "layer_norm → gelu → mul → add (normalize)" in cand.__doc__  # Base.act's ops, traced through
 
 
 def test_running_statistics_in_a_reduction_prologue_are_updated_only_where_there_are_buffers(

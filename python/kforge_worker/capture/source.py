@@ -60,10 +60,16 @@ def split_source(text: str) -> dict[str, Any]:
     tree = ast.parse(text)
     lines = text.splitlines(keepends=True)
     removed: list[tuple[int, int]] = []
-    out: dict[str, Any] = {"prelude": "", "init": "", "forward": "", "methods": [], "signature": ""}
+    out: dict[str, Any] = {"prelude": "", "init": "", "forward": "", "methods": [], "signature": "", "bases": ""}
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == "Model":
             removed.append(_span(node))
+            # ModelNew derives from what Model derives from (`class Model(Base)`: Base's __init__ and methods)
+            out["bases"] = ", ".join(
+                [ast.get_source_segment(text, b) or "" for b in node.bases]
+                + [f"{k.arg}={ast.get_source_segment(text, k.value)}" if k.arg else f"**{ast.get_source_segment(text, k.value)}"
+                   for k in node.keywords]
+            )
             for item in node.body:
                 if not isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     # A class attribute (ResNet's `expansion = 4`, a nested helper class) that __init__ or

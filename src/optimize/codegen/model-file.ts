@@ -229,7 +229,7 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
     regions.length ? regionSwitches(generated.length > 0, recipes) : "",
     "",
     "",
-    "class ModelNew(nn.Module):",
+    `class ModelNew(${graph.source.bases || "nn.Module"}):`,
     classBody,
     "",
   ].join("\n");
