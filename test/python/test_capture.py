@@ -457,6 +457,17 @@ def test_the_source_keeps_models_base_classes_as_written(tmp_path: Path) -> None
     assert graph["captured"] == "fx"
 
 
+def test_a_forward_model_inherits_is_written_as_a_call_of_its_bases(tmp_path: Path) -> None:
+    graph = capture_text(tmp_path, """
+        class Model(nn.Linear):
+            def __init__(self):
+                super().__init__(8, 4)
+        """, inputs="[torch.rand(2, 8)]")
+    assert graph["source"]["bases"] == "nn.Linear" and graph["captured"] == "fx"
+    assert graph["source"]["signature"] == "self, input: torch.Tensor"
+    assert graph["source"]["forward"].endswith("return super().forward(input)")
+
+
 def test_batch_norm_with_momentum_none_and_instance_norm_with_running_stats_capture_with_fx(tmp_path: Path) -> None:
     # momentum=None reads num_batches_tracked as a Python number (a counter kept off meta); InstanceNorm updates
     # its running statistics when shape propagation runs it (the module call's own update, not the trace's)

@@ -6,6 +6,7 @@ sm_90a (without spills) when nvcc is present."""
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import re
 import shutil
@@ -22,7 +23,7 @@ FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
 CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device",
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
-         "inherited_model"]
+         "inherited_model", "sequential_model"]
 
 
 def _node() -> str | None:
@@ -143,6 +144,13 @@ def test_model_new_derives_from_what_model_derives_from(emitted: dict[str, str])
     cand = _load(emitted["inherited_model"], "inherited_model")
     assert cand.ModelNew.__bases__ == (cand.Base,)
     assert "layer_norm → gelu → mul → add (normalize)" in cand.__doc__  # Base.act's ops, traced through
+
+
+def test_a_forward_model_inherits_is_called_through_super(emitted: dict[str, str]) -> None:
+    cand = _load(emitted["sequential_model"], "sequential_model")
+    assert list(inspect.signature(cand.ModelNew.forward).parameters) == ["self", "input"]
+    assert "gelu → layer_norm → tanh (normalize)" in cand.__doc__
+    assert "return super().forward(input)" in Path(emitted["sequential_model"]).read_text()
 
 
 def test_running_statistics_in_a_reduction_prologue_are_updated_only_where_there_are_buffers(

@@ -67,6 +67,37 @@ def _unguarded(inputs: list[dict[str, Any]]) -> list[str]:
     return names
 
 
+def _annotation_text(annotation: Any) -> str | None:
+    """An annotation as the emitted file can write it (a class of builtins or torch), else None (dropped)."""
+    if isinstance(annotation, type) and annotation.__module__ in ("builtins", "torch"):
+        name = annotation.__qualname__
+        return name if annotation.__module__ == "builtins" else f"torch.{name}"
+    return None
+
+
+def _inherited_forward(forward: Callable[..., Any]) -> tuple[str, str]:
+    """(signature, def) of a forward Model inherits (`class Model(nn.Sequential)` without a forward of its own):
+    ModelNew derives from the same bases, so its forward calls theirs."""
+    params, args = [], []
+    for i, p in enumerate(inspect.signature(forward).parameters.values()):
+        if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            star = "*" if p.kind is inspect.Parameter.VAR_POSITIONAL else "**"
+            params.append(f"{star}{p.name}")
+            args.append(f"{star}{p.name}")
+            continue
+        text = p.name
+        annotation = _annotation_text(p.annotation)
+        if annotation:
+            text += f": {annotation}"
+        if p.default is not inspect.Parameter.empty:
+            text += f" = {p.default!r}" if annotation else f"={p.default!r}"
+        params.append(text)
+        if i > 0:
+            args.append(f"{p.name}={p.name}" if p.kind is inspect.Parameter.KEYWORD_ONLY else p.name)
+    signature = ", ".join(params)
+    return signature, f"    def forward({signature}):\n        return super().forward({', '.join(args)})"
+
+
 def _load(path: str, log: Callable[[str], None]) -> tuple[Any, dict[str, Any], torch.nn.Module, list[Any]]:
     name = os.path.basename(path)
     try:
@@ -83,6 +114,8 @@ def _load(path: str, log: Callable[[str], None]) -> tuple[Any, dict[str, Any], t
         raise ProblemError(str(exc)) from exc
     except BaseException as exc:  # noqa: BLE001 — the file's own top-level code failed
         raise ProblemError(f"problem {name} failed to import: {_one_line(exc)}") from exc
+    if not source["forward"]:
+        source["signature"], source["forward"] = _inherited_forward(module.Model.forward)
     try:
         init_inputs = list(module.get_init_inputs())
         model, how = meta_model(module.Model, init_inputs, log)
