@@ -243,7 +243,15 @@ class EvalContext:
             raise self.reference_failure(what, exc, verdict) from None
 
     def candidate_failure(self, what: str, exc: BaseException, verdict: str = "runtime_error") -> StageFailure:
-        """compile_error when exc came out of a load_inline/load call, else ``verdict`` with the traceback."""
+        """compile_error when exc came out of a load_inline/load call, else ``verdict`` with the traceback. The
+        harness's own StageFailure raised from candidate code (its class is one lookup away, among Exception's
+        subclasses) would otherwise end the run with a verdict of the candidate's choosing: cheating."""
+        if isinstance(exc, StageFailure):
+            evidence = (f"{what} raised the harness's own verdict exception (StageFailure({exc.verdict!r}, ...)): a "
+                        "verdict is never the candidate's to give")
+            self.result["checks"] = [c for c in self.result["checks"] if c.get("name") != "harness_state"] + [
+                {"name": "harness_state", "outcome": "fail", "failVerdict": "cheating", "evidence": evidence}]
+            return StageFailure("cheating", f"harness_state: {evidence}")
         call = self.recorder.failure_for(exc)
         if call is not None:
             return StageFailure("compile_error", self.recorder.reason_for(call))
@@ -946,7 +954,9 @@ def time_models(ctx: EvalContext) -> None:
             timing = measure_interleaved(ref_fn, cand_fn, options, clock, lambda d, f: ctx.progress("time", d, f),
                                          between=between, ref_clock=RemoteClock() if remote is not None else None,
                                          before=before)
-    except StageFailure:
+    except StageFailure as failure:
+        if side["now"] == "ModelNew":  # raised from the candidate's own code: a verdict is never the candidate's to give
+            raise ctx.candidate_failure("ModelNew.forward during timing", failure) from None
         raise
     except BaseException as exc:  # noqa: BLE001 — attributed to whichever side was running
         _raise_if_remote(exc)
@@ -1015,12 +1025,24 @@ def _timed_state_behaviour(ctx: EvalContext, reference: dict[str, Any], by_name:
             ctx.new_model.eval()
             inputs = ctx.make_inputs(int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF)
             ref_out = ctx.ref_model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-            cand_out = ctx.new_model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-            ok, why = _sampled_compare(ctx, cand_out, ref_out)
+            try:
+                cand_out = ctx.new_model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+            except BaseException as exc:  # noqa: BLE001 — the candidate's own failure decides, it is not undecided
+                raised = summarize_exception(exc, 1)
+            else:
+                raised = None
+                ok, why = _sampled_compare(ctx, cand_out, ref_out)
     except BaseException as exc:  # noqa: BLE001 — undecided: the by-name result stands, the reason said
         by_name = dict(by_name)
         by_name["evidence"] += f"; eval mode after the timing not compared: {summarize_exception(exc, 1)}"
         return by_name
+    if raised is not None:
+        # It answered in eval mode before the timing (state_train_eval); a raise now is the one call that would
+        # show what the timed calls left in its state — read as that state being wrong, not as "not compared".
+        return {"name": "timed_state", "outcome": "fail", "failVerdict": "cheating",
+                "evidence": "after the timed calls the candidate raised in eval mode, where the reference answered "
+                            f"({raised}): the one call that judges the state the timing left (whatever it is called) "
+                            "was refused"}
     if not ok:
         return {"name": "timed_state", "outcome": "fail", "failVerdict": "cheating",
                 "evidence": "after the timed calls the candidate's state is not the reference's: in eval mode, with "
