@@ -57,3 +57,34 @@ test("a .py file is taken whole; an empty one has no code", () => {
   assert.equal(empty.code, null);
   assert.match(empty.origin.note ?? "", /empty/);
 });
+
+test("a block that binds ModelNew to a class of another name defines it; a block that only uses it does not", () => {
+  const text = [
+    "```python",
+    "class FusedLinearReLU(nn.Module):",
+    "    pass",
+    "",
+    "",
+    "ModelNew = FusedLinearReLU",
+    "```",
+    "",
+    "Usage:",
+    "",
+    "```python",
+    "model = ModelNew(96, 64)",
+    "assert type(model) == ModelNew",
+    "```",
+  ].join("\n");
+  const { code, origin } = extractCandidate("alias.md", text);
+  assert.equal(origin.blockIndex, 1);
+  assert.match(code ?? "", /ModelNew = FusedLinearReLU/);
+});
+
+test("a file name after the fence's language (```python:model_new.py) is still a Python block", () => {
+  const { code, origin } = extractCandidate(
+    "named.md",
+    "```python:model_new.py\nclass ModelNew:\n    pass\n```\n",
+  );
+  assert.equal(origin.blockIndex, 1);
+  assert.match(code ?? "", /class ModelNew/);
+});

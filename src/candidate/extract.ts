@@ -17,8 +17,13 @@ export interface ExtractedCandidate {
   origin: CandidateOrigin;
 }
 
-const DEFINES_MODEL_NEW = /^[ \t]*class[ \t]+ModelNew\b/m;
+// `class ModelNew` or a top-level binding of the name (`ModelNew = FusedLinearReLU`, as answers that name their
+// class after what it does end), never a comparison or a use (`model = ModelNew(...)`).
+const DEFINES_MODEL_NEW = /^(?:[ \t]*class[ \t]+ModelNew\b|ModelNew[ \t]*(?::[^=\n]*)?=(?!=))/m;
 const PYTHON_LANGS = new Set(["", "python", "py", "python3"]);
+// The info string's language, without a file name some answers attach to it (```python:model_new.py).
+const fenceLanguage = (info: string): string =>
+  (info.trim().split(/\s+/)[0] ?? "").split(":")[0]?.toLowerCase() ?? "";
 
 function isClosedFence(raw: string): boolean {
   const lines = raw.trimEnd().split("\n");
@@ -38,7 +43,7 @@ export function fencedBlocks(markdown: string): CodeBlock[] {
         if (code.codeBlockStyle === "indented") continue;
         blocks.push({
           index: blocks.length + 1,
-          lang: (code.lang ?? "").trim().split(/\s+/)[0]?.toLowerCase() ?? "",
+          lang: fenceLanguage(code.lang ?? ""),
           text: code.text,
           complete: isClosedFence(code.raw),
         });
