@@ -1,13 +1,27 @@
 #!/bin/sh
 # Runs the Python worker's test suite (CPU only): sh scripts/pytest.sh [pytest args]
 # Uses the repo's .venv when present (scripts/setup-python.sh creates it), else python3.
+# Without arguments, and with pytest-xdist installed, the suite runs in two passes: the files that time nothing
+# (conftest.py's PARALLEL_FILES: compiles, captures, code generation) two at a time, then the rest one test at
+# a time (timed evaluations and the verify corpus keep CI's two cores to themselves). With arguments: one
+# plain pytest run of exactly what was asked.
 set -eu
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 [ -x "$PY" ] || PY=python3
+
 # pytest exits 5 when it collects no tests: that is a broken suite here, never a pass.
-"$PY" -m pytest test/python -q "$@" || {
-  code=$?
-  [ "$code" -eq 5 ] && echo "scripts/pytest.sh: no Python tests were collected under test/python" >&2
-  exit "$code"
+run_pytest() {
+  code=0
+  "$PY" -m pytest test/python -q "$@" || code=$?
+  [ "$code" -eq 5 ] && echo "scripts/pytest.sh: no Python tests were collected under test/python ($*)" >&2
+  return "$code"
 }
+
+if [ "$#" -eq 0 ] && "$PY" -c 'import xdist' 2>/dev/null; then
+  first=0
+  run_pytest -n 2 --dist loadfile -m "parallel and not heavy" || first=$?
+  run_pytest -m "not parallel and not heavy" || exit $?
+  exit "$first"
+fi
+run_pytest "$@"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Creates .venv with what the worker's tests need on a CPU-only machine: CPU torch, numpy, pytest, ninja,
+# Creates .venv with what the worker's tests need on a CPU-only machine: CPU torch, numpy, pytest (+ xdist), ninja,
 # and the CUDA runtime/cuBLAS/cuSPARSE headers (nvidia-* wheels) so emitted CUDA can be compile-checked
 # with nvcc. Idempotent: a second run only verifies. GPU hosts do not need this (kforge uses their python3).
 set -euo pipefail
@@ -10,8 +10,9 @@ if [ -d /opt/pypi/simple ] && [ -z "${PIP_INDEX_URL:-}" ]; then
   export PIP_INDEX_URL=file:///opt/pypi/simple
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-if ! .venv/bin/python -c 'import torch, numpy, pytest, ninja' 2>/dev/null; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check torch numpy pytest ninja
+# pytest-xdist: scripts/pytest.sh runs the files that time nothing two at a time.
+if ! .venv/bin/python -c 'import torch, numpy, pytest, ninja, xdist' 2>/dev/null; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check torch numpy pytest ninja pytest-xdist
 fi
 if ! .venv/bin/python -c 'import nvidia.cu13' 2>/dev/null; then
   .venv/bin/python -m pip install -q --disable-pip-version-check nvidia-cuda-runtime nvidia-cublas nvidia-cusparse

@@ -33,8 +33,27 @@ if str(PYTHON_DIR) not in sys.path:
     sys.path.insert(0, str(PYTHON_DIR))
 
 
+# Files that time nothing and whose tests are timed by nothing: compiles (nvcc, g++), captures, code generation,
+# pure functions. scripts/pytest.sh runs these two at a time (pytest-xdist, -m parallel) before the rest, which
+# runs one test at a time as before: a timed evaluation, or the corpus with its own two jobs, must not share
+# CI's two cores with a third process. A new file runs with the rest until it is listed here.
+PARALLEL_FILES = {
+    "test_attention_recipe.py", "test_attention_records.py", "test_attention_wgmma_header.py", "test_capture.py",
+    "test_codegen_norm_pool_nvcc.py", "test_codegen_templates_nvcc.py", "test_linear_bn_softmax_cpu.py",
+    "test_linear_bn_softmax_nvcc.py", "test_op_math.py", "test_optimize_builtin.py", "test_optimize_emit.py",
+    "test_optimize_recipes.py", "test_optimize_runtime.py", "test_probe_arch_list.py", "test_problems.py",
+    "test_worker_compile.py",
+}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "heavy: slow sweeps (nvcc over every built-in problem); run only with -m")
+    config.addinivalue_line("markers", "parallel: a test of PARALLEL_FILES (conftest.py): may run beside another")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if item.path.name in PARALLEL_FILES:
+        item.add_marker("parallel")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
