@@ -141,3 +141,21 @@ def test_staged_inputs_carry_no_digest_and_outputs_do(tmp_path):
     exporter = Exporter(str(tmp_path))
     assert "digest" not in exporter.put("stage0", torch.randn(4), staging=True)
     assert len(exporter.put("out0", torch.randn(4), staging=False)["digest"]) == 128
+
+
+# ------------------------------------------------------------------------ a thread count set and put back
+def test_a_thread_count_set_inside_forward_warns_and_the_fingerprint_decides():
+    from kforge_worker.checks.static_scan import scan_source
+
+    source = ("import torch\n"
+              "def forward(x):\n"
+              "    before = torch.get_num_threads()\n"
+              "    torch.set_num_threads(1)\n"
+              "    try:\n"
+              "        return x * 2\n"
+              "    finally:\n"
+              "        torch.set_num_threads(before)\n")
+    findings = [f for f in scan_source(source, "c.py").findings if "set_num_threads" in f.message]
+    assert len(findings) == 2 and all(f.severity == "warn" for f in findings), findings
+    others = scan_source("import torch\ntorch.set_flush_denormal(True)\n", "c.py").findings
+    assert any(f.severity == "fail" for f in others)  # a switch no fingerprint reads still fails

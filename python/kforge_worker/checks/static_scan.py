@@ -119,6 +119,11 @@ _TAMPER_CALLS = {
     "torch.utils._python_dispatch.TorchDispatchMode": "intercepts every aten call",
     "torch._C._set_grad_enabled": "changes autograd state",
 }
+# Switches whose value the process fingerprint reads (integrity._process_flags) after the import and every check
+# group: a change left behind fails there whatever wrote it, so the call itself only warns. Set and put back inside
+# forward (one intra-op thread for a small GEMM) it touches the candidate's own calls only: the reference is timed in
+# its own process, and a C++ extension may run its loops on any number of OpenMP threads anyway.
+_FINGERPRINTED_CALLS = {"torch.set_num_threads"}
 # Introspection of the harness's instruments (dispatch/function modes, the profiler, graph capture state):
 # a candidate that asks whether it is being recorded means to behave differently when it is.
 _INSTRUMENT_PROBES = ("_len_torch_dispatch_stack", "_len_torch_function_stack", "_python_dispatch",
@@ -492,6 +497,10 @@ class _Scanner(ast.NodeVisitor):
             return
         if callee in _EVASION_CALLS or callee.startswith(("os.exec", "os.spawn")):
             self.add("evasion", "fail", node, f"calls {callee}: {_EVASION_CALLS.get(callee, 'runs a process')}")
+        elif callee in _FINGERPRINTED_CALLS:
+            self.add("tamper", "warn", node, f"calls {callee}: {_TAMPER_CALLS[callee]} (the process fingerprint "
+                     "compares it after the import and every check group: harness_integrity fails a change left "
+                     "behind; one put back before forward returns is the candidate's own)")
         elif callee in _TAMPER_CALLS:
             self.add("tamper", "fail", node, f"calls {callee}: {_TAMPER_CALLS[callee]}")
         elif callee in _SIDE_STREAM_CALLS:
