@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from . import trace
-from .context import clone_inputs, Inputs, run, sync, VerifyContext
+from .context import clone_inputs, Inputs, preserved_state, run, sync, VerifyContext
 from .instrument import OpRecorder
 from .ops import CONDEMNING, aten_family
 from .result import CheckResult, failed, passed, skipped, warned
@@ -36,8 +36,9 @@ def _declared_baseline(ctx: VerifyContext) -> bool:
             and not ctx.extensions.loads)
 
 
-def _library_ops(ctx: VerifyContext, ops: dict[str, int]) -> CheckResult:
-    """The `banned_ops` outcome from the dispatch record of one forward (op name -> calls)."""
+def _library_ops(ctx: VerifyContext, ops: dict[str, int], ref_ops: dict[str, int] | None = None) -> CheckResult:
+    """The `banned_ops` outcome from the dispatch record of one forward (op name -> calls). ``ref_ops``: the
+    reference's own record on the same inputs (taken under --strict for a declared baseline)."""
     condemned = _condemned(ctx)
     by_family: dict[str, list[str]] = {}
     for op, n in ops.items():
@@ -50,6 +51,16 @@ def _library_ops(ctx: VerifyContext, ops: dict[str, int]) -> CheckResult:
     hits = sorted(x for fam in condemned for x in by_family.get(fam, []))
     soft = sorted(x for fam, xs in by_family.items() if fam not in condemned for x in xs)
     families = ", ".join(sorted(ctx.ref_families)) or "none"
+    if hits and _declared_baseline(ctx) and ctx.strict and ref_ops is not None:
+        # A baseline runs the reference's own operators: the declaration exempts those, not any library call of
+        # the condemned family (another GEMM, SDPA where the reference writes attention out).
+        foreign = sorted(op for fam in condemned for op in ops
+                         if op.startswith("aten::") and aten_family(op) == fam and op not in ref_ops)
+        if foreign and device_is_real:
+            return failed("banned_ops", f"--strict: declared a PyTorch baseline (KFORGE_BASELINE = True) but executed "
+                          f"{', '.join(foreign)}, which the reference does not run on these inputs "
+                          f"({', '.join(sorted(op for op in ref_ops if aten_family(op) in condemned)) or 'none of its family'}): "
+                          f"a library {families} answer, not a baseline of the reference")
     if hits and _declared_baseline(ctx):
         return warned("banned_ops", f"declared PyTorch baseline (KFORGE_BASELINE = True): executed {', '.join(hits)}, "
                       f"the reference's own operator ({families}) — a timing baseline, not a custom kernel")
@@ -90,7 +101,15 @@ def check_ops(ctx: VerifyContext) -> list[CheckResult]:
     ext_calls = ctx.extensions.total_calls() - calls_before
     ext_raised = sum(ctx.extensions.raised.values()) - raised_before
     custom_ops = recorder.custom_ops()
-    results = [_library_ops(ctx, recorder.ops)]
+    ref_ops = None
+    if ctx.strict and _declared_baseline(ctx):
+        reference = OpRecorder()
+        with preserved_state(ctx.ref), reference:
+            ref_out = run(ctx.ref, clone_inputs(inputs))
+        sync(ctx.device)
+        del ref_out
+        ref_ops = dict(reference.ops)
+    results = [_library_ops(ctx, recorder.ops, ref_ops)]
     loads_ok = [x for x in ctx.extensions.loads if x.ok]
     loads_failed = [x for x in ctx.extensions.loads if not x.ok]
     cuda_impossible = ctx.device.type != "cuda" and not torch.cuda.is_available()
