@@ -159,3 +159,32 @@ def test_a_thread_count_set_inside_forward_warns_and_the_fingerprint_decides():
     assert len(findings) == 2 and all(f.severity == "warn" for f in findings), findings
     others = scan_source("import torch\ntorch.set_flush_denormal(True)\n", "c.py").findings
     assert any(f.severity == "fail" for f in others)  # a switch no fingerprint reads still fails
+
+
+# ------------------------------------------------------------------------ a candidate slow where it is probed
+class _Relu(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+class _SlowWhereProbedUpTo96(nn.Module):
+    """Right up to 96 rows (twice the benchmark's 48), zeros beyond; slow at every size but the benchmark's, so a
+    projection from its own time rules the sizes well above out."""
+
+    def forward(self, x):
+        if x.shape[0] != 48:
+            import time
+
+            time.sleep(0.25)
+        out = torch.zeros_like(x)
+        out[:96] = torch.relu(x[:96])
+        return out
+
+
+def _rows(seed: int):
+    return [torch.randn(48, 8, generator=torch.Generator().manual_seed(seed))]
+
+
+def test_sizes_well_above_are_priced_by_the_reference_not_by_the_candidate():
+    result = check_extra_shapes(_context(_Relu(), _SlowWhereProbedUpTo96(), _rows), well_above_seconds=0.5)
+    assert result.outcome == "fail" and "48->193" in result.evidence, result.evidence

@@ -339,7 +339,8 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
     up to twice the benchmark's size and wrong beyond passes the 1.5× step): the largest whose copies (the
     inputs three times, the outputs twice, grown from what the 1.5× step measured) fit the check's memory
     budget (budget.py: 2× the problem's footprint, at least 256 MiB, at most 80% of what is free) and whose
-    time, projected from the 1.5× step's (quadratically in the growth of the inputs), keeps all of them within
+    time, projected from the reference's at the 1.5× step (twice it, for both calls; quadratically in the growth
+    of the inputs — never from the candidate's own time, which it chooses), keeps all of them within
     `well_above_seconds`; else said in the evidence. Wrong at any valid size: `incorrect` — code that only
     holds at or below the benchmark's sizes (a fixed grid, a tile count baked in)."""
     from .budget import Budget
@@ -389,7 +390,10 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
             mapping = {a: big for a in group}
             growth = _input_bytes(base, mapping) / max(1, step_bytes)
             held = growth * (3 * step_bytes + 2 * stats["out_bytes"])
-            projected = stats["seconds"] * growth * growth
+            # From the reference's own time (twice: the candidate's call is taken to cost about as much). The
+            # candidate's time at the step is its own to choose: a call made slow at any size but the benchmark's
+            # would otherwise price every larger size out of reach.
+            projected = 2 * stats["ref_seconds"] * growth * growth
             if held > room:
                 why = f"needs ~{held / 2**20:.0f} MiB, over the check budget of {room / 2**20:.0f} MiB"
             elif projected > seconds_left:
@@ -405,7 +409,7 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
         outcome = _try_variant(ctx, base, chosen, label, max_elements, stats)
         if isinstance(outcome, CheckResult):
             return outcome
-        seconds_left -= stats.get("seconds", 0.0)
+        seconds_left -= 2 * stats.get("ref_seconds", 0.0)  # the reference's share, as projected
         if outcome != "rejected":
             tried.append(outcome)
     skipped_text = (f"; above the {budget:g}× footprint budget, not tried: {', '.join(over_budget)}"
@@ -434,8 +438,10 @@ def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], lab
     try:
         with preserved_state(ctx.ref):
             ref_out = run(ctx.ref, clone_inputs(variant))
+        sync(ctx.device)
     except Exception:  # noqa: BLE001 — this size is fixed by the model (weights): not a free dimension
         return "rejected"
+    ref_seconds = time.perf_counter() - began
     try:
         with preserved_state(ctx.cand):
             out = run(ctx.cand, clone_inputs(variant))
@@ -444,6 +450,7 @@ def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], lab
         return f"{label}: candidate raised {type(exc).__name__} (specialised, but not wrong)"
     if stats is not None:
         stats["seconds"] = time.perf_counter() - began
+        stats["ref_seconds"] = ref_seconds
         stats["out_bytes"] = float(sum(t.numel() * t.element_size() for t in tensors(ref_out)))
     # The tightened atol when the problem's own would pass a trivial output (tolerance_sanity).
     c = judged_compare(ctx, variant, out, ref_out, min(ctx.atol, ctx.notes.get("tight_atol", ctx.atol)))
