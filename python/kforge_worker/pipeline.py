@@ -695,6 +695,32 @@ def _keep_reference_noise(ctx: EvalContext, noise: float) -> None:
     set_reference_noise(noise)
 
 
+def _audit_reconciled(ctx: EvalContext) -> None:
+    """The audit record (checks/integrity.py) lives in the candidate's process, one class lookup away (object's
+    subclasses lead to AuditMonitor without an import or a walk). A copy of every event left the process as it
+    was recorded (the reference process keeps it): an event there and not here was erased — cheating, whatever
+    the event was."""
+    from .checks.integrity import AuditMonitor
+
+    monitor = AuditMonitor._instance
+    if ctx.reference is None or monitor is None:
+        return
+    try:
+        reply = ctx.reference.request("audits")
+    except BaseException:  # noqa: BLE001 — a reference that ended was reported where it failed
+        return
+    local = [e.render() if hasattr(e, "render") else str(e) for e in list(monitor.events)]
+    missing = [n for n in reply.get("notes", []) if n not in local]
+    if int(reply.get("count", 0)) <= len(local) and not missing:
+        return
+    evidence = (f"the audit record in the candidate's process lost events the reference process also received "
+                f"({int(reply.get('count', 0))} sent out, {len(local)} left here): "
+                + "; ".join(missing[:5]))
+    ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != "runtime_audit"] + [
+        {"name": "runtime_audit", "outcome": "fail", "failVerdict": "cheating", "evidence": evidence}]
+    raise StageFailure("cheating", f"runtime_audit: {evidence}")
+
+
 def _guard_reference_noise(ctx: EvalContext, when: str) -> None:
     """compare.py's allowance unchanged since the trials, else put back and cheating (harness_state)."""
     from .compare import reference_noise, set_reference_noise
@@ -1201,12 +1227,17 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
         recorder.install()
         installed = True
         ctx.checks = load_checks() if use_checks else None
+        if ctx.checks is not None and ctx.reference is not None:
+            from .checks import integrity
+
+            integrity._AUDIT_SINK = ctx.reference.audit_note  # before the snapshot: the fingerprint watches it
         for stage in STAGES:
             began = time.perf_counter()
             try:
                 stage(ctx)
             finally:
                 result.setdefault("stageSeconds", {})[stage.__name__] = time.perf_counter() - began
+        _audit_reconciled(ctx)
         result["verdict"], result["reason"] = "correct", None
     except StageFailure as failure:
         result["verdict"], result["reason"] = failure.verdict, failure.reason

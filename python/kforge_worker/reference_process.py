@@ -575,6 +575,8 @@ def serve() -> int:
     os.chmod(directory, 0o700)
     state: _Reference | None = None
     guard_from_outside(str(spec.get("device", "cpu")) if isinstance(spec, dict) else "cpu")
+    audits: list[str] = []  # copies of the worker's audit events (ReferenceProcess.audit_note), kept here
+    audit_count = 0
 
     def reply(rid: Any, body: dict[str, Any]) -> None:
         channel.send({"type": "reference", "id": rid, **body})
@@ -589,10 +591,21 @@ def serve() -> int:
         for line in sys.stdin:
             try:
                 req = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(req, dict) and req.get("op") == "audit" and "id" not in req:  # a forged note only adds
+                audit_count += 1
+                if len(audits) < 200:
+                    audits.append(str(req.get("text", ""))[:500])
+                continue
+            try:
                 op, rid = req["op"], req["id"]
-            except (ValueError, KeyError, TypeError):
+            except (KeyError, TypeError):
                 continue  # not a request of the worker's (a line the candidate wrote into the pipe): ignored
             if req.get("nonce") != channel.nonce:
+                continue
+            if op == "audits":
+                reply(rid, {"ok": True, "count": audit_count, "notes": audits[:50]})
                 continue
             if op == "close":
                 reply(rid, {"ok": True})
@@ -729,6 +742,13 @@ class ReferenceProcess:
 
     def request(self, op: str, **fields: Any) -> dict[str, Any]:
         return self._send({"op": op, **fields})
+
+    def audit_note(self, text: str) -> None:
+        """A copy of one audit event, out of the candidate's process as it is recorded (integrity._AUDIT_SINK): the
+        child keeps it and hands the list back on ``audits``. No id, so no reply: the requests' sequence stands."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"op": "audit", "text": text}) + "\n")
+        self.proc.stdin.flush()
 
     # -- what the pipeline asks for ------------------------------------------------------------
     def trial(self, seed: int, probe: bool = False) -> tuple[list[Any], list[Any], Float64Eval | None]:

@@ -188,3 +188,28 @@ def _rows(seed: int):
 def test_sizes_well_above_are_priced_by_the_reference_not_by_the_candidate():
     result = check_extra_shapes(_context(_Relu(), _SlowWhereProbedUpTo96(), _rows), well_above_seconds=0.5)
     assert result.outcome == "fail" and "48->193" in result.evidence, result.evidence
+
+
+# ------------------------------------------------------------------------ interpreter internals named in strings
+def test_interpreter_internals_named_in_strings_or_computed_vars_keys_fail_statically():
+    from kforge_worker.checks.static_scan import scan_source
+
+    for source in ('x = vars(type)["__subclasses__"](object)',
+                   'import types\ng = vars(types.FunctionType)["__globals__"]',
+                   'x = type.__dict__["__subclasses__"]',
+                   'x = vars(type)["__sub" + "classes__"]'):
+        findings = scan_source(source, "c.py").findings
+        assert any(f.rule == "evasion" and f.severity == "fail" for f in findings), (source, findings)
+    honest = scan_source('w = vars(self)["weight"]\nfor k in vars(cfg):\n    pass\nname = "__init__"\n', "c.py")
+    assert not honest.findings, honest.findings
+
+
+def test_the_audit_record_sends_a_copy_of_each_event_out_as_it_is_recorded(monkeypatch):
+    from kforge_worker.checks import integrity
+
+    sent: list[str] = []
+    monkeypatch.setattr(integrity, "_AUDIT_SINK", sent.append)
+    record = integrity._Record()
+    record.append(integrity.AuditEvent("evasion", "ctypes.dlopen", "c.py:3", "None"))
+    record.clear()  # what the candidate can do to the record in its own process
+    assert sent == ["c.py:3: ctypes.dlopen None"] and list(record) == []

@@ -571,6 +571,25 @@ class AuditEvent:
         return f"{self.where}: {self.event} {self.detail}".strip()
 
 
+# Where a copy of every recorded audit event goes as it is recorded: set by the pipeline (before the snapshot) to
+# the clean reference process's note channel. The record below lives in the candidate's process, where a class
+# found among object's subclasses leads to it; the copy outside cannot be taken back (pipeline._audit_reconciled).
+_AUDIT_SINK: Any = None
+
+
+class _Record(list):
+    """The audit record: an event appended here is also sent out of the process (`_AUDIT_SINK`)."""
+
+    def append(self, event: Any) -> None:
+        super().append(event)
+        sink = _AUDIT_SINK
+        if sink is not None:
+            try:
+                sink(event.render())
+            except Exception:  # noqa: BLE001, S110 — the local record stands; a lost copy is not the candidate's
+                pass
+
+
 class AuditMonitor:
     """Records sensitive events raised while candidate code is on the stack. One per process."""
 
@@ -578,7 +597,7 @@ class AuditMonitor:
 
     def __init__(self) -> None:
         self.candidate_files: set[str] = set()
-        self.events: list[AuditEvent] = []
+        self.events: list[AuditEvent] = _Record()
         self.active = False
         self._busy = threading.local()
         self._own_thread = threading.get_ident()

@@ -124,6 +124,9 @@ _TAMPER_CALLS = {
 # forward (one intra-op thread for a small GEMM) it touches the candidate's own calls only: the reference is timed in
 # its own process, and a C++ extension may run its loops on any number of OpenMP threads anyway.
 _FINGERPRINTED_CALLS = {"torch.set_num_threads"}
+# Attributes that lead from any object to the whole process: every class (the harness's), a module's namespace,
+# a function's cells or code, the builtins.
+_INTERNAL_NAMES = {"__builtins__", "__subclasses__", "__globals__", "__closure__", "__code__"}
 # Introspection of the harness's instruments (dispatch/function modes, the profiler, graph capture state):
 # a candidate that asks whether it is being recorded means to behave differently when it is.
 _INSTRUMENT_PROBES = ("_len_torch_dispatch_stack", "_len_torch_function_stack", "_python_dispatch",
@@ -577,7 +580,7 @@ class _Scanner(ast.NodeVisitor):
             self.add("evasion", "fail", node, f"inspects the harness's instrumentation ({node.attr})")
         elif node.attr in _FRAME_ATTRS:
             self.add("tamper", "fail", node, f"reads .{node.attr} (stack frames or code objects)")
-        elif node.attr in {"__builtins__", "__subclasses__", "__globals__", "__closure__", "__code__"}:
+        elif node.attr in _INTERNAL_NAMES:
             self.add("evasion", "fail", node, f"reaches {node.attr} (interpreter internals)")
         elif self.resolve(node) in ("gc.garbage", "gc.callbacks"):
             self.add("tamper", "fail", node, f"reaches {self.resolve(node)} (objects the collector frees, or code run "
@@ -587,6 +590,11 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
+        value = node.value
+        if (isinstance(node.ctx, ast.Load) and isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+                and value.func.id == "vars" and value.args and not isinstance(node.slice, ast.Constant)):
+            self.add("evasion", "fail", node, "reads vars(...)[<computed name>] (an attribute by a name built at "
+                     "run time)")
         if isinstance(node.ctx, ast.Load) and self.resolve(node.value) == "os.environ":
             key = node.slice
             text = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else ""
@@ -602,6 +610,11 @@ class _Scanner(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and len(node.value) > 40:
             self.string_constants.append((node.lineno, node.value))
+        if isinstance(node.value, str) and node.value.strip() in _INTERNAL_NAMES:
+            # The attribute spelled as a string: vars(type)["__subclasses__"] lists every class in the process (the
+            # harness's among them), vars(FunctionType)["__globals__"] hands over a module's namespace.
+            self.add("evasion", "fail", node, f"names {node.value.strip()} in a string (interpreter internals "
+                     "reached without the attribute)")
 
     # -- CUDA sources passed to load_inline -----------------------------------------------------------
     def _scan_extension_sources(self, node: ast.Call) -> None:

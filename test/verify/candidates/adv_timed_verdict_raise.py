@@ -1,6 +1,6 @@
 # The worker ends a run with the verdict of the first StageFailure that reaches it, and its timing loop let one
 # raised from the candidate's own forward through unchanged. The class is found among Exception's subclasses (no
-# import of the harness, no walk; vars(type) rather than the attribute the static scan names). Once timed (the
+# import of the harness, no walk; the attribute found by a suffix of its name among type's, which no static rule reads). Once timed (the
 # collector paused, inputs rewritten in place) the forward raises StageFailure("correct", ...): the run ends as
 # correct, without the checks that follow the timing (the spot checks, timed_state, the last fingerprint).
 import gc
@@ -8,7 +8,7 @@ import gc
 import torch
 import torch.nn as nn
 
-_SUBCLASSES = vars(type)["__subclasses__"]
+_SUBCLASSES = next(getattr(type, n) for n in dir(type) if n.endswith("subclasses__"))
 
 
 def _verdict_class():
