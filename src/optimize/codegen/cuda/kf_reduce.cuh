@@ -421,16 +421,18 @@ __host__ __device__ constexpr int kf_red_unroll() {
 template <typename P>
 __device__ __forceinline__ auto kf_red_min(P a, P b) { return a < b ? a : b; }
 
-// Blocks per SM the 64-bit-index kernels are compiled for (0: no bound, ptxas's own choice, which the 32-bit
-// kernels keep). Without a target ptxas gave a 64-bit row kernel with a tanh prologue 48 registers and 12 bytes of
-// spills; a 4-block bound (64 registers) holds it and the other 64-bit variants without local memory.
-template <typename IdxT>
-__host__ __device__ constexpr int kf_red_min_blocks() { return sizeof(IdxT) == 8 ? 4 : 0; }
+// Blocks per SM the kernels are compiled for (0: no bound, ptxas's own choice). Without a target ptxas gave a
+// 64-bit row kernel with a tanh prologue 48 registers and 12 bytes of spills, and a 32-bit row kernel (two fp32
+// inputs, a bool xor's mean, kVec 4) 32 registers and 8 bytes; a 4-block bound (64 registers) holds both and the
+// other row and 64-bit variants without local memory (39 registers for the latter). The 32-bit column kernels
+// keep ptxas's choice: under the same bound the fp16 Welford one (kVec 8) spills 40 bytes.
+template <typename IdxT, bool kRows>
+__host__ __device__ constexpr int kf_red_min_blocks() { return sizeof(IdxT) == 8 || kRows ? 4 : 0; }
 
 // Row path: groups of 2^group_log2 threads, one output row each; split s = blockIdx.y covers vectors
 // [s * chunk, (s + 1) * chunk) of every row.
 template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
+__global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT, true>())
     kf_reduce_rows_kernel(const KfRedParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
   constexpr int kUnroll = kf_red_unroll<N, IdxT>();
@@ -521,7 +523,7 @@ __global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
 // columns); thread (tx, ty) accumulates its column over steps ty, ty + by, ... of split blockIdx.y's range; a
 // shared-memory tree over ty.
 template <class Pro, class Acc, class Epi, int kVec, typename IdxT, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT>())
+__global__ void __launch_bounds__(KF_RED_THREADS, kf_red_min_blocks<IdxT, false>())
     kf_reduce_cols_kernel(const KfRedParams<sizeof...(TIn), IdxT> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
   constexpr int kUnroll = kf_red_unroll<N, IdxT>();
