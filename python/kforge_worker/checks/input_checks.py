@@ -277,6 +277,9 @@ def _drawn_like(x: torch.Tensor, shape: list[int], gen: torch.Generator) -> torc
     is a probe of other shapes — all values in [0, 1) where get_inputs() draws randn — and a kernel wrong at
     other sizes could raise only then, which this check reads as "specialised, but not wrong"."""
     flat = x.detach().reshape(-1)
+    if flat.numel() > QUANTILE_SAMPLES:  # sampled first: no copy or mask of a large input
+        pick = torch.randint(0, flat.numel(), (QUANTILE_SAMPLES,), generator=gen, device=gen.device)
+        flat = flat[pick.to(flat.device)]
     finite = flat[torch.isfinite(flat)] if flat.numel() else flat
     n_out = 1
     for s in shape:
@@ -284,15 +287,17 @@ def _drawn_like(x: torch.Tensor, shape: list[int], gen: torch.Generator) -> torc
     if finite.numel() < 2:
         fill = float(finite[0]) if finite.numel() else 0.0
         return torch.full(shape, fill, dtype=x.dtype, device=x.device)
-    if finite.numel() > QUANTILE_SAMPLES:
-        pick = torch.randint(0, finite.numel(), (QUANTILE_SAMPLES,), generator=gen, device=gen.device)
-        finite = finite[pick.to(finite.device)]
     ordered = finite.to(torch.float64).sort().values.to(gen.device)
-    u = torch.rand(n_out, generator=gen, dtype=torch.float64, device=gen.device) * (ordered.numel() - 1)
-    low = u.floor().long().clamp_(max=ordered.numel() - 2)
-    frac = u - low
-    values = ordered[low] + frac * (ordered[low + 1] - ordered[low])
-    return values.view(shape).to(x.dtype).to(x.device)
+    out = torch.empty(n_out, dtype=x.dtype, device=x.device)
+    step = 1 << 22  # chunks: float64 temporaries of a large variant's size would cost several copies of it
+    for start in range(0, n_out, step):
+        n = min(step, n_out - start)
+        u = torch.rand(n, generator=gen, dtype=torch.float64, device=gen.device) * (ordered.numel() - 1)
+        low = u.floor().long().clamp_(max=ordered.numel() - 2)
+        u -= low
+        below = ordered[low]
+        out[start:start + n] = (below + u * (ordered[low + 1] - below)).to(x.dtype).to(x.device)
+    return out.view(shape)
 
 
 def _resize_inputs(inputs: Inputs, mapping: dict[Axis, int], gen: torch.Generator) -> Inputs:
