@@ -1,10 +1,8 @@
 #!/bin/sh
 # The TypeScript tests: sh scripts/test-ts.sh [test files]
-# Without arguments: the files below, whose assertions rest on no measured time (compiles, captures, reports,
-# verdicts; optimize-verify's bench decisions use injected timings), two at a time; then every other file one
-# at a time as before — the simulated GPU schedules (suite-multigpu, suite-scheduler) and the bench session
-# measure wall time and must not share CI's two cores with a neighbour. A new file runs one at a time until
-# it is listed here.
+# Without arguments: the files below that time nothing (no timed evaluation, no measured schedule), two at a
+# time, then every other test file one at a time as before — a timed worker run or a simulated GPU schedule
+# must not share CI's two cores with a neighbour. A new file runs one at a time until it is listed here.
 # With files: exactly those, one at a time.
 set -eu
 cd "$(dirname "$0")/.."
@@ -15,9 +13,8 @@ fi
 
 PARALLEL="test/capture.test.ts test/cli.test.ts test/emit.test.ts test/extract.test.ts test/format-doctor.test.ts
   test/inputs.test.ts test/interrupt.test.ts test/optimize-codegen.test.ts test/optimize-recipe-rules.test.ts
-  test/optimize-rules.test.ts test/optimize-verify.test.ts test/problem-device.test.ts test/report-browser.test.ts
-  test/report-messages.test.ts test/report.test.ts test/suite-pairs.test.ts test/suite-prebuild.test.ts
-  test/suite-ray.test.ts test/suite-setup.test.ts test/verify-corpus.test.ts"
+  test/optimize-rules.test.ts test/problem-device.test.ts test/report-browser.test.ts test/report-messages.test.ts
+  test/report.test.ts test/suite-prebuild.test.ts test/suite-setup.test.ts"
 parallel=""
 serial=""
 for file in test/*.test.ts; do
