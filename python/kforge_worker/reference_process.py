@@ -323,11 +323,14 @@ class _Reference:
         self.last: Any = None
 
     def _fits(self) -> None:
-        """A problem whose one copy of inputs, parameters and outputs is more than the device has free is the
-        problem's error, said with the numbers, before anything of it is allocated."""
+        """A problem whose one copy of inputs and parameters is more than the device has free is the problem's
+        error, said with the numbers, before anything of it is allocated. Its outputs are not measured here: they
+        exist only in trials, which the worker asks for after its own check of the whole footprint (check_fit,
+        before the candidate is imported); the forward on meta that measures them would cost this process a
+        second of CPU importing dynamo and sympy, on every run."""
         from .checks.budget import does_not_fit
 
-        why = does_not_fit(self.problem, self.device, self.dtype)
+        why = does_not_fit(self.problem, self.device, self.dtype, forward=False)
         if why is not None:
             raise ProblemFailure("memory", why)
 

@@ -103,6 +103,14 @@ def test_a_problem_is_measured_on_meta_without_allocating() -> None:
     assert fp is not None
     assert fp.inputs == (1 << 30) * 4 and fp.parameters == (1024 * 1024 + 1024) * 4 and fp.outputs == (1 << 30) * 4
     assert problem_footprint(Problem, torch.float16).inputs == (1 << 30) * 2
+    # The reference process's own guard measures no forward (its outputs come only in trials, after the worker's
+    # check of the whole footprint): the same inputs and parameters, outputs unmeasured, the forward never run.
+    calls = []
+    Problem.Model.forward = lambda self, x: calls.append(x) or self.fc(x)
+    quick = problem_footprint(Problem, forward=False)
+    assert quick == budget_mod.Footprint(inputs=fp.inputs, parameters=fp.parameters, outputs=None)
+    assert quick.total == fp.inputs + fp.parameters and calls == []
+    assert problem_footprint(Problem).outputs == fp.outputs and len(calls) == 1
 
 
 # ------------------------------------------------------------------------------ the bounded float64 evaluation

@@ -224,9 +224,11 @@ class Footprint:
         return " + ".join(parts)
 
 
-def problem_footprint(problem: Any, dtype: torch.dtype | None = None) -> Footprint | None:
+def problem_footprint(problem: Any, dtype: torch.dtype | None = None, forward: bool = True) -> Footprint | None:
     """The problem's inputs, model and outputs built on the meta device (nothing allocated), their bytes at the
-    run's precision ``dtype``; None when its code needs real values (it then is not measured, never refused)."""
+    run's precision ``dtype``; None when its code needs real values (it then is not measured, never refused).
+    ``forward=False``: inputs and parameters only (outputs None) — no forward on meta, whose decompositions
+    import dynamo and sympy (a second of CPU in a process that has not)."""
     from ..capture.build import FactoriesOn
 
     try:
@@ -241,21 +243,24 @@ def problem_footprint(problem: Any, dtype: torch.dtype | None = None) -> Footpri
     finally:
         torch.seed()  # as after every get_inputs(): the generator state reveals nothing
     outputs: int | None = None
-    try:
-        with torch.no_grad(), FactoriesOn("meta"):
-            outputs = nbytes(model(*inputs), dtype)
-    except Exception:  # noqa: BLE001 — a forward that reads values (.item(), data-dependent shapes)
-        outputs = None
+    if forward:
+        try:
+            with torch.no_grad(), FactoriesOn("meta"):
+                outputs = nbytes(model(*inputs), dtype)
+        except Exception:  # noqa: BLE001 — a forward that reads values (.item(), data-dependent shapes)
+            outputs = None
     return Footprint(inputs=nbytes(inputs, dtype), parameters=nbytes(model, dtype), outputs=outputs)
 
 
-def does_not_fit(problem: Any, device: torch.device | str, dtype: torch.dtype | None = None) -> str | None:
+def does_not_fit(problem: Any, device: torch.device | str, dtype: torch.dtype | None = None,
+                 forward: bool = True) -> str | None:
     """Why the problem cannot fit ``device`` (one copy of its inputs, parameters and outputs is more than is
-    free), as the problem's error says it; None when it fits or cannot be measured."""
+    free), as the problem's error says it; None when it fits or cannot be measured. ``forward=False``: its
+    inputs and parameters only (problem_footprint)."""
     available = available_bytes(device)
     if available is None:
         return None
-    footprint = problem_footprint(problem, dtype)
+    footprint = problem_footprint(problem, dtype, forward)
     if footprint is None or footprint.total <= available:
         return None
     return (f"problem needs ~{human(footprint.total)} ({footprint.describe()}, one copy each), "
