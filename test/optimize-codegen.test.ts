@@ -234,3 +234,38 @@ test("a Python number another node computed (1 / sqrt of a size) is a runtime sc
   assert.match(code.cuda, /t_m = \(x\[0\]\) \* \(sc\.v\[0\]\)/);
   assert.match(code.method, /\[float\(v_s\)\]/);
 });
+
+test("a norm of order inf / -inf / 0 (vector_norm, pairwise_distance) is a reduction with max / min / a count", () => {
+  const special = (s: "inf" | "-inf"): Arg => ({ t: "const", pytype: "float", value: null, special: s });
+  const int = (value: number): Arg => ({ t: "const", pytype: "int", value });
+  const dims: Arg = { t: "list", kind: "list", items: [int(1)] };
+  const rowOut = (n: GraphNode): GraphNode => ({
+    ...n,
+    out: { t: "tensor", meta: { shape: [64], dtype: "float32", stride: [1] } },
+  });
+  const cuda = (node: GraphNode) => {
+    const g = castChain("float32");
+    g.inputs.push({ name: "y", meta: { shape: [64, 128], dtype: "float32", stride: [128, 1] }, value: null });
+    g.nodes = [rowOut(node)];
+    g.output = ref(node.id);
+    const plan = planGraph(g);
+    assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+    const region = plan.regions[0];
+    assert.ok(region);
+    return generateRegion(new GraphView(g), region, names).cuda;
+  };
+  const norm = (ord: Arg) => typed("n", "vector_norm", { input: ref("x"), ord, dim: dims }, "float32");
+  assert.match(cuda(norm(special("inf"))), /kf_launch_reduce<KfPro_\w+, KfAccMax,/);
+  assert.match(cuda(norm(special("inf"))), /fabsf\(/);
+  assert.match(cuda(norm(special("-inf"))), /kf_launch_reduce<KfPro_\w+, KfAccMin,/);
+  const zero = cuda(norm(int(0)));
+  assert.match(zero, /kf_launch_reduce<KfPro_\w+, KfAccSum,/);
+  assert.match(zero, /!= 0\.f \? 1\.f : 0\.f/);
+  const pair = typed(
+    "n",
+    "pairwise_distance",
+    { x1: ref("x"), x2: ref("y"), p: special("inf"), eps: { t: "const", pytype: "float", value: 1e-6 } },
+    "float32",
+  );
+  assert.match(cuda(pair), /kf_launch_reduce<KfPro_\w+, KfAccMax,/);
+});

@@ -924,7 +924,7 @@ test("a loss with reduction='none' is its elementwise term: it joins the reducti
   assert.equal(pointwiseVerdict(elementwise, new GraphView(graph([elementwise], "l"))), null);
 });
 
-test("pairwise_distance is one reduction over its last dim; an infinite p stays PyTorch's", () => {
+test("pairwise_distance is one reduction over its last dim (an infinite p too); a NaN p stays PyTorch's", () => {
   const distance = (p: number) => {
     const d = node(
       "d",
@@ -941,7 +941,10 @@ test("pairwise_distance is one reduction over its last dim; an infinite p stays 
   assert.deepEqual(reduceSpecOf(d, new GraphView(graph([d], "d")))?.dims, "last");
   const inf: Arg = { t: "const", pytype: "float", value: null, special: "inf" } as Arg;
   const infinite = node("d", "pairwise_distance", { x1: ref("x"), x2: ref("x"), p: inf }, [8, 16, 32]);
-  assert.equal(planGraph(graph([infinite], "d")).regions.length, 0);
+  assert.equal(planGraph(graph([infinite], "d")).regions.length, 1);
+  const nan: Arg = { t: "const", pytype: "float", value: null, special: "nan" } as Arg;
+  const undefinedNorm = node("d", "pairwise_distance", { x1: ref("x"), x2: ref("x"), p: nan }, [8, 16, 32]);
+  assert.equal(planGraph(graph([undefinedNorm], "d")).regions.length, 0);
 });
 
 test("logaddexp is pointwise: it fuses with the ops around it", () => {
@@ -1313,4 +1316,90 @@ test("inverse-trig, hyperbolic, atan2/hypot/copysign/fmax, frac, eval rrelu and 
   assert.equal(verdict("nh"), "nan_to_num's default bounds are float16's largest values");
   const plan = planGraph(g);
   assert.deepEqual(plan.regions.map(regionNodes), [["a", "h", "c", "s", "f", "m", "r", "n"], ["nb"]]);
+});
+
+test("sgn, sinc, logit, round(decimals), xlogy/xlog1py, entr, ndtr/log_ndtr, heaviside and logaddexp2 join a region", () => {
+  const shape = [4, 8];
+  const g = graph(
+    [
+      node("s", "sgn", { input: ref("x") }, shape),
+      node("c", "sinc", { input: ref("s") }, shape),
+      node("l", "logit", { input: ref("c"), eps: num(1e-4) }, shape),
+      node("r", "round", { input: ref("l"), decimals: num(2) }, shape),
+      node("y", "xlogy", { input: ref("r"), other: ref("x") }, shape),
+      node("p", "xlog1py", { input: ref("y"), other: ref("x") }, shape),
+      node("e", "entr", { input: ref("p") }, shape),
+      node("n", "ndtr", { input: ref("e") }, shape),
+      node("ln", "log_ndtr", { input: ref("n") }, shape),
+      node("h", "heaviside", { input: ref("ln"), values: num(0.5) }, shape),
+      node("a", "logaddexp2", { input: ref("h"), other: ref("x") }, shape),
+      node("ro", "round", { input: ref("a"), decimals: num(1.5) }, shape),
+    ],
+    "ro",
+  );
+  const view = new GraphView(g);
+  const verdict = (id: string) => pointwiseVerdict(view.node(id), view);
+  for (const id of ["s", "c", "l", "r", "y", "p", "e", "n", "ln", "h", "a"])
+    assert.equal(verdict(id), null, id);
+  assert.match(verdict("ro") ?? "", /no kernel form/);
+  assert.deepEqual(planGraph(g).regions.map(regionNodes), [
+    ["s", "c", "l", "r", "y", "p", "e", "n", "ln", "h", "a"],
+  ]);
+});
+
+test("torch.aminmax read through [0] / .min is an amin reduction, through [1] / .max an amax; both read: PyTorch", () => {
+  const pair = (reads: Arg[]) => {
+    const out: GraphNode["out"] = { t: "tuple", items: [f32([8, 32]), f32([8, 32])] };
+    const nodes = [
+      node("mm", "aminmax", { input: ref("x"), dim: num(-1), keepdim: bool(false) }, [8, 32], { out }),
+      ...reads.map((index, i) =>
+        index.t === "const" && typeof index.value === "string"
+          ? node(`get${i}`, "getattr", { input: ref("mm"), name: index }, [8, 32])
+          : node(`get${i}`, "getitem", { input: ref("mm"), index }, [8, 32]),
+      ),
+    ];
+    nodes.push(node("act", "relu", { input: ref("get0") }, [8, 32]));
+    return graph(nodes, "act");
+  };
+  const field = (name: string): Arg => ({ t: "const", pytype: "str", value: name });
+  for (const [read, acc] of [
+    [num(0), "KfAccMin"],
+    [num(1), "KfAccMax"],
+    [field("min"), "KfAccMin"],
+    [field("max"), "KfAccMax"],
+  ] as const) {
+    const g = pair([read]);
+    const plan = planGraph(g);
+    assert.deepEqual(plan.regions.map(regionNodes), [["mm", "get0", "act"]]);
+    const view = new GraphView(g);
+    assert.equal(reduceSpecOf(view.node("mm"), view)?.acc, acc);
+  }
+  const both = planGraph(pair([num(0), num(1)]));
+  assert.ok(!both.regions.some((r) => r.seed === "mm"));
+});
+
+test("poisson_nll_loss reduces (log input or not); full=True (Stirling's term) stays PyTorch's", () => {
+  const loss = (fn: Record<string, Arg>) =>
+    planGraph(
+      graph(
+        [
+          node(
+            "l",
+            "poisson_nll_loss",
+            {
+              input: ref("x"),
+              target: ref("x"),
+              eps: num(1e-8),
+              reduction: { t: "const", pytype: "str", value: "mean" },
+              ...fn,
+            },
+            [],
+          ),
+        ],
+        "l",
+      ),
+    ).regions.length;
+  assert.equal(loss({ log_input: bool(true), full: bool(false) }), 1);
+  assert.equal(loss({ log_input: bool(false), full: bool(false) }), 1);
+  assert.equal(loss({ log_input: bool(true), full: bool(true) }), 0);
 });

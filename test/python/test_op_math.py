@@ -39,6 +39,8 @@ def const(value) -> dict:
         return {"t": "const", "pytype": "bool", "value": value}
     if isinstance(value, str):
         return {"t": "const", "pytype": "str", "value": value}
+    if isinstance(value, float) and math.isinf(value):  # as capture writes them: JSON has no infinity
+        return {"t": "const", "pytype": "float", "value": None, "special": "inf" if value > 0 else "-inf"}
     return {"t": "const", "pytype": "int" if isinstance(value, int) else "float", "value": value}
 
 
@@ -68,6 +70,14 @@ def _domain(kind: str, n: int, g: np.random.Generator) -> np.ndarray:
                   np.nan]
         x[10:14] = [1e-39, -3.3e-40, 3.3e38, -1e-45]  # float32 subnormals (bfloat16's), bfloat16's overflow
         return x
+    if kind == "tail":  # log_ndtr's left tail (erfcx), down to where exp(-x^2/2) underflows float32
+        return -np.abs(g.normal(0, 8, n)) - 1.0
+    if kind == "hundreds":  # round(decimals=-1): values with a tens digit, halves (x5) included
+        x = g.normal(0, 300, n)
+        x[:4] = [25.0, -35.0, 45.0, 0.0]
+        return x
+    if kind == "infs":  # logaddexp's equal-infinity case beside finite values
+        return g.choice([np.inf, -np.inf, 0.5, -3.0], n)
     if kind == "pm1":  # (-1, 1): asin, acos, atanh
         return g.uniform(-0.999, 0.999, n)
     if kind == "ge1":  # acosh
@@ -147,6 +157,25 @@ POINTWISE_CASES = [
     ("copysign", {}, ["any", "any"], torch.copysign),
     ("fmax", {}, ["casts", "any"], torch.fmax),
     ("fmin", {}, ["casts", "any"], torch.fmin),
+    ("sgn", {}, ["small-int"], torch.sgn),
+    ("sinc", {}, ["any"], torch.sinc),
+    ("sinc", {}, ["small-int"], torch.sinc),
+    ("entr", {}, ["any"], torch.special.entr),
+    ("entr", {}, ["unit"], torch.special.entr),
+    ("ndtr", {}, ["any"], torch.special.ndtr),
+    ("log_ndtr", {}, ["any"], torch.special.log_ndtr),
+    ("log_ndtr", {}, ["tail"], torch.special.log_ndtr),
+    ("logit", {"eps": None}, ["unit"], torch.logit),
+    ("logit", {"eps": 0.01}, ["any"], lambda x: torch.logit(x, 0.01)),
+    ("logit", {"eps": 0.01}, ["unit"], lambda x: torch.logit(x, 0.01)),
+    ("round", {"decimals": 2}, ["any"], lambda x: torch.round(x.float(), decimals=2).double()),
+    ("round", {"decimals": -1}, ["hundreds"], lambda x: torch.round(x.float(), decimals=-1).double()),
+    ("logaddexp2", {}, ["any", "any"], torch.logaddexp2),
+    ("logaddexp2", {}, ["infs", "infs"], torch.logaddexp2),
+    ("xlogy", {}, ["any", "pos"], torch.xlogy),
+    ("xlogy", {}, ["small-int", "any"], torch.xlogy),
+    ("xlog1py", {}, ["small-int", "gt-1"], torch.special.xlog1py),
+    ("heaviside", {}, ["small-int", "any"], torch.heaviside),
     ("floor", {}, ["small-int"], torch.floor),
     ("ceil", {}, ["small-int"], torch.ceil),
     ("round", {}, ["small-int"], torch.round),
@@ -177,6 +206,8 @@ POINTWISE_CASES = [
     ("binary_cross_entropy_with_logits", {"reduction": "none"}, ["any", "unit"],
      lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="none")),
     ("soft_margin_loss", {"reduction": "none"}, ["any", "sign"], lambda x, t: F.soft_margin_loss(x, t, reduction="none")),
+    ("poisson_nll_loss", {"reduction": "none", "log_input": True, "full": False, "eps": 1e-8}, ["any", "pos"],
+     lambda x, t: F.poisson_nll_loss(x, t, reduction="none")),
     ("hinge_embedding_loss", {"reduction": "none", "margin": 0.7}, ["any", "sign"],
      lambda x, t: F.hinge_embedding_loss(x, t, margin=0.7, reduction="none")),
     ("margin_ranking_loss", {"reduction": "none", "margin": 0.3}, ["any", "any", "sign"],
@@ -228,9 +259,10 @@ OPERAND_KEYS = {
     "addcmul": ["input", "tensor1", "tensor2"],
     "addcdiv": ["input", "tensor1", "tensor2"],
     "clamp": ["input"],
+    "heaviside": ["input", "values"],
     **{loss: ["input", "target"] for loss in ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
                                               "binary_cross_entropy", "binary_cross_entropy_with_logits",
-                                              "soft_margin_loss", "hinge_embedding_loss")},
+                                              "soft_margin_loss", "hinge_embedding_loss", "poisson_nll_loss")},
     "margin_ranking_loss": ["input1", "input2", "target"],
 }
 TWO = ["input", "other"]
@@ -247,6 +279,11 @@ REDUCE_CASES = [
     ("min", {}, ["any"], lambda x: x.min()),
     ("max_dim", {"dim": 1}, ["any"], lambda x: x.max(1)[0]),
     ("min_dim", {"dim": 1}, ["any"], lambda x: x.min(1)[0]),
+    ("aminmax", {"dim": 1}, ["any"], lambda x: torch.aminmax(x, dim=1)[0]),
+    ("poisson_nll_loss", {"reduction": "mean", "log_input": True, "full": False, "eps": 1e-8}, ["any", "pos"],
+     F.poisson_nll_loss),
+    ("poisson_nll_loss", {"reduction": "sum", "log_input": False, "full": False, "eps": 1e-3}, ["pos", "pos"],
+     lambda x, t: F.poisson_nll_loss(x, t, log_input=False, eps=1e-3, reduction="sum")),
     ("argmax", {"dim": 1}, ["any"], None),  # an index: the accumulator's, checked on the GPU
     ("argmin", {"dim": 1}, ["any"], None),
     ("logsumexp", {"dim": [1]}, ["any"], lambda x: torch.logsumexp(x, 1)),
@@ -256,6 +293,11 @@ REDUCE_CASES = [
     ("vector_norm", {"ord": 2, "dim": [1]}, ["any"], lambda x: torch.linalg.vector_norm(x, 2, 1)),
     ("vector_norm", {"ord": 1, "dim": [1]}, ["any"], lambda x: torch.linalg.vector_norm(x, 1, 1)),
     ("vector_norm", {"ord": 3, "dim": [1]}, ["any"], lambda x: torch.linalg.vector_norm(x, 3, 1)),
+    ("vector_norm", {"ord": math.inf, "dim": [1]}, ["any"], lambda x: torch.linalg.vector_norm(x, math.inf, 1)),
+    ("vector_norm", {"ord": -math.inf, "dim": [1]}, ["any"], lambda x: torch.linalg.vector_norm(x, -math.inf, 1)),
+    ("vector_norm", {"ord": 0, "dim": [1]}, ["small-int"], lambda x: torch.linalg.vector_norm(x, 0, 1)),
+    ("pairwise_distance", {"p": math.inf, "eps": 1e-6}, ["any", "any"],
+     lambda a, b: F.pairwise_distance(a, b, math.inf, 1e-6)),
     ("mse_loss", {"reduction": "mean"}, ["any", "any"], F.mse_loss),
     ("mse_loss", {"reduction": "sum"}, ["any", "any"], lambda a, b: F.mse_loss(a, b, reduction="sum")),
     ("l1_loss", {"reduction": "mean"}, ["any", "any"], F.l1_loss),

@@ -39,10 +39,10 @@ _SAME_NAME = """
 relu sigmoid tanh exp exp2 expm1 log log2 log10 log1p abs sqrt rsqrt reciprocal erf erfc erfinv sin cos tan
 asin acos atan sinh cosh asinh acosh atanh neg square sign floor ceil round trunc frac silu mish gelu selu
 celu elu hardswish hardsigmoid hardtanh leaky_relu softplus softsign logsigmoid tanhshrink hardshrink
-softshrink threshold prelu rrelu glu logit nan_to_num hypot copysign
-add sub mul div remainder fmod logaddexp pow atan2 minimum maximum fmin fmax where clamp lerp addcmul addcdiv
+softshrink threshold prelu rrelu glu logit nan_to_num hypot copysign sgn sinc entr ndtr log_ndtr
+add sub mul div remainder fmod logaddexp logaddexp2 xlogy xlog1py heaviside pow atan2 minimum maximum fmin fmax where clamp lerp addcmul addcdiv
 eq ne lt le gt ge logical_not logical_and logical_or logical_xor bitwise_not isnan isinf isfinite
-sum mean amax amin argmax argmin logsumexp var std prod cumsum cumprod cummax cummin nansum all any
+sum mean amax amin aminmax argmax argmin logsumexp var std prod cumsum cumprod cummax cummin nansum all any
 softmax log_softmax softmin normalize
 layer_norm group_norm batch_norm instance_norm rms_norm local_response_norm
 conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d linear bilinear
@@ -380,6 +380,7 @@ _ATEN: dict[str, OpSpec] = {
     "max_pool3d_with_indices": OpSpec("max_pool3d", "max_pool3d", {"return_indices": True}),
     "_to_copy": OpSpec("to"),
     "slice": OpSpec("slice"),
+    **{f"special_{name}": OpSpec(name) for name in ("xlogy", "xlog1py", "entr", "ndtr", "log_ndtr", "sinc", "logit")},
     "alias": OpSpec("identity"),
     **{f"fft_{name}": OpSpec(name) for name in ("fft", "ifft", "rfft", "irfft", "hfft", "ihfft")},
 }

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 _UNARY = """relu sigmoid tanh exp exp2 expm1 log log2 log10 log1p abs sqrt rsqrt reciprocal erf erfc erfinv sin cos
-tan asin acos atan sinh cosh asinh acosh atanh neg square sign floor ceil round trunc frac silu mish selu
+tan asin acos atan sinh cosh asinh acosh atanh neg square sign sgn sinc entr ndtr log_ndtr floor ceil trunc frac
+silu mish selu
 hardswish hardsigmoid softsign logsigmoid tanhshrink identity positive bitwise_not logical_not isnan isinf
 isfinite contiguous clone detach t numel dim""".split()
 
@@ -34,6 +35,7 @@ _SOURCES = [
     "rrelu(input, lower=0.125, upper=0.3333333333333333, training=False, inplace=False)",
     "glu(input, dim=-1)",
     "logit(input, eps=None)",
+    "round(input, decimals=0, inplace=False)",
     "nan_to_num(input, nan=0.0, posinf=None, neginf=None)",
     "add(input, other, alpha=1)",
     "sub(input, other, alpha=1)",
@@ -45,6 +47,10 @@ _SOURCES = [
     "atan2(input, other)",
     "hypot(input, other)",
     "copysign(input, other)",
+    "heaviside(input, values)",
+    "logaddexp2(input, other)",
+    "xlogy(input, other)",
+    "xlog1py(input, other)",
     "logaddexp(input, other)",
     "minimum(input, other)",
     "maximum(input, other)",
@@ -95,6 +101,7 @@ _SOURCES = [
     "min(input)",
     "max_dim(input, dim, keepdim=False)",
     "min_dim(input, dim, keepdim=False)",
+    "aminmax(input, *, dim=None, keepdim=False)",
     "argmax(input, dim=None, keepdim=False)",
     "argmin(input, dim=None, keepdim=False)",
     "median(input, dim=None, keepdim=False)",

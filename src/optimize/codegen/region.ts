@@ -4,7 +4,7 @@
 import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { floatLiteral, POINTWISE, scalarValue } from "../ops/pointwise.ts";
-import { REDUCTIONS } from "../ops/reduce.ts";
+import { accumulatorOf, REDUCTIONS } from "../ops/reduce.ts";
 import { anchorBias } from "../plan/anchors.ts";
 import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
@@ -622,7 +622,8 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const reader = paramReader(seedFn, table.runtime, table.sizeOf);
   const proExpr = spec.pro(values, reader);
   const epiExpr = spec.epi(reader);
-  if (proExpr === null || epiExpr === null)
+  const acc = accumulatorOf(spec, reader);
+  if (proExpr === null || epiExpr === null || acc === null)
     throw new Error(`kforge internal: ${seed.op} declined after planning`);
   const epiLines = [`const float t_${seed.id} = ${roundedExpr(rounded, seed.id, epiExpr)};`];
   // A (values, indices) reduction's `[i]` is its value (the indices: reduceSpecOf gave argmax/argmin).
@@ -659,9 +660,9 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
       "};",
     ].join("\n"),
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.reduce}) {`,
-    `  return kf_launch_reduce<${pro}, ${spec.acc}, ${epi}, ${outType}, ${types(table.operands)}>(shape, mask, out, in, sc, ws, ws_bytes, stream);`,
+    `  return kf_launch_reduce<${pro}, ${acc}, ${epi}, ${outType}, ${types(table.operands)}>(shape, mask, out, in, sc, ws, ws_bytes, stream);`,
     "}",
-    `size_t ${fn}_workspace(const KfShape& shape, uint32_t mask) { return kf_reduce_workspace_bytes<${spec.acc}>(shape, mask); }`,
+    `size_t ${fn}_workspace(const KfShape& shape, uint32_t mask) { return kf_reduce_workspace_bytes<${acc}>(shape, mask); }`,
   ].join("\n");
   const host = hostFunction(
     fn,

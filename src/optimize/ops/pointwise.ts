@@ -163,9 +163,33 @@ const BASE: Record<string, PointwiseSpec> = {
   frac: unary((a) => `((${a}) - truncf(${a}))`),
   floor: call("floorf"),
   ceil: call("ceilf"),
-  round: call("rintf"),
+  round: {
+    operands: ["input"],
+    emit: ([a], p) => {
+      const decimals = Number.parseFloat(p.num("decimals", 0) ?? "");
+      if (!Number.isInteger(decimals)) return null;
+      if (decimals === 0) return `rintf(${a})`;
+      const tenPow = floatLiteral(10 ** Math.abs(decimals));
+      return `kf_round_decimals(${a}, ${tenPow}, ${decimals < 0})`;
+    },
+  },
   trunc: call("truncf"),
   sign: call("kf_sign"),
+  sgn: call("kf_sign"),
+  sinc: call("kf_sinc"),
+  entr: call("kf_entr"),
+  ndtr: call("kf_ndtr"),
+  log_ndtr: call("kf_log_ndtr"),
+  // eps clamps the input to [eps, 1 - eps]; absent (or negative, which PyTorch ignores) it does not.
+  logit: {
+    operands: ["input"],
+    emit: ([a], p) => {
+      if (!p.has("eps")) return `kf_logit(${a})`;
+      const eps = p.num("eps");
+      if (eps === null) return null;
+      return eps.startsWith("-") ? `kf_logit(${a})` : `kf_logit_eps(${a}, ${eps})`;
+    },
+  },
   add: {
     operands: ["input", "other"],
     emit: ([a, b], p) => {
@@ -193,6 +217,10 @@ const BASE: Record<string, PointwiseSpec> = {
   remainder: { operands: ["input", "other"], emit: ([a, b]) => `kf_remainder(${a}, ${b})` },
   fmod: { operands: ["input", "other"], emit: ([a, b]) => `fmodf(${a}, ${b})` },
   logaddexp: { operands: ["input", "other"], emit: ([a, b]) => `kf_logaddexp(${a}, ${b})` },
+  logaddexp2: { operands: ["input", "other"], emit: ([a, b]) => `kf_logaddexp2(${a}, ${b})` },
+  xlogy: { operands: ["input", "other"], emit: ([a, b]) => `kf_xlogy(${a}, ${b})` },
+  xlog1py: { operands: ["input", "other"], emit: ([a, b]) => `kf_xlog1py(${a}, ${b})` },
+  heaviside: { operands: ["input", "values"], emit: ([a, v]) => `kf_heaviside(${a}, ${v})` },
   atan2: { operands: ["input", "other"], emit: ([a, b]) => `atan2f(${a}, ${b})` },
   hypot: { operands: ["input", "other"], emit: ([a, b]) => `hypotf(${a}, ${b})` },
   copysign: { operands: ["input", "other"], emit: ([a, b]) => `copysignf(${a}, ${b})` },

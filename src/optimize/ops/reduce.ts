@@ -1,7 +1,7 @@
 // Reductions the codegen fuses (kf_reduce.cuh): the accumulator, the per-element prologue (what is
 // reduced, e.g. |a - b| for an L1 loss) and the epilogue on the accumulated result (mean = sum / count).
 // `dims` says which dims of the first operand are reduced; null from it means "not this call" (PyTorch).
-import type { ParamReader } from "./pointwise.ts";
+import { floatLiteral, type ParamReader } from "./pointwise.ts";
 
 export type Accumulator =
   | "KfAccSum"
@@ -17,6 +17,9 @@ export type Accumulator =
 
 export interface ReduceSpec {
   acc: Accumulator;
+  /** The accumulator where the call's arguments choose it (a norm's order: max |x| for inf); null: no kernel
+   * form. Absent: always `acc`. */
+  accOf?(p: ParamReader): Accumulator | null;
   /** The fn's tensor arguments; the first one's rank is the iteration rank `dims` refers to. */
   operands: string[];
   /** The C++ type `pro` returns: float, or KfSums<K> for a KfAccSums<K> accumulator (several sums at once). */
@@ -33,9 +36,11 @@ export interface ReduceSpec {
   reductions?: string[];
   /** Arguments the kernel form does not take (a loss's per-element `weight`): the call must leave them None. */
   absent?: string[];
-  /** The call returns (values, indices) (torch.max/min with a dim): the region computes the values, read
-   * through the one `[0]` that uses them. */
+  /** The call returns a pair (torch.max/min with a dim: values, indices; torch.aminmax: min, max): the region
+   * computes the one item read, through the one `[0]` / `[1]` that uses it; `[1]` is the `secondOfPair`
+   * reduction's. */
   valuesOfPair?: boolean;
+  secondOfPair?: string;
 }
 
 const identity = ([a]: string[]) => a ?? null;
@@ -66,17 +71,33 @@ function loss(pro: ReduceSpec["pro"], extra: Partial<ReduceSpec> = {}): ReduceSp
   };
 }
 
-/** |d|^ord summed, then its 1/ord-th power: a p-norm's prologue and epilogue (2 and 1 without pow). */
+const INF = floatLiteral(Number.POSITIVE_INFINITY);
+const NEG_INF = floatLiteral(Number.NEGATIVE_INFINITY);
+
+/** A p-norm's accumulator: max |d| for ord inf, min |d| for -inf, else a sum. */
+function pNormAcc(ord: string | null): Accumulator | null {
+  if (ord === null) return null;
+  return ord === INF ? "KfAccMax" : ord === NEG_INF ? "KfAccMin" : "KfAccSum";
+}
+
+/** |d|^ord summed, then its 1/ord-th power: a p-norm's prologue and epilogue (2 and 1 without pow); |d| for
+ * ord ±inf (maximised / minimised); for ord 0 the count of nonzero d, as torch's norm counts them. */
 function pNormPro(d: string, ord: string | null): string | null {
   if (ord === "2.f") return `(${d}) * (${d})`;
-  if (ord === "1.f") return `fabsf(${d})`;
-  return ord === null || ord.includes("__int_as_float") || ord === "0.f" ? null : `powf(fabsf(${d}), ${ord})`;
+  if (ord === "1.f" || ord === INF || ord === NEG_INF) return `fabsf(${d})`;
+  if (ord === "0.f") return `((${d}) != 0.f ? 1.f : 0.f)`;
+  return ord === null || ord.includes("__int_as_float") ? null : `powf(fabsf(${d}), ${ord})`;
 }
 
 function pNormEpi(ord: string | null): string | null {
   if (ord === "2.f") return "sqrtf(r.value)";
-  if (ord === "1.f") return "r.value";
+  if (ord === "1.f" || ord === "0.f" || ord === INF || ord === NEG_INF) return "r.value";
   return ord === null ? null : `powf(r.value, 1.f / ${ord})`;
+}
+
+/** The accumulator of a call of `spec` with these arguments. */
+export function accumulatorOf(spec: ReduceSpec, p: ParamReader): Accumulator | null {
+  return spec.accOf ? spec.accOf(p) : spec.acc;
 }
 
 export const REDUCTIONS: Record<string, ReduceSpec> = {
@@ -94,6 +115,7 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     epi: value,
     dims: "dim",
     valuesOfPair: true,
+    secondOfPair: "argmax",
   },
   min_dim: {
     acc: "KfAccMin",
@@ -102,6 +124,17 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     epi: value,
     dims: "dim",
     valuesOfPair: true,
+    secondOfPair: "argmin",
+  },
+  // torch.aminmax: (min, max) over `dim` (every dim when None).
+  aminmax: {
+    acc: "KfAccMin",
+    operands: ["input"],
+    pro: identity,
+    epi: value,
+    dims: "dim",
+    valuesOfPair: true,
+    secondOfPair: "amax",
   },
   argmax: { acc: "KfAccArgMax", operands: ["input"], pro: identity, epi: value, dims: "dim", index: true },
   argmin: { acc: "KfAccArgMin", operands: ["input"], pro: identity, epi: value, dims: "dim", index: true },
@@ -128,6 +161,7 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
   },
   vector_norm: {
     acc: "KfAccSum",
+    accOf: (p) => pNormAcc(p.num("ord", 2)),
     operands: ["input"],
     pro: ([a], p) => pNormPro(a ?? "", p.num("ord", 2)),
     epi: (p) => pNormEpi(p.num("ord", 2)),
@@ -136,6 +170,7 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
   // torch: the p-norm of x1 - x2 + eps over the last dim.
   pairwise_distance: {
     acc: "KfAccSum",
+    accOf: (p) => pNormAcc(p.num("p", 2)),
     operands: ["x1", "x2"],
     pro: ([a, b], p) => {
       const eps = p.num("eps", 1e-6);
@@ -181,6 +216,13 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     { absent: ["weight", "pos_weight"] },
   ),
   soft_margin_loss: loss(([x, t]) => `log1pf(expf(-(${t}) * (${x})))`),
+  // torch: exp(x) - t x of a log input, else x - t log(x + eps); full=True adds Stirling's term (PyTorch's).
+  poisson_nll_loss: loss(([x, t], p) => {
+    const logInput = p.bool("log_input");
+    const eps = p.num("eps", 1e-8);
+    if (p.bool("full") !== false || logInput === null || eps === null) return null;
+    return logInput ? `expf(${x}) - (${t}) * (${x})` : `(${x}) - (${t}) * logf((${x}) + ${eps})`;
+  }),
   // torch: where(t != 1, clamp_min(margin - x, 0), 0) + where(t != -1, x, 0).
   hinge_embedding_loss: loss(([x, t], p) => {
     const margin = p.num("margin", 1);

@@ -4,7 +4,7 @@
 import type { Arg, GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
-import { REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
+import { accumulatorOf, REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
 import { ALIASING_OPS, written } from "./aliasing.ts";
 import { FLOAT_DTYPES, type GraphView, intList, paramReader } from "./graph-view.ts";
 
@@ -164,6 +164,8 @@ export function normDims(node: GraphNode, view: GraphView): number[] | null {
 const PAIR_FIELDS = new Map<string, 0 | 1>([
   ["values", 0],
   ["indices", 1],
+  ["min", 0],
+  ["max", 1],
 ]);
 
 /** The `[0]` / `.values` or `[1]` / `.indices` node that alone reads a (values, indices) reduction, or null. */
@@ -182,11 +184,11 @@ export function pairProjection(node: GraphNode, view: GraphView): { id: string; 
   return { id: only.id, index: index.value };
 }
 
-/** The reduction a node computes: a (values, indices) reduction read through `[1]` is its argmax/argmin. */
+/** The reduction a node computes: a pair's `[1]` is its `secondOfPair` (max(dim)'s indices: argmax; aminmax's max). */
 export function reduceSpecOf(node: GraphNode, view: GraphView): ReduceSpec | undefined {
   const spec = REDUCTIONS[node.op];
   if (!spec?.valuesOfPair || pairProjection(node, view)?.index !== 1) return spec;
-  return REDUCTIONS[spec.acc === "KfAccMax" ? "argmax" : "argmin"];
+  return spec.secondOfPair ? REDUCTIONS[spec.secondOfPair] : undefined;
 }
 
 /** A seed's main tensor argument: its `input`, or a reduction's first operand (whose dims `dim` names). */
@@ -328,7 +330,9 @@ export const SEED_RULES: SeedRule[] = [
         spec.pro(
           spec.operands.map(() => "a"),
           reader,
-        ) !== null && spec.epi(reader) !== null;
+        ) !== null &&
+        spec.epi(reader) !== null &&
+        accumulatorOf(spec, reader) !== null;
       return ok ? null : `${node.op} with these arguments has no kernel form`;
     },
   },

@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 import type { Arg } from "../../../src/optimize/graph.ts";
 import { NORMALIZATIONS } from "../../../src/optimize/ops/normalize.ts";
 import { floatLiteral, POINTWISE, scalarValue } from "../../../src/optimize/ops/pointwise.ts";
-import { REDUCTIONS } from "../../../src/optimize/ops/reduce.ts";
+import { accumulatorOf, REDUCTIONS } from "../../../src/optimize/ops/reduce.ts";
 import { paramReader } from "../../../src/optimize/plan/graph-view.ts";
 
 interface Case {
@@ -57,7 +57,7 @@ const out = cases.map((c) => {
   const operands = spec.operands.map((_, i) => `x[${i}]`);
   return {
     op: c.op,
-    acc: spec.acc,
+    acc: accumulatorOf(spec, reader),
     value: spec.value ?? "float",
     pro: spec.pro(operands, reader),
     epi: spec.epi(reader),

@@ -77,6 +77,61 @@ __device__ __forceinline__ float kf_logaddexp(float a, float b) {
   if (isinf(a) && a == b) return a;
   return fmaxf(a, b) + log1pf(expf(-fabsf(a - b)));
 }
+// torch.logaddexp2: as logaddexp, in base 2 (log1p(2^-|d|) / ln 2).
+__device__ __forceinline__ float kf_logaddexp2(float a, float b) {
+  if (isinf(a) && a == b) return a;
+  return fmaxf(a, b) + log1pf(exp2f(-fabsf(a - b))) * 1.4426950408889634f;
+}
+// torch.sinc: sin(pi a) / (pi a) of the rounded product, 1 at 0.
+__device__ __forceinline__ float kf_sinc(float a) {
+  if (a == 0.f) return 1.f;
+  const float product = 3.14159265358979323846f * a;
+  return kf_sin(product) / product;
+}
+// torch.heaviside: `values` at 0, else the step (0 for NaN, as PyTorch's `a > 0`).
+__device__ __forceinline__ float kf_heaviside(float a, float values) { return a == 0.f ? values : (a > 0.f ? 1.f : 0.f); }
+// torch.xlogy / special.xlog1py: NaN from y, 0 where x is 0 (even for y = 0 or inf).
+__device__ __forceinline__ float kf_xlogy(float x, float y) {
+  if (y != y) return y;
+  return x == 0.f ? 0.f : x * logf(y);
+}
+__device__ __forceinline__ float kf_xlog1py(float x, float y) {
+  if (y != y) return y;
+  return x == 0.f ? 0.f : x * log1pf(y);
+}
+// torch.special.entr: -x log x, 0 at 0, -inf below 0, NaN kept.
+__device__ __forceinline__ float kf_entr(float a) {
+  if (a != a) return a;
+  if (a > 0.f) return -a * logf(a);
+  return a == 0.f ? 0.f : -INFINITY;
+}
+#ifndef __CUDACC__
+// The host (the op-math test, the kernel emulator) has no erfcxf: exp(x^2) erfc(x) in double, the asymptotic
+// series where erfc underflows.
+inline float erfcxf(float a) {
+  const double x = a;
+  if (x < 25.0) return static_cast<float>(exp(x * x) * erfc(x));
+  const double inv = 1.0 / (x * x);
+  return static_cast<float>((1.0 - 0.5 * inv + 0.75 * inv * inv) / (x * 1.7724538509055160273));
+}
+#endif
+// torch.special.ndtr and log_ndtr (PyTorch's formulas: erfcx keeps log_ndtr finite far into the left tail).
+__device__ __forceinline__ float kf_ndtr(float a) { return 0.5f * erfcf(-a * 0.70710678118654752f); }
+__device__ __forceinline__ float kf_log_ndtr(float a) {
+  const float t = a * 0.70710678118654752f;
+  if (a < -1.f) return logf(erfcxf(-t) * 0.5f) - t * t;
+  return log1pf(-erfcf(t) * 0.5f);
+}
+// torch.logit: the input clamped to [eps, 1 - eps] first when eps is given (NaN passes through the clamp).
+__device__ __forceinline__ float kf_logit(float a) { return logf(a / (1.f - a)); }
+__device__ __forceinline__ float kf_logit_eps(float a, float eps) {
+  const float z = a < eps ? eps : (a > 1.f - eps ? 1.f - eps : a);
+  return logf(z / (1.f - z));
+}
+// torch.round(decimals=d): rint of the scaled value, scaled back (by 10^-d's reciprocal for d < 0), as ATen.
+__device__ __forceinline__ float kf_round_decimals(float a, float ten_pow, bool negative) {
+  return negative ? rintf(a / ten_pow) * ten_pow : rintf(a * ten_pow) / ten_pow;
+}
 // torch.nan_to_num: NaN, +inf and -inf replaced (inf is isinf's, not a comparison that fast math could fold).
 __device__ __forceinline__ float kf_nan_to_num(float a, float nan, float posinf, float neginf) {
   if (a != a) return nan;
