@@ -215,6 +215,7 @@ class EvalContext:
     reference: Any = None  # reference_process.ReferenceProcess: the clean reference, when it runs on its own
     reference_start_error: str | None = None  # why the reference process could not be spawned
     reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
+    judge_socket: tuple[int, int] | None = None  # (st_dev, st_ino) of the judge's channel, closed here before the import
     forward_peaks: Any = None  # checks.budget.ForwardPeaks of the first trial (CUDA): who an out-of-memory is charged to
     adopting: bool = False  # the worker is its descendants' subreaper (interference.adopt_orphans)
     # Child processes that existed before the candidate could run (an in-process caller's own, zombies included):
@@ -360,17 +361,64 @@ def spawn_reference(ctx: EvalContext) -> None:
     imports and CUDA initialisations overlap — and in any case before the candidate is imported (nothing the
     candidate does can shape its environment or command line). Its readiness is awaited when the reference
     is first needed; start_reference reports a start that failed."""
-    if not ctx.request.reference_in_own_process:
-        return
-    from .reference_process import ReferenceProcess, ReferenceProcessError
+    judge_fd = ctx.request.judge_fd
+    if judge_fd is not None:
+        import stat
 
-    spec = {"problemPath": os.path.abspath(ctx.request.problem_path), "device": ctx.request.device,
-            "dtype": _PRECISION_NAMES.get(ctx.request.precision or ""), "seed": ctx.request.seed,
-            "allowTf32": ctx.request.allow_tf32, "fp64": True}
+        try:
+            st = os.fstat(judge_fd)
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISSOCK(st.st_mode):
+            judge_fd = None  # not the CLI's socket: left alone; the CLI's record of the judge stays empty and says so
+        else:
+            ctx.judge_socket = (st.st_dev, st.st_ino)
     try:
-        ctx.reference = ReferenceProcess(spec)
-    except (OSError, ReferenceProcessError) as exc:
-        ctx.reference_start_error = f"{exc}"
+        if not ctx.request.reference_in_own_process:
+            return
+        from .reference_process import ReferenceProcess, ReferenceProcessError
+
+        # Written now, before the candidate exists: the judge takes its tolerance override from here, never from
+        # anything the worker says later.
+        spec = {"problemPath": os.path.abspath(ctx.request.problem_path), "device": ctx.request.device,
+                "dtype": _PRECISION_NAMES.get(ctx.request.precision or ""), "seed": ctx.request.seed,
+                "allowTf32": ctx.request.allow_tf32, "fp64": True, "atol": ctx.request.atol, "rtol": ctx.request.rtol}
+        if judge_fd is not None:
+            spec["judgeFd"] = judge_fd
+        try:
+            ctx.reference = ReferenceProcess(spec)
+        except (OSError, ReferenceProcessError) as exc:
+            ctx.reference_start_error = f"{exc}"
+    finally:
+        # The judge's channel belongs to the reference process alone: the worker's copy is closed at once.
+        if judge_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(judge_fd)
+
+
+def judge_channel_closed(ctx: EvalContext) -> None:
+    """Right before the candidate is imported: no descriptor of this process may still lead to the judge's channel
+    (the candidate could write the judge's records). /proc/self/fd is read for any descriptor onto the same socket
+    (a dup the harness made by mistake); one found is closed, and said."""
+    if ctx.judge_socket is None:
+        return
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return
+    leaked = []
+    for name in names:
+        try:
+            fd = int(name)
+            st = os.fstat(fd)
+        except (ValueError, OSError):
+            continue
+        if (st.st_dev, st.st_ino) == ctx.judge_socket:
+            leaked.append(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    if leaked:
+        print(f"kforge_worker: closed descriptor(s) {leaked} onto the judge's channel before the import", flush=True)
 
 
 def start_reference(ctx: EvalContext) -> None:
@@ -419,6 +467,7 @@ def load_candidate(ctx: EvalContext) -> None:
     if not has_code(ctx.candidate_source):
         raise StageFailure("no_code", f"candidate {os.path.basename(path)} has no code (empty, or only comments)")
     call_checks(ctx, "before_import")
+    judge_channel_closed(ctx)
     ctx.candidate = ctx.guard_candidate(
         f"candidate {os.path.basename(path)} failed to import", lambda: import_path(path, "candidate"), "import_error"
     )
@@ -625,6 +674,8 @@ def check_correctness(ctx: EvalContext) -> None:
             trial["message"] = str(exc)
             _settle_isolation(ctx, mismatch)
             raise StageFailure("shape_mismatch", f"trial {t}: {exc}") from None
+        if from_clean:
+            _judge(ctx, lambda: ctx.reference.judge_trial(cand_list))
         if len(cand_list) != len(ref_list):
             trial["message"] = f"ModelNew returned {len(cand_list)} output tensor(s), Model {len(ref_list)}"
             _settle_isolation(ctx, mismatch)
@@ -665,6 +716,16 @@ def check_correctness(ctx: EvalContext) -> None:
         ctx.reference.release()  # the trials' leftovers in the clean process, before the checks allocate here
     if first_failure is not None:
         raise StageFailure("incorrect", f"{first_failure} [{failed} of {trials} trials failed]")
+
+
+def _judge(ctx: EvalContext, fn: Callable[[], None]) -> None:
+    """Hands the candidate's outputs to the judge in the reference process (judge.py); its failure as a harness is
+    a run that cannot be judged."""
+    try:
+        fn()
+    except BaseException as exc:  # noqa: BLE001
+        _raise_if_remote(exc)
+        raise
 
 
 def _float64_scope(ctx: EvalContext, bounded: list[tuple[int, Any]], trials: int) -> None:
@@ -953,6 +1014,8 @@ def time_models(ctx: EvalContext) -> None:
         if outputs:
             side["now"] = "compare"
             ctx.synchronize()
+            if remote is not None:  # the judge gets this pair's outputs before anything decides whether it looks
+                _judge(ctx, lambda: ctx.reference.commit(_flat_or_none(outputs.get("ModelNew"))))
             _guard_reference_noise(ctx, f"timing, before pair {pair}")
             sampler.after_pair(pair - 1, outputs.pop("Model", None), outputs.pop("ModelNew", None),
                                None if ref_aliases else pool.cand_inputs())
@@ -1130,6 +1193,17 @@ def _raise_if_remote(exc: BaseException) -> None:
         raise StageFailure("problem_error", f"problem {exc.what}: {exc.reason} (in the reference process)") from None
     if isinstance(exc, ReferenceProcessError):
         raise StageFailure("runtime_error", f"{exc}: the run cannot be judged") from None
+
+
+def _flat_or_none(out: Any) -> list[Any]:
+    """The candidate's outputs flattened as the trials do; what does not flatten goes to the judge as nothing (a
+    wrong answer there)."""
+    from .compare import OutputStructureError, flatten_outputs
+
+    try:
+        return flatten_outputs(out, "ModelNew output")
+    except OutputStructureError:
+        return []
 
 
 def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any) -> tuple[bool, str | None]:

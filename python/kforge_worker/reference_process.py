@@ -283,7 +283,7 @@ def decode_values(items: list[dict[str, Any]], importer: Importer, copy_tensors:
 class _Reference:
     """The child's state: the problem, Model, its float64 copy, the timing pool and clock."""
 
-    def __init__(self, spec: dict[str, Any], directory: str) -> None:
+    def __init__(self, spec: dict[str, Any], directory: str, judge: Any = None) -> None:
         import torch
 
         from .loading import LoadError, check_problem, import_path
@@ -321,6 +321,16 @@ class _Reference:
         self.pool: Any = None
         self.clock: Any = None
         self.last: Any = None
+        # The judge (judge.py): this process's own comparisons of the candidate's outputs, reported to the CLI.
+        self.judge = judge
+        # On CUDA what the worker maps is a copy (a staging buffer), never the outputs the judge compares with: the
+        # worker's mapping of a shared allocation is writable from the candidate's process. On CPU every shared
+        # tensor is a copy in a file already (and carries its digest).
+        self.private = self.device.type == "cuda"
+        if judge is not None:
+            from .checks.context import has_dropout
+
+            judge.start(os.getpid(), dropout=has_dropout(self.model))
 
     def _fits(self) -> None:
         """A problem whose one copy of inputs and parameters is more than the device has free is the problem's
@@ -377,7 +387,9 @@ class _Reference:
                 out = self._problem_call("Model.forward", lambda: self.forward(self.model, given))
             outs = self._problem_call("output", lambda: flatten_outputs(out, "reference output"))
             return {"inputs": encode_values(self.inputs, self.exporter, "in"),
-                    "outputs": encode_values(outs, self.exporter, "out", staging=False), "outputs64": None}
+                    "outputs": encode_values(outs, self.exporter, "out", staging=self.private), "outputs64": None}
+        # The inputs first: an input that cannot be handed over declines the trial before the judge expects it.
+        inputs = encode_values(self.inputs, self.exporter, "in")
         if self.float64 is not None:
             self.float64.before_reference(self.inputs)  # the first trial's copy starts from the reference's state
         given = [x.clone() if isinstance(x, torch.Tensor) else x for x in self.inputs]
@@ -393,10 +405,38 @@ class _Reference:
             float64 = {"rows": list(view.rows) if view is not None and view.rows is not None else None,
                        "batch": view.batch if view is not None else None,
                        "note": view.note if view is not None else self.float64.note}
-        return {"inputs": encode_values(self.inputs, self.exporter, "in"),
-                "outputs": encode_values(outs, self.exporter, "out", staging=False),
-                "outputs64": encode_values(view.outputs, self.exporter, "o64_", staging=False) if view is not None else None,
+        if self.judge is not None:
+            dtypes = [x.dtype for x in self.inputs if isinstance(x, torch.Tensor)] + [o.dtype for o in outs]
+            self.judge.tolerance(self.spec, self.problem, dtypes)
+            self.judge.trial_ready(int(req["seed"]), outs, view.outputs if view is not None else None,
+                                   view.rows if view is not None else None)
+        return {"inputs": inputs,
+                "outputs": encode_values(outs, self.exporter, "out", staging=self.private),
+                "outputs64": (encode_values(view.outputs, self.exporter, "o64_", staging=self.private)
+                              if view is not None else None),
                 "float64": float64}
+
+    def judge_trial(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The candidate's outputs of the trial just given, judged here (nothing is said back: the worker judges
+        its own copy; the CLI reads the judge's record)."""
+        if self.judge is not None:
+            self.judge.judge_trial(req.get("outputs"), self.device)
+        return {}
+
+    def commit(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The candidate's outputs of the pair of timed calls just run: the judge copies them, then draws whether
+        to compare them with this process's last output (judge.Judge.commit)."""
+        from .compare import OutputStructureError, flatten_outputs
+
+        if self.judge is None:
+            return {}
+        self.sync()
+        try:
+            last = flatten_outputs(self.last, "reference output") if self.last is not None else None
+        except OutputStructureError:
+            last = None
+        self.judge.commit(req.get("outputs"), last, self.device)
+        return {}
 
     def _release_cache(self, outs: list[Any]) -> None:
         """Hands the blocks the forward's copies and temporaries left in this process's caching allocator back to
@@ -443,6 +483,8 @@ class _Reference:
 
         self.pool = FreshInputPool(self.make_inputs, seed, sets=int(req.get("sets") or 0), mirror=False,
                                    generation=input_generation(self))
+        if self.judge is not None:
+            self.judge.timing_starts()
         self.clock = clock_for(self.device)
         return {"sets": self.pool.sets, "generation": self.pool.generation, "method": self.clock.method,
                 "flushBytes": int(self.clock.flush_bytes)}
@@ -456,6 +498,8 @@ class _Reference:
 
     def call(self, req: dict[str, Any]) -> dict[str, Any]:
         inputs = self.pool.ref_inputs()
+        if self.judge is not None:
+            self.judge.called()
 
         def run() -> None:
             self.last = self.model(*inputs)
@@ -478,7 +522,7 @@ class _Reference:
 
         self.sync()
         outs = self._problem_call("output", lambda: flatten_outputs(self.last, "reference output"))
-        return {"outputs": encode_values(outs, self.exporter, "last", staging=False)}
+        return {"outputs": encode_values(outs, self.exporter, "last", staging=self.private)}
 
 
 # What only something outside this process can do to it, counted here (the worker's process — the candidate's —
@@ -577,6 +621,13 @@ def serve() -> int:
     directory = tempfile.mkdtemp(prefix="kforge-ref-", dir=_shared_dir())
     os.chmod(directory, 0o700)
     state: _Reference | None = None
+    judge = None
+    if isinstance(spec, dict) and isinstance(spec.get("judgeFd"), int):
+        from .judge import Judge
+
+        with contextlib.suppress(OSError):
+            os.set_inheritable(spec["judgeFd"], False)  # nothing this process starts gets it
+        judge = Judge(spec["judgeFd"], directory)
     guard_from_outside(str(spec.get("device", "cpu")) if isinstance(spec, dict) else "cpu")
     audits: list[str] = []  # copies of the worker's audit events (ReferenceProcess.audit_note), kept here
     audit_count = 0
@@ -586,7 +637,7 @@ def serve() -> int:
 
     try:
         try:
-            state = _Reference(spec, directory)
+            state = _Reference(spec, directory, judge)
             reply(first_id, {"ok": True, "directory": directory, "fp64": state.float64 is not None})
         except ProblemFailure as exc:
             reply(first_id, {"ok": False, "problem": True, "what": exc.what, "reason": exc.reason})
@@ -611,6 +662,8 @@ def serve() -> int:
                 reply(rid, {"ok": True, "count": audit_count, "notes": audits[:50]})
                 continue
             if op == "close":
+                if judge is not None:
+                    judge.end()
                 reply(rid, {"ok": True})
                 break
             try:
@@ -625,6 +678,8 @@ def serve() -> int:
                     "call": lambda: state.call(req),
                     "last": state.last_output,
                     "buffers": state.buffers,
+                    "judge_trial": lambda: state.judge_trial(req),
+                    "commit": lambda: state.commit(req),
                 }
                 if op not in handlers:
                     reply(rid, {"ok": False, "problem": False, "reason": f"unknown op {op!r}"})
@@ -638,6 +693,8 @@ def serve() -> int:
             except ProblemFailure as exc:
                 reply(rid, {"ok": False, "problem": True, "what": exc.what, "reason": exc.reason})
             except Untransportable as exc:
+                if judge is not None:
+                    judge.declined(f"{exc}: the reference ran in the worker beside the candidate")
                 reply(rid, {"ok": False, "problem": False, "transport": True, "reason": str(exc)})
             except BaseException as exc:  # noqa: BLE001 — a harness failure, reported, never a hang
                 reply(rid, {"ok": False, "problem": False, "reason": summarize_exception(exc)})
@@ -665,11 +722,17 @@ class ReferenceProcess:
         self.nonce = os.urandom(16).hex()
         env = dict(os.environ)
         env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        # The judge's channel (spec["judgeFd"], the CLI's socket) goes to the child at the same number; the caller
+        # closes its own copy right after (spawn_reference), before the candidate exists.
+        judge_fd = spec.get("judgeFd")
+        self.judging = isinstance(judge_fd, int)
         self.proc = subprocess.Popen(
             [python, "-m", "kforge_worker.reference_process"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None, env=env, text=True, bufsize=1, close_fds=True,
+            pass_fds=(judge_fd,) if self.judging else (),
         )
         self.importer = Importer()
+        self.handover: Exporter | None = None  # the candidate's outputs, handed to the judge (judge_trial, commit)
         self.sequence = 0
         # How the child is scheduled before the candidate exists: cores and niceness of its main thread.
         from .interference import cgroup, scheduling
@@ -778,6 +841,36 @@ class ReferenceProcess:
                                str(about.get("note") or ""))
         return inputs, outs, view
 
+    def _hand_over(self, outputs: list[Any]) -> list[dict[str, Any]]:
+        """The candidate's flattened outputs where the judge can copy them: files of a directory of the worker's own
+        (never the reference process's) on CPU, one CUDA staging buffer per output on a GPU (one IPC handle for the
+        run). Contiguous: the judge reads them in row-major order whatever the candidate's strides."""
+        import torch
+
+        if self.handover is None:
+            directory = tempfile.mkdtemp(prefix="kforge-cand-", dir=_shared_dir())
+            os.chmod(directory, 0o700)
+            self.handover = Exporter(directory)
+        items = []
+        for i, t in enumerate(outputs):
+            if not isinstance(t, torch.Tensor):
+                items.append({"value": None})
+                continue
+            items.append({"tensor": self.handover.put(f"cand{i}", torch.Tensor.contiguous(t.detach()), staging=True)})
+        return items
+
+    def judge_trial(self, outputs: list[Any]) -> None:
+        """The candidate's outputs of the trial the child just gave, for the judge (no answer: its record goes to
+        the CLI)."""
+        if self.judging:
+            self.request("judge_trial", outputs=self._hand_over(outputs))
+
+    def commit(self, outputs: list[Any]) -> None:
+        """The candidate's outputs of the pair of timed calls just run, for the judge, before anything about
+        whether the pair is compared exists."""
+        if self.judging:
+            self.request("commit", outputs=self._hand_over(outputs))
+
     def buffers(self) -> dict[str, Any]:
         """The reference model's buffers in the child, copied into this process, by name."""
         self.importer.forget("buf")
@@ -808,6 +901,12 @@ class ReferenceProcess:
                     stream.close()
             except OSError:
                 pass
+        if self.handover is not None:
+            import shutil
+
+            self.handover.buffers.clear()
+            shutil.rmtree(self.handover.directory, ignore_errors=True)
+            self.handover = None
 
 
 class RemoteTiming:

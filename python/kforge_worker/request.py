@@ -51,6 +51,9 @@ class EvalRequest:
     reference_process: bool | None = None
     # Started ahead of the candidate file: the candidate is read only after a "go" line on stdin (await_go).
     wait_for_go: bool = False
+    # The CLI's socket for the judge's records (judge.py): handed to the reference process, closed here before the
+    # candidate is imported. None: no judge channel (hand-written requests, callers without one).
+    judge_fd: int | None = None
 
     @property
     def reference_in_own_process(self) -> bool:
@@ -162,4 +165,5 @@ def parse_request(data: Any) -> EvalRequest:
         strict=_optional_flag(options, "strict"),
         reference_process=_optional_flag(options, "referenceProcess") if "referenceProcess" in options else None,
         wait_for_go=_optional_flag(options, "waitForGo"),
+        judge_fd=_int(options, "judgeFd", "request.options", 0) if options.get("judgeFd") is not None else None,
     )

@@ -89,6 +89,10 @@ export const EvalRequest = z.object({
      * initialises the device, says "ready", and reads the candidate only after a `go` line on stdin (after the
      * request's line). Absent: off. */
     waitForGo: z.boolean().optional(),
+    /** The descriptor, in the worker, of the CLI's socket for the judge's records (src/worker/judge.ts): the worker
+     * hands it to the clean reference process and closes its own copy before the candidate is imported. Absent: no
+     * judge channel (hand-written requests, Ray tasks). */
+    judgeFd: z.number().int().nonnegative().optional(),
   }),
 });
 export type EvalRequest = z.infer<typeof EvalRequest>;
@@ -208,6 +212,51 @@ export const Workload = z.object({
 });
 export type Workload = z.infer<typeof Workload>;
 
+/** What the judge — the clean reference process, which never imports candidate code — found, as the CLI read it
+ * from the channel only that process can write (python/kforge_worker/judge.py). */
+export const JudgeRecord = z.object({
+  /** ok; missing: not one line (no judge ran); truncated: no end record; forged: lines the judge did not write. */
+  channel: z.enum(["ok", "missing", "truncated", "forged"]),
+  problems: z.array(z.string()),
+  /** process: the trials and timed calls were judged there; in_worker: the reference stayed in the worker (active
+   * dropout, or inputs that cannot be handed over — decided by the judge itself). */
+  mode: z.enum(["process", "in_worker"]).nullable(),
+  why: z.string().nullable(),
+  pid: z.number().int().nullable(),
+  tolerance: z.object({ atol: z.number(), rtol: z.number() }).nullable(),
+  trials: z.array(
+    z.object({
+      trial: z.number().int().nullable(),
+      seed: z.number().int().nullable(),
+      passed: z.boolean().nullable(),
+      message: z.string().nullable(),
+    }),
+  ),
+  /** Pairs of timed calls the judge compared (drawn by it after the candidate's outputs were handed over). */
+  sampled: z.number().int().nonnegative(),
+  /** The sampled pairs that were wrong (right ones are only counted). */
+  samples: z.array(
+    z.object({
+      pair: z.number().int().nullable(),
+      ok: z.boolean().nullable(),
+      message: z.string().nullable(),
+    }),
+  ),
+  end: z
+    .object({
+      trialsGiven: z.number().int().nullable(),
+      trialsJudged: z.number().int().nullable(),
+      trialsFailed: z.number().int().nullable(),
+      calls: z.number().int().nullable(),
+      commits: z.number().int().nullable(),
+      sampled: z.number().int().nullable(),
+      wrong: z.number().int().nullable(),
+      failures: z.array(z.string()).nullable(),
+    })
+    .nullable(),
+});
+export type JudgeRecord = z.infer<typeof JudgeRecord>;
+
 export const EvalResult = z.object({
   protocol: z.literal(PROTOCOL_VERSION),
   problem: z.string(),
@@ -234,6 +283,9 @@ export const EvalResult = z.object({
   seconds: z.number(),
   /** Wall time of each pipeline stage that ran, in order (absent in results of older workers). */
   stageSeconds: z.record(z.string(), z.number()).optional(),
+  /** The clean reference process's own judgement, added by the CLI (never by the worker): absent without a judge
+   * channel (--reference-process off, Ray). */
+  judge: JudgeRecord.optional(),
 });
 export type EvalResult = z.infer<typeof EvalResult>;
 

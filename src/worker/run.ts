@@ -2,7 +2,9 @@
 // fork or crash: so each gets its own process group, killed whole on timeout and after it ends.
 import { randomBytes } from "node:crypto";
 import { createInterface } from "node:readline";
+import type { Duplex } from "node:stream";
 import { execa } from "execa";
+import { reconcileJudge } from "./judge.ts";
 import { type EvalRequest, type EvalResult, type ProgressMessage, WorkerMessage } from "./protocol.ts";
 import { workerEnv } from "./python.ts";
 import { failedResult } from "./results.ts";
@@ -81,11 +83,20 @@ export class WorkerOutput {
   private readonly forged: string[] = [];
   private readonly protocolErrors: string[] = [];
   private readonly stderrTail: string[] = [];
+  private readonly judgeLines: string[] = [];
 
+  /** judgeNonce: the judge's channel was given to this worker (the first line written into it); its records are
+   * reconciled with the worker's result in finish(). */
   constructor(
     private readonly request: EvalRequest,
     private readonly hooks: Pick<RunWorkerOptions, "onProgress" | "onLog"> = {},
+    private readonly judgeNonce?: string,
   ) {}
+
+  /** One line read from the judge's channel (the clean reference process's records). */
+  judgeLine(line: string): void {
+    if (this.judgeLines.length < 5000) this.judgeLines.push(line);
+  }
 
   stdoutLine(line: string): void {
     if (line.trim() === "") return;
@@ -136,6 +147,9 @@ export class WorkerOutput {
       finished.verdict = "cheating";
       finished.reason = `result_channel: ${evidence}`;
     }
+    if (finished && this.judgeNonce !== undefined) {
+      reconcileJudge(finished, this.judgeLines, this.judgeNonce, request.options.timing.warmupIters);
+    }
     if (finished) {
       if (exit.leftovers) {
         finished.checks.push({
@@ -172,9 +186,20 @@ export function secretSeed(): string {
   return randomBytes(8).readBigUInt64BE().toString();
 }
 
-export async function runWorker(request: EvalRequest, options: RunWorkerOptions): Promise<EvalResult> {
+/** The worker's descriptor for the judge's channel: its 4th stdio entry, a socket (Node's "pipe"). */
+const JUDGE_FD = 3;
+
+export async function runWorker(givenRequest: EvalRequest, options: RunWorkerOptions): Promise<EvalResult> {
   const started = Date.now();
   const gated = options.go !== undefined;
+  // The judge's channel, unless the reference stays in the worker: the worker passes it to the clean reference
+  // process and closes its own copy before the candidate is imported; the nonce is written into it here, read
+  // there, and never seen by the worker.
+  const judging = givenRequest.options.referenceProcess !== false;
+  const judgeNonce = judging ? randomBytes(16).toString("hex") : undefined;
+  const request: EvalRequest = judging
+    ? { ...givenRequest, options: { ...givenRequest.options, judgeFd: JUDGE_FD } }
+    : givenRequest;
   const child = execa(options.python, ["-m", "kforge_worker"], {
     // The request is one line; a gated worker reads its go line after it, so stdin stays open till then.
     ...(gated ? {} : { input: `${JSON.stringify(request)}\n` }),
@@ -182,12 +207,23 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
     detached: true,
     buffer: false,
     reject: false,
-    stdio: ["pipe", "pipe", "pipe"],
+    stdio: judging ? ["pipe", "pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe"],
     cleanup: true,
   });
   const untrack = trackGroup(child.pid);
   if (child.pid !== undefined) options.onSpawn?.(child.pid);
-  const output = new WorkerOutput(request, options);
+  const output = new WorkerOutput(request, options, judgeNonce);
+  const judgeSocket = judging ? (child.stdio[JUDGE_FD] as Duplex | undefined) : undefined;
+  const judgeDone = (async () => {
+    if (!judgeSocket) return;
+    judgeSocket.on("error", () => {}); // a worker that never opened it: its record is then missing, and says so
+    judgeSocket.write(`${judgeNonce}\n`);
+    try {
+      for await (const line of createInterface({ input: judgeSocket })) output.judgeLine(line);
+    } catch {
+      // reset by a worker that exited without reading it (no judge ran): what was read stands
+    }
+  })();
 
   const stdoutDone = (async () => {
     if (!child.stdout) return;
@@ -240,6 +276,12 @@ export async function runWorker(request: EvalRequest, options: RunWorkerOptions)
   untrack();
   const exit = await child;
   await Promise.all([stdoutDone, stderrDone]);
+  // Everything holding the judge's end (the reference process) died with the worker's group at the latest.
+  await Promise.race([
+    judgeDone.catch(() => {}),
+    new Promise((resolve) => setTimeout(resolve, 5000).unref()),
+  ]);
+  judgeSocket?.destroy();
   return output.finish(
     {
       timedOut,

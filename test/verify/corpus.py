@@ -107,8 +107,15 @@ class Outcome:
                 "reason": (self.reason or "")[:300], "seconds": round(self.seconds, 2), "speedup": self.speedup}
 
 
-def worker_request(entry: dict[str, Any], device: str, cache_dir: str, timing: bool) -> dict[str, Any]:
-    """An EvalRequest (src/worker/protocol.ts) for one entry, every verification check enabled."""
+# The descriptor number the judge's channel has in a forked worker (fork_server.py puts it there), as the CLI's 4th
+# stdio descriptor does.
+FORK_JUDGE_FD = 3
+
+
+def worker_request(entry: dict[str, Any], device: str, cache_dir: str, timing: bool,
+                   judge_fd: int | None = None) -> dict[str, Any]:
+    """An EvalRequest (src/worker/protocol.ts) for one entry, every verification check enabled; ``judge_fd``: the
+    judge's channel (kforge_worker/judge.py), as the CLI gives one."""
     candidate = os.path.join(ROOT, entry["candidate"])
     return {
         "protocol": 1,
@@ -121,7 +128,7 @@ def worker_request(entry: dict[str, Any], device: str, cache_dir: str, timing: b
                     "timing": {"enabled": timing, "warmupIters": 5, "minIters": 40, "maxIters": 200,
                                "budgetSeconds": 4, "targetRelativeCi": 0.02},
                     "cacheDir": cache_dir, "checks": ["all"], "strict": entry.get("mode") == "strict",
-                    **_reference_process_option()},
+                    **_reference_process_option(), **({"judgeFd": judge_fd} if judge_fd is not None else {})},
     }
 
 
@@ -136,7 +143,9 @@ def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float 
                      python: str = sys.executable) -> Outcome:
     """Through the real worker (`python -m kforge_worker`, request on stdin, result on stdout)."""
     cache_dir = os.environ.get("KFORGE_VERIFY_CACHE", os.path.join(tempfile.gettempdir(), "kforge-verify-cache"))
-    request = worker_request(entry, device, cache_dir, bool(timing if timing is not None else entry.get("time")))
+    judge = _judge_channel() if _reference_process_option().get("referenceProcess", True) else None
+    request = worker_request(entry, device, cache_dir, bool(timing if timing is not None else entry.get("time")),
+                             judge.child_fd if judge is not None else None)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
     env.update(entry.get("env", {}) if device == "cpu" else {})
@@ -144,15 +153,28 @@ def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float 
     with tempfile.TemporaryDirectory(prefix="kforge-verify-") as tmp:
         try:
             proc = subprocess.run([python, "-m", "kforge_worker"], input=json.dumps(request), cwd=tmp, env=env,
-                                  capture_output=True, text=True, timeout=timeout, start_new_session=True)
+                                  capture_output=True, text=True, timeout=timeout, start_new_session=True,
+                                  pass_fds=(judge.child_fd,) if judge is not None else ())
         except subprocess.TimeoutExpired:
+            if judge is not None:
+                judge.finish(0)
             return Outcome(entry, "timeout", [], f"no result within {timeout}s", timeout, None)
-    return _outcome_from_stdout(entry, proc.stdout, proc.stderr, proc.returncode, started)
+    lines = {"nonce": judge.nonce, "lines": judge.finish()} if judge is not None else None
+    return _outcome_from_stdout(entry, proc.stdout, proc.stderr, proc.returncode, started, lines,
+                                request["options"]["timing"]["warmupIters"])
+
+
+def _judge_channel() -> Any:
+    sys.path.insert(0, os.path.join(ROOT, "python")) if os.path.join(ROOT, "python") not in sys.path else None
+    from kforge_worker.judge import JudgeChannel
+
+    return JudgeChannel()
 
 
 def _outcome_from_stdout(entry: dict[str, Any], stdout: str, stderr: str, returncode: int | None,
-                         started: float) -> Outcome:
-    """The entry's Outcome from a worker's stdout (its protocol lines) and stderr."""
+                         started: float, judge: dict[str, Any] | None = None, warmup: int = 0) -> Outcome:
+    """The entry's Outcome from a worker's stdout (its protocol lines) and stderr; ``judge`` ({nonce, lines}): the
+    judge's channel, reconciled with the result as the CLI does (kforge_worker.judge.reconcile)."""
     result = None
     for line in stdout.splitlines():
         try:
@@ -165,6 +187,11 @@ def _outcome_from_stdout(entry: dict[str, Any], stdout: str, stderr: str, return
         tail = (stderr or "")[-800:]
         return Outcome(entry, "runtime_error", [], f"worker exited {returncode} without a result: {tail}",
                        time.perf_counter() - started, None)
+    if judge is not None:
+        sys.path.insert(0, os.path.join(ROOT, "python")) if os.path.join(ROOT, "python") not in sys.path else None
+        from kforge_worker.judge import reconcile
+
+        result = reconcile(result, judge["lines"], judge["nonce"], warmup)
     failing = [c["name"] for c in result.get("checks", []) if c["outcome"] == "fail"]
     return Outcome(entry, result["verdict"], failing, result.get("reason"), result.get("seconds", 0.0), result)
 
@@ -188,6 +215,7 @@ class ForkServer:
         self._jobs = os.fdopen(self._job_write, "w", encoding="utf-8")
         self._replies = os.fdopen(self._reply_read, "r", encoding="utf-8")
         self._modules: list[str] | None = None  # read when first needed: several servers start side by side
+        self.judge: dict[str, Any] | None = None  # the last run's judge channel: {nonce, lines}
 
     @property
     def modules(self) -> list[str]:
@@ -203,16 +231,20 @@ class ForkServer:
         return json.loads(line)
 
     def run(self, request: dict[str, Any], env: dict[str, str], timeout: float) -> tuple[str, str, int | None]:
-        """(stdout, stderr, exit status: None when killed at `timeout`) of one worker run on `request`."""
+        """(stdout, stderr, exit status: None when killed at `timeout`) of one worker run on `request`; the judge's
+        channel of the run (or None) is left in ``self.judge``."""
         with tempfile.TemporaryDirectory(prefix="kforge-verify-") as tmp:
             cwd = os.path.join(tmp, "cwd")  # empty, as run_entry_worker's; the files stay outside it
             os.mkdir(cwd)
             with open(os.path.join(tmp, "request.json"), "w", encoding="utf-8") as f:
                 f.write(json.dumps(request) + "\n")
             self.modules  # noqa: B018 — the server is ready
-            self._jobs.write(json.dumps({"cwd": cwd, "io": tmp, "env": env, "timeout": timeout}) + "\n")
+            self._jobs.write(json.dumps({"cwd": cwd, "io": tmp, "env": env, "timeout": timeout,
+                                         "judgeFd": request["options"].get("judgeFd")}) + "\n")
             self._jobs.flush()
-            status = self._reply()["status"]
+            reply = self._reply()
+            status = reply["status"]
+            self.judge = reply.get("judge")
             out = {}
             for name in ("stdout", "stderr"):
                 try:
@@ -237,12 +269,15 @@ def run_entry_forked(entry: dict[str, Any], server: ForkServer, device: str = "c
                      timing: bool | None = None) -> Outcome:
     """As run_entry_worker, the worker forked by `server` instead of started as a fresh interpreter."""
     cache_dir = os.environ.get("KFORGE_VERIFY_CACHE", os.path.join(tempfile.gettempdir(), "kforge-verify-cache"))
-    request = worker_request(entry, device, cache_dir, bool(timing if timing is not None else entry.get("time")))
+    judging = _reference_process_option().get("referenceProcess", True)
+    request = worker_request(entry, device, cache_dir, bool(timing if timing is not None else entry.get("time")),
+                             FORK_JUDGE_FD if judging else None)
     started = time.perf_counter()
     stdout, stderr, status = server.run(request, entry.get("env", {}) if device == "cpu" else {}, timeout)
     if status is None:
         return Outcome(entry, "timeout", [], f"no result within {timeout}s", timeout, None)
-    return _outcome_from_stdout(entry, stdout, stderr, status, started)
+    return _outcome_from_stdout(entry, stdout, stderr, status, started, server.judge,
+                                request["options"]["timing"]["warmupIters"])
 
 
 def run_entry(entry: dict[str, Any], device: str = "cpu", timeout: float = 300, timing: bool | None = None,

@@ -16,9 +16,11 @@ TORCHINDUCTOR_COMPILE_THREADS) are set here before this server's import, so the 
 reference process it starts see the same values.
 
 Protocol (`python fork_server.py CONTROL_IN CONTROL_OUT`): one JSON line per job on CONTROL_IN,
-{"cwd", "io", "env", "timeout"}; one JSON line back on CONTROL_OUT when the child has ended,
-{"pid", "status"} (status: the exit code, -signal, or null when it was killed at the timeout). One job at a
-time; EOF ends the server.
+{"cwd", "io", "env", "timeout", "judgeFd"}; one JSON line back on CONTROL_OUT when the child has ended,
+{"pid", "status", "judge": {"nonce", "lines"}} (status: the exit code, -signal, or null when it was killed at the
+timeout). With "judgeFd" the server plays the CLI's part for the judge's channel (kforge_worker/judge.py): a socket
+whose other end the child gets at that descriptor number (the request names it), its nonce, its lines. One job at
+a time; EOF ends the server.
 """
 
 from __future__ import annotations
@@ -45,19 +47,25 @@ def preload() -> None:
         __import__(name)
 
 
-def become_worker(job: dict, control: tuple[int, int], server_dir: str) -> None:
+def become_worker(job: dict, control: tuple[int, int], server_dir: str, judge_fd: int | None = None,
+                  judge_ours: int | None = None) -> None:
     """In the forked child: set the process up as `python -m kforge_worker` in job["cwd"] would be, run it, exit."""
     code = 70
     try:
         os.setsid()
+        for fd in control:
+            os.close(fd)
+        if judge_ours is not None:
+            os.close(judge_ours)
+        if judge_fd is not None and job.get("judgeFd") is not None and judge_fd != job["judgeFd"]:
+            os.dup2(judge_fd, job["judgeFd"])  # inheritable, as a descriptor a CLI passes
+            os.close(judge_fd)
         for fd, name, flags in ((0, "request.json", os.O_RDONLY),
                                 (1, "stdout", os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
                                 (2, "stderr", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
             opened = os.open(os.path.join(job["io"], name), flags, 0o600)
             os.dup2(opened, fd)
             os.close(opened)
-        for fd in control:
-            os.close(fd)
         os.chdir(job["cwd"])
         os.environ.update(job.get("env") or {})
         # Python's `random` reseeds itself in a forked child; numpy's global generator does not, and a fresh
@@ -76,6 +84,43 @@ def become_worker(job: dict, control: tuple[int, int], server_dir: str) -> None:
         traceback.print_exc()
         sys.stderr.flush()
     os._exit(code)
+
+
+class _JudgeChannel:
+    """kforge_worker.judge.JudgeChannel's part, written out here: this server imports nothing of kforge_worker (the
+    forked worker must load its own modules as a fresh one does). The reading thread starts after the fork."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.nonce = os.urandom(16).hex()
+        self.ours, theirs = socket.socketpair()
+        self.child_fd = theirs.detach()
+        self.ours.sendall((self.nonce + "\n").encode())
+        self.data = bytearray()
+        self._thread = None
+
+    def _read(self) -> None:
+        try:
+            while chunk := self.ours.recv(65536):
+                self.data += chunk
+        except OSError:
+            pass
+
+    def close_child_end(self) -> None:
+        os.close(self.child_fd)
+
+    def start_reading(self) -> None:
+        import threading
+
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def finish(self, timeout: float = 15.0) -> list[str]:
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.ours.close()
+        return bytes(self.data).decode("utf-8", errors="replace").splitlines()
 
 
 def wait_for(pid: int, timeout: float) -> int | None:
@@ -115,11 +160,20 @@ def serve(control_in: int, control_out: int) -> int:
         job = json.loads(line)
         sys.stdout.flush()
         sys.stderr.flush()
+        channel = _JudgeChannel() if job.get("judgeFd") is not None else None
         pid = os.fork()
         if pid == 0:
-            become_worker(job, (control_in, control_out), server_dir)
+            become_worker(job, (control_in, control_out), server_dir,
+                          channel.child_fd if channel is not None else None,
+                          channel.ours.fileno() if channel is not None else None)
+        judge = None
+        if channel is not None:
+            channel.close_child_end()
+            channel.start_reading()
         status = wait_for(pid, float(job["timeout"]))
-        writer.write(json.dumps({"pid": pid, "status": status}) + "\n")
+        if channel is not None:
+            judge = {"nonce": channel.nonce, "lines": channel.finish()}
+        writer.write(json.dumps({"pid": pid, "status": status, "judge": judge}) + "\n")
         writer.flush()
     return 0
 

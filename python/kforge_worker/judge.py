@@ -1,0 +1,524 @@
+"""The judge: the verdict-critical comparisons made in the clean reference process, reported to the CLI.
+
+The worker (the candidate's process) compares the candidate's outputs with the reference's, but everything in it
+is one class lookup away from candidate code: tolerances, compare functions, the sampler, the result itself. So
+the clean reference process (reference_process.py, which never imports candidate code) makes the same
+comparisons again with what it holds itself, and writes its own judgement records on a channel the worker cannot
+write: a socket the CLI hands the worker as an extra descriptor (``options.judgeFd``), which the worker passes to
+the reference process at spawn and closes before the candidate is imported.
+
+What the judge compares (its own state, never values the worker sends after the candidate exists):
+- every correctness trial: the candidate's outputs, handed over after its call, against the judge's own
+  reference outputs and float64 evaluation for the trial's inputs, with the tolerance it fixed from the spec (the
+  request's override, written before the import), the problem's KFORGE_ATOL/RTOL or the dtypes' default — the
+  trial's pass mark (compare.compare_output), as the worker's;
+- the timed calls: after every pair the worker hands over the candidate's outputs of that pair (a commitment:
+  the judge copies them into its own memory), and only then does the judge draw, with its own random generator,
+  whether the pair is compared (against its own last output for the same inputs, with the allowance its own
+  trials measured). Nothing about the draw exists before the candidate's outputs are in the judge's memory, so a
+  candidate that answers wrong only when it is not looked at cannot know when that is — even one that sends
+  requests to the reference process itself (a second hand-over of a pair is a failure).
+
+Tensors from the worker are copied, never mapped as code, never unpickled: CPU files are read with ``pread`` into
+the judge's own buffer (a file truncated meanwhile is a short read, not a SIGBUS), CUDA IPC allocations copied
+device to device; dtype, shape and size are checked against the judge's own outputs first, and a file inside the
+judge's own shared directory (its reference outputs) is refused.
+
+Records: one JSON object per line, ``{"type": "judge", "nonce", "seq", "event", ...}``; the nonce is the first line
+the CLI writes into the socket (the worker never reads it). ``reconcile`` is the CLI's rule (src/worker/judge.ts
+is the CLI's own copy; this one serves the corpus runner and the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import select
+import socket
+import threading
+from typing import Any
+
+# How often a pair of timed calls is compared (as timed_inputs.OutputSampler: every one of the first few, then a
+# floor). The judge compares in its own process, outside both timed regions.
+SAMPLE_C = 6.0
+SAMPLE_FLOOR = 0.2
+
+
+class JudgeInputError(Exception):
+    """What the worker handed over cannot be read as the candidate's outputs (why: said in the record)."""
+
+
+class Judge:
+    """The reference process's side: reads its nonce, judges, writes records."""
+
+    def __init__(self, fd: int, own_directory: str | None = None, rng: random.Random | None = None) -> None:
+        self.fd = fd
+        self.nonce = _read_nonce(fd)
+        self.seq = 0
+        self.own_directory = os.path.realpath(own_directory) if own_directory else None
+        self.rng = rng or random.Random(int.from_bytes(os.urandom(8), "little"))
+        self.atol: float | None = None
+        self.rtol: float | None = None
+        self.noise = 0.0
+        self.trials_given = 0
+        self.trials_judged = 0
+        self.trials_failed = 0
+        self.pending: dict[str, Any] | None = None  # the last trial's outputs, until the candidate's are judged
+        self.calls = 0
+        self.commits = 0
+        self.committed_call = 0
+        self.sampled = 0
+        self.wrong = 0
+        self.failures: list[str] = []
+        self.mode = "process"
+        self.why: str | None = None
+        self.ended = False
+        self._cuda: dict[tuple[str, int], Any] = {}
+        # At once, before this process imports torch or the problem (the worker imports torch, then the candidate,
+        # after spawning it): a run whose channel holds no line at all had no judge, never a judge killed early.
+        self.record("hello", pid=os.getpid(), nonceRead=self.nonce is not None)
+
+    # -- the channel ---------------------------------------------------------------------------
+    def record(self, event: str, **fields: Any) -> None:
+        message = {"type": "judge", "nonce": self.nonce or "", "seq": self.seq, "event": event, **fields}
+        self.seq += 1
+        data = (json.dumps(message, allow_nan=False, default=str) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self.fd, data):]
+        except OSError:
+            pass  # the CLI went away: nothing left to report to
+
+    def start(self, pid: int, dropout: bool) -> None:
+        if dropout:
+            self.mode, self.why = "in_worker", "the reference has active dropout (random by design)"
+        self.record("start", pid=pid, mode=self.mode, why=self.why)
+
+    def declined(self, why: str) -> None:
+        if self.mode == "process":
+            self.mode, self.why = "in_worker", why
+            self.record("declined", why=why)
+
+    def fail(self, what: str) -> None:
+        if len(self.failures) < 20:
+            self.failures.append(what)
+        self.record("failure", what=what)
+
+    # -- trials --------------------------------------------------------------------------------
+    def tolerance(self, spec: dict[str, Any], problem: Any, dtypes: list[Any]) -> None:
+        """The trials' pass mark, fixed at the first trial as the worker's tolerance_for does — from the spec (the
+        request's override, written before the candidate existed), the problem, or the dtypes."""
+        if self.atol is not None:
+            return
+        from .compare import default_tolerance
+
+        default = default_tolerance(dtypes)
+        self.atol = float(spec.get("atol") or getattr(problem, "KFORGE_ATOL", None) or default)
+        self.rtol = float(spec.get("rtol") or getattr(problem, "KFORGE_RTOL", None) or default)
+        self.record("tolerance", atol=self.atol, rtol=self.rtol)
+
+    def trial_ready(self, seed: int, outs: list[Any], outs64: list[Any] | None, rows: Any) -> None:
+        """The judge's own outputs of a trial (private: what the worker maps are copies), kept until judged."""
+        if self.pending is not None:
+            self.fail(f"trial {self.pending['trial']}: the candidate's outputs were never handed over")
+        self.pending = {"trial": self.trials_given, "seed": seed, "outs": outs, "outs64": outs64, "rows": rows}
+        self.trials_given += 1
+
+    def judge_trial(self, items: Any, device: Any) -> None:
+        from .compare import compare_output, reference_worst_error, rows_of
+
+        pending, self.pending = self.pending, None
+        if pending is None:
+            self.fail("candidate outputs handed over for a trial the judge did not give (or twice for one)")
+            return
+        t = pending["trial"]
+        refs, refs64, rows = pending["outs"], pending["outs64"], pending["rows"]
+        if refs64 is not None and len(refs64) != len(refs):
+            refs64 = None
+        passed, message = True, None
+        try:
+            cands = self.receive(items, refs, device)
+        except JudgeInputError as exc:
+            passed, message = False, str(exc)
+        else:
+            for k, (c, r) in enumerate(zip(cands, refs)):
+                verdict = compare_output(k, c, r, refs64[k] if refs64 else None, float(self.atol or 1e-4),
+                                         float(self.rtol or 1e-4), rows)
+                if not verdict.passed:
+                    passed, message = False, verdict.message
+                    break
+        if refs64 is not None:
+            import torch
+
+            for r, r64 in zip(refs, refs64):
+                r = rows_of(r, rows)
+                if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == r64.shape:
+                    worst = reference_worst_error(r, r64)
+                    if math.isfinite(worst):
+                        self.noise = max(self.noise, worst)
+        self.trials_judged += 1
+        self.trials_failed += 0 if passed else 1
+        self.record("trial", trial=t, seed=pending["seed"], passed=passed, message=_short(message))
+
+    # -- timed calls ---------------------------------------------------------------------------
+    def timing_starts(self) -> None:
+        """The allowance for comparisons without float64 is what the judge's own trials measured."""
+        from .compare import set_reference_noise
+
+        set_reference_noise(self.noise)
+
+    def called(self) -> None:
+        self.calls += 1
+
+    def probability(self, pair: int) -> float:
+        return min(1.0, max(SAMPLE_C / (pair + 1), SAMPLE_FLOOR))
+
+    def commit(self, items: Any, last: list[Any] | None, device: Any) -> None:
+        """The candidate's outputs of the pair just run: copied first, then the draw, then (maybe) the comparison
+        with the judge's own last output for the same inputs."""
+        from .compare import compare_output
+
+        pair = self.calls - 1
+        if self.calls == 0 or last is None:
+            self.fail("timed outputs handed over before any timed reference call")
+            return
+        if self.committed_call == self.calls:
+            self.fail(f"pair {pair}: timed outputs handed over twice")
+            return
+        self.committed_call = self.calls
+        self.commits += 1
+        try:
+            cands = self.receive(items, last, device)
+        except JudgeInputError as exc:
+            cands, problem = None, str(exc)
+        else:
+            problem = None
+        if self.rng.random() >= self.probability(pair):
+            if problem is None:
+                return
+        self.sampled += 1
+        ok, message = problem is None, problem
+        if cands is not None:
+            for k, (c, r) in enumerate(zip(cands, last)):
+                verdict = compare_output(k, c, r, None, float(self.atol or 1e-4), float(self.rtol or 1e-4))
+                if not verdict.passed:
+                    ok, message = False, verdict.message
+                    break
+        if not ok:
+            self.wrong += 1
+        if not ok or self.sampled <= 400:
+            self.record("sample", pair=pair, ok=ok, message=_short(message))
+
+    # -- the end -------------------------------------------------------------------------------
+    def end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        if self.pending is not None:
+            self.fail(f"trial {self.pending['trial']}: the candidate's outputs were never handed over")
+            self.pending = None
+        if self.commits != self.calls:
+            self.fail(f"{self.calls - self.commits} of {self.calls} pairs of timed calls had no candidate outputs "
+                      "handed over")
+        self.record("end", mode=self.mode, why=self.why, trialsGiven=self.trials_given,
+                    trialsJudged=self.trials_judged, trialsFailed=self.trials_failed, calls=self.calls,
+                    commits=self.commits, sampled=self.sampled, wrong=self.wrong, failures=self.failures,
+                    tolerance=None if self.atol is None else {"atol": self.atol, "rtol": self.rtol})
+
+    # -- reading the candidate's outputs -------------------------------------------------------
+    def receive(self, items: Any, refs: list[Any], device: Any) -> list[Any]:
+        """The candidate's flattened outputs, copied into this process, each checked against the judge's own
+        output of the same index (count, shape; dtype differences are the comparison's to name)."""
+        import torch
+
+        if not isinstance(items, list):
+            raise JudgeInputError("the candidate's outputs were not handed over as a list")
+        if len(items) != len(refs):
+            raise JudgeInputError(f"ModelNew returned {len(items)} output tensor(s), Model {len(refs)}")
+        out = []
+        for k, (item, ref) in enumerate(zip(items, refs)):
+            desc = item.get("tensor") if isinstance(item, dict) else None
+            if not isinstance(desc, dict):
+                raise JudgeInputError(f"output {k}: not a tensor")
+            dtype = _dtype(desc.get("dtype"))
+            shape = desc.get("shape")
+            if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):
+                raise JudgeInputError(f"output {k}: no valid shape")
+            if tuple(shape) != tuple(ref.shape):
+                raise JudgeInputError(f"output {k}: shape {shape} vs reference {list(ref.shape)}")
+            numel = math.prod(shape)
+            if desc.get("numel") != numel:
+                raise JudgeInputError(f"output {k}: {desc.get('numel')} elements declared for shape {shape}")
+            nbytes = numel * torch.empty((), dtype=dtype).element_size()
+            kind = desc.get("kind")
+            if numel == 0:
+                t = torch.empty(shape, dtype=dtype, device=ref.device)
+            elif kind == "file":
+                t = self._read_file(desc.get("path"), nbytes, dtype).reshape(shape).to(ref.device)
+            elif kind == "cuda_ipc" and getattr(device, "type", "cpu") == "cuda":
+                t = self._read_cuda(desc, numel, nbytes, dtype, ref.device).reshape(shape)
+            else:
+                raise JudgeInputError(f"output {k}: transport {kind!r} is not this run's")
+            out.append(t)
+        return out
+
+    def _read_file(self, path: Any, nbytes: int, dtype: Any) -> Any:
+        import torch
+
+        if not isinstance(path, str):
+            raise JudgeInputError("no file named")
+        real = os.path.realpath(path)
+        if self.own_directory and (real == self.own_directory or real.startswith(self.own_directory + os.sep)):
+            raise JudgeInputError(f"the candidate's outputs named the reference process's own file ({real})")
+        try:
+            fd = os.open(real, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+        except OSError as exc:
+            raise JudgeInputError(f"cannot open the candidate's outputs: {exc.strerror}") from None
+        try:
+            import stat
+
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise JudgeInputError("the candidate's outputs are not a regular file")
+            buf = bytearray(nbytes)
+            view, got = memoryview(buf), 0
+            while got < nbytes:
+                n = os.preadv(fd, [view[got:]], got)
+                if n <= 0:
+                    raise JudgeInputError(f"the candidate's outputs file holds {got} bytes, {nbytes} expected")
+                got += n
+        finally:
+            os.close(fd)
+        return torch.frombuffer(buf, dtype=torch.uint8).view(dtype)
+
+    def _read_cuda(self, desc: dict[str, Any], numel: int, nbytes: int, dtype: Any, device: Any) -> Any:
+        """A copy, on the judge's device, of an allocation the worker shared by CUDA IPC (its staging buffer for the
+        candidate's outputs: one handle for the whole run, opened once)."""
+        import base64
+
+        import torch
+
+        ipc = desc.get("ipc")
+        if not isinstance(ipc, dict):
+            raise JudgeInputError("no IPC handle")
+        try:
+            handle = base64.b64decode(ipc["handle"])
+            size, offset, storage_offset = int(ipc["sizeBytes"]), int(ipc["offsetBytes"]), int(ipc["storageOffset"])
+            item = torch.empty((), dtype=dtype).element_size()
+            if storage_offset < 0 or (storage_offset * item + nbytes) > size:
+                raise JudgeInputError("the IPC allocation is smaller than the outputs it should hold")
+            key = (ipc["handle"], int(ipc["device"]))
+            storage = self._cuda.get(key)
+            if storage is None:
+                storage = torch.UntypedStorage._new_shared_cuda(
+                    int(ipc["device"]), handle, size, offset,
+                    base64.b64decode(ipc["refCounterHandle"]) if ipc.get("refCounterHandle") else None,
+                    int(ipc["refCounterOffset"]),
+                    base64.b64decode(ipc["eventHandle"]) if ipc.get("eventHandle") else None,
+                    bool(ipc["eventSyncRequired"]))
+                self._cuda = {key: storage}  # the worker's staging buffer: a new handle replaces the old one
+            typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True)
+            shared = torch._utils._rebuild_tensor(typed, storage_offset, (numel,), (1,))
+            own = torch.empty(numel, dtype=dtype, device=device)
+            own.copy_(shared)
+            torch.cuda.synchronize(device)
+            return own
+        except JudgeInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — a bad handle is the worker's failure to hand over, said
+            raise JudgeInputError(f"cannot copy the candidate's outputs from CUDA IPC: {type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+def _dtype(name: Any) -> Any:
+    import torch
+
+    value = getattr(torch, name, None) if isinstance(name, str) and name.isidentifier() else None
+    if not isinstance(value, torch.dtype):
+        raise JudgeInputError(f"unknown dtype {name!r}")
+    return value
+
+
+def _short(message: str | None, limit: int = 300) -> str | None:
+    return None if message is None else message[:limit]
+
+
+def _read_nonce(fd: int, timeout: float = 30.0) -> str | None:
+    """The first line the CLI wrote into the socket (at once, when it started the worker); None if none came."""
+    data = b""
+    try:
+        while b"\n" not in data and len(data) < 200:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                return None
+            chunk = os.read(fd, 200 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        return None
+    line = data.split(b"\n", 1)[0].decode("ascii", errors="replace").strip()
+    return line or None
+
+
+# ------------------------------------------------------------------------------------ the caller's side
+class JudgeChannel:
+    """For a process that starts a worker (the corpus runner, the fork server, tests): a socket pair, one end
+    for the worker (``child_fd``, handed over as ``options.judgeFd``), the other read here in a thread."""
+
+    def __init__(self, read_now: bool = True) -> None:
+        self.nonce = os.urandom(16).hex()
+        self.ours, theirs = socket.socketpair()
+        self.child_fd = theirs.detach()
+        self.ours.sendall((self.nonce + "\n").encode())
+        self.lines: list[str] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        if read_now:  # a fork server starts reading after its fork (no thread of its own in the child)
+            self._thread.start()
+
+    def start_reading(self) -> None:
+        if not self._thread.is_alive() and self._thread.ident is None:
+            self._thread.start()
+
+    def _read(self) -> None:
+        buf = b""
+        try:
+            while True:
+                chunk = self.ours.recv(65536)
+                if not chunk:
+                    break
+                buf += chunk
+                *done, buf = buf.split(b"\n")
+                self.lines.extend(d.decode("utf-8", errors="replace") for d in done)
+        except OSError:
+            pass
+        if buf:
+            self.lines.append(buf.decode("utf-8", errors="replace"))
+
+    def close_child_end(self) -> None:
+        try:
+            os.close(self.child_fd)
+        except OSError:
+            pass
+
+    def finish(self, timeout: float = 15.0) -> list[str]:
+        """The lines written, once every holder of the other end has closed it (or after ``timeout``)."""
+        self.close_child_end()
+        self._thread.join(timeout)
+        try:
+            self.ours.close()
+        except OSError:
+            pass
+        return list(self.lines)
+
+
+def summarize(lines: list[str], nonce: str) -> dict[str, Any]:
+    """The judge's record (the protocol's JudgeRecord) from its lines, with what is wrong with the channel."""
+    record: dict[str, Any] = {"channel": "ok", "problems": [], "mode": None, "why": None, "pid": None,
+                              "tolerance": None, "trials": [], "sampled": 0, "samples": [], "end": None}
+    seen = 0
+    for raw in lines:
+        if not raw.strip():
+            continue
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            record["problems"].append(f"not JSON: {raw[:120]}")
+            continue
+        if not isinstance(message, dict) or message.get("type") != "judge":
+            record["problems"].append(f"not a judge record: {raw[:120]}")
+            continue
+        if message.get("nonce") != nonce:
+            record["problems"].append(f"a record without this run's nonce: {raw[:120]}")
+            continue
+        if message.get("seq") != seen:
+            record["problems"].append(f"record {message.get('seq')} where {seen} was next (duplicated or lost)")
+        seen = int(message.get("seq", seen)) + 1 if isinstance(message.get("seq"), int) else seen + 1
+        event = message.get("event")
+        if event == "hello":
+            record["pid"] = message.get("pid")
+        elif event == "start":
+            record["mode"], record["why"] = message.get("mode"), message.get("why")
+        elif event == "tolerance":
+            record["tolerance"] = {"atol": message.get("atol"), "rtol": message.get("rtol")}
+        elif event == "declined":
+            record["mode"], record["why"] = "in_worker", message.get("why")
+        elif event == "trial":
+            record["trials"].append({k: message.get(k) for k in ("trial", "seed", "passed", "message")})
+        elif event == "sample":
+            record["sampled"] += 1
+            if not message.get("ok"):  # the right ones are counted, not listed
+                record["samples"].append({k: message.get(k) for k in ("pair", "ok", "message")})
+        elif event == "end":
+            if record["end"] is not None:
+                record["problems"].append("two end records")
+            record["end"] = {k: message.get(k) for k in ("trialsGiven", "trialsJudged", "trialsFailed", "calls",
+                                                          "commits", "sampled", "wrong", "failures")}
+            record["mode"], record["why"] = message.get("mode"), message.get("why")
+    if not any(raw.strip() for raw in lines):
+        record["channel"] = "missing"
+    elif record["problems"] or record["pid"] is None:
+        record["channel"] = "forged"
+        if not record["problems"]:
+            record["problems"].append("records without the judge's first one")
+    elif record["end"] is None:
+        record["channel"] = "truncated"
+    return record
+
+
+def judgement_failure(record: dict[str, Any], result: dict[str, Any], warmup: int) -> tuple[str, str] | None:
+    """(verdict, evidence) when the judge's record contradicts a result that says correct; else None."""
+    if record["channel"] == "forged":
+        return "cheating", f"the judge's channel holds lines the judge did not write: {record['problems'][0]}"
+    if result.get("verdict") != "correct" or record["channel"] == "missing":
+        # Missing: not one line, not even the one the reference process writes as it starts (before the worker has
+        # imported torch, let alone the candidate): no judge ever ran — no reference process, or a worker of another
+        # kind. The worker's verdict stands; the record says so.
+        return None
+    if record["channel"] == "truncated":
+        return "runtime_error", ("the clean process's judgement ended before the run did (no end record): the run "
+                                 "cannot be judged")
+    end = record["end"] or {}
+    failed = next((t for t in record["trials"] if not t.get("passed")), None)
+    if failed is not None:
+        return "cheating", (f"the worker says correct, but in the clean process trial {failed.get('trial')} failed: "
+                            f"{failed.get('message')}")
+    wrong = next((s for s in record["samples"] if not s.get("ok")), None)
+    if wrong is not None or int(end.get("wrong") or 0) > 0:
+        what = f"pair {wrong.get('pair')}: {wrong.get('message')}" if wrong else f"{end.get('wrong')} wrong"
+        return "cheating", (f"the worker says correct, but the clean process compared the candidate's timed outputs "
+                            f"and found them wrong ({what})")
+    if end.get("failures"):
+        return "cheating", f"the worker says correct, but the clean process's judgement failed: {end['failures'][0]}"
+    if record["mode"] == "process":
+        trials = len(result.get("trials") or [])
+        if int(end.get("trialsJudged") or 0) != trials or int(end.get("trialsGiven") or 0) != trials:
+            return "cheating", (f"the worker reports {trials} passed trials, the clean process gave "
+                                f"{end.get('trialsGiven')} and judged {end.get('trialsJudged')}")
+        timing = result.get("timing")
+        if timing is not None:
+            where = (timing.get("inputs") or {}).get("reference")
+            if where != "process":
+                return "cheating", ("the worker timed the reference beside the candidate though the clean process "
+                                    "held it (its timed outputs never reached the judge)")
+            pairs = int((timing.get("ref") or {}).get("n") or 0) + warmup
+            if int(end.get("calls") or 0) != pairs or int(end.get("commits") or 0) != pairs:
+                return "cheating", (f"the worker reports {pairs} pairs of calls (warm-up included); the clean "
+                                    f"process ran {end.get('calls')} and was handed {end.get('commits')} of the "
+                                    "candidate's outputs")
+    return None
+
+
+def reconcile(result: dict[str, Any], lines: list[str], nonce: str, warmup: int) -> dict[str, Any]:
+    """The result with the judge's record in it and, where they disagree, the judge's verdict (the CLI's rule)."""
+    record = summarize(lines, nonce)
+    result["judge"] = record
+    failure = judgement_failure(record, result, warmup)
+    if failure is not None:
+        verdict, evidence = failure
+        result.setdefault("checks", []).append({"name": "judge_record", "outcome": "fail", "failVerdict": verdict,
+                                                "evidence": evidence})
+        if result.get("verdict") in ("correct", None) or verdict == "cheating":
+            result["verdict"], result["reason"] = verdict, f"judge_record: {evidence}"
+    return result
