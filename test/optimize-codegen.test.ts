@@ -269,3 +269,36 @@ test("a norm of order inf / -inf / 0 (vector_norm, pairwise_distance) is a reduc
   );
   assert.match(cuda(pair), /kf_launch_reduce<KfPro_\w+, KfAccMax,/);
 });
+
+test("a half-precision value a step op reads (round, floor, a comparison) is rounded as PyTorch stores it", () => {
+  const cuda = (step: GraphNode) => {
+    const g = castChain("float16");
+    g.inputs = [{ name: "x", meta: { shape: [64, 128], dtype: "float16", stride: [128, 1] }, value: null }];
+    const num = (value: number): Arg => ({ t: "const", pytype: "float", value });
+    g.nodes = [
+      typed("m", "mul", { input: ref("x"), other: num(3) }, "float16"),
+      typed("a", "add", { input: ref("m"), other: num(0.5), alpha: num(1) }, "float16"),
+      step,
+      typed("o", "add", { input: ref("s"), other: num(1), alpha: num(1) }, "float16"),
+    ];
+    g.output = ref("o");
+    const plan = planGraph(g);
+    assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+    const region = plan.regions[0];
+    assert.ok(region);
+    return generateRegion(new GraphView(g), region, names).cuda;
+  };
+  const int = (value: number): Arg => ({ t: "const", pytype: "int", value });
+  for (const step of [
+    typed("s", "round", { input: ref("a"), decimals: int(1) }, "float16"),
+    typed("s", "floor", { input: ref("a") }, "float16"),
+    typed("s", "gt", { input: ref("a"), other: { t: "const", pytype: "float", value: 2 } }, "bool"),
+  ]) {
+    const code = cuda(step);
+    assert.match(code, /t_m = kf_round_f16\(/, step.op);
+    assert.match(code, /t_a = kf_round_f16\(/, step.op);
+    assert.doesNotMatch(code, /t_s = kf_round_f16|t_o = kf_round_f16/, step.op);
+  }
+  // continuous all the way: fp32 math, rounded once when stored
+  assert.doesNotMatch(cuda(typed("s", "tanh", { input: ref("a") }, "float16")), /kf_round_f16\(/);
+});

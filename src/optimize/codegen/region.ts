@@ -165,12 +165,25 @@ function pointwiseLines(
 
 const HALF_ROUNDING: Record<string, string> = { float16: "kf_round_f16", bfloat16: "kf_round_bf16" };
 
+/** Ops whose result jumps where their input crosses a threshold (a rounding boundary, a comparison, an
+ * argmax's tie): one half-precision ulp of an unrounded input moves them by a whole step. */
+const STEP_OPS = new Set([
+  ...["round", "floor", "ceil", "trunc", "frac", "sign", "sgn", "heaviside", "remainder", "fmod"],
+  ...["gt", "lt", "ge", "le", "eq", "ne", "threshold", "hardshrink", "argmax", "argmin"],
+]);
+
+function isStep(node: GraphNode): boolean {
+  const mode = node.fn?.rounding_mode;
+  return STEP_OPS.has(node.op) || (node.op === "div" && mode?.t === "const" && mode.pytype === "str");
+}
+
 /** The half-precision results among `nodes` that are rounded to their dtype as PyTorch rounds them: those
  * whose value reaches a float32 result (`(x.half() * 3 + 1).float()`), inside `nodes` or past them, through
  * any later ops (`y = x * 0.1 + 1` stored half, read by `y.prod(1, dtype=torch.float32)` in another region),
- * where each rounding the reference made stays visible at float32's tolerance. A chain whose value stays in
- * half precision to the outputs computes in fp32 throughout: its output's own rounding and tolerance cover
- * the intermediates'. */
+ * where each rounding the reference made stays visible at float32's tolerance; and those reaching a step op
+ * inside `nodes` (`torch.round(x * 3, decimals=1)` of fp16 x), which turns one ulp into a whole step. A chain
+ * whose value stays in half precision to the outputs, through continuous ops only, computes in fp32
+ * throughout: its output's own rounding and tolerance cover the intermediates'. */
 function roundedHalves(view: GraphView, nodes: string[]): Map<string, string> {
   // `nodes` in graph order: a user comes after the values it reads.
   const inside = new Set(nodes);
@@ -182,7 +195,7 @@ function roundedHalves(view: GraphView, nodes: string[]): Map<string, string> {
       .usersOf(id)
       .some((u) =>
         inside.has(u)
-          ? view.outMeta(view.node(u))?.dtype === "float32" || reachesFloat.has(u)
+          ? view.outMeta(view.node(u))?.dtype === "float32" || reachesFloat.has(u) || isStep(view.node(u))
           : downstream.has(u),
       );
     if (!reaches) continue;
