@@ -424,6 +424,37 @@ def test_files_the_harness_or_the_reference_process_imports_are_watched(tmp_path
     assert any(p.endswith(os.path.join("kforge_worker", "timed_inputs.py")) for p in harness)
 
 
+def test_files_written_beside_the_candidate_count_only_once_imported_or_shadowing(tmp_path):
+    """kforge optimize on several GPUs writes each problem's file into one folder while another problem's file
+    from that folder is judged: every such write was `cheating` (harness_integrity, "...was written"). A
+    neighbour nothing imports and whose name shadows no module is not a way in; one the candidate imports, or one
+    named like a module imported elsewhere, still is."""
+    import importlib
+
+    candidate = tmp_path / "a_new.py"
+    candidate.write_text("x = 1\n")
+    (tmp_path / "helper_kf_sibling.py").write_text("y = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("helper_kf_sibling")
+        snap = IntegritySnapshot.take(files=(str(candidate),))
+        (tmp_path / "b_new.py").write_text("z = 1\n")  # another problem's file, written meanwhile
+        assert snap.diff() == []
+        (tmp_path / "helper_kf_sibling.py").write_text("y = 2\n")  # a module the candidate imported
+        (tmp_path / "numpy.py").write_text("")  # would shadow an installed library
+        (tmp_path / "later_kf_module.py").write_text("")
+        importlib.import_module("later_kf_module")  # written, then imported
+        changes = snap.diff()
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("helper_kf_sibling", "later_kf_module"):
+            sys.modules.pop(name, None)
+    assert not any("b_new.py" in c for c in changes), changes
+    assert any(c.endswith("helper_kf_sibling.py was written") for c in changes), changes
+    assert any(c.endswith("numpy.py was created") for c in changes), changes
+    assert any(c.endswith("later_kf_module.py was created") for c in changes), changes
+
+
 def test_replaced_functions_are_put_back_before_the_result_is_serialised():
     """json.dumps (or JSONEncoder.encode) wrapped at import rewrote the result message on its way out: the
     fingerprint named the wrapper inside the very result the wrapper rewrote. The seal puts back everything

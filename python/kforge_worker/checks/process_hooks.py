@@ -8,8 +8,9 @@
   checks compare with — make it agree with the candidate at shapes the trials never use and those checks are
   blind. A candidate's own operators (its own namespace) are not watched.
 - Files: the harness's sources, the problem and the candidate file, and importable entries of every ``sys.path``
-  directory. The clean reference process imports from the same tree after the candidate's import, and every later
-  run imports it too. Identity and change time (``st_ino``, ``st_ctime_ns``: a write or a rename sets it, and no
+  directory (in the problem's and the candidate's own folders, those that were imported or shadow a module). The
+  clean reference process imports from the same tree after the candidate's import, and every later run imports
+  it too. Identity and change time (``st_ino``, ``st_ctime_ns``: a write or a rename sets it, and no
   call can set it back) rather than content, so a file written and restored is still seen.
 """
 
@@ -139,5 +140,32 @@ def _stat(path: str) -> tuple[int, int, int] | None:
 def file_changes(before: dict[str, tuple[int, int, int] | None], paths: tuple[str, ...] = ()) -> list[str]:
     from .diffs import keyed_changes
 
+    own = {os.path.dirname(os.path.abspath(p)) for p in paths}
+    named = {os.path.abspath(p) for p in paths}
     return keyed_changes(before, watched_files(paths), lambda path, _: f"{path} was created",
-                         lambda path, _: f"{path} was removed", lambda path, _a, _b: f"{path} was written")
+                         lambda path, _: f"{path} was removed", lambda path, _a, _b: f"{path} was written",
+                         skip=lambda path: _unused_neighbour(path, own, named))
+
+
+def _unused_neighbour(path: str, own: set[str], named: set[str]) -> bool:
+    """A file beside the problem or the candidate that nothing imported and that shadows no module. Those folders
+    are often shared: a suite's other candidates, or the files kforge optimize writes for other problems while this
+    one is judged, change there all the time. Such a file is only a way in once it is imported (then it is in
+    sys.modules) or when its name would take the place of a module the worker or the reference imports later."""
+    folder = os.path.dirname(path)
+    if folder not in own or path in named or path.endswith(".pth"):
+        return False
+    name = os.path.basename(path).split(".", 1)[0]
+    for module in list(sys.modules.values()):
+        where = getattr(module, "__file__", None)
+        if where and (os.path.abspath(where) == path or os.path.abspath(where).startswith(path + os.sep)):
+            return False
+    if name in sys.stdlib_module_names or any(m.split(".", 1)[0] == name for m in list(sys.modules)):
+        return False
+    import importlib.machinery
+
+    elsewhere = [e for e in sys.path if os.path.abspath(e or os.getcwd()) not in own]
+    try:
+        return importlib.machinery.PathFinder.find_spec(name, elsewhere) is None
+    except (ImportError, ValueError):
+        return False
