@@ -102,6 +102,42 @@ def test_a_row_that_leans_on_the_batch_is_incorrect_and_a_row_wise_candidate_pas
     assert honest.outcome == "pass" and "rows at scales" in honest.evidence, honest.evidence
 
 
+class _Bce(nn.Module):
+    def forward(self, p, t):
+        return nn.functional.binary_cross_entropy(p, t)
+
+
+class _BceSeen(_Bce):
+    """Remembers the range of every probability it was given."""
+
+    def __init__(self):
+        super().__init__()
+        self.ranges = []
+
+    def forward(self, p, t):
+        self.ranges.append((float(p.min()), float(p.max())))
+        return super().forward(p, t)
+
+
+def _probabilities(seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.rand(16, 64, generator=gen) * 0.9 + 0.05, torch.randint(0, 2, (16, 64), generator=gen).float()]
+
+
+def test_a_reference_that_asserts_on_values_gets_variants_within_its_inputs_range():
+    """binary_cross_entropy on a GPU is a device-side assert for a probability outside [0, 1]: the standard-normal
+    variants ended the worker's CUDA context (a problem with F.binary_cross_entropy was `runtime_error`, kforge's
+    internal error). On a CPU the reference raised and every variant was skipped. The variants now stay within
+    get_inputs()' own range for such references, and are compared."""
+    cand = _BceSeen()
+    result = check_input_distribution(_context(_Bce(), cand, _probabilities))
+    assert result.outcome == "pass", result.evidence
+    assert "binary_cross_entropy" in result.evidence and "reference raised" not in result.evidence
+    assert "randn×4: " in result.evidence and "rows at scales" in result.evidence
+    assert len(cand.ranges) == 3 and all(0.05 <= lo and hi <= 0.95 for lo, hi in cand.ranges), cand.ranges
+    assert min(lo for lo, _ in cand.ranges) < 0.06 and max(hi for _, hi in cand.ranges) > 0.94
+
+
 # ------------------------------------------------------------------------------------- outputs never materialised
 class _RowSumRepeated(nn.Module):
     def forward(self, x):
