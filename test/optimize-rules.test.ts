@@ -1403,3 +1403,21 @@ test("poisson_nll_loss reduces (log input or not); full=True (Stirling's term) s
   assert.equal(loss({ log_input: bool(false), full: bool(false) }), 1);
   assert.equal(loss({ log_input: bool(true), full: bool(true) }), 0);
 });
+
+test("an index reduction (argmax, max(dim)[1]) takes no epilogue: its kernel stores the index, so `.float() * 0.5` stays apart", () => {
+  const out = { t: "tensor" as const, meta: { ...f32([8, 1, 32]), dtype: "int64" } };
+  const g = graph(
+    [
+      node("am", "argmax", { input: ref("x"), dim: num(1), keepdim: bool(true) }, [8, 1, 32], { out }),
+      node(
+        "f",
+        "to",
+        { input: ref("am"), dtype: { t: "const", pytype: "dtype", value: "float32" } },
+        [8, 1, 32],
+      ),
+      node("m", "mul", { input: ref("f"), other: num(0.5) }, [8, 1, 32]),
+    ],
+    "m",
+  );
+  assert.deepEqual(planGraph(g).regions.map(regionNodes), [["am"], ["f", "m"]]);
+});
