@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 import math
 import os
@@ -35,13 +36,14 @@ def _inputs(module: Any, device: Any) -> list[Any]:
 
 def _median_rotating(clock: Clock, fns: dict[str, Any], iters: int) -> dict[str, float]:
     """Median ms of each of fns over `iters` rounds, one call of each per round in turn (drift hits all alike),
-    the order rotated every round so that no side always follows the same neighbour."""
+    the rounds going through every order of the calls: no side always follows the same neighbour. (A rotation
+    does not do that for three: ours followed torch.compile's call in two rounds of three, and a launch-bound
+    forward pays for the host state the previous call left.)"""
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    names = list(fns)
+    orders = list(itertools.permutations(fns))
     with gc_paused():
         for i in range(iters):
-            shift = i % len(names)
-            for name in names[shift:] + names[:shift]:
+            for name in orders[i % len(orders)]:
                 samples[name].append(clock.time_ms(fns[name]))
     return {name: statistics.median(values) for name, values in samples.items()}
 
@@ -92,8 +94,12 @@ def _region_timings(cand: Any, cand_module: Any, inputs: list[Any], ids: list[st
                 disabled.discard(r)
 
         try:
+            warm = time.perf_counter()
             kernel(), reference()
-            times = _median_rotating(clock, {"kernel": kernel, "torch": reference}, iters)
+            if torch.cuda.is_available() and any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
+                torch.cuda.synchronize()
+            rounds = scaled_iters(iters, time.perf_counter() - warm)
+            times = _median_rotating(clock, {"kernel": kernel, "torch": reference}, rounds)
             out.append({"id": rid, "kernelMs": times["kernel"], "torchMs": times["torch"], "note": None,
                         "seconds": time.perf_counter() - started})
         except Exception as exc:  # noqa: BLE001 — reported per region, the rest still timed
@@ -103,17 +109,23 @@ def _region_timings(cand: Any, cand_module: Any, inputs: list[Any], ids: list[st
 
 
 # A timed round (one call of each model) of a slow forward needs fewer rounds for a stable median: rounds are
-# capped so the rotating timing takes about TIMING_BUDGET_S, never fewer than MIN_ITERS. Forwards under
-# ~13 ms a model (every GPU problem so far) keep the requested count.
+# capped so the timing takes about TIMING_BUDGET_S, never fewer than MIN_ITERS. A fast one needs more: a forward
+# of tens of microseconds is host-bound, and fifty rounds of it (a few milliseconds) measured the same code
+# 0.82-0.91x of itself; its rounds fill at least MIN_TIMING_S, up to MAX_ITERS.
 TIMING_BUDGET_S = 2.0
+MIN_TIMING_S = 0.5
 MIN_ITERS = 20
+MAX_ITERS = 2000
 
 
 def scaled_iters(requested: int, round_seconds: float) -> int:
-    """The request's iterations, capped to TIMING_BUDGET_S of rounds of `round_seconds` (MIN_ITERS at least)."""
+    """The request's iterations for rounds of `round_seconds`: capped to TIMING_BUDGET_S of rounds for a slow
+    forward (MIN_ITERS at least), raised to fill MIN_TIMING_S for a fast one (MAX_ITERS at most)."""
     if round_seconds <= 0:
         return requested
-    return max(min(requested, MIN_ITERS), min(requested, math.ceil(TIMING_BUDGET_S / round_seconds)))
+    if requested * round_seconds <= TIMING_BUDGET_S:
+        return max(requested, min(MAX_ITERS, math.ceil(MIN_TIMING_S / round_seconds)))
+    return max(min(requested, MIN_ITERS), math.ceil(TIMING_BUDGET_S / round_seconds))
 
 
 class Phases:

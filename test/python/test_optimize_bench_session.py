@@ -114,12 +114,21 @@ def test_the_one_shot_bench_reports_its_phases(tmp_path) -> None:
     result = optimize_bench.bench(_request(problem, first, tmp_path, compileBaseline=False))
     assert_valid(result, "OptimizeBenchResult")
     assert set(result["phases"]) >= {"problemImport", "candidateImport", "firstCall", "timing", "regions"}
-    assert result["iters"] == 5 and result["regions"][0]["seconds"] >= 0
+    assert result["iters"] >= 5 and result["regions"][0]["seconds"] >= 0
 
 
 def test_slow_forwards_are_timed_in_fewer_rounds_never_below_the_floor() -> None:
     scaled = optimize_bench.scaled_iters
-    assert scaled(50, 0.0003) == 50, "a fast forward keeps the requested rounds"
+    assert scaled(50, 0.02) == 50, "rounds of 20 ms: the requested count already fills the minimum time"
     assert scaled(50, 0.1) == 20, "a 0.1 s round: the 2 s budget, 20 rounds"
     assert scaled(50, 5.0) == optimize_bench.MIN_ITERS
     assert scaled(5, 5.0) == 5, "never more than requested"
+
+
+def test_fast_forwards_are_timed_in_more_rounds_up_to_a_cap() -> None:
+    """Fifty rounds of a 23 µs forward (a few milliseconds in all) measured the reference's own forward, emitted
+    verbatim, at 0.82x of itself on an H200."""
+    scaled = optimize_bench.scaled_iters
+    assert scaled(50, 0.0003) == 1667, "0.3 ms rounds fill the minimum timing time"
+    assert scaled(50, 0.00001) == optimize_bench.MAX_ITERS
+    assert scaled(3000, 0.0001) == 3000, "never fewer than requested while within the budget"

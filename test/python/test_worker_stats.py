@@ -182,6 +182,23 @@ def test_rotating_median_takes_each_function_in_turn_rotating_the_order_with_gc_
     assert gc.isenabled()
 
 
+def test_three_sides_meet_every_order_so_none_always_follows_the_same_neighbour() -> None:
+    order: list[str] = []
+
+    class Clock:
+        method, flush_bytes = "scripted", 0
+
+        def time_ms(self, fn: Callable[[], Any]) -> float:
+            order.append(fn())
+            return 1.0
+
+    _median_rotating(Clock(), {n: (lambda n=n: n) for n in ("eager", "compiled", "ours")}, 6)
+    follows = [(a, b) for a, b in zip(order, order[1:])]
+    before_ours = {a for a, b in follows if b == "ours"}
+    assert before_ours == {"eager", "compiled"}
+    assert follows.count(("compiled", "ours")) == follows.count(("eager", "ours"))
+
+
 def test_clock_for_picks_perf_counter_off_the_gpu() -> None:
     import torch
 

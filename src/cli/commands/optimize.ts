@@ -151,7 +151,7 @@ export function registerOptimizeCommand(program: Command): void {
       positiveNumber,
       900,
     )
-    .option("--iters <n>", "timed iterations per model in the eager/compile/ours comparison", positiveInt, 50)
+    .option("--iters <n>", "timed rounds of the eager/compile/ours comparison (more for fast forwards, fewer past ~2 s)", positiveInt, 50)
     .option("--no-compile-baseline", "skip timing torch.compile(reference)")
     .option(
       "--jobs <n>",
