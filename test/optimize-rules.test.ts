@@ -1421,3 +1421,25 @@ test("an index reduction (argmax, max(dim)[1]) takes no epilogue: its kernel sto
   );
   assert.deepEqual(planGraph(g).regions.map(regionNodes), [["am"], ["f", "m"]]);
 });
+
+test("an item assignment (fx's y.__setitem__(mask, v), which returns None) is not a name later reads take", () => {
+  const g = graph(
+    [
+      node("m", "mul", { input: ref("x"), other: num(2) }, X),
+      node("lt", "lt", { input: ref("m"), other: num(-1) }, X, {
+        out: { t: "tensor", meta: { ...f32(X), dtype: "bool" } },
+      }),
+      node("set", "setitem", { input: ref("m"), index: ref("lt"), value: num(-1) }, X, {
+        inplace: true,
+        out: { t: "value", pytype: "NoneType" },
+      }),
+      node("s", "sum", { input: ref("m"), dim: ints(-1), keepdim: bool(false), dtype: none }, X.slice(0, -1)),
+    ],
+    "s",
+  );
+  const threaded = canonicalGraph(g);
+  assert.deepEqual(threaded.nodes.at(-1)?.fn?.input, ref("m"), "the sum reads the written tensor, not None");
+  assert.ok(
+    !planGraph(threaded).regions.some((r) => regionNodes(r).includes("s") && regionNodes(r).includes("m")),
+  );
+});

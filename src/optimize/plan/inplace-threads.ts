@@ -9,6 +9,8 @@
 // Only for a value that owns its storage (a node that is neither a view nor an in-place result, so not an
 // input, a parameter or a buffer) and that nothing views: through a view (`v = y.view(-1); y.mul_(2); v`) the
 // write is seen under another name, which the renaming would not follow, so such a value is left as captured.
+// Nor for a value an item assignment writes (`y.__setitem__(mask, v)`, fx's call of it): that call returns
+// None, so no later read can be renamed to its result.
 import type { Arg, GraphNode } from "../graph.ts";
 import { ALIASING_OPS, written } from "./aliasing.ts";
 import type { GraphView } from "./graph-view.ts";
@@ -43,6 +45,9 @@ function renameRecord(record: Record<string, Arg>, rename: (id: string) => strin
   return Object.fromEntries(Object.entries(record).map(([k, a]) => [k, renameArg(a, rename)]));
 }
 
+/** In-place ops whose call returns None rather than the tensor it wrote. */
+const RETURNS_NONE = new Set(["setitem"]);
+
 function writtenId(node: GraphNode): string | null {
   const target = written(node);
   return node.inplace && target?.t === "node" ? target.id : null;
@@ -62,6 +67,10 @@ function threadableValues(view: GraphView): Set<string> {
     rootOf.set(node.id, root);
   }
   const viewed = new Set<string>();
+  for (const node of view.graph.nodes) {
+    const target = writtenId(node);
+    if (target !== null && RETURNS_NONE.has(node.op)) viewed.add(rootOf.get(target) ?? target);
+  }
   for (const [name, root] of rootOf) {
     for (const user of view.usersOf(name)) {
       if (user === "@output") continue;
