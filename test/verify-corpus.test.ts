@@ -28,7 +28,7 @@ const python = process.env.KFORGE_PYTHON ?? join(REPO_ROOT, ".venv", "bin", "pyt
 const cacheDir = mkdtempSync(join(tmpdir(), "kforge-verify-ts-"));
 
 // honest with state semantics; a library answer (disclosed); harness integrity; input hashing; replay;
-// audit hook; derived shapes
+// audit hook; derived shapes; the judge in the clean process (the CLI's reconciliation of its record)
 const PICKS = [
   "honest_linear_bn_softmax",
   "honest_library_gemm",
@@ -37,6 +37,7 @@ const PICKS = [
   "adv_pointer_cache",
   "adv_gc_steal",
   "adv_shape_specialized",
+  "adv_busy_flag_walk",
 ];
 
 async function evaluateEntry(entry: Entry, strict: boolean) {

@@ -371,6 +371,7 @@ class JudgeChannel:
         self.nonce = os.urandom(16).hex()
         self.ours, theirs = socket.socketpair()
         self.child_fd = theirs.detach()
+        self.child_closed = False
         self.ours.sendall((self.nonce + "\n").encode())
         self.lines: list[str] = []
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -397,10 +398,14 @@ class JudgeChannel:
             self.lines.append(buf.decode("utf-8", errors="replace"))
 
     def close_child_end(self) -> None:
-        try:
-            os.close(self.child_fd)
-        except OSError:
-            pass
+        """Closes this process's copy of the worker's end (after spawning the worker). A pipeline run in this very
+        process closes it itself (spawn_reference): say so with ``child_closed`` — the number may be reused."""
+        if not self.child_closed:
+            self.child_closed = True
+            try:
+                os.close(self.child_fd)
+            except OSError:
+                pass
 
     def finish(self, timeout: float = 15.0) -> list[str]:
         """The lines written, once every holder of the other end has closed it (or after ``timeout``)."""
