@@ -898,3 +898,21 @@ def test_an_autocast_block_is_not_captured_without_its_dtypes(tmp_path: Path) ->
     graph = capture_text(tmp_path, model(forward, "self.fc = nn.Linear(8, 8)"))
     assert graph["captured"] == "none", ops(graph)
     assert "autocast" in graph["failure"]
+
+
+@pytest.mark.parametrize(
+    "init, forward",
+    [
+        ("self.scale = 1.0", "self.scale = self.scale * 0.5\nreturn x * self.scale"),
+        ("self.calls = 0", "self.calls += 1\nreturn x + self.calls"),
+        ("self.h = None", "self.h = x.mean()\nreturn x - self.h"),
+    ],
+)
+def test_a_forward_assigning_module_attributes_is_not_captured(tmp_path: Path, init: str, forward: str) -> None:
+    # traced once, the assignment is gone from the graph, which holds the value of the first call: the second call
+    # of the emitted file scaled by 0.5 where the reference scaled by 0.25
+    graph = capture_text(tmp_path, model(forward, init))
+    assert graph["captured"] == "none"
+    assert "assigns module attributes" in graph["failure"]
+    kept = capture_text(tmp_path, model("return x * self.scale", "self.scale = 0.5"))
+    assert kept["captured"] == "fx"  # read, never written: a constant of the graph

@@ -186,6 +186,36 @@ def _written_operand(node: torch.fx.Node) -> Any:
     return None
 
 
+def _python_state(model: torch.nn.Module) -> dict[tuple[str, str], Any]:
+    """The plain attributes of every module (`self.scale = 1.0`, `self.cache = None`): tensors, submodules and
+    private names left out (version counters and the module tree cover those)."""
+    return {(prefix, key): value for prefix, m in model.named_modules() for key, value in vars(m).items()
+            if not key.startswith("_") and key != "training"}
+
+
+def _check_python_state(model: torch.nn.Module, before: dict[tuple[str, str], Any]) -> None:
+    """A forward that assigns a module attribute (`self.scale = self.scale * 0.5`, `self.h = x.mean()`) runs
+    that assignment once, while traced, and the graph holds the value it had then: fx's and export's captures
+    would answer the second call with the first call's state, so neither is taken."""
+    after = _python_state(model)
+    changed = []
+    for key in before.keys() | after.keys():
+        old, new = before.get(key, _MISSING), after.get(key, _MISSING)
+        if old is new:
+            continue
+        try:
+            same = type(old) is type(new) and isinstance(old, (int, float, bool, str, tuple)) and bool(old == new)
+        except Exception:  # noqa: BLE001 — a tuple of tensors or proxies compares to no bool
+            same = False
+        if not same:
+            changed.append(".".join(part for part in key if part))
+    if changed:
+        raise RuntimeError(f"forward assigns module attributes ({', '.join(sorted(changed))}): not a graph op")
+
+
+_MISSING = object()
+
+
 def _check_no_state_writes(gm: torch.fx.GraphModule, model: torch.nn.Module) -> None:
     """Buffers are graph values while fx traces (a causal mask sliced by a traced size needs that), so an in-place
     update of one (`self.ema.mul_(0.9)`, usually under `torch.no_grad()`, which fx does not record) is a graph
@@ -249,10 +279,12 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
         graph["failure"] = f"forward argument {', '.join(unguarded)} is no literal a guard can compare (tensors in a list)"
         log(f"not captured: {graph['failure']}")
         return graph
+    python_state = _python_state(model)
     started = time.perf_counter()
     try:
         versions, before = _state_versions(model), _attribute_names(model)
         gm, runtime = trace(model, inputs)
+        _check_python_state(model, python_state)
         _check_faithful_fx(model, versions)
         _check_no_state_writes(gm, model)
         propagate_shapes(gm, runtime)
@@ -270,6 +302,7 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
     try:
         names = [p.name for p in inspect.signature(model.forward).parameters.values()]
         program = export_program(model, inputs)
+        _check_python_state(model, python_state)
         _check_faithful_export(program)
         inline_grad_mode_blocks(program.graph_module)
         ex_writer = ExportGraphWriter(program, names, matcher)
