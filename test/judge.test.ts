@@ -6,6 +6,8 @@ import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import type { EvalTask } from "../src/suite/eval-suite.ts";
+import { outcomeResult } from "../src/suite/ray.ts";
 import { judgeDisagrees, reconcileJudge, summarizeJudge } from "../src/worker/judge.ts";
 import type { EvalRequest, EvalResult } from "../src/worker/protocol.ts";
 import { failedResult } from "../src/worker/results.ts";
@@ -132,8 +134,15 @@ test("counts the judge did not see: trials, timed pairs, a reference timed besid
     };
     return result;
   };
-  const five = lines("n", [...GOOD.slice(0, 4), { ...END, calls: 5, commits: 5 }]);
+  const five = lines("n", [
+    ...GOOD.slice(0, 4),
+    { ...END, calls: 5, commits: 5, refTimed: 3, refMedianMs: 1 },
+  ]);
   assert.equal(reconcileJudge(timed("process", 3), five, "n", 2).verdict, "correct");
+  // The reference's times reach the result through the worker: slowed there, they no longer match the judge's.
+  const slowed = timed("process", 3);
+  if (slowed.timing) slowed.timing.ref.medianMs = 2;
+  assert.match(reconcileJudge(slowed, five, "n", 2).reason ?? "", /reference's times in the result/);
   assert.equal(reconcileJudge(timed("process", 9), five, "n", 2).verdict, "cheating");
   assert.equal(reconcileJudge(timed("in_process", 3), five, "n", 2).verdict, "cheating");
   // The judge kept the reference in the worker itself (active dropout): no trials of its own are expected.
@@ -191,4 +200,29 @@ test("the worker's request names the judge's descriptor; --reference-process off
   const result = await runWorker(off, { python, timeoutMs: 10_000 });
   assert.equal(JSON.parse(readFileSync(echoRequest, "utf8")).options.judgeFd, undefined);
   assert.equal(result.judge, undefined);
+});
+
+test("a Ray outcome carries the judge's lines as the task read them; they decide the same way", () => {
+  const task = { request } as unknown as EvalTask;
+  const base = {
+    type: "outcome" as const,
+    id: "1",
+    node: "n",
+    stdout: [JSON.stringify({ type: "result", result: correct(2) })],
+    stderrTail: [],
+    timedOut: false,
+    leftovers: false,
+    signal: null,
+    exitCode: 0,
+    seconds: 1,
+    rayError: null,
+  };
+  const failedTrial = [...GOOD.slice(0, 3), { event: "trial", trial: 1, passed: false, message: "off" }, END];
+  const judged = outcomeResult(
+    task,
+    { ...base, judge: { nonce: "r", lines: lines("r", failedTrial) } },
+    1000,
+  );
+  assert.equal(judged.verdict, "cheating");
+  assert.equal(outcomeResult(task, base, 1000).verdict, "correct"); // an older driver: no judge channel
 });

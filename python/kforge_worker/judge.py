@@ -67,6 +67,7 @@ class Judge:
         self.trials_failed = 0
         self.pending: dict[str, Any] | None = None  # the last trial's outputs, until the candidate's are judged
         self.calls = 0
+        self.timed_ms: list[float] = []  # the reference's timed calls, as measured here
         self.commits = 0
         self.committed_call = 0
         self.sampled = 0
@@ -169,8 +170,10 @@ class Judge:
 
         set_reference_noise(self.noise)
 
-    def called(self) -> None:
+    def called(self, ms: float | None = None) -> None:
         self.calls += 1
+        if ms is not None:
+            self.timed_ms.append(float(ms))
 
     def probability(self, pair: int) -> float:
         return min(1.0, max(SAMPLE_C / (pair + 1), SAMPLE_FLOOR))
@@ -222,9 +225,15 @@ class Judge:
         if self.commits != self.calls:
             self.fail(f"{self.calls - self.commits} of {self.calls} pairs of timed calls had no candidate outputs "
                       "handed over")
+        median = None
+        if self.timed_ms:
+            from .stats import summarize as timing_summary
+
+            median = timing_summary(self.timed_ms)["medianMs"]  # the worker's own statistic, on the same numbers
         self.record("end", mode=self.mode, why=self.why, trialsGiven=self.trials_given,
                     trialsJudged=self.trials_judged, trialsFailed=self.trials_failed, calls=self.calls,
                     commits=self.commits, sampled=self.sampled, wrong=self.wrong, failures=self.failures,
+                    refTimed=len(self.timed_ms), refMedianMs=median,
                     tolerance=None if self.atol is None else {"atol": self.atol, "rtol": self.rtol})
 
     # -- reading the candidate's outputs -------------------------------------------------------
@@ -317,7 +326,11 @@ class Judge:
                     int(ipc["refCounterOffset"]),
                     base64.b64decode(ipc["eventHandle"]) if ipc.get("eventHandle") else None,
                     bool(ipc["eventSyncRequired"]))
-                self._cuda = {key: storage}  # the worker's staging buffer: a new handle replaces the old one
+                # One per output staging buffer of the worker (a handle for the whole run); a buffer the worker grew
+                # is a new handle: the oldest are let go.
+                while len(self._cuda) >= 16:
+                    self._cuda.pop(next(iter(self._cuda)))
+                self._cuda[key] = storage
             typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True)
             shared = torch._utils._rebuild_tensor(typed, storage_offset, (numel,), (1,))
             own = torch.empty(numel, dtype=dtype, device=device)
@@ -459,7 +472,8 @@ def summarize(lines: list[str], nonce: str) -> dict[str, Any]:
             if record["end"] is not None:
                 record["problems"].append("two end records")
             record["end"] = {k: message.get(k) for k in ("trialsGiven", "trialsJudged", "trialsFailed", "calls",
-                                                          "commits", "sampled", "wrong", "failures")}
+                                                          "commits", "sampled", "wrong", "failures", "refTimed",
+                                                          "refMedianMs")}
             record["mode"], record["why"] = message.get("mode"), message.get("why")
     if not any(raw.strip() for raw in lines):
         record["channel"] = "missing"
@@ -507,6 +521,14 @@ def judgement_failure(record: dict[str, Any], result: dict[str, Any], warmup: in
             if where != "process":
                 return "cheating", ("the worker timed the reference beside the candidate though the clean process "
                                     "held it (its timed outputs never reached the judge)")
+            # The reference's times are measured in the clean process but reach the result through the worker.
+            ref = timing.get("ref") or {}
+            median = end.get("refMedianMs")
+            if (end.get("refTimed") != ref.get("n") or not isinstance(median, (int, float))
+                    or abs(median - float(ref.get("medianMs") or 0.0)) > 1e-9 * max(abs(median), 1e-12)):
+                return "cheating", (f"the reference's times in the result ({ref.get('n')} calls, median "
+                                    f"{ref.get('medianMs')} ms) are not the ones the clean process measured "
+                                    f"({end.get('refTimed')} calls, median {median} ms)")
             pairs = int((timing.get("ref") or {}).get("n") or 0) + warmup
             if int(end.get("calls") or 0) != pairs or int(end.get("commits") or 0) != pairs:
                 return "cheating", (f"the worker reports {pairs} pairs of calls (warm-up included); the clean "

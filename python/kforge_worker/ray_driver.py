@@ -27,7 +27,7 @@ def _emit(message: dict[str, Any]) -> None:
 
 def _outcome(task_id: str, fields: dict[str, Any] | None, ray_error: str | None) -> dict[str, Any]:
     base = {"stdout": [], "stderrTail": [], "timedOut": False, "leftovers": False, "signal": None,
-            "exitCode": None, "seconds": 0.0, "node": "?"}
+            "exitCode": None, "seconds": 0.0, "node": "?", "judge": None}
     return {"type": "outcome", "id": task_id, **base, **(fields or {}), "rayError": ray_error}
 
 

@@ -76,8 +76,16 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
         "PYTHONUNBUFFERED": "1",
         "KFORGE_SECRET_SEED": task["secret"],
     }
+    judge = None
     try:
         request = localize(task, folder)
+        # The task plays the CLI's part for the judge's channel (src/worker/judge.ts): a socket whose other end the
+        # worker hands to its reference process, the nonce written here, the lines returned with the outcome.
+        if request["options"].get("referenceProcess", True) is not False:
+            from .judge import JudgeChannel
+
+            judge = JudgeChannel()
+            request["options"]["judgeFd"] = judge.child_fd
         proc = subprocess.Popen(
             [sys.executable, "-m", "kforge_worker"],
             stdin=subprocess.PIPE,
@@ -86,7 +94,10 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
             env=env,
             cwd=folder,
             start_new_session=True,
+            pass_fds=(judge.child_fd,) if judge is not None else (),
         )
+        if judge is not None:
+            judge.close_child_end()
         stdout: list[str] = []
         stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
         readers = [
@@ -112,6 +123,7 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
         leftovers = not timed_out and _kill_group(proc.pid)
         for reader in readers:
             reader.join(timeout=10)
+        judged = {"nonce": judge.nonce, "lines": judge.finish(10)} if judge is not None else None
         code = proc.returncode
         return {
             "stdout": stdout,
@@ -122,6 +134,7 @@ def run_isolated(task: dict[str, Any]) -> dict[str, Any]:
             "exitCode": code if code is not None and code >= 0 else None,
             "seconds": time.monotonic() - started,
             "node": socket.gethostname(),
+            "judge": judged,
         }
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -498,8 +498,6 @@ class _Reference:
 
     def call(self, req: dict[str, Any]) -> dict[str, Any]:
         inputs = self.pool.ref_inputs()
-        if self.judge is not None:
-            self.judge.called()
 
         def run() -> None:
             self.last = self.model(*inputs)
@@ -507,8 +505,12 @@ class _Reference:
         with self.torch.no_grad():
             if req.get("timed"):
                 ms = self._problem_call("Model.forward during timing", lambda: self.clock.time_ms(run))
+                if self.judge is not None:
+                    self.judge.called(ms)
                 return {"ms": ms, **outside_report()}
             self._problem_call("Model.forward during timing", run)
+        if self.judge is not None:
+            self.judge.called()
         return {"ms": None, **outside_report()}
 
     def buffers(self) -> dict[str, Any]:

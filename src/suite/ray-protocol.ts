@@ -31,6 +31,12 @@ export const RayOutcome = z.object({
   seconds: z.number(),
   /** Ray itself failed the task (a node died, the worker could not start): nothing the candidate did. */
   rayError: z.string().nullable(),
+  /** The judge's channel as the task (the CLI's part on that node) read it: the nonce it wrote into the socket and
+   * the lines the reference process wrote (src/worker/judge.ts). Absent from older drivers and without one. */
+  judge: z
+    .object({ nonce: z.string(), lines: z.array(z.string()) })
+    .nullable()
+    .optional(),
 });
 export type RayOutcome = z.infer<typeof RayOutcome>;
 

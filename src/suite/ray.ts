@@ -43,7 +43,8 @@ export function outcomeResult(task: EvalTask, outcome: RayOutcome, timeoutMs: nu
       "runtime_error",
       `Ray could not run the evaluation: ${outcome.rayError}`,
     );
-  const output = new WorkerOutput(task.request);
+  const output = new WorkerOutput(task.request, {}, outcome.judge?.nonce);
+  for (const line of outcome.judge?.lines ?? []) output.judgeLine(line);
   for (const line of outcome.stdout) output.stdoutLine(line);
   for (const line of outcome.stderrTail) output.stderrLine(line);
   return output.finish(outcome, timeoutMs);

@@ -86,6 +86,8 @@ export function summarizeJudge(lines: string[], nonce: string): JudgeRecord {
           sampled: num(message.sampled),
           wrong: num(message.wrong),
           failures: Array.isArray(message.failures) ? message.failures.map(String) : null,
+          refTimed: num(message.refTimed),
+          refMedianMs: num(message.refMedianMs),
         };
         record.mode = message.mode === "in_worker" ? "in_worker" : "process";
         record.why = str(message.why);
@@ -156,6 +158,18 @@ export function judgeDisagrees(
         return [
           "cheating",
           "the worker timed the reference beside the candidate though the clean process held it (its timed outputs never reached the judge)",
+        ];
+      }
+      // The reference's times are measured in the clean process but reach the result through the worker.
+      const median = end.refMedianMs;
+      if (
+        end.refTimed !== timing.ref.n ||
+        median === null ||
+        Math.abs(median - timing.ref.medianMs) > 1e-9 * Math.max(Math.abs(median), 1e-12)
+      ) {
+        return [
+          "cheating",
+          `the reference's times in the result (${timing.ref.n} calls, median ${timing.ref.medianMs} ms) are not the ones the clean process measured (${end.refTimed} calls, median ${median} ms)`,
         ];
       }
       const pairs = timing.ref.n + warmupIters;

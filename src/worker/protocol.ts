@@ -252,6 +252,9 @@ export const JudgeRecord = z.object({
       sampled: z.number().int().nullable(),
       wrong: z.number().int().nullable(),
       failures: z.array(z.string()).nullable(),
+      /** The reference's timed calls as the clean process measured them (the speedup's numerator). */
+      refTimed: z.number().int().nullable(),
+      refMedianMs: z.number().nullable(),
     })
     .nullable(),
 });

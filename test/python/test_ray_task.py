@@ -35,6 +35,11 @@ def test_the_task_runs_the_worker_on_its_own_copies_and_returns_its_protocol_lin
     results = [json.loads(line) for line in outcome["stdout"] if '"type":"result"' in line]
     assert len(results) == 1
     assert results[0]["result"]["verdict"] == "correct", results[0]["result"]["reason"]
+    # The task gave the worker the judge's channel as the CLI does, and returns what the reference process wrote.
+    from kforge_worker.judge import summarize
+
+    record = summarize(outcome["judge"]["lines"], outcome["judge"]["nonce"])
+    assert record["channel"] == "ok" and record["end"]["trialsJudged"] == 2
 
 
 def test_a_hanging_candidate_is_killed_at_the_task_limit(cache_dir: str, tmp_path) -> None:

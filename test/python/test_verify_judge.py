@@ -127,6 +127,7 @@ def test_an_honest_run_is_judged_the_same_in_both_places(cache_dir: str) -> None
     end = record["end"]
     assert end["trialsGiven"] == end["trialsJudged"] == 3 and end["failures"] == []
     assert end["calls"] == end["commits"] == 2 + result["timing"]["ref"]["n"] and end["sampled"] >= 6
+    assert end["refTimed"] == result["timing"]["ref"]["n"] and end["refMedianMs"] == result["timing"]["ref"]["medianMs"]
     reconciled = reconcile(dict(result), lines, nonce, warmup=2)
     assert reconciled["verdict"] == "correct" and reconciled["judge"]["pid"] != os.getpid()
 
@@ -251,13 +252,13 @@ def _lines(nonce: str, *events: dict) -> list[str]:
     return [json.dumps({"type": "judge", "nonce": nonce, "seq": i, **e}) for i, e in enumerate(events)]
 
 
-def _result(trials: int = 2, timed: int | None = None, where: str = "process") -> dict:
-    timing = None if timed is None else {"ref": {"n": timed}, "inputs": {"reference": where}}
+def _result(trials: int = 2, timed: int | None = None, where: str = "process", median: float = 1.0) -> dict:
+    timing = None if timed is None else {"ref": {"n": timed, "medianMs": median}, "inputs": {"reference": where}}
     return {"verdict": "correct", "reason": None, "checks": [], "trials": [{}] * trials, "timing": timing}
 
 
 END = {"event": "end", "mode": "process", "trialsGiven": 2, "trialsJudged": 2, "trialsFailed": 0, "calls": 5,
-       "commits": 5, "sampled": 5, "wrong": 0, "failures": []}
+       "commits": 5, "sampled": 5, "wrong": 0, "failures": [], "refTimed": 3, "refMedianMs": 1.0}
 GOOD = ({"event": "hello", "pid": 7}, {"event": "start", "mode": "process"},
         {"event": "trial", "trial": 0, "passed": True}, {"event": "trial", "trial": 1, "passed": True}, END)
 
@@ -277,6 +278,7 @@ GOOD = ({"event": "hello", "pid": 7}, {"event": "start", "mode": "process"},
     ("timed beside the candidate though the judge held the reference", _lines("n", *GOOD),
      _result(2, 3, "in_process"), "cheating"),
     ("pairs the judge never saw", _lines("n", *GOOD), _result(2, 9), "cheating"),
+    ("the reference's times not the ones it measured", _lines("n", *GOOD), _result(2, 3, median=3.0), "cheating"),
 ])
 def test_the_clis_rule(case: str, lines: list[str], result: dict, verdict: str) -> None:
     assert reconcile(result, lines, "n", warmup=2)["verdict"] == verdict, case
