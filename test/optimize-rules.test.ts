@@ -1443,3 +1443,32 @@ test("an item assignment (fx's y.__setitem__(mask, v), which returns None) is no
     !planGraph(threaded).regions.some((r) => regionNodes(r).includes("s") && regionNodes(r).includes("m")),
   );
 });
+
+test("F.normalize of an order other than 2 is spelled out as its norm (a reduction), clamp_min and a divide", () => {
+  const special = (s: "inf"): Arg => ({ t: "const", pytype: "float", value: null, special: s });
+  const normalize = (p: Arg) =>
+    graph([node("n", "normalize", { input: ref("x"), p, dim: num(1), eps: num(1e-12) }, X)], "n");
+  for (const p of [num(1), num(3.5), special("inf")] as Arg[]) {
+    const g = canonicalGraph(normalize(p));
+    assert.deepEqual(
+      g.nodes.map((n) => n.op),
+      ["vector_norm", "clamp", "div"],
+    );
+    assert.deepEqual(g.nodes[0]?.fn?.ord, p);
+    assert.deepEqual(view4(g.nodes[0]), [8, 1, 32, 32]);
+    assert.equal(g.nodes.at(-1)?.id, "n", "the divide keeps normalize's id: its readers are unchanged");
+    assert.deepEqual(
+      planGraph(g).regions.map((r) => r.kind),
+      ["reduce", "pointwise"],
+    );
+  }
+  // p = 2 is the normalisation rule's, one kernel
+  assert.deepEqual(
+    canonicalGraph(normalize(num(2))).nodes.map((n) => n.op),
+    ["normalize"],
+  );
+});
+
+function view4(n: GraphNode | undefined): number[] | undefined {
+  return n?.out.t === "tensor" ? n.out.meta.shape : undefined;
+}

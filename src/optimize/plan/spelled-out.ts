@@ -5,10 +5,15 @@
 // - F.prelu / nn.PReLU: `torch.where(x >= 0, x, w * x)`, the weight one value or one per channel (dim 1, viewed
 //   as (C, 1, ..., 1)): a pointwise select that joins the region of the conv or linear before it.
 //
+// - F.normalize of an order other than 2 (the normalisation rule takes p = 2 in one kernel): `input /
+//   input.norm(p, dim, keepdim=True).clamp_min(eps)`, PyTorch's own definition of it (expand_as is the divide's
+//   broadcast), so the norm is one reduction and the divide a pointwise region after it, in any float dtype.
+//
 // Each only where the spelled-out ops equal the op exactly on the CPU (the fallback's check): glu in float32 /
 // float64 (glu rounds half precision once, the spelled-out ops twice) along an even size; prelu in any float
 // dtype with its weight of the input's dtype (the same products and selects).
 import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
+import { scalarValue } from "../ops/pointwise.ts";
 import { FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
 
 const EXACT_DTYPES = new Set(["float32", "float64"]);
@@ -176,10 +181,68 @@ function preluSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): 
   ];
 }
 
+/** normalize's replacement nodes (the norm with keepdim, its clamp_min, and the divide under normalize's id), or
+ * null. */
+function normalizeSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
+  const fn = node.fn;
+  const input = fn?.input;
+  const meta = view.tensorOf(input);
+  const out = view.outMeta(node);
+  if (!fn || !input || !meta || !out || node.inplace || !FLOAT_DTYPES.has(meta.dtype)) return null;
+  const { p, eps } = fn;
+  const order = p?.t === "const" && !p.attr ? scalarValue(p) : null;
+  if (!p || order === null || Number.isNaN(order) || order === 2) return null;
+  if (eps?.t !== "const" || eps.attr || typeof eps.value !== "number") return null;
+  const rank = meta.shape.length;
+  const raw = constInt(fn.dim);
+  if (raw === null || rank === 0 || raw < -rank || raw >= rank) return null;
+  const dim = raw < 0 ? raw + rank : raw;
+  const shape = meta.shape.map((s, i) => (i === dim ? 1 : s));
+  const normMeta: TensorMeta = { ...meta, shape, stride: contiguousStride(shape) };
+  const dims: Arg = { t: "list", kind: "list", items: [{ t: "const", pytype: "int", value: dim }] };
+  const keep: Arg = { t: "const", pytype: "bool", value: true };
+  const none: Arg = { t: "const", pytype: "none", value: null };
+  const norm = freshId(`${node.id}_norm`, taken);
+  const clamped = freshId(`${node.id}_denom`, taken);
+  return [
+    plainNode(norm, {
+      kind: "call_function",
+      target: "torch.linalg.vector_norm",
+      args: [input, p, dims, keep],
+      kwargs: {},
+      op: "vector_norm",
+      fn: { input, ord: p, dim: dims, keepdim: keep, dtype: none },
+      out: { t: "tensor", meta: normMeta },
+    }),
+    plainNode(clamped, {
+      kind: "call_function",
+      target: "torch.clamp_min",
+      args: [{ t: "node", id: norm }, eps],
+      kwargs: {},
+      op: "clamp",
+      fn: { input: { t: "node", id: norm }, min: eps, max: none },
+      out: { t: "tensor", meta: normMeta },
+    }),
+    plainNode(node.id, {
+      kind: "call_function",
+      target: "operator.truediv",
+      args: [input, { t: "node", id: clamped }],
+      kwargs: {},
+      op: "div",
+      fn: { input, other: { t: "node", id: clamped }, rounding_mode: none },
+      out: node.out,
+    }),
+  ];
+}
+
 type SpellOut = (node: GraphNode, view: GraphView, taken: Set<string>) => GraphNode[] | null;
 
 /** Op -> its spelled-out nodes (the last one under the op's own id, so its readers are unchanged). */
-const SPELLED_OUT: Record<string, SpellOut> = { glu: gluSpelledOut, prelu: preluSpelledOut };
+const SPELLED_OUT: Record<string, SpellOut> = {
+  glu: gluSpelledOut,
+  prelu: preluSpelledOut,
+  normalize: normalizeSpelledOut,
+};
 
 /** The graph's nodes with each op of SPELLED_OUT spelled out where it is exact. */
 export function spellOutOps(nodes: GraphNode[], view: GraphView): GraphNode[] {
