@@ -129,3 +129,34 @@ def test_tf32_rounding_fails_where_nothing_allows_it(monkeypatch, check):
     monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
     for families in (CONV, frozenset()):
         assert check(_tf32_conv(families)).outcome == "fail", families
+
+
+class _CubeHalf(nn.Module):
+    def forward(self, x):
+        return x ** 3 + 1.0
+
+
+class _CubeThroughBf16(nn.Module):
+    def forward(self, x):
+        return (x.bfloat16() ** 3 + 1.0).half()
+
+
+def _half_context(cand: nn.Module) -> context.VerifyContext:
+    def make_inputs(seed: int):  # |x| above 40.3: x ** 3 overflows float16 to inf
+        return [(torch.randn(64, 256, generator=torch.Generator().manual_seed(seed)) * 30).half()]
+
+    return context.VerifyContext(ref=_CubeHalf(), cand=cand, make_inputs=make_inputs, device=torch.device("cpu"),
+                                 atol=1e-2, rtol=1e-2, scan=ScanReport("c.py", frozenset()),
+                                 extensions=ExtensionRecorder(), rng=random.Random(5))
+
+
+def test_precision_is_judged_where_the_reference_itself_is_finite():
+    """fp16 x ** 3 overflows to inf where float64 does not: PyTorch's own error vs float64 was inf, and the
+    reference's own forward, emitted verbatim, failed `precision` ("rel L2 vs fp64 inf, PyTorch's own inf")."""
+    from kforge_worker.checks.output_checks import check_precision
+
+    honest = check_precision(_half_context(_CubeHalf()))
+    assert honest.outcome == "pass", honest.evidence
+    assert "not)" in honest.evidence
+    lower = check_precision(_half_context(_CubeThroughBf16()))
+    assert lower.outcome == "fail", lower.evidence
