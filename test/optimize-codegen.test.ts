@@ -7,6 +7,7 @@ import { generateRegion, methodNames } from "../src/optimize/codegen/region.ts";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";
 import { planGraph } from "../src/optimize/plan/planner.ts";
+import { canonicalGraph } from "../src/optimize/plan/rewrites.ts";
 
 const ref = (id: string): Arg => ({ t: "node", id });
 const zero: Arg = { t: "const", pytype: "int", value: 0 };
@@ -301,4 +302,42 @@ test("a half-precision value a step op reads (round, floor, a comparison) is rou
   }
   // continuous all the way: fp32 math, rounded once when stored
   assert.doesNotMatch(cuda(typed("s", "tanh", { input: ref("a") }, "float16")), /kf_round_f16\(/);
+});
+
+test("a cast to a dtype read at run time (h.to(x.dtype), h.type_as(x)) fuses, guarded by that read", () => {
+  const bf16 = { shape: [64, 128], dtype: "bfloat16", stride: [128, 1] };
+  const build = (cast: GraphNode, extra: GraphNode[] = []) => {
+    const g = castChain("float32");
+    g.inputs = [{ name: "x", meta: bf16, value: null }];
+    const dtype = (value: string): Arg => ({ t: "const", pytype: "dtype", value });
+    g.nodes = [
+      typed("f", "to", { input: ref("x"), dtype: dtype("float32") }, "float32"),
+      typed("m", "mul", { input: ref("f"), other: { t: "const", pytype: "float", value: 3 } }, "float32"),
+      ...extra,
+      cast,
+      typed("o", "tanh", { input: ref("c") }, "bfloat16"),
+    ];
+    g.output = ref("o");
+    const canonical = canonicalGraph(g);
+    const plan = planGraph(canonical);
+    assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+    const region = plan.regions[0];
+    assert.ok(region);
+    return generateRegion(new GraphView(canonical), region, names).method;
+  };
+  const read: GraphNode = {
+    ...call("dt", "builtins.getattr", [ref("x")]),
+    op: "getattr",
+    fn: { input: ref("x"), name: { t: "const", pytype: "str", value: "dtype" } },
+    out: { t: "value", pytype: "dtype" },
+  };
+  const toRead = typed(
+    "c",
+    "to",
+    { input: ref("m"), args: { t: "list", kind: "list", items: [ref("dt")] } },
+    "bfloat16",
+  );
+  assert.match(build(toRead, [read]), /not in _KF_DISABLED and v_dt == torch\.bfloat16 and _kf_ready/);
+  const typeAs = typed("c", "type_as", { input: ref("m"), other: ref("x") }, "bfloat16");
+  assert.match(build(typeAs), /not in _KF_DISABLED and x\.dtype == torch\.bfloat16 and _kf_ready/);
 });

@@ -340,11 +340,23 @@ export function generateRegion(
         ` and ${selfPath(node.target)}.training is ${view.graph.modules[node.target]?.training === false ? "False" : "True"}`,
     )
     .join("");
+  // A cast to a dtype read at run time (dtype-reads.ts) was planned for the dtype captured: while the read gives
+  // another, the reference's ops. A read inside the region follows from the operands' dtypes, which are checked.
+  const dtypeGuards = ids
+    .map((id) => view.node(id).fn)
+    .map((fn) => ({ source: fn?.dtype_guard, dtype: fn?.dtype }))
+    .filter(({ source }) => source?.t === "node" && !inside.has(source.id))
+    .map(({ source, dtype }) => {
+      const id = source?.t === "node" ? source.id : "";
+      const read = view.tensorOf(source) ? `${nameOf(id)}.dtype` : nameOf(id);
+      return ` and ${read} == torch.${dtype?.t === "const" ? String(dtype.value) : "?"}`;
+    })
+    .join("");
   const gen = region.kind === "recipe" ? undefined : KIND_GENERATORS[region.kind];
   if (!gen) throw new Error(`kforge internal: recipe region ${region.id} without its recipe`);
   const body = gen(view, region, nameOf, fn, outMeta);
   const ready = `_kf_ready(ins, ${dtypeList(body.operands)}, ${body.rank})`;
-  const enabled = `${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards}`;
+  const enabled = `${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards}${dtypeGuards}`;
   const doc = `        """${summary}: one generated kernel; the reference's ops when the inputs are not what it covers."""`;
   const fast = body.anchorPy
     ? [

@@ -2,7 +2,8 @@
 // the value can stay inside a fused region (the region's method computes it; forward never sees it); in-place
 // statements threaded through their results (inplace-threads.ts); glu and prelu spelled out as the ops the
 // rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts,
-// written-logsumexp.ts).
+// written-logsumexp.ts); casts to a dtype read at run time as casts to the dtype captured, guarded
+// (dtype-reads.ts).
 //
 // A device read (`torch.tensor(0.0, device=x.device)` after `x = x + 1`): every op below leaves its result on
 // its input tensor's device, so the read moves to that input, and on up the chain to a value forward has
@@ -12,6 +13,7 @@ import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
 import { GraphView } from "./graph-view.ts";
+import { resolveDtypeReads } from "./dtype-reads.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
 import { spellOutOps } from "./spelled-out.ts";
 import { foldWrittenLogSumExps } from "./written-logsumexp.ts";
@@ -56,7 +58,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const threaded = { ...captured, ...threadInplaceWrites(new GraphView(captured)) };
   const spelled = { ...threaded, nodes: spellOutOps(threaded.nodes, new GraphView(threaded)) };
   const normed = { ...spelled, nodes: foldWrittenRmsNorms(spelled.nodes, new GraphView(spelled)) };
-  const graph = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
+  const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
+  const graph = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
   const view = new GraphView(graph);
   const nodes = graph.nodes.map((node) => {
     const input = node.fn?.input;
