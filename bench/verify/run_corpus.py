@@ -79,6 +79,8 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=420)
     parser.add_argument("--deadline", type=float, default=540, help="seconds; entries not started by then are skipped")
     parser.add_argument("--via", choices=["worker", "standalone"], default="worker")
+    parser.add_argument("--shard", default="0/1", help="K/N: every N-th entry from the K-th (one shard per GPU, "
+                                                       "each run with its own CUDA_VISIBLE_DEVICES); seeds in shard 0")
     parser.add_argument("--reference-process", choices=["on", "off"], default=None,
                         help="force every entry's reference into its own process or beside the candidate "
                              "(default: the worker's default, on)")
@@ -89,6 +91,8 @@ def main() -> int:
     started = time.time()
     entries = [e for e in corpus.with_strict_variants(corpus.load_manifest()) if os.path.exists(os.path.join(ROOT, e["candidate"]))
                and (not args.only or any(s in e["id"] for s in args.only.split(",")))]
+    shard, shards = (int(x) for x in args.shard.split("/"))
+    entries = sorted(entries, key=lambda e: e["id"])[shard::shards]
     small = [e for e in entries if "test/verify/problems/" in e["problem"]]
     large = [e for e in entries if e not in small]
     seed_dir = os.path.abspath(args.seeds)
@@ -98,7 +102,7 @@ def main() -> int:
     for name, problem in SEEDS.items():
         src = os.path.join(seed_dir, name)
         dest = os.path.join(work, name.replace(".txt", ".py"))
-        if os.path.exists(src) and extract_seed(src, dest):
+        if shard == 0 and os.path.exists(src) and extract_seed(src, dest):
             seeds.append({"id": "seed_" + name[:3], "problem": problem, "candidate": dest, "expect": "any",
                           "check": None, "patterns": [], "cpu": False, "time": False, "note": "seed transcript"})
     deadline = started + args.deadline
