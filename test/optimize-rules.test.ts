@@ -581,7 +581,7 @@ test("cosine_similarity is one three-sum reduction over its dim; its x1 grows th
   assert.match(wider.kept.find((k) => k.node === "cs")?.reason ?? "", /more dims than its x1/);
 });
 
-test("binary_cross_entropy reduces; with a per-element weight it stays PyTorch's", () => {
+test("binary_cross_entropy reduces, with a per-element weight too; a weight of more dims than the input does not", () => {
   const rule = SEED_RULES.find((r) => r.name === "reduce");
   const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
   const bce = (weight: Arg) => {
@@ -592,11 +592,15 @@ test("binary_cross_entropy reduces; with a per-element weight it stays PyTorch's
       [],
     );
     const g = graph([n], "b");
-    g.inputs.push({ name: "t", meta: f32(X), value: null });
+    g.inputs.push(
+      { name: "t", meta: f32(X), value: null },
+      { name: "w5", meta: f32([2, ...X]), value: null },
+    );
     return rule?.accepts(n, new GraphView(g));
   };
   assert.equal(bce(none), null);
-  assert.match(bce(ref("t")) ?? "", /its weight argument/);
+  assert.equal(bce(ref("t")), null);
+  assert.match(bce(ref("w5")) ?? "", /its weight has more dims than its input/);
 });
 
 test("a pointwise chain reading more tensors than a kernel takes is split into regions of at most 7 operands", () => {
@@ -884,7 +888,7 @@ test("a region does not read a value on both sides of an in-place write it leave
   );
 });
 
-test("a loss with reduction='none' is its elementwise term: it joins the reduction after it; a weight keeps PyTorch", () => {
+test("a loss with reduction='none' is its elementwise term: it joins the reduction after it, its weight too", () => {
   const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
   const lossThenMean = (extra: Record<string, Arg>) => {
     const loss = node(
@@ -902,14 +906,9 @@ test("a loss with reduction='none' is its elementwise term: it joins the reducti
   assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
   assert.deepEqual(regionNodes(plan.regions[0] as never), ["l", "m"]);
   assert.equal(plan.kept.length, 0);
-  // A per-element weight is not in the term: the loss stays PyTorch's, the mean alone is fused.
+  // A per-element weight multiplies the term.
   const weighted = lossThenMean({ weight: ref("t") });
-  assert.equal(weighted.regions.length, 1);
-  assert.deepEqual(regionNodes(weighted.regions[0] as never), ["m"]);
-  assert.ok(
-    weighted.kept.some((k) => k.node === "l"),
-    JSON.stringify(weighted.kept),
-  );
+  assert.deepEqual(weighted.regions.map(regionNodes), [["l", "m"]]);
   // reduction='mean' is still the reduction rule's.
   const rule = SEED_RULES.find((r) => r.name === "reduce");
   const mean = node("l", "mse_loss", { input: ref("x"), target: ref("x"), reduction: text("mean") }, []);
@@ -1472,3 +1471,21 @@ test("F.normalize of an order other than 2 is spelled out as its norm (a reducti
 function view4(n: GraphNode | undefined): number[] | undefined {
   return n?.out.t === "tensor" ? n.out.meta.shape : undefined;
 }
+
+test("binary_cross_entropy_with_logits reduces with pos_weight (a per-class row) and weight", () => {
+  const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const g = graph(
+    [
+      node(
+        "b",
+        "binary_cross_entropy_with_logits",
+        { input: ref("x"), target: ref("t"), weight: none, pos_weight: ref("pw"), reduction: text("mean") },
+        [],
+      ),
+    ],
+    "b",
+  );
+  g.inputs.push({ name: "t", meta: f32(X), value: null }, { name: "pw", meta: f32([32]), value: null });
+  const plan = planGraph(g);
+  assert.deepEqual(plan.regions.map(regionNodes), [["b"]], JSON.stringify(plan.kept));
+});

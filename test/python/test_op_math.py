@@ -206,6 +206,8 @@ POINTWISE_CASES = [
     ("binary_cross_entropy_with_logits", {"reduction": "none"}, ["any", "unit"],
      lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="none")),
     ("soft_margin_loss", {"reduction": "none"}, ["any", "sign"], lambda x, t: F.soft_margin_loss(x, t, reduction="none")),
+    ("binary_cross_entropy_with_logits", {"reduction": "none", "_operands": ["input", "target", "pos_weight"]},
+     ["any", "unit", "pos"], lambda x, t, pw: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw, reduction="none")),
     ("poisson_nll_loss", {"reduction": "none", "log_input": True, "full": False, "eps": 1e-8}, ["any", "pos"],
      lambda x, t: F.poisson_nll_loss(x, t, reduction="none")),
     ("hinge_embedding_loss", {"reduction": "none", "margin": 0.7}, ["any", "sign"],
@@ -312,6 +314,13 @@ REDUCE_CASES = [
     ("binary_cross_entropy", {"reduction": "mean"}, ["unit", "unit"], F.binary_cross_entropy),
     ("binary_cross_entropy_with_logits", {"reduction": "sum"}, ["any", "unit"],
      lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction="sum")),
+    ("binary_cross_entropy_with_logits", {"reduction": "mean", "_operands": ["input", "target", "pos_weight"]},
+     ["any", "unit", "pos"], lambda x, t, pw: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw)),
+    ("binary_cross_entropy_with_logits",
+     {"reduction": "sum", "_operands": ["input", "target", "weight", "pos_weight"]}, ["any", "unit", "pos", "pos"],
+     lambda x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, weight=w, pos_weight=pw, reduction="sum")),
+    ("binary_cross_entropy", {"reduction": "mean", "_operands": ["input", "target", "weight"]},
+     ["unit", "unit", "pos"], lambda p, t, w: F.binary_cross_entropy(p, t, weight=w)),
     ("soft_margin_loss", {"reduction": "mean"}, ["any", "sign"], F.soft_margin_loss),
     ("hinge_embedding_loss", {"reduction": "mean", "margin": 0.7}, ["any", "sign"],
      lambda x, t: F.hinge_embedding_loss(x, t, margin=0.7)),
@@ -362,16 +371,19 @@ NORM_CASES = [
 
 
 def _pointwise_json(op: str, params: dict, n_operands: int) -> dict:
-    keys = OPERAND_KEYS.get(op, ["input"] if n_operands == 1 else TWO)[:n_operands]
+    # "_operands": the case's operand keys where it leaves optional ones out (a loss's weight)
+    keys = params.get("_operands") or OPERAND_KEYS.get(op, ["input"] if n_operands == 1 else TWO)[:n_operands]
     fn = {key: node(f"x{i}") for i, key in enumerate(keys)}
-    fn.update({k: const(v) for k, v in params.items()})
+    fn.update({k: const(v) for k, v in params.items() if k != "_operands"})
     return {"op": op, "kind": "pointwise", "fn": fn}
 
 
 def _reduce_json(op: str, params: dict, n_operands: int) -> dict:
-    keys = REDUCE_OPERAND_KEYS.get(op, ["input", "target"][:n_operands])
+    keys = params.get("_operands") or REDUCE_OPERAND_KEYS.get(op, ["input", "target"][:n_operands])
     fn = {key: node(f"x{i}") for i, key in enumerate(keys)}
     for k, v in params.items():
+        if k == "_operands":
+            continue
         fn[k] = ({"t": "list", "kind": "list", "items": [const(d) for d in v]} if isinstance(v, list) else const(v))
     return {"op": op, "kind": "reduce", "fn": fn, "sizes": {keys[0]: [ROWS, LENGTH]}}
 

@@ -638,6 +638,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
     : [...anchor.lines, ...pointwiseLines(view, region.prologue, table, anchor.resolve, rounded)];
   const values = spec.operands.map((key) => {
     const arg = seedFn[key];
+    if (spec.optional?.includes(key) && (!arg || (arg.t === "const" && arg.pytype === "none"))) return "";
     if (!arg) return "0.f";
     if (arg.t === "node" && region.prologue.includes(arg.id)) return `t_${arg.id}`;
     const anchored = anchor.resolve(arg);

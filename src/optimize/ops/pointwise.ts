@@ -299,6 +299,7 @@ const BASE: Record<string, PointwiseSpec> = {
 function elementwiseLoss(spec: ReduceSpec): PointwiseSpec {
   return {
     operands: spec.operands,
+    optional: spec.optional,
     emit: (o, p) => {
       if (p.str("reduction") !== "none") return null;
       if (["size_average", "reduce", ...(spec.absent ?? [])].some((key) => p.has(key))) return null;

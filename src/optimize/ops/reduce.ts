@@ -22,6 +22,8 @@ export interface ReduceSpec {
   accOf?(p: ParamReader): Accumulator | null;
   /** The fn's tensor arguments; the first one's rank is the iteration rank `dims` refers to. */
   operands: string[];
+  /** Operands that may be absent (None): `pro` sees "" for them (a loss's per-element weight). */
+  optional?: string[];
   /** The C++ type `pro` returns: float, or KfSums<K> for a KfAccSums<K> accumulator (several sums at once). */
   value?: string;
   /** The value reduced at one element, from the operands' values there. */
@@ -56,6 +58,11 @@ const lossEpi = (p: ParamReader) => {
   if (reduction === "mean") return "r.value / r.count";
   return reduction === "sum" ? "r.value" : null;
 };
+
+/** A loss term times a per-element weight where one is given. */
+function weighted(term: string, w: string | undefined): string {
+  return w ? `(${term}) * (${w})` : term;
+}
 
 /** A loss: a per-element term of input and target summed over every element, mean or sum as `reduction`
  * says; `extra` overrides (a custom epilogue, more reductions, arguments that must be absent). */
@@ -205,15 +212,21 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
       reductions: ["mean", "sum", "batchmean"],
     },
   ),
-  // torch's terms, logs clamped at -100 as torch clamps them: -(t log p + (1 - t) log(1 - p)).
+  // torch's terms, logs clamped at -100 as torch clamps them: -(t log p + (1 - t) log(1 - p)), times the weight.
   binary_cross_entropy: loss(
-    ([p, t]) => `((${t}) - 1.f) * fmaxf(log1pf(-(${p})), -100.f) - (${t}) * fmaxf(logf(${p}), -100.f)`,
-    { absent: ["weight"] },
+    ([p, t, w]) =>
+      weighted(`((${t}) - 1.f) * fmaxf(log1pf(-(${p})), -100.f) - (${t}) * fmaxf(logf(${p}), -100.f)`, w),
+    { operands: ["input", "target", "weight"], optional: ["weight"] },
   ),
-  // (1 - t) x + softplus(-x), softplus written as torch's stable max(-x, 0) + log1p(exp(-|x|)).
+  // (1 - t) x - (1 + (pos_weight - 1) t) logsigmoid(x), times the weight (torch's); -logsigmoid(x) written as
+  // torch's stable max(-x, 0) + log1p(exp(-|x|)).
   binary_cross_entropy_with_logits: loss(
-    ([x, t]) => `(1.f - (${t})) * (${x}) + fmaxf(-(${x}), 0.f) + log1pf(expf(-fabsf(${x})))`,
-    { absent: ["weight", "pos_weight"] },
+    ([x, t, w, pw]) => {
+      const softplus = `(fmaxf(-(${x}), 0.f) + log1pf(expf(-fabsf(${x}))))`;
+      const term = pw ? `(1.f + ((${pw}) - 1.f) * (${t})) * ${softplus}` : softplus;
+      return weighted(`(1.f - (${t})) * (${x}) + ${term}`, w);
+    },
+    { operands: ["input", "target", "weight", "pos_weight"], optional: ["weight", "pos_weight"] },
   ),
   soft_margin_loss: loss(([x, t]) => `log1pf(expf(-(${t}) * (${x})))`),
   // torch: exp(x) - t x of a log input, else x - t log(x + eps); full=True adds Stirling's term (PyTorch's).

@@ -287,7 +287,9 @@ export const SEED_RULES: SeedRule[] = [
       const fn = node.fn ?? {};
       const rank = view.tensorOf(fn[primary])?.shape.length;
       for (const key of spec.operands.slice(1)) {
-        const meta = view.tensorOf(fn[key]);
+        const arg = fn[key];
+        if (spec.optional?.includes(key) && (!arg || (arg.t === "const" && arg.pytype === "none"))) continue;
+        const meta = view.tensorOf(arg);
         if (!meta || !FLOAT_DTYPES.has(meta.dtype)) return `its ${key} is not a float tensor`;
         // dims index the first operand: a higher-rank operand would broadcast it into a longer shape.
         if (meta.shape.length > (rank ?? 0)) return `its ${key} has more dims than its ${primary}`;

@@ -54,14 +54,18 @@ const out = cases.map((c) => {
   }
   const spec = REDUCTIONS[c.op];
   if (!spec) return { op: c.op, error: "no reduction rule" };
-  const operands = spec.operands.map((_, i) => `x[${i}]`);
+  let k = 0;
+  const operands = spec.operands.map((key) => {
+    const arg = c.fn[key];
+    return !arg || (arg.t === "const" && arg.pytype === "none") ? "" : `x[${k++}]`;
+  });
   return {
     op: c.op,
     acc: accumulatorOf(spec, reader),
     value: spec.value ?? "float",
     pro: spec.pro(operands, reader),
     epi: spec.epi(reader),
-    inputs: operands.length,
+    inputs: k,
   };
 });
 process.stdout.write(
