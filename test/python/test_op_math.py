@@ -70,6 +70,10 @@ def _domain(kind: str, n: int, g: np.random.Generator) -> np.ndarray:
                   np.nan]
         x[10:14] = [1e-39, -3.3e-40, 3.3e38, -1e-45]  # float32 subnormals (bfloat16's), bfloat16's overflow
         return x
+    if kind == "nonfinite":  # ordinary values beside NaN and both infinities
+        x = g.normal(0, 3, n)
+        x[:6] = [np.nan, np.inf, -np.inf, np.nan, 0.5, -0.0]
+        return x
     if kind == "tail":  # log_ndtr's left tail (erfcx), down to where exp(-x^2/2) underflows float32
         return -np.abs(g.normal(0, 8, n)) - 1.0
     if kind == "hundreds":  # round(decimals=-1): values with a tens digit, halves (x5) included
@@ -158,6 +162,18 @@ POINTWISE_CASES = [
     ("fmax", {}, ["casts", "any"], torch.fmax),
     ("fmin", {}, ["casts", "any"], torch.fmin),
     ("sgn", {}, ["small-int"], torch.sgn),
+    ("sign", {}, ["casts"], torch.sign),  # NaN -> 0
+    # NaN and the infinities through the activations (PyTorch's comparisons decide which branch NaN takes)
+    ("threshold", {"threshold": 0.5, "value": -2.0}, ["nonfinite"], lambda x: F.threshold(x, 0.5, -2.0)),
+    ("hardswish", {}, ["nonfinite"], F.hardswish),
+    ("hardsigmoid", {}, ["nonfinite"], F.hardsigmoid),
+    ("hardtanh", {"min_val": -1.0, "max_val": 1.0}, ["nonfinite"], F.hardtanh),
+    ("relu", {}, ["nonfinite"], F.relu),
+    ("leaky_relu", {"negative_slope": 0.1}, ["nonfinite"], lambda x: F.leaky_relu(x, 0.1)),
+    ("softshrink", {"lambd": 0.5}, ["nonfinite"], lambda x: F.softshrink(x, 0.5)),
+    ("hardshrink", {"lambd": 0.5}, ["nonfinite"], lambda x: F.hardshrink(x, 0.5)),
+    ("clamp", {"min": -1.0, "max": 1.0}, ["nonfinite"], lambda x: torch.clamp(x, -1.0, 1.0)),
+    ("heaviside", {"values": 0.5}, ["nonfinite"], lambda x: torch.heaviside(x, torch.tensor(0.5, dtype=torch.float64))),
     ("sinc", {}, ["any"], torch.sinc),
     ("sinc", {}, ["small-int"], torch.sinc),
     ("entr", {}, ["any"], torch.special.entr),

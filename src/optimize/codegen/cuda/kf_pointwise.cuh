@@ -59,8 +59,10 @@ __device__ __forceinline__ float kf_hardsigmoid(float a) { return kf_clamp_max(k
 __device__ __forceinline__ float kf_hardswish(float a) { return a * kf_clamp_max(kf_clamp_min(a + 3.f, 0.f), 6.f) / 6.f; }
 __device__ __forceinline__ float kf_logsigmoid(float a) { return fminf(a, 0.f) - log1pf(expf(-fabsf(a))); }
 __device__ __forceinline__ float kf_softsign(float a) { return a / (1.f + fabsf(a)); }
-__device__ __forceinline__ float kf_sign(float a) { return a > 0.f ? 1.f : (a < 0.f ? -1.f : a); }
-__device__ __forceinline__ float kf_threshold(float a, float th, float value) { return a > th ? a : value; }
+// PyTorch's (0 < a) - (a < 0): NaN and -0 give +0.
+__device__ __forceinline__ float kf_sign(float a) { return (a > 0.f ? 1.f : 0.f) - (a < 0.f ? 1.f : 0.f); }
+// PyTorch's `a <= th ? value : a`: NaN passes through.
+__device__ __forceinline__ float kf_threshold(float a, float th, float value) { return a <= th ? value : a; }
 __device__ __forceinline__ float kf_softshrink(float a, float l) { return a > l ? a - l : (a < -l ? a + l : a * 0.f); }
 __device__ __forceinline__ float kf_hardshrink(float a, float l) { return (a >= -l && a <= l) ? 0.f : a; }
 // Python's modulo (torch.remainder, x % y): the sign of the divisor, from the exact fmod.
