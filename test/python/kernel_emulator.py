@@ -80,7 +80,9 @@ class _Functors:
                      if (m := re.search(r"KfSums<(\d+)> operator", text))}
         wrappers = [self._wrapper(name, role) for name, role in roles.items()]
         code = HOST_SHIM + "\n".join(self.structs.values()) + "\n" + "\n".join(wrappers)
-        digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+        # the headers the code includes are part of what is built: a changed helper must not load a stale library
+        headers = "".join(p.read_text(encoding="utf8") for p in sorted(CUDA_DIR.glob("*.cuh")))
+        digest = hashlib.sha256((code + headers).encode()).hexdigest()[:16]
         build = Path(tempfile.gettempdir()) / "kforge_emulator"
         build.mkdir(exist_ok=True)
         lib = build / f"functors_{digest}.so"
