@@ -1489,3 +1489,28 @@ test("binary_cross_entropy_with_logits reduces with pos_weight (a per-class row)
   const plan = planGraph(g);
   assert.deepEqual(plan.regions.map(regionNodes), [["b"]], JSON.stringify(plan.kept));
 });
+
+test("multilabel_soft_margin_loss reduces with reduction='mean'; its 'none' is per row, so never elementwise", () => {
+  const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const loss = (reduction: string) => {
+    const g = graph(
+      [
+        node(
+          "l",
+          "multilabel_soft_margin_loss",
+          { input: ref("x"), target: ref("t"), weight: none, reduction: text(reduction) },
+          reduction === "none" ? [8] : [],
+        ),
+      ],
+      "l",
+    );
+    g.inputs = [
+      { name: "x", meta: f32([8, 80]), value: null },
+      { name: "t", meta: f32([8, 80]), value: null },
+    ];
+    return planGraph(g);
+  };
+  assert.deepEqual(loss("mean").regions.map(regionNodes), [["l"]]);
+  assert.equal(loss("none").regions.length, 0);
+  assert.equal(loss("sum").regions.length, 0);
+});

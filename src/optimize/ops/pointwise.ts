@@ -312,7 +312,7 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
   ...BASE,
   ...Object.fromEntries(
     Object.entries(REDUCTIONS)
-      .filter(([, spec]) => spec.reductions)
+      .filter(([, spec]) => spec.reductions && !spec.rowwiseNone)
       .map(([op, spec]) => [op, elementwiseLoss(spec)]),
   ),
 };

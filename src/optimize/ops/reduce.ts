@@ -36,6 +36,9 @@ export interface ReduceSpec {
   index?: boolean;
   /** Losses: the fn's `reduction` must be one of these for the call to be a reduction. */
   reductions?: string[];
+  /** A loss whose reduction='none' is per row, not per element (multilabel_soft_margin_loss's class means): no
+   * elementwise form is derived from it. */
+  rowwiseNone?: boolean;
   /** Arguments the kernel form does not take (a loss's per-element `weight`): the call must leave them None. */
   absent?: string[];
   /** The call returns a pair (torch.max/min with a dim: values, indices; torch.aminmax: min, max): the region
@@ -229,6 +232,17 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     { operands: ["input", "target", "weight", "pos_weight"], optional: ["weight", "pos_weight"] },
   ),
   soft_margin_loss: loss(([x, t]) => `log1pf(expf(-(${t}) * (${x})))`),
+  // torch: -(t logsigmoid(x) + (1 - t) logsigmoid(-x)) times the per-class weight, averaged over the classes, then
+  // over the batch: the mean of every term.
+  multilabel_soft_margin_loss: loss(
+    ([x, t, w]) => weighted(`-((${t}) * kf_logsigmoid(${x}) + (1.f - (${t})) * kf_logsigmoid(-(${x})))`, w),
+    {
+      operands: ["input", "target", "weight"],
+      optional: ["weight"],
+      reductions: ["mean"],
+      rowwiseNone: true,
+    },
+  ),
   // torch: exp(x) - t x of a log input, else x - t log(x + eps); full=True adds Stirling's term (PyTorch's).
   poisson_nll_loss: loss(([x, t], p) => {
     const logInput = p.bool("log_input");
