@@ -250,7 +250,8 @@ class Judge:
         for k, (item, ref) in enumerate(zip(items, refs)):
             desc = item.get("tensor") if isinstance(item, dict) else None
             if not isinstance(desc, dict):
-                raise JudgeInputError(f"output {k}: not a tensor")
+                why = item.get("why") if isinstance(item, dict) else None
+                raise JudgeInputError(f"output {k}: not handed over as a tensor" + (f" ({why})" if why else ""))
             dtype = _dtype(desc.get("dtype"))
             shape = desc.get("shape")
             if not isinstance(shape, list) or not all(isinstance(n, int) and n >= 0 for n in shape):

@@ -853,12 +853,16 @@ class ReferenceProcess:
             directory = tempfile.mkdtemp(prefix="kforge-cand-", dir=_shared_dir())
             os.chmod(directory, 0o700)
             self.handover = Exporter(directory)
-        items = []
+        items: list[dict[str, Any]] = []
         for i, t in enumerate(outputs):
-            if not isinstance(t, torch.Tensor):
-                items.append({"value": None})
-                continue
-            items.append({"tensor": self.handover.put(f"cand{i}", torch.Tensor.contiguous(t.detach()), staging=True)})
+            try:
+                if not isinstance(t, torch.Tensor):
+                    raise TypeError(f"a {type(t).__name__}")
+                items.append({"tensor": self.handover.put(f"cand{i}", torch.Tensor.contiguous(t.detach()),
+                                                          staging=True)})
+            except BaseException as exc:  # noqa: BLE001 — a meta or sparse output, a subclass that raises when read:
+                # handed over as nothing (a wrong answer for the judge); the worker's own checks name what it is
+                items.append({"value": None, "why": f"{type(exc).__name__}: {exc}"[:200]})
         return items
 
     def judge_trial(self, outputs: list[Any]) -> None:

@@ -290,3 +290,20 @@ def test_a_forged_record_makes_even_a_failed_run_cheating_and_a_failed_run_is_le
     assert reconcile(dict(incorrect), bad_trial, "n", 2)["verdict"] == "incorrect"
     assert reconcile(dict(incorrect), ["forged"], "n", 2)["verdict"] == "cheating"
     assert judgement_failure(summarize(_lines("n", *GOOD), "n"), _result(2, 3), 2) is None
+
+
+def test_an_output_that_cannot_be_handed_over_is_a_wrong_answer_for_the_judge_not_a_harness_failure(tmp_path) -> None:
+    from kforge_worker.reference_process import ReferenceProcess
+
+    worker = ReferenceProcess.__new__(ReferenceProcess)  # only its hand-over: no process
+    worker.handover = None
+    items = worker._hand_over([torch.empty(2, 3, device="meta"), torch.ones(2, 3)])
+    assert items[0]["value"] is None and "meta" in items[0]["why"] and "tensor" in items[1]
+    judge, channel = _judge(tmp_path)
+    with pytest.raises(JudgeInputError, match="output 0: not handed over as a tensor"):
+        judge.receive(items, [torch.ones(2, 3), torch.ones(2, 3)], torch.device("cpu"))
+    judge.end()
+    channel.finish()
+    import shutil
+
+    shutil.rmtree(worker.handover.directory, ignore_errors=True)
