@@ -117,14 +117,14 @@ pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ i
     float pooled;
     if (Kind == KF_POOL_MAX) {
       pooled = -INFINITY;
-      for (int64_t a = 0; a < wd.taps; ++a) {
+      for (int a = 0; a < int(wd.taps); ++a) {  // int counters: a window fits one; 64-bit ones took registers to local memory
         const int64_t id = wd.start + a * wd.step;
         if (id < 0 || id >= g.in[0]) continue;
-        for (int64_t b = 0; b < wh.taps; ++b) {
+        for (int b = 0; b < int(wh.taps); ++b) {
           const int64_t ih = wh.start + b * wh.step;
           if (ih < 0 || ih >= g.in[1]) continue;
           const TIn* line = src + (id * g.in[1] + ih) * g.in[2];
-          for (int64_t c = 0; c < ww.taps; ++c) {
+          for (int c = 0; c < int(ww.taps); ++c) {
             const int64_t iw = ww.start + c * ww.step;
             if (iw < 0 || iw >= g.in[2]) continue;
             const float val = kf_to_float<TIn>(line[iw]);
