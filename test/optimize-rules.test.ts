@@ -1514,3 +1514,19 @@ test("multilabel_soft_margin_loss reduces with reduction='mean'; its 'none' is p
   assert.equal(loss("none").regions.length, 0);
   assert.equal(loss("sum").regions.length, 0);
 });
+
+test("a reduction's epilogue takes a number another node computed (`/ x.shape[0]`): a runtime scalar", () => {
+  const size: GraphNode = {
+    ...node("n", "size", { input: ref("x"), dim: num(0) }, []),
+    out: { t: "value", pytype: "int" },
+  };
+  const g = graph(
+    [
+      size,
+      node("s", "sum", { input: ref("x"), dim: none, keepdim: bool(false), dtype: none }, []),
+      node("d", "div", { input: ref("s"), other: ref("n"), rounding_mode: none }, []),
+    ],
+    "d",
+  );
+  assert.deepEqual(planGraph(g).regions.map(regionNodes), [["s", "d"]]);
+});

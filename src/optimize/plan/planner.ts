@@ -386,7 +386,10 @@ export function planGraph(graph: Graph): Plan {
     const outside = operandNodes(view, host.epilogue);
     const seedShape = view.outMeta(view.node(seedId))?.shape ?? [];
     const hostShape = view.outMeta(view.node(host.output))?.shape ?? [];
-    const onlySeed = [...outside].every((id) => id === seedId) && operandParams(view, host.epilogue) === 0;
+    // A number another node computed (`/ x.shape[0]`) is a runtime scalar, which an epilogue takes.
+    const onlySeed =
+      [...outside].every((id) => id === seedId || view.isNumberValue({ t: "node", id })) &&
+      operandParams(view, host.epilogue) === 0;
     if (!sameShape(seedShape, hostShape) || (rule.epilogue === "scalars" && !onlySeed)) continue;
     const merged = [...seed.prologue, seed.seed ?? seedId, ...seed.epilogue, ...host.epilogue];
     if (operandCount(view, merged) > MAX_REGION_OPERANDS) continue;
