@@ -341,3 +341,36 @@ test("a cast to a dtype read at run time (h.to(x.dtype), h.type_as(x)) fuses, gu
   const typeAs = typed("c", "type_as", { input: ref("m"), other: ref("x") }, "bfloat16");
   assert.match(build(typeAs), /not in _KF_DISABLED and x\.dtype == torch\.bfloat16 and _kf_ready/);
 });
+
+test("a half-precision reduction's value is rounded before its epilogue, as PyTorch stores it (a sum past 65504 is inf)", () => {
+  const g = castChain("float16");
+  g.inputs = [{ name: "x", meta: { shape: [64, 128], dtype: "float16", stride: [128, 1] }, value: null }];
+  const row = (n: GraphNode): GraphNode => ({
+    ...n,
+    out: { t: "tensor", meta: { shape: [64], dtype: "float16", stride: [1] } },
+  });
+  g.nodes = [
+    row(
+      typed(
+        "s",
+        "sum",
+        {
+          input: ref("x"),
+          dim: { t: "list", kind: "list", items: [{ t: "const", pytype: "int", value: 1 }] },
+          keepdim: { t: "const", pytype: "bool", value: false },
+        },
+        "float16",
+      ),
+    ),
+    row(
+      typed("d", "mul", { input: ref("s"), other: { t: "const", pytype: "float", value: 0.001 } }, "float16"),
+    ),
+  ];
+  g.output = ref("d");
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  const region = plan.regions[0];
+  assert.ok(region);
+  const cuda = generateRegion(new GraphView(g), region, names).cuda;
+  assert.match(cuda, /t_s = kf_round_f16\(r\.value\)/);
+});

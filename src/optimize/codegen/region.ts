@@ -622,6 +622,18 @@ function maskOf(dims: number[]): number {
   return dims.reduce((m, d) => m | (1 << d), 0);
 }
 
+/** regionRounding, and a half-precision reduction's value and epilogue rounded as PyTorch stores them whatever
+ * they reach: once per output, so free, and a sum past half precision's range is inf before `/ n` as in PyTorch. */
+function reduceRounding(view: GraphView, region: Region): Map<string, string> {
+  const rounded = regionRounding(view, region);
+  for (const id of [...(region.seed ? [region.seed] : []), ...region.epilogue]) {
+    const node = view.node(id);
+    const round = HALF_ROUNDING[view.outMeta(node)?.dtype ?? ""];
+    if (round && node.op !== "to") rounded.set(id, round);
+  }
+  return rounded;
+}
+
 const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const seed = view.node(region.seed ?? "");
   const spec = reduceSpecOf(seed, view);
@@ -629,7 +641,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const inMeta = view.tensorOf(seedInput(seed));
   const dims = reductionDims(seed, view);
   if (!spec || !seedFn || !inMeta || !dims) throw new Error(`kforge internal: ${seed.op} is not a reduction`);
-  const rounded = regionRounding(view, region);
+  const rounded = reduceRounding(view, region);
   const norm = region.norm ? normInPrologue(view, region, nameOf, fn, inMeta.shape.length, rounded) : null;
   const table = norm?.table ?? new OperandTable(view, nameOf, broadcastAdapt);
   const anchor = norm?.anchor ?? anchorOperands(view, region, table, nameOf, fn);
