@@ -29,8 +29,6 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
                         help="time eager / torch.compile / ModelNew and each fused region (OptimizeBenchRequest in FILE)")
     parser.add_argument("--bench-optimize-serve", action="store_true",
                         help="serve --bench-optimize requests, one JSON line each on stdin, a result line each on stdout")
-    parser.add_argument("--warm-compile", metavar="FILE",
-                        help="run torch.compile(reference) once so inductor's caches hold it (WarmCompileRequest in FILE)")
     parser.add_argument("--build", metavar="FILE", help="compile an emitted ModelNew's extension (with --cache-dir)")
     parser.add_argument("--cache-dir", metavar="DIR", help="with --build / --bench-optimize: kforge's cache folder")
     return parser.parse_args(argv)
@@ -109,10 +107,6 @@ def main(argv: list[str]) -> int:
         from .optimize_bench import serve
 
         return serve()
-    if args.warm_compile:
-        from .optimize_bench import main as bench_main
-
-        return bench_main(args.warm_compile, "warm-compile")
     channel = open_private_channel()
     if args.probe:
         from .probe import probe

@@ -293,45 +293,18 @@ def bench(request: dict[str, Any], state: ProblemState | None = None, startup: f
     return result
 
 
-def warm_compile(request: dict[str, Any]) -> dict[str, Any]:
-    """torch.compile(reference) run once, as bench() will run it, so that inductor's on-disk caches (FX graph,
-    AOTAutograd, Triton kernels and their autotuning) hold it: a suite does this on the CPU cores ahead of the
-    GPU loop, and the bench's own compile then loads instead of compiling. Nothing is timed here."""
-    import torch
-
-    device = torch.device(request["device"])
-    started = time.perf_counter()
-    try:
-        problem = import_path(request["problemPath"], "problem")
-        init = problem.get_init_inputs()
-        torch.manual_seed(0)
-        ref = problem.Model(*init).to(device)
-        inputs = _inputs(problem, device)
-        compiled_model = torch.compile(copy.deepcopy(ref))
-        with torch.no_grad():
-            compiled_model(*inputs)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-    except Exception as exc:  # noqa: BLE001 — the bench compiles for itself and reports what fails
-        return {"seconds": time.perf_counter() - started, "error": f"{type(exc).__name__}: {exc}"[:400]}
-    return {"seconds": time.perf_counter() - started, "error": None}
-
-
 def _startup_seconds(request: dict[str, Any]) -> float | None:
     """Seconds from the CLI's spawn (request.spawnedAt, epoch ms) to now: the interpreter and torch's import."""
     spawned = request.get("spawnedAt")
     return None if spawned is None else max(0.0, time.time() - spawned / 1000)
 
 
-def main(path: str, mode: str = "bench") -> int:
+def main(path: str) -> int:
     with open(path, encoding="utf-8") as f:
         request = json.load(f)
-    if mode == "warm-compile":
-        result = warm_compile(request)
-    else:
-        import torch  # noqa: F401 — the startup phase ends here, as in serve()
+    import torch  # noqa: F401 — the startup phase ends here, as in serve()
 
-        result = bench(request, startup=_startup_seconds(request))
+    result = bench(request, startup=_startup_seconds(request))
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
     return 0

@@ -75,18 +75,3 @@ export const OptimizeBenchResult = z.object({
   phases: BenchPhases.optional(),
 });
 export type OptimizeBenchResult = z.infer<typeof OptimizeBenchResult>;
-
-/** `python -m kforge_worker --warm-compile FILE`: torch.compile(reference) run once ahead of the GPU loop,
- * so the bench's compile of the same model loads from inductor's on-disk caches. */
-export const WarmCompileRequest = z.object({
-  problemPath: z.string(),
-  device: z.enum(["cuda", "cpu"]),
-});
-export type WarmCompileRequest = z.infer<typeof WarmCompileRequest>;
-
-export const WarmCompileResult = z.object({
-  seconds: z.number(),
-  /** Why it failed; the bench then compiles for itself and reports its own failure. */
-  error: z.string().nullable(),
-});
-export type WarmCompileResult = z.infer<typeof WarmCompileResult>;

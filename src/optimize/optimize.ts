@@ -2,14 +2,14 @@
 // time against eager and torch.compile, and re-emit without the regions that lost to PyTorch.
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
 import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../eval.ts";
 import type { Problem } from "../problem/problems.ts";
 import { EvalResult, Verdict } from "../worker/protocol.ts";
 import { workerEnv } from "../worker/python.ts";
-import { BenchPhases, OptimizeBenchResult, type RegionTiming, WarmCompileResult } from "./bench-protocol.ts";
+import { BenchPhases, OptimizeBenchResult, type RegionTiming } from "./bench-protocol.ts";
 import { BenchSession, failedBench } from "./bench-session.ts";
 import { captureProblem } from "./capture.ts";
 import { emitModelFile } from "./codegen/model-file.ts";
@@ -150,9 +150,6 @@ export interface OptimizeOptions {
   wholeFileFloor?: number;
   /** Extra environment of the GPU-side workers: the suite scheduler pins one GPU (CUDA_VISIBLE_DEVICES). */
   env?: Record<string, string>;
-  /** torch.compile(reference) already running ahead of the GPU loop (warmCompile): awaited before the bench
-   * that compiles, so that bench loads the result instead of compiling it a second time. */
-  compileWarm?: Promise<unknown>;
   /** This problem's bench worker, started ahead of its turn (BenchSession.prepare): its benches go there. */
   benchAhead?: BenchSession;
   /** Called as the first eval of the problem starts: nothing is timed on the GPU while it runs (a suite starts
@@ -280,17 +277,6 @@ export function sessionBench(session: BenchSession): typeof runBench {
     session.request(benchRequest(problem, candidatePath, regions, options, compileBaseline, timeFile));
 }
 
-/** torch.compile(reference) once in its own process, so that inductor's on-disk caches hold it when the bench
- * compiles the same model (a suite runs these on the CPU cores while the GPU works on earlier problems). */
-export async function warmCompile(problem: Problem, options: OptimizeOptions): Promise<WarmCompileResult> {
-  const requestPath = join(options.cacheDir, `warm-compile-${sha256(problem.path).slice(0, 16)}.json`);
-  const request = { problemPath: problem.path, device: options.device };
-  return workerRequest("--warm-compile", requestPath, request, WarmCompileResult, options, (why) => ({
-    seconds: 0,
-    error: why,
-  }));
-}
-
 /** A region ships only when its kernel beats the reference's ops by more than the timing noise between
  * processes (the region is timed in one, the final comparison made in another): a tie is left to PyTorch. */
 export const REGION_WIN_MARGIN = 1.03;
@@ -400,7 +386,6 @@ async function verifyWithBench(
   const rawBench = options.benchFile ?? (session ? sessionBench(session) : runBench);
   const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile = true) => {
     const waitStart = performance.now();
-    if (compile && timeFile) await options.compileWarm;
     const ahead = await session?.takeAheadRun();
     if (ahead) runs.push({ kind: "prepare", reused: false, ...ahead });
     compileWait += (performance.now() - waitStart) / 1000;

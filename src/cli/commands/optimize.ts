@@ -17,8 +17,8 @@ import {
   startBenchAhead,
   verifyEvalOptions,
   verifyProblem,
-  warmCompile,
 } from "../../optimize/optimize.ts";
+import { SlotAhead } from "../../optimize/slot-ahead.ts";
 import { cacheDir } from "../../paths.ts";
 import { type Problem, resolveProblem } from "../../problem/problems.ts";
 import { writeHtmlReport } from "../../report/html.ts";
@@ -26,7 +26,7 @@ import { loadResultsFile } from "../../report/load.ts";
 import { formatOptimizeTable } from "../../report/optimize-table.ts";
 import { useColor } from "../../report/table.ts";
 import { type GpuRequest, gpuSlots, parseGpus } from "../../suite/gpus.ts";
-import { runAhead, schedule } from "../../suite/scheduler.ts";
+import { schedule } from "../../suite/scheduler.ts";
 import { choosePython } from "../../worker/python.ts";
 import { positiveInt, positiveNumber } from "../args.ts";
 import { requireWorkerProbe } from "./eval.ts";
@@ -151,7 +151,12 @@ export function registerOptimizeCommand(program: Command): void {
       positiveNumber,
       900,
     )
-    .option("--iters <n>", "timed rounds of the eager/compile/ours comparison (more for fast forwards, fewer past ~2 s)", positiveInt, 50)
+    .option(
+      "--iters <n>",
+      "timed rounds of the eager/compile/ours comparison (more for fast forwards, fewer past ~2 s)",
+      positiveInt,
+      50,
+    )
     .option("--no-compile-baseline", "skip timing torch.compile(reference)")
     .option(
       "--jobs <n>",
@@ -252,13 +257,12 @@ export function registerOptimizeCommand(program: Command): void {
       // Extension builds (CPU-bound, independent) run ahead in a pool of --jobs, overlapping the GPU work.
       const builds = flags.verify && flags.device === "cuda";
       const slots = builds ? gpuSlots(flags.gpus, probe ?? {}) : [{ id: "local", env: {} }];
-      // torch.compile(reference) of each problem warmed ahead of the GPU loop, in order, WARM_COMPILES at a
-      // time (each holds a CUDA context and the problem's inputs): the bench then loads it from inductor's
-      // caches. A single problem's bench worker started with its capture (above).
-      // On one GPU the warm-up is the problem's own bench worker: started up to WARM_COMPILES problems ahead,
-      // it has imported torch, built the reference and compiled it when the problem's turn comes, and serves
-      // every bench of the problem. Several GPUs: which one a problem gets is known only at its turn, so the
-      // disk caches are warmed instead (the worker is pinned to a GPU when it starts).
+      // The warm-up is the problem's own bench worker (and its eval worker): started ahead, it has imported
+      // torch, built the reference and compiled it when the problem's turn comes, and serves every bench of the
+      // problem. A single problem's started with its capture (above). On one GPU up to WARM_COMPILES problems
+      // ahead. On several, the scheduler reserves each GPU's next problem and its workers start, pinned to that
+      // GPU, when the current problem's eval starts (SlotAhead); a problem another GPU takes over from a busy
+      // one's reservation starts cold.
       const warmAhead = builds && prepared.length > 1;
       const ahead: (BenchSession | undefined)[] = [];
       const evalAhead: (EvalAhead | undefined)[] = [];
@@ -275,12 +279,7 @@ export function registerOptimizeCommand(program: Command): void {
         evalAhead[position] = startEvalAhead(item.problem, item.output, verifyEvalOptions(options), env);
       };
       startAhead(0);
-      const warmed =
-        warmAhead && options.compileBaseline && slots.length > 1
-          ? runAhead(prepared, WARM_COMPILES, (item) =>
-              warmCompile(item.problem, { ...options, env: slots[0]?.env ?? {} }),
-            )
-          : [];
+      const perSlot = warmAhead && slots.length > 1;
       const byIndex: (OptimizeResult | undefined)[] = [...kept.values()];
       const first = byIndex.length;
       let done = 0;
@@ -304,18 +303,22 @@ export function registerOptimizeCommand(program: Command): void {
             const where = slots.length > 1 ? ` on ${slot.id}` : "";
             process.stderr.write(`[${done + 1}/${prepared.length}] ${item.problem.name}${where}${eta}\n`);
           },
-          run: async ({ item, index }, slot) => {
+          startAhead: perSlot
+            ? ({ item }, slot) => new SlotAhead(item.problem, item.output, { ...options, env: slot.env })
+            : undefined,
+          run: async ({ item, index }, slot, turn) => {
             startAhead(index - first);
+            turn.ahead?.start();
             return flags.verify
               ? await verifyProblem(item, {
                   ...options,
                   env: slot.env,
-                  compileWarm: warmed[index - first],
-                  benchAhead: ahead[index - first],
-                  evalAhead: evalAhead[index - first],
+                  benchAhead: turn.ahead?.bench ?? ahead[index - first],
+                  evalAhead: turn.ahead?.eval ?? evalAhead[index - first],
                   // The next problems' workers start while this one's eval runs: their torch.compile's first
                   // call then lands on a GPU that is not being timed.
                   onEvaluate: () => {
+                    turn.next?.start();
                     for (let next = 1; next <= WARM_COMPILES; next++) startAhead(index - first + next);
                   },
                 })
