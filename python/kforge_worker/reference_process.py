@@ -16,8 +16,9 @@ Transport. Requests are JSON lines on the child's stdin; replies JSON lines on a
 in the JSON: the reference process writes them into shared memory and sends a description —
 files in a private directory (``/dev/shm`` when it exists) mapped by both processes on CPU, CUDA IPC
 handles on a GPU (the tensor's own allocation, or a named staging buffer reused across the timing pairs).
-Data only flows from the reference to the worker: the reference process never reads memory the
-candidate's process can write. Nothing is unpickled. The other way round, the worker reads a trial's outputs
+Data flows from the reference to the worker, with one exception: the candidate's outputs handed to the judge
+(judge.py), which this process copies — never maps, never unpickles — after checking their size, shape and dtype.
+Nothing is unpickled. The other way round, the worker reads a trial's outputs
 and float64 evaluation after the candidate's call, from files the candidate's process can find and write (or
 replace under the same name): each such file's digest travels in the reply, and the trial fails as cheating when
 a file no longer holds it after the call (`Importer.seal`/`broken`).

@@ -141,6 +141,24 @@ def test_active_dropout_keeps_the_reference_in_the_worker_and_the_judge_says_so(
     assert record["trials"] == [] and reconcile(dict(result), lines, nonce, 2)["verdict"] == "correct"
 
 
+def test_inputs_the_reference_process_cannot_hand_over_are_declined_by_the_judge_itself(cache_dir: str, tmp_path) -> None:
+    """A torch.dtype among get_inputs()' values: the reference stays in the worker (as before), and the judge — not
+    the worker — says so; nothing of its own is then expected."""
+    prob = tmp_path / "dtype_input.py"
+    prob.write_text("import torch\nimport torch.nn as nn\n"
+                    "class Model(nn.Module):\n    def forward(self, x, dtype):\n        return (x * 2).to(dtype)\n"
+                    "def get_inputs():\n    return [torch.randn(4, 3), torch.float32]\n"
+                    "def get_init_inputs():\n    return []\n")
+    cand = tmp_path / "dtype_cand.py"
+    cand.write_text("import torch.nn as nn\n"
+                    "class ModelNew(nn.Module):\n    def forward(self, x, dtype):\n        return (x + x).to(dtype)\n")
+    result, lines, nonce = _judged(make_request(str(prob), str(cand), cache_dir, trials=2))
+    assert result["verdict"] == "correct", result["reason"]
+    record = summarize(lines, nonce)
+    assert record["channel"] == "ok" and record["mode"] == "in_worker" and "input 1" in record["why"]
+    assert record["trials"] == [] and reconcile(dict(result), lines, nonce, 2)["verdict"] == "correct"
+
+
 def test_the_worker_holds_no_descriptor_onto_the_judges_channel_when_the_candidate_is_imported(tmp_path) -> None:
     """A real worker process (the corpus runner's way, as the CLI spawns it): the candidate lists its process's
     descriptors at import; none is the socket the judge writes on, and the judge's record is whole."""
