@@ -345,11 +345,10 @@ export function generateRegion(
   const dtypeGuards = ids
     .map((id) => view.node(id).fn)
     .map((fn) => ({ source: fn?.dtype_guard, dtype: fn?.dtype }))
-    .filter(({ source }) => source?.t === "node" && !inside.has(source.id))
-    .map(({ source, dtype }) => {
-      const id = source?.t === "node" ? source.id : "";
-      const read = view.tensorOf(source) ? `${nameOf(id)}.dtype` : nameOf(id);
-      return ` and ${read} == torch.${dtype?.t === "const" ? String(dtype.value) : "?"}`;
+    .flatMap(({ source, dtype }) => {
+      if (source?.t !== "node" || inside.has(source.id) || dtype?.t !== "const") return [];
+      const read = view.tensorOf(source) ? `${nameOf(source.id)}.dtype` : nameOf(source.id);
+      return [` and ${read} == torch.${String(dtype.value)}`];
     })
     .join("");
   const gen = region.kind === "recipe" ? undefined : KIND_GENERATORS[region.kind];
