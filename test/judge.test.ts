@@ -81,6 +81,15 @@ test("a whole record that agrees leaves the worker's verdict; no line at all mea
   const none = reconcileJudge(correct(), [], "n", 2);
   assert.equal(none.verdict, "correct");
   assert.equal(none.judge?.channel, "missing");
+  // ...unless the result itself says a clean reference process ran: then it should have reported.
+  const claimed = correct();
+  claimed.checks.push({
+    name: "reference_isolation",
+    outcome: "pass",
+    failVerdict: "cheating",
+    evidence: "pid 9",
+  });
+  assert.equal(reconcileJudge(claimed, [], "n", 2).verdict, "runtime_error");
 });
 
 test("the judge's failed trial or wrong sample against the worker's correct is cheating", () => {

@@ -491,10 +491,17 @@ def judgement_failure(record: dict[str, Any], result: dict[str, Any], warmup: in
     """(verdict, evidence) when the judge's record contradicts a result that says correct; else None."""
     if record["channel"] == "forged":
         return "cheating", f"the judge's channel holds lines the judge did not write: {record['problems'][0]}"
-    if result.get("verdict") != "correct" or record["channel"] == "missing":
-        # Missing: not one line, not even the one the reference process writes as it starts (before the worker has
-        # imported torch, let alone the candidate): no judge ever ran — no reference process, or a worker of another
-        # kind. The worker's verdict stands; the record says so.
+    if result.get("verdict") != "correct":
+        return None
+    if record["channel"] == "missing":
+        # Not one line, not even the one the reference process writes as it starts (before the worker has imported
+        # torch, let alone the candidate): no judge ever ran — no reference process, or a worker of another kind. The
+        # worker's verdict stands, unless the result itself says a clean reference process ran.
+        isolated = ((result.get("timing") or {}).get("inputs") or {}).get("reference") == "process" or any(
+            c.get("name") == "reference_isolation" and c.get("outcome") == "pass" for c in result.get("checks") or [])
+        if isolated:
+            return "runtime_error", ("the result says the reference ran in a clean process, but that process never "
+                                     "reported: the run cannot be judged")
         return None
     if record["channel"] == "truncated":
         return "runtime_error", ("the clean process's judgement ended before the run did (no end record): the run "

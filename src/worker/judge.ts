@@ -113,9 +113,21 @@ export function judgeDisagrees(
   if (record.channel === "forged") {
     return ["cheating", `the judge's channel holds lines the judge did not write: ${record.problems[0]}`];
   }
+  if (result.verdict !== "correct") return null;
   // Missing: not even the line the reference process writes as it starts, before the worker imports torch, let
-  // alone the candidate: no judge ran (no reference process, or a worker of another kind). The worker's verdict stands.
-  if (result.verdict !== "correct" || record.channel === "missing") return null;
+  // alone the candidate: no judge ran (no reference process, or a worker of another kind). The worker's verdict
+  // stands — unless the result itself says a clean reference process ran.
+  if (record.channel === "missing") {
+    const isolated =
+      result.timing?.inputs?.reference === "process" ||
+      result.checks.some((c) => c.name === "reference_isolation" && c.outcome === "pass");
+    return isolated
+      ? [
+          "runtime_error",
+          "the result says the reference ran in a clean process, but that process never reported: the run cannot be judged",
+        ]
+      : null;
+  }
   if (record.channel === "truncated") {
     return [
       "runtime_error",

@@ -283,7 +283,9 @@ GOOD = ({"event": "hello", "pid": 7}, {"event": "start", "mode": "process"},
 
 @pytest.mark.parametrize("case, lines, result, verdict", [
     ("whole and agreeing", _lines("n", *GOOD), _result(2, 3), "correct"),
-    ("no line at all: no judge ran", [], _result(2, 3), "correct"),
+    ("no line at all: no judge ran", [], _result(2, 3, "in_process"), "correct"),
+    ("no line at all, though the result says the clean process timed the reference", [], _result(2, 3),
+     "runtime_error"),
     ("a failed trial", _lines("n", *GOOD[:3], {"event": "trial", "trial": 1, "passed": False, "message": "m"}, END),
      _result(2, 3), "cheating"),
     ("a wrong sample", _lines("n", *GOOD[:4], {"event": "sample", "pair": 3, "ok": False}, END), _result(2, 3),
