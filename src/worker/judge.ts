@@ -173,7 +173,7 @@ export function judgeDisagrees(
         ];
       }
       // The reference's times are measured in the clean process but reach the result through the worker.
-      const median = end.refMedianMs;
+      const median = end.refMedianMs ?? null;
       if (
         end.refTimed !== timing.ref.n ||
         median === null ||

@@ -253,8 +253,8 @@ export const JudgeRecord = z.object({
       wrong: z.number().int().nullable(),
       failures: z.array(z.string()).nullable(),
       /** The reference's timed calls as the clean process measured them (the speedup's numerator). */
-      refTimed: z.number().int().nullable(),
-      refMedianMs: z.number().nullable(),
+      refTimed: z.number().int().nullable().optional(),
+      refMedianMs: z.number().nullable().optional(),
     })
     .nullable(),
 });
