@@ -11,7 +11,7 @@ import {
   relaxAnchors,
 } from "../src/optimize/plan/planner.ts";
 import { canonicalGraph } from "../src/optimize/plan/rewrites.ts";
-import { pointwiseVerdict, reduceSpecOf, SEED_RULES } from "../src/optimize/plan/rules.ts";
+import { normDims, pointwiseVerdict, reduceSpecOf, SEED_RULES } from "../src/optimize/plan/rules.ts";
 
 const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
 function contiguous(shape: number[]): number[] {
@@ -1529,4 +1529,16 @@ test("a reduction's epilogue takes a number another node computed (`/ x.shape[0]
     "d",
   );
   assert.deepEqual(planGraph(g).regions.map(regionNodes), [["s", "d"]]);
+});
+
+test("a softmax whose dim is a module attribute (dim=self.dim) normalises that dim, as a literal one does", () => {
+  for (const op of ["softmax", "log_softmax"]) {
+    for (const dim of [1, -1, 0]) {
+      const literal = graph([node("sm", op, { input: ref("x"), dim: num(dim) }, X)], "sm");
+      const attr = graph([node("sm", op, { input: ref("x"), dim: num(dim, "dim") }, X)], "sm");
+      const dims = (g: Graph) => normDims(g.nodes[0] as GraphNode, new GraphView(g));
+      assert.deepEqual(dims(attr), dims(literal), `${op}(dim=self.dim) with self.dim = ${dim}`);
+      assert.deepEqual(dims(literal), [dim < 0 ? dim + X.length : dim]);
+    }
+  }
 });

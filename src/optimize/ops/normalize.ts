@@ -35,9 +35,8 @@ function affine(e: string, w: string | undefined, b: string | undefined): string
 const normalized = (v: string, eps: string) => `((${v}) - s.a) * (1.f / sqrtf(s.b / s.count + ${eps}))`;
 
 function softmaxDims(rank: number, p: ParamReader): number[] | null {
-  const dim = p.num("dim");
-  if (dim === null || rank === 0) return null;
-  const d = Number.parseFloat(dim);
+  const d = p.int("dim");
+  if (d === null || rank === 0 || d >= rank || d < -rank) return null;
   return [d < 0 ? d + rank : d];
 }
 

@@ -101,6 +101,12 @@ export function paramReader(
     has(name) {
       return get(name) !== undefined;
     },
+    int(name) {
+      const arg = get(name);
+      return arg?.t === "const" && typeof arg.value === "number" && Number.isInteger(arg.value)
+        ? arg.value
+        : null;
+    },
     size(name, dim) {
       const arg = get(name);
       return arg ? sizeOf(arg, dim) : null;
