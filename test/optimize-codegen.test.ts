@@ -374,3 +374,19 @@ test("a half-precision reduction's value is rounded before its epilogue, as PyTo
   const cuda = generateRegion(new GraphView(g), region, names).cuda;
   assert.match(cuda, /t_s = kf_round_f16\(r\.value\)/);
 });
+
+test("a normalisation's epilogue reading the normalised input (softmax(x) * x) reads the value the kernel holds", () => {
+  const g = castChain("float32");
+  g.nodes = [
+    typed("s", "softmax", { input: ref("x"), dim: { t: "const", pytype: "int", value: -1 } }, "float32"),
+    typed("m", "mul", { input: ref("s"), other: ref("x") }, "float32"),
+  ];
+  g.output = ref("m");
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  const region = plan.regions[0];
+  assert.ok(region);
+  const cuda = generateRegion(new GraphView(g), region, names).cuda;
+  assert.match(cuda, /t_m = \(t_s\) \* \(v\)/);
+  assert.doesNotMatch(cuda.slice(cuda.indexOf("struct KfApply")), /\* \(x\[0\]\)/);
+});

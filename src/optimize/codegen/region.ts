@@ -230,8 +230,8 @@ function regionRounding(view: GraphView, region: Region): Map<string, string> {
   return roundedHalves(view, [...region.prologue, ...(region.seed ? [region.seed] : []), ...region.epilogue]);
 }
 
-/** `expr`, rounded to its node's half-precision dtype where `rounded` says PyTorch's rounding shows. */
-/** The seed's value `t_<seed>` (rounded as PyTorch stores it), then the region's pointwise epilogue reading it. */
+/** The seed's value `t_<seed>` (rounded as PyTorch stores it), then the region's pointwise epilogue reading it;
+ * `held`: a tensor the epilogue reads as `v`, the value the kernel already holds for it. */
 function seededEpilogue(
   view: GraphView,
   region: Region,
@@ -239,6 +239,7 @@ function seededEpilogue(
   seedExpr: string,
   table: OperandTable,
   rounded: Map<string, string>,
+  held?: string,
 ): string[] {
   return [
     `const float t_${seedId} = ${roundedExpr(rounded, seedId, seedExpr)};`,
@@ -246,7 +247,11 @@ function seededEpilogue(
       view,
       region.epilogue,
       table,
-      (arg) => (arg.t === "node" && arg.id === seedId ? `t_${seedId}` : null),
+      (arg) => {
+        if (arg.t !== "node") return null;
+        if (arg.id === seedId) return `t_${seedId}`;
+        return arg.id === held ? "v" : null;
+      },
       rounded,
     ),
   ];
@@ -918,7 +923,11 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
       : (anchor.resolve(input) ?? table.tensor(input));
   const vExpr = spec.value ? spec.value(xExpr) : xExpr;
   const applyExpr = normApplyExpr(seed, table);
-  const applyLines = seededEpilogue(view, region, seed.id, applyExpr, table, rounded);
+  // `softmax(x) * x`: the epilogue's x is the value v the kernel holds (v = Pro(x) = x without a prologue);
+  // read as x[0] it kept the row twice in registers (rows_resident_kernel spilled 56 bytes at 24 values).
+  const direct = input.t === "node" && !region.prologue.includes(input.id) && anchor.resolve(input) === null;
+  const held = direct && input.t === "node" && vExpr === xExpr ? input.id : undefined;
+  const applyLines = seededEpilogue(view, region, seed.id, applyExpr, table, rounded, held);
   const nIn = table.operands.length;
   const pro = `KfPro_${region.id}`;
   const apply = `KfApply_${region.id}`;
