@@ -318,7 +318,9 @@ class Judge:
             item = torch.empty((), dtype=dtype).element_size()
             if storage_offset < 0 or (storage_offset * item + nbytes) > size:
                 raise JudgeInputError("the IPC allocation is smaller than the outputs it should hold")
-            key = (ipc["handle"], int(ipc["device"]))
+            # One cudaMalloc segment (one handle) holds several of the caching allocator's blocks: each output's
+            # staging buffer is a (handle, offset) pair, and the handle alone gave output 1 output 0's bytes.
+            key = (ipc["handle"], int(ipc["device"]), offset, size)
             storage = self._cuda.get(key)
             if storage is None:
                 storage = torch.UntypedStorage._new_shared_cuda(

@@ -327,3 +327,37 @@ def test_an_output_that_cannot_be_handed_over_is_a_wrong_answer_for_the_judge_no
     import shutil
 
     shutil.rmtree(worker.handover.directory, ignore_errors=True)
+
+
+def test_outputs_staged_in_one_cuda_segment_are_read_each_from_its_own_offset(monkeypatch):
+    """Two outputs' staging buffers (a bool mask and an int64 count) are blocks of one cudaMalloc segment: one IPC
+    handle, two offsets. The judge's cache was keyed by the handle alone and read output 1 from output 0's
+    mapping — honest candidates with two outputs were `cheating` on the H200 (judge_record: 7.2e16 vs 95; "resize
+    storage that is not resizable"). Mapped here by a stand-in for torch's IPC open, on the CPU."""
+    import base64
+
+    segment = torch.zeros(64, dtype=torch.uint8)
+    mask, count = torch.tensor([True, False, True]), torch.tensor([7, 9], dtype=torch.int64)
+    segment[0:3] = mask.view(torch.uint8)
+    segment[16:32] = count.view(torch.uint8)
+    opened = []
+
+    def open_shared(device, handle, size, offset, *rest):
+        opened.append(offset)
+        return segment[offset : offset + size].clone().untyped_storage()
+
+    monkeypatch.setattr(torch.UntypedStorage, "_new_shared_cuda", staticmethod(open_shared))
+    judge = Judge.__new__(Judge)  # its transport alone: no channel, no nonce
+    judge._cuda, judge.own_directory = {}, None
+
+    def desc(t: torch.Tensor, offset: int, size: int) -> dict:
+        ipc = {"device": 0, "handle": base64.b64encode(b"one-segment").decode(), "sizeBytes": size,
+               "offsetBytes": offset, "storageOffset": 0, "refCounterHandle": None, "refCounterOffset": 0,
+               "eventHandle": None, "eventSyncRequired": False}
+        return {"tensor": {"kind": "cuda_ipc", "dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+                           "numel": t.numel(), "ipc": ipc}}
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    got = judge.receive([desc(mask, 0, 3), desc(count, 16, 16)], [mask, count], torch.device("cuda"))
+    assert torch.equal(got[0], mask) and torch.equal(got[1], count), got
+    assert opened == [0, 16]
