@@ -390,3 +390,22 @@ test("a normalisation's epilogue reading the normalised input (softmax(x) * x) r
   assert.match(cuda, /t_m = \(t_s\) \* \(v\)/);
   assert.doesNotMatch(cuda.slice(cuda.indexOf("struct KfApply")), /\* \(x\[0\]\)/);
 });
+
+test("an int argument a module attribute holds (dim=self.dim) is guarded at run time; a float one is read then", () => {
+  const g = castChain("float32");
+  const attrDim: Arg = { t: "const", pytype: "int", value: 1, attr: "dim" };
+  const attrScale: Arg = { t: "const", pytype: "float", value: 0.5, attr: "block.scale" };
+  g.nodes = [
+    typed("m", "mul", { input: ref("x"), other: attrScale }, "float32"),
+    typed("s", "softmax", { input: ref("m"), dim: attrDim }, "float32"),
+  ];
+  g.output = ref("s");
+  const plan = planGraph(g);
+  const region = plan.regions[0];
+  assert.ok(region && plan.regions.length === 1, JSON.stringify(plan.kept));
+  const code = generateRegion(new GraphView(g), region, names);
+  // the kernel normalises the dim captured: another value of the attribute takes the reference's ops
+  assert.match(code.method, /not in _KF_DISABLED and self\.dim == 1 and _kf_ready/);
+  assert.doesNotMatch(code.method, /self\.block\.scale ==/);
+  assert.match(code.method, /float\(self\.block\.scale\)/);
+});

@@ -356,11 +356,12 @@ export function generateRegion(
       return [` and ${read} == torch.${String(dtype.value)}`];
     })
     .join("");
+  const attrGuards = structuralAttrGuards(view, ids);
   const gen = region.kind === "recipe" ? undefined : KIND_GENERATORS[region.kind];
   if (!gen) throw new Error(`kforge internal: recipe region ${region.id} without its recipe`);
   const body = gen(view, region, nameOf, fn, outMeta);
   const ready = `_kf_ready(ins, ${dtypeList(body.operands)}, ${body.rank})`;
-  const enabled = `${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards}${dtypeGuards}`;
+  const enabled = `${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards}${dtypeGuards}${attrGuards}`;
   const doc = `        """${summary}: one generated kernel; the reference's ops when the inputs are not what it covers."""`;
   const fast = body.anchorPy
     ? [
@@ -395,6 +396,23 @@ export function generateRegion(
     summary,
     recipe: null,
   };
+}
+
+/** Integer and boolean arguments a module attribute holds (dim=self.dim, keepdim=self.keep) were fixed when the
+ * kernel was planned (a dim, a window): while an attribute holds another value, the reference's ops. Float
+ * arguments are read from the attribute at run time (runtimeScalar) and need no guard. */
+function structuralAttrGuards(view: GraphView, ids: string[]): string {
+  const captured = new Map<string, string>();
+  const visit = (arg: Arg): void => {
+    if (arg.t === "list") for (const item of arg.items) visit(item);
+    else if (arg.t === "const" && arg.attr && (arg.pytype === "int" || arg.pytype === "bool"))
+      captured.set(arg.attr, pyScalar(arg, false));
+  };
+  for (const id of ids) {
+    const node = view.node(id);
+    for (const arg of [...node.args, ...Object.values(node.kwargs)]) visit(arg);
+  }
+  return [...captured].map(([attr, value]) => ` and ${selfPath(attr)} == ${value}`).join("");
 }
 
 function collectExternal(arg: Arg, inside: Set<string>, into: string[]): void {

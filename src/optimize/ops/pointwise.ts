@@ -13,7 +13,7 @@ export interface ParamReader {
   bool(name: string): boolean | null;
   has(name: string): boolean;
   /** An integer argument's captured value, also when a module attribute holds it (dim=self.dim): structural
-   * arguments (dims) are fixed when the kernel is planned, as reductions' dims are. */
+   * arguments (dims) are fixed when the kernel is planned, and the region guards the attribute at run time. */
   int(name: string): number | null;
   /** The size of tensor argument `name` along `dim`, read at run time (a runtime scalar); null when absent. */
   size(name: string, dim: number): string | null;
