@@ -66,8 +66,8 @@ struct Geom {
 // Window of output coordinate o along one dim: first tap, tap count, tap spacing.
 struct Window {
   int64_t start;
-  int64_t taps;
-  int64_t step;
+  int taps;  // a window's taps and spacing fit an int; 64-bit ones cost the generic kernel registers
+  int step;
 };
 
 template <int NX>
@@ -75,7 +75,7 @@ __device__ __forceinline__ Window window(const Geom<NX>& g, int d, int64_t o) {
   if (g.adaptive) {
     const int64_t start = (o * g.in[d]) / g.out[d];
     const int64_t end = ((o + 1) * g.in[d] + g.out[d] - 1) / g.out[d];
-    return {start, end - start, 1};
+    return {start, int(end - start), 1};
   }
   return {o * g.s[d] - g.p[d], g.k[d], g.dl[d]};
 }
@@ -117,14 +117,14 @@ pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ i
     float pooled;
     if (Kind == KF_POOL_MAX) {
       pooled = -INFINITY;
-      for (int a = 0; a < int(wd.taps); ++a) {  // int counters: a window fits one; 64-bit ones took registers to local memory
+      for (int a = 0; a < wd.taps; ++a) {
         const int64_t id = wd.start + a * wd.step;
         if (id < 0 || id >= g.in[0]) continue;
-        for (int b = 0; b < int(wh.taps); ++b) {
+        for (int b = 0; b < wh.taps; ++b) {
           const int64_t ih = wh.start + b * wh.step;
           if (ih < 0 || ih >= g.in[1]) continue;
           const TIn* line = src + (id * g.in[1] + ih) * g.in[2];
-          for (int c = 0; c < int(ww.taps); ++c) {
+          for (int c = 0; c < ww.taps; ++c) {
             const int64_t iw = ww.start + c * ww.step;
             if (iw < 0 || iw >= g.in[2]) continue;
             const float val = kf_to_float<TIn>(line[iw]);
