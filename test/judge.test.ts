@@ -12,35 +12,11 @@ import { judgeDisagrees, reconcileJudge, summarizeJudge } from "../src/worker/ju
 import type { EvalRequest, EvalResult } from "../src/worker/protocol.ts";
 import { failedResult } from "../src/worker/results.ts";
 import { runWorker } from "../src/worker/run.ts";
+import { stubRequest } from "./helpers/stub-request.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kforge-judge-"));
 
-const request: EvalRequest = {
-  protocol: 1,
-  problem: { path: "/p.py", name: "tiny", atol: null, rtol: null },
-  candidate: {
-    path: "/c.py",
-    label: "c.py",
-    origin: { kind: "file", sourcePath: "/c.py", blockIndex: null, blockCount: null, note: null },
-  },
-  options: {
-    trials: 2,
-    seed: 1,
-    precision: null,
-    allowTf32: false,
-    device: "cpu",
-    timing: {
-      enabled: false,
-      warmupIters: 2,
-      minIters: 1,
-      maxIters: 1,
-      budgetSeconds: 1,
-      targetRelativeCi: 0.02,
-    },
-    cacheDir: dir,
-    checks: [],
-  },
-};
+const request: EvalRequest = stubRequest(dir, 2, 2);
 
 function correct(trials = 2): EvalResult {
   const result = { ...failedResult(request, "correct", ""), reason: null };

@@ -9,35 +9,11 @@ import { buildRequest, DEFAULT_TIMING } from "../src/eval.ts";
 import { EvalRequest, type ProgressMessage } from "../src/worker/protocol.ts";
 import { failedResult } from "../src/worker/results.ts";
 import { runWorker } from "../src/worker/run.ts";
+import { stubRequest } from "./helpers/stub-request.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "kforge-run-"));
 
-const request: EvalRequest = {
-  protocol: 1,
-  problem: { path: "/p.py", name: "tiny", atol: null, rtol: null },
-  candidate: {
-    path: "/c.py",
-    label: "c.py",
-    origin: { kind: "file", sourcePath: "/c.py", blockIndex: null, blockCount: null, note: null },
-  },
-  options: {
-    trials: 5,
-    seed: 1,
-    precision: null,
-    allowTf32: false,
-    device: "cpu",
-    timing: {
-      enabled: false,
-      warmupIters: 1,
-      minIters: 1,
-      maxIters: 1,
-      budgetSeconds: 1,
-      targetRelativeCi: 0.02,
-    },
-    cacheDir: dir,
-    checks: [],
-  },
-};
+const request: EvalRequest = stubRequest(dir, 5, 1);
 
 const correct = { ...failedResult(request, "correct", ""), reason: null };
 const resultLine = JSON.stringify({ type: "result", result: correct });
