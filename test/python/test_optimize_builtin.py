@@ -593,9 +593,11 @@ def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[st
     ext = EmulatedExtension(cand)
     enable_cpu_fast_paths(cand, ext)
     cand._KF_DISABLED.update(_MATH_REWRITE.findall(emitted[name].read_text(encoding="utf8")))
+    convs = _record_conv_precision(cand)
     ref, new, patched = _smaller_instance(problem, cand, name)
     for where, want, got in _calls(problem, ref, new, [(0, True), (1, True), (2, False)]):
         _assert_close(want, got, f"output ({where})", HALF_SLACK)
+        assert torch.backends.cudnn.allow_tf32, f"cuDNN's TF32 switch left off after {where}"
         state = new.state_dict()
         for key, value in ref.state_dict().items():
             _assert_close(value, state[key], f"state_dict[{key!r}] after {where}", HALF_SLACK)
@@ -606,6 +608,25 @@ def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[st
     regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+(_running|_bn)?", f)]
     idle = [f for f in regions if not ext.calls.get(f)]
     assert not idle, f"regions whose fast path never ran on the problem's inputs: {idle}"
+    tf32 = [c for c in convs if c == (torch.float32, True, True)]
+    assert not tf32, "an fp32 channels-last conv anchor ran with cuDNN's TF32 allowed (the reference's NCHW does not)"
+
+
+def _record_conv_precision(cand: ModuleType) -> list[tuple[torch.dtype, bool, bool]]:
+    """Each conv anchor call's (dtype, channels-last, cuDNN TF32 allowed), as the emitted runtime makes it."""
+    calls: list[tuple[torch.dtype, bool, bool]] = []
+    conv_call = getattr(cand, "_kf_conv_call", None)
+    if conv_call is None:
+        return calls
+
+    def recording(conv, x, w):
+        layout = torch.channels_last_3d if x.dim() == 5 else torch.channels_last
+        last = x.dim() in (4, 5) and x.is_contiguous(memory_format=layout) and not x.is_contiguous()
+        calls.append((x.dtype, last, bool(torch.backends.cudnn.allow_tf32)))
+        return conv_call(conv, x, w)
+
+    cand._kf_conv_call = recording
+    return calls
 
 
 # A half-precision conv on the CPU in channels-last rounds apart from the reference's NCHW one (a few outputs
