@@ -109,7 +109,7 @@ test("counts the judge did not see: trials, timed pairs, a reference timed besid
     };
     result.timing = {
       ref: stats,
-      cand: stats,
+      cand: { ...stats },
       speedup: 1,
       speedupCi: [1, 1],
       l2FlushBytes: 0,
@@ -121,9 +121,29 @@ test("counts the judge did not see: trials, timed pairs, a reference timed besid
   };
   const five = lines("n", [
     ...GOOD.slice(0, 4),
-    { ...END, calls: 5, commits: 5, refTimed: 3, refMedianMs: 1 },
+    {
+      ...END,
+      calls: 5,
+      commits: 5,
+      refTimed: 3,
+      refMedianMs: 1,
+      candTimed: 3,
+      candMedianMs: 1,
+      speedup: 1,
+    },
   ]);
   assert.equal(reconcileJudge(timed("process", 3), five, "n", 2).verdict, "correct");
+  // So do the candidate's: its list shrunk in the worker after each pair was handed over (or the statistics patched
+  // there) no longer matches what the judge recomputed from the times it was handed.
+  const shrunk = timed("process", 3);
+  if (shrunk.timing) {
+    shrunk.timing.cand.medianMs = 0.05;
+    shrunk.timing.speedup = 20;
+  }
+  assert.match(reconcileJudge(shrunk, five, "n", 2).reason ?? "", /candidate's times in the result/);
+  const speedOnly = timed("process", 3);
+  if (speedOnly.timing) speedOnly.timing.speedup = 20;
+  assert.equal(reconcileJudge(speedOnly, five, "n", 2).verdict, "cheating");
   // The reference's times reach the result through the worker: slowed there, they no longer match the judge's.
   const slowed = timed("process", 3);
   if (slowed.timing) slowed.timing.ref.medianMs = 2;

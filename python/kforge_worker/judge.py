@@ -68,8 +68,10 @@ class Judge:
         self.pending: dict[str, Any] | None = None  # the last trial's outputs, until the candidate's are judged
         self.calls = 0
         self.timed_ms: list[float] = []  # the reference's timed calls, as measured here
+        self.cand_ms: list[float] = []  # the candidate's, as handed over with each timed pair's outputs
         self.commits = 0
         self.committed_call = 0
+        self._last_call_timed = False
         self.sampled = 0
         self.wrong = 0
         self.failures: list[str] = []
@@ -172,15 +174,16 @@ class Judge:
 
     def called(self, ms: float | None = None) -> None:
         self.calls += 1
+        self._last_call_timed = ms is not None
         if ms is not None:
             self.timed_ms.append(float(ms))
 
     def probability(self, pair: int) -> float:
         return min(1.0, max(SAMPLE_C / (pair + 1), SAMPLE_FLOOR))
 
-    def commit(self, items: Any, last: list[Any] | None, device: Any) -> None:
-        """The candidate's outputs of the pair just run: copied first, then the draw, then (maybe) the comparison
-        with the judge's own last output for the same inputs."""
+    def commit(self, items: Any, last: list[Any] | None, device: Any, cand_ms: Any = None) -> None:
+        """The candidate's outputs of the pair just run (and its time, in a timed pair): copied first, then the draw,
+        then (maybe) the comparison with the judge's own last output for the same inputs."""
         from .compare import compare_output
 
         pair = self.calls - 1
@@ -192,6 +195,7 @@ class Judge:
             return
         self.committed_call = self.calls
         self.commits += 1
+        self._candidate_time(pair, cand_ms)
         try:
             cands = self.receive(items, last, device)
         except JudgeInputError as exc:
@@ -214,6 +218,24 @@ class Judge:
         if not ok or self.sampled <= 400:
             self.record("sample", pair=pair, ok=ok, message=_short(message))
 
+    def _candidate_time(self, pair: int, ms: Any) -> None:
+        """Kept as handed over, right after the pair: the result's candidate times and speedup must be these (the
+        worker's list and statistics are reachable from candidate code; what it hands over after the call is not
+        rewritten later). A timed pair (the reference's call was timed) comes with a duration, a warm-up pair
+        without."""
+        timed = self._last_call_timed
+        if ms is None:
+            if timed:
+                self.fail(f"pair {pair}: a timed pair handed over without the candidate's time")
+            return
+        if not timed:
+            self.fail(f"pair {pair}: a candidate time handed over for an untimed pair")
+            return
+        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms < 0:
+            self.fail(f"pair {pair}: the candidate's time handed over is not a duration ({str(ms)[:40]})")
+            return
+        self.cand_ms.append(float(ms))
+
     # -- the end -------------------------------------------------------------------------------
     def end(self) -> None:
         if self.ended:
@@ -225,15 +247,21 @@ class Judge:
         if self.commits != self.calls:
             self.fail(f"{self.calls - self.commits} of {self.calls} pairs of timed calls had no candidate outputs "
                       "handed over")
-        median = None
+        median = cand_median = speedup = None
         if self.timed_ms:
+            from .stats import speedup as timing_speedup
             from .stats import summarize as timing_summary
 
             median = timing_summary(self.timed_ms)["medianMs"]  # the worker's own statistic, on the same numbers
+            if self.cand_ms:
+                cand_median = timing_summary(self.cand_ms)["medianMs"]
+                speedup = timing_speedup(self.timed_ms, self.cand_ms) if len(self.cand_ms) == len(self.timed_ms) \
+                    else None
         self.record("end", mode=self.mode, why=self.why, trialsGiven=self.trials_given,
                     trialsJudged=self.trials_judged, trialsFailed=self.trials_failed, calls=self.calls,
                     commits=self.commits, sampled=self.sampled, wrong=self.wrong, failures=self.failures,
-                    refTimed=len(self.timed_ms), refMedianMs=median,
+                    refTimed=len(self.timed_ms), refMedianMs=median, candTimed=len(self.cand_ms),
+                    candMedianMs=cand_median, speedup=speedup,
                     tolerance=None if self.atol is None else {"atol": self.atol, "rtol": self.rtol})
 
     # -- reading the candidate's outputs -------------------------------------------------------
@@ -476,7 +504,7 @@ def summarize(lines: list[str], nonce: str) -> dict[str, Any]:
                 record["problems"].append("two end records")
             record["end"] = {k: message.get(k) for k in ("trialsGiven", "trialsJudged", "trialsFailed", "calls",
                                                           "commits", "sampled", "wrong", "failures", "refTimed",
-                                                          "refMedianMs")}
+                                                          "refMedianMs", "candTimed", "candMedianMs", "speedup")}
             record["mode"], record["why"] = message.get("mode"), message.get("why")
     if not any(raw.strip() for raw in lines):
         record["channel"] = "missing"
@@ -539,12 +567,29 @@ def judgement_failure(record: dict[str, Any], result: dict[str, Any], warmup: in
                 return "cheating", (f"the reference's times in the result ({ref.get('n')} calls, median "
                                     f"{ref.get('medianMs')} ms) are not the ones the clean process measured "
                                     f"({end.get('refTimed')} calls, median {median} ms)")
+            # So are the candidate's, measured in the worker: the judge was handed each pair's time right after the
+            # call and recomputes the median and the speedup (a list edited later, or statistics patched in the
+            # worker, no longer match).
+            cand = timing.get("cand") or {}
+            if (end.get("candTimed") != cand.get("n") or not _same(end.get("candMedianMs"), cand.get("medianMs"))
+                    or not _same(end.get("speedup"), timing.get("speedup"))):
+                return "cheating", (f"the candidate's times in the result ({cand.get('n')} calls, median "
+                                    f"{cand.get('medianMs')} ms, speedup {timing.get('speedup')}) are not the ones "
+                                    f"handed to the clean process after each pair ({end.get('candTimed')} calls, "
+                                    f"median {end.get('candMedianMs')} ms, speedup {end.get('speedup')})")
             pairs = int((timing.get("ref") or {}).get("n") or 0) + warmup
             if int(end.get("calls") or 0) != pairs or int(end.get("commits") or 0) != pairs:
                 return "cheating", (f"the worker reports {pairs} pairs of calls (warm-up included); the clean "
                                     f"process ran {end.get('calls')} and was handed {end.get('commits')} of the "
                                     "candidate's outputs")
     return None
+
+
+def _same(judged: Any, reported: Any) -> bool:
+    """Equal up to float formatting; a value the judge does not have never matches."""
+    if isinstance(judged, bool) or not isinstance(judged, (int, float)) or not isinstance(reported, (int, float)):
+        return False
+    return abs(judged - reported) <= 1e-9 * max(abs(judged), 1e-12)
 
 
 def reconcile(result: dict[str, Any], lines: list[str], nonce: str, warmup: int) -> dict[str, Any]:

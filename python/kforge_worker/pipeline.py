@@ -946,7 +946,23 @@ def time_models(ctx: EvalContext) -> None:
         counter["n"] += 1
         return trial_seed(ctx.request.seed, f"timing:{counter['n']}")
 
-    clock = clock_for(ctx.device)
+    measured = clock_for(ctx.device)
+    cand_ms: dict[str, float] = {}
+
+    class HandedClock:
+        """The candidate's clock; each timed call's time is kept for the judge's hand-over after the pair, with no
+        candidate code in between (its list in the timing loop, and the statistics computed here, are one walk or
+        one patched module away from candidate code; the judge recomputes the speedup from what it was handed)."""
+
+        method = measured.method
+        flush_bytes = measured.flush_bytes
+
+        def time_ms(self, fn: Callable[[], Any]) -> float:
+            ms = measured.time_ms(fn)
+            cand_ms["last"] = ms
+            return ms
+
+    clock = HandedClock() if ctx.reference is not None else measured
     side = {"now": "Model"}
     outputs: dict[str, Any] = {}
     # Active dropout: both sides of a pair start from the same generator state (taken between pairs, set back
@@ -1015,7 +1031,8 @@ def time_models(ctx: EvalContext) -> None:
             side["now"] = "compare"
             ctx.synchronize()
             if remote is not None:  # the judge gets this pair's outputs before anything decides whether it looks
-                _judge(ctx, lambda: ctx.reference.commit(_flat_or_none(outputs.get("ModelNew"))))
+                _judge(ctx, lambda: ctx.reference.commit(_flat_or_none(outputs.get("ModelNew")),
+                                                         cand_ms.pop("last", None)))
             _guard_reference_noise(ctx, f"timing, before pair {pair}")
             sampler.after_pair(pair - 1, outputs.pop("Model", None), outputs.pop("ModelNew", None),
                                None if ref_aliases else pool.cand_inputs())

@@ -436,7 +436,7 @@ class _Reference:
             last = flatten_outputs(self.last, "reference output") if self.last is not None else None
         except OutputStructureError:
             last = None
-        self.judge.commit(req.get("outputs"), last, self.device)
+        self.judge.commit(req.get("outputs"), last, self.device, req.get("candMs"))
         return {}
 
     def _release_cache(self, outs: list[Any]) -> None:
@@ -872,11 +872,11 @@ class ReferenceProcess:
         if self.judging:
             self.request("judge_trial", outputs=self._hand_over(outputs))
 
-    def commit(self, outputs: list[Any]) -> None:
-        """The candidate's outputs of the pair of timed calls just run, for the judge, before anything about
-        whether the pair is compared exists."""
+    def commit(self, outputs: list[Any], cand_ms: float | None = None) -> None:
+        """The candidate's outputs of the pair of timed calls just run, and the candidate's time in it (None in a
+        warm-up pair), for the judge, before anything about whether the pair is compared exists."""
         if self.judging:
-            self.request("commit", outputs=self._hand_over(outputs))
+            self.request("commit", outputs=self._hand_over(outputs), candMs=cand_ms)
 
     def buffers(self) -> dict[str, Any]:
         """The reference model's buffers in the child, copied into this process, by name."""

@@ -88,6 +88,9 @@ export function summarizeJudge(lines: string[], nonce: string): JudgeRecord {
           failures: Array.isArray(message.failures) ? message.failures.map(String) : null,
           refTimed: num(message.refTimed),
           refMedianMs: num(message.refMedianMs),
+          candTimed: num(message.candTimed),
+          candMedianMs: num(message.candMedianMs),
+          speedup: num(message.speedup),
         };
         record.mode = message.mode === "in_worker" ? "in_worker" : "process";
         record.why = str(message.why);
@@ -174,14 +177,23 @@ export function judgeDisagrees(
       }
       // The reference's times are measured in the clean process but reach the result through the worker.
       const median = end.refMedianMs ?? null;
-      if (
-        end.refTimed !== timing.ref.n ||
-        median === null ||
-        Math.abs(median - timing.ref.medianMs) > 1e-9 * Math.max(Math.abs(median), 1e-12)
-      ) {
+      if (end.refTimed !== timing.ref.n || !same(median, timing.ref.medianMs)) {
         return [
           "cheating",
           `the reference's times in the result (${timing.ref.n} calls, median ${timing.ref.medianMs} ms) are not the ones the clean process measured (${end.refTimed} calls, median ${median} ms)`,
+        ];
+      }
+      // So are the candidate's, measured in the worker: the judge was handed each pair's time right after the call
+      // and recomputes the median and the speedup (a list edited later, or statistics patched in the worker, no
+      // longer match).
+      if (
+        end.candTimed !== timing.cand.n ||
+        !same(end.candMedianMs ?? null, timing.cand.medianMs) ||
+        !same(end.speedup ?? null, timing.speedup)
+      ) {
+        return [
+          "cheating",
+          `the candidate's times in the result (${timing.cand.n} calls, median ${timing.cand.medianMs} ms, speedup ${timing.speedup}) are not the ones handed to the clean process after each pair (${end.candTimed} calls, median ${end.candMedianMs} ms, speedup ${end.speedup})`,
         ];
       }
       const pairs = timing.ref.n + warmupIters;
@@ -194,6 +206,11 @@ export function judgeDisagrees(
     }
   }
   return null;
+}
+
+/** Equal up to float formatting; a value the judge does not have never matches. */
+function same(judged: number | null, reported: number): boolean {
+  return judged !== null && Math.abs(judged - reported) <= 1e-9 * Math.max(Math.abs(judged), 1e-12);
 }
 
 /** The result with the judge's record in it and, where they disagree, the judge's verdict (a failed judge_record check). */

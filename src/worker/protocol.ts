@@ -255,6 +255,10 @@ export const JudgeRecord = z.object({
       /** The reference's timed calls as the clean process measured them (the speedup's numerator). */
       refTimed: z.number().int().nullable().optional(),
       refMedianMs: z.number().nullable().optional(),
+      /** The candidate's timed calls as handed to the clean process after each pair, and the speedup from both. */
+      candTimed: z.number().int().nullable().optional(),
+      candMedianMs: z.number().nullable().optional(),
+      speedup: z.number().nullable().optional(),
     })
     .nullable(),
 });

@@ -117,6 +117,46 @@ def test_a_forged_sampler_in_the_worker_does_not_forge_the_judges_samples(cache_
     assert reconcile(dict(result), lines, nonce, warmup=2)["verdict"] == "cheating"
 
 
+CLOCK = """
+import sys
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self, i, o):
+        super().__init__()
+        self.fc = nn.Linear(i, o)
+        self.done = 0
+
+    def forward(self, x):
+        if x._version > 0:  # timed: the timing loop's list of the candidate's times, shrunk as it grows
+            frame = sys._getframe(0)
+            while frame is not None:
+                times = frame.f_locals.get("cand_ms")
+                if isinstance(times, list):
+                    for i in range(self.done, len(times)):
+                        times[i] /= 20.0
+                    self.done = len(times)
+                    break
+                frame = frame.f_back
+        return torch.relu(self.fc(x))
+"""
+
+
+def test_candidate_times_shrunk_in_the_worker_are_not_the_ones_handed_to_the_judge(cache_dir: str, tmp_path) -> None:
+    path = tmp_path / "clock.py"
+    path.write_text(CLOCK)
+    request = make_request(problem("tiny_linear"), str(path), cache_dir, trials=2, timing=True, min_iters=12,
+                           max_iters=14)
+    result, lines, nonce = _judged(request)
+    assert result["verdict"] == "correct", result["reason"]  # right answers: the worker sees nothing wrong
+    end = summarize(lines, nonce)["end"]
+    assert end["candTimed"] == result["timing"]["cand"]["n"]
+    assert end["candMedianMs"] > 5 * result["timing"]["cand"]["medianMs"]  # the judge holds the real times
+    reconciled = reconcile(dict(result), lines, nonce, warmup=2)
+    assert reconciled["verdict"] == "cheating" and "candidate's times in the result" in reconciled["reason"]
+
+
 def test_an_honest_run_is_judged_the_same_in_both_places(cache_dir: str) -> None:
     request = make_request(problem("tiny_linear"), candidate("linear_correct"), cache_dir, trials=3, timing=True,
                            min_iters=10, max_iters=12)
@@ -128,6 +168,7 @@ def test_an_honest_run_is_judged_the_same_in_both_places(cache_dir: str) -> None
     assert end["trialsGiven"] == end["trialsJudged"] == 3 and end["failures"] == []
     assert end["calls"] == end["commits"] == 2 + result["timing"]["ref"]["n"] and end["sampled"] >= 6
     assert end["refTimed"] == result["timing"]["ref"]["n"] and end["refMedianMs"] == result["timing"]["ref"]["medianMs"]
+    assert end["candTimed"] == result["timing"]["cand"]["n"] and end["speedup"] == result["timing"]["speedup"]
     reconciled = reconcile(dict(result), lines, nonce, warmup=2)
     assert reconciled["verdict"] == "correct" and reconciled["judge"]["pid"] != os.getpid()
 
@@ -270,13 +311,17 @@ def _lines(nonce: str, *events: dict) -> list[str]:
     return [json.dumps({"type": "judge", "nonce": nonce, "seq": i, **e}) for i, e in enumerate(events)]
 
 
-def _result(trials: int = 2, timed: int | None = None, where: str = "process", median: float = 1.0) -> dict:
-    timing = None if timed is None else {"ref": {"n": timed, "medianMs": median}, "inputs": {"reference": where}}
+def _result(trials: int = 2, timed: int | None = None, where: str = "process", median: float = 1.0,
+            cand_median: float = 0.5) -> dict:
+    timing = None if timed is None else {"ref": {"n": timed, "medianMs": median},
+                                         "cand": {"n": timed, "medianMs": cand_median},
+                                         "speedup": median / cand_median, "inputs": {"reference": where}}
     return {"verdict": "correct", "reason": None, "checks": [], "trials": [{}] * trials, "timing": timing}
 
 
 END = {"event": "end", "mode": "process", "trialsGiven": 2, "trialsJudged": 2, "trialsFailed": 0, "calls": 5,
-       "commits": 5, "sampled": 5, "wrong": 0, "failures": [], "refTimed": 3, "refMedianMs": 1.0}
+       "commits": 5, "sampled": 5, "wrong": 0, "failures": [], "refTimed": 3, "refMedianMs": 1.0, "candTimed": 3,
+       "candMedianMs": 0.5, "speedup": 2.0}
 GOOD = ({"event": "hello", "pid": 7}, {"event": "start", "mode": "process"},
         {"event": "trial", "trial": 0, "passed": True}, {"event": "trial", "trial": 1, "passed": True}, END)
 
@@ -299,6 +344,11 @@ GOOD = ({"event": "hello", "pid": 7}, {"event": "start", "mode": "process"},
      _result(2, 3, "in_process"), "cheating"),
     ("pairs the judge never saw", _lines("n", *GOOD), _result(2, 9), "cheating"),
     ("the reference's times not the ones it measured", _lines("n", *GOOD), _result(2, 3, median=3.0), "cheating"),
+    ("the candidate's times not the ones handed over", _lines("n", *GOOD), _result(2, 3, cand_median=0.05),
+     "cheating"),
+    ("a judge that was handed no candidate times", _lines("n", *GOOD[:4], {**END, "candTimed": 0,
+                                                                          "candMedianMs": None, "speedup": None}),
+     _result(2, 3), "cheating"),
 ])
 def test_the_clis_rule(case: str, lines: list[str], result: dict, verdict: str) -> None:
     assert reconcile(result, lines, "n", warmup=2)["verdict"] == verdict, case
