@@ -157,7 +157,7 @@ def test_a_thread_count_set_inside_forward_warns_and_the_fingerprint_decides():
               "        torch.set_num_threads(before)\n")
     findings = [f for f in scan_source(source, "c.py").findings if "set_num_threads" in f.message]
     assert len(findings) == 2 and all(f.severity == "warn" for f in findings), findings
-    others = scan_source("import torch\ntorch.set_flush_denormal(True)\n", "c.py").findings
+    others = scan_source("import torch\ntorch.cuda.set_sync_debug_mode(1)\n", "c.py").findings
     assert any(f.severity == "fail" for f in others)  # a switch no fingerprint reads still fails
 
 

@@ -154,6 +154,7 @@ def _process_flags() -> dict[str, Any]:
             _probe(flags, f"torch.backends.cuda.{name}()", fn)
     _probe(flags, "torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()",
            backends.cuda.fp16_bf16_reduction_math_sdp_allowed)
+    _probe(flags, "floating-point environment (denormals, rounding)", lambda: _float_environment(torch))
     _probe(flags, "torch.backends.mkldnn.enabled", lambda: backends.mkldnn.enabled)
     _probe(flags, "torch.backends.opt_einsum.enabled", lambda: backends.opt_einsum.enabled)
     try:
@@ -189,6 +190,17 @@ def _process_flags() -> dict[str, Any]:
     flags["frame evaluation hooks left by the candidate's code (taken away)"] = list(frame_hook.left)
     _resolve_fp32_precision(flags)
     return flags
+
+
+def _float_environment(torch: Any) -> tuple[float, ...]:
+    """This thread's floating-point environment, read by computing with it rather than by asking an API: denormals
+    flushed (torch.set_flush_denormal, or the MXCSR bits written from native code) turn 1e-40 into 0, and a rounding
+    mode other than to-nearest (fesetround) moves 1 ± 2^-24 off 1. Both change every later float computation on
+    the thread, the worker's copy of the reference's among them."""
+    probe = torch.tensor([1e-40, 1.0, -1.0], dtype=torch.float32)
+    probe[0:1].mul_(1.0)
+    probe[1:].add_(torch.tensor([2.0 ** -24, -(2.0 ** -24)], dtype=torch.float32))
+    return tuple(float(v) for v in probe.tolist()) + (sum([1.0, 2.0 ** -53]),)
 
 
 def _resolve_fp32_precision(flags: dict[str, Any]) -> None:

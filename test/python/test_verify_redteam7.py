@@ -1,0 +1,45 @@
+"""Red team round 7 (bench/verify/NOTES.md, "Session 2026-11-29: red team round 7"): each test fails without its
+defence. The judge's half of the timing defence is in test_verify_judge.py (candidate times handed over)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+
+import torch
+
+from kforge_worker.checks.integrity import IntegritySnapshot
+from kforge_worker.checks.static_scan import scan_source
+
+
+def test_denormals_flushed_and_left_fail_the_fingerprint_and_the_call_only_warns():
+    snap = IntegritySnapshot.take()
+    torch.set_flush_denormal(True)
+    try:
+        problems = snap.diff()
+    finally:
+        torch.set_flush_denormal(False)
+    assert any("floating-point environment" in p for p in problems), problems
+    assert snap.diff() == []
+    source = ("import torch\n"
+              "def forward(x):\n"
+              "    torch.set_flush_denormal(True)\n"
+              "    try:\n"
+              "        return x * 2\n"
+              "    finally:\n"
+              "        torch.set_flush_denormal(False)\n")
+    findings = [f for f in scan_source(source, "c.py").findings if "set_flush_denormal" in f.message]
+    assert len(findings) == 2 and all(f.severity == "warn" for f in findings), findings
+
+
+def test_a_rounding_mode_set_from_native_code_fails_the_fingerprint():
+    libm = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
+    fe_upward = 0x800  # x86-64 <fenv.h>
+    snap = IntegritySnapshot.take()
+    assert libm.fesetround(fe_upward) == 0
+    try:
+        problems = snap.diff()
+    finally:
+        libm.fesetround(0)
+    assert any("floating-point environment" in p for p in problems), problems
+    assert snap.diff() == []
