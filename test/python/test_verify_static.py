@@ -101,6 +101,28 @@ def test_tampering_and_evasion_fail_on_their_own():
     assert outcome(report, "static_evasion").outcome == "fail"
 
 
+def test_a_scoped_switch_is_disclosed_and_an_assigned_one_fails():
+    # A `with` block puts cuDNN's/SDPA's switches back on exit (the process fingerprint fails one left changed);
+    # an assignment changes them for whatever runs next, the reference's checks included.
+    report = scan(
+        """
+        import torch
+        from torch.nn.attention import sdpa_kernel
+        def conv(x, w):
+            cudnn = torch.backends.cudnn
+            with cudnn.flags(enabled=cudnn.enabled, benchmark=False, deterministic=False, allow_tf32=False):
+                y = torch.conv2d(x, w)
+            with sdpa_kernel([]):
+                pass
+            torch.backends.cudnn.allow_tf32 = False
+            return y
+        """
+    )
+    assert ("tamper", 6) in rules(report, "warn") and ("tamper", 8) in rules(report, "warn")
+    assert ("tamper", 6) not in rules(report, "fail") and ("tamper", 8) not in rules(report, "fail")
+    assert ("tamper", 10) in rules(report, "fail")
+
+
 def test_try_except_fallback_around_a_custom_kernel():
     report = scan(
         """

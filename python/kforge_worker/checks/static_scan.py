@@ -118,12 +118,16 @@ _TAMPER_CALLS = {
     "torch.overrides.TorchFunctionMode": "intercepts every torch call",
     "torch.utils._python_dispatch.TorchDispatchMode": "intercepts every aten call",
     "torch._C._set_grad_enabled": "changes autograd state",
+    "torch.backends.cudnn.flags": "sets cuDNN's switches (precision, algorithm choice) inside its block",
+    "torch.backends.cuda.sdp_kernel": "enables or disables SDPA backends inside its block",
+    "torch.nn.attention.sdpa_kernel": "enables or disables SDPA backends inside its block",
 }
 # Switches whose value the process fingerprint reads (integrity._process_flags) after the import and every check
 # group: a change left behind fails there whatever wrote it, so the call itself only warns. Set and put back inside
 # forward (one intra-op thread for a small GEMM, denormals flushed for its own loops) it touches the candidate's own
 # calls only: the reference is timed in its own process, and a C++ extension may set either for its own code anyway.
-_FINGERPRINTED_CALLS = {"torch.set_num_threads", "torch.set_flush_denormal"}
+_FINGERPRINTED_CALLS = {"torch.set_num_threads", "torch.set_flush_denormal", "torch.backends.cudnn.flags",
+                        "torch.backends.cuda.sdp_kernel", "torch.nn.attention.sdpa_kernel"}
 # Attributes that lead from any object to the whole process: every class (the harness's), a module's namespace,
 # a function's cells or code, the builtins.
 _INTERNAL_NAMES = {"__builtins__", "__subclasses__", "__globals__", "__closure__", "__code__"}
