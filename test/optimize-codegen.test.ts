@@ -409,3 +409,93 @@ test("an int argument a module attribute holds (dim=self.dim) is guarded at run 
   assert.doesNotMatch(code.method, /self\.block\.scale ==/);
   assert.match(code.method, /float\(self\.block\.scale\)/);
 });
+
+test("a pool whose window is read from the input's shape (avg_pool2d(x, x.size()[2:])) fuses, guarded by that read", () => {
+  const int = (value: number): Arg => ({ t: "const", pytype: "int", value });
+  const none: Arg = { t: "const", pytype: "none", value: null };
+  const nchw = { shape: [8, 32, 14, 14], dtype: "float32", stride: [6272, 196, 14, 1] };
+  const value = (id: string, op: string, fn: Record<string, Arg>, pytype: string): GraphNode => ({
+    ...call(id, op, Object.values(fn)),
+    op,
+    fn,
+    out: { t: "value", pytype },
+  });
+  const build = (kernel: Arg, reads: GraphNode[]) => {
+    const g = castChain("float32");
+    g.inputs = [{ name: "x", meta: nchw, value: null }];
+    const pool: GraphNode = {
+      ...call("p", "torch.nn.functional.avg_pool2d", [ref("x"), kernel]),
+      op: "avg_pool2d",
+      fn: {
+        input: ref("x"),
+        kernel_size: kernel,
+        stride: none,
+        padding: { t: "list", kind: "list", items: [int(0), int(0)] },
+      },
+      out: { t: "tensor", meta: { shape: [8, 32, 1, 1], dtype: "float32", stride: [32, 1, 1, 1] } },
+    };
+    g.nodes = [...reads, pool];
+    g.output = ref("p");
+    const plan = planGraph(g);
+    assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+    const region = plan.regions[0];
+    assert.ok(region);
+    return generateRegion(new GraphView(g), region, names);
+  };
+  const size = value("s", "size", { input: ref("x"), dim: none }, "Size");
+  const tail = value(
+    "k",
+    "getitem",
+    { input: ref("s"), index: { t: "slice", start: int(2), stop: none, step: none } },
+    "Size",
+  );
+  const sliced = build(ref("k"), [size, tail]);
+  assert.match(sliced.method, /tuple\(v_k\) == \(14, 14\) and _kf_ready/);
+  assert.match(sliced.method, /geo = \[1, 2, 0, 14, 14, 14, 14, /);
+  // one size per dim: x.size(2), x.shape[-1]
+  const h = value("h", "size", { input: ref("x"), dim: int(2) }, "int");
+  const shape = value(
+    "sh",
+    "getattr",
+    { input: ref("x"), name: { t: "const", pytype: "str", value: "shape" } },
+    "Size",
+  );
+  const w = value("w", "getitem", { input: ref("sh"), index: int(-1) }, "int");
+  const pair = build({ t: "list", kind: "tuple", items: [ref("h"), ref("w")] }, [h, shape, w]);
+  assert.match(pair.method, /v_h == 14 and v_w == 14 and _kf_ready/);
+  // a literal window needs no guard
+  assert.doesNotMatch(build(int(2), []).method, /tuple\(|== 14/);
+  // a stride computed from a size (x.size(-1) // 14) is that int, not the window the kernel would otherwise take
+  const floorDiv = value(
+    "fd",
+    "div",
+    { input: ref("w"), other: int(14), rounding_mode: { t: "const", pytype: "str", value: "floor" } },
+    "int",
+  );
+  const strided = (stride: Arg, reads: GraphNode[]) => {
+    const g = castChain("float32");
+    g.inputs = [{ name: "x", meta: nchw, value: null }];
+    const pool: GraphNode = {
+      ...call("p", "torch.nn.functional.max_pool2d", [ref("x"), int(2), stride]),
+      op: "max_pool2d",
+      fn: { input: ref("x"), kernel_size: int(2), stride, padding: int(0), dilation: int(1) },
+      out: { t: "tensor", meta: { shape: [8, 32, 13, 13], dtype: "float32", stride: [5408, 169, 13, 1] } },
+    };
+    g.nodes = [...reads, pool];
+    g.output = ref("p");
+    return g;
+  };
+  const byRead = strided(ref("fd"), [shape, w, floorDiv]);
+  const region = planGraph(byRead).regions[0];
+  assert.ok(region, "planned");
+  const method = generateRegion(new GraphView(byRead), region, names).method;
+  assert.match(method, /v_fd == 1 and _kf_ready/);
+  assert.match(method, /geo = \[0, 2, 0, 2, 2, 1, 1, /);
+  // a stride the planner cannot read (a forward argument) keeps PyTorch's call
+  const unread = strided(ref("s"), []);
+  unread.inputs.push({ name: "s", meta: null, value: null });
+  assert.deepEqual(
+    planGraph(unread).kept.map((k) => k.reason),
+    ["stride is not constant"],
+  );
+});

@@ -361,7 +361,8 @@ export function generateRegion(
   if (!gen) throw new Error(`kforge internal: recipe region ${region.id} without its recipe`);
   const body = gen(view, region, nameOf, fn, outMeta);
   const ready = `_kf_ready(ins, ${dtypeList(body.operands)}, ${body.rank})`;
-  const enabled = `${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards}${dtypeGuards}${attrGuards}`;
+  const bodyGuards = (body.guards ?? []).map((guard) => ` and ${guard}`).join("");
+  const enabled = `${JSON.stringify(region.id)} not in _KF_DISABLED${modeGuards}${dtypeGuards}${attrGuards}${bodyGuards}`;
   const doc = `        """${summary}: one generated kernel; the reference's ops when the inputs are not what it covers."""`;
   const fast = body.anchorPy
     ? [
@@ -436,6 +437,8 @@ interface KindCode {
    * before `pyPrelude` runs. */
   anchorPy?: string;
   helperFns?: string[];
+  /** Conditions beyond the operands' that the fast path needs (Python, in the region's scope). */
+  guards?: string[];
 }
 
 type KindGenerator = (
@@ -1095,7 +1098,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const epi = `KfEpi_${region.id}`;
   const kind = isMaxPool(seed.op) ? "KF_POOL_MAX" : "KF_POOL_AVG";
   const inType = CPP_TYPE[inMeta.dtype];
-  const geo = poolGeometry(seed.op, seedFn, nd);
+  const geo = poolGeometry(seed.op, seedFn, nd, (arg) => view.ints(arg));
   const cuda = [
     functor(
       epi,
@@ -1139,6 +1142,10 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
     operands,
     rank: nd + 2,
     pyPrelude: [operandTuple(operands)],
+    // The geometry was built from the sizes these arguments read at the captured shapes.
+    guards: ["kernel_size", "stride", "padding", "dilation", "output_size"].flatMap((name) =>
+      view.sizeReadGuards(seedFn[name], (id) => nameOf(id)),
+    ),
     pyLaunch: [
       `geo = [${geo.join(", ")}]`,
       `out_shape = _kf_pool_out_shape(ins[0].shape, geo)`,
@@ -1148,9 +1155,14 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
 };
 
 /** Pool geometry as a flat int list for the host: [kind, nd, adaptive, k*, s*, p*, d*, ceil, count_include_pad, divisor, out*]. */
-function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): number[] {
+function poolGeometry(
+  op: string,
+  fn: Record<string, Arg>,
+  nd: number,
+  ints: (arg: Arg | undefined) => number[] | null,
+): number[] {
   const spread = (arg: Arg | undefined, fallback: number[]) => {
-    const list = intList(arg) ?? fallback;
+    const list = ints(arg) ?? fallback;
     return list.length === 1 ? Array(nd).fill(list[0]) : list;
   };
   const flag = (arg: Arg | undefined, dflt: boolean) =>
@@ -1163,7 +1175,7 @@ function poolGeometry(op: string, fn: Record<string, Arg>, nd: number): number[]
     adaptive ||
     !strideArg ||
     (strideArg.t === "const" && strideArg.pytype === "none") ||
-    intList(strideArg)?.length === 0
+    ints(strideArg)?.length === 0
       ? kernel
       : spread(strideArg, kernel);
   const padding = adaptive ? Array(nd).fill(0) : spread(fn.padding, [0]);

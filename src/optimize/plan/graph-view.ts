@@ -13,6 +13,14 @@ export function argNodeIds(arg: Arg, into: string[] = []): string[] {
   return into;
 }
 
+/** Python's int operators on sizes (`x.size(2) // 2`, `h * w`), by op; null where Python would raise. */
+const INT_ARITHMETIC: Record<string, (a: number, b: number) => number | null> = {
+  add: (a, b) => a + b,
+  sub: (a, b) => a - b,
+  mul: (a, b) => a * b,
+  div: (a, b) => (b === 0 ? null : Math.floor(a / b)),
+};
+
 export class GraphView {
   readonly byId = new Map<string, GraphNode>();
   readonly index = new Map<string, number>();
@@ -64,6 +72,82 @@ export class GraphView {
 
   isGraphInput(id: string): boolean {
     return !this.byId.has(id);
+  }
+
+  /** A size the graph reads from a tensor's shape (`x.size(2)`, `x.shape[-1]`, `x.size()[2:]`), as its value at
+   * the captured shapes; null for any other value. A region planned on it checks the read at run time
+   * (`sizeReadGuards`). */
+  sizeRead(arg: Arg | undefined): number | number[] | null {
+    if (arg?.t !== "node") return null;
+    const node = this.byId.get(arg.id);
+    const fn = node?.fn;
+    if (!node || !fn) return null;
+    const shape = this.tensorOf(fn.input)?.shape;
+    if (node.op === "size" && shape) {
+      const dim = fn.dim;
+      if (!dim || (dim.t === "const" && dim.pytype === "none")) return [...shape];
+      const d = dim.t === "const" && typeof dim.value === "number" ? dim.value : Number.NaN;
+      return shape[d < 0 ? d + shape.length : d] ?? null;
+    }
+    if (node.op === "getattr" && shape && fn.name?.t === "const" && fn.name.value === "shape")
+      return [...shape];
+    const arithmetic = INT_ARITHMETIC[node.op];
+    if (arithmetic && node.out.t === "value" && node.out.pytype === "int") {
+      const one = (a: Arg | undefined) => {
+        const v = a?.t === "const" && typeof a.value === "number" ? a.value : this.sizeRead(a);
+        return typeof v === "number" && Number.isInteger(v) ? v : null;
+      };
+      const [a, b] = [one(fn.input), one(fn.other)];
+      const mode = fn.rounding_mode;
+      if (node.op === "div" && !(mode?.t === "const" && mode.value === "floor")) return null;
+      return a === null || b === null ? null : arithmetic(a, b);
+    }
+    if (node.op !== "getitem") return null;
+    const whole = this.sizeRead(fn.input);
+    if (!Array.isArray(whole)) return null;
+    const index = fn.index;
+    const int = (a: Arg | undefined) =>
+      a?.t === "const" && typeof a.value === "number" && Number.isInteger(a.value) ? a.value : null;
+    const none = (a: Arg | undefined) => !a || (a.t === "const" && a.pytype === "none");
+    if (index?.t === "slice") {
+      if (!none(index.step)) return null;
+      const start = none(index.start) ? 0 : int(index.start);
+      const stop = none(index.stop) ? whole.length : int(index.stop);
+      return start === null || stop === null ? null : whole.slice(start, stop);
+    }
+    const i = int(index);
+    return i === null ? null : (whole[i < 0 ? i + whole.length : i] ?? null);
+  }
+
+  /** Ints of a structural argument (`kernel_size`): literals as intList reads them, and sizes read from
+   * tensors' shapes (`x.size()[2:]`, `(x.size(2), 3)`) at their captured values; null otherwise. */
+  ints(arg: Arg | undefined): number[] | null {
+    const literal = intList(arg);
+    if (literal || !arg) return literal;
+    const read = this.sizeRead(arg);
+    if (read !== null) return Array.isArray(read) ? read : [read];
+    if (arg.t !== "list") return null;
+    const out: number[] = [];
+    for (const item of arg.items) {
+      const one = intList(item) ?? this.sizeRead(item);
+      if (one === null || (Array.isArray(one) && one.length !== 1)) return null;
+      out.push(Array.isArray(one) ? (one[0] as number) : one);
+    }
+    return out;
+  }
+
+  /** Run-time checks that the sizes a structural argument reads still have their captured values: a region
+   * planned on them is the reference's ops at any other shape. `name` spells a node's value in the region. */
+  sizeReadGuards(arg: Arg | undefined, name: (id: string) => string): string[] {
+    if (!arg) return [];
+    const items = arg.t === "list" ? arg.items : [arg];
+    return items.flatMap((item) => {
+      const read = item.t === "node" ? this.sizeRead(item) : null;
+      if (read === null || item.t !== "node") return [];
+      return Array.isArray(read)
+        ? [`tuple(${name(item.id)}) == (${read.join(", ")}${read.length === 1 ? "," : ""})`]
+        : [`${name(item.id)} == ${read}`];
+    });
   }
 
   outMeta(node: GraphNode): TensorMeta | null {

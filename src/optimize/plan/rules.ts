@@ -35,6 +35,11 @@ const MASK_OPS = new Set([
 ]);
 const probe = () => "sc.v[0]";
 
+/** A pool's geometry argument the kernel can be built for: absent (None), or ints known here. */
+function constOrNone(arg: Arg, view: GraphView): boolean {
+  return (arg.t === "const" && arg.pytype === "none") || view.ints(arg) !== null;
+}
+
 function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict {
   const meta = view.tensorOf(node.fn?.[key]);
   if (!meta) return `its ${key} is not a tensor the planner can see`;
@@ -354,11 +359,15 @@ export const SEED_RULES: SeedRule[] = [
       if (fn.return_indices?.t === "const" && fn.return_indices.value === true) return "it returns indices";
       if (!view.outMeta(node)) return "its output is not one tensor";
       if (node.op.startsWith("adaptive")) {
-        const size = intList(fn.output_size);
+        const size = view.ints(fn.output_size);
         if (!size) return "output_size has a None entry";
         return null;
       }
-      if (!intList(fn.kernel_size)) return "kernel_size is not constant";
+      if (!view.ints(fn.kernel_size)) return "kernel_size is not constant";
+      const geometry = ["stride", "padding", "dilation"].find(
+        (name) => fn[name] && !constOrNone(fn[name], view),
+      );
+      if (geometry) return `${geometry} is not constant`;
       return null;
     },
   },
