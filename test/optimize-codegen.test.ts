@@ -499,3 +499,32 @@ test("a pool whose window is read from the input's shape (avg_pool2d(x, x.size()
     ["stride is not constant"],
   );
 });
+
+test("a 0-d tensor forward makes on the host (torch.tensor(d), no device) is a runtime scalar of the region", () => {
+  // On the GPU, a CPU tensor among the kernel's operands would send every call to the reference's ops.
+  const build = (kwargs: Record<string, Arg>) => {
+    const g = castChain("float32");
+    const d: GraphNode = {
+      ...call("t", "torch.tensor", [{ t: "const", pytype: "int", value: 128 }]),
+      kwargs,
+      op: "tensor",
+      out: { t: "tensor", meta: { shape: [], dtype: "float32", stride: [] } },
+    };
+    const root = { ...typed("r", "rsqrt", { input: ref("t") }, "float32") };
+    root.out = { t: "tensor", meta: { shape: [], dtype: "float32", stride: [] } };
+    g.nodes = [d, root, typed("m", "mul", { input: ref("x"), other: ref("r") }, "float32")];
+    g.output = ref("m");
+    const plan = planGraph(g);
+    assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+    const region = plan.regions[0];
+    assert.ok(region);
+    return generateRegion(new GraphView(g), region, names);
+  };
+  const host = build({});
+  assert.match(host.method, /ins = \(x,\)/);
+  assert.match(host.method, /\[float\(v_t\)\]/);
+  assert.match(host.cuda, /sqrtf\(sc\.v\[0\]\)/);
+  // made on a device, it is a tensor operand like any other
+  const onDevice = build({ device: ref("dev") });
+  assert.match(onDevice.method, /ins = \(v_t, x\)|ins = \(x, v_t\)/);
+});

@@ -21,6 +21,9 @@ const INT_ARITHMETIC: Record<string, (a: number, b: number) => number | null> = 
   div: (a, b) => (b === 0 ? null : Math.floor(a / b)),
 };
 
+/** Factories that make a tensor on the CPU unless given a device. */
+const HOST_FACTORIES = new Set(["torch.tensor", "torch.scalar_tensor", "torch.as_tensor"]);
+
 export class GraphView {
   readonly byId = new Map<string, GraphNode>();
   readonly index = new Map<string, number>();
@@ -67,7 +70,19 @@ export class GraphView {
   isNumberValue(arg: Arg | undefined): boolean {
     if (arg?.t !== "node") return false;
     const out = this.byId.get(arg.id)?.out;
-    return out?.t === "value" && (out.pytype === "float" || out.pytype === "int");
+    if (out?.t === "value") return out.pytype === "float" || out.pytype === "int";
+    return this.isHostScalarTensor(arg.id);
+  }
+
+  /** Whether a node is a 0-d tensor forward makes on the host (`torch.tensor(x.shape[-1], dtype=x.dtype)`, no
+   * device): PyTorch passes such a CPU scalar to a CUDA op as a number, and a region must too — as a tensor
+   * operand it is on no GPU, and the region would never take its fast path. 0-d tensors promote like numbers. */
+  isHostScalarTensor(id: string): boolean {
+    const node = this.byId.get(id);
+    if (!node || node.kind !== "call_function" || !HOST_FACTORIES.has(node.target)) return false;
+    if (node.out.t !== "tensor" || node.out.meta.shape.length !== 0) return false;
+    const device = node.kwargs.device ?? node.fn?.device;
+    return !device || (device.t === "const" && device.pytype === "none");
   }
 
   isGraphInput(id: string): boolean {
