@@ -1046,6 +1046,43 @@ test("a written RMSNorm stays as written where rms_norm would not equal it or a 
   assert.equal(canonicalGraph(leading).nodes.length, 6);
 });
 
+test("T5's RMSNorm (the square of h.to(float32), the scale of half h itself) is one rms_norm of the cast", () => {
+  // h = x * 2 (half); v = h.to(float32).pow(2).mean(-1, keepdim); h * rsqrt(v + eps): the product promotes h.
+  const t5 = (half: string, scaledBy: "h" | "cast") => {
+    const g = writtenRmsNorm("float32");
+    const R = [8, 16, 32, 32];
+    const h = node("h", "mul", { input: ref("x"), other: num(2) }, R);
+    const cast = node(
+      "c",
+      "to",
+      { input: ref("h"), dtype: { t: "const", pytype: "dtype", value: "float32" } },
+      R,
+    );
+    if (h.out.t === "tensor") h.out.meta.dtype = half;
+    g.nodes = [h, cast, ...g.nodes];
+    for (const n of g.nodes) {
+      if (n.id === "sq" && n.fn) n.fn.input = ref("c");
+      if (n.id === "mul" && n.fn) n.fn.input = ref(scaledBy === "h" ? "h" : "c");
+    }
+    const input = g.inputs[0];
+    if (input?.meta) input.meta.dtype = half;
+    return canonicalGraph(g);
+  };
+  for (const half of ["float16", "bfloat16"]) {
+    const folded = t5(half, "h");
+    assert.deepEqual(
+      folded.nodes.map((n) => `${n.id}:${n.op}`),
+      ["h:mul", "c:to", "mul:rms_norm", "scaled:mul"],
+      half,
+    );
+    assert.deepEqual(folded.nodes[2]?.fn?.input, ref("c"), "the norm reads the float32 cast");
+    assert.equal(planGraph(folded).regions.length, 1);
+  }
+  // HF's form (the cast scaled) folded before; a float32 h is no widening and its square reads another value.
+  assert.equal(t5("float16", "cast").nodes.length, 4);
+  assert.equal(t5("float32", "h").nodes.length, 8);
+});
+
 test("in-place statements on a value (y.mul_(a); y.add_(b); return y) read as a chain and fuse", () => {
   const inplace = { inplace: true };
   const g = graph(

@@ -95,7 +95,8 @@ function matchFromSquare(view: GraphView, square: GraphNode): WrittenRms | null 
   if (rsqrt?.op !== "rsqrt" || !plain(rsqrt) || nodeArg(rsqrt.fn?.input) !== add.id) return null;
   const product = onlyUser(view, rsqrt.id);
   if (product?.op !== "mul" || !plain(product)) return null;
-  if (!sameArg(otherOperand(product, rsqrt.id) ?? undefined, input)) return null;
+  const scaled = otherOperand(product, rsqrt.id) ?? undefined;
+  if (!sameArg(scaled, input) && !sameArg(scaled, widenedFrom(view, input) ?? undefined)) return null;
   const out = view.outMeta(product);
   if (!out || out.dtype !== meta.dtype || out.shape.join() !== meta.shape.join()) return null;
   return {
@@ -105,6 +106,17 @@ function matchFromSquare(view: GraphView, square: GraphNode): WrittenRms | null 
     trailing: meta.shape.slice(rank - sorted.length),
     eps: eps as Scalar,
   };
+}
+
+/** The half-precision value `arg` is the float32 cast of (`h.to(torch.float32)`, `h.float()`), or null. T5's and
+ * HF's RMSNorm square the cast but scale h itself: `h * rsqrt(...)` promotes h to float32 exactly as the cast
+ * does, so the product is the cast's. */
+function widenedFrom(view: GraphView, arg: Arg): Arg | null {
+  const cast = arg.t === "node" ? view.byId.get(arg.id) : undefined;
+  const from = cast?.fn?.input;
+  if (cast?.op !== "to" || !plain(cast) || view.outMeta(cast)?.dtype !== "float32") return null;
+  const dtype = view.tensorOf(from)?.dtype;
+  return dtype === "float16" || dtype === "bfloat16" ? (from ?? null) : null;
 }
 
 export function intsArg(values: number[], kind: "list" | "tuple"): Arg {
