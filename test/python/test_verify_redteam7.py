@@ -43,3 +43,33 @@ def test_a_rounding_mode_set_from_native_code_fails_the_fingerprint():
         libm.fesetround(0)
     assert any("floating-point environment" in p for p in problems), problems
     assert snap.diff() == []
+
+
+def test_a_signal_handler_spinning_on_the_waiting_thread_is_interference():
+    import signal
+    import time
+
+    from kforge_worker.interference import IdleMeter
+
+    def spin(signum, frame):
+        until = time.perf_counter() + 0.004
+        while time.perf_counter() < until:
+            pass
+
+    def waited_for_reference() -> None:  # the worker blocked on the reply while the reference process is timed
+        time.sleep(0.006)
+
+    quiet, busy = IdleMeter(), IdleMeter()
+    for _ in range(10):
+        quiet.measure(waited_for_reference)
+    previous = signal.signal(signal.SIGALRM, spin)
+    try:
+        for _ in range(10):
+            signal.setitimer(signal.ITIMER_REAL, 0.0005)  # armed by the candidate's forward, fires during the wait
+            busy.measure(waited_for_reference)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert quiet.check()["outcome"] == "pass", quiet.check()
+    verdict = busy.check()
+    assert verdict["outcome"] == "fail" and "waiting thread itself" in verdict["evidence"], verdict
