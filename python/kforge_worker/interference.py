@@ -234,6 +234,40 @@ def _openmp_binds() -> bool:
                ("OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"))
 
 
+def signal_state() -> tuple[tuple[int, int], ...]:
+    """Python's signal handlers (by identity) and the armed interval timers: a handler installed by candidate code
+    runs later, on the main thread, between the harness's bytecodes (in the timing loop: while the reference is
+    timed, or between the candidate's call and the hand-over of its outputs)."""
+    import signal
+
+    handlers = []
+    for signum in sorted(signal.valid_signals()):
+        try:
+            handlers.append((int(signum), id(signal.getsignal(signum))))
+        except (OSError, ValueError):
+            continue
+    timers = [(-1 - i, int(signal.getitimer(which)[0] > 0)) for i, which in
+              enumerate((signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF))]
+    return tuple(handlers + timers)
+
+
+def signal_change(baseline: tuple[tuple[int, int], ...]) -> str | None:
+    """What changed in signal_state() since `baseline`, in words; None when nothing did."""
+    import signal
+
+    now = dict(signal_state())
+    changed = []
+    for key, then in baseline:
+        if now.get(key) != then:
+            changed.append(f"interval timer {-1 - key} armed" if key < 0 else
+                           f"a handler for {signal.Signals(key).name}")
+    if not changed:
+        return None
+    return (f"the candidate's timed call left {', '.join(changed[:4])} behind: code of its own set to run on the "
+            "harness's thread after forward returned (while the reference is timed, or before its outputs are "
+            "handed over)")
+
+
 class IdleMeter:
     def __init__(self) -> None:
         self.tampered: str | None = None  # the reference process's scheduling changed (scheduling_change)

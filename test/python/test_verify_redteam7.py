@@ -73,3 +73,20 @@ def test_a_signal_handler_spinning_on_the_waiting_thread_is_interference():
     assert quiet.check()["outcome"] == "pass", quiet.check()
     verdict = busy.check()
     assert verdict["outcome"] == "fail" and "waiting thread itself" in verdict["evidence"], verdict
+
+
+def test_a_signal_handler_or_timer_left_by_a_timed_call_is_seen_and_none_when_restored():
+    import signal
+
+    from kforge_worker.interference import signal_change, signal_state
+
+    baseline = signal_state()
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 5.0)
+        change = signal_change(baseline)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert change is not None and "SIGALRM" in change and "interval timer 0 armed" in change, change
+    assert signal_change(baseline) is None
