@@ -528,3 +528,41 @@ test("a 0-d tensor forward makes on the host (torch.tensor(d), no device) is a r
   const onDevice = build({ device: ref("dev") });
   assert.match(onDevice.method, /ins = \(v_t, x\)|ins = \(x, v_t\)/);
 });
+
+test("a reduction over a normalisation reads a prologue value the norm does not (one_hot.float() * log_softmax(x))", () => {
+  const int = (value: number): Arg => ({ t: "const", pytype: "int", value });
+  const none: Arg = { t: "const", pytype: "none", value: null };
+  const g = castChain("float32");
+  g.inputs = [
+    { name: "x", meta: { shape: [64, 128], dtype: "float32", stride: [128, 1] }, value: null },
+    { name: "y", meta: { shape: [64, 128], dtype: "int64", stride: [128, 1] }, value: null },
+  ];
+  const rowSum = typed(
+    "s",
+    "sum",
+    { input: ref("m"), dim: int(-1), keepdim: { t: "const", pytype: "bool", value: false }, dtype: none },
+    "float32",
+  );
+  rowSum.out = { t: "tensor", meta: { shape: [64], dtype: "float32", stride: [1] } };
+  g.nodes = [
+    typed(
+      "c",
+      "to",
+      { input: ref("y"), dtype: { t: "const", pytype: "dtype", value: "float32" } },
+      "float32",
+    ),
+    typed("l", "log_softmax", { input: ref("x"), dim: int(-1), dtype: none }, "float32"),
+    typed("m", "mul", { input: ref("c"), other: ref("l") }, "float32"),
+    rowSum,
+  ];
+  g.output = ref("s");
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  const region = plan.regions[0];
+  assert.ok(region);
+  const code = generateRegion(new GraphView(g), region, names);
+  // the cast is computed in the kernel, not read as an operand the method never made
+  assert.match(code.method, /ins = \(x, v_y\)\n/);
+  // the statistics' launch reads x alone
+  assert.match(code.method, /_stats\(list\(ins\[:1\]\)/);
+});

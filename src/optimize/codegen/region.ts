@@ -822,6 +822,19 @@ function normApplyExpr(node: GraphNode, table: OperandTable): string {
   return applyExpr;
 }
 
+/** The nodes of `among` that `arg`'s value is computed from. */
+function ancestorsAmong(view: GraphView, arg: Arg, among: Set<string>): Set<string> {
+  const found = new Set<string>();
+  const visit = (a: Arg): void => {
+    if (a.t === "list") for (const item of a.items) visit(item);
+    if (a.t !== "node" || !among.has(a.id) || found.has(a.id)) return;
+    found.add(a.id);
+    for (const next of Object.values(view.node(a.id).fn ?? {})) visit(next);
+  };
+  visit(arg);
+  return found;
+}
+
 /** A reduction region holding a normalisation in its prologue (planner: mergeNormsIntoReductions): the
  * normalisation's statistics come from their own launch (`${fn}_stats`, over the operands the norm's input
  * needs: the first `m`), then three broadcast views of them join the reduction's operands, and the prologue
@@ -838,9 +851,15 @@ function normInPrologue(
   const { spec, input, dims, groups, table, anchor } = normSetup(view, region, normNode, nameOf, fn, rank);
   // Running statistics to update: a training-mode batch norm with its buffers (none: nothing to update).
   const runningStats = !!spec.runningStats && hasRunningBuffers(normNode);
+  // The statistics' launch reads the operands of the ops the norm's input needs, and only those: a prologue op
+  // the norm does not read (`one_hot.float()` of `one_hot.float() * log_softmax(x)`) runs after it.
   const at = region.prologue.indexOf(normNode.id);
-  const before = region.prologue.slice(0, at);
-  const after = region.prologue.slice(at + 1);
+  const feeds = ancestorsAmong(view, input, new Set(region.prologue.slice(0, at)));
+  const before = region.prologue.slice(0, at).filter((id) => feeds.has(id));
+  const after = [
+    ...region.prologue.slice(0, at).filter((id) => !feeds.has(id)),
+    ...region.prologue.slice(at + 1),
+  ];
   const beforeLines = [...anchor.lines, ...pointwiseLines(view, before, table, anchor.resolve, rounded)];
   const xExpr =
     input.t === "node" && before.includes(input.id)
@@ -858,12 +877,16 @@ function normInPrologue(
     `  const KfStats s{${stats.join(", ")}};`,
     `  return ${roundedExpr(rounded, normNode.id, applyExpr)};`,
     "}();",
+    // After the norm, an op may read a prologue value computed before it that the norm does not read
+    // (`one_hot.float() * log_softmax(x)`): the same functor has it.
     ...pointwiseLines(
       view,
       after,
       table,
       (arg) =>
-        arg.t === "node" && arg.id === normNode.id ? `t_${normNode.id}` : (anchor.resolve(arg) ?? null),
+        arg.t === "node" && (arg.id === normNode.id || before.includes(arg.id))
+          ? `t_${arg.id}`
+          : (anchor.resolve(arg) ?? null),
       rounded,
     ),
   ];
