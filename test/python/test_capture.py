@@ -916,3 +916,12 @@ def test_a_forward_assigning_module_attributes_is_not_captured(tmp_path: Path, i
     assert "assigns module attributes" in graph["failure"]
     kept = capture_text(tmp_path, model("return x * self.scale", "self.scale = 0.5"))
     assert kept["captured"] == "fx"  # read, never written: a constant of the graph
+
+
+@pytest.mark.parametrize("factory", ["torch.tensor(x.size(-1), dtype=torch.float32)", "torch.as_tensor(x.shape[-1])",
+                                     "torch.scalar_tensor(x.size(1))"])
+def test_a_tensor_made_from_a_traced_size_is_captured_by_fx(tmp_path: Path, factory: str) -> None:
+    # the argument parser read the Proxy as array data (`__cuda_array_interface__` must be a dict): fx failed
+    graph = capture_text(tmp_path, model(f"return torch.softmax(x / torch.sqrt({factory}), dim=-1)"))
+    assert graph["captured"] == "fx", graph["failure"]
+    assert ops(graph)[-3:] == ["sqrt", "div", "softmax"]

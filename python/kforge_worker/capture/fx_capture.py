@@ -130,6 +130,38 @@ def _proxy_sizes_as_tuples() -> Iterator[None]:
             setattr(torch, name, factory)
 
 
+#: Factories making a tensor from Python data (`torch.tensor(q.size(-1), dtype=torch.float32)`).
+_DATA_FACTORIES = ("tensor", "as_tensor", "scalar_tensor")
+
+
+@contextlib.contextmanager
+def _data_factories_recorded() -> Iterator[None]:
+    """`torch.tensor(d)` with d = q.size(-1) fails under fx: the argument parser reads the Proxy as array data
+    (`__cuda_array_interface__` must be a dict) before any __torch_function__ sees it, and the whole forward
+    lost its capture (`/ torch.sqrt(torch.tensor(q.size(-1)))`, attention as LLMs write it). While tracing, a
+    call given a Proxy anywhere in its arguments is recorded on the builtin itself, as fx records any call."""
+
+    def recording(factory: Any) -> Any:
+        @functools.wraps(factory)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            leaves = torch.utils._pytree.tree_leaves((args, kwargs))
+            proxy = next((a for a in leaves if isinstance(a, torch.fx.Proxy)), None)
+            if proxy is not None:
+                return proxy.tracer.create_proxy("call_function", factory, args, kwargs)
+            return factory(*args, **kwargs)
+
+        return call
+
+    originals = {name: getattr(torch, name) for name in _DATA_FACTORIES}
+    try:
+        for name, factory in originals.items():
+            setattr(torch, name, recording(factory))
+        yield
+    finally:
+        for name, factory in originals.items():
+            setattr(torch, name, factory)
+
+
 @contextlib.contextmanager
 def _refusing_autocast() -> Iterator[None]:
     """fx runs `with torch.autocast(...)` at trace time and records none of it: its graph would compute in the
@@ -169,7 +201,7 @@ def trace(model: nn.Module, inputs: list[Any]) -> tuple[torch.fx.GraphModule, li
     """The traced module and the runtime arguments of its remaining placeholders."""
     concrete = concrete_args(model, inputs)
     tracer = CaptureTracer()
-    with _proxy_sizes_as_tuples(), _refusing_autocast(), _buffers_kept(model):
+    with _proxy_sizes_as_tuples(), _data_factories_recorded(), _refusing_autocast(), _buffers_kept(model):
         graph = tracer.trace(model, concrete_args=concrete or None)
     gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
     names = [p.name for p in inspect.signature(model.forward).parameters.values()]
