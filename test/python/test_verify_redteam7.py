@@ -90,3 +90,38 @@ def test_a_signal_handler_or_timer_left_by_a_timed_call_is_seen_and_none_when_re
         signal.signal(signal.SIGALRM, previous)
     assert change is not None and "SIGALRM" in change and "interval timer 0 armed" in change, change
     assert signal_change(baseline) is None
+
+
+def test_a_reference_output_written_by_the_candidate_during_a_check_is_found():
+    from torch import nn
+
+    from kforge_worker.checks import context, sealed
+
+    held = {}
+
+    class Reference(nn.Module):
+        def forward(self, x):
+            return torch.exp(x)
+
+    class Mirror(nn.Module):  # copies its own (wrong) answer into the reference's, as a frame walk would
+        def forward(self, x):
+            out = torch.zeros_like(x)
+            held["ref_out"].copy_(out)
+            return out
+
+    class Honest(nn.Module):
+        def forward(self, x):
+            return torch.exp(x)
+
+    ref = Reference()
+    sealed.register_reference(ref)
+    sealed.take_broken()
+    x = torch.rand(4, 8)
+    held["ref_out"] = context.run(ref, [x.clone()])
+    assert torch.equal(context.run(Honest(), [x.clone()]), held["ref_out"])
+    assert sealed.take_broken() == []
+    context.run(Mirror(), [x.clone()])
+    found = sealed.take_broken()
+    assert len(found) == 1 and "written during a candidate call" in found[0], found
+    del held["ref_out"]  # no longer held: no longer sealed
+    assert sealed.checksums() == []

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .. import frame_hook
+from . import sealed
 from .instrument import ExtensionRecorder
 from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount
 from .static_scan import ScanReport
@@ -49,6 +50,9 @@ class VerifyContext:
     # Filled by the checks for later ones (tolerance tightening, ops seen).
     notes: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        sealed.register_reference(self.ref)
+
     def seed(self) -> int:
         return self.rng.randrange(1, 2**31 - 1)
 
@@ -68,14 +72,22 @@ def clone_inputs(inputs: Inputs) -> Inputs:
 
 
 def run(model: nn.Module, inputs: Inputs) -> Any:
+    """One forward call. The reference's outputs are sealed across the candidate's later calls (sealed.py)."""
     if _PAIRED_RNG["on"]:
         seed_for_inputs(inputs)
+    reference = sealed.is_reference(model)
+    before = None if reference else sealed.checksums()
     with torch.no_grad():
         try:
-            return model(*inputs)
+            out = model(*inputs)
         finally:  # a frame-evaluation hook the call left is taken before any harness frame runs (frame_hook.py)
             if frame_hook.take is not None and frame_hook.take(None) is not None:
                 frame_hook.left.append("a forward call")
+            if before:
+                sealed.compare(before, "a candidate call")
+    if reference:
+        sealed.hold(tensors(out))
+    return out
 
 
 # Active dropout makes every forward random: reference and candidate are comparable only on the same random

@@ -23,6 +23,7 @@ HARNESS_MODULES = (
     "kforge_worker.checks.float64", "kforge_worker.checks.harness_checks", "kforge_worker.checks.input_checks",
     "kforge_worker.checks.instrument", "kforge_worker.checks.judge", "kforge_worker.checks.ops",
     "kforge_worker.checks.output_checks", "kforge_worker.checks.result", "kforge_worker.checks.roofline",
+    "kforge_worker.checks.sealed",
     "kforge_worker.checks.state_checks", "kforge_worker.checks.static_scan", "kforge_worker.checks.trace",
     "kforge_worker.checks.verifier",
 )
@@ -32,6 +33,10 @@ _OWN_STATE = {
     ("kforge_worker.compare", "_reference_noise"),  # set from the trials; guarded by harness_state
     ("kforge_worker.checks.context", "_PAIRED_RNG"),  # on while the checks of a dropout problem run
     ("kforge_worker.frame_hook", "left"),  # the harness's record of hooks it took away (a process flag itself)
+    # the reference outputs held by the checks and what was found written (checks/sealed.py, its own check)
+    ("kforge_worker.checks.sealed", "_held"),
+    ("kforge_worker.checks.sealed", "_references"),
+    ("kforge_worker.checks.sealed", "broken"),
 }
 _SIMPLE = (bool, int, float, complex, str, bytes, type(None))
 _MAX_ITEMS = 256

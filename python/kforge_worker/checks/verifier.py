@@ -204,6 +204,12 @@ class Verifier:
                 except BaseException as exc:  # noqa: BLE001 — a candidate's sys.exit too; classified below
                     produced = [self._crashed(name, exc)]
             elapsed = time.perf_counter() - began
+            written = context.sealed.take_broken()
+            if written:
+                produced = (produced if isinstance(produced, list) else [produced]) + [failed(
+                    "reference_outputs_sealed", f"in the {name} checks, {written[0]}: the candidate's code wrote into "
+                    "the reference's answer the check compares it with (the worker's copy of the reference runs in "
+                    "the candidate's process)", "cheating")]
             for item in produced if isinstance(produced, list) else [produced]:
                 if item is not None:
                     item.seconds = elapsed
