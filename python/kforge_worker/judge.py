@@ -69,6 +69,7 @@ class Judge:
         self.calls = 0
         self.timed_ms: list[float] = []  # the reference's timed calls, as measured here
         self.cand_ms: list[float] = []  # the candidate's, as handed over with each timed pair's outputs
+        self.after_candidate: list[bool] = []  # whether each timed call came right after the candidate's
         self.commits = 0
         self.committed_call = 0
         self._last_call_timed = False
@@ -177,6 +178,9 @@ class Judge:
         self._last_call_timed = ms is not None
         if ms is not None:
             self.timed_ms.append(float(ms))
+            from .timing import candidate_first
+
+            self.after_candidate.append(candidate_first(self.calls - 1))
 
     def probability(self, pair: int) -> float:
         return min(1.0, max(SAMPLE_C / (pair + 1), SAMPLE_FLOOR))
@@ -247,6 +251,9 @@ class Judge:
         if self.commits != self.calls:
             self.fail(f"{self.calls - self.commits} of {self.calls} pairs of timed calls had no candidate outputs "
                       "handed over")
+        lingering = order_effect(self.timed_ms, self.after_candidate)
+        if lingering is not None:
+            self.fail(lingering)
         median = cand_median = speedup = None
         if self.timed_ms:
             from .stats import speedup as timing_speedup
@@ -373,6 +380,32 @@ class Judge:
         except Exception as exc:  # noqa: BLE001 — a bad handle is the worker's failure to hand over, said
             raise JudgeInputError(f"cannot copy the candidate's outputs from CUDA IPC: {type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+# The pairs alternate which side goes first (timing.candidate_first): a reference call right after the candidate's
+# and one right after the worker's own housekeeping should take the same time, give or take a hot device (1-1.5%).
+ORDER_RATIO = 1.5
+ORDER_FLOOR_MS = 0.05
+ORDER_MIN_CALLS = 8
+
+
+def order_effect(timed_ms: list[float], after_candidate: list[bool]) -> str | None:
+    """Why the reference's timed calls right after the candidate's were slower than the others, or None. Work the
+    candidate leaves running when its call returns (a kernel on a stream of its own, a spinning handler or thread)
+    overlaps the reference's next call only when that call comes right after it: the worker synchronises the
+    device and hands the outputs over before the pairs where the reference goes first."""
+    import statistics
+
+    after = [ms for ms, c in zip(timed_ms, after_candidate) if c]
+    other = [ms for ms, c in zip(timed_ms, after_candidate) if not c]
+    if min(len(after), len(other)) < ORDER_MIN_CALLS:
+        return None
+    slow, usual = statistics.median(after), statistics.median(other)
+    if slow > ORDER_RATIO * usual and slow - usual > ORDER_FLOOR_MS:
+        return (f"the reference's timed calls right after the candidate's took {slow:.4g} ms (median of "
+                f"{len(after)}), {slow / usual:.2f}x the {usual:.4g} ms of the others: work of the candidate's still "
+                "ran when its call had returned")
+    return None
 
 
 def _dtype(name: Any) -> Any:

@@ -411,3 +411,22 @@ def test_outputs_staged_in_one_cuda_segment_are_read_each_from_its_own_offset(mo
     got = judge.receive([desc(mask, 0, 3), desc(count, 16, 16)], [mask, count], torch.device("cuda"))
     assert torch.equal(got[0], mask) and torch.equal(got[1], count), got
     assert opened == [0, 16]
+
+
+def test_reference_calls_slower_right_after_the_candidates_fail_the_judgement(tmp_path) -> None:
+    from kforge_worker.judge import order_effect
+    from kforge_worker.timing import candidate_first
+
+    pairs = range(2, 42)  # two warm-up pairs first
+    after = [candidate_first(p) for p in pairs]
+    lingering = [3.0 if c else 1.0 for c in after]  # a kernel of the candidate's still running after it returned
+    assert "right after the candidate's" in (order_effect(lingering, after) or "")
+    hot = [1.015 if c else 1.0 for c in after]  # a device still hot from the candidate's call: not held against it
+    assert order_effect(hot, after) is None
+    tiny = [0.03 if c else 0.01 for c in after]  # below the floor: scheduling noise at microseconds
+    assert order_effect(tiny, after) is None
+    judge, _ = _judge(tmp_path)
+    for p in range(42):
+        judge.called(None if p < 2 else (3.0 if candidate_first(p) else 1.0))
+    judge.end()
+    assert any("right after the candidate's" in f for f in judge.failures)
