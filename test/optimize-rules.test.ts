@@ -9,6 +9,7 @@ import {
   planGraph,
   regionNodes,
   relaxAnchors,
+  withExactAnchors,
 } from "../src/optimize/plan/planner.ts";
 import { canonicalGraph } from "../src/optimize/plan/rewrites.ts";
 import { normDims, pointwiseVerdict, reduceSpecOf, SEED_RULES } from "../src/optimize/plan/rules.ts";
@@ -173,6 +174,18 @@ test("a half-precision conv with a bias is not anchored, nor laid out alone, whe
     widened.regions.map((r) => regionNodes(r)),
     [["relu", "add", "f"]],
   );
+});
+
+test("withExactAnchors marks float32 anchors only, keeps their layout, and has nothing to do without one", () => {
+  const g = convGraph("torch.nn.modules.conv.Conv2d");
+  const plan = planGraph(g);
+  const exact = withExactAnchors(plan, new GraphView(g));
+  assert.equal(exact?.regions[0]?.anchorExact, true);
+  assert.equal(exact?.regions[0]?.anchorLayout, plan.regions[0]?.anchorLayout);
+  assert.equal(plan.regions[0]?.anchorExact, undefined, "the original plan is not modified");
+  assert.equal(exact && withExactAnchors(exact, new GraphView(g)), null, "already exact");
+  for (const n of g.nodes) if (n.out.t === "tensor") n.out.meta.dtype = "float16";
+  assert.equal(withExactAnchors(planGraph(g), new GraphView(g)), null, "a half-precision conv has no TF32 to avoid");
 });
 
 test("relaxAnchors steps an anchor down: channels-last, then the reference's layout, then none", () => {
@@ -1081,6 +1094,31 @@ test("T5's RMSNorm (the square of h.to(float32), the scale of half h itself) is 
   // HF's form (the cast scaled) folded before; a float32 h is no widening and its square reads another value.
   assert.equal(t5("float16", "cast").nodes.length, 4);
   assert.equal(t5("float32", "h").nodes.length, 8);
+});
+
+test("an expand read only by pointwise ops (x * s.sigmoid().expand_as(x)) goes: the gate joins the multiply", () => {
+  const S = [8, 16, 1, 1];
+  const gate = (extraUser: GraphNode[] = [], output = "mul") =>
+    graph(
+      [
+        node("mean", "mean", { input: ref("x"), dim: ints(2, 3), keepdim: bool(true), dtype: none }, S),
+        node("sig", "sigmoid", { input: ref("mean") }, S),
+        node("exp", "expand_as", { input: ref("sig"), other: ref("x") }, X),
+        node("mul", "mul", { input: ref("x"), other: ref("exp") }, X),
+        ...extraUser,
+      ],
+      output,
+    );
+  const kinds = (g: Graph) => planGraph(canonicalGraph(g)).regions.map((r) => regionNodes(r).join(" "));
+  assert.deepEqual(kinds(gate()), ["mean", "sig mul"]);
+  const rewritten = canonicalGraph(gate());
+  assert.ok(!rewritten.nodes.some((n) => n.op === "expand_as"));
+  assert.deepEqual(rewritten.nodes.find((n) => n.id === "mul")?.args, [ref("x"), ref("sig")]);
+  // read by an op that would not broadcast to the expanded shape alone (s.expand_as(x) + 1), it stays
+  const alone = gate([node("one", "add", { input: ref("exp"), other: num(1), alpha: num(1) }, X)], "one");
+  assert.ok(canonicalGraph(alone).nodes.some((n) => n.op === "expand_as"));
+  // returned, it stays
+  assert.ok(canonicalGraph(gate([], "exp")).nodes.some((n) => n.op === "expand_as"));
 });
 
 test("in-place statements on a value (y.mul_(a); y.add_(b); return y) read as a chain and fuse", () => {

@@ -126,19 +126,38 @@ function failingFirst(failures: number) {
   return { wrapped, seen };
 }
 
-test("a file whose kernels fail the eval is evaluated without anchors, then with PyTorch's ops only", {
+test("a file whose fp32 anchors fail the eval is evaluated again without TF32 and keeps its kernels", {
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
   const output = join(dir, "new.py");
-  const { wrapped, seen } = failingFirst(2);
+  const { wrapped, seen } = failingFirst(1);
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { evaluateFile: wrapped, regionWinMargin: 0 }),
+  );
+  assert.equal(seen.calls, 2, "with its kernels, then the same anchors without TF32");
+  assert.equal(result.verdict, "correct");
+  assert.equal(result.rejected, null, "the shipped file keeps its kernels");
+  assert.ok(result.regions.some((r) => r.status === "fused"));
+  const source = readFileSync(output, "utf8");
+  assert.match(source, /_kf_conv_anchor\(self\.\w+, \w+, [^)]*, exact=True\)/);
+});
+
+test("a file whose kernels fail the eval is evaluated without TF32, without anchors, then with PyTorch's ops only", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const { wrapped, seen } = failingFirst(3);
   // On the CPU both sides of a region are PyTorch's ops (a tie): margin 0 keeps the region for the eval to reject.
   const result = await optimizeProblem(
     problem,
     output,
     options(dir, { evaluateFile: wrapped, regionWinMargin: 0 }),
   );
-  assert.equal(seen.calls, 3, "with its kernels, without anchors, then PyTorch's ops only");
+  assert.equal(seen.calls, 4, "with its kernels, without TF32, without anchors, then PyTorch's ops only");
   assert.deepEqual(result.rejected, { verdict: "incorrect", reason: "injected: output 0 differs" });
   assert.equal(result.verdict, "correct");
   assert.ok(result.regions.every((r) => r.status !== "fused"));
@@ -156,7 +175,8 @@ test("a file rejected only with its anchors keeps its other kernels", { timeout:
     output,
     options(dir, { evaluateFile: wrapped, regionWinMargin: 0 }),
   );
-  assert.equal(seen.calls, 2);
+  // A layout region offers nothing but the conv's faster algorithm: no TF32-free step, straight to no anchors.
+  assert.equal(seen.calls, 2, "with its kernels, then without anchors");
   assert.equal(result.verdict, "correct");
   assert.ok(result.rejected, "the anchored file's verdict is kept for the report");
   const layout = result.regions.find((r) => r.summary.includes("conv-layout"));

@@ -126,6 +126,10 @@ export const Graph = z.object({
    * `self.training` while tracing; an export graph is always taken to): another mode runs the reference's
    * forward. Null or absent when the graph reads the same in either mode. */
   specialisedTraining: z.boolean().nullable().optional(),
+  /** One parameter or buffer path per lazy module (nn.LazyLinear, ...) the model had before its first call: the
+   * graph holds the shapes that call gave them, so until a ModelNew's own first call has run, its forward is the
+   * reference's. Absent when none. */
+  lazyTensors: z.array(z.string()).optional(),
   /** Scalar (int/float/bool) attributes of the model and its submodules, by path. */
   scalarAttrs: z.record(z.string(), z.union([z.number(), z.boolean()])),
   /** The problem's source split for the emitter (from Python's ast on the problem file). */

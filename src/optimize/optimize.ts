@@ -22,6 +22,7 @@ import {
   planGraph,
   regionNodes,
   relaxAnchors,
+  withExactAnchors,
   withoutAnchors,
 } from "./plan/planner.ts";
 import { canonicalGraph } from "./plan/rewrites.ts";
@@ -497,14 +498,30 @@ async function verifyWithBench(
   if (failed(evalResult) && plan.regions.length > 0) {
     result.rejected = { verdict: evalResult.verdict, reason: evalResult.reason };
     // A library call made another way (channels-last, another cuDNN algorithm, TF32) is the likeliest to
-    // round differently: the file without anchors is evaluated before every kernel is given up. The regions
-    // that lost are timed again first: those that lost reading an anchor's output (a channels-last conv's) may
-    // win in the reference's layout.
+    // round differently. cuDNN's TF32 switch is on by default, so an fp32 anchor may get a TF32 algorithm where
+    // the reference's call got a full-precision one: the same anchors without TF32 are evaluated first.
+    const exact = plan.regions.some((r) => r.anchor) ? withExactAnchors(plan, new GraphView(graph)) : null;
+    if (exact) {
+      log(`${problem.name}: the file with its kernels is ${evalResult.verdict}: evaluated again without TF32`);
+      emitTo(graph, exact, problem, output);
+      const [again] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
+      if (again && !failed(again)) {
+        for (const report of result.regions)
+          if (report.status === "fused" && plan.regions.find((r) => r.id === report.id)?.anchor)
+            Object.assign(report, { kernelMs: null, torchMs: null }); // timed with TF32 allowed
+        plan = exact;
+        evalResult = again;
+        result.rejected = null;
+      }
+    }
+    // Then the file without anchors, before every kernel is given up. The regions that lost are timed again
+    // first: those that lost reading an anchor's output (a channels-last conv's) may win in the reference's
+    // layout.
     let plain = withoutAnchors(plan);
     const anchored = plan.regions.some((r) => r.anchor);
     // The plan is timedPlan without its losers, so timedPlan without anchors is the plain one plus them.
     const candidate = withoutAnchors(timedPlan);
-    const retry = anchored ? candidate.regions.filter((r) => losers.has(r.id)) : [];
+    const retry = anchored && failed(evalResult) ? candidate.regions.filter((r) => losers.has(r.id)) : [];
     if (retry.length > 0) {
       emitTo(graph, candidate, problem, output);
       const still = await timeRegions(retry.map((r) => r.id));
@@ -513,7 +530,7 @@ async function verifyWithBench(
       for (const report of result.regions) if (won.has(report.id)) report.status = "fused";
       plain = { regions: candidate.regions.filter((r) => !still.has(r.id)), kept: candidate.kept };
     }
-    if (anchored && plain.regions.length > 0) {
+    if (failed(evalResult) && anchored && plain.regions.length > 0) {
       log(
         `${problem.name}: the file with its kernels is ${evalResult.verdict}: evaluated again without anchors`,
       );

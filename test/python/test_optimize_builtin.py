@@ -170,6 +170,13 @@ def test_no_emitted_file_trips_the_verifiers_static_scan(emitted: dict[str, Path
     assert not failing, failing
 
 
+def _state_entry(value: torch.Tensor) -> tuple[Any, ...]:
+    """A state_dict entry's shape and dtype; a lazy module's tensor has no shape before its first call."""
+    if isinstance(value, torch.nn.parameter.UninitializedTensorMixin):
+        return ("uninitialised", type(value).__name__)
+    return (tuple(value.shape), value.dtype)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_emitted_model_has_the_references_state_and_signatures(emitted: dict[str, Path], name: str) -> None:
     problem = _load(PROBLEMS_DIR / f"{name}.py")
@@ -177,8 +184,8 @@ def test_emitted_model_has_the_references_state_and_signatures(emitted: dict[str
     assert hasattr(cand, "ModelNew"), f"{emitted[name]} defines no ModelNew"
     ref, _ = meta_model(problem.Model, problem.get_init_inputs(), _quiet)
     new, _ = meta_model(cand.ModelNew, problem.get_init_inputs(), _quiet)
-    want = {k: (tuple(v.shape), v.dtype) for k, v in ref.state_dict().items()}
-    got = {k: (tuple(v.shape), v.dtype) for k, v in new.state_dict().items()}
+    want = {k: _state_entry(v) for k, v in ref.state_dict().items()}
+    got = {k: _state_entry(v) for k, v in new.state_dict().items()}
     assert list(got) == list(want), "state_dict keys differ"
     assert got == want, "state_dict shapes or dtypes differ"
     for method in ("forward", "__init__"):  # parameters: names, kinds, defaults, annotations (not the return's)
@@ -608,8 +615,27 @@ def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[st
     regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+(_running|_bn)?", f)]
     idle = [f for f in regions if not ext.calls.get(f)]
     assert not idle, f"regions whose fast path never ran on the problem's inputs: {idle}"
-    tf32 = [c for c in convs if c == (torch.float32, True, True)]
-    assert not tf32, "an fp32 channels-last conv anchor ran with cuDNN's TF32 allowed (the reference's NCHW does not)"
+    exact = "exact=True" in text
+    assert all(allowed != (exact and dtype == torch.float32) for dtype, _, allowed in convs), (
+        f"conv anchors ran with cuDNN's TF32 switch {convs}: an exact anchor turns it off for its fp32 call only")
+
+
+@builtin_only
+def test_an_exact_conv_anchor_turns_tf32_off_for_its_own_call_only(emitted: dict[str, Path]) -> None:
+    from kernel_emulator import EmulatedExtension, enable_cpu_fast_paths
+
+    cand = _load(emitted["conv2d_bn_relu"])
+    enable_cpu_fast_paths(cand, EmulatedExtension(cand))
+    convs = _record_conv_precision(cand)
+    conv = torch.nn.Conv2d(3, 8, 3, bias=False)
+    x = torch.randn(2, 3, 10, 10)
+    with torch.no_grad():
+        for exact, dtype in [(False, torch.float32), (True, torch.float32), (True, torch.float64)]:
+            conv = conv.to(dtype)
+            out = cand._kf_conv_anchor(conv, x.to(dtype), None, False, exact=exact)
+            torch.testing.assert_close(out, conv(x.to(dtype)))
+            assert torch.backends.cudnn.allow_tf32
+    assert [allowed for _, _, allowed in convs] == [True, False, True]
 
 
 def _record_conv_precision(cand: ModuleType) -> list[tuple[torch.dtype, bool, bool]]:

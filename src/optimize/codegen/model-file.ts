@@ -12,7 +12,7 @@ import type { Graph } from "../graph.ts";
 import { GraphView } from "../plan/graph-view.ts";
 import { type Plan, type Region, regionNodes } from "../plan/planner.ts";
 import { loadRecipe } from "../recipe.ts";
-import { pyScalar, pyStatement, RUN_DEVICE } from "./python-expr.ts";
+import { pyScalar, pyStatement, RUN_DEVICE, selfPath } from "./python-expr.ts";
 import { recipeBuilder } from "./recipe-region.ts";
 import { generateRegion, methodNames, type RegionCode } from "./region.ts";
 
@@ -150,6 +150,13 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   if (typeof training === "boolean" && graph.captured !== "none")
     forwardLines.push(
       `if self.training is not ${training ? "True" : "False"}:`,
+      `    return self._kf_reference_forward(${callArgs.join(", ")})`,
+    );
+  // Lazy modules have no parameters until their first call: that call is the reference's, which makes them.
+  const lazy = graph.lazyTensors ?? [];
+  if (lazy.length && graph.captured !== "none")
+    forwardLines.push(
+      `if ${lazy.map((path) => `isinstance(${selfPath(path)}, torch.nn.parameter.UninitializedTensorMixin)`).join(" or ")}:`,
       `    return self._kf_reference_forward(${callArgs.join(", ")})`,
     );
   for (const input of graph.inputs) {

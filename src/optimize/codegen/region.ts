@@ -564,7 +564,7 @@ function anchorOperands(
   return {
     lines: [`const float t_${id} = ${value}${bias};`],
     resolve: (arg: Arg) => (arg.t === "node" && arg.id === id ? `t_${id}` : null),
-    anchorPy: `_kf_conv_anchor(${selfPath(node.target)}, ${pyArg(input, nameOf)}, ${transpose}, ${biasPath ? "True" : "False"})`,
+    anchorPy: `_kf_conv_anchor(${selfPath(node.target)}, ${pyArg(input, nameOf)}, ${transpose}, ${biasPath ? "True" : "False"}${region.anchorExact ? ", exact=True" : ""})`,
     rank: meta.shape.length,
     inDtype: channelsLast ? inMeta.dtype : null,
   };

@@ -79,7 +79,7 @@ export class GraphView {
    * operand it is on no GPU, and the region would never take its fast path. 0-d tensors promote like numbers. */
   isHostScalarTensor(id: string): boolean {
     const node = this.byId.get(id);
-    if (!node || node.kind !== "call_function" || !HOST_FACTORIES.has(node.target)) return false;
+    if (node?.kind !== "call_function" || !HOST_FACTORIES.has(node.target)) return false;
     if (node.out.t !== "tensor" || node.out.meta.shape.length !== 0) return false;
     const device = node.kwargs.device ?? node.fn?.device;
     return !device || (device.t === "const" && device.pytype === "none");

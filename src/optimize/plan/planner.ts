@@ -59,6 +59,10 @@ export interface Region {
   /** How the anchor is called: channels-last (its output transposed back by the region's kernel), or in
    * the reference's layout with only its bias moved into the region's kernel. */
   anchorLayout?: AnchorLayout;
+  /** The anchor's float32 convolution is computed without TF32 whatever cuDNN's switch says (on by default: a
+   * channels-last call then gets a TF32 algorithm where the reference's NCHW one may not): set once the eval
+   * found the file's rounding outside the problem's tolerance (withExactAnchors). */
+  anchorExact?: boolean;
   /** A reduction's prologue holds this normalisation node: its statistics are computed first, its apply
    * runs inside the reduction's prologue (mergeNormIntoReduction). */
   norm?: string;
@@ -207,7 +211,21 @@ export function withoutAnchors(plan: Plan): Plan {
   return {
     regions: plan.regions
       .filter((r) => r.rule !== LAYOUT_RULE)
-      .map((r) => (r.anchor ? { ...r, anchor: undefined, anchorLayout: undefined } : r)),
+      .map((r) => (r.anchor ? { ...r, anchor: undefined, anchorLayout: undefined, anchorExact: undefined } : r)),
+    kept: plan.kept,
+  };
+}
+
+/** The plan with every anchor's float32 convolution computed without TF32 (Region.anchorExact); layout regions,
+ * which offer nothing but a faster algorithm, leave it. Null when no anchor computes in float32 (nothing would
+ * change). */
+export function withExactAnchors(plan: Plan, view: GraphView): Plan | null {
+  const float32 = (r: Region) => r.anchor !== undefined && view.outMeta(view.node(r.anchor))?.dtype === "float32";
+  if (!plan.regions.some((r) => !r.anchorExact && r.rule !== LAYOUT_RULE && float32(r))) return null;
+  return {
+    regions: plan.regions
+      .filter((r) => r.rule !== LAYOUT_RULE)
+      .map((r) => (r.anchor ? { ...r, anchorExact: true } : r)),
     kept: plan.kept,
   };
 }

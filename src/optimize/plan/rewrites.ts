@@ -13,6 +13,7 @@ import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
 import { resolveDtypeReads } from "./dtype-reads.ts";
+import { dropPointwiseExpands } from "./expand-reads.ts";
 import { GraphView } from "./graph-view.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
 import { spellOutOps } from "./spelled-out.ts";
@@ -59,7 +60,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const spelled = { ...threaded, nodes: spellOutOps(threaded.nodes, new GraphView(threaded)) };
   const normed = { ...spelled, nodes: foldWrittenRmsNorms(spelled.nodes, new GraphView(spelled)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
-  const graph = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
+  const typed = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
+  const graph = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
   const view = new GraphView(graph);
   const nodes = graph.nodes.map((node) => {
     const input = node.fn?.input;
