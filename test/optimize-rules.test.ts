@@ -185,7 +185,11 @@ test("withExactAnchors marks float32 anchors only, keeps their layout, and has n
   assert.equal(plan.regions[0]?.anchorExact, undefined, "the original plan is not modified");
   assert.equal(exact && withExactAnchors(exact, new GraphView(g)), null, "already exact");
   for (const n of g.nodes) if (n.out.t === "tensor") n.out.meta.dtype = "float16";
-  assert.equal(withExactAnchors(planGraph(g), new GraphView(g)), null, "a half-precision conv has no TF32 to avoid");
+  assert.equal(
+    withExactAnchors(planGraph(g), new GraphView(g)),
+    null,
+    "a half-precision conv has no TF32 to avoid",
+  );
 });
 
 test("relaxAnchors steps an anchor down: channels-last, then the reference's layout, then none", () => {

@@ -502,7 +502,9 @@ async function verifyWithBench(
     // the reference's call got a full-precision one: the same anchors without TF32 are evaluated first.
     const exact = plan.regions.some((r) => r.anchor) ? withExactAnchors(plan, new GraphView(graph)) : null;
     if (exact) {
-      log(`${problem.name}: the file with its kernels is ${evalResult.verdict}: evaluated again without TF32`);
+      log(
+        `${problem.name}: the file with its kernels is ${evalResult.verdict}: evaluated again without TF32`,
+      );
       emitTo(graph, exact, problem, output);
       const [again] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
       if (again && !failed(again)) {

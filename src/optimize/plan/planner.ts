@@ -211,7 +211,9 @@ export function withoutAnchors(plan: Plan): Plan {
   return {
     regions: plan.regions
       .filter((r) => r.rule !== LAYOUT_RULE)
-      .map((r) => (r.anchor ? { ...r, anchor: undefined, anchorLayout: undefined, anchorExact: undefined } : r)),
+      .map((r) =>
+        r.anchor ? { ...r, anchor: undefined, anchorLayout: undefined, anchorExact: undefined } : r,
+      ),
     kept: plan.kept,
   };
 }
@@ -220,7 +222,8 @@ export function withoutAnchors(plan: Plan): Plan {
  * which offer nothing but a faster algorithm, leave it. Null when no anchor computes in float32 (nothing would
  * change). */
 export function withExactAnchors(plan: Plan, view: GraphView): Plan | null {
-  const float32 = (r: Region) => r.anchor !== undefined && view.outMeta(view.node(r.anchor))?.dtype === "float32";
+  const float32 = (r: Region) =>
+    r.anchor !== undefined && view.outMeta(view.node(r.anchor))?.dtype === "float32";
   if (!plan.regions.some((r) => !r.anchorExact && r.rule !== LAYOUT_RULE && float32(r))) return null;
   return {
     regions: plan.regions
