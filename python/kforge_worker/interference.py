@@ -15,6 +15,7 @@ clocks are bound when this module is imported, before the candidate is."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -234,38 +235,40 @@ def _openmp_binds() -> bool:
                ("OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"))
 
 
-def signal_state() -> tuple[tuple[int, int], ...]:
-    """Python's signal handlers (by identity) and the armed interval timers: a handler installed by candidate code
-    runs later, on the main thread, between the harness's bytecodes (in the timing loop: while the reference is
-    timed, or between the candidate's call and the hand-over of its outputs)."""
+def hook_state() -> tuple[tuple[str, int], ...]:
+    """What makes the interpreter run code later on the harness's own thread, by identity: Python's signal handlers
+    and armed interval timers, the trace and profile functions (this thread's and threading's for new threads), the
+    collector's callbacks. Installed by candidate code and still in place when its call returns, such code runs in
+    the timing loop outside every timed region (a profile function sees the harness's own calls, frames included:
+    it can do the next call's work as the fresh inputs are handed over), or while the reference is timed."""
+    import gc
     import signal
+    import threading
 
-    handlers = []
+    state = []
     for signum in sorted(signal.valid_signals()):
         try:
-            handlers.append((int(signum), id(signal.getsignal(signum))))
+            state.append((f"a handler for {signal.Signals(signum).name}", id(signal.getsignal(signum))))
         except (OSError, ValueError):
             continue
-    timers = [(-1 - i, int(signal.getitimer(which)[0] > 0)) for i, which in
-              enumerate((signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF))]
-    return tuple(handlers + timers)
+    for i, which in enumerate((signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)):
+        state.append((f"interval timer {i} armed", int(signal.getitimer(which)[0] > 0)))
+    state += [("a trace function (sys.settrace)", id(sys.gettrace())),
+              ("a profile function (sys.setprofile)", id(sys.getprofile())),
+              ("a trace function for new threads", id(getattr(threading, "_trace_hook", None))),
+              ("a profile function for new threads", id(getattr(threading, "_profile_hook", None))),
+              ("a garbage-collector callback", hash(tuple(id(c) for c in gc.callbacks)))]
+    return tuple(state)
 
 
-def signal_change(baseline: tuple[tuple[int, int], ...]) -> str | None:
-    """What changed in signal_state() since `baseline`, in words; None when nothing did."""
-    import signal
-
-    now = dict(signal_state())
-    changed = []
-    for key, then in baseline:
-        if now.get(key) != then:
-            changed.append(f"interval timer {-1 - key} armed" if key < 0 else
-                           f"a handler for {signal.Signals(key).name}")
+def hook_change(baseline: tuple[tuple[str, int], ...]) -> str | None:
+    """What changed in hook_state() since `baseline`, in words; None when nothing did."""
+    now = dict(hook_state())
+    changed = [what for what, then in baseline if now.get(what) != then]
     if not changed:
         return None
     return (f"the candidate's timed call left {', '.join(changed[:4])} behind: code of its own set to run on the "
-            "harness's thread after forward returned (while the reference is timed, or before its outputs are "
-            "handed over)")
+            "harness's thread after forward returned (outside the timed region, or while the reference is timed)")
 
 
 class IdleMeter:
@@ -276,6 +279,7 @@ class IdleMeter:
         self.calls = 0
         self.worst: tuple[float, float] = (0.0, 0.0)  # (other threads' CPU ms, wall ms) of the worst call
         self.own_excess_ms = 0.0  # the calling thread's CPU beyond OWN_ALLOWANCE_MS per call
+        self.deferred: str | None = None  # code a timed candidate call left set to run later (hook_change)
 
     def measure(self, call: Callable[[], Any]) -> Any:
         """Runs `call` (a reference call the worker only waits for) and books the CPU time this process spends
@@ -307,6 +311,9 @@ class IdleMeter:
                    f"reaped; {self.own_excess_ms:.1f} ms of it on the waiting thread itself, beyond "
                    f"{OWN_ALLOWANCE_MS:g} ms a call) during "
                    f"{self.wall_ms:.1f} ms of the reference's {self.calls} timed calls ({share:.0%})")
+        if self.deferred:
+            return {"name": "reference_interference", "outcome": "fail", "failVerdict": "cheating",
+                    "evidence": f"{self.deferred}; {numbers}"}
         if self.tampered:
             return {"name": "reference_interference", "outcome": "fail", "failVerdict": "cheating",
                     "evidence": f"{self.tampered}, seen while the reference was timed: only the candidate's "

@@ -42,8 +42,8 @@ from .interference import (
     foreign_children,
     scheduling,
     scheduling_change,
-    signal_change,
-    signal_state,
+    hook_change,
+    hook_state,
 )
 from .loading import LoadError, check_candidate, check_problem, has_code, import_path, read_source
 from .request import EvalRequest
@@ -962,8 +962,8 @@ def time_models(ctx: EvalContext) -> None:
         def time_ms(self, fn: Callable[[], Any]) -> float:
             ms = measured.time_ms(fn)
             cand_ms["last"] = ms
-            if idle.tampered is None:  # a handler must still be installed when the call returns, to run later
-                idle.tampered = signal_change(signals_before)
+            if idle.deferred is None:  # code set to run later must still be installed when the call returns
+                idle.deferred = hook_change(hooks_before)
             return ms
 
     clock = HandedClock() if ctx.reference is not None else measured
@@ -992,7 +992,7 @@ def time_models(ctx: EvalContext) -> None:
                                                                  generation=input_generation(ctx))
     sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
     idle = IdleMeter()  # the candidate's process must be quiet while the reference process is timed
-    signals_before = signal_state()
+    hooks_before = hook_state()
     ref_aliases, sampler.reference_overlaps = _reference_aliases_inputs(ctx)
 
     def ref_fn() -> None:

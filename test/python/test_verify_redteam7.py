@@ -78,18 +78,18 @@ def test_a_signal_handler_spinning_on_the_waiting_thread_is_interference():
 def test_a_signal_handler_or_timer_left_by_a_timed_call_is_seen_and_none_when_restored():
     import signal
 
-    from kforge_worker.interference import signal_change, signal_state
+    from kforge_worker.interference import hook_change, hook_state
 
-    baseline = signal_state()
+    baseline = hook_state()
     previous = signal.signal(signal.SIGALRM, lambda *_: None)
     try:
         signal.setitimer(signal.ITIMER_REAL, 5.0)
-        change = signal_change(baseline)
+        change = hook_change(baseline)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert change is not None and "SIGALRM" in change and "interval timer 0 armed" in change, change
-    assert signal_change(baseline) is None
+    assert hook_change(baseline) is None
 
 
 def test_a_reference_output_written_by_the_candidate_during_a_check_is_found():
@@ -125,3 +125,18 @@ def test_a_reference_output_written_by_the_candidate_during_a_check_is_found():
     assert len(found) == 1 and "written during a candidate call" in found[0], found
     del held["ref_out"]  # no longer held: no longer sealed
     assert sealed.checksums() == []
+
+
+def test_a_profile_function_left_by_a_timed_call_is_seen():
+    import sys
+
+    from kforge_worker.interference import hook_change, hook_state
+
+    baseline = hook_state()
+    sys.setprofile(lambda frame, event, arg: None)
+    try:
+        change = hook_change(baseline)
+    finally:
+        sys.setprofile(None)
+    assert change is not None and "profile function" in change, change
+    assert hook_change(baseline) is None
