@@ -238,7 +238,7 @@ def _openmp_binds() -> bool:
 def hook_state() -> tuple[tuple[str, int], ...]:
     """What makes the interpreter run code later on the harness's own thread, by identity: Python's signal handlers
     and armed interval timers, the trace and profile functions (this thread's and threading's for new threads), the
-    collector's callbacks. Installed by candidate code and still in place when its call returns, such code runs in
+    collector's callbacks, sys.monitoring's tools, torch's function and dispatch mode stacks. Installed by candidate code and still in place when its call returns, such code runs in
     the timing loop outside every timed region (a profile function sees the harness's own calls, frames included:
     it can do the next call's work as the fresh inputs are handed over), or while the reference is timed."""
     import gc
@@ -258,6 +258,19 @@ def hook_state() -> tuple[tuple[str, int], ...]:
               ("a trace function for new threads", id(getattr(threading, "_trace_hook", None))),
               ("a profile function for new threads", id(getattr(threading, "_profile_hook", None))),
               ("a garbage-collector callback", hash(tuple(id(c) for c in gc.callbacks)))]
+    monitoring = getattr(sys, "monitoring", None)  # 3.12: tools whose callbacks see every call, like a profiler
+    if monitoring is not None:
+        state += [(f"a sys.monitoring tool ({tool})", hash((monitoring.get_tool(tool), monitoring.get_events(tool))))
+                  for tool in range(6)]
+    torch = sys.modules.get("torch")
+    if torch is not None:  # a mode left on the stack runs on every torch call the harness makes (refilling inputs)
+        state.append(("a torch function mode", torch._C._len_torch_function_stack()))
+        try:
+            from torch.utils._python_dispatch import _len_torch_dispatch_stack
+
+            state.append(("a torch dispatch mode", _len_torch_dispatch_stack()))
+        except ImportError:
+            pass
     return tuple(state)
 
 

@@ -140,3 +140,23 @@ def test_a_profile_function_left_by_a_timed_call_is_seen():
         sys.setprofile(None)
     assert change is not None and "profile function" in change, change
     assert hook_change(baseline) is None
+
+
+def test_a_dispatch_mode_left_on_the_stack_by_a_timed_call_is_seen():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from kforge_worker.interference import hook_change, hook_state
+
+    class Watching(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    baseline = hook_state()
+    mode = Watching()
+    mode.__enter__()  # entered in forward and left there: sees the harness's copy_ of the next inputs
+    try:
+        change = hook_change(baseline)
+    finally:
+        mode.__exit__(None, None, None)
+    assert change is not None and "dispatch mode" in change, change
+    assert hook_change(baseline) is None
