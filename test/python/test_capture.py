@@ -918,6 +918,16 @@ def test_a_forward_assigning_module_attributes_is_not_captured(tmp_path: Path, i
     assert kept["captured"] == "fx"  # read, never written: a constant of the graph
 
 
+def test_lazy_modules_are_captured_with_the_shapes_their_first_call_gives(tmp_path: Path) -> None:
+    # nn.LazyLinear has no weight shape until it runs; capture used to fail reading the uninitialised parameter
+    graph = capture_text(tmp_path, model(
+        "return F.gelu(self.bn(self.fc(x)))",
+        "self.fc = nn.LazyLinear(6)\nself.bn = nn.BatchNorm1d(6)",
+    ))
+    assert graph["captured"] == "fx" and ops(graph) == ["linear", "batch_norm", "gelu"]
+    assert graph["params"]["fc.weight"]["meta"]["shape"] == [6, 8]
+
+
 @pytest.mark.parametrize("factory", ["torch.tensor(x.size(-1), dtype=torch.float32)", "torch.as_tensor(x.shape[-1])",
                                      "torch.scalar_tensor(x.size(1))"])
 def test_a_tensor_made_from_a_traced_size_is_captured_by_fx(tmp_path: Path, factory: str) -> None:

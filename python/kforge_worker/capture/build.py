@@ -95,6 +95,9 @@ def _plain_tensors_to_meta(model: nn.Module) -> None:
 
 
 def _is_counter(buf: Any) -> bool:
+    """A lazy module's buffer has no shape to read until its first call (capture's pipeline makes that call)."""
+    if isinstance(buf, torch.nn.parameter.UninitializedTensorMixin):
+        return False
     return isinstance(buf, torch.Tensor) and buf.dim() == 0 and not buf.is_floating_point() and not buf.is_complex()
 
 

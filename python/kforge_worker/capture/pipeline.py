@@ -18,7 +18,7 @@ import torch
 
 from ..errors import exception_headline
 from ..loading import LoadError, check_problem, import_path, read_source
-from .build import meta_inputs, meta_model, stderr_log
+from .build import FactoriesOn, meta_inputs, meta_model, stderr_log
 from .encode import const, meta_of_tensor
 from .export_capture import ExportGraphWriter, export_program, inline_grad_mode_blocks
 from .fx_capture import FxGraphWriter, propagate_shapes, reads_training_flag, trace
@@ -98,7 +98,9 @@ def _inherited_forward(forward: Callable[..., Any]) -> tuple[str, str]:
     return signature, f"    def forward({signature}):\n        return super().forward({', '.join(args)})"
 
 
-def _load(path: str, log: Callable[[str], None]) -> tuple[Any, dict[str, Any], torch.nn.Module, list[Any]]:
+def _load(
+    path: str, log: Callable[[str], None]
+) -> tuple[Any, dict[str, Any], torch.nn.Module, list[Any], list[str]]:
     name = os.path.basename(path)
     try:
         text = read_source(path, "problem")
@@ -126,7 +128,33 @@ def _load(path: str, log: Callable[[str], None]) -> tuple[Any, dict[str, Any], t
         inputs = meta_inputs(module.get_inputs, log)
     except Exception as exc:  # noqa: BLE001
         raise ProblemError(f"problem {name}: get_inputs() failed: {_one_line(exc)}") from exc
-    return module, source, model, inputs
+    try:
+        lazy = _materialise_lazy(model, inputs, log)
+    except Exception as exc:  # noqa: BLE001
+        raise ProblemError(f"problem {name}: the first call of its lazy modules failed: {_one_line(exc)}") from exc
+    return module, source, model, inputs, lazy
+
+
+def _materialise_lazy(model: torch.nn.Module, inputs: list[Any], log: Callable[[str], None]) -> list[str]:
+    """Lazy modules (nn.LazyLinear, nn.LazyConv2d) take their parameters' shapes from their first call, so the
+    model has none to capture until it ran: one call on the meta inputs gives them, as the reference's first
+    call does. The buffers holding real values (BatchNorm's step counters) are put back: that call is not one of
+    the reference's. Returns one uninitialised tensor's path per lazy module (the emitted forward's check)."""
+    lazy: dict[str, str] = {}
+    for path, module in model.named_modules():
+        for name, tensor in [*module._parameters.items(), *module._buffers.items()]:
+            if isinstance(tensor, torch.nn.parameter.UninitializedTensorMixin):
+                lazy.setdefault(path, f"{path}.{name}" if path else name)
+    if not lazy:
+        return []
+    kept = {name: buf.clone() for name, buf in model.named_buffers() if not buf.is_meta}
+    with FactoriesOn("meta"), torch.no_grad():
+        model(*inputs)
+    for name, buf in model.named_buffers():
+        if name in kept:
+            buf.copy_(kept[name])
+    log("lazy modules materialised by one call on the meta inputs")
+    return list(lazy.values())
 
 
 def _state_versions(model: torch.nn.Module) -> dict[str, int]:
@@ -252,7 +280,7 @@ def _check_faithful_export(program: Any) -> None:
 
 
 def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[str, Any]:
-    module, source, model, inputs = _load(path, log)
+    module, source, model, inputs, lazy = _load(path, log)
     matcher = AttrMatcher(model, "\n".join([source["forward"], *source["methods"]]))
     graph: dict[str, Any] = {
         "captured": "none",
@@ -267,6 +295,8 @@ def capture_problem(path: str, log: Callable[[str], None] = stderr_log) -> dict[
         "source": source,
         "specialisedTraining": None,
     }
+    if lazy:
+        graph["lazyTensors"] = lazy
     variadic = [("*" if p.kind is inspect.Parameter.VAR_POSITIONAL else "**") + p.name
                 for p in inspect.signature(model.forward).parameters.values()
                 if p.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
