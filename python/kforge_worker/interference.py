@@ -235,17 +235,21 @@ def _openmp_binds() -> bool:
                ("OMP_PROC_BIND", "GOMP_CPU_AFFINITY", "KMP_AFFINITY"))
 
 
-def hook_state() -> tuple[tuple[str, int], ...]:
+def hook_state(tools: bool = True) -> tuple[tuple[str, int], ...]:
     """What makes the interpreter run code later on the harness's own thread, by identity: Python's signal handlers
     and armed interval timers, the trace and profile functions (this thread's and threading's for new threads), the
-    collector's callbacks, sys.monitoring's tools, torch's function and dispatch mode stacks. Installed by candidate code and still in place when its call returns, such code runs in
+    collector's callbacks, sys.monitoring's tools (``tools``: not compared in the checks, where a first call of
+    torch.compile may register one), torch's function and dispatch mode stacks. Installed by candidate code and still in place when its call returns, such code runs in
     the timing loop outside every timed region (a profile function sees the harness's own calls, frames included:
     it can do the next call's work as the fresh inputs are handed over), or while the reference is timed."""
+    # The trace and profile functions first, before any Python-level call here: such a function sees every call the
+    # harness makes (this one's included) and could take itself away once it sees the comparison coming.
+    state = [("a trace function (sys.settrace)", id(sys.gettrace())),
+             ("a profile function (sys.setprofile)", id(sys.getprofile()))]
     import gc
     import signal
     import threading
 
-    state = []
     for signum in sorted(signal.valid_signals()):
         try:
             state.append((f"a handler for {signal.Signals(signum).name}", id(signal.getsignal(signum))))
@@ -253,13 +257,11 @@ def hook_state() -> tuple[tuple[str, int], ...]:
             continue
     for i, which in enumerate((signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF)):
         state.append((f"interval timer {i} armed", int(signal.getitimer(which)[0] > 0)))
-    state += [("a trace function (sys.settrace)", id(sys.gettrace())),
-              ("a profile function (sys.setprofile)", id(sys.getprofile())),
-              ("a trace function for new threads", id(getattr(threading, "_trace_hook", None))),
+    state += [("a trace function for new threads", id(getattr(threading, "_trace_hook", None))),
               ("a profile function for new threads", id(getattr(threading, "_profile_hook", None))),
               ("a garbage-collector callback", hash(tuple(id(c) for c in gc.callbacks)))]
     monitoring = getattr(sys, "monitoring", None)  # 3.12: tools whose callbacks see every call, like a profiler
-    if monitoring is not None:
+    if monitoring is not None and tools:
         state += [(f"a sys.monitoring tool ({tool})", hash((monitoring.get_tool(tool), monitoring.get_events(tool))))
                   for tool in range(6)]
     torch = sys.modules.get("torch")
@@ -275,13 +277,13 @@ def hook_state() -> tuple[tuple[str, int], ...]:
 
 
 def hook_change(baseline: tuple[tuple[str, int], ...]) -> str | None:
-    """What changed in hook_state() since `baseline`, in words; None when nothing did."""
+    """What changed in hook_state() since `baseline`, in words ("left ... behind: ..."); None when nothing did."""
     now = dict(hook_state())
     changed = [what for what, then in baseline if now.get(what) != then]
     if not changed:
         return None
-    return (f"the candidate's timed call left {', '.join(changed[:4])} behind: code of its own set to run on the "
-            "harness's thread after forward returned (outside the timed region, or while the reference is timed)")
+    return (f"left {', '.join(changed[:4])} behind: code of its own set to run on the harness's thread after forward "
+            "returned")
 
 
 class IdleMeter:

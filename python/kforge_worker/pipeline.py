@@ -963,7 +963,9 @@ def time_models(ctx: EvalContext) -> None:
             ms = measured.time_ms(fn)
             cand_ms["last"] = ms
             if idle.deferred is None:  # code set to run later must still be installed when the call returns
-                idle.deferred = hook_change(hooks_before)
+                left = hook_change(hooks_before)
+                idle.deferred = left and (f"the candidate's timed call {left} (outside the timed region, or while "
+                                          "the reference is timed)")
             return ms
 
     clock = HandedClock() if ctx.reference is not None else measured

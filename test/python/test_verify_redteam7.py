@@ -160,3 +160,26 @@ def test_a_dispatch_mode_left_on_the_stack_by_a_timed_call_is_seen():
         mode.__exit__(None, None, None)
     assert change is not None and "dispatch mode" in change, change
     assert hook_change(baseline) is None
+
+
+def test_a_candidate_call_in_a_check_that_leaves_a_profile_function_is_found():
+    import sys
+
+    from torch import nn
+
+    from kforge_worker.checks import context, sealed
+
+    class Leaves(nn.Module):  # its hook would run where the check compares it with the reference
+        def forward(self, x):
+            sys.setprofile(lambda frame, event, arg: None)
+            return x * 2
+
+    sealed.take_broken()
+    try:
+        context.run(Leaves(), [torch.rand(3)])
+    finally:
+        sys.setprofile(None)
+    found = sealed.take_broken()
+    assert len(found) == 1 and "profile function" in found[0], found
+    context.run(nn.Identity(), [torch.rand(3)])
+    assert sealed.take_broken() == []

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .. import frame_hook
+from ..interference import hook_change, hook_state
 from . import sealed
 from .instrument import ExtensionRecorder
 from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount
@@ -72,11 +73,13 @@ def clone_inputs(inputs: Inputs) -> Inputs:
 
 
 def run(model: nn.Module, inputs: Inputs) -> Any:
-    """One forward call. The reference's outputs are sealed across the candidate's later calls (sealed.py)."""
+    """One forward call. The reference's outputs are sealed across the candidate's later calls, and a candidate call
+    may leave no code set to run after it (sealed.py)."""
     if _PAIRED_RNG["on"]:
         seed_for_inputs(inputs)
     reference = sealed.is_reference(model)
     before = None if reference else sealed.checksums()
+    hooks = None if reference else hook_state(tools=False)
     with torch.no_grad():
         try:
             out = model(*inputs)
@@ -85,6 +88,9 @@ def run(model: nn.Module, inputs: Inputs) -> Any:
                 frame_hook.left.append("a forward call")
             if before:
                 sealed.compare(before, "a candidate call")
+            if hooks is not None:  # code left to run after the call: where the check compares with the reference
+                left = hook_change(hooks)
+                sealed.note(left and f"a candidate call {left}, where the check compares it with the reference")
     if reference:
         sealed.hold(tensors(out))
     return out

@@ -6,7 +6,9 @@ answer while the candidate runs is reachable from candidate code (one frame walk
 candidate that copies its own answer into it is compared with itself. So every output of a reference call made
 through `context.run` is kept by weak reference, a keyed checksum of each still-held output is taken right before
 each candidate call and again right after it, and a difference is the candidate's doing (nothing else runs in
-between). The verifier turns what was found into a failed `reference_outputs_sealed` check after each group.
+between). A candidate call must also leave no code set to run after it returns (a profile function, a signal
+handler, a torch mode: interference.hook_state), which would run where the check compares its answer with the
+reference's. The verifier turns what was found into a failed `reference_outputs_sealed` check after each group.
 
 The checksum is keyed by a secret drawn at import (before the candidate's) and computed on the tensor's device in
 bounded chunks: no copy of a large output is kept, and a change that keeps the sum needs the key."""
@@ -68,6 +70,12 @@ def compare(before: list[tuple[weakref.ReferenceType[torch.Tensor], int | None]]
             if len(broken) < 8:
                 broken.append(f"a reference output {tuple(t.shape)} {str(t.dtype).replace('torch.', '')} held by "
                               f"the check was written during {what}")
+
+
+def note(finding: str | None) -> None:
+    """Something else a candidate call did to the check's side of the comparison (hook_change's words)."""
+    if finding and len(broken) < 8:
+        broken.append(finding)
 
 
 def take_broken() -> list[str]:

@@ -207,9 +207,9 @@ class Verifier:
             written = context.sealed.take_broken()
             if written:
                 produced = (produced if isinstance(produced, list) else [produced]) + [failed(
-                    "reference_outputs_sealed", f"in the {name} checks, {written[0]}: the candidate's code wrote into "
-                    "the reference's answer the check compares it with (the worker's copy of the reference runs in "
-                    "the candidate's process)", "cheating")]
+                    "reference_outputs_sealed", f"in the {name} checks, {written[0]} (the worker's copy of the "
+                    "reference, and the check's comparison of the candidate's answer with it, run in the candidate's "
+                    "process)", "cheating")]
             for item in produced if isinstance(produced, list) else [produced]:
                 if item is not None:
                     item.seconds = elapsed
