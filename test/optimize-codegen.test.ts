@@ -566,3 +566,38 @@ test("a reduction over a normalisation reads a prologue value the norm does not 
   // the statistics' launch reads x alone
   assert.match(code.method, /_stats\(list\(ins\[:1\]\)/);
 });
+
+test("a dim computed from shapes (softmax(x, dim=x.dim() - 1), sum(dim=x.ndim - 1)) is planned at its int, guarded", () => {
+  const int = (value: number): Arg => ({ t: "const", pytype: "int", value });
+  const none: Arg = { t: "const", pytype: "none", value: null };
+  const value = (id: string, op: string, fn: Record<string, Arg>): GraphNode => ({
+    ...call(id, op, Object.values(fn)),
+    op,
+    fn,
+    out: { t: "value", pytype: "int" },
+  });
+  const build = (rank: GraphNode, seed: GraphNode) => {
+    const g = castChain("float32");
+    g.nodes = [rank, value("d", "sub", { input: ref("r"), other: int(1), alpha: int(1) }), seed];
+    g.output = ref("s");
+    const canonical = canonicalGraph(g);
+    const plan = planGraph(canonical);
+    assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+    const region = plan.regions[0];
+    assert.ok(region);
+    return generateRegion(new GraphView(canonical), region, names).method;
+  };
+  const softmax = typed("s", "softmax", { input: ref("x"), dim: ref("d"), dtype: none }, "float32");
+  const byDim = build(value("r", "dim", { input: ref("x") }), softmax);
+  assert.match(byDim, /v_d == 1 and _kf_ready/);
+  assert.match(byDim, /torch.softmax\(x, v_d, None\)/, "the fallback reads the dim as forward computes it");
+  const sum = typed(
+    "s",
+    "sum",
+    { input: ref("x"), dim: ref("d"), keepdim: { t: "const", pytype: "bool", value: false }, dtype: none },
+    "float32",
+  );
+  sum.out = { t: "tensor", meta: { shape: [64], dtype: "float32", stride: [1] } };
+  const ndim = value("r", "getattr", { input: ref("x"), name: { t: "const", pytype: "str", value: "ndim" } });
+  assert.match(build(ndim, sum), /v_d == 1 and _kf_ready/);
+});

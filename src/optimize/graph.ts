@@ -24,6 +24,9 @@ export const Scalar = z.object({
   /** When the value came from (equals) a scalar attribute of the model, its path ("scaling_factor",
    * "block.eps"): the emitter reads the attribute at run time instead of baking the number in. */
   attr: z.string().optional(),
+  /** When the value is what a node computed from shapes at the captured ones (`dim=x.dim() - 1`), that node's
+   * id (plan/size-reads.ts): a region planned on the value checks the node still gives it. */
+  read: z.string().optional(),
   /** Non-finite floats do not survive JSON: "inf", "-inf", "nan". */
   special: z.enum(["inf", "-inf", "nan"]).optional(),
 });

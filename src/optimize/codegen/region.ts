@@ -356,7 +356,7 @@ export function generateRegion(
       return [` and ${read} == torch.${String(dtype.value)}`];
     })
     .join("");
-  const attrGuards = structuralAttrGuards(view, ids);
+  const attrGuards = structuralAttrGuards(view, ids) + sizeReadGuards(view, ids, nameOf);
   const gen = region.kind === "recipe" ? undefined : KIND_GENERATORS[region.kind];
   if (!gen) throw new Error(`kforge internal: recipe region ${region.id} without its recipe`);
   const body = gen(view, region, nameOf, fn, outMeta);
@@ -414,6 +414,18 @@ function structuralAttrGuards(view: GraphView, ids: string[]): string {
     for (const arg of [...node.args, ...Object.values(node.kwargs)]) visit(arg);
   }
   return [...captured].map(([attr, value]) => ` and ${selfPath(attr)} == ${value}`).join("");
+}
+
+/** Checks that the values a region's ops take from shapes (plan/size-reads.ts) are still the captured ones. */
+function sizeReadGuards(view: GraphView, ids: string[], nameOf: NameOf): string {
+  const captured = new Map<string, string>();
+  const visit = (arg: Arg): void => {
+    if (arg.t === "list") for (const item of arg.items) visit(item);
+    else if (arg.t === "const" && arg.read)
+      captured.set(arg.read, pyScalar({ ...arg, read: undefined }, false));
+  };
+  for (const id of ids) for (const arg of Object.values(view.node(id).fn ?? {})) visit(arg);
+  return [...captured].map(([id, value]) => ` and ${nameOf(id)} == ${value}`).join("");
 }
 
 function collectExternal(arg: Arg, inside: Set<string>, into: string[]): void {

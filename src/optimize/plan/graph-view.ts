@@ -106,6 +106,9 @@ export class GraphView {
     }
     if (node.op === "getattr" && shape && fn.name?.t === "const" && fn.name.value === "shape")
       return [...shape];
+    if (node.op === "dim" && shape) return shape.length;
+    if (node.op === "getattr" && shape && fn.name?.t === "const" && fn.name.value === "ndim")
+      return shape.length;
     const arithmetic = INT_ARITHMETIC[node.op];
     if (arithmetic && node.out.t === "value" && node.out.pytype === "int") {
       const one = (a: Arg | undefined) => {
@@ -113,6 +116,7 @@ export class GraphView {
         return typeof v === "number" && Number.isInteger(v) ? v : null;
       };
       const [a, b] = [one(fn.input), one(fn.other)];
+      if (fn.alpha && !(fn.alpha.t === "const" && fn.alpha.value === 1)) return null;
       const mode = fn.rounding_mode;
       if (node.op === "div" && !(mode?.t === "const" && mode.value === "floor")) return null;
       return a === null || b === null ? null : arithmetic(a, b);

@@ -16,6 +16,7 @@ import { resolveDtypeReads } from "./dtype-reads.ts";
 import { dropPointwiseExpands } from "./expand-reads.ts";
 import { GraphView } from "./graph-view.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
+import { resolveSizeReads } from "./size-reads.ts";
 import { spellOutOps } from "./spelled-out.ts";
 import { foldWrittenLogSumExps } from "./written-logsumexp.ts";
 import { foldWrittenRmsNorms } from "./written-norms.ts";
@@ -61,7 +62,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const normed = { ...spelled, nodes: foldWrittenRmsNorms(spelled.nodes, new GraphView(spelled)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
   const typed = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
-  const graph = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
+  const expanded = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
+  const graph = { ...expanded, nodes: resolveSizeReads(expanded.nodes, new GraphView(expanded)) };
   const view = new GraphView(graph);
   const nodes = graph.nodes.map((node) => {
     const input = node.fn?.input;
