@@ -425,6 +425,8 @@ def test_reference_calls_slower_right_after_the_candidates_fail_the_judgement(tm
     assert order_effect(hot, after) is None
     tiny = [0.03 if c else 0.01 for c in after]  # below the floor: scheduling noise at microseconds
     assert order_effect(tiny, after) is None
+    shared = [3.0 if (i // 2) % 2 else 1.0 for i in range(len(after))]  # a shared GPU's noise, both kinds alike
+    assert order_effect(shared, after) is None
     judge, _ = _judge(tmp_path)
     for p in range(42):
         judge.called(None if p < 2 else (3.0 if candidate_first(p) else 1.0))
