@@ -407,8 +407,12 @@ async function verifyWithBench(
     return losingRegions(run.regions, options.regionWinMargin);
   };
   // The bench builds every extension of the file it times (the eval that follows finds them built).
-  const timeRegions = async (ids: string[]) =>
-    applyRegionTimings(await bench(problem, output, ids, options, false, false));
+  // The session's worker was started for the final comparison and has timed nothing else yet.
+  let freshForFinal = false;
+  const timeRegions = async (ids: string[]) => {
+    freshForFinal = false;
+    return applyRegionTimings(await bench(problem, output, ids, options, false, false));
+  };
   // Every region timed, before the losers left (a rejected anchored file times its losers again). The first
   // bench also times the whole file against eager and torch.compile: when that file is the one verified (no
   // region lost, the eval passed), it is the final comparison and no second bench is run.
@@ -483,7 +487,20 @@ async function verifyWithBench(
   }
   // The file verified next is the one timed: a second bench is needed only if the eval or the floor changes
   // it, so the bench worker leaves the GPU for the eval (a later bench starts another).
+  // A file changed since it was timed needs a whole-file comparison in a fresh worker (finalComparison): that
+  // worker starts now and builds and compiles the reference while the eval runs, off the critical path.
+  // (Nothing timed yet, the worker has only prepared: it is that fresh worker.)
   if (wholeFile?.source.equals(readFileSync(output))) session?.close();
+  else if (session && wholeFile) {
+    session.close();
+    session.prepare({
+      problemPath: problem.path,
+      device: options.device,
+      cacheDir: options.cacheDir,
+      compileBaseline: options.compileBaseline,
+    });
+    freshForFinal = true;
+  } else freshForFinal = session !== null;
   const t4 = performance.now();
   const evalOptions = verifyEvalOptions(options);
   const evaluateFile = options.evaluateFile ?? evaluate;
@@ -572,7 +589,8 @@ async function verifyWithBench(
   // than in a fresh process, and a file running the reference's own forward came out below 1x (NOTES). Region
   // re-timings compare kernel and ops within one request and stay in the worker.
   const finalComparison: typeof bench = async (...args) => {
-    session?.close();
+    if (!freshForFinal) session?.close();
+    freshForFinal = false;
     return bench(...args);
   };
   let finalBench =
