@@ -239,9 +239,10 @@ def hook_state(tools: bool = True) -> tuple[tuple[str, int], ...]:
     """What makes the interpreter run code later on the harness's own thread, by identity: Python's signal handlers
     and armed interval timers, the trace and profile functions (this thread's and threading's for new threads), the
     collector's callbacks, sys.monitoring's tools (``tools``: not compared in the checks, where a first call of
-    torch.compile may register one), torch's function and dispatch mode stacks. Installed by candidate code and still in place when its call returns, such code runs in
-    the timing loop outside every timed region (a profile function sees the harness's own calls, frames included:
-    it can do the next call's work as the fresh inputs are handed over), or while the reference is timed."""
+    torch.compile may register one), torch's function and dispatch mode stacks. Installed by candidate code and
+    still in place when its call returns, such code runs in the timing loop outside every timed region (a profile
+    function sees the harness's own calls, frames included: it can do the next call's work as the fresh inputs are
+    handed over), or while the reference is timed."""
     # The trace and profile functions first, before any Python-level call here: such a function sees every call the
     # harness makes (this one's included) and could take itself away once it sees the comparison coming.
     state = [("a trace function (sys.settrace)", id(sys.gettrace())),

@@ -40,10 +40,10 @@ from .interference import (
     children_change,
     end_descendants,
     foreign_children,
-    scheduling,
-    scheduling_change,
     hook_change,
     hook_state,
+    scheduling,
+    scheduling_change,
 )
 from .loading import LoadError, check_candidate, check_problem, has_code, import_path, read_source
 from .request import EvalRequest
