@@ -1,6 +1,7 @@
 // Golden tests of the rule table and planner on hand-built graphs: what each rule must and must not take.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { generateRegion } from "../src/optimize/codegen/region.ts";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";
 import {
@@ -1620,4 +1621,35 @@ test("a softmax whose dim is a module attribute (dim=self.dim) normalises that d
       assert.deepEqual(dims(literal), [dim < 0 ? dim + X.length : dim]);
     }
   }
+});
+
+test("a conv-anchored normalisation whose epilogue reads the conv's output (gn(y) + y * 0.5) reads the held value", () => {
+  const g = graph(
+    [
+      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") }, X, {
+        kind: "call_module",
+        target: "conv",
+      }),
+      node("gn", "group_norm", { input: ref("conv"), num_groups: num(4), eps: num(1e-5) }, X),
+      node("half", "mul", { input: ref("conv"), other: num(0.5) }, X),
+      node("sum", "add", { input: ref("gn"), other: ref("half"), alpha: num(1) }, X),
+    ],
+    "sum",
+    { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+  );
+  g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  const region = plan.regions[0];
+  assert.ok(region?.anchor === "conv" && region.epilogue.includes("half"));
+  const code = generateRegion(new GraphView(g), region, (id) => (id === "x" ? "x" : `v_${id}`));
+  // the fast path has no v_conv to read (the anchor is kf_anchor): the apply functor uses the held value
+  assert.doesNotMatch(
+    code.method
+      .split("\n")
+      .filter((l) => l.includes("ins = "))
+      .join("\n"),
+    /v_conv/,
+  );
+  assert.match(code.cuda, /const float t_half = \(v\) \* \(0\.5f\);/);
 });

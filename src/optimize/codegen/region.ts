@@ -6,7 +6,7 @@ import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { floatLiteral, POINTWISE, scalarValue } from "../ops/pointwise.ts";
 import { accumulatorOf, REDUCTIONS } from "../ops/reduce.ts";
 import { anchorBias } from "../plan/anchors.ts";
-import { type GraphView, intList, paramReader } from "../plan/graph-view.ts";
+import { argNodeIds, type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
 import { isMaxPool, normDims, poolDims, reduceSpecOf, reductionDims, seedInput } from "../plan/rules.ts";
 import { type NameOf, pyArg, pyScalar, pyStatement, selfPath } from "./python-expr.ts";
@@ -983,7 +983,17 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   // read as x[0] it kept the row twice in registers (rows_resident_kernel spilled 56 bytes at 24 values).
   const direct = input.t === "node" && !region.prologue.includes(input.id) && anchor.resolve(input) === null;
   const held = direct && input.t === "node" && vExpr === xExpr ? input.id : undefined;
-  const applyLines = seededEpilogue(view, region, seed.id, applyExpr, table, rounded, held);
+  // `gn(conv(x)) + conv(x) * 0.5`: the epilogue reads the anchor's output, which the apply functor computes
+  // from the anchor's operands as the prologue does (or is the held v, where the norm reads it unchanged).
+  const anchorId = region.anchor;
+  const readsAnchor = (id: string) =>
+    Object.values(view.node(id).fn ?? {}).some((arg) => !!anchorId && argNodeIds(arg).includes(anchorId));
+  const anchorRead = region.epilogue.some(readsAnchor);
+  const anchorIsV = anchorRead && input.t === "node" && input.id === anchorId && vExpr === xExpr;
+  const applyLines = [
+    ...(anchorRead && !anchorIsV ? anchor.lines : []),
+    ...seededEpilogue(view, region, seed.id, applyExpr, table, rounded, anchorIsV ? anchorId : held),
+  ];
   const nIn = table.operands.length;
   const pro = `KfPro_${region.id}`;
   const apply = `KfApply_${region.id}`;
