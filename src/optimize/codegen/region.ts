@@ -240,6 +240,7 @@ function seededEpilogue(
   table: OperandTable,
   rounded: Map<string, string>,
   held?: string,
+  outer: (arg: Arg) => string | null = () => null,
 ): string[] {
   return [
     `const float t_${seedId} = ${roundedExpr(rounded, seedId, seedExpr)};`,
@@ -250,7 +251,7 @@ function seededEpilogue(
       (arg) => {
         if (arg.t !== "node") return null;
         if (arg.id === seedId) return `t_${seedId}`;
-        return arg.id === held ? "v" : null;
+        return arg.id === held ? "v" : outer(arg);
       },
       rounded,
     ),
@@ -992,7 +993,16 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const anchorIsV = anchorRead && input.t === "node" && input.id === anchorId && vExpr === xExpr;
   const applyLines = [
     ...(anchorRead && !anchorIsV ? anchor.lines : []),
-    ...seededEpilogue(view, region, seed.id, applyExpr, table, rounded, anchorIsV ? anchorId : held),
+    ...seededEpilogue(
+      view,
+      region,
+      seed.id,
+      applyExpr,
+      table,
+      rounded,
+      anchorIsV ? anchorId : held,
+      anchor.resolve,
+    ),
   ];
   const nIn = table.operands.length;
   const pro = `KfPro_${region.id}`;
