@@ -1653,3 +1653,31 @@ test("a conv-anchored normalisation whose epilogue reads the conv's output (gn(y
   );
   assert.match(code.cuda, /const float t_half = \(v\) \* \(0\.5f\);/);
 });
+
+test("a conv-anchored normalisation with a prologue (inorm(y * 2) - y) computes the conv its epilogue reads", () => {
+  const g = graph(
+    [
+      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") }, X, {
+        kind: "call_module",
+        target: "conv",
+      }),
+      node("twice", "mul", { input: ref("conv"), other: num(2) }, X),
+      node("inorm", "instance_norm", { input: ref("twice"), eps: num(1e-5) }, X),
+      node("diff", "sub", { input: ref("inorm"), other: ref("conv"), alpha: num(1) }, X),
+    ],
+    "diff",
+    { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+  );
+  g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+  const region = planGraph(g).regions.find((r) => r.seed === "inorm");
+  assert.ok(region?.anchor === "conv" && region.prologue.includes("twice"), JSON.stringify(region));
+  const code = generateRegion(new GraphView(g), region, (id) => (id === "x" ? "x" : `v_${id}`));
+  assert.doesNotMatch(
+    code.method
+      .split("\n")
+      .filter((l) => l.includes("ins = "))
+      .join("\n"),
+    /v_conv/,
+  );
+  assert.match(code.cuda.slice(code.cuda.indexOf("struct KfApply_")), /const float t_conv = /);
+});
