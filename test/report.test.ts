@@ -132,7 +132,9 @@ describe("terminal table", () => {
     assert.ok(colored.includes("\x1b[31m0.75× (0.74–0.76)"), "a CI entirely below 1× in red");
     const timedCheat = variant("sdpa_fp16.kforge.py", { verdict: "cheating" });
     const cheatText = formatResultsTable([timedCheat], { color: true });
-    assert.ok(cheatText.includes("\x1b[2m1.91× (1.88–1.93)"), "a cheat's speedup dimmed, never green");
+    // A cheat's timing is its own account (a forged clock is one way to cheat): no number, never green.
+    assert.ok(cheatText.includes("\x1b[2m– (cheating)"), cheatText);
+    assert.doesNotMatch(cheatText, /1\.91×/);
     assert.ok(
       colored.includes("1.00× (0.99–1.01)") && !colored.includes("m1.00× (0.99–1.01)"),
       "inconclusive uncoloured",

@@ -74,6 +74,8 @@ export function verdictColor(colors: Colors, verdict: Verdict): (s: string) => s
 function speedupCell(colors: Colors, result: EvalResult, withCi = true): string {
   const t = result.timing;
   if (!t) return "–";
+  // A cheating candidate's timing is its own account (a forged clock is one way to cheat): no number is shown.
+  if (result.verdict === "cheating") return colors.dim("– (cheating)");
   const text = withCi ? formatSpeedupWithCi(t.speedup, t.speedupCi) : formatSpeedup(t.speedup);
   switch (speedupClass(result)) {
     case "faster":
@@ -141,7 +143,13 @@ function plainRow(r: EvalResult, withCi: boolean): string[] {
     r.problem,
     r.candidate,
     verdictLabel(r.verdict),
-    t ? (withCi ? formatSpeedupWithCi(t.speedup, t.speedupCi) : formatSpeedup(t.speedup)) : "–",
+    !t
+      ? "–"
+      : r.verdict === "cheating"
+        ? "– (cheating)"
+        : withCi
+          ? formatSpeedupWithCi(t.speedup, t.speedupCi)
+          : formatSpeedup(t.speedup),
     formatMs(t?.ref.medianMs),
     formatMs(t?.cand.medianMs),
     formatError(err.refVsFp64),
@@ -368,7 +376,8 @@ export function formatResultDetail(result: EvalResult, opts: TableOptions): stri
       );
     stat("reference", timing.ref);
     stat("candidate", timing.cand);
-    line(`  speedup ${speedupCell(c, result)} [95% CI], ${timing.method}`);
+    if (result.verdict === "cheating") line("  speedup not shown: the candidate is cheating");
+    else line(`  speedup ${speedupCell(c, result)} [95% CI], ${timing.method}`);
   }
 
   // The disclosure of whose kernels the GPU time went to (the worker's profiled forward).
