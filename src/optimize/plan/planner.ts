@@ -126,11 +126,24 @@ function attachAnchor(
     // In its own layout a conv without bias gains nothing from being anchored.
     if (layout === "native" && !anchorBias(node)) continue;
     if (roundsBiasTwice(view, node, members)) continue;
+    if (rereadsAnchor(view, region, id)) continue;
     region.anchor = id;
     region.anchorLayout = layout;
     claimed.add(id);
     return;
   }
+}
+
+/** Whether a normalisation's epilogue reads the conv while its statistics read a prologue of it (`inorm(y * 2) -
+ * y`): the apply pass would reload the anchor and its bias beside the row the kernel holds (the held-row kernel
+ * spilled 76 bytes). Read unchanged, the conv is the held value and costs nothing. */
+function rereadsAnchor(view: GraphView, region: Region, conv: string): boolean {
+  if (region.kind !== "normalize" || !region.seed) return false;
+  const input = view.node(region.seed).fn?.input;
+  if (input?.t === "node" && input.id === conv) return false;
+  return region.epilogue.some((id) =>
+    Object.values(view.node(id).fn ?? {}).some((a) => argNodeIds(a).includes(conv)),
+  );
 }
 
 /** Whether anchoring `conv` would round its biased output twice where PyTorch rounds once and what reads it
