@@ -183,13 +183,46 @@ def seeded_inputs(torch: Any, problem: Any, seed: int, place: Callable[[Any], An
     return [place(x) for x in _as_list(raw)]
 
 
-def seeded_build(torch: Any, cls: Any, args: list[Any], seed: int) -> Any:
-    """cls(*args) under torch.manual_seed(seed) (Model and ModelNew get the same initial parameters)."""
+def seeded_build(torch: Any, cls: Any, args: list[Any], seed: int, example: Callable[[], Any] | None = None,
+                 lazy_may_stay: bool = False) -> Any:
+    """cls(*args) under torch.manual_seed(seed) (Model and ModelNew get the same initial parameters). Lazy modules
+    (nn.LazyLinear, ...) make their parameters at their first call: with `example` (the problem's get_inputs),
+    that call is made here, under the same seed, so every process building the model gets the same ones.
+    `lazy_may_stay`: a model whose first call fails on the CPU (a candidate's CUDA kernel) keeps its lazy
+    parameters, which loading the reference's state_dict then makes."""
     torch.manual_seed(seed)
     try:
-        return cls(*args)
+        model = cls(*args)
+        if example is not None and isinstance(model, torch.nn.Module):
+            try:
+                materialize_lazy(torch, model, example)
+            except Exception:
+                if not lazy_may_stay:
+                    raise
+        return model
     finally:
         torch.seed()
+
+
+def materialize_lazy(torch: Any, model: Any, example: Callable[[], Any]) -> None:
+    """One call of `model` in eval mode on the example inputs (on the CPU, where it was built) when it holds
+    uninitialised parameters or buffers; it changes nothing else: eval mode updates no running statistics, each
+    module's own train flag is put back."""
+    from torch.nn.parameter import is_lazy
+
+    if not any(is_lazy(t) for t in [*model.parameters(), *model.buffers()]):
+        return
+    modes = {m: m.training for m in model.modules()}
+    inputs = example()
+    inputs = inputs if isinstance(inputs, (list, tuple)) else [inputs]
+    inputs = [x.cpu() if isinstance(x, torch.Tensor) else x for x in inputs]
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for module, training in modes.items():
+            module.training = training
 
 
 @dataclass
@@ -485,7 +518,7 @@ def build_models(ctx: EvalContext) -> None:
     ctx.init_inputs = [x.to(ctx.device) if isinstance(x, torch.Tensor) else x for x in init]
 
     def construct(cls: Any, args: list[Any]) -> Any:
-        return seeded_build(torch, cls, args, seed)
+        return seeded_build(torch, cls, args, seed, example=problem.get_inputs, lazy_may_stay=cls is not problem.Model)
 
     ctx.ref_model = ctx.guard_reference(
         "Model(*get_init_inputs())", lambda: construct(problem.Model, copy.deepcopy(ctx.init_inputs))
@@ -572,7 +605,11 @@ def sync_parameters(ref: Any, new: Any, show: int = 4) -> dict[str, str]:
         if only_new:
             parts.append(f"only in ModelNew: {few(only_new)}")
         return {"mode": "seed", "detail": "state_dict keys differ — " + "; ".join(parts) + "; parameters synced by seed only"}
-    shapes = [f"{k} {list(new_sd[k].shape)} vs {list(v.shape)}" for k, v in ref_sd.items() if hasattr(v, "shape") and new_sd[k].shape != v.shape]
+    from torch.nn.parameter import is_lazy
+
+    # A lazy tensor of ModelNew's takes its shape from what is loaded into it (LazyModuleMixin's load hook).
+    shapes = [f"{k} {list(new_sd[k].shape)} vs {list(v.shape)}" for k, v in ref_sd.items()
+              if hasattr(v, "shape") and not is_lazy(new_sd[k]) and new_sd[k].shape != v.shape]
     if shapes:
         return {"mode": "seed", "detail": f"state_dict shapes differ — {few(shapes)}; parameters synced by seed only"}
     new.load_state_dict(ref_sd, strict=True)

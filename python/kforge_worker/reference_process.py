@@ -307,7 +307,8 @@ class _Reference:
         init = [x.to(self.device) if isinstance(x, torch.Tensor) else x for x in init]
 
         def construct() -> Any:
-            model = seeded_build(torch, self.problem.Model, copy.deepcopy(init), seed).to(self.device)
+            model = seeded_build(torch, self.problem.Model, copy.deepcopy(init), seed,
+                                 example=self.problem.get_inputs).to(self.device)
             return model.to(self.dtype) if self.dtype is not None else model
 
         self.model = self._problem_call("Model(*get_init_inputs())", construct)

@@ -40,7 +40,10 @@ def tensors_in(values: Any) -> list[torch.Tensor]:
     if isinstance(values, torch.Tensor):
         return [values]
     if isinstance(values, nn.Module):
-        return list(values.parameters()) + list(values.buffers())
+        # A lazy module's tensors have no size until its first call: not counted (the model as built holds none).
+        from torch.nn.parameter import is_lazy
+
+        return [t for t in [*values.parameters(), *values.buffers()] if not is_lazy(t)]
     if isinstance(values, dict):
         values = list(values.values())
     if isinstance(values, (list, tuple)):
