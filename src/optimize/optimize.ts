@@ -263,13 +263,18 @@ export async function runBench(
  * the problem's turn comes; verifyProblem sends its benches there (options.benchAhead). */
 export function startBenchAhead(problem: Problem, options: OptimizeOptions): BenchSession {
   const session = new BenchSession(options.python, options.timeoutSeconds, options.env);
+  prepareFor(session, problem, options);
+  return session;
+}
+
+/** Has `session`'s worker build and compile `problem`'s reference now, timing nothing. */
+function prepareFor(session: BenchSession, problem: Problem, options: OptimizeOptions): void {
   session.prepare({
     problemPath: problem.path,
     device: options.device,
     cacheDir: options.cacheDir,
     compileBaseline: options.compileBaseline,
   });
-  return session;
 }
 
 /** runBench's signature served by one process for every bench of a problem (BenchSession). */
@@ -493,12 +498,7 @@ async function verifyWithBench(
   if (wholeFile?.source.equals(readFileSync(output))) session?.close();
   else if (session && wholeFile) {
     session.close();
-    session.prepare({
-      problemPath: problem.path,
-      device: options.device,
-      cacheDir: options.cacheDir,
-      compileBaseline: options.compileBaseline,
-    });
+    prepareFor(session, problem, options);
     freshForFinal = true;
   } else freshForFinal = session !== null;
   const t4 = performance.now();
@@ -517,7 +517,7 @@ async function verifyWithBench(
     // A library call made another way (channels-last, another cuDNN algorithm, TF32) is the likeliest to
     // round differently. cuDNN's TF32 switch is on by default, so an fp32 anchor may get a TF32 algorithm where
     // the reference's call got a full-precision one: the same anchors without TF32 are evaluated first.
-    const exact = plan.regions.some((r) => r.anchor) ? withExactAnchors(plan, new GraphView(graph)) : null;
+    const exact = withExactAnchors(plan, new GraphView(graph));
     if (exact) {
       log(
         `${problem.name}: the file with its kernels is ${evalResult.verdict}: evaluated again without TF32`,

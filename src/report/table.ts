@@ -71,12 +71,16 @@ export function verdictColor(colors: Colors, verdict: Verdict): (s: string) => s
   }
 }
 
-function speedupCell(colors: Colors, result: EvalResult, withCi = true): string {
+function speedupText(result: EvalResult, withCi: boolean): string {
   const t = result.timing;
   if (!t) return "–";
   // A cheating candidate's timing is its own account (a forged clock is one way to cheat): no number is shown.
-  if (result.verdict === "cheating") return colors.dim("– (cheating)");
-  const text = withCi ? formatSpeedupWithCi(t.speedup, t.speedupCi) : formatSpeedup(t.speedup);
+  if (result.verdict === "cheating") return "– (cheating)";
+  return withCi ? formatSpeedupWithCi(t.speedup, t.speedupCi) : formatSpeedup(t.speedup);
+}
+
+function speedupCell(colors: Colors, result: EvalResult, withCi = true): string {
+  const text = speedupText(result, withCi);
   switch (speedupClass(result)) {
     case "faster":
       return colors.green(text);
@@ -143,13 +147,7 @@ function plainRow(r: EvalResult, withCi: boolean): string[] {
     r.problem,
     r.candidate,
     verdictLabel(r.verdict),
-    !t
-      ? "–"
-      : r.verdict === "cheating"
-        ? "– (cheating)"
-        : withCi
-          ? formatSpeedupWithCi(t.speedup, t.speedupCi)
-          : formatSpeedup(t.speedup),
+    speedupText(r, withCi),
     formatMs(t?.ref.medianMs),
     formatMs(t?.cand.medianMs),
     formatError(err.refVsFp64),
