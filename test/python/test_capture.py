@@ -647,6 +647,24 @@ def test_rng_inplace_and_dropout_flags(tmp_path: Path) -> None:
     assert act["op"] == "relu" and act["inplace"] and not act["rng"]
 
 
+def test_in_place_functional_forms_are_their_ops_in_place(tmp_path: Path) -> None:
+    # torch.relu_(x), F.leaky_relu_(x, 0.2), torch.clamp_min_(x, 0) write x as x.relu_() does (round 13: they were
+    # unknown calls, so the chains around them were cut). Dropout's underscore callables bind other signatures.
+    body = model(
+        "y = x * 1.5\ntorch.relu_(y)\nF.leaky_relu_(y, 0.2)\ntorch.clamp_min_(y, -0.1)\nF.hardtanh_(y, -1.0, 1.0)\n"
+        "torch.sigmoid_(y)\nreturn torch.dropout_(y, 0.0, False)",
+    )
+    graph = capture_text(tmp_path, body)
+    _mul, relu_, leaky_, clamp_, hardtanh_, sigmoid_, drop_ = graph["nodes"]
+    assert relu_["op"] == "relu" and relu_["inplace"]
+    assert leaky_["op"] == "leaky_relu" and leaky_["inplace"] and leaky_["fn"]["negative_slope"] == const(0.2)
+    assert clamp_["op"] == "clamp" and clamp_["inplace"] and clamp_["fn"]["max"] == const(None)
+    assert clamp_["fn"]["min"] == const(-0.1)
+    assert hardtanh_["op"] == "hardtanh" and hardtanh_["fn"]["max_val"] == const(1.0) and hardtanh_["inplace"]
+    assert sigmoid_["op"] == "sigmoid" and sigmoid_["inplace"]
+    assert drop_["op"] == "unknown"
+
+
 def test_huge_inputs_cost_nothing_and_cuda_inputs_are_fine(tmp_path: Path) -> None:
     graph = capture_text(
         tmp_path, model("return torch.sigmoid(x)"), inputs="[torch.randn(64, 1024, 1024, 32, device='cuda').half()]"

@@ -303,6 +303,8 @@ LEAF_MODULE_TYPES: tuple[type, ...] = tuple(
     getattr(nn, n) for n in ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell", "MultiheadAttention") if hasattr(nn, n)
 )
 
+# Ops whose trailing-underscore callables are not their in-place forms (other signatures, or no tensor write).
+_NOT_INPLACE_FORMS = frozenset({"dropout", "alpha_dropout", "feature_alpha_dropout", "detach"})
 _NAMESPACES = ("torch", "torch.nn.functional", "torch._C._nn", "torch.special", "torch.linalg", "torch._C._linalg")
 
 
@@ -333,6 +335,15 @@ def _function_table() -> dict[int, tuple[Any, OpSpec]]:
     for name in _SAME_NAME:
         for ns in _NAMESPACES:
             put(resolve_dotted(f"{ns}.{name}"), OpSpec(name))
+    # The in-place functional forms (torch.relu_(x), F.leaky_relu_(x, 0.2), torch.clamp_min_(x, 0)) write their
+    # first argument as the method forms (x.relu_()) do: the same op, marked in place. Dropout's in-place
+    # callables bind other signatures (torch.dropout_(input, p, train)) and stay unknown.
+    for dotted, spec in [*((f"torch.{n}", OpSpec(n)) for n in _SAME_NAME), *_RENAMED.items()]:
+        if spec.op in _NOT_INPLACE_FORMS:
+            continue
+        for ns in _NAMESPACES if dotted.startswith("torch.") and dotted.count(".") == 1 else ("",):
+            base = f"{ns}.{dotted.split('.', 1)[1]}" if ns else dotted
+            put(resolve_dotted(f"{base}_"), OpSpec(spec.op, spec.sig, spec.presets, spec.reflected, inplace=True))
     return table
 
 
