@@ -551,6 +551,20 @@ test("ops no rule covers are reported (library calls as such); views and data mo
   assert.ok(!plan.kept.some((k) => k.node === "fl"), JSON.stringify(plan.kept));
 });
 
+test("an op no rule covers that returns several tensors (torch.std_mean) is reported too", () => {
+  // Round 13: `s, m = torch.std_mean(y, dim=(2, 3), keepdim=True)` stayed PyTorch's call and the report said nothing.
+  const sm = node("sm", "unknown", { input: ref("x") }, [], {
+    target: "torch.std_mean",
+    out: { t: "tuple", items: [f32([8, 16, 1, 1]), f32([8, 16, 1, 1])] },
+  });
+  const s = node("s", "getitem", { input: ref("sm"), index: num(0) }, [8, 16, 1, 1]);
+  const m = node("m", "getitem", { input: ref("sm"), index: num(1) }, [8, 16, 1, 1]);
+  const div = node("div", "div", { input: ref("m"), other: ref("s") }, [8, 16, 1, 1]);
+  const plan = planGraph(graph([sm, s, m, div], "div"));
+  assert.match(plan.kept.find((k) => k.node === "sm")?.reason ?? "", /no rule covers torch\.std_mean/);
+  assert.ok(!plan.kept.some((k) => k.node === "s" || k.node === "m"), JSON.stringify(plan.kept));
+});
+
 test("kl_div reduces with batchmean / mean / sum; legacy size_average/reduce or mismatched shapes keep PyTorch", () => {
   const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
   const rule = SEED_RULES.find((r) => r.name === "reduce");

@@ -469,7 +469,9 @@ export function planGraph(graph: Graph): Plan {
   });
   for (const node of graph.nodes) {
     const why = pointwiseOk.get(node.id);
-    const tensorOut = node.out.t === "tensor";
+    // A call returning several tensors (torch.std_mean, var_mean) is an op kept as much as one returning one.
+    const tensorOut =
+      node.out.t === "tensor" || (node.out.t === "tuple" && node.out.items.some((m) => m !== null));
     if (!why || !tensorOut || claimed.has(node.id) || kept.some((k) => k.node === node.id)) continue;
     if (!why.startsWith("no ")) kept.push({ node: node.id, op: node.op, reason: why });
     else if (node.kind !== "get_attr" && !PASSTHROUGH_OPS.has(node.op))
