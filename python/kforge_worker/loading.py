@@ -16,6 +16,7 @@ import itertools
 import os
 import sys
 from types import ModuleType
+from typing import Any
 
 PROBLEM_API = ("Model", "get_inputs", "get_init_inputs")
 _counter = itertools.count()
@@ -50,12 +51,24 @@ def read_source(path: str, role: str) -> str:
         return f.read()
 
 
+class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles the file it loads from its source every time: the bytecode cache beside it
+    (``__pycache__/<name>.<tag>.pyc``) is neither read nor written. A SourceFileLoader runs that cache instead of
+    the source whenever its header holds the source's modification time and size, and anyone who can write the
+    folder can write such a header around other code (red team round 8: a candidate forged its problem's cache,
+    and the next evaluation's worker and clean reference process both ran a Model that skipped the GEMM)."""
+
+    def get_code(self, fullname: str) -> Any:
+        return self.source_to_code(self.get_data(self.path), self.path)
+
+
 def import_path(path: str, role: str) -> ModuleType:
-    """Executes the file as a new module; exceptions from its top-level code propagate unchanged."""
+    """Executes the file as a new module, compiled from its source (SourceOnlyLoader); exceptions from its top-level
+    code propagate unchanged."""
     path = os.path.abspath(path)
     digest = hashlib.sha1(path.encode()).hexdigest()[:8]
     name = f"kforge_{role}_{digest}_{next(_counter)}"
-    loader = importlib.machinery.SourceFileLoader(name, path)
+    loader = SourceOnlyLoader(name, path)
     spec = importlib.util.spec_from_loader(name, loader, origin=path)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)

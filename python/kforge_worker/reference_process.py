@@ -38,6 +38,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +48,10 @@ if TYPE_CHECKING:  # imported where used: this module loads before torch in the 
     from .checks.float64 import Float64Eval, LockstepFloat64
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV_SEAL = "KFORGE_IMPORT_SEAL_NS"  # import_seal.ENV (that module is the child's first import, not the worker's)
+# The child's command: the import seal first, then this module as __main__ (as `python -m` would run it).
+_BOOT = ("import kforge_worker.import_seal as s; s.install(); import runpy; "
+         "runpy.run_module('kforge_worker.reference_process', run_name='__main__', alter_sys=True)")
 
 
 class ReferenceProcessError(RuntimeError):
@@ -632,6 +637,9 @@ def serve() -> int:
         with contextlib.suppress(OSError):
             os.set_inheritable(spec["judgeFd"], False)  # nothing this process starts gets it
         judge = Judge(spec["judgeFd"], directory)
+        from .import_seal import report_to
+
+        report_to(judge.fail)  # code written while the candidate could run, refused: the judgement fails
     guard_from_outside(str(spec.get("device", "cpu")) if isinstance(spec, dict) else "cpu")
     audits: list[str] = []  # copies of the worker's audit events (ReferenceProcess.audit_note), kept here
     audit_count = 0
@@ -730,8 +738,11 @@ class ReferenceProcess:
         # closes its own copy right after (spawn_reference), before the candidate exists.
         judge_fd = spec.get("judgeFd")
         self.judging = isinstance(judge_fd, int)
+        # The seal's time (import_seal.py), stamped before the candidate exists: the child refuses any module
+        # written since, installed before its first import of its own (torch's submodules load while it starts).
+        env[ENV_SEAL] = str(time.time_ns())
         self.proc = subprocess.Popen(
-            [python, "-m", "kforge_worker.reference_process"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [python, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None, env=env, text=True, bufsize=1, close_fds=True,
             pass_fds=(judge_fd,) if self.judging else (),
         )

@@ -95,8 +95,8 @@ def dispatcher_changes(before: dict[str, str]) -> list[str]:
 
 
 def watched_files(paths: tuple[str, ...] = ()) -> dict[str, tuple[int, int, int] | None]:
-    """(inode, change time, size) of the harness's sources, the given files and every importable entry of every
-    sys.path directory (a new module there shadows one imported later, a new .pth runs at the next start)."""
+    """(inode, change time, size) of the harness's sources, the given files and their bytecode caches, and every
+    importable entry of every sys.path directory (a new module there shadows one imported later, a new .pth runs at the next start)."""
     out: dict[str, tuple[int, int, int] | None] = {}
     for root, dirs, files in os.walk(_HARNESS_ROOT):
         dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
@@ -105,6 +105,11 @@ def watched_files(paths: tuple[str, ...] = ()) -> dict[str, tuple[int, int, int]
                 out[os.path.join(root, name)] = _stat(os.path.join(root, name))
     for path in paths:
         out[os.path.abspath(path)] = _stat(path)
+        # and the bytecode cache Python would keep for it: nothing of kforge's writes one (loading.SourceOnlyLoader),
+        # and one with the source's time and size in its header stood in for the source until round 8
+        cache = _cache_of(path)
+        if cache is not None:
+            out[cache] = _stat(cache)
     # the problem's and the candidate's folders join sys.path when they are imported (sibling imports)
     for entry in dict.fromkeys(list(sys.path) + [os.path.dirname(os.path.abspath(p)) for p in paths]):
         directory = os.path.abspath(entry or os.getcwd())
@@ -118,6 +123,15 @@ def watched_files(paths: tuple[str, ...] = ()) -> dict[str, tuple[int, int, int]
         for name in names:
             out[os.path.join(directory, name)] = _stat(os.path.join(directory, name))
     return out
+
+
+def _cache_of(path: str) -> str | None:
+    import importlib.util
+
+    try:
+        return importlib.util.cache_from_source(os.path.abspath(path))
+    except (ValueError, NotImplementedError):
+        return None
 
 
 def _package(entry: os.DirEntry) -> bool:

@@ -13,7 +13,6 @@ The result carries the protocol's `verdict`, `reason` and `checks` fields.
 from __future__ import annotations
 
 import argparse
-import importlib.machinery
 import importlib.util
 import json
 import os
@@ -28,11 +27,12 @@ import torch
 from .result import CheckResult, verdict_from_checks
 from .context import clone_inputs, compare, run, sync, tensors
 from .verifier import Verifier
+from ..loading import SourceOnlyLoader
 
 
 def _import(path: str, role: str) -> Any:
     name = f"kforge_{role}_{secrets.token_hex(4)}"
-    loader = importlib.machinery.SourceFileLoader(name, os.path.abspath(path))
+    loader = SourceOnlyLoader(name, os.path.abspath(path))  # never a bytecode cache beside the file
     spec = importlib.util.spec_from_loader(name, loader, origin=path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     module.__file__ = os.path.abspath(path)
