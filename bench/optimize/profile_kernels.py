@@ -38,7 +38,7 @@ def kernels(fn, label: str, calls: int = 5) -> None:
     events = kernel_events(fn, calls)
     total = sum(e.device_time_total for e in events) / calls / 1000
     print(f"{label}: {total:.3f} ms of GPU time per call")
-    for e in events[:8]:
+    for e in events[:12]:
         print(f"  {e.device_time_total / calls / 1000:8.3f} ms  {e.count // calls:3d}x  {e.key[:110]}")
 
 

@@ -140,10 +140,13 @@ def test_elementwise_strided_views(kf, dt):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("nchw", [(8, 64, 32, 32), (3, 37, 33, 17), (2, 16, 16, 1), (1, 130, 5, 7)], ids=str)
+@pytest.mark.parametrize(
+    "nchw", [(8, 64, 32, 32), (3, 37, 33, 17), (2, 16, 16, 1), (1, 130, 5, 7), (4, 24, 9, 50), (2, 32, 70, 3)], ids=str
+)
 def test_elementwise_channels_last_operands(kf, dt, nchw):
     """Channels-last operands into a contiguous (NCHW) result: the tiled path stages one of them; a second
-    transposed operand sends the launch to the generic path. Edge tiles (sizes not multiples of 64)."""
+    transposed operand sends the launch to the generic path. Tiles 16, 32 and 64 channels wide, edge tiles
+    (sizes not multiples of the tile)."""
     dtype = DTYPES[dt]
     n, c, h, w = nchw
     cl = randn(nchw, dtype, 12).contiguous(memory_format=torch.channels_last)

@@ -27,14 +27,16 @@
 //    decomposition below runs once per vector.
 //  - tiled path: one operand transposed against the output across the two innermost coalesced dims
 //    (a channels-last conv output feeding an NCHW result coalesces to [HW, C, N] with that operand's strides
-//    [C, 1, HWC]). A 64x64 tile of each such operand is staged through shared memory, so both its reads
-//    (along dim 1) and the output's writes (along dim 0) are coalesced and move 4 elements per access; the
-//    other operands load directly.
+//    [C, 1, HWC]). A tile of 4096 elements of that operand (16, 32 or 64 along dim 1, as wide as dim 1
+//    needs) is staged through shared memory, so both its reads (along dim 1) and the output's writes (along
+//    dim 0) are coalesced and move 4 elements per access; the other operands load directly. One tile per
+//    block, as many blocks as tiles.
 //    Taken when both dims are >= 16 (below that the strided reads of the generic path are nearly coalesced).
 //  - generic path: anything else (transposed, misaligned), one element per index, kUnroll per thread; also
 //    every launch past 2^31 elements or offsets (64-bit index math), to keep the kernel count per region low.
-// Both are one grid-stride kernel: a grid of (SMs x resident blocks), each thread issuing the loads of
-// kUnroll independent indices before the first use, which keeps enough bytes in flight to saturate HBM.
+// The vector and generic paths are one grid-stride kernel: a grid of (SMs x resident blocks), each thread
+// issuing the loads of kUnroll independent indices before the first use, which keeps enough bytes in flight
+// to saturate HBM.
 // Coordinates come from the linear index by peeling dims innermost-first with a multiply-high divider;
 // 32-bit index math when every count and reachable offset is below 2^31.
 #pragma once
@@ -260,27 +262,33 @@ cudaError_t kf_ew_run(const KfEwPlan& plan, void* out, const KfTensorRef* in, co
 
 // ------------------------------------------------------------------------------------------------ tiled path
 
-// A 64x64 tile (dim 0 x dim 1) per step of a block of 256 threads. Global memory moves in runs of 4 elements
-// (one 16- or 8-byte access when the run is whole and aligned, else element by element): staged operands
-// along dim 1, everything else and the output along dim 0. Shared memory holds each staged tile as
-// [dim 1][dim 0] with a pitch of 65 floats (two-way bank conflicts at most, both ways); the next tile's
-// staged runs are loaded into registers while this tile is computed.
-#define KF_EW_TILE 64
-#define KF_EW_TILE_PITCH (KF_EW_TILE + 1)
+// One tile of T0 x T1 elements (dim 0 x dim 1, T0 * T1 = 4096) per block of 256 threads, and as many blocks as
+// tiles: blocks the scheduler starts in order keep the tiles in flight close together in memory, and their
+// writes (rows of the output far apart along dim 1) close together too. A block that loops over tiles lets
+// the blocks drift apart, and that cost a quarter of the bandwidth (bench/optimize/tiled_ab/). T1 follows
+// dim 1's size (16, 32 or 64: the staged operand's rows, usually a conv's channels), so a narrow dim 1 does
+// not leave three quarters of a 64-wide tile empty; a launch parameter, not a template one (one kernel per
+// functor: compile time).
+// Global memory moves in runs of 4 elements (one 16- or 8-byte access when the run is whole and aligned, else
+// element by element): staged operands along dim 1, everything else and the output along dim 0. Shared memory
+// holds the staged tile as [dim 1][dim 0] with a pitch of T0 + 1 floats.
+#define KF_EW_TILE_ELEMS 4096
+#define KF_EW_TILE_SMEM (64 * 65)  // floats: T1 rows of T0 + 1, largest at T1 = 64
 #define KF_EW_TILED_THREADS 256
-// One staged operand (a conv output, a permuted input): the register prefetch of a second one's runs went to
-// local memory (they are chosen at run time, so their registers would be indexed at run time).
+// One staged operand (a conv output, a permuted input): a second one's runs are chosen at run time, and its
+// registers would be indexed at run time (local memory).
 #define KF_EW_MAX_STAGED 1
 
 template <int N>
 struct KfEwTiledParams {
-  uint32_t size0, size1, tiles0, tiles1, tiles_total;
+  uint32_t size0, size1, tiles0, tiles1;
+  int t0, t1_runs_log2, t0_runs_log2;        // T0; log2 of T1 / 4 and of T0 / 4
   int nouter;                                // dims 2.. of the plan, innermost first
   uint32_t osize[KF_MAX_DIMS];
   KfIdxDiv<uint32_t> odiv[KF_MAX_DIMS];
   KfIdxDiv<uint32_t> div_tiles0, div_tiles1;
   uint32_t stride[N][KF_MAX_DIMS];           // element strides of every plan dim
-  int slot[N];                               // shared-memory tile of a staged operand, -1 for a direct load
+  int staged;                                // the operand staged through shared memory
   uint32_t run_mask;                         // bit k: operand k's runs of 4 are aligned whole accesses
   bool out_runs;                             // the output's runs of 4 along dim 0 are aligned
   const void* in[N];
@@ -353,35 +361,34 @@ __device__ __forceinline__ void kf_load_strided_run(const void* base, uint32_t o
   for (int j = 0; j < 4; ++j) v[j] = j < n ? kf_load<T>(base, int64_t(off) + int64_t(j) * step) : 0.f;
 }
 
-// Fetches this thread's runs of the transposed operands' tile into registers (runs along dim 1, where those
-// operands are contiguous): kf_ew_tiled_kernel issues them for the next tile before computing this one. A
-// recursion over the operands, not a fold of lambdas: those stop being inlined at three operands and their
-// reference captures then put `reg` in local memory.
-template <int K, int kStaged, typename... TIn>
-struct KfEwTileFetch {
+// The staged operand's run at (d0, d1 .. d1 + n1 - 1) into the tile's column d0 - b0: a recursion over the
+// operands that finds it by index at compile time (its element type is a template argument).
+template <int K, typename... TIn>
+struct KfEwTileStage {
   template <int N>
   __device__ __forceinline__ static void run(const KfEwTiledParams<N>& p, const uint32_t (&base)[N], uint32_t d0,
-                                             uint32_t d1, int n1, float (&reg)[kStaged][4]) {
+                                             uint32_t d1, int n1, float* at, int pitch) {
     if constexpr (K < N) {
-      // Registers take compile-time indices only (a runtime one would move `reg` to local memory).
+      if (p.staged == K) {
+        float v[4];
+        kf_load_strided_run<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, 1, n1,
+                                                 n1 == 4 && ((p.run_mask >> K) & 1u), v);
 #pragma unroll
-      for (int s = 0; s < kStaged; ++s)
-        if (p.slot[K] == s)
-          kf_load_strided_run<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, 1, n1,
-                                                   n1 == 4 && ((p.run_mask >> K) & 1u), reg[s]);
-      KfEwTileFetch<K + 1, kStaged, TIn...>::run(p, base, d0, d1, n1, reg);
+        for (int j = 0; j < 4; ++j) at[j * pitch] = v[j];
+      } else {
+        KfEwTileStage<K + 1, TIn...>::run(p, base, d0, d1, n1, at, pitch);
+      }
     }
   }
 };
 
-// The functor's inputs at (d0 .. d0 + n0 - 1, d1): staged operands from their tile, the others from memory.
+// The functor's inputs at (d0 .. d0 + n0 - 1, d1): the staged operand from its tile, the others from memory.
 // Operands in kUniform0 are known to be broadcast along dim 0: one load is all four inputs, the same value
 // to the compiler, so the functor's math on them alone is evaluated once per run (a normalisation's
 // statistics: its divide and square root).
 template <uint32_t kUniform0, typename... TIn, int N, size_t... K>
 __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, const uint32_t (&base)[N],
-                                                  uint32_t d0, uint32_t d1, int c, int r, int n0,
-                                                  float (*tile)[KF_EW_TILE][KF_EW_TILE_PITCH],
+                                                  uint32_t d0, uint32_t d1, int n0, const float* staged,
                                                   float (&x)[4][N], std::index_sequence<K...>) {
   (
       [&] {
@@ -390,9 +397,9 @@ __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, c
           const float b = kf_load<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d1 * p.stride[K][1]);
 #pragma unroll
           for (int j = 0; j < 4; ++j) v[j] = b;
-        } else if (p.slot[K] >= 0) {
+        } else if (p.staged == int(K)) {
 #pragma unroll
-          for (int j = 0; j < 4; ++j) v[j] = tile[p.slot[K]][r][c + j];
+          for (int j = 0; j < 4; ++j) v[j] = staged[j];
         } else {
           const uint32_t s0 = p.stride[K][0];
           const uint32_t off = base[K] + d0 * s0 + d1 * p.stride[K][1];
@@ -411,24 +418,30 @@ __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, c
       ...);
 }
 
-// A tile's origin: its first element along dims 0 and 1, its outer index, and each operand's offset there.
+// Registers: the bound is ptxas's target. Eight blocks of 256 threads (32 registers) is what the bandwidth
+// wants (bench/optimize/tiled_ab/); functors with more operands need more registers than that without
+// spilling, so they get fewer blocks.
 template <int N>
-struct KfEwTile {
-  uint32_t b0, b1, outer;
-  uint32_t base[N];
-};
+constexpr int kf_ew_tiled_min_blocks() { return N <= 2 ? 8 : N <= 4 ? 6 : 4; }
 
-template <int N>
-__device__ __forceinline__ KfEwTile<N> kf_ew_tile_at(const KfEwTiledParams<N>& p, uint32_t t) {
-  KfEwTile<N> tile;
+template <class F, uint32_t kUniform0, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(KF_EW_TILED_THREADS, kf_ew_tiled_min_blocks<sizeof...(TIn)>())
+    kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
+  constexpr int N = sizeof...(TIn);
+  constexpr int kPasses = KF_EW_TILE_ELEMS / 4 / KF_EW_TILED_THREADS;  // runs of 4 per thread, both phases
+  __shared__ float tile[KF_EW_TILE_SMEM];  // [dim 1][dim 0], pitch T0 + 1
+  const int pitch = p.t0 + 1;
+  const F f{};
+  // This block's tile: its first element along dims 0 and 1, and each operand's offset at its outer index.
+  const uint32_t t = blockIdx.x;
   const uint32_t q0 = p.div_tiles0.div(t);
-  const uint32_t outer = p.div_tiles1.div(q0);
-  tile.b0 = (t - q0 * p.tiles0) * KF_EW_TILE;
-  tile.b1 = (q0 - outer * p.tiles1) * KF_EW_TILE;
-  tile.outer = outer;
+  uint32_t rem = p.div_tiles1.div(q0);
+  const uint32_t b0 = (t - q0 * p.tiles0) * uint32_t(p.t0);
+  const uint32_t b1 = (q0 - rem * p.tiles1) * uint32_t(KF_EW_TILE_ELEMS / p.t0);
+  const uint32_t outer = rem;
+  uint32_t base[N];
 #pragma unroll
-  for (int k = 0; k < N; ++k) tile.base[k] = 0;
-  uint32_t rem = outer;
+  for (int k = 0; k < N; ++k) base[k] = 0;
 #pragma unroll
   for (int d = 0; d < KF_MAX_DIMS - 2; ++d) {
     if (d == p.nouter) break;
@@ -436,85 +449,40 @@ __device__ __forceinline__ KfEwTile<N> kf_ew_tile_at(const KfEwTiledParams<N>& p
     const uint32_t cd = rem - q * p.osize[d];
     rem = q;
 #pragma unroll
-    for (int k = 0; k < N; ++k) tile.base[k] += cd * p.stride[k][d + 2];
+    for (int k = 0; k < N; ++k) base[k] += cd * p.stride[k][d + 2];
   }
-  return tile;
-}
-
-// All of this thread's staged runs of a tile (kPasses rows, kRows apart along dim 0).
-template <int kPasses, int kRows, int kStaged, typename... TIn, int N>
-__device__ __forceinline__ void kf_ew_tile_fetch_all(const KfEwTiledParams<N>& p, const KfEwTile<N>& at, int c,
-                                                     int r0, float (&reg)[kPasses][kStaged][4]) {
-  const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, at.b1 + c)));
+  // Stage: runs along dim 1, T1 / 4 of them per tile column.
 #pragma unroll
   for (int i = 0; i < kPasses; ++i) {
-    const uint32_t d0 = at.b0 + r0 + i * kRows;
-    if (d0 < p.size0 && n1 > 0)
-      KfEwTileFetch<0, kStaged, TIn...>::run(p, at.base, d0, at.b1 + c, n1, reg[i]);
+    const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
+    const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
+    const uint32_t d0 = b0 + col, d1 = b1 + row;
+    const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, d1)));
+    if (d0 < p.size0 && n1 > 0) KfEwTileStage<0, TIn...>::run(p, base, d0, d1, n1, tile + row * pitch + col, pitch);
   }
-}
-
-// The blocks-per-SM bound is ptxas's register target: left to itself it chose 32 registers and spilled 32 bytes
-// for an fp32 output of one 16-bit input (x.float().sigmoid() of a transposed fp16 x), where other one-input
-// mixes took 38-40 (6 blocks: 40 registers), two inputs 47 (5 blocks: 48) and a normalisation's apply with
-// its statistics (seven inputs) 58 (4 blocks: 64): the occupancies they had.
-template <int N>
-constexpr int kf_ew_tiled_min_blocks() { return N <= 1 ? 6 : N <= 2 ? 5 : 4; }
-
-template <class F, uint32_t kUniform0, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(KF_EW_TILED_THREADS, kf_ew_tiled_min_blocks<sizeof...(TIn)>())
-    kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
-  constexpr int N = sizeof...(TIn);
-  constexpr int kStaged = N < KF_EW_MAX_STAGED ? N : KF_EW_MAX_STAGED;
-  constexpr int kRows = KF_EW_TILED_THREADS / (KF_EW_TILE / 4);  // 16 rows of runs per pass
-  constexpr int kPasses = KF_EW_TILE / kRows;
-  // As many [dim 1][dim 0] tiles as operands are staged (the launch sizes it).
-  extern __shared__ float kf_ew_smem[];
-  float(*tile)[KF_EW_TILE][KF_EW_TILE_PITCH] = reinterpret_cast<float(*)[KF_EW_TILE][KF_EW_TILE_PITCH]>(kf_ew_smem);
-  const F f{};
-  const int c = (threadIdx.x % (KF_EW_TILE / 4)) * 4;  // this thread's run within a tile row
-  const int r0 = threadIdx.x / (KF_EW_TILE / 4);
-  float reg[kPasses][kStaged][4] = {};
-  // The first tile's staged runs; each iteration then fetches the next tile's before computing its own.
-  uint32_t t = blockIdx.x;
-  KfEwTile<N> at = kf_ew_tile_at(p, t < p.tiles_total ? t : 0);
-  if (t < p.tiles_total) kf_ew_tile_fetch_all<kPasses, kRows, kStaged, TIn...>(p, at, c, r0, reg);
-  for (; t < p.tiles_total; t += gridDim.x) {
+  __syncthreads();
+  // Compute: rows along dim 1, runs along dim 0.
 #pragma unroll
-    for (int i = 0; i < kPasses; ++i)
+  for (int i = 0; i < kPasses; ++i) {
+    const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
+    const int r = idx >> p.t0_runs_log2, c = (idx & ((1 << p.t0_runs_log2) - 1)) * 4;
+    const uint32_t d1 = b1 + r;
+    const int n0 = int(min(uint32_t(4), p.size0 - min(p.size0, b0 + c)));
+    if (d1 >= p.size1 || n0 <= 0) continue;
+    float x[4][N];
+    kf_ew_tile_inputs<kUniform0, TIn...>(p, base, b0 + c, d1, n0, tile + r * pitch + c, x,
+                                         std::index_sequence_for<TIn...>{});
+    float y[4];
 #pragma unroll
-      for (int s = 0; s < kStaged; ++s)
+    for (int j = 0; j < 4; ++j) y[j] = f(x[j], sc);
+    const uint32_t o = (outer * p.size1 + d1) * p.size0 + b0 + c;
+    if (n0 == 4 && p.out_runs) {
+      kf_store_run<TOut>(p.out, o, y);
+    } else {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) tile[s][c + j][r0 + i * kRows] = reg[i][s][j];
-    __syncthreads();
-    const KfEwTile<N> here = at;
-    const uint32_t next = t + gridDim.x;
-    if (next < p.tiles_total) {
-      at = kf_ew_tile_at(p, next);
-      kf_ew_tile_fetch_all<kPasses, kRows, kStaged, TIn...>(p, at, c, r0, reg);  // in flight during compute
+      for (int j = 0; j < 4; ++j)
+        if (j < n0) kf_store<TOut>(p.out, o + j, y[j]);
     }
-    // Compute: rows along dim 1, runs along dim 0.
-    const int n0 = int(min(uint32_t(4), p.size0 - min(p.size0, here.b0 + c)));
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const int r = r0 + i * kRows;
-      const uint32_t d1 = here.b1 + r;
-      if (d1 >= p.size1 || n0 <= 0) continue;
-      float x[4][N];
-      kf_ew_tile_inputs<kUniform0, TIn...>(p, here.base, here.b0 + c, d1, c, r, n0, tile, x, std::index_sequence_for<TIn...>{});
-      float y[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) y[j] = f(x[j], sc);
-      const uint32_t o = (here.outer * p.size1 + d1) * p.size0 + here.b0 + c;
-      if (n0 == 4 && p.out_runs) {
-        kf_store_run<TOut>(p.out, o, y);
-      } else {
-#pragma unroll
-        for (int j = 0; j < 4; ++j)
-          if (j < n0) kf_store<TOut>(p.out, o + j, y[j]);
-      }
-    }
-    __syncthreads();  // the next tile overwrites the staged values
   }
 }
 
@@ -546,11 +514,16 @@ cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, co
                             const KfScalars& sc, cudaStream_t stream) {
   constexpr int N = sizeof...(TIn);
   const int elem_bytes[N] = {int(sizeof(TIn))...};
+  const int T1 = plan.size[1] <= 16 ? 16 : plan.size[1] <= 32 ? 32 : 64;
+  const int T0 = KF_EW_TILE_ELEMS / T1;
   KfEwTiledParams<N> p;
+  p.t0 = T0;
+  p.t1_runs_log2 = T1 == 16 ? 2 : T1 == 32 ? 3 : 4;
+  p.t0_runs_log2 = T1 == 16 ? 6 : T1 == 32 ? 5 : 4;
   p.size0 = uint32_t(plan.size[0]);
   p.size1 = uint32_t(plan.size[1]);
-  p.tiles0 = uint32_t(kf_ceil_div(plan.size[0], KF_EW_TILE));
-  p.tiles1 = uint32_t(kf_ceil_div(plan.size[1], KF_EW_TILE));
+  p.tiles0 = uint32_t(kf_ceil_div(plan.size[0], T0));
+  p.tiles1 = uint32_t(kf_ceil_div(plan.size[1], T1));
   p.div_tiles0 = KfIdxDiv<uint32_t>::make(p.tiles0);
   p.div_tiles1 = KfIdxDiv<uint32_t>::make(p.tiles1);
   int64_t outer = 1;
@@ -562,22 +535,17 @@ cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, co
   }
   const int64_t tiles = int64_t(p.tiles0) * p.tiles1 * outer;
   if (tiles > (int64_t(1) << 31) - 1) return cudaErrorInvalidValue;  // callers check kf_ew_fits_32bit first
-  p.tiles_total = uint32_t(tiles);
   p.run_mask = 0;
+  p.staged = -1;
   for (int k = 0; k < N; ++k) {
     for (int d = 0; d < plan.ndim; ++d) p.stride[k][d] = uint32_t(plan.stride[k][d]);
-    p.slot[k] = slot[k];
+    if (slot[k] >= 0) p.staged = k;
     p.in[k] = in[k].data;
     if (kf_ew_runs_aligned(plan, k, slot[k] >= 0 ? 1 : 0, in[k].data, elem_bytes[k])) p.run_mask |= 1u << k;
   }
   p.out = out;
   p.out_runs = plan.size[0] % 4 == 0 && reinterpret_cast<uintptr_t>(out) % (4 * sizeof(TOut)) == 0;
-  const size_t smem = size_t(KF_EW_MAX_STAGED) * KF_EW_TILE * KF_EW_TILE_PITCH * sizeof(float);
-  auto kernel = kf_ew_tiled_kernel<F, kUniform0, TOut, TIn...>;
-  static const int resident = kf_blocks_per_sm(kernel, KF_EW_TILED_THREADS, smem);  // one staged tile
-  const int64_t cap = int64_t(kf_sm_count()) * resident;
-  const int64_t grid = tiles < cap ? tiles : cap;
-  kernel<<<dim3(unsigned(grid)), KF_EW_TILED_THREADS, smem, stream>>>(p, sc);
+  kf_ew_tiled_kernel<F, kUniform0, TOut, TIn...><<<dim3(unsigned(tiles)), KF_EW_TILED_THREADS, 0, stream>>>(p, sc);
   return cudaGetLastError();
 }
 

@@ -1,0 +1,36 @@
+"""Bench records from tiled_ab's JSON lines: per (case, variant), the variant against the kernel the run calls
+`shipped` (ref_ms), with the copy bandwidth of the same bytes beside it.
+
+    python bench/optimize/tiled_ab/records.py RUN.jsonl LABEL DATE > records.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def main() -> None:
+    path, label, date = sys.argv[1:4]
+    rows = [json.loads(line) for line in open(path, encoding="utf8") if line.startswith("{")]
+    by_case: dict[tuple[int, int, int], dict[str, dict]] = {}
+    for row in rows:
+        by_case.setdefault((row["N"], row["P"], row["C"]), {})[row["variant"]] = row
+    records = []
+    for (n, p, c), variants in by_case.items():
+        shipped, copy = variants["shipped"], variants.get("memcpy")
+        for name, row in variants.items():
+            if name == "memcpy":
+                continue
+            records.append({
+                "device": "NVIDIA H200", "date": date, "run": label,
+                "problem": f"nhwc_to_nchw_bias_clamp_scale_div N{n} P{p} C{c} fp32", "variant": name,
+                "ref_ms": shipped["ms"], "ours_ms": row["ms"], "speedup": round(shipped["ms"] / row["ms"], 3),
+                "correct": row["max_err"] == 0, "GBps": row["GBps"], "copy_GBps": copy["GBps"] if copy else None,
+            })
+    json.dump(records, sys.stdout, indent=1)
+    print()
+
+
+if __name__ == "__main__":
+    main()
