@@ -565,6 +565,74 @@ test("an op no rule covers that returns several tensors (torch.std_mean) is repo
   assert.ok(!plan.kept.some((k) => k.node === "s" || k.node === "m"), JSON.stringify(plan.kept));
 });
 
+test("a pointwise op of a permuted norm output (channels-last norm, then an activation) joins the norm's region", () => {
+  // Round 13: `act(norm(y.permute(0, 2, 3, 1)).permute(0, 3, 1, 2))` ran the activation as a kernel of its own
+  // after the norm; hoisted above the permute it is the norm's epilogue, and the permute follows it. erf-GELU
+  // stays below the permute (its CPU kernel rounds a permuted view differently: the fallback must be exact).
+  const NHWC = [8, 32, 32, 16];
+  const permuted = (shape: number[], dims: number[]) => {
+    const base = contiguous(shape);
+    return { shape: dims.map((d) => shape[d] ?? 0), dtype: "float32", stride: dims.map((d) => base[d] ?? 0) };
+  };
+  const back = permuted(NHWC, [0, 3, 1, 2]);
+  const build = (source: string, sourceShape: number[], approximate = "tanh") => {
+    const p = node("p", "permute", { input: ref(source), dims: ints(0, 3, 1, 2) }, [], {
+      kind: "call_method",
+      target: "permute",
+      out: { t: "tensor", meta: back },
+    });
+    const gelu = node(
+      "gelu",
+      "gelu",
+      { input: ref("p"), approximate: { t: "const", pytype: "str", value: approximate } },
+      [],
+      {
+        out: { t: "tensor", meta: back },
+      },
+    );
+    const add = node("add", "add", { input: ref("gelu"), other: num(1), alpha: num(1) }, [], {
+      out: { t: "tensor", meta: back },
+    });
+    return { p, gelu, add, sourceShape };
+  };
+  const ln = node(
+    "ln",
+    "layer_norm",
+    { input: ref("x"), normalized_shape: ints(16), weight: param("w"), bias: param("b"), eps: num(1e-6) },
+    NHWC,
+  );
+  const { p, gelu, add } = build("ln", NHWC);
+  const g = graph([ln, p, gelu, add], "add", { w: [16], b: [16] });
+  g.inputs = [{ name: "x", meta: f32(NHWC), value: null }];
+  const plan = planGraph(canonicalGraph(g));
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.regions.map(regionNodes)));
+  assert.deepEqual(regionNodes(plan.regions[0] ?? ({} as never)), [
+    "ln",
+    "gelu_unpermuted",
+    "add_unpermuted",
+  ]);
+  const canon = canonicalGraph(g);
+  const last = canon.nodes.find((n) => n.id === "add");
+  assert.equal(last?.op, "permute", "the permute follows the ops, under the last op's id");
+  assert.deepEqual(last?.out, add.out);
+  const erf = build("ln", NHWC, "none");
+  const g3 = graph([ln, erf.p, erf.gelu, erf.add], "add", { w: [16], b: [16] });
+  g3.inputs = g.inputs;
+  assert.deepEqual(
+    canonicalGraph(g3).nodes.map((n) => n.op),
+    ["layer_norm", "permute", "gelu", "add"],
+    "erf-GELU keeps the permute before it, and the add after it has a GELU, not a permute, to read",
+  );
+  // A permuted graph input is read through the view by the op's region anyway: nothing moves.
+  const direct = build("x", NHWC);
+  const g2 = graph([direct.p, direct.gelu, direct.add], "add");
+  g2.inputs = [{ name: "x", meta: f32(NHWC), value: null }];
+  assert.deepEqual(
+    canonicalGraph(g2).nodes.map((n) => n.op),
+    ["permute", "gelu", "add"],
+  );
+});
+
 test("kl_div reduces with batchmean / mean / sum; legacy size_average/reduce or mismatched shapes keep PyTorch", () => {
   const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
   const rule = SEED_RULES.find((r) => r.name === "reduce");

@@ -1,0 +1,124 @@
+// A pointwise op of one tensor read through a permute (`norm(y.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)` then
+// `F.gelu`, ConvNeXt's channels-last norm; `x.transpose(1, 2).sigmoid()`). The permute reads no data, but as a
+// view it stood between the op and the value it permutes, so the op ran as a kernel of its own after the region
+// that made that value. Applied elementwise, the op commutes with the permute: it is rewritten to act on the
+// unpermuted value (joining the region that makes it) and the permute follows it, under the op's own id.
+// Exact: the same values, and, where the permuted value is contiguous, the same strides as PyTorch gives the
+// op's output (an elementwise op keeps a dense input's strides) — except for the ops whose CPU kernels round
+// differently on a permuted view than on a contiguous tensor (measured with torch 2.x on the CPU, fp32/fp16/bf16:
+// erf-GELU and logsigmoid, up to 1.2e-6 in fp32; tanh-GELU, silu, the other activations and arithmetic are
+// bit-equal): the fallback, which runs the ops as the graph has them, must equal the reference's exactly.
+import type { Arg, GraphNode } from "../graph.ts";
+import { NORMALIZATIONS } from "../ops/normalize.ts";
+import { POINTWISE } from "../ops/pointwise.ts";
+import { REDUCTIONS } from "../ops/reduce.ts";
+import { argNodeIds, GraphView } from "./graph-view.ts";
+import { plain } from "./written-norms.ts";
+
+/** Views that only reorder dims: the ops a pointwise op is hoisted above. */
+const PERMUTES = new Set(["permute", "transpose", "t"]);
+
+/** Ops kept below the permute: their CPU kernels give other bits on a permuted view (see above). */
+const LAYOUT_SENSITIVE_ON_CPU: Record<string, (node: GraphNode) => boolean> = {
+  gelu: (node) => {
+    const approximate = node.fn?.approximate;
+    return !(approximate?.t === "const" && approximate.value === "tanh");
+  },
+  logsigmoid: () => true,
+};
+
+/** Ops whose region a hoisted op joins. */
+const MAKERS = new Set([
+  ...Object.keys(POINTWISE),
+  ...Object.keys(REDUCTIONS),
+  ...Object.keys(NORMALIZATIONS),
+  ...["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
+]);
+
+function contiguousStride(shape: number[]): number[] {
+  const stride = shape.map(() => 1);
+  for (let i = shape.length - 2; i >= 0; i--) stride[i] = (stride[i + 1] ?? 1) * (shape[i + 1] ?? 1);
+  return stride;
+}
+
+const same = (a: number[], b: number[]) => a.length === b.length && a.every((v, i) => v === b[i]);
+
+function withInput(node: GraphNode, key: string, from: string, by: Arg): GraphNode {
+  const swap = (a: Arg): Arg => (a.t === "node" && a.id === from ? by : a);
+  return {
+    ...node,
+    args: node.args.map(swap),
+    kwargs: Object.fromEntries(Object.entries(node.kwargs).map(([k, a]) => [k, swap(a)])),
+    fn: node.fn ? { ...node.fn, [key]: by } : null,
+  };
+}
+
+/** The op and the permute replacing pointwise `node`, or null where it does not read one tensor through a
+ * permute of a contiguous value. */
+function hoisted(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
+  const spec = POINTWISE[node.op];
+  const out = view.outMeta(node);
+  if (!spec || !out || !plain(node) || node.op === "to" || LAYOUT_SENSITIVE_ON_CPU[node.op]?.(node))
+    return null;
+  const tensors = spec.operands.filter((key) => view.tensorOf(node.fn?.[key]));
+  const key = tensors[0];
+  if (tensors.length !== 1 || !key) return null;
+  const arg = node.fn?.[key];
+  if (arg?.t !== "node" || view.isGraphInput(arg.id)) return null;
+  const permute = view.node(arg.id);
+  const source = permute.fn?.input;
+  const permuted = view.outMeta(permute);
+  const meta = view.tensorOf(source);
+  if (!PERMUTES.has(permute.op) || !plain(permute) || source?.t !== "node" || !permuted || !meta) return null;
+  // Only where the op can join the region making the value: a graph input or a library call's output is read
+  // through the permute by the op's own region anyway.
+  if (view.isGraphInput(source.id) || !MAKERS.has(view.node(source.id).op)) return null;
+  if (!same(meta.stride, contiguousStride(meta.shape)) || meta.dtype !== permuted.dtype) return null;
+  if (!same(out.shape, permuted.shape) || !same(out.stride, permuted.stride)) return null;
+  let id = `${node.id}_unpermuted`;
+  for (let i = 1; taken.has(id); i++) id = `${node.id}_unpermuted_${i}`;
+  taken.add(id);
+  const op: GraphNode = {
+    ...withInput(node, key, permute.id, source),
+    id,
+    out: { t: "tensor", meta: { ...out, shape: meta.shape, stride: meta.stride } },
+  };
+  const after: GraphNode = {
+    ...withInput(permute, "input", source.id, { t: "node", id }),
+    id: node.id,
+    out: node.out,
+  };
+  return [op, after];
+}
+
+/** The nodes with each pointwise op of one permuted tensor applied before the permute, repeatedly (a chain of
+ * such ops moves up one op at a time). A permute left unread goes. */
+export function hoistPointwiseOverPermutes(nodes: GraphNode[], view: GraphView): GraphNode[] {
+  let current = nodes;
+  let currentView = view;
+  for (let round = 0; round < nodes.length; round++) {
+    const next = hoistOnce(current, currentView);
+    if (next === current) return current;
+    current = next;
+    currentView = new GraphView({ ...currentView.graph, nodes: current });
+  }
+  return current;
+}
+
+function hoistOnce(nodes: GraphNode[], view: GraphView): GraphNode[] {
+  const taken = new Set(nodes.map((n) => n.id));
+  const replaced = new Map<string, GraphNode[]>();
+  for (const node of nodes) {
+    const nodesFor = hoisted(node, view, taken);
+    if (nodesFor) replaced.set(node.id, nodesFor);
+  }
+  if (!replaced.size) return nodes;
+  const out = nodes.flatMap((node) => replaced.get(node.id) ?? [node]);
+  const read = new Set<string>();
+  for (const node of out)
+    for (const a of [...node.args, ...Object.values(node.kwargs), ...Object.values(node.fn ?? {})])
+      for (const id of argNodeIds(a)) read.add(id);
+  const dead = (node: GraphNode) =>
+    PERMUTES.has(node.op) && plain(node) && !read.has(node.id) && !view.usersOf(node.id).includes("@output");
+  return out.filter((node) => !dead(node));
+}
