@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 #include "kf_elementwise.cuh"
@@ -219,28 +220,8 @@ static void flush_l2() {
   CHECK(cudaMemsetAsync(flush_buf, 0, bytes));
 }
 
-template <class Launch>
-static float median_ms(Launch launch) {
-  cudaEvent_t a, z;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&z));
-  for (int i = 0; i < 3; ++i) launch();
-  std::vector<float> ms;
-  for (int i = 0; i < 20; ++i) {
-    flush_l2();
-    CHECK(cudaEventRecord(a));
-    launch();
-    CHECK(cudaEventRecord(z));
-    CHECK(cudaEventSynchronize(z));
-    float m = 0;
-    CHECK(cudaEventElapsedTime(&m, a, z));
-    ms.push_back(m);
-  }
-  CHECK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
+// Every variant timed in turn, round after round (the same conditions for all: clocks, heat, L2 flushed before
+// each launch), then each checked once on a zeroed output.
 static void run_case(int N, int P, int C) {
   const size_t count = size_t(N) * P * C;
   float *x, *b, *y;
@@ -254,8 +235,70 @@ static void run_case(int N, int P, int C) {
   CHECK(cudaMemcpy(b, hb.data(), C * 4, cudaMemcpyHostToDevice));
   const float s = 2.f;
   const double gb = 2.0 * count * 4 / 1e9;
+  std::vector<std::pair<std::string, std::function<void()>>> variants;
+  variants.emplace_back("memcpy", [&] { CHECK(cudaMemcpyAsync(y, x, count * 4, cudaMemcpyDeviceToDevice)); });
+  KfShape shape{3, {N, C, P}};
+  KfTensorRef in[2] = {{x, {int64_t(P) * C, 1, C}}, {b, {0, 1, 0}}};
+  KfScalars sc{};
+  sc.v[0] = s;
+  variants.emplace_back("shipped", [&] { CHECK((kf_launch_elementwise<ChainF, float, float, float>(shape, y, in, sc, 0))); });
+  variants.emplace_back("simple", [&] { simple_kernel<<<dim3((P + 63) / 64, (C + 63) / 64, N), 256>>>(x, b, y, C, P, s); });
+  auto add_t = [&](auto t1, const char* name) {
+    constexpr int T1 = decltype(t1)::value, T0 = 4096 / T1;
+    variants.emplace_back(name, [&, T0] {
+      simple_t_kernel<T1><<<dim3((P + T0 - 1) / T0, (C + T1 - 1) / T1, N), 256>>>(x, b, y, C, P, s);
+    });
+    variants.emplace_back(std::string("reg") + name, [&, T0] {
+      reg_t_kernel<T1><<<dim3((P + T0 - 1) / T0, (C + T1 - 1) / T1, N), 256>>>(x, b, y, C, P, s);
+    });
+  };
+  using I16 = std::integral_constant<int, 16>;
+  using I32 = std::integral_constant<int, 32>;
+  using I64 = std::integral_constant<int, 64>;
+  add_t(I64{}, "simple64");
+  if (C <= 32) add_t(I32{}, "simple32");
+  if (C <= 16) add_t(I16{}, "simple16");
+  auto add_ring = [&](auto t1, auto stages, const char* name) {
+    constexpr int T1 = decltype(t1)::value, S = decltype(stages)::value, T0 = 4096 / T1;
+    auto kernel = ring_kernel<T1, S>;
+    const size_t smem = size_t(S) * 4096 * 4;
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    int per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, smem));
+    const int tilesP = (P + T0 - 1) / T0, tilesC = (C + T1 - 1) / T1, tiles = tilesP * tilesC * N;
+    const int grid = std::min(tiles, kf_sm_count() * per_sm);
+    variants.emplace_back(name, [=] { kernel<<<grid, 256, smem>>>(x, b, y, C, P, s, tilesP, tilesC, tiles); });
+  };
+  add_ring(I64{}, std::integral_constant<int, 3>{}, "ring64x3");
+
+  cudaEvent_t a, z;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&z));
+  for (auto& v : variants) v.second();  // warm-up
+  std::vector<std::vector<float>> ms(variants.size());
+  for (int round = 0; round < 15; ++round)
+    for (size_t i = 0; i < variants.size(); ++i) {
+      flush_l2();
+      CHECK(cudaEventRecord(a));
+      variants[i].second();
+      CHECK(cudaEventRecord(z));
+      CHECK(cudaEventSynchronize(z));
+      float m = 0;
+      CHECK(cudaEventElapsedTime(&m, a, z));
+      ms[i].push_back(m);
+    }
+  CHECK(cudaGetLastError());
   std::vector<float> hy(size_t(C) * P);
-  auto report = [&](const char* variant, float ms) {
+  for (size_t i = 0; i < variants.size(); ++i) {
+    std::sort(ms[i].begin(), ms[i].end());
+    const float med = ms[i][ms[i].size() / 2];
+    if (variants[i].first == "memcpy") {
+      printf("{\"N\": %d, \"P\": %d, \"C\": %d, \"variant\": \"memcpy\", \"ms\": %.4f, \"GBps\": %.0f}\n", N, P, C, med,
+             gb / (med / 1e3));
+      continue;
+    }
+    CHECK(cudaMemset(y, 0, count * 4));
+    variants[i].second();
     CHECK(cudaMemcpy(hy.data(), y + size_t(N - 1) * P * C, hy.size() * 4, cudaMemcpyDeviceToHost));
     double err = 0;
     for (int c = 0; c < C; ++c)
@@ -265,67 +308,28 @@ static void run_case(int N, int P, int C) {
         err = std::max(err, double(std::abs(v - hy[size_t(c) * P + p])));
       }
     printf("{\"N\": %d, \"P\": %d, \"C\": %d, \"variant\": \"%s\", \"ms\": %.4f, \"GBps\": %.0f, \"max_err\": %.2e}\n", N, P,
-           C, variant, ms, gb / (ms / 1e3), err);
-    fflush(stdout);
-  };
-  // copy bandwidth of the same bytes
-  const float copy_ms = median_ms([&] { CHECK(cudaMemcpyAsync(y, x, count * 4, cudaMemcpyDeviceToDevice)); });
-  printf("{\"N\": %d, \"P\": %d, \"C\": %d, \"variant\": \"memcpy\", \"ms\": %.4f, \"GBps\": %.0f}\n", N, P, C,
-         copy_ms, gb / (copy_ms / 1e3));
-
-  CHECK(cudaMemset(y, 0, count * 4));
-  {  // shipped
-    KfShape shape{3, {N, C, P}};
-    KfTensorRef in[2] = {{x, {int64_t(P) * C, 1, C}}, {b, {0, 1, 0}}};
-    KfScalars sc{};
-    sc.v[0] = s;
-    report("shipped", median_ms([&] { CHECK((kf_launch_elementwise<ChainF, float, float, float>(shape, y, in, sc, 0))); }));
+           C, variants[i].first.c_str(), med, gb / (med / 1e3), err);
   }
-  CHECK(cudaMemset(y, 0, count * 4));
-  report("simple", median_ms([&] {
-           simple_kernel<<<dim3((P + 63) / 64, (C + 63) / 64, N), 256>>>(x, b, y, C, P, s);
-         }));
-  using I16 = std::integral_constant<int, 16>;
-  using I32 = std::integral_constant<int, 32>;
-  using I64 = std::integral_constant<int, 64>;
-  auto ring = [&](auto t1, auto stages, const char* name) {
-    constexpr int T1 = decltype(t1)::value, S = decltype(stages)::value, T0 = 4096 / T1;
-    if (C % 4 != 0) return;
-    auto kernel = ring_kernel<T1, S>;
-    const size_t smem = size_t(S) * 4096 * 4;
-    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    int per_sm = 0;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, smem));
-    const int tilesP = (P + T0 - 1) / T0, tilesC = (C + T1 - 1) / T1, tiles = tilesP * tilesC * N;
-    const int grid = std::min(tiles, kf_sm_count() * per_sm);
-    CHECK(cudaMemset(y, 0, count * 4));
-    report(name, median_ms([&] { kernel<<<grid, 256, smem>>>(x, b, y, C, P, s, tilesP, tilesC, tiles); }));
-  };
-  ring(I64{}, std::integral_constant<int, 2>{}, "ring64x2");
-  ring(I64{}, std::integral_constant<int, 3>{}, "ring64x3");
-  ring(I64{}, std::integral_constant<int, 4>{}, "ring64x4");
-  if (C <= 32) ring(I32{}, std::integral_constant<int, 3>{}, "ring32x3");
-  if (C <= 16) ring(I16{}, std::integral_constant<int, 3>{}, "ring16x3");
-  auto simple_t = [&](auto t1, const char* name) {
-    constexpr int T1 = decltype(t1)::value, T0 = 4096 / T1;
-    CHECK(cudaMemset(y, 0, count * 4));
-    report(name, median_ms([&] {
-             simple_t_kernel<T1><<<dim3((P + T0 - 1) / T0, (C + T1 - 1) / T1, N), 256>>>(x, b, y, C, P, s);
-           }));
-    CHECK(cudaMemset(y, 0, count * 4));
-    report((std::string("reg") + name).c_str(), median_ms([&] {
-             reg_t_kernel<T1><<<dim3((P + T0 - 1) / T0, (C + T1 - 1) / T1, N), 256>>>(x, b, y, C, P, s);
-           }));
-  };
-  simple_t(I64{}, "simple64");
-  if (C <= 32) simple_t(I32{}, "simple32");
-  if (C <= 16) simple_t(I16{}, "simple16");
+  fflush(stdout);
   CHECK(cudaFree(x));
   CHECK(cudaFree(y));
   CHECK(cudaFree(b));
 }
 
+static void print_regs() {
+  cudaFuncAttributes f;
+  CHECK(cudaFuncGetAttributes(&f, kf_ew_tiled_kernel<ChainF, 0, float, float, float>));
+  printf("{\"kernel\": \"shipped\", \"regs\": %d}\n", f.numRegs);
+  CHECK(cudaFuncGetAttributes(&f, simple_kernel));
+  printf("{\"kernel\": \"simple\", \"regs\": %d}\n", f.numRegs);
+  CHECK(cudaFuncGetAttributes(&f, simple_t_kernel<64>));
+  printf("{\"kernel\": \"simple64\", \"regs\": %d}\n", f.numRegs);
+  CHECK(cudaFuncGetAttributes(&f, reg_t_kernel<64>));
+  printf("{\"kernel\": \"regsimple64\", \"regs\": %d}\n", f.numRegs);
+}
+
 int main() {
+  print_regs();
   run_case(128, 65536, 64);  // KernelBench 2's conv_transpose2d output
   run_case(128, 15876, 64);  // 73's conv2d output (126 x 126)
   run_case(128, 64516, 64);  // 4's (254 x 254)

@@ -361,23 +361,19 @@ __device__ __forceinline__ void kf_load_strided_run(const void* base, uint32_t o
   for (int j = 0; j < 4; ++j) v[j] = j < n ? kf_load<T>(base, int64_t(off) + int64_t(j) * step) : 0.f;
 }
 
-// The staged operand's run at (d0, d1 .. d1 + n1 - 1) into the tile's column d0 - b0: a recursion over the
-// operands that finds it by index at compile time (its element type is a template argument).
+// The staged operand's run at (d0, d1 .. d1 + n1 - 1) into registers: a recursion over the operands that finds
+// it by index at compile time (its element type is a template argument).
 template <int K, typename... TIn>
 struct KfEwTileStage {
   template <int N>
   __device__ __forceinline__ static void run(const KfEwTiledParams<N>& p, const uint32_t (&base)[N], uint32_t d0,
-                                             uint32_t d1, int n1, float* at, int pitch) {
+                                             uint32_t d1, int n1, float (&v)[4]) {
     if constexpr (K < N) {
-      if (p.staged == K) {
-        float v[4];
+      if (p.staged == K)
         kf_load_strided_run<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, 1, n1,
                                                  n1 == 4 && ((p.run_mask >> K) & 1u), v);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) at[j * pitch] = v[j];
-      } else {
-        KfEwTileStage<K + 1, TIn...>::run(p, base, d0, d1, n1, at, pitch);
-      }
+      else
+        KfEwTileStage<K + 1, TIn...>::run(p, base, d0, d1, n1, v);
     }
   }
 };
@@ -451,14 +447,24 @@ __global__ void __launch_bounds__(KF_EW_TILED_THREADS, kf_ew_tiled_min_blocks<si
 #pragma unroll
     for (int k = 0; k < N; ++k) base[k] += cd * p.stride[k][d + 2];
   }
-  // Stage: runs along dim 1, T1 / 4 of them per tile column.
+  // Stage: runs along dim 1, T1 / 4 of them per tile column. Every load is issued before the first shared
+  // store: a load and its store per pass leave one load in flight per thread (the runs' alignment branches keep
+  // ptxas from hoisting the next ones), and the bandwidth then follows the latency.
+  float staged[kPasses][4] = {};
 #pragma unroll
   for (int i = 0; i < kPasses; ++i) {
     const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
     const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
     const uint32_t d0 = b0 + col, d1 = b1 + row;
     const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, d1)));
-    if (d0 < p.size0 && n1 > 0) KfEwTileStage<0, TIn...>::run(p, base, d0, d1, n1, tile + row * pitch + col, pitch);
+    if (d0 < p.size0 && n1 > 0) KfEwTileStage<0, TIn...>::run(p, base, d0, d1, n1, staged[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
+    const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) tile[(row + j) * pitch + col] = staged[i][j];
   }
   __syncthreads();
   // Compute: rows along dim 1, runs along dim 0.
