@@ -23,7 +23,8 @@ FIXTURES = os.path.join(ROOT, "test", "fixtures", "optimize")
 CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts", "export_factory_device",
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
-         "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads"]
+         "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
+         "register_targets_apply5"]
 
 
 def _node() -> str | None:
@@ -203,7 +204,8 @@ def test_a_file_specialised_to_its_mode_guards_it_and_renames_clashing_inputs(em
     "case",
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
-     "register_targets_reduce32", "written_idioms", "integer_operands_trig", pytest.param("narrow_integer_operands", marks=pytest.mark.heavy)]
+     "register_targets_reduce32", "register_targets_apply5", "written_idioms", "integer_operands_trig",
+     pytest.param("narrow_integer_operands", marks=pytest.mark.heavy)]
 )
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:
     nvcc = find_nvcc()

@@ -899,9 +899,11 @@ apply_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars
 // The blocks-per-SM bound is ptxas's register target, sized to the kU * NIn * kVec input values a thread holds:
 // left to itself ptxas chose 48 registers and spilled 8 bytes at three fp32 inputs (softmax(x / t) + b), while
 // two and four took 58-62, and 16-bit inputs (kVec 8) 77 at three and 107 at four. The bound keeps those
-// occupancies (4, 3, 2 blocks) and holds up to five fp32 inputs in 64 registers, seven in 85.
+// occupancies (4, 3, 2 blocks) and holds up to four fp32 inputs in 64 registers, seven in 85: five fp32 inputs
+// fit 64 only with a light Apply (a conv-anchored group norm → elu/softplus/hardswish → + residual spilled
+// 8-12 bytes there, round 13), so from five on a thread gets 85.
 template <int NIn, int kVec>
-constexpr int kf_apply_vec_min_blocks() { return NIn * kVec <= 20 ? 4 : NIn * kVec <= 28 ? 3 : 2; }
+constexpr int kf_apply_vec_min_blocks() { return NIn * kVec <= 16 ? 4 : NIn * kVec <= 28 ? 3 : 2; }
 
 template <class Pro, class Apply, int kVec, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(kStreamThreads, kf_apply_vec_min_blocks<sizeof...(TIn), kVec>())
