@@ -438,3 +438,33 @@ def test_the_judge_of_a_miss_may_use_the_memory_the_device_has_free(monkeypatch:
     # An operator's explicit limit still rules.
     monkeypatch.setenv("KFORGE_CHECK_MEMORY", "100")
     assert float64.for_check(ctx, inputs, ref_out, free_memory=True).outputs is None
+
+
+def test_the_trials_float64_pass_refused_by_the_footprint_rule_runs_in_the_memory_that_is_free(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A batch norm in training couples the rows: no window can be sampled, so under the footprint rule the trials
+    # would have no float64 view and a correct candidate's rounding would be charged as a miss.
+    monkeypatch.setattr(budget_mod, "FACTOR", 1.0)
+    monkeypatch.setattr(budget_mod, "FLOOR", 0)
+    monkeypatch.setattr(float64, "MIN_SAMPLE_ELEMENTS", 64)
+    monkeypatch.setenv("KFORGE_MEMORY_AVAILABLE", "1e9")
+    torch.manual_seed(0)
+    bn = nn.Sequential(nn.Linear(32, 16), nn.BatchNorm1d(16)).train()
+    twin = nn.Sequential(nn.Linear(32, 16), nn.BatchNorm1d(16)).train()
+    twin.load_state_dict(bn.state_dict())
+    inputs = _inputs()
+    lockstep = float64.LockstepFloat64(bn, torch.device("cpu"), _forward)
+    lockstep.before_reference(inputs)
+    ref = [_forward(bn, [inputs[0].clone()])]
+    view = lockstep.evaluate(inputs, ref)
+    assert view is not None and view.rows is None, lockstep.note
+    assert "free" in view.note and "depend on the rest of the batch" in view.note
+    assert float((view.outputs[0] - ref[0].double()).abs().max()) < 1e-5
+    # The float64 copy was stepped once, as the reference was: the running statistics stay in lockstep.
+    assert torch.allclose(lockstep.model64[1].running_mean, bn[1].running_mean.double(), atol=1e-6)
+    # An operator's explicit limit still rules: the trials go on without the view.
+    monkeypatch.setenv("KFORGE_CHECK_MEMORY", "100")
+    strict = float64.LockstepFloat64(twin, torch.device("cpu"), _forward)
+    strict.before_reference(inputs)
+    assert strict.evaluate(inputs, [_forward(twin, [inputs[0].clone()])]) is None
+    assert strict.note is not None and "KFORGE_CHECK_MEMORY" in strict.note
