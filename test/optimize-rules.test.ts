@@ -633,6 +633,45 @@ test("a pointwise op of a permuted norm output (channels-last norm, then an acti
   );
 });
 
+test("a pointwise op reshaped only for a reduction (relu(h).view(B, S, -1).sum(-2)) is the reduction's prologue", () => {
+  // Round 13: the view between the relu and the sum made the relu a pass of its own, writing a tensor the sum
+  // read back. The view now reshapes the relu's input and the relu, under the view's id, feeds the sum.
+  const h = node("h", "mm", { input: ref("x"), mat2: param("w") }, [400, 128]);
+  const relu = node("relu", "relu", { input: ref("h") }, [400, 128]);
+  const view = node("view", "view", { input: ref("relu"), size: ints(8, 50, 128) }, [8, 50, 128], {
+    kind: "call_method",
+    target: "view",
+  });
+  const sum = node("sum", "sum", { input: ref("view"), dim: ints(1), keepdim: bool(false) }, [8, 128]);
+  const g = graph([h, relu, view, sum], "sum", { w: [64, 128] });
+  g.inputs = [{ name: "x", meta: f32([400, 64]), value: null }];
+  const canon = canonicalGraph(g);
+  assert.deepEqual(
+    canon.nodes.map((n) => `${n.id}:${n.op}`),
+    ["h:mm", "view_of_input:view", "view:relu", "sum:sum"],
+  );
+  assert.deepEqual(canon.nodes[1]?.fn?.input, ref("h"));
+  const plan = planGraph(canon);
+  assert.deepEqual(
+    plan.regions.map((r) => regionNodes(r)),
+    [["view", "sum"]],
+  );
+  // A reshape read by anything but a reduction or normalisation leaves the op where it is (it may be fused
+  // with what made its input).
+  const mm2 = node("mm2", "mm", { input: ref("view"), mat2: param("w2") }, [8, 4]);
+  const flat = {
+    ...view,
+    out: { t: "tensor" as const, meta: f32([8, 50 * 128]) },
+    fn: { input: ref("relu"), size: ints(8, -1) },
+  };
+  const g2 = graph([h, relu, flat, mm2], "mm2", { w: [64, 128], w2: [50 * 128, 4] });
+  g2.inputs = g.inputs;
+  assert.deepEqual(
+    canonicalGraph(g2).nodes.map((n) => n.op),
+    ["mm", "relu", "view", "mm"],
+  );
+});
+
 test("kl_div reduces with batchmean / mean / sum; legacy size_average/reduce or mismatched shapes keep PyTorch", () => {
   const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
   const rule = SEED_RULES.find((r) => r.name === "reduce");

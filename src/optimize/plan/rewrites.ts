@@ -3,7 +3,8 @@
 // statements threaded through their results (inplace-threads.ts); glu and prelu spelled out as the ops the
 // rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts,
 // written-logsumexp.ts); casts to a dtype read at run time as casts to the dtype captured, guarded
-// (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts).
+// (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
+// pointwise op reshaped only for reductions applied after the reshape (view-sink.ts).
 //
 // A device read (`torch.tensor(0.0, device=x.device)` after `x = x + 1`): every op below leaves its result on
 // its input tensor's device, so the read moves to that input, and on up the chain to a value forward has
@@ -19,6 +20,7 @@ import { threadInplaceWrites } from "./inplace-threads.ts";
 import { hoistPointwiseOverPermutes } from "./permute-hoist.ts";
 import { resolveSizeReads } from "./size-reads.ts";
 import { spellOutOps } from "./spelled-out.ts";
+import { sinkPointwiseBelowReshapes } from "./view-sink.ts";
 import { foldWrittenLogSumExps } from "./written-logsumexp.ts";
 import { foldWrittenRmsNorms } from "./written-norms.ts";
 
@@ -65,7 +67,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const typed = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
   const expanded = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
   const hoisted = { ...expanded, nodes: hoistPointwiseOverPermutes(expanded.nodes, new GraphView(expanded)) };
-  const graph = { ...hoisted, nodes: resolveSizeReads(hoisted.nodes, new GraphView(hoisted)) };
+  const sunk = { ...hoisted, nodes: sinkPointwiseBelowReshapes(hoisted.nodes, new GraphView(hoisted)) };
+  const graph = { ...sunk, nodes: resolveSizeReads(sunk.nodes, new GraphView(sunk)) };
   const view = new GraphView(graph);
   const nodes = graph.nodes.map((node) => {
     const input = node.fn?.input;
