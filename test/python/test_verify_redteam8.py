@@ -155,3 +155,76 @@ def test_the_problems_and_the_candidates_bytecode_caches_are_fingerprinted(tmp_p
     time.sleep(0.02)
     _forge_cache(problem, "X = 3\n")
     assert file_changes(before, paths) == [f"{cache} was written"]
+
+
+SAFE_AFTER_REPLAY = '''
+import torch
+import torch.nn as nn
+
+_seen, _safe = [], [False]
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if not _safe[0]:
+            key = (tuple(x.shape), float(x.flatten()[:64].sum()), float(x.flatten()[-64:].sum()))
+            _safe[0] = key in _seen
+            _seen.append(key)
+        if _safe[0]:
+            return torch.softmax(x, dim=1)
+        e = torch.exp(x)
+        return e / e.sum(dim=1, keepdim=True)
+'''
+
+
+def test_the_off_distribution_probes_come_before_any_repeated_input(cache_dir: str, tmp_path):
+    """adv_safe_after_replay: softmax without the max shift until some call repeats an earlier input (the replay
+    check's), the shifted one after. The distribution and shape probes ran after the replay check and met the
+    general path (correct); they now run right after the trials and meet the everyday path (NaN on rows at 1e2)."""
+    from conftest import evaluate, make_request
+
+    from kforge_worker.checks.verifier import RUNTIME_CHECKS
+
+    first = {"distribution", "shapes"}
+    assert all(RUNTIME_CHECKS.index(p) < RUNTIME_CHECKS.index(g) for p in first
+               for g in ("output_contract", "settled", "ops", "replay", "uninitialized", "sensitivity", "precision",
+                         "state", "timed"))
+    candidate = tmp_path / "safe_after_replay.py"
+    candidate.write_text(SAFE_AFTER_REPLAY)
+    problem = os.path.join(os.path.dirname(__file__), "..", "verify", "problems", "tiny_softmax_wide.py")
+    request = make_request(os.path.abspath(problem), str(candidate), cache_dir, checks=["all"])
+    request["options"]["referenceProcess"] = False
+    result, _ = evaluate(request, use_checks=True)
+    failing = [c["name"] for c in result["checks"] if c["outcome"] == "fail"]
+    assert result["verdict"] == "incorrect" and "input_distribution" in failing, (result["verdict"], failing)
+
+
+TIMED_PATH_UNSHIFTED = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        if x._version > 0:
+            e = torch.exp(x)
+            return e / e.sum(dim=1, keepdim=True)
+        return torch.softmax(x, dim=1)
+'''
+
+
+def test_the_timing_like_loop_writes_its_sets_in_place_and_rotates_a_set_off_the_distribution(cache_dir, tmp_path):
+    """adv_timed_path_unshifted: the unshifted softmax only on inputs written in place (the timing's sets), exact on
+    get_inputs()'s rows; every probe off the distribution is made on fresh tensors. The timing-like loop now writes
+    each set in place before its call and rotates input_distribution's last variant among its sets."""
+    from conftest import evaluate, make_request
+
+    candidate = tmp_path / "timed_path_unshifted.py"
+    candidate.write_text(TIMED_PATH_UNSHIFTED)
+    problem = os.path.join(os.path.dirname(__file__), "..", "verify", "problems", "tiny_softmax_wide.py")
+    request = make_request(os.path.abspath(problem), str(candidate), cache_dir, checks=["all"])
+    request["options"]["referenceProcess"] = False
+    result, _ = evaluate(request, use_checks=True)
+    failing = {c["name"]: c for c in result["checks"] if c["outcome"] == "fail"}
+    assert result["verdict"] == "cheating" and list(failing) == ["timed_outputs"], (result["verdict"], failing)
+    assert "rows at scales 1e-2..1e2" in failing["timed_outputs"]["evidence"]

@@ -40,17 +40,21 @@ from .torch_compiler import uses_torch_compiler
 
 _empty_cache = torch.cuda.empty_cache  # bound before the candidate is imported
 
-# Runtime checks in the order they run; cheap and decisive ones first. Names are what `--checks` selects.
+# Runtime checks in the order they run. Names are what `--checks` selects.
 RUNTIME_CHECKS = (
+    "tolerance",  # tolerance_sanity (+ tight_tolerance): the reference's outputs alone, the pass mark below
+    # The probes off the benchmark's distribution and sizes come first, right after the trials: before any call an
+    # honest caller never makes (the same input twice, a rhythm, a timing-like loop). A candidate that turns its
+    # general path on only once it has seen such a call (red team round 8, adv_safe_after_replay: right after the
+    # replay check's repeat, NaN on large rows before) then meets them on its everyday path.
+    "distribution",
+    "shapes",  # extra_shapes: odd sizes below and above the problem's
     "output_contract",  # output_type, output_aliasing, input_mutation, degenerate_output
     "settled",  # output_settled: outputs unchanged a while after forward returned; no thread left running
-    "tolerance",  # tolerance_sanity (+ tight_tolerance)
     "ops",  # banned_ops (library ops disclosed; failed under strict), custom_kernel_used, silent_fallback
     "replay",  # replay_cache, determinism
     "uninitialized",
     "sensitivity",
-    "distribution",
-    "shapes",  # extra_shapes: odd sizes below and above the problem's
     "precision",
     "state",
     # timed_outputs after every check that judges values: a candidate the timing-like loop switches into its
@@ -59,6 +63,13 @@ RUNTIME_CHECKS = (
     "cuda_profile",  # side_stream (join rule), kernel_launch, library_share
     "timing_cross",
 )
+
+
+def _harness_verdict(exc: BaseException) -> bool:
+    """Whether exc is the pipeline's StageFailure (imported here lazily: the pipeline imports this module)."""
+    from ..pipeline import StageFailure
+
+    return isinstance(exc, StageFailure)
 
 
 def _warm_thread_pools(device: torch.device) -> None:
@@ -286,6 +297,11 @@ class Verifier:
         in_candidate = any(os.path.abspath(f.filename) == cand for f in frames)
         where = next((f"{os.path.basename(f.filename)}:{f.lineno}" for f in reversed(frames)), "?")
         text = f"{type(exc).__name__}: {str(exc)[:240]} (at {where})"
+        if in_candidate and _harness_verdict(exc):
+            # The pipeline's own verdict exception, raised from candidate code during a check (as the pipeline's
+            # candidate_failure rules for its stages): a verdict is never the candidate's to give.
+            return failed("harness_state", f"the candidate raised the harness's own verdict exception during the "
+                          f"{name} checks ({text}): a verdict is never the candidate's to give", "cheating")
         if in_candidate:
             why = self.out_of_memory_blame(exc) if self.out_of_memory_blame is not None else None
             if why is not None:
