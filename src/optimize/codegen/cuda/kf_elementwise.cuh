@@ -361,19 +361,83 @@ __device__ __forceinline__ void kf_load_strided_run(const void* base, uint32_t o
   for (int j = 0; j < 4; ++j) v[j] = j < n ? kf_load<T>(base, int64_t(off) + int64_t(j) * step) : 0.f;
 }
 
-// The staged operand's run at (d0, d1 .. d1 + n1 - 1) into registers: a recursion over the operands that finds
-// it by index at compile time (its element type is a template argument).
+// Up to 4 consecutive elements of T at base + off as they are stored, the first `n` of them: one access when the
+// run is whole and aligned (`whole`), else element by element (the rest zero).
+template <typename T>
+__device__ __forceinline__ void kf_load_raw_run(const void* base, uint32_t off, int n, bool whole, T (&r)[4]) {
+  const T* p = static_cast<const T*>(base) + off;
+  if (whole) {
+    if constexpr (sizeof(T) == 8) {
+      reinterpret_cast<longlong2*>(r)[0] = reinterpret_cast<const longlong2*>(p)[0];
+      reinterpret_cast<longlong2*>(r)[1] = reinterpret_cast<const longlong2*>(p)[1];
+    } else if constexpr (sizeof(T) == 4) {
+      *reinterpret_cast<uint4*>(r) = *reinterpret_cast<const uint4*>(p);
+    } else if constexpr (sizeof(T) == 2) {
+      *reinterpret_cast<uint2*>(r) = *reinterpret_cast<const uint2*>(p);
+    } else {
+      static_assert(sizeof(T) == 1, "runs of 8-, 4-, 2- or 1-byte elements");
+      *reinterpret_cast<uint32_t*>(r) = *reinterpret_cast<const uint32_t*>(p);
+    }
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) r[j] = j < n ? p[j] : T{};
+}
+
+// The staged operand's tile into shared memory ([dim 1][dim 0], `pitch` floats a row): a recursion over the
+// operands that finds it by index at compile time (its element type is a template argument).
+//  - fp32: one 4-byte cp.async per element, lanes along dim 1 (where the operand is contiguous: a warp's copy is
+//    whole 128-byte lines, and its shared-memory writes fall in distinct banks). The bytes in flight are held by
+//    the copy unit, not in registers: a functor that needs registers costs no loads in flight.
+//  - other types (converted to fp32 on the way): runs of 4 along dim 1 into registers, every load issued before
+//    the first shared store (a load and its store per run leave one load in flight per thread: the runs'
+//    alignment branches keep ptxas from hoisting the next ones).
 template <int K, typename... TIn>
 struct KfEwTileStage {
   template <int N>
-  __device__ __forceinline__ static void run(const KfEwTiledParams<N>& p, const uint32_t (&base)[N], uint32_t d0,
-                                             uint32_t d1, int n1, float (&v)[4]) {
+  __device__ __forceinline__ static void run(const KfEwTiledParams<N>& p, const uint32_t (&base)[N], uint32_t b0,
+                                             uint32_t b1, float* tile, int pitch) {
     if constexpr (K < N) {
-      if (p.staged == K)
-        kf_load_strided_run<kf_nth_t<K, TIn...>>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, 1, n1,
-                                                 n1 == 4 && ((p.run_mask >> K) & 1u), v);
-      else
-        KfEwTileStage<K + 1, TIn...>::run(p, base, d0, d1, n1, v);
+      if (p.staged != K) {
+        KfEwTileStage<K + 1, TIn...>::run(p, base, b0, b1, tile, pitch);
+        return;
+      }
+      using T = kf_nth_t<K, TIn...>;
+      constexpr int kPasses = KF_EW_TILE_ELEMS / 4 / KF_EW_TILED_THREADS;
+      if constexpr (std::is_same_v<T, float>) {
+        const int t1_log2 = p.t1_runs_log2 + 2;
+        const float* src = static_cast<const float*>(p.in[K]) + base[K];
+#pragma unroll
+        for (int i = 0; i < 4 * kPasses; ++i) {
+          const int e = threadIdx.x + i * KF_EW_TILED_THREADS;
+          const int row = e & ((1 << t1_log2) - 1), col = e >> t1_log2;
+          const uint32_t d0 = b0 + col, d1 = b1 + row;
+          if (d0 < p.size0 && d1 < p.size1) {
+            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(tile + row * pitch + col));
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src + d0 * p.stride[K][0] + d1));
+          }
+        }
+        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+      } else {
+        T v[kPasses][4] = {};  // raw: a 16-bit run is two registers, not four
+#pragma unroll
+        for (int i = 0; i < kPasses; ++i) {
+          const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
+          const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
+          const uint32_t d0 = b0 + col, d1 = b1 + row;
+          const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, d1)));
+          if (d0 < p.size0 && n1 > 0)
+            kf_load_raw_run<T>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, n1,
+                               n1 == 4 && ((p.run_mask >> K) & 1u), v[i]);
+        }
+#pragma unroll
+        for (int i = 0; i < kPasses; ++i) {
+          const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
+          const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) tile[(row + j) * pitch + col] = kf_to_float<T>(v[i][j]);
+        }
+      }
     }
   }
 };
@@ -447,25 +511,7 @@ __global__ void __launch_bounds__(KF_EW_TILED_THREADS, kf_ew_tiled_min_blocks<si
 #pragma unroll
     for (int k = 0; k < N; ++k) base[k] += cd * p.stride[k][d + 2];
   }
-  // Stage: runs along dim 1, T1 / 4 of them per tile column. Every load is issued before the first shared
-  // store: a load and its store per pass leave one load in flight per thread (the runs' alignment branches keep
-  // ptxas from hoisting the next ones), and the bandwidth then follows the latency.
-  float staged[kPasses][4] = {};
-#pragma unroll
-  for (int i = 0; i < kPasses; ++i) {
-    const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
-    const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
-    const uint32_t d0 = b0 + col, d1 = b1 + row;
-    const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, d1)));
-    if (d0 < p.size0 && n1 > 0) KfEwTileStage<0, TIn...>::run(p, base, d0, d1, n1, staged[i]);
-  }
-#pragma unroll
-  for (int i = 0; i < kPasses; ++i) {
-    const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
-    const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) tile[(row + j) * pitch + col] = staged[i][j];
-  }
+  KfEwTileStage<0, TIn...>::run(p, base, b0, b1, tile, pitch);
   __syncthreads();
   // Compute: rows along dim 1, runs along dim 0.
 #pragma unroll

@@ -747,13 +747,22 @@ columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScala
   const int64_t chunk = (v.R + splits - 1) / splits;
   const int64_t begin = int64_t(blockIdx.y) * chunk, end = begin + chunk < v.R ? begin + chunk : v.R;
   const int64_t n_vec = v.K / kVec;
-  const int64_t kblocks = (n_vec + kColLanes - 1) / kColLanes;
+  // Fewer column vectors than lanes (a conv's 64 fp32 channels are 16 vectors): the lanes split into groups
+  // over the same columns, each group reading other rows, so no lane idles and twice or more the bytes are in
+  // flight. Row slices are numbered (warp, group) and merged in that order: deterministic. Vectors of 8 (16-bit
+  // types) keep one group: their kernels sit at the register bound, and the grouping's indices spilled there.
+  int lanes = kVec > 4 ? kColLanes : 1;
+  while (lanes < kColLanes && lanes < n_vec) lanes <<= 1;
+  const int groups = kColLanes / lanes;
+  const int col = kVec > 4 ? tx : tx & (lanes - 1), grp = kVec > 4 ? 0 : tx / lanes;
+  const int slice = ty * groups + grp, slices = kColWarps * groups;
+  const int64_t kblocks = (n_vec + lanes - 1) / lanes;
   int64_t inner_stride[NIn];
 #pragma unroll
   for (int i = 0; i < NIn; ++i) inner_stride[i] = v.stride[i][v.nd - 1];
 
   for (int64_t kb = blockIdx.x; kb < kblocks; kb += gridDim.x) {
-    const int64_t q = kb * kColLanes + tx;
+    const int64_t q = kb * lanes + col;
     const bool k_ok = q < n_vec;
     const int64_t k0 = (k_ok ? q : 0) * kVec;
     int64_t base[NIn], obase;
@@ -763,11 +772,11 @@ columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScala
 #pragma unroll
     for (int e = 0; e < kVec; ++e) s[e] = Stat::identity();
     if (k_ok) {
-      for (int64_t r0 = begin + ty; r0 < end; r0 += int64_t(kU) * kColWarps) {
+      for (int64_t r0 = begin + slice; r0 < end; r0 += int64_t(kU) * slices) {
         float x[kU][NIn][kVec];
 #pragma unroll
         for (int u = 0; u < kU; ++u) {
-          const int64_t r = r0 + int64_t(u) * kColWarps;
+          const int64_t r = r0 + int64_t(u) * slices;
           if (r < end) {
             int64_t off[NIn], ooff = 0;
 #pragma unroll
@@ -778,7 +787,7 @@ columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScala
         }
 #pragma unroll
         for (int u = 0; u < kU; ++u) {
-          if (r0 + int64_t(u) * kColWarps >= end) continue;
+          if (r0 + int64_t(u) * slices >= end) continue;
 #pragma unroll
           for (int e = 0; e < kVec; ++e) {
             float xe[NIn];
@@ -789,19 +798,25 @@ columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScala
         }
       }
     }
-    // The 8 warps' partials of each column merged in warp order (every thread, as columns_kernel does).
+    // The row slices' partials of each column merged in slice order (every thread, as columns_kernel does).
 #pragma unroll
     for (int e = 0; e < kVec; ++e) {
       scratch[ty][tx] = s[e];
       __syncthreads();
-      KfStats m = scratch[0][tx];
-      for (int w = 1; w < kColWarps; ++w) m = Stat::merge(m, scratch[w][tx]);
+      KfStats m = scratch[0][col];
+      if constexpr (kVec > 4) {
+        for (int w = 1; w < kColWarps; ++w) m = Stat::merge(m, scratch[w][tx]);
+      } else {
+#pragma unroll 1
+        for (int t = 1; t < slices; ++t) m = Stat::merge(m, (&scratch[0][0])[t * lanes + col]);  // [w][g*lanes+col]
+      }
       s[e] = m;
       __syncthreads();
     }
 
+    const bool lead = ty == 0 && grp == 0 && k_ok;  // one lane writes each column
     if (splits > 1) {
-      if (ty == 0 && k_ok)
+      if (lead)
 #pragma unroll
         for (int e = 0; e < kVec; ++e) partial[(k0 + e) * splits + blockIdx.y] = s[e];
       continue;
@@ -810,8 +825,8 @@ columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScala
     for (int e = 0; e < kVec; ++e) {
       Stat::finalize(s[e]);
       s[e].count = float(v.R);
-      if (ty == 0 && k_ok && stats_out != nullptr) stats_out[k0 + e] = s[e];
-      if (ty == 0 && k_ok && stats_only != nullptr) stats_only[k0 + e] = s[e];
+      if (lead && stats_out != nullptr) stats_out[k0 + e] = s[e];
+      if (lead && stats_only != nullptr) stats_only[k0 + e] = s[e];
     }
 
   }
