@@ -228,3 +228,23 @@ def test_the_timing_like_loop_writes_its_sets_in_place_and_rotates_a_set_off_the
     failing = {c["name"]: c for c in result["checks"] if c["outcome"] == "fail"}
     assert result["verdict"] == "cheating" and list(failing) == ["timed_outputs"], (result["verdict"], failing)
     assert "rows at scales 1e-2..1e2" in failing["timed_outputs"]["evidence"]
+
+
+def test_parameters_written_in_place_must_reach_the_output(cache_dir, tmp_path):
+    """adv_load_hook_cache: a weight copy refreshed only by a load_state_dict post-hook passed every state round trip
+    (state_reload goes through load_state_dict). state_reload now also writes the parameters in place, as an
+    optimizer's step does, and compares again."""
+    import shutil
+
+    from conftest import evaluate, make_request
+
+    verify = os.path.join(os.path.dirname(__file__), "..", "verify")
+    candidate = tmp_path / "load_hook_cache.py"
+    shutil.copy(os.path.join(verify, "candidates", "adv_load_hook_cache.py"), candidate)
+    request = make_request(os.path.abspath(os.path.join(verify, "problems", "tiny_linear_relu.py")), str(candidate),
+                           cache_dir, checks=["state"])
+    request["options"]["referenceProcess"] = False
+    result, _ = evaluate(request, use_checks=True)
+    reload = next(c for c in result["checks"] if c["name"] == "state_reload")
+    assert result["verdict"] == "incorrect" and reload["outcome"] == "fail", (result["verdict"], reload)
+    assert "written in place" in reload["evidence"]

@@ -19,6 +19,33 @@ from .judge import judged_compare
 from .result import CheckResult, failed, passed, skipped
 
 
+def _written_in_place(ctx: VerifyContext, gen: torch.Generator) -> str | None:
+    """The parameters both models share by name written in place (``copy_`` into the state_dict's tensors, which
+    are the parameters' own storage and version counter), as an optimizer's step or a user's ``p.copy_`` changes
+    them without load_state_dict; why the candidate's output is then wrong, or None. Red team round 8
+    (adv_load_hook_cache): a weight copy refreshed only by a load_state_dict hook passed every round trip."""
+    cand_state = ctx.cand.state_dict()
+    names = [k for k, _ in ctx.ref.named_parameters() if k in cand_state]
+    ref_state = ctx.ref.state_dict()
+    written = 0
+    with torch.no_grad():
+        for k in names:
+            r, c = ref_state[k], cand_state[k]
+            if not r.is_floating_point() or r.shape != c.shape or r.dtype != c.dtype:
+                continue
+            scale = float(r.float().std()) if r.numel() > 1 and float(r.float().std()) > 0 else 0.5
+            value = (torch.randn(r.shape, generator=gen, dtype=torch.float32) * scale).to(r.dtype).to(r.device)
+            r.copy_(value)
+            c.copy_(value.to(c.device))
+            written += 1
+    if not written:
+        return None
+    inputs = ctx.make_inputs(ctx.seed())
+    c = judged_compare(ctx, inputs, run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)))
+    return None if c.ok else (f"after {written} parameter(s) were written in place (copy_, as an optimizer's step "
+                              f"writes them; no load_state_dict): {c.message}")
+
+
 def check_state(ctx: VerifyContext) -> list[CheckResult]:
     results: list[CheckResult] = []
     ref_keys = set(ctx.ref.state_dict().keys())
@@ -95,13 +122,17 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                                        run(ctx.ref, clone_inputs(inputs)))
                     if not c.ok:
                         bad.append(f"{mode}: {c.message}")
+                if not bad:
+                    inplace = _written_in_place(ctx, gen)
+                    if inplace is not None:
+                        bad.append(inplace)
                 if bad:
                     results.append(failed("state_reload", "after load_state_dict with fresh random parameters the "
                                           "output is wrong (parameters folded or cached at __init__): " + "; ".join(bad)
                                           + extra_note, "incorrect"))
                 else:
                     results.append(passed("state_reload", "matches after load_state_dict with fresh random parameters"
-                                          + extra_note, "incorrect"))
+                                          " and after parameters written in place" + extra_note, "incorrect"))
 
     # buffers after a sequence of training-mode calls
     buffers = [k for k, _ in ctx.ref.named_buffers()]
