@@ -672,6 +672,59 @@ test("a pointwise op reshaped only for a reduction (relu(h).view(B, S, -1).sum(-
   );
 });
 
+test("a global adaptive pool is the mean or amax over its spatial dims: a reduction taking the conv and the ops before it", () => {
+  // Round 13: conv → hardsigmoid → AdaptiveAvgPool2d(1) was a conv-anchored pointwise pass and a pool pass (the
+  // pool rule takes no prologue); as `mean((2, 3), keepdim=True)` it is one reduction.
+  const conv = node(
+    "conv",
+    "conv2d",
+    { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") },
+    X,
+    {
+      kind: "call_module",
+      target: "conv",
+    },
+  );
+  const act = node("act", "hardsigmoid", { input: ref("conv") }, X);
+  const pooled = (op: string, fn: Record<string, Arg>) => {
+    const g = graph(
+      [
+        conv,
+        act,
+        node("pool", op, { input: ref("act"), ...fn }, [8, 16, 1, 1], {
+          kind: "call_module",
+          target: "pool",
+        }),
+      ],
+      "pool",
+      { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+    );
+    g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+    return g;
+  };
+  const avg = canonicalGraph(pooled("adaptive_avg_pool2d", { output_size: num(1) }));
+  const mean = avg.nodes.find((n) => n.id === "pool");
+  assert.equal(mean?.op, "mean");
+  assert.deepEqual(mean?.fn?.dim, { t: "list", kind: "tuple", items: [num(2), num(3)] });
+  assert.deepEqual(mean?.fn?.keepdim, bool(true));
+  const plan = planGraph(avg);
+  assert.deepEqual(
+    plan.regions.map((r) => [r.kind, r.anchor, ...regionNodes(r)]),
+    [["reduce", "conv", "conv", "act", "pool"]],
+  );
+  const max = canonicalGraph(
+    pooled("adaptive_max_pool2d", { output_size: ints(1, 1), return_indices: bool(false) }),
+  );
+  assert.equal(max.nodes.find((n) => n.id === "pool")?.op, "amax");
+  // Another output size, or the indices asked for, stays a pool.
+  const seven = canonicalGraph(pooled("adaptive_avg_pool2d", { output_size: ints(7, 7) }));
+  assert.equal(seven.nodes.find((n) => n.id === "pool")?.op, "adaptive_avg_pool2d");
+  const indices = canonicalGraph(
+    pooled("adaptive_max_pool2d", { output_size: num(1), return_indices: bool(true) }),
+  );
+  assert.equal(indices.nodes.find((n) => n.id === "pool")?.op, "adaptive_max_pool2d");
+});
+
 test("kl_div reduces with batchmean / mean / sum; legacy size_average/reduce or mismatched shapes keep PyTorch", () => {
   const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
   const rule = SEED_RULES.find((r) => r.name === "reduce");

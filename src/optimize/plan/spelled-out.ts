@@ -8,6 +8,8 @@
 // - F.normalize of an order other than 2 (the normalisation rule takes p = 2 in one kernel): `input /
 //   input.norm(p, dim, keepdim=True).clamp_min(eps)`, PyTorch's own definition of it (expand_as is the divide's
 //   broadcast), so the norm is one reduction and the divide a pointwise region after it, in any float dtype.
+// - a global adaptive pool (output size all ones): the mean / amax over its spatial dims, keepdim, a reduction
+//   that takes the ops before it as its prologue.
 //
 // Each only where the spelled-out ops equal the op exactly on the CPU (the fallback's check): glu in float32 /
 // float64 (glu rounds half precision once, the spelled-out ops twice) along an even size; prelu in any float
@@ -235,6 +237,47 @@ function normalizeSpelledOut(node: GraphNode, view: GraphView, taken: Set<string
   ];
 }
 
+/** A global adaptive pool (`nn.AdaptiveAvgPool2d(1)`, `F.adaptive_max_pool1d(x, 1)`, output size all ones) as
+ * the reduction it is, `x.mean((2, 3), keepdim=True)` / `x.amax(...)`, or null. The pool rule takes no prologue,
+ * so `conv → relu → AdaptiveAvgPool2d(1)` was two passes; as a reduction it is one, its conv read channels-last.
+ * Bit-equal on the CPU (fp32, fp16, bf16; contiguous and channels-last, measured with torch 2.x). */
+function globalPoolSpelledOut(node: GraphNode, view: GraphView): GraphNode[] | null {
+  const input = node.fn?.input;
+  const meta = view.tensorOf(input);
+  const out = view.outMeta(node);
+  if (!input || !meta || !out || node.inplace) return null;
+  const n = Number.parseInt(node.op.slice(-2, -1), 10);
+  const rank = meta.shape.length;
+  if (!(n >= 1 && n <= 3) || rank < n + 1) return null;
+  const size = node.fn?.output_size;
+  const one = (a: Arg | undefined) => constInt(a) === 1;
+  const allOnes = one(size) || (size?.t === "list" && size.items.length === n && size.items.every(one));
+  const indices = node.fn?.return_indices;
+  if (!allOnes || (indices && !(indices.t === "const" && indices.value === false))) return null;
+  const dims = Array.from({ length: n }, (_, i) => rank - n + i);
+  if (out.shape.join() !== meta.shape.map((s, i) => (dims.includes(i) ? 1 : s)).join()) return null;
+  const dimArg: Arg = {
+    t: "list",
+    kind: "tuple",
+    items: dims.map((d) => ({ t: "const", pytype: "int", value: d })),
+  };
+  const keep: Arg = { t: "const", pytype: "bool", value: true };
+  const avg = node.op.startsWith("adaptive_avg");
+  return [
+    plainNode(node.id, {
+      kind: "call_function",
+      target: avg ? "torch.mean" : "torch.amax",
+      args: [input, dimArg, keep],
+      kwargs: {},
+      op: avg ? "mean" : "amax",
+      fn: avg
+        ? { input, dim: dimArg, keepdim: keep, dtype: { t: "const", pytype: "none", value: null } }
+        : { input, dim: dimArg, keepdim: keep },
+      out: node.out,
+    }),
+  ];
+}
+
 type SpellOut = (node: GraphNode, view: GraphView, taken: Set<string>) => GraphNode[] | null;
 
 /** Op -> its spelled-out nodes (the last one under the op's own id, so its readers are unchanged). */
@@ -242,6 +285,11 @@ const SPELLED_OUT: Record<string, SpellOut> = {
   glu: gluSpelledOut,
   prelu: preluSpelledOut,
   normalize: normalizeSpelledOut,
+  ...Object.fromEntries(
+    [1, 2, 3]
+      .flatMap((n) => [`adaptive_avg_pool${n}d`, `adaptive_max_pool${n}d`])
+      .map((op) => [op, globalPoolSpelledOut]),
+  ),
 };
 
 /** The graph's nodes with each op of SPELLED_OUT spelled out where it is exact. */
