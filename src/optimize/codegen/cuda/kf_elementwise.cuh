@@ -385,13 +385,10 @@ __device__ __forceinline__ void kf_load_raw_run(const void* base, uint32_t off, 
 }
 
 // The staged operand's tile into shared memory ([dim 1][dim 0], `pitch` floats a row): a recursion over the
-// operands that finds it by index at compile time (its element type is a template argument).
-//  - fp32: one 4-byte cp.async per element, lanes along dim 1 (where the operand is contiguous: a warp's copy is
-//    whole 128-byte lines, and its shared-memory writes fall in distinct banks). The bytes in flight are held by
-//    the copy unit, not in registers: a functor that needs registers costs no loads in flight.
-//  - other types (converted to fp32 on the way): runs of 4 along dim 1 into registers, every load issued before
-//    the first shared store (a load and its store per run leave one load in flight per thread: the runs'
-//    alignment branches keep ptxas from hoisting the next ones).
+// operands that finds it by index at compile time (its element type is a template argument). Runs of 4 along
+// dim 1 are loaded as stored (a 16-bit run is two registers), every load issued before the first shared store:
+// a load and its store per run left one load in flight per thread (the runs' alignment branches keep ptxas from
+// hoisting the next ones). 4-byte cp.async into the transposed tile instead was slower (tiled_ab run 6).
 template <int K, typename... TIn>
 struct KfEwTileStage {
   template <int N>
@@ -404,39 +401,23 @@ struct KfEwTileStage {
       }
       using T = kf_nth_t<K, TIn...>;
       constexpr int kPasses = KF_EW_TILE_ELEMS / 4 / KF_EW_TILED_THREADS;
-      if constexpr (std::is_same_v<T, float>) {
-        const int t1_log2 = p.t1_runs_log2 + 2;
-        const float* src = static_cast<const float*>(p.in[K]) + base[K];
+      T v[kPasses][4];  // runs past the tile's edge stay unset: their shared slots are never read
 #pragma unroll
-        for (int i = 0; i < 4 * kPasses; ++i) {
-          const int e = threadIdx.x + i * KF_EW_TILED_THREADS;
-          const int row = e & ((1 << t1_log2) - 1), col = e >> t1_log2;
-          const uint32_t d0 = b0 + col, d1 = b1 + row;
-          if (d0 < p.size0 && d1 < p.size1) {
-            const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(tile + row * pitch + col));
-            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src + d0 * p.stride[K][0] + d1));
-          }
-        }
-        asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-      } else {
-        T v[kPasses][4] = {};  // raw: a 16-bit run is two registers, not four
+      for (int i = 0; i < kPasses; ++i) {
+        const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
+        const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
+        const uint32_t d0 = b0 + col, d1 = b1 + row;
+        const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, d1)));
+        if (d0 < p.size0 && n1 > 0)
+          kf_load_raw_run<T>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, n1, n1 == 4 && ((p.run_mask >> K) & 1u),
+                             v[i]);
+      }
 #pragma unroll
-        for (int i = 0; i < kPasses; ++i) {
-          const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
-          const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
-          const uint32_t d0 = b0 + col, d1 = b1 + row;
-          const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, d1)));
-          if (d0 < p.size0 && n1 > 0)
-            kf_load_raw_run<T>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, n1,
-                               n1 == 4 && ((p.run_mask >> K) & 1u), v[i]);
-        }
+      for (int i = 0; i < kPasses; ++i) {
+        const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
+        const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
 #pragma unroll
-        for (int i = 0; i < kPasses; ++i) {
-          const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
-          const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) tile[(row + j) * pitch + col] = kf_to_float<T>(v[i][j]);
-        }
+        for (int j = 0; j < 4; ++j) tile[(row + j) * pitch + col] = kf_to_float<T>(v[i][j]);
       }
     }
   }
@@ -479,8 +460,9 @@ __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, c
 }
 
 // Registers: the bound is ptxas's target. Eight blocks of 256 threads (32 registers) is what the bandwidth
-// wants (bench/optimize/tiled_ab/); functors with more operands need more registers than that without
-// spilling, so they get fewer blocks.
+// wants (bench/optimize/tiled_ab/); one- and two-input functors fit there with the staged runs' 16 registers
+// (zeroing the runs past a tile's edge first cost the 8 bytes that spilled), functors with more operands get
+// fewer blocks.
 template <int N>
 constexpr int kf_ew_tiled_min_blocks() { return N <= 2 ? 8 : N <= 4 ? 6 : 4; }
 
