@@ -1,7 +1,9 @@
 """Bench records from tiled_ab's JSON lines: per (case, variant), the variant against the kernel the run calls
 `shipped` (ref_ms), with the copy bandwidth of the same bytes beside it.
 
-    python bench/optimize/tiled_ab/records.py RUN.jsonl LABEL DATE > records.json
+    python bench/optimize/tiled_ab/records.py RUN.jsonl LABEL DATE SHIPPED_COMMIT > records.json
+
+SHIPPED_COMMIT: the commit whose kf_elementwise.cuh the run's `shipped` variant was built from.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import sys
 
 
 def main() -> None:
-    path, label, date = sys.argv[1:4]
+    path, label, date, shipped_commit = sys.argv[1:5]
     rows = [json.loads(line) for line in open(path, encoding="utf8") if line.startswith("{")]
+    regs = {row["kernel"]: row["regs"] for row in rows if "kernel" in row}
+    rows = [row for row in rows if "N" in row]
     by_case: dict[tuple[int, int, int], dict[str, dict]] = {}
     for row in rows:
         by_case.setdefault((row["N"], row["P"], row["C"]), {})[row["variant"]] = row
@@ -27,6 +31,7 @@ def main() -> None:
                 "problem": f"nhwc_to_nchw_bias_clamp_scale_div N{n} P{p} C{c} fp32", "variant": name,
                 "ref_ms": shipped["ms"], "ours_ms": row["ms"], "speedup": round(shipped["ms"] / row["ms"], 3),
                 "correct": row["max_err"] == 0, "GBps": row["GBps"], "copy_GBps": copy["GBps"] if copy else None,
+                "shipped_commit": shipped_commit, "registers": regs.get(name),
             })
     json.dump(records, sys.stdout, indent=1)
     print()
