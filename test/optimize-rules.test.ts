@@ -725,6 +725,59 @@ test("a global adaptive pool is the mean or amax over its spatial dims: a reduct
   assert.equal(indices.nodes.find((n) => n.id === "pool")?.op, "adaptive_max_pool2d");
 });
 
+test("a layer scale permuted for the residual (x + (gamma * y).permute(0, 3, 1, 2)) joins the residual's region", () => {
+  // Round 13 (ConvNeXt): the multiply ran as a pass of its own, the add read its result through the permute. The
+  // multiply now reads the permuted y and gamma viewed as (C, 1, 1), after the permute, in the add's region.
+  const NHWC = [8, 32, 32, 16];
+  const base = contiguous(NHWC);
+  const dims = [0, 3, 1, 2];
+  const back = {
+    shape: dims.map((d) => NHWC[d] ?? 0),
+    dtype: "float32",
+    stride: dims.map((d) => base[d] ?? 0),
+  };
+  const y = node("y", "linear", { input: ref("h"), weight: param("fc.weight") }, NHWC, {
+    kind: "call_module",
+    target: "fc",
+  });
+  const build = (op: string) => {
+    const scaled = node("scaled", op, { input: param("gamma"), other: ref("y") }, NHWC);
+    const p = node("p", "permute", { input: ref("scaled"), dims: ints(...dims) }, [], {
+      kind: "call_method",
+      target: "permute",
+      out: { t: "tensor", meta: back },
+    });
+    const add = node(
+      "add",
+      "add",
+      { input: ref("x"), other: ref("p"), alpha: num(1) },
+      X.slice(0, 1).concat([16, 32, 32]),
+    );
+    const g = graph([y, scaled, p, add], "add", { "fc.weight": [16, 16], gamma: [16] });
+    g.inputs = [
+      { name: "x", meta: f32([8, 16, 32, 32]), value: null },
+      { name: "h", meta: f32(NHWC), value: null },
+    ];
+    return g;
+  };
+  const canon = canonicalGraph(build("mul"));
+  assert.deepEqual(
+    canon.nodes.map((n) => `${n.id}:${n.op}`),
+    ["y:linear", "p_of_y:permute", "p_channel_view:view", "p:mul", "add:add"],
+  );
+  assert.deepEqual(canon.nodes[2]?.fn?.size, ints(16, 1, 1));
+  const plan = planGraph(canon);
+  assert.deepEqual(
+    plan.regions.map((r) => regionNodes(r)),
+    [["p", "add"]],
+  );
+  // Only + - * /: an op whose CPU kernel may round a permuted view otherwise stays where it is.
+  assert.deepEqual(
+    canonicalGraph(build("pow")).nodes.map((n) => n.op),
+    ["linear", "pow", "permute", "add"],
+  );
+});
+
 test("kl_div reduces with batchmean / mean / sum; legacy size_average/reduce or mismatched shapes keep PyTorch", () => {
   const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
   const rule = SEED_RULES.find((r) => r.name === "reduce");
