@@ -400,24 +400,31 @@ struct KfEwTileStage {
         return;
       }
       using T = kf_nth_t<K, TIn...>;
+      // Held as stored up to 4 bytes (a 16-bit run in two registers); wider elements (int64) as fp32 at once.
+      using Held = std::conditional_t<(sizeof(T) > 4), float, T>;
       constexpr int kPasses = KF_EW_TILE_ELEMS / 4 / KF_EW_TILED_THREADS;
-      T v[kPasses][4];  // runs past the tile's edge stay unset: their shared slots are never read
+      Held v[kPasses][4];  // runs past the tile's edge stay unset: their shared slots are never read
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
         const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
         const uint32_t d0 = b0 + col, d1 = b1 + row;
         const int n1 = int(min(uint32_t(4), p.size1 - min(p.size1, d1)));
-        if (d0 < p.size0 && n1 > 0)
-          kf_load_raw_run<T>(p.in[K], base[K] + d0 * p.stride[K][0] + d1, n1, n1 == 4 && ((p.run_mask >> K) & 1u),
-                             v[i]);
+        const uint32_t off = base[K] + d0 * p.stride[K][0] + d1;
+        const bool whole = n1 == 4 && ((p.run_mask >> K) & 1u);
+        if (d0 < p.size0 && n1 > 0) {
+          if constexpr (sizeof(T) > 4)
+            kf_load_strided_run<T>(p.in[K], off, 1, n1, whole, v[i]);
+          else
+            kf_load_raw_run<T>(p.in[K], off, n1, whole, v[i]);
+        }
       }
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
         const int idx = threadIdx.x + i * KF_EW_TILED_THREADS;
         const int col = idx >> p.t1_runs_log2, row = (idx & ((1 << p.t1_runs_log2) - 1)) * 4;
 #pragma unroll
-        for (int j = 0; j < 4; ++j) tile[(row + j) * pitch + col] = kf_to_float<T>(v[i][j]);
+        for (int j = 0; j < 4; ++j) tile[(row + j) * pitch + col] = kf_to_float<Held>(v[i][j]);
       }
     }
   }
