@@ -107,7 +107,7 @@ def test_caught_by_accepts_only_the_listed_rejections():
     is a miss."""
     entry = next(e for e in corpus.load_manifest() if e["id"] == "adv_cpp_static_cache")
     assert corpus.labels(entry) == [("cheating", "timed_spot_check"), ("incorrect", "state_reload"),
-                                    ("cheating", "timed_outputs")]
+                                    ("cheating", "timed_outputs"), ("incorrect", "input_distribution")]
     assert _outcome(entry, "cheating", ["timed_spot_check"]).ok
     assert _outcome(entry, "incorrect", ["state_reload", "timed_outputs"]).ok
     assert not _outcome(entry, "correct", []).ok
