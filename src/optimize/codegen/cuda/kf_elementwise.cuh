@@ -469,12 +469,17 @@ __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, c
 // Registers: the bound is ptxas's target. Eight blocks of 256 threads (32 registers) is what the bandwidth
 // wants (bench/optimize/tiled_ab/); one- and two-input functors fit there with the staged runs' 16 registers
 // (zeroing the runs past a tile's edge first cost the 8 bytes that spilled), functors with more operands get
-// fewer blocks.
-template <int N>
-constexpr int kf_ew_tiled_min_blocks() { return N <= 2 ? 8 : N <= 4 ? 6 : 4; }
+// fewer blocks. Mixed element sizes (a 16-bit activation with an fp32 operand) widen the other operands' runs
+// and spilled 8 bytes at 32 registers, so they take the next bound.
+template <int N, bool kMixedSizes>
+constexpr int kf_ew_tiled_min_blocks() { return N <= 2 && !kMixedSizes ? 8 : N <= 4 ? 6 : 4; }
+
+template <typename TOut, typename... TIn>
+constexpr bool kf_mixed_sizes() { return ((sizeof(TIn) != sizeof(TOut)) || ...); }
 
 template <class F, uint32_t kUniform0, typename TOut, typename... TIn>
-__global__ void __launch_bounds__(KF_EW_TILED_THREADS, kf_ew_tiled_min_blocks<sizeof...(TIn)>())
+__global__ void __launch_bounds__(KF_EW_TILED_THREADS,
+                                  kf_ew_tiled_min_blocks<sizeof...(TIn), kf_mixed_sizes<TOut, TIn...>()>())
     kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
   constexpr int kPasses = KF_EW_TILE_ELEMS / 4 / KF_EW_TILED_THREADS;  // runs of 4 per thread, both phases
