@@ -157,7 +157,7 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                     bad.append(f"{k} missing")
                     continue
                 if r.is_floating_point():
-                    if not torch.allclose(c.double().to(r.device), r.double(), atol=1e-5, rtol=1e-4):
+                    if not buffers_close(c.to(r.device), r):
                         bad.append(f"{k}: max diff {float((c.double().to(r.device) - r.double()).abs().max()):.3g}")
                 elif not _equal(c.to(r.device), r):
                     bad.append(f"{k}: {c.tolist() if c.numel() == 1 else '...'} vs {r.tolist() if r.numel() == 1 else '...'}")
@@ -167,3 +167,12 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
             results.append(passed("state_buffers", f"{len(buffers)} buffer(s) match after 3 training-mode calls",
                                   "incorrect"))
     return results
+
+
+def buffers_close(cand: torch.Tensor, ref: torch.Tensor) -> bool:
+    """A floating buffer after training-mode calls (running statistics): within 1e-4 relative, or within two units
+    in the last place of the buffer's own dtype where that is coarser. A 16-bit running mean rounds its fp32 update
+    once per call, so a batch mean that differs in the last bits of fp32 (another convolution algorithm, another
+    summation order) can land one fp16 step away: that is the dtype's rounding, not a wrong update."""
+    eps = torch.finfo(ref.dtype).eps if ref.dtype.is_floating_point else 0.0
+    return torch.allclose(cand.double(), ref.double(), atol=1e-5, rtol=max(1e-4, 2 * eps))
