@@ -7,13 +7,16 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { evaluate } from "../src/eval.ts";
+import { emitModelFile } from "../src/optimize/codegen/model-file.ts";
 import { startEvalAhead } from "../src/optimize/eval-ahead.ts";
 import {
   describeBenchTime,
+  likelyRetimedPlans,
   losingRegions,
   type OptimizeOptions,
   OptimizeResult,
   optimizeProblem,
+  prepareProblem,
   reusableResult,
   runBench,
   startBenchAhead,
@@ -227,6 +230,41 @@ test("a region that lost reading a rejected anchor's output is timed again in th
   assert.equal(result.regions.find((r) => r.id === "r0")?.status, "rejected");
   assert.equal(result.regions.find((r) => r.id === "r1")?.status, "fused");
   assert.match(readFileSync(output, "utf8"), /def _kf_r1/);
+});
+
+test("the file a re-timing emits when every anchored region lost is the one whose build was started ahead", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const prepared = await prepareProblem(problem, join(dir, "ahead.py"), options(dir));
+  const [likely] = likelyRetimedPlans(prepared.graph, prepared.plan);
+  assert.ok(likely, "the fixture's chain is anchored on its conv");
+  const built = emitModelFile(prepared.graph, likely, problem.name).source;
+  const timed: string[] = [];
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
+    const run = await runBench(p, candidate, regions, opts, compile);
+    if (regions.length > 0) timed.push(readFileSync(candidate, "utf8"));
+    const first = timed.length === 1;
+    return {
+      ...run,
+      regions: run.regions.map((r) =>
+        first ? { ...r, kernelMs: 2, torchMs: 1 } : { ...r, kernelMs: 1, torchMs: 2 },
+      ),
+    };
+  };
+  await optimizeProblem(problem, join(dir, "new.py"), options(dir, { benchFile: bench, regionWinMargin: 1 }));
+  assert.ok(timed.length >= 2, "the anchored regions were timed again");
+  assert.notEqual(timed[0], built);
+  assert.equal(
+    timed[1],
+    built,
+    "the re-timed file is byte for byte the one built ahead (the build folder's key)",
+  );
+  const plain = {
+    regions: prepared.plan.regions.map((r) => ({ ...r, anchor: undefined })),
+    kept: prepared.plan.kept,
+  };
+  assert.deepEqual(likelyRetimedPlans(prepared.graph, plain), [], "nothing anchored: nothing to build ahead");
 });
 
 test("a file slower than eager as a whole is timed again without anchors and keeps the faster", {

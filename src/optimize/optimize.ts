@@ -1,8 +1,8 @@
 // `kforge optimize` as a library: capture -> plan -> emit -> (GPU) verify with every check of `kforge eval`,
 // time against eager and torch.compile, and re-emit without the regions that lost to PyTorch.
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname } from "node:path";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
 import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../eval.ts";
@@ -17,11 +17,10 @@ import type { EvalAhead } from "./eval-ahead.ts";
 import type { Graph } from "./graph.ts";
 import { GraphView } from "./plan/graph-view.ts";
 import {
-  handAnchorsBack,
   type Plan,
   planGraph,
   regionNodes,
-  relaxAnchors,
+  relaxLosers,
   withExactAnchors,
   withoutAnchors,
 } from "./plan/planner.ts";
@@ -349,12 +348,16 @@ export async function prepareProblem(
 }
 
 /** Compiles the emitted file's extension where the eval worker will find it (parallel-safe). */
-export async function prebuild(prepared: Prepared, options: OptimizeOptions): Promise<string | null> {
+export async function prebuild(
+  prepared: Prepared,
+  options: OptimizeOptions,
+  cancelSignal?: AbortSignal,
+): Promise<string | null> {
   if (prepared.plan.regions.length === 0) return null;
   const run = await execa(
     options.python,
     ["-m", "kforge_worker", "--build", prepared.output, "--cache-dir", options.cacheDir],
-    { env: workerEnv(), reject: false, timeout: options.timeoutSeconds * 1000 },
+    { env: workerEnv(), reject: false, timeout: options.timeoutSeconds * 1000, cancelSignal },
   );
   const line = run.stdout.trim().split("\n").at(-1) ?? "";
   try {
@@ -362,6 +365,36 @@ export async function prebuild(prepared: Prepared, options: OptimizeOptions): Pr
     return parsed.ok ? null : (parsed.error ?? "build failed");
   } catch {
     return run.stderr.trim().split("\n").slice(-2).join(" | ") || `exit ${run.exitCode}`;
+  }
+}
+
+/** The plan the first re-timing emits when every anchored region loses, as a launch-bound problem's
+ * channels-last convolution usually does; none when no region has an anchor. */
+export function likelyRetimedPlans(graph: Graph, plan: Plan): Plan[] {
+  const anchored = new Set(plan.regions.filter((r) => r.anchor).map((r) => r.id));
+  if (anchored.size === 0) return [];
+  const relaxed = relaxLosers(graph, plan, anchored);
+  return relaxed.retimed.length > 0 ? [relaxed.plan] : [];
+}
+
+/** Builds the extensions of likelyRetimedPlans' files on the CPU while the GPU times the first file, so a
+ * re-timing finds its build done (the build folder is keyed by the file's content, and the file by the plan).
+ * The files are emitted under the cache folder, never at the output. A failed build is left to the bench that
+ * needs the file, which reports it. */
+export async function prebuildLikelyRetimes(
+  prepared: Prepared,
+  options: OptimizeOptions,
+  cancelSignal?: AbortSignal,
+): Promise<void> {
+  const { graph, problem } = prepared;
+  for (const [i, plan] of likelyRetimedPlans(graph, prepared.plan).entries()) {
+    const path = join(options.cacheDir, "retime-ahead", `${problem.name}-${process.pid}-${i}.py`);
+    emitTo(graph, plan, problem, path);
+    try {
+      await prebuild({ ...prepared, output: path, plan }, options, cancelSignal);
+    } finally {
+      rmSync(path, { force: true });
+    }
   }
 }
 
@@ -457,20 +490,9 @@ async function verifyWithBench(
     for (let round = 0; round < 3; round++) {
       const anchored = new Set(plan.regions.filter((r) => r.anchor && losers.has(r.id)).map((r) => r.id));
       if (anchored.size === 0) break;
-      const before = plan;
-      plan = relaxAnchors(plan, anchored);
-      // A region relaxed out of the plan (a layout region) stays a loser, its conv handed to a reduction or
-      // normalisation reading it where one can take it; those and the other relaxed regions are timed again.
-      const gone = before.regions.filter(
-        (r) => anchored.has(r.id) && !plan.regions.some((p) => p.id === r.id),
-      );
-      const handed = handAnchorsBack(
-        graph,
-        plan,
-        gone.map((r) => r.anchor ?? ""),
-      );
-      plan = handed.plan;
-      const retimed = [...plan.regions.filter((r) => anchored.has(r.id)).map((r) => r.id), ...handed.changed];
+      const relaxed = relaxLosers(graph, plan, anchored);
+      plan = relaxed.plan;
+      const { retimed } = relaxed;
       if (retimed.length === 0) break;
       log(
         `${problem.name}: ${[...anchored].join(", ")} lost: ${retimed.join(", ")} timed again with a simpler anchor`,
@@ -478,7 +500,7 @@ async function verifyWithBench(
       emitTo(graph, plan, problem, output);
       const again = await timeRegions(retimed);
       losers = new Set([...losers].filter((id) => !retimed.includes(id) || again.has(id)));
-      for (const id of handed.changed) if (again.has(id)) losers.add(id);
+      for (const id of relaxed.handed) if (again.has(id)) losers.add(id);
     }
     const ops = regionOps(graph, plan);
     for (const report of result.regions) report.ops = ops.get(report.id) ?? report.ops;

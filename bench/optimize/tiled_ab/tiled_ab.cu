@@ -370,8 +370,8 @@ static void run_case_half(int N, int P, int C) {
   for (size_t i = 0; i < variants.size(); ++i) {
     std::sort(ms[i].begin(), ms[i].end());
     const float med = ms[i][ms[i].size() / 2];
-    printf("{\"N\": %d, \"P\": %d, \"C\": %d, \"variant\": \"%s\", \"ms\": %.4f, \"GBps\": %.0f, \"max_err\": %.2e}\n", N, P,
-           C, variants[i].first.c_str(), med, gb / (med / 1e3), i == 0 ? 0.0 : err);
+    printf("{\"N\": %d, \"P\": %d, \"C\": %d, \"dtype\": \"fp16\", \"variant\": \"%s\", \"ms\": %.4f, \"GBps\": %.0f, "
+           "\"max_err\": %.2e}\n", N, P, C, variants[i].first.c_str(), med, gb / (med / 1e3), i == 0 ? 0.0 : err);
   }
   fflush(stdout);
   CHECK(cudaFree(x));

@@ -12,6 +12,7 @@ import {
   type OptimizeResult,
   type Prepared,
   prebuild,
+  prebuildLikelyRetimes,
   prepareProblem,
   reusableResult,
   startBenchAhead,
@@ -279,6 +280,12 @@ export function registerOptimizeCommand(program: Command): void {
         evalAhead[position] = startEvalAhead(item.problem, item.output, verifyEvalOptions(options), env);
       };
       startAhead(0);
+      // One problem builds its file in its first bench; the file a re-timing would emit builds meanwhile.
+      const retimesAhead = new AbortController();
+      const single0 = builds && prepared.length === 1 ? prepared[0] : undefined;
+      const retimesBuilt = single0
+        ? prebuildLikelyRetimes(single0, options, retimesAhead.signal)
+        : Promise.resolve();
       const perSlot = warmAhead && slots.length > 1;
       const byIndex: (OptimizeResult | undefined)[] = [...kept.values()];
       const first = byIndex.length;
@@ -292,7 +299,10 @@ export function registerOptimizeCommand(program: Command): void {
           prepareConcurrency:
             builds && prepared.length > 1 ? Math.max(1, Math.min(flags.jobs, prepared.length)) : 0,
           prepare: async ({ item }) => {
-            const error = await prebuild(item, options);
+            const [error] = await Promise.all([
+              prebuild(item, options),
+              prebuildLikelyRetimes(item, options),
+            ]);
             if (error)
               process.stderr.write(`kforge: ${item.problem.name}: build failed: ${error.split("\n")[0]}\n`);
           },
@@ -339,6 +349,8 @@ export function registerOptimizeCommand(program: Command): void {
         },
       );
       // Those of problems given up before their turn.
+      retimesAhead.abort();
+      await retimesBuilt.catch(() => {});
       for (const session of ahead) session?.close();
       for (const pending of evalAhead) pending?.cancel();
       if (results.length > 1) {

@@ -267,6 +267,25 @@ export function relaxAnchors(plan: Plan, regions: Set<string>): Plan {
   };
 }
 
+/** One round of re-timing after anchored regions lost: their anchors one step simpler (relaxAnchors), and the
+ * convolution of a layout region that left handed to the reduction or normalisation reading it
+ * (handAnchorsBack). The plan, the regions to time again, and those of them that took a conv. */
+export function relaxLosers(
+  graph: Graph,
+  plan: Plan,
+  lost: Set<string>,
+): { plan: Plan; retimed: string[]; handed: string[] } {
+  const relaxed = relaxAnchors(plan, lost);
+  const gone = plan.regions.filter((r) => lost.has(r.id) && !relaxed.regions.some((p) => p.id === r.id));
+  const handed = handAnchorsBack(
+    graph,
+    relaxed,
+    gone.map((r) => r.anchor ?? ""),
+  );
+  const retimed = [...handed.plan.regions.filter((r) => lost.has(r.id)).map((r) => r.id), ...handed.changed];
+  return { plan: handed.plan, retimed, handed: handed.changed };
+}
+
 function operandNodes(view: GraphView, nodes: Iterable<string>): Set<string> {
   const inside = new Set(nodes);
   const out = new Set<string>();
