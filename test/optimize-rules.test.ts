@@ -8,6 +8,7 @@ import {
   handAnchorsBack,
   LAYOUT_RULE,
   planGraph,
+  type Region,
   regionNodes,
   relaxAnchors,
   withExactAnchors,
@@ -399,7 +400,7 @@ test("dropout in training draws random numbers and is never fused", () => {
   assert.match(pointwiseVerdict(drop, view) ?? "", /random/);
 });
 
-test("non-float inputs, unknown gelu modes and batch norm in eval mode are left to PyTorch", () => {
+test("non-float inputs and unknown gelu modes are left to PyTorch", () => {
   // relu of an int64 tensor is int64 (an integer read by a float32 result is taken: the test below)
   const intNode = node("i", "relu", { input: ref("x") }, X, {
     out: { t: "tensor", meta: { shape: X, dtype: "int64", stride: contiguous(X) } },
@@ -415,8 +416,10 @@ test("non-float inputs, unknown gelu modes and batch norm in eval mode are left 
     X,
   );
   assert.match(pointwiseVerdict(gelu, new GraphView(graph([gelu], "g"))) ?? "", /no kernel form/);
+});
 
-  const bn = node(
+function evalBatchNorm(fn: Record<string, Arg> = {}): GraphNode {
+  return node(
     "bn",
     "batch_norm",
     {
@@ -428,19 +431,70 @@ test("non-float inputs, unknown gelu modes and batch norm in eval mode are left 
       training: bool(false),
       momentum: num(0.1),
       eps: num(1e-5),
+      ...fn,
     },
     X,
+    { kind: "call_module", target: "bn", modeDependent: true },
   );
-  const bnGraph = graph([bn], "bn", {
-    "bn.running_mean": [16],
-    "bn.running_var": [16],
-    "bn.weight": [16],
-    "bn.bias": [16],
-  });
+}
+
+const BN_PARAMS = {
+  "bn.running_mean": [16],
+  "bn.running_var": [16],
+  "bn.weight": [16],
+  "bn.bias": [16],
+};
+
+test("batch norm in eval mode is a pointwise per-channel affine of the running statistics; training mode normalises", () => {
+  const bn = evalBatchNorm();
+  const relu = node("r", "relu", { input: ref("bn") }, X);
+  const g = graph([bn, relu], "r", BN_PARAMS);
+  g.modules = { bn: { type: "torch.nn.modules.batchnorm.BatchNorm2d", training: false, hyper: {} } };
   const rule = SEED_RULES.find((r) => r.name === "normalize");
-  assert.ok(rule?.accepts(bn, new GraphView(bnGraph)));
+  assert.match(rule?.accepts(bn, new GraphView(g)) ?? "", /^no /, "not a normalisation seed in eval mode");
+  assert.equal(pointwiseVerdict(bn, new GraphView(g)), null);
+  const plan = planGraph(g);
+  assert.deepEqual(
+    plan.regions.map((r) => [r.kind, regionNodes(r)]),
+    [["pointwise", ["bn", "r"]]],
+  );
+  assert.deepEqual(plan.kept, []);
+  const code = generateRegion(new GraphView(g), plan.regions[0] as Region, (id) =>
+    id === "x" ? "x" : `v_${id}`,
+  );
+  // the statistics are read when the region runs, each as a (C, 1, 1) view lined up with dim 1
+  assert.match(
+    code.method,
+    /self\.bn\.running_mean\.view\(-1, 1, 1\), self\.bn\.running_var\.view\(-1, 1, 1\)/,
+  );
+  assert.match(code.method, /self\.bn\.training is False/, "the module's mode is checked at run time");
+  assert.match(code.cuda, /\(\(x\[0\]\) - \(x\[1\]\)\) \* \(1\.f \/ sqrtf\(\(x\[2\]\) \+ 0\.00001f\)\)/);
+
+  // weight and bias may be absent (affine=False): the affine is the normalisation alone
+  const plain = evalBatchNorm({ weight: none, bias: none });
+  assert.equal(pointwiseVerdict(plain, new GraphView(graph([plain], "bn", BN_PARAMS))), null);
+
   bn.fn = { ...bn.fn, training: bool(true) };
-  assert.equal(rule?.accepts(bn, new GraphView(bnGraph)), null);
+  assert.equal(rule?.accepts(bn, new GraphView(g)), null, "training mode seeds a normalisation");
+  assert.match(pointwiseVerdict(bn, new GraphView(g)) ?? "", /no kernel form/);
+});
+
+test("eval-mode batch norm is not pointwise without running statistics, off dim 1, or with statistics the forward computes", () => {
+  const verdict = (bn: GraphNode, params: Record<string, number[]> = BN_PARAMS, extra: GraphNode[] = []) =>
+    pointwiseVerdict(bn, new GraphView(graph([...extra, bn], "bn", params)));
+  assert.match(verdict(evalBatchNorm({ running_mean: none, running_var: none })) ?? "", /missing/);
+  assert.match(
+    verdict(evalBatchNorm(), { ...BN_PARAMS, "bn.running_mean": [32], "bn.running_var": [32] }) ?? "",
+    /one value per channel/,
+  );
+  // a (C,) value made in the forward would join the region and broadcast along the last dim
+  const made = node("m", "abs", { input: param("bn.running_mean") }, [16]);
+  assert.match(
+    verdict(evalBatchNorm({ running_mean: ref("m") }), BN_PARAMS, [made]) ?? "",
+    /computed in the forward/,
+  );
+  const flat = evalBatchNorm({ input: param("v") });
+  assert.match(verdict(flat, { ...BN_PARAMS, v: [16] }) ?? "", /no channel dim/);
 });
 
 test("layer norm over the trailing dims seeds a normalisation; a mismatched normalized_shape does not", () => {

@@ -24,7 +24,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
-         "register_targets_apply5"]
+         "register_targets_apply5", "bn_eval_affine"]
 
 
 def _node() -> str | None:
@@ -197,6 +197,46 @@ def test_a_file_specialised_to_its_mode_guards_it_and_renames_clashing_inputs(em
     assert "kf_round_f16(" in _load(emitted["mode_names_casts"], "casts_source")._KF_CUDA_SOURCE
 
 
+def test_eval_mode_batch_norms_read_their_running_statistics_when_they_run(emitted: dict[str, str]) -> None:
+    """Eval-mode batch norms are pointwise regions (kernel_emulator runs their fast paths on the CPU): they read the
+    running statistics at call time, so a load_state_dict or an in-place write is seen, and a module put back in
+    training mode takes the reference's ops (batch statistics, running statistics updated)."""
+    from kernel_emulator import EmulatedExtension, enable_cpu_fast_paths
+
+    problem, cand, ref, new = _pair("bn_eval_affine", emitted["bn_eval_affine"])
+    text = Path(emitted["bn_eval_affine"]).read_text()
+    assert "self.bn.running_mean.view(-1, 1, 1)" in text and "self.bn1d.running_var.view(-1, 1)" in text
+    ext = EmulatedExtension(cand)
+    enable_cpu_fast_paths(cand, ext)
+    new.load_state_dict(ref.state_dict())
+    inputs = problem.get_inputs()
+
+    def check() -> None:
+        with torch.no_grad():
+            for want, got in zip(ref(*inputs), new(*inputs)):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+    check()
+    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+", f)]
+    assert len(regions) == 3 and all(ext.calls.get(f) for f in regions), (regions, ext.calls)
+    state = {k: v.clone() for k, v in ref.state_dict().items()}
+    state["bn.running_mean"] += 1.0
+    state["var"] *= 4.0
+    ref.load_state_dict(state)
+    new.load_state_dict(state)
+    check()
+    with torch.no_grad():
+        for model in (ref, new):
+            model.bn1d.running_mean.add_(0.5)  # in place, after the file was made
+    check()
+    ref.bn.train()
+    new.bn.train()
+    calls = dict(ext.calls)
+    check()
+    assert torch.equal(ref.bn.running_mean, new.bn.running_mean), "training mode updates the running mean"
+    assert ext.calls != calls, "the other regions still take their fast paths"
+
+
 # The fixtures that exist for what nvcc makes of them (register targets, the trig and int64 paths, written idioms)
 # compile in the default run; the others' kinds are in test_optimize_builtin.py's representative nvcc subset, and
 # all of them compile with -m heavy (CI's 20 minutes).
@@ -205,6 +245,7 @@ def test_a_file_specialised_to_its_mode_guards_it_and_renames_clashing_inputs(em
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
      "register_targets_reduce32", "register_targets_apply5", "written_idioms", "integer_operands_trig",
+     "bn_eval_affine",
      pytest.param("narrow_integer_operands", marks=pytest.mark.heavy)]
 )
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:

@@ -75,15 +75,22 @@ class OperandTable {
   tensor(arg: Arg, layout: "broadcast" | "channel" | "trailing" = "broadcast"): string {
     const meta = this.view.tensorOf(arg);
     if (!meta) throw new Error("kforge internal: operand is not a tensor");
-    const raw = arg.t === "param" ? selfPath(arg.path) : pyArg(arg, this.nameOf);
-    const py = this.adapt(raw, meta, layout);
-    const key = `${py}`;
-    let index = this.operands.findIndex((o) => o.key === key);
-    if (index < 0) {
-      index = this.operands.length;
-      this.operands.push({ py, dtype: meta.dtype, key });
-    }
-    return `x[${index}]`;
+    return this.raw(this.adapt(this.pyOf(arg), meta, layout), meta.dtype);
+  }
+
+  /** A (C,) operand lined up with dim 1 of a rank-`rank` value (a pointwise op's `channel` operand): its
+   * (C, 1, ..., 1) view, which then broadcasts as any operand. */
+  channelTensor(arg: Arg, rank: number): string {
+    const meta = this.view.tensorOf(arg);
+    if (!meta) throw new Error("kforge internal: operand is not a tensor");
+    const ones = Math.max(rank - 2, 0);
+    const viewed = ones ? `${this.pyOf(arg)}.view(-1${", 1".repeat(ones)})` : this.pyOf(arg);
+    const shape = [...meta.shape, ...Array<number>(ones).fill(1)];
+    return this.raw(this.adapt(viewed, { ...meta, shape }, "broadcast"), meta.dtype);
+  }
+
+  private pyOf(arg: Arg): string {
+    return arg.t === "param" ? selfPath(arg.path) : pyArg(arg, this.nameOf);
   }
 
   /** An operand computed by the region's method itself (its Python expression as given). */
@@ -153,7 +160,9 @@ function pointwiseLines(
       const resolved = resolveArg(arg);
       if (resolved !== null) return resolved;
       if (view.isNumberValue(arg)) return table.numberValue(arg);
-      return arg.t === "const" ? table.scalar(arg) : table.tensor(arg);
+      if (arg.t === "const") return table.scalar(arg);
+      const rank = view.tensorOf(fn.input)?.shape.length ?? 0;
+      return spec.channel?.includes(key) ? table.channelTensor(arg, rank) : table.tensor(arg);
     });
     const expr = spec.emit(operands, paramReader(fn, table.runtime));
     if (expr === null) throw new Error(`kforge internal: ${node.op} declined after planning`);

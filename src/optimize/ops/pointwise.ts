@@ -24,6 +24,9 @@ export interface PointwiseSpec {
   operands: string[];
   /** Operands that may be absent (None): emit sees "" for them. */
   optional?: string[];
+  /** Operands of one value per channel, (C,), lined up with dim 1 of `input` (BatchNorm's statistics): read as
+   * their (C, 1, ..., 1) views, not broadcast from the last dim. */
+  channel?: string[];
   emit(o: string[], p: ParamReader): string | null;
 }
 
@@ -291,6 +294,20 @@ const BASE: Record<string, PointwiseSpec> = {
   zeros_like: likeInput(() => "0.f"),
   ones_like: likeInput(() => "1.f"),
   full_like: likeInput((p) => p.num("fill_value")),
+  // Eval-mode batch norm is a per-channel affine of the running statistics, which the kernel reads when it runs
+  // (never folded: a load_state_dict or an in-place write is seen). Training mode is the normalize rule's.
+  batch_norm: {
+    operands: ["input", "running_mean", "running_var", "weight", "bias"],
+    optional: ["weight", "bias"],
+    channel: ["running_mean", "running_var", "weight", "bias"],
+    emit: ([x, mean, variance, w, b], p) => {
+      const eps = p.num("eps", 1e-5);
+      if (p.bool("training") !== false || eps === null || !mean || !variance) return null;
+      let e = `((${x}) - (${mean})) * (1.f / sqrtf((${variance}) + ${eps}))`;
+      if (w) e = `(${e}) * (${w})`;
+      return b ? `(${e}) + (${b})` : e;
+    },
+  },
   // Dropout is pointwise only where it draws nothing: eval mode or p = 0 (the planner checks `rng`).
   dropout: {
     operands: ["input"],

@@ -46,7 +46,7 @@ function mapArgs(node: GraphNode, id: string, by: Arg): GraphNode {
 function broadcastsAlike(user: GraphNode, expand: GraphNode, input: Arg, view: GraphView): boolean {
   const spec = POINTWISE[user.op];
   const out = view.outMeta(user);
-  if (!spec || !out || !plain(user)) return false;
+  if (!spec || !out || !plain(user) || spec.channel) return false;
   const shapes: number[][] = [];
   for (const key of spec.operands) {
     const arg = user.fn?.[key];

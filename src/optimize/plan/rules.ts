@@ -91,6 +91,23 @@ function isNumber(arg: Arg | undefined): boolean {
   return arg?.t === "const" && (typeof arg.value === "number" || arg.special !== undefined);
 }
 
+/** Why a per-channel operand does not line up with dim 1 of the op's input (one value per channel), or null. */
+function channelMisalignment(keys: string[], fn: Record<string, Arg>, view: GraphView): Verdict {
+  const input = view.tensorOf(fn.input);
+  for (const key of keys) {
+    const arg = fn[key];
+    if (!arg || (arg.t === "const" && arg.pytype === "none")) continue;
+    // A value the forward computes could join the region, where it would broadcast along the last dim.
+    if (arg.t !== "param" && !(arg.t === "node" && view.isGraphInput(arg.id)))
+      return `its ${key} is computed in the forward`;
+    const meta = view.tensorOf(arg);
+    if (!input || input.shape.length < 2) return "its input has no channel dim";
+    if (meta?.shape.length !== 1 || meta.shape[0] !== input.shape[1])
+      return `its ${key} is not one value per channel of its input`;
+  }
+  return null;
+}
+
 /** Can this node be a member of a pointwise region? */
 export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
   const spec = POINTWISE[node.op];
@@ -129,6 +146,8 @@ export function pointwiseVerdict(node: GraphNode, view: GraphView): Verdict {
       return `${meta.dtype} operand ${key}`;
     if (meta.shape.length > MAX_RANK) return `operand rank ${meta.shape.length} > ${MAX_RANK}`;
   }
+  const misaligned = channelMisalignment(spec.channel ?? [], fn, view);
+  if (misaligned) return misaligned;
   const expr = spec.emit(
     spec.operands.map((k) => (fn[k] && !(fn[k]?.t === "const" && fn[k]?.pytype === "none") ? "a" : "")),
     paramReader(fn, probe),
@@ -239,6 +258,9 @@ export const SEED_RULES: SeedRule[] = [
     accepts(node, view) {
       const spec = NORMALIZATIONS[node.op];
       if (!spec) return `no normalisation rule for ${node.op}`;
+      // Without statistics to take (eval-mode batch norm) the op is elementwise: the pointwise rule's.
+      if (POINTWISE[node.op] && pointwiseVerdict(node, view) === null)
+        return "no statistics: elementwise in this mode";
       const bad = common(node, view) ?? tensorInputOk(view, node);
       if (bad) return bad;
       const out = view.outMeta(node);
