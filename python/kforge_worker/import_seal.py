@@ -15,6 +15,9 @@ bytecode cache written since the seal is never read — the module is compiled f
 change time cannot be set back from user space (``os.utime`` moves it to now), so no ordering trick hides a write.
 The judge fails the run on a refusal (reference_process.serve).
 
+At the end of the run ``seal_audit`` asks whether any file it let in was written afterwards (the next run's reference
+process would load it: a forged cache beside an old source is older than the next seal).
+
 Not covered: code loaded outside the import system (``ctypes``, ``torch.ops.load_library``, ``exec`` of a file),
 which the reference process does not do for a problem that does not do it itself; files written before the worker
 started the reference process (another candidate's, in a suite: the worker's fingerprint of its sys.path catches the
@@ -52,6 +55,9 @@ class ImportSeal:
         self.sealed_ns = sealed_ns
         self.on_refuse = on_refuse
         self._local = threading.local()
+        # (file the module was loaded from, the bytecode cache beside it) of every import let in: what the next run's
+        # reference process loads again, audited at the end (seal_audit.py)
+        self.let_in: dict[str, str | None] = {}
 
     def _new(self, path: str | None) -> bool:
         if not path:
@@ -89,6 +95,8 @@ class ImportSeal:
             raise ImportError(why, name=name)
         if isinstance(spec.loader, importlib.machinery.SourceFileLoader) and self._new(spec.cached):
             spec.loader = _FromSource(spec.loader.name, spec.loader.path)
+        if origin:
+            self.let_in[origin] = spec.cached if isinstance(spec.loader, importlib.machinery.SourceFileLoader) else None
         return spec
 
 

@@ -612,6 +612,16 @@ def _shared_dir(min_free: int = 1 << 30) -> str | None:
     return None
 
 
+def _audit_loaded_code(judge: Any) -> None:
+    """Code this process loaded, rewritten while the candidate could run, fails the judgement (seal_audit.py)."""
+    from . import import_seal
+    from .seal_audit import findings
+
+    if import_seal._SEAL is not None:
+        for why in findings(import_seal._SEAL):
+            judge.fail(why)
+
+
 def serve() -> int:
     """The child's loop: one JSON request per stdin line, one reply per request on the private channel."""
     from .channel import open_private_channel
@@ -675,6 +685,7 @@ def serve() -> int:
                 continue
             if op == "close":
                 if judge is not None:
+                    _audit_loaded_code(judge)
                     judge.end()
                 reply(rid, {"ok": True})
                 break

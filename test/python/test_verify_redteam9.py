@@ -1,0 +1,109 @@
+"""Red team round 9 (2026-11-29): code the clean reference process loaded is the same for the next run.
+
+The import seal keeps files written while the candidate runs out of this run's reference process; a file written
+then is older than the next run's seal, and every later reference process would load it (a forged bytecode cache
+beside an old source above all: Python runs it instead of the source). ``seal_audit.findings`` rereads, at the
+judge's end, every file the seal let in and the cache beside each source.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import py_compile
+import sys
+import time
+
+import pytest
+
+from kforge_worker import import_seal, seal_audit
+
+
+@pytest.fixture()
+def sealed_package(tmp_path, monkeypatch):
+    """A package written (and its module cached) before the seal, imported through it; taken away after."""
+    pkg = tmp_path / "rt9pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("def activate(x):\n    return max(x, 0)\n")
+    (pkg / "fresh.py").write_text("VALUE = 1\n")
+    old = time.time() - 3600
+    for f in pkg.iterdir():
+        os.utime(f, (old, old))
+    py_compile.compile(str(pkg / "helper.py"), cfile=importlib.util.cache_from_source(str(pkg / "helper.py")))
+    time.sleep(0.06)  # past the seal's slack for the coarse file clock
+    monkeypatch.syspath_prepend(str(tmp_path))
+    seal = import_seal.ImportSeal(time.time_ns())
+    sys.meta_path.insert(0, seal)
+    try:
+        importlib.import_module("rt9pkg.helper")
+        yield pkg, seal
+    finally:
+        sys.meta_path.remove(seal)
+        for name in [m for m in sys.modules if m == "rt9pkg" or m.startswith("rt9pkg.")]:
+            del sys.modules[name]
+        importlib.invalidate_caches()
+
+
+def _forge(source, text: str) -> str:
+    cache = importlib.util.cache_from_source(str(source))
+    st = os.stat(source)
+    with open(cache, "wb") as f:
+        f.write(importlib._bootstrap_external._code_to_timestamp_pyc(compile(text, str(source), "exec"),
+                                                                       int(st.st_mtime), st.st_size))
+    return cache
+
+
+def test_nothing_written_since_the_seal_is_nothing_found(sealed_package):
+    _, seal = sealed_package
+    assert str(next(iter(seal.let_in))).endswith(("__init__.py", "helper.py"))
+    assert seal_audit.findings(seal) == []
+
+
+def test_a_cache_forged_beside_a_loaded_module_is_found_and_removed(sealed_package):
+    pkg, seal = sealed_package
+    cache = _forge(pkg / "helper.py", "def activate(x):\n    return x\n")
+    found = seal_audit.findings(seal)
+    assert len(found) == 1 and "not the compilation of helper.py" in found[0] and "(removed)" in found[0]
+    assert not os.path.exists(cache)
+
+
+def test_a_cache_python_writes_itself_during_the_run_is_left_alone(sealed_package):
+    pkg, seal = sealed_package
+    importlib.import_module("rt9pkg.fresh")  # let in with no cache yet; Python's own cache written below
+    cache = importlib.util.cache_from_source(str(pkg / "fresh.py"))
+    py_compile.compile(str(pkg / "fresh.py"), cfile=cache)
+    rewritten = importlib.util.cache_from_source(str(pkg / "helper.py"))
+    py_compile.compile(str(pkg / "helper.py"), cfile=rewritten)  # the same code again, as a concurrent process would
+    assert seal_audit.findings(seal) == []
+    assert os.path.exists(cache) and os.path.exists(rewritten)
+
+
+def test_a_stale_cache_that_python_would_not_read_is_left_alone(sealed_package):
+    pkg, seal = sealed_package
+    cache = importlib.util.cache_from_source(str(pkg / "helper.py"))
+    code = compile("def activate(x):\n    return x\n", "helper.py", "exec")
+    with open(cache, "wb") as f:  # a header for another time: Python recompiles the source instead
+        f.write(importlib._bootstrap_external._code_to_timestamp_pyc(code, 12345, 6))
+    assert seal_audit.findings(seal) == []
+
+
+def test_a_loaded_source_written_since_the_seal_is_found(sealed_package):
+    pkg, seal = sealed_package
+    (pkg / "helper.py").write_text("def activate(x):\n    return x\n")
+    found = seal_audit.findings(seal)
+    assert len(found) == 1 and "helper.py, loaded by the clean reference process, was written" in found[0]
+
+
+def test_a_library_replaced_on_disk_after_it_was_mapped_is_found(tmp_path, monkeypatch):
+    maps = tmp_path / "maps"
+    lib = tmp_path / "libx.so"
+    lib.write_bytes(b"new")
+    maps.write_text(f"7f00-7f01 r-xp 00000000 fd:00 123 {lib} (deleted)\n"
+                    "7f01-7f02 r-xp 00000000 00:01 9 /memfd:trampoline (deleted)\n"
+                    f"7f02-7f03 rw-p 00000000 fd:00 124 {tmp_path / 'data'} (deleted)\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda p, *a, **k: real_open(maps if p == "/proc/self/maps" else p, *a, **k))
+    found = seal_audit._replaced_mappings()
+    assert len(found) == 1 and str(lib) in found[0]
