@@ -38,6 +38,7 @@ import random
 import select
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 # How often a pair of timed calls is compared (as timed_inputs.OutputSampler: every one of the first few, then a
@@ -241,7 +242,9 @@ class Judge:
         self.cand_ms.append(float(ms))
 
     # -- the end -------------------------------------------------------------------------------
-    def end(self) -> None:
+    def end(self, last_findings: Callable[[], list[str]] | None = None) -> None:
+        """last_findings: failures found after the judge's own last imports (the end's statistics), the last of this
+        process's code to load (reference_process._audit_loaded_code)."""
         if self.ended:
             return
         self.ended = True
@@ -264,6 +267,8 @@ class Judge:
                 cand_median = timing_summary(self.cand_ms)["medianMs"]
                 speedup = timing_speedup(self.timed_ms, self.cand_ms) if len(self.cand_ms) == len(self.timed_ms) \
                     else None
+        for why in last_findings() if last_findings is not None else []:
+            self.fail(why)
         self.record("end", mode=self.mode, why=self.why, trialsGiven=self.trials_given,
                     trialsJudged=self.trials_judged, trialsFailed=self.trials_failed, calls=self.calls,
                     commits=self.commits, sampled=self.sampled, wrong=self.wrong, failures=self.failures,

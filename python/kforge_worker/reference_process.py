@@ -612,14 +612,12 @@ def _shared_dir(min_free: int = 1 << 30) -> str | None:
     return None
 
 
-def _audit_loaded_code(judge: Any) -> None:
-    """Code this process loaded, rewritten while the candidate could run, fails the judgement (seal_audit.py)."""
+def _loaded_code_rewritten() -> list[str]:
+    """Code this process loaded, rewritten while the candidate could run (seal_audit.py): the judgement fails."""
     from . import import_seal
     from .seal_audit import findings
 
-    if import_seal._SEAL is not None:
-        for why in findings(import_seal._SEAL):
-            judge.fail(why)
+    return findings(import_seal._SEAL) if import_seal._SEAL is not None else []
 
 
 def serve() -> int:
@@ -685,8 +683,7 @@ def serve() -> int:
                 continue
             if op == "close":
                 if judge is not None:
-                    _audit_loaded_code(judge)
-                    judge.end()
+                    judge.end(_loaded_code_rewritten)
                 reply(rid, {"ok": True})
                 break
             try:
