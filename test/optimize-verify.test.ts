@@ -267,6 +267,66 @@ test("the file a re-timing emits when every anchored region lost is the one whos
   assert.deepEqual(likelyRetimedPlans(prepared.graph, plain), [], "nothing anchored: nothing to build ahead");
 });
 
+// The conv_bn_chain fixture's chain runs its conv channels-last; each bench reports the layout it timed.
+async function layoutTrial(nativeKernelMs: number) {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const timed: { layout: string; file: boolean; source: string }[] = [];
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile = true) => {
+    const run = await runBench(p, candidate, regions, opts, compile, timeFile);
+    const source = readFileSync(candidate, "utf8");
+    const layout = /_kf_conv_anchor\(self\.\w+, \w+, "kf_r\d+_cl"/.test(source) ? "channels_last" : "native";
+    timed.push({ layout, file: timeFile, source });
+    const kernelMs = layout === "native" ? nativeKernelMs : 1;
+    return { ...run, regions: run.regions.map((r) => ({ ...r, kernelMs, torchMs: 2 })) };
+  };
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { benchFile: bench, regionWinMargin: 1, layoutTrial: true }),
+  );
+  return { result, timed, emitted: readFileSync(output, "utf8") };
+}
+
+test("a channels-last anchor that won is timed in the reference's layout too, which stays where it is faster", {
+  timeout: 300_000,
+}, async () => {
+  const { result, timed, emitted } = await layoutTrial(0.5);
+  assert.deepEqual(
+    timed.map((t) => [t.layout, t.file]),
+    [
+      ["channels_last", true],
+      ["native", false],
+      ["native", true],
+    ],
+    "the first file, the anchors in the reference's layout, then the final comparison of the changed file",
+  );
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.equal(emitted, timed[1]?.source);
+  const anchored = result.regions.filter((r) => r.status === "fused" && r.kernelMs !== null);
+  assert.ok(
+    anchored.length > 0 && anchored.every((r) => r.kernelMs === 0.5),
+    "the reports carry the native timings",
+  );
+});
+
+test("a channels-last anchor no slower than its native layout keeps channels-last: the file first timed ships", {
+  timeout: 300_000,
+}, async () => {
+  const { result, timed, emitted } = await layoutTrial(1);
+  assert.deepEqual(
+    timed.map((t) => [t.layout, t.file]),
+    [
+      ["channels_last", true],
+      ["native", false],
+    ],
+    "no second whole-file bench: the file is again the one first timed",
+  );
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.equal(emitted, timed[0]?.source);
+  assert.ok(result.regions.filter((r) => r.status === "fused").every((r) => r.kernelMs === 1));
+});
+
 test("a file slower than eager as a whole is timed again without anchors and keeps the faster", {
   timeout: 300_000,
 }, async () => {

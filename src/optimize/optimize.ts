@@ -17,6 +17,7 @@ import type { EvalAhead } from "./eval-ahead.ts";
 import type { Graph } from "./graph.ts";
 import { GraphView } from "./plan/graph-view.ts";
 import {
+  LAYOUT_RULE,
   type Plan,
   planGraph,
   regionNodes,
@@ -145,6 +146,9 @@ export interface OptimizeOptions {
   /** How much faster than PyTorch's ops a region must be to ship (REGION_WIN_MARGIN by default; 0 keeps every
    * region that ran, as on a CPU, where both sides are PyTorch's ops). */
   regionWinMargin?: number;
+  /** Whether a channels-last anchor that won is timed in the reference's layout too (by default on a GPU; on
+   * the CPU both layouts run PyTorch's ops). */
+  layoutTrial?: boolean;
   /** Below this speedup over eager the whole file is tried one step simpler (WHOLE_FILE_FLOOR on a GPU,
    * 0 = never on the CPU by default). */
   wholeFileFloor?: number;
@@ -486,22 +490,66 @@ async function verifyWithBench(
     losers = applyRegionTimings(run);
     // An anchored region that lost is timed again with its anchor one step simpler (channels-last -> the
     // reference's layout -> the library call made as the reference makes it; a lost layout region's conv goes
-    // to the reduction or normalisation reading it), at most three rounds.
+    // to the reduction or normalisation reading it), at most three rounds. The first round also times every
+    // channels-last anchor that won in the reference's layout (one file with the losers' relaxing, the one
+    // built ahead): its transposing epilogue can cost more than the channels-last convolution saves, and the
+    // faster layout stays.
+    const layoutTrial = options.layoutTrial ?? options.device === "cuda";
+    let tryNative = new Set(
+      plan.regions
+        .filter((r) => layoutTrial && r.anchorLayout === "channels_last" && r.rule !== LAYOUT_RULE)
+        .filter((r) => !losers.has(r.id))
+        .map((r) => r.id),
+    );
+    let revertedToChannelsLast = false;
     for (let round = 0; round < 3; round++) {
       const anchored = new Set(plan.regions.filter((r) => r.anchor && losers.has(r.id)).map((r) => r.id));
-      if (anchored.size === 0) break;
-      const relaxed = relaxLosers(graph, plan, anchored);
+      if (anchored.size === 0 && tryNative.size === 0) break;
+      const before = plan;
+      const relaxed = relaxLosers(graph, plan, new Set([...anchored, ...tryNative]));
       plan = relaxed.plan;
       const { retimed } = relaxed;
       if (retimed.length === 0) break;
-      log(
-        `${problem.name}: ${[...anchored].join(", ")} lost: ${retimed.join(", ")} timed again with a simpler anchor`,
-      );
+      const lostRetimed = retimed.filter((id) => !tryNative.has(id));
+      if (lostRetimed.length > 0)
+        log(
+          `${problem.name}: ${[...anchored].join(", ")} lost: ${lostRetimed.join(", ")} timed again with a simpler anchor`,
+        );
       emitTo(graph, plan, problem, output);
-      const again = await timeRegions(retimed);
+      freshForFinal = false;
+      const againRun = await bench(problem, output, retimed, options, false, false);
+      const again = losingRegions(againRun.regions, options.regionWinMargin);
+      const kernelMs = (r: OptimizeBenchResult, id: string) =>
+        r.regions.find((t) => t.id === id)?.kernelMs ?? null;
+      const nativeFaster = (id: string) => {
+        const native = kernelMs(againRun, id);
+        const channelsLast = kernelMs(run, id);
+        return native !== null && channelsLast !== null && native * REGION_WIN_MARGIN < channelsLast;
+      };
+      const keepNative = new Set([...tryNative].filter(nativeFaster));
+      const backToChannelsLast = new Set([...tryNative].filter((id) => !keepNative.has(id)));
+      if (keepNative.size > 0)
+        log(
+          `${problem.name}: ${[...keepNative].join(", ")} faster with the convolution in the reference's layout`,
+        );
+      if (backToChannelsLast.size > 0) {
+        revertedToChannelsLast = true;
+        plan = {
+          regions: plan.regions.map((r) =>
+            backToChannelsLast.has(r.id) ? (before.regions.find((b) => b.id === r.id) ?? r) : r,
+          ),
+          kept: plan.kept,
+        };
+      }
+      applyRegionTimings({
+        ...againRun,
+        regions: againRun.regions.filter((t) => !backToChannelsLast.has(t.id)),
+      });
       losers = new Set([...losers].filter((id) => !retimed.includes(id) || again.has(id)));
       for (const id of relaxed.handed) if (again.has(id)) losers.add(id);
+      tryNative = new Set();
     }
+    if (revertedToChannelsLast) emitTo(graph, plan, problem, output);
     const ops = regionOps(graph, plan);
     for (const report of result.regions) report.ops = ops.get(report.id) ?? report.ops;
     timedPlan = plan;
