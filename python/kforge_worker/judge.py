@@ -186,10 +186,12 @@ class Judge:
     def probability(self, pair: int) -> float:
         return min(1.0, max(SAMPLE_C / (pair + 1), SAMPLE_FLOOR))
 
-    def commit(self, items: Any, last: list[Any] | None, device: Any, cand_ms: Any = None) -> None:
+    def commit(self, items: Any, last: list[Any] | None, device: Any, cand_ms: Any = None,
+               varied: bool = False) -> None:
         """The candidate's outputs of the pair just run (and its time, in a timed pair): copied first, then the draw,
-        then (maybe) the comparison with the judge's own last output for the same inputs."""
-        from .compare import compare_output
+        then (maybe) the comparison with the judge's own last output for the same inputs. A pair whose inputs were
+        off the distribution (varied) is always compared, for rows far off (compare.compare_timed)."""
+        from .compare import compare_timed
 
         pair = self.calls - 1
         if self.calls == 0 or last is None:
@@ -207,16 +209,17 @@ class Judge:
             cands, problem = None, str(exc)
         else:
             problem = None
-        if self.rng.random() >= self.probability(pair):
+        if self.rng.random() >= self.probability(pair) and not varied:
             if problem is None:
                 return
         self.sampled += 1
         ok, message = problem is None, problem
+        atol, rtol = float(self.atol or 1e-4), float(self.rtol or 1e-4)
         if cands is not None:
             for k, (c, r) in enumerate(zip(cands, last)):
-                verdict = compare_output(k, c, r, None, float(self.atol or 1e-4), float(self.rtol or 1e-4))
-                if not verdict.passed:
-                    ok, message = False, verdict.message
+                passed, why = compare_timed(k, c, r, atol, rtol, varied)
+                if not passed:
+                    ok, message = False, why
                     break
         if not ok:
             self.wrong += 1

@@ -1029,7 +1029,8 @@ def time_models(ctx: EvalContext) -> None:
     remote = _remote_timing(ctx) if ctx.reference is not None and not paired else None
     pool: Any = remote if remote is not None else FreshInputPool(ctx.make_inputs, secret_seed,
                                                                  generation=input_generation(ctx))
-    sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref))
+    # after_pair runs before the next advance: the pool's `varied` is still the pair's own
+    sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref, getattr(pool, "varied", False)))
     idle = IdleMeter()  # the candidate's process must be quiet while the reference process is timed
     hooks_before = hook_state()
     ref_aliases, sampler.reference_overlaps = _reference_aliases_inputs(ctx)
@@ -1079,7 +1080,7 @@ def time_models(ctx: EvalContext) -> None:
                                                          cand_ms.pop("last", None)))
             _guard_reference_noise(ctx, f"timing, before pair {pair}")
             sampler.after_pair(pair - 1, outputs.pop("Model", None), outputs.pop("ModelNew", None),
-                               None if ref_aliases else pool.cand_inputs())
+                               None if ref_aliases else pool.cand_inputs(), getattr(pool, "varied", False))
             outputs.clear()
             if remote is not None and idle.tampered is None:
                 idle.tampered = (remote.outside or
@@ -1240,7 +1241,7 @@ def _remote_timing(ctx: EvalContext) -> Any:
     from .reference_process import RemoteTiming
 
     try:
-        return RemoteTiming(ctx.reference)
+        return RemoteTiming(ctx.reference, vary=call_checks(ctx, "timed_variant"))
     except BaseException as exc:  # noqa: BLE001
         _raise_if_remote(exc)
         raise
@@ -1267,9 +1268,10 @@ def _flat_or_none(out: Any) -> list[Any]:
         return []
 
 
-def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any) -> tuple[bool, str | None]:
-    """The trials' pass mark on one pair of timed outputs (ref_out: the output, or how to fetch it)."""
-    from .compare import OutputStructureError, compare_output, flatten_outputs
+def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any, varied: bool = False) -> tuple[bool, str | None]:
+    """The trials' pass mark on one pair of timed outputs (ref_out: the output, or how to fetch it); for a pair whose
+    inputs were off the distribution, no row far off (compare.compare_timed)."""
+    from .compare import OutputStructureError, compare_timed, flatten_outputs
 
     refs = flatten_outputs(ref_out() if callable(ref_out) else ref_out, "reference output")
     try:
@@ -1279,9 +1281,9 @@ def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any) -> tuple[boo
     if len(cands) != len(refs):
         return False, f"ModelNew returned {len(cands)} output tensor(s), Model {len(refs)}"
     for k, (c, r) in enumerate(zip(cands, refs)):
-        verdict = compare_output(k, c, r, None, ctx.atol, ctx.rtol)
-        if not verdict.passed:
-            return False, verdict.message
+        passed, why = compare_timed(k, c, r, ctx.atol, ctx.rtol, varied)
+        if not passed:
+            return False, why
     return True, None
 
 

@@ -442,7 +442,8 @@ class _Reference:
             last = flatten_outputs(self.last, "reference output") if self.last is not None else None
         except OutputStructureError:
             last = None
-        self.judge.commit(req.get("outputs"), last, self.device, req.get("candMs"))
+        self.judge.commit(req.get("outputs"), last, self.device, req.get("candMs"),
+                          varied=self.pool is not None and self.pool.varied)
         return {}
 
     def _release_cache(self, outs: list[Any]) -> None:
@@ -489,19 +490,29 @@ class _Reference:
             return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
 
         self.pool = FreshInputPool(self.make_inputs, seed, sets=int(req.get("sets") or 0), mirror=False,
-                                   generation=input_generation(self))
+                                   generation=input_generation(self), vary=self._variant(req.get("vary"), seed))
         if self.judge is not None:
             self.judge.timing_starts()
         self.clock = clock_for(self.device)
         return {"sets": self.pool.sets, "generation": self.pool.generation, "method": self.clock.method,
                 "flushBytes": int(self.clock.flush_bytes)}
 
+    def _variant(self, spec: Any, seed: Callable[[], int]) -> Callable[[list[Any]], list[Any] | None] | None:
+        """The timing's sets off the distribution, of the kind the worker's input_distribution judged (its
+        reference finite there, no value-asserting op met outside its domain), drawn here: None without one."""
+        if not isinstance(spec, dict):
+            return None
+        from .off_distribution import variant
+
+        return lambda fresh: variant(spec, fresh, seed(), self.device)
+
     def advance(self) -> dict[str, Any]:
         self.last = None
         self._collect_shared()
         self.pool.advance()
         self.sync()
-        return {"turn": self.pool.turn, "inputs": encode_values(self.pool.ref_inputs(), self.exporter, "stage")}
+        return {"turn": self.pool.turn, "varied": self.pool.varied,
+                "inputs": encode_values(self.pool.ref_inputs(), self.exporter, "stage")}
 
     def call(self, req: dict[str, Any]) -> dict[str, Any]:
         inputs = self.pool.ref_inputs()
@@ -940,9 +951,10 @@ class RemoteTiming:
     """The reference's side of the timing loop, run by the reference process; the worker mirrors the
     rotating input sets for the candidate from what the reference process hands over after each advance."""
 
-    def __init__(self, ref: ReferenceProcess, sets: int = 0) -> None:
+    def __init__(self, ref: ReferenceProcess, sets: int = 0, vary: dict[str, Any] | None = None) -> None:
+        """vary: the kind of the sets off the distribution the reference process mixes in (off_distribution)."""
         self.ref = ref
-        info = ref.request("pool", sets=sets)
+        info = ref.request("pool", sets=sets, vary=vary)
         self.sets = int(info["sets"])
         self.generation = str(info["generation"])
         self.method = f"reference timed in its own process ({info['method']})"
@@ -952,11 +964,13 @@ class RemoteTiming:
         self.refreshed = 0
         self.staged: list[dict[str, Any]] | None = None
         self.outside: str | None = None  # the first sign of the reference process stopped or traced from outside
+        self.varied = False
 
     def advance(self) -> None:
         """The reference process rewrites its next set with fresh values (and stages them for us)."""
         reply = self.ref.request("advance")
         self.turn = int(reply["turn"])
+        self.varied = bool(reply.get("varied"))  # told: the values say it anyway
         self.staged = reply["inputs"]
         self.refreshed += 1
 

@@ -1,9 +1,15 @@
-"""Red team round 9 (2026-11-29): code the clean reference process loaded is the same for the next run.
+"""Red team round 9 (2026-11-29): code the clean reference process loaded is the same for the next run, and the
+timing's own calls meet values off the benchmark's distribution.
 
 The import seal keeps files written while the candidate runs out of this run's reference process; a file written
 then is older than the next run's seal, and every later reference process would load it (a forged bytecode cache
 beside an old source above all: Python runs it instead of the source). ``seal_audit.findings`` rereads, at the
 judge's end, every file the seal let in and the cache beside each source.
+
+A path taken only once timed, keyed on anything the timing-like loop of the checks does not reproduce (a count of
+calls that loop uses up), met only get_inputs() values in the real timing. The reference process now rewrites about
+one set in five with values off the distribution (the kind input_distribution judged), and every such pair is
+compared, in the judge and in the worker, for rows far off.
 """
 
 from __future__ import annotations
@@ -12,12 +18,19 @@ import importlib
 import importlib.util
 import os
 import py_compile
+import random
 import sys
 import time
 
 import pytest
+import torch
 
 from kforge_worker import import_seal, seal_audit
+from kforge_worker.compare import compare_timed
+from kforge_worker.judge import Judge, JudgeChannel, summarize
+from kforge_worker.off_distribution import variant
+from kforge_worker.reference_process import Exporter
+from kforge_worker.timed_inputs import VARY_EVERY, FreshInputPool
 
 
 @pytest.fixture()
@@ -107,3 +120,57 @@ def test_a_library_replaced_on_disk_after_it_was_mapped_is_found(tmp_path, monke
     monkeypatch.setattr("builtins.open", lambda p, *a, **k: real_open(maps if p == "/proc/self/maps" else p, *a, **k))
     found = seal_audit._replaced_mappings()
     assert len(found) == 1 and str(lib) in found[0]
+
+
+# --------------------------------------------------------------- the timing's own sets off the distribution
+
+
+def test_the_timing_pool_rewrites_about_one_set_in_vary_every_off_the_distribution_and_says_which():
+    seeds = iter(range(1, 10_000))
+    pool = FreshInputPool(lambda s: [torch.rand(8, 64, generator=torch.Generator().manual_seed(s))],
+                          lambda: next(seeds), mirror=False,
+                          vary=lambda fresh: variant({"kind": "rows"}, fresh, next(seeds), torch.device("cpu")))
+    varied = []
+    for _ in range(400):
+        pool.advance()
+        x = pool.ref_inputs()[0]
+        assert pool.varied == bool(x.abs().max() > 1.0 or (x < 0).any())  # get_inputs() draws [0, 1)
+        varied.append(pool.varied)
+    assert 400 / VARY_EVERY / 2 < sum(varied) < 400 / VARY_EVERY * 2
+    gaps = [b - a for a, b in zip([-1] + [i for i, v in enumerate(varied) if v], [i for i, v in enumerate(varied) if v])]
+    assert max(gaps) <= 2 * VARY_EVERY
+
+
+def test_a_timed_pair_off_the_distribution_fails_only_where_a_row_is_far_off():
+    (x,) = variant({"kind": "rows"}, [torch.rand(48, 96)], 3, torch.device("cpu"))
+    w, b = torch.randn(64, 96), torch.randn(64)
+    ref = torch.relu(x @ w.t() + b)
+    other_order = torch.relu((x.double() @ w.double().t() + b.double()).float())  # honest rounding, rows at 1e2
+    assert compare_timed(0, other_order, ref, 1e-4, 1e-4, off_distribution=True) == (True, None)
+    shifted = torch.softmax(x, dim=1)
+    e = torch.exp(x)
+    ok, why = compare_timed(0, e / e.sum(dim=1, keepdim=True), shifted, 1e-4, 1e-4, off_distribution=True)
+    assert not ok and "non-finite" in why
+    ok, why = compare_timed(0, torch.zeros_like(shifted), shifted, 1e-4, 1e-4, off_distribution=True)
+    assert not ok and "48 of 48 rows far off" in why
+    assert not compare_timed(0, other_order + 1e-3, ref, 1e-4, 1e-4)[0]  # on the distribution: the pass mark
+
+
+def test_the_judge_compares_every_pair_off_the_distribution_whatever_its_draw(tmp_path):
+    class Never(random.Random):
+        def random(self) -> float:
+            return 1.0  # never drawn
+
+    channel = JudgeChannel()
+    judge = Judge(channel.child_fd, str(tmp_path / "own"), rng=Never())
+    judge.start(os.getpid(), dropout=False)
+    judge.atol = judge.rtol = 1e-4
+    exporter = Exporter(str(tmp_path))
+    last = [torch.softmax(torch.randn(4, 8) * 100, dim=1)]
+    for varied in (False, True):
+        judge.called()
+        judge.commit([{"tensor": exporter.put(f"c{varied}", torch.zeros(4, 8), staging=True)}], last,
+                     torch.device("cpu"), varied=varied)
+    judge.end()
+    end = summarize(channel.finish(), channel.nonce)["end"]
+    assert end["sampled"] == 1 and end["wrong"] == 1

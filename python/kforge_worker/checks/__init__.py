@@ -95,6 +95,15 @@ def run_checks(ctx: Any) -> list[dict[str, Any]]:
     return _ordered(_run(ctx, trials_passed=True))
 
 
+def timed_variant(ctx: Any) -> dict[str, Any] | None:
+    """The kind of inputs off the distribution input_distribution judged the candidate right on (off_distribution's
+    spec), for the timing's rotation; None when none was."""
+    verifier = getattr(ctx, "kforge_verifier", None)
+    notes = verifier.context.notes if verifier is not None and verifier.context is not None else {}
+    spec = notes.get("timed_variant_spec")
+    return dict(spec) if isinstance(spec, dict) else None
+
+
 def before_timing(ctx: Any) -> list[dict[str, Any]]:
     """The process fingerprint right before the timed batch."""
     verifier = _verifier(ctx)

@@ -23,6 +23,8 @@ from .context import (
     tensors,
     VerifyContext,
 )
+from .. import off_distribution
+from ..off_distribution import rows_apart as _rows_apart  # noqa: F401 — the round-2 tests import it from here
 from .judge import judged_compare
 from .result import CheckResult, failed, passed, skipped, warned
 
@@ -141,39 +143,6 @@ def check_input_sensitivity(ctx: VerifyContext) -> CheckResult:
     return passed("input_sensitivity", "outputs follow a 1% perturbation of the inputs", "incorrect")
 
 
-def _rows_apart(base: Inputs, seed: int, device: torch.device) -> Inputs | None:
-    """randn inputs whose rows (the leading index of every floating input of ≥ 2 dimensions whose leading size
-    is the batch's: that of the largest floating input) each have their own scale, geometric from 1e-2 to 1e2
-    in a random order, and one row in eight all zeros (at least one, never an extreme one); None when there are fewer than two rows. A row's answer
-    that leans on the others (the batch's max, mean or norm where the reference takes the row's own) is right
-    only while every row looks alike, as get_inputs()' rows and the plain randn variants do."""
-    floats = [x for x in base if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2]
-    if not floats:
-        return None
-    rows = max(floats, key=lambda x: x.numel()).shape[0]
-    if rows < 2:
-        return None
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    # every scale from 1e-2 to 1e2 present whatever the draw (geometric steps, in a random order); the zero rows
-    # taken from between the two extremes
-    order = torch.randperm(rows, generator=gen)
-    scale = torch.empty(rows, dtype=torch.float64)
-    scale[order] = torch.logspace(-2, 2, rows, dtype=torch.float64)
-    middle = order[1:-1]
-    scale[middle[torch.randperm(len(middle), generator=gen)[: max(1, rows // 8)]]] = 0.0
-    out: Inputs = []
-    for x in base:
-        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2 and x.shape[0] == rows:
-            v = torch.randn(x.shape, generator=gen, dtype=torch.float32)
-            v = v * scale.to(torch.float32).view(rows, *([1] * (x.dim() - 1)))
-            out.append(v.to(x.dtype).to(x.device))
-        elif isinstance(x, torch.Tensor) and x.is_floating_point():
-            out.append(torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.dtype).to(x.device))
-        else:
-            out.append(x)
-    return out
-
-
 # ATen ops whose kernels check their inputs' values: on a GPU a value outside the domain is a device-side assert,
 # which ends the process's CUDA context (every later check, the timing, the result), not an exception to skip.
 _VALUE_ASSERTING_OPS = frozenset({
@@ -191,22 +160,6 @@ def _value_asserting_ops(ctx: VerifyContext, base: Inputs) -> list[str]:
     return sorted(op for op in recorder.ops if op in _VALUE_ASSERTING_OPS)
 
 
-def _within_domain(variant: Inputs, base: Inputs) -> Inputs:
-    """Each floating input whose get_inputs() values are all ≥ 0 kept so: within [lo, hi] of those values through a
-    sigmoid when they lie in [0, 1] (probabilities), as magnitudes otherwise — still another distribution than
-    the benchmark's (mass at both ends of the range, scaled rows, zero rows where the variant has them)."""
-    out: Inputs = []
-    for v, x in zip(variant, base):
-        if isinstance(v, torch.Tensor) and v.is_floating_point() and isinstance(x, torch.Tensor) and x.numel():
-            lo, hi = float(x.min()), float(x.max())
-            if lo >= 0.0 and hi <= 1.0:
-                v = (lo + (hi - lo) * torch.sigmoid(v.float())).to(v.dtype)
-            elif lo >= 0.0:
-                v = v.abs()
-        out.append(v)
-    return out
-
-
 def check_input_distribution(ctx: VerifyContext) -> CheckResult:
     """The same shapes from other distributions: standard normal ×1 and ×4 (skipped work that only passes
     because the benchmark's inputs make the problem near-degenerate, e.g. uniform attention), and rows apart —
@@ -217,21 +170,15 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
     base = ctx.make_inputs(ctx.seed())
     asserting = _value_asserting_ops(ctx, base)
     results = [f"inputs kept within get_inputs()' range ({', '.join(asserting)} assert on values)"] if asserting else []
-    variants: list[tuple[str, Inputs]] = []
-    for scale in (1.0, 4.0):
-        gen = torch.Generator(device=ctx.device).manual_seed(ctx.seed())
-        variants.append((f"randn×{scale:g}", [
-            (torch.randn(x.shape, generator=gen, dtype=torch.float32, device=ctx.device) * scale).to(x.dtype)
-            .to(x.device) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-            for x in base
-        ]))
-    apart = _rows_apart(base, ctx.seed(), ctx.device)
-    if apart is not None:
-        variants.append(("rows at scales 1e-2..1e2, 1 in 8 zero", apart))
-    if asserting:
-        variants = [(name, _within_domain(variant, base)) for name, variant in variants]
-    judged: list[tuple[str, Inputs]] = []
-    for name, variant in variants:
+    specs = [{"kind": "randn", "scale": 1.0}, {"kind": "randn", "scale": 4.0}, {"kind": "rows"}]
+    variants: list[tuple[str, Inputs, dict[str, Any]]] = []
+    for spec in specs:
+        spec["withinDomain"] = bool(asserting)
+        variant = off_distribution.variant(spec, base, ctx.seed(), ctx.device)
+        if variant is not None:
+            variants.append((off_distribution.describe(spec), variant, spec))
+    judged: list[tuple[str, Inputs, dict[str, Any]]] = []
+    for name, variant, spec in variants:
         try:
             ref_out = run(ctx.ref, clone_inputs(variant))
         except Exception as exc:  # noqa: BLE001 — the reference does not accept this distribution
@@ -251,11 +198,13 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
                           f"inputs of the same shapes (skipped/specialised work, or rows that lean on the rest "
                           f"of the batch): {c.message}", "incorrect")
         results.append(f"{name}: {c.message}")
-        judged.append((name, variant))
+        judged.append((name, variant, spec))
     if judged:
-        # The last variant judged right on fresh tensors joins the timing-like loop's rotation (timed_outputs): a
+        # The last variant judged right on fresh tensors joins the timing-like loop's rotation (timed_outputs), and
+        # its kind the timing's own (the reference process draws sets of it: timed_inputs.FreshInputPool.vary): a
         # path taken only when timed must meet values off the benchmark's distribution too.
-        ctx.notes["timed_variant"] = judged[-1]
+        ctx.notes["timed_variant"] = judged[-1][:2]
+        ctx.notes["timed_variant_spec"] = judged[-1][2]
     return passed("input_distribution", "; ".join(results), "incorrect")
 
 

@@ -1,0 +1,87 @@
+"""Inputs of get_inputs()' shapes drawn off the benchmark's distribution, made the same way in the worker's checks
+(input_distribution, the timing-like loop) and in the clean reference process (sets of the timing's rotation,
+timed_inputs.FreshInputPool.vary), from a spec: {"kind": "randn", "scale": s} (standard normal ×s) or
+{"kind": "rows"} (rows each at their own scale, some zero), and "withinDomain" (kept within get_inputs()' own range,
+for a reference whose ops assert on their inputs' values)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+Inputs = list[Any]
+
+
+def variant(spec: dict[str, Any], base: Inputs, seed: int, device: torch.device) -> Inputs | None:
+    """The variant ``spec`` names of ``base`` (fresh get_inputs() values) under ``seed``; None when it does not apply
+    (rows apart needs two rows)."""
+    if spec.get("kind") == "rows":
+        out = rows_apart(base, seed, device)
+    else:
+        out = randn_scaled(base, seed, device, float(spec.get("scale", 1.0)))
+    if out is not None and spec.get("withinDomain"):
+        out = within_domain(out, base)
+    return out
+
+
+def describe(spec: dict[str, Any]) -> str:
+    if spec.get("kind") == "rows":
+        return "rows at scales 1e-2..1e2, 1 in 8 zero"
+    return f"randn×{float(spec.get('scale', 1.0)):g}"
+
+
+def randn_scaled(base: Inputs, seed: int, device: torch.device, scale: float) -> Inputs:
+    """Every floating input standard normal ×scale (drawn on ``device``), the others as they are."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return [(torch.randn(x.shape, generator=gen, dtype=torch.float32, device=device) * scale).to(x.dtype).to(x.device)
+            if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in base]
+
+
+def rows_apart(base: Inputs, seed: int, device: torch.device) -> Inputs | None:
+    """randn inputs whose rows (the leading index of every floating input of ≥ 2 dimensions whose leading size
+    is the batch's: that of the largest floating input) each have their own scale, geometric from 1e-2 to 1e2
+    in a random order, and one row in eight all zeros (at least one, never an extreme one); None when there are fewer than two rows. A row's answer
+    that leans on the others (the batch's max, mean or norm where the reference takes the row's own) is right
+    only while every row looks alike, as get_inputs()' rows and the plain randn variants do."""
+    floats = [x for x in base if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2]
+    if not floats:
+        return None
+    rows = max(floats, key=lambda x: x.numel()).shape[0]
+    if rows < 2:
+        return None
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    # every scale from 1e-2 to 1e2 present whatever the draw (geometric steps, in a random order); the zero rows
+    # taken from between the two extremes
+    order = torch.randperm(rows, generator=gen)
+    scale = torch.empty(rows, dtype=torch.float64)
+    scale[order] = torch.logspace(-2, 2, rows, dtype=torch.float64)
+    middle = order[1:-1]
+    scale[middle[torch.randperm(len(middle), generator=gen)[: max(1, rows // 8)]]] = 0.0
+    out: Inputs = []
+    for x in base:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2 and x.shape[0] == rows:
+            v = torch.randn(x.shape, generator=gen, dtype=torch.float32)
+            v = v * scale.to(torch.float32).view(rows, *([1] * (x.dim() - 1)))
+            out.append(v.to(x.dtype).to(x.device))
+        elif isinstance(x, torch.Tensor) and x.is_floating_point():
+            out.append(torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.dtype).to(x.device))
+        else:
+            out.append(x)
+    return out
+
+
+def within_domain(variant: Inputs, base: Inputs) -> Inputs:
+    """Each floating input whose get_inputs() values are all ≥ 0 kept so: within [lo, hi] of those values through a
+    sigmoid when they lie in [0, 1] (probabilities), as magnitudes otherwise — still another distribution than
+    the benchmark's (mass at both ends of the range, scaled rows, zero rows where the variant has them)."""
+    out: Inputs = []
+    for v, x in zip(variant, base):
+        if isinstance(v, torch.Tensor) and v.is_floating_point() and isinstance(x, torch.Tensor) and x.numel():
+            lo, hi = float(x.min()), float(x.max())
+            if lo >= 0.0 and hi <= 1.0:
+                v = (lo + (hi - lo) * torch.sigmoid(v.float())).to(v.dtype)
+            elif lo >= 0.0:
+                v = v.abs()
+        out.append(v)
+    return out
