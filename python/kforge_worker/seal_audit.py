@@ -6,7 +6,8 @@ candidate it judges — would load it: a module's source, an extension, or the b
 Python runs instead of the source whenever its header holds the source's time and size (red team round 9: a
 problem's helper module cached with its ReLU taken out, so the next run's reference, in both processes, had none).
 
-``findings(seal)`` rereads, at the judge's end, every file the seal let in and the cache beside each source:
+``findings(seal)`` rereads, at the judge's end, every file the seal let in and the cache beside each source, and
+every cache of kforge_worker's own sources (the worker imports checks this process never loads):
 - a loaded file written since the seal: named (the next run loads it);
 - a cache written since the seal is named and removed when a later import would run it (its header validates
   against the source) and its code is not the compilation of that source. Python writes an honest one (a module
@@ -26,17 +27,34 @@ from typing import Any
 def findings(seal: Any) -> list[str]:
     """Why the code the reference process loaded would not be the same for the next run (empty: it would be)."""
     out: list[str] = []
-    for origin, cached in list(seal.let_in.items()):
+    let_in = dict(seal.let_in)
+    for origin in let_in:
         if seal._new(origin):
             out.append(f"{origin}, loaded by the clean reference process, was written while the candidate could run: "
                        "every later run's reference process loads it")
-            continue
-        if cached and seal._new(cached) and _runs_instead_of(cached, origin):
+    # a source written since is named above (or, for the harness's own, by the worker's fingerprint of its sources)
+    for origin, cached in (_harness_modules() | let_in).items():
+        if cached and not seal._new(origin) and seal._new(cached) and _runs_instead_of(cached, origin):
             removed = _remove(cached)
             out.append(f"{cached} was written while the candidate could run and holds code that is not the "
                        f"compilation of {os.path.basename(origin)}, which later processes would run in its place"
                        f"{' (removed)' if removed else ''}")
     out += _replaced_mappings()
+    return out
+
+
+def _harness_modules() -> dict[str, str | None]:
+    """Every source of kforge_worker with the cache beside it, loaded here or not: the next run's worker imports the
+    checks themselves from these (a forged one would blind them there), and this process is the only one the
+    candidate cannot reach to read them after it."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    out: dict[str, str | None] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not d.startswith(".")]
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                out[path] = importlib.util.cache_from_source(path)
     return out
 
 

@@ -174,3 +174,20 @@ def test_the_judge_compares_every_pair_off_the_distribution_whatever_its_draw(tm
     judge.end()
     end = summarize(channel.finish(), channel.nonce)["end"]
     assert end["sampled"] == 1 and end["wrong"] == 1
+
+
+def test_a_cache_forged_for_a_harness_module_the_reference_process_never_loads_is_found(monkeypatch, tmp_path):
+    """The worker imports checks the reference process never loads; their caches are the next worker's checks."""
+    seal = import_seal.ImportSeal(time.time_ns() - 10**9)
+    harness = os.path.dirname(os.path.abspath(seal_audit.__file__))
+    source = os.path.join(harness, "checks", "static_scan.py")
+    assert seal_audit._harness_modules()[source] == importlib.util.cache_from_source(source)
+    cache = str(tmp_path / "static_scan.cpython.pyc")  # not the checkout's own __pycache__: other runs read that
+    monkeypatch.setattr(seal_audit, "_harness_modules", lambda: {source: cache})
+    st = os.stat(source)
+    with open(cache, "wb") as f:
+        f.write(importlib._bootstrap_external._code_to_timestamp_pyc(compile("def scan_source(*a): return None\n",
+                                                                             source, "exec"),
+                                                                     int(st.st_mtime), st.st_size))
+    found = seal_audit.findings(seal)
+    assert len(found) == 1 and "static_scan.py" in found[0] and not os.path.exists(cache)
