@@ -665,6 +665,21 @@ def test_in_place_functional_forms_are_their_ops_in_place(tmp_path: Path) -> Non
     assert drop_["op"] == "unknown"
 
 
+def test_numpy_style_aliases_and_type_casts_are_their_ops(tmp_path: Path) -> None:
+    # torch.arctan / x.arcsinh() / torch.greater / x.less_equal(0) / torch.fix, and x.type(torch.float16): the
+    # same ops under other names, which were unknown calls cutting the chains around them.
+    body = model(
+        "a = torch.arctan(x) + x.arcsinh()\nb = torch.greater(x, 0.1) * x.less_equal(0.5)\n"
+        "c = torch.fix(x).type(torch.float16)\nreturn a * b, c, x.type()"
+    )
+    graph = capture_text(tmp_path, body)
+    assert ops(graph)[:8] == ["atan", "asinh", "add", "gt", "le", "mul", "trunc", "to"], ops(graph)
+    casts = [n for n in graph["nodes"] if n["op"] == "to"]
+    assert casts[0]["fn"]["dtype"] == {"t": "const", "pytype": "dtype", "value": "float16"}, casts[0]["fn"]
+    # x.type() names the type (a str): no dtype for the cast rule to read
+    assert all(n["fn"].get("dtype", const(None)) == const(None) for n in casts[1:]), casts[1:]
+
+
 def test_huge_inputs_cost_nothing_and_cuda_inputs_are_fine(tmp_path: Path) -> None:
     graph = capture_text(
         tmp_path, model("return torch.sigmoid(x)"), inputs="[torch.randn(64, 1024, 1024, 32, device='cuda').half()]"

@@ -63,6 +63,9 @@ linspace rand randn randint randperm bernoulli multinomial normal poisson tensor
 sort topk argsort kthvalue median mode cross
 """.split()
 
+# NumPy-style names of the comparisons (torch.greater, x.less_equal(y)), functions and methods both.
+_COMPARISON_ALIASES = {"greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le", "not_equal": "ne"}
+
 # Callables whose canonical name differs from their own name, or that need presets: dotted name → spec.
 _RENAMED: dict[str, OpSpec] = {
     "torch.clip": OpSpec("clamp"),
@@ -78,6 +81,9 @@ _RENAMED: dict[str, OpSpec] = {
     "torch.negative": OpSpec("neg"),
     "torch.absolute": OpSpec("abs"),
     "torch.arctan2": OpSpec("atan2"),
+    **{f"torch.arc{name[1:]}": OpSpec(name) for name in ("asin", "acos", "atan", "asinh", "acosh", "atanh")},
+    **{f"torch.{alias}": OpSpec(op) for alias, op in _COMPARISON_ALIASES.items()},
+    "torch.fix": OpSpec("trunc"),
     "torch.floor_divide": OpSpec("div", "div", {"rounding_mode": "floor"}),
     "torch.special.expit": OpSpec("sigmoid"),
     "torch.nn.functional.silu": OpSpec("silu"),
@@ -166,6 +172,12 @@ _METHODS: dict[str, OpSpec] = {
     "subtract": OpSpec("sub"),
     "negative": OpSpec("neg"),
     "absolute": OpSpec("abs"),
+    **{f"arc{name[1:]}": OpSpec(name) for name in ("asin", "acos", "atan", "asinh", "acosh", "atanh")},
+    **{alias: OpSpec(op) for alias, op in _COMPARISON_ALIASES.items()},
+    "fix": OpSpec("trunc"),
+    # x.type(dtype) is x.to(dtype); x.type() (a type name) and x.type("torch.HalfTensor") bind no dtype the
+    # cast rule reads, and stay PyTorch's calls.
+    "type": OpSpec("to", "type"),
     "float": OpSpec("to", "float", {"dtype": torch.float32}),
     "half": OpSpec("to", "half", {"dtype": torch.float16}),
     "bfloat16": OpSpec("to", "bfloat16", {"dtype": torch.bfloat16}),

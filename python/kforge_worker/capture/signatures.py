@@ -218,6 +218,7 @@ _SOURCES = [
     "roll(input, shifts, dims=None)",
     "size(input, dim=None)",
     "to(input, *args, **kwargs)",
+    "type(input, dtype=None, non_blocking=False)",
     *(f"{name}(input, memory_format=None)" for name in ("float", "half", "bfloat16", "double", "long", "int", "bool")),
 ]
 
