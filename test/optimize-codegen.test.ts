@@ -42,6 +42,11 @@ test("comparisons are expressions, augmented assignments rebind: `!=` and `<=` a
   assert.equal(pyStatement(call("a", "operator.iadd", [ref("y"), ref("x")]), names), "v_y += x\nv_a = v_y");
 });
 
+test("an operator function with no infix form (abs(x) is operator.abs) is reached through the file's own import", () => {
+  assert.equal(pyStatement(call("a", "operator.abs", [ref("x")]), names), "v_a = _kf_operator.abs(x)");
+  assert.equal(pyStatement(call("m", "math.sqrt", [ref("x")]), names), "v_m = math.sqrt(x)");
+});
+
 test("a region method renames forward inputs that clash with its own locals, and only those", () => {
   const inputs = ["x", "shape", "ins", "a_ins", "kf_anchor"];
   const inMethod = methodNames(inputs, (id) => (inputs.includes(id) ? id : `v_${id}`));

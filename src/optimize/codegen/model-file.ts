@@ -12,7 +12,7 @@ import type { Graph } from "../graph.ts";
 import { GraphView } from "../plan/graph-view.ts";
 import { type Plan, type Region, regionNodes } from "../plan/planner.ts";
 import { loadRecipe } from "../recipe.ts";
-import { pyScalar, pyStatement, RUN_DEVICE, selfPath } from "./python-expr.ts";
+import { OPERATOR_MODULE, pyScalar, pyStatement, RUN_DEVICE, selfPath } from "./python-expr.ts";
 import { recipeBuilder } from "./recipe-region.ts";
 import { generateRegion, methodNames, type RegionCode } from "./region.ts";
 
@@ -213,6 +213,8 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   const runtime = readFileSync(join(HERE, "runtime.py.txt"), "utf8");
   const source = [
     `"""${doc}"""`,
+    "",
+    `import operator as ${OPERATOR_MODULE}`,
     "",
     "import torch",
     "import torch.nn as nn",

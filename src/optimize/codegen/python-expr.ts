@@ -41,6 +41,15 @@ const PREFIX: Record<string, string> = {
   "operator.not_": "not ",
 };
 
+/** The emitted file's own name for the `operator` module (a problem rarely imports it; fx records `abs(x)` as
+ * operator.abs). */
+export const OPERATOR_MODULE = "_kf_operator";
+
+/** A function's qualified name as the emitted file reaches it. */
+function qualified(target: string): string {
+  return target.startsWith("operator.") ? `${OPERATOR_MODULE}${target.slice("operator".length)}` : target;
+}
+
 /** `a.b.0.c` -> `self.a.b[0].c` (numbered children of Sequential/ModuleList). */
 export function selfPath(path: string): string {
   return path
@@ -147,7 +156,7 @@ export function pyCall(node: GraphNode, nameOf: NameOf): string {
       if (prefix && first && node.args.length === 1) return `(${prefix}${pyArg(first, nameOf)})`;
       if (node.target === "getattr" && first && second)
         return `getattr(${pyArg(first, nameOf)}, ${pyArg(second, nameOf)})`;
-      return `${node.target}(${callArgs(node, nameOf)})`;
+      return `${qualified(node.target)}(${callArgs(node, nameOf)})`;
     }
   }
 }
