@@ -687,6 +687,118 @@ test("a pointwise op of a permuted norm output (channels-last norm, then an acti
   );
 });
 
+test("a pointwise op of a reshaped softmax (softmax(y.view(B, H, -1)).view(B, -1) * 2) joins the softmax's region", () => {
+  // The view between the softmax and the multiply made the multiply a pass of its own. On a contiguous value the
+  // op moves above the reshape (any op, erf-GELU too: it sees a contiguous tensor either way), which follows it.
+  const sm = node("sm", "softmax", { input: ref("x"), dim: num(-1) }, X);
+  const flat = node("flat", "view", { input: ref("sm"), size: ints(8, -1) }, [8, 16 * 32 * 32], {
+    kind: "call_method",
+    target: "view",
+  });
+  const gelu = node(
+    "gelu",
+    "gelu",
+    { input: ref("flat"), approximate: { t: "const", pytype: "str", value: "none" } },
+    [8, 16 * 32 * 32],
+  );
+  const plan = planGraph(canonicalGraph(graph([sm, flat, gelu], "gelu")));
+  assert.deepEqual(
+    plan.regions.map((r) => regionNodes(r)),
+    [["sm", "gelu_unpermuted"]],
+  );
+  const canon = canonicalGraph(graph([sm, flat, gelu], "gelu"));
+  assert.deepEqual(
+    canon.nodes.map((n) => [n.id, n.op]),
+    [
+      ["sm", "softmax"],
+      ["gelu_unpermuted", "gelu"],
+      ["gelu", "view"],
+    ],
+  );
+  // a reshape of a value that is not contiguous may copy: nothing moves
+  const strided = node("sm", "softmax", { input: ref("x"), dim: num(-1) }, X, {
+    out: { t: "tensor", meta: { shape: X, dtype: "float32", stride: [16, 1, 16 * 8 * 32, 16 * 8] } },
+  });
+  assert.deepEqual(
+    canonicalGraph(graph([strided, flat, gelu], "gelu")).nodes.map((n) => n.op),
+    ["softmax", "view", "gelu"],
+  );
+});
+
+test("an einsum that sums nothing ('bchw,c->bchw') is a broadcast multiply; a contraction stays a library call", () => {
+  const eq = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const einsum = (equation: string, other: Arg, shape = X) =>
+    node(
+      "e",
+      "einsum",
+      { equation: eq(equation), operands: { t: "list", kind: "list", items: [ref("x"), other] } },
+      shape,
+    );
+  const relu = node("r", "relu", { input: ref("e") }, X);
+  const canon = canonicalGraph(graph([einsum("bchw,c->bchw", param("w")), relu], "r", { w: [16] }));
+  assert.deepEqual(
+    canon.nodes.map((n) => [n.op, n.out.t === "tensor" ? n.out.meta.shape : null]),
+    [
+      ["reshape", [16, 1, 1]],
+      ["mul", X],
+      ["relu", X],
+    ],
+  );
+  assert.deepEqual(
+    planGraph(canon).regions.map((r) => regionNodes(r)),
+    [["e", "r"]],
+  );
+  const kept = (equation: string, shape = X) =>
+    canonicalGraph(graph([einsum(equation, param("w"), shape)], "e", { w: [16] })).nodes.map((n) => n.op);
+  assert.deepEqual(kept("bchw,c->bhw", [8, 32, 32]), ["einsum"], "a sum over c");
+  assert.deepEqual(kept("bchw,c->bhwc", [8, 32, 32, 16]), ["einsum"], "an output in another order");
+});
+
+test("nn.Identity's readers read its input: no copy region, and an in-place write through it writes the input", () => {
+  const ident = node("ident", "identity", { input: ref("x") }, X, { kind: "call_module", target: "ident" });
+  const lone = planGraph(canonicalGraph(graph([ident], "ident")));
+  assert.deepEqual(lone.regions, [], "an identity alone launches nothing");
+  assert.deepEqual(canonicalGraph(graph([ident], "ident")).output, ref("x"));
+  const tanh = node("tanh", "tanh", { input: ref("x") }, X);
+  const mid = node("ident", "identity", { input: ref("tanh") }, X, { kind: "call_module", target: "ident" });
+  const relu = node("relu", "relu", { input: ref("ident") }, X);
+  assert.deepEqual(
+    planGraph(canonicalGraph(graph([tanh, mid, relu], "relu"))).regions.map((r) => regionNodes(r)),
+    [["tanh", "relu"]],
+  );
+  // `y = ident(x); y.relu_()` writes x: the write is not private (the reference's input changes)
+  const write = node("relu_", "relu", { input: ref("ident") }, X, { inplace: true });
+  const plan = planGraph(canonicalGraph(graph([ident, write], "relu_")));
+  assert.match(plan.kept.find((k) => k.node === "relu_")?.reason ?? "", /writes in place/);
+});
+
+test("instance norm from running statistics (track_running_stats in eval) is a per-channel affine", () => {
+  const inorm = node(
+    "in",
+    "instance_norm",
+    {
+      input: ref("x"),
+      running_mean: param("in.running_mean"),
+      running_var: param("in.running_var"),
+      weight: none,
+      bias: none,
+      use_input_stats: bool(false),
+      momentum: num(0.1),
+      eps: num(1e-5),
+    },
+    X,
+  );
+  const g = graph([inorm], "in", { "in.running_mean": [16], "in.running_var": [16] });
+  assert.equal(pointwiseVerdict(inorm, new GraphView(g)), null);
+  assert.deepEqual(
+    planGraph(g).regions.map((r) => [r.kind, regionNodes(r)]),
+    [["pointwise", ["in"]]],
+  );
+  inorm.fn = { ...inorm.fn, use_input_stats: bool(true), running_mean: none, running_var: none };
+  assert.notEqual(pointwiseVerdict(inorm, new GraphView(g)), null);
+  assert.equal(normDims(inorm, new GraphView(g))?.join(), "2,3", "instance statistics: the normalize rule");
+});
+
 test("a pointwise op reshaped only for a reduction (relu(h).view(B, S, -1).sum(-2)) is the reduction's prologue", () => {
   // Round 13: the view between the relu and the sum made the relu a pass of its own, writing a tensor the sum
   // read back. The view now reshapes the relu's input and the relu, under the view's id, feeds the sum.

@@ -59,6 +59,24 @@ function likeInput(value: (p: ParamReader) => string | null): PointwiseSpec {
   };
 }
 
+/** A normalisation applied from its running statistics (where `fromRunningStats` says it is): a per-channel
+ * affine the kernel reads the statistics for when it runs (never folded: a load_state_dict or an in-place write
+ * is seen). */
+function runningStatsAffine(fromRunningStats: (p: ParamReader) => boolean): PointwiseSpec {
+  return {
+    operands: ["input", "running_mean", "running_var", "weight", "bias"],
+    optional: ["weight", "bias"],
+    channel: ["running_mean", "running_var", "weight", "bias"],
+    emit: ([x, mean, variance, w, b], p) => {
+      const eps = p.num("eps", 1e-5);
+      if (!fromRunningStats(p) || eps === null || !mean || !variance) return null;
+      let e = `((${x}) - (${mean})) * (1.f / sqrtf((${variance}) + ${eps}))`;
+      if (w) e = `(${e}) * (${w})`;
+      return b ? `(${e}) + (${b})` : e;
+    },
+  };
+}
+
 /** The value of a cast to each float dtype, in fp32. */
 const CASTS = new Map<string, (a: string) => string>([
   ["float32", (a) => a],
@@ -294,20 +312,10 @@ const BASE: Record<string, PointwiseSpec> = {
   zeros_like: likeInput(() => "0.f"),
   ones_like: likeInput(() => "1.f"),
   full_like: likeInput((p) => p.num("fill_value")),
-  // Eval-mode batch norm is a per-channel affine of the running statistics, which the kernel reads when it runs
-  // (never folded: a load_state_dict or an in-place write is seen). Training mode is the normalize rule's.
-  batch_norm: {
-    operands: ["input", "running_mean", "running_var", "weight", "bias"],
-    optional: ["weight", "bias"],
-    channel: ["running_mean", "running_var", "weight", "bias"],
-    emit: ([x, mean, variance, w, b], p) => {
-      const eps = p.num("eps", 1e-5);
-      if (p.bool("training") !== false || eps === null || !mean || !variance) return null;
-      let e = `((${x}) - (${mean})) * (1.f / sqrtf((${variance}) + ${eps}))`;
-      if (w) e = `(${e}) * (${w})`;
-      return b ? `(${e}) + (${b})` : e;
-    },
-  },
+  // Eval-mode batch norm, and instance norm from running statistics (track_running_stats in eval), are a
+  // per-channel affine of those statistics. Training mode and batch statistics are the normalize rule's.
+  batch_norm: runningStatsAffine((p) => p.bool("training") === false),
+  instance_norm: runningStatsAffine((p) => p.bool("use_input_stats") === false),
   // Dropout is pointwise only where it draws nothing: eval mode or p = 0 (the planner checks `rng`).
   dropout: {
     operands: ["input"],

@@ -25,13 +25,13 @@ export function broadcastShapes(shapes: number[][]): number[] | null {
   return out;
 }
 
-function replaceRef(arg: Arg, id: string, by: Arg): Arg {
+export function replaceRef(arg: Arg, id: string, by: Arg): Arg {
   if (arg.t === "node" && arg.id === id) return by;
   if (arg.t === "list") return { ...arg, items: arg.items.map((a) => replaceRef(a, id, by)) };
   return arg;
 }
 
-function mapArgs(node: GraphNode, id: string, by: Arg): GraphNode {
+export function mapArgs(node: GraphNode, id: string, by: Arg): GraphNode {
   const map = (record: Record<string, Arg>) =>
     Object.fromEntries(Object.entries(record).map(([k, a]) => [k, replaceRef(a, id, by)]));
   return {

@@ -8,6 +8,8 @@
 // differently on a permuted view than on a contiguous tensor (measured with torch 2.x on the CPU, fp32/fp16/bf16:
 // erf-GELU and logsigmoid, up to 1.2e-6 in fp32; tanh-GELU, silu, the other activations and arithmetic are
 // bit-equal): the fallback, which runs the ops as the graph has them, must equal the reference's exactly.
+// A reshape of a contiguous value (view, reshape, flatten, unflatten: `softmax(y.view(B, H, -1)).view(B, -1) * 2`)
+// is moved over the same way; the op sees a contiguous tensor on both sides of it, so every op may move.
 import type { Arg, GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
@@ -17,6 +19,10 @@ import { plain } from "./written-norms.ts";
 
 /** Views that only reorder dims: the ops a pointwise op is hoisted above. */
 const PERMUTES = new Set(["permute", "transpose", "t"]);
+/** Views that regroup the dims of a contiguous value (`softmax(y.view(B, H, -1)).view(B, -1) * 2`): the op's
+ * input is contiguous on both sides of them, so no kernel sees another layout. */
+const RESHAPES = new Set(["view", "reshape", "flatten", "unflatten"]);
+const MOVED_OVER = new Set([...PERMUTES, ...RESHAPES]);
 
 /** Ops kept below the permute: their CPU kernels give other bits on a permuted view (see above). */
 const LAYOUT_SENSITIVE_ON_CPU: Record<string, (node: GraphNode) => boolean> = {
@@ -53,13 +59,12 @@ function withInput(node: GraphNode, key: string, from: string, by: Arg): GraphNo
   };
 }
 
-/** The op and the permute replacing pointwise `node`, or null where it does not read one tensor through a
- * permute of a contiguous value. */
+/** The op and the permute (or reshape) replacing pointwise `node`, or null where it does not read one tensor
+ * through a permute or reshape of a contiguous value. */
 function hoisted(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
   const spec = POINTWISE[node.op];
   const out = view.outMeta(node);
-  if (!spec || !out || !plain(node) || node.op === "to" || LAYOUT_SENSITIVE_ON_CPU[node.op]?.(node))
-    return null;
+  if (!spec || !out || !plain(node) || node.op === "to") return null;
   const tensors = spec.operands.filter((key) => view.tensorOf(node.fn?.[key]));
   const key = tensors[0];
   if (tensors.length !== 1 || !key) return null;
@@ -69,7 +74,9 @@ function hoisted(node: GraphNode, view: GraphView, taken: Set<string>): GraphNod
   const source = permute.fn?.input;
   const permuted = view.outMeta(permute);
   const meta = view.tensorOf(source);
-  if (!PERMUTES.has(permute.op) || !plain(permute) || source?.t !== "node" || !permuted || !meta) return null;
+  if (!MOVED_OVER.has(permute.op) || !plain(permute) || source?.t !== "node" || !permuted || !meta)
+    return null;
+  if (PERMUTES.has(permute.op) && LAYOUT_SENSITIVE_ON_CPU[node.op]?.(node)) return null;
   // Only where the op can join the region making the value: a graph input or a library call's output is read
   // through the permute by the op's own region anyway.
   if (view.isGraphInput(source.id) || !MAKERS.has(view.node(source.id).op)) return null;
@@ -119,6 +126,9 @@ function hoistOnce(nodes: GraphNode[], view: GraphView): GraphNode[] {
     for (const a of [...node.args, ...Object.values(node.kwargs), ...Object.values(node.fn ?? {})])
       for (const id of argNodeIds(a)) read.add(id);
   const dead = (node: GraphNode) =>
-    PERMUTES.has(node.op) && plain(node) && !read.has(node.id) && !view.usersOf(node.id).includes("@output");
+    MOVED_OVER.has(node.op) &&
+    plain(node) &&
+    !read.has(node.id) &&
+    !view.usersOf(node.id).includes("@output");
   return out.filter((node) => !dead(node));
 }

@@ -17,6 +17,7 @@ import { REDUCTIONS } from "../ops/reduce.ts";
 import { resolveDtypeReads } from "./dtype-reads.ts";
 import { dropPointwiseExpands } from "./expand-reads.ts";
 import { GraphView } from "./graph-view.ts";
+import { dropIdentities } from "./identity-reads.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
 import { hoistPointwiseOverPermutes } from "./permute-hoist.ts";
 import { sinkArithmeticBelowPermutes } from "./permute-sink.ts";
@@ -56,13 +57,14 @@ function deviceSource(arg: Arg, view: GraphView): Arg {
   return source;
 }
 
-/** The graph with later reads of an in-place-written value reading the write's result (inplace-threads.ts),
+/** The graph with nn.Identity's readers reading its input (identity-reads.ts), later reads of an in-place-written value reading the write's result (inplace-threads.ts),
  * glu and prelu spelled out (spelled-out.ts), each written RMSNorm as one rms_norm op (written-norms.ts)
  * and each written logsumexp as one logsumexp (written-logsumexp.ts),
  * and each device read moved to the earliest tensor known to share the device. */
 export function canonicalGraph(captured: Graph): Graph {
   if (captured.captured === "none") return captured;
-  const threaded = { ...captured, ...threadInplaceWrites(new GraphView(captured)) };
+  const direct = { ...captured, ...dropIdentities(captured) };
+  const threaded = { ...direct, ...threadInplaceWrites(new GraphView(direct)) };
   const spelled = { ...threaded, nodes: spellOutOps(threaded.nodes, new GraphView(threaded)) };
   const normed = { ...spelled, nodes: foldWrittenRmsNorms(spelled.nodes, new GraphView(spelled)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };

@@ -10,6 +10,7 @@
 //   broadcast), so the norm is one reduction and the divide a pointwise region after it, in any float dtype.
 // - a global adaptive pool (output size all ones): the mean / amax over its spatial dims, keepdim, a reduction
 //   that takes the ops before it as its prologue.
+// - an einsum that sums nothing (`'bchw,c->bchw'`, a per-channel scale): the broadcast multiply it computes.
 //
 // Each only where the spelled-out ops equal the op exactly on the CPU (the fallback's check): glu in float32 /
 // float64 (glu rounds half precision once, the spelled-out ops twice) along an even size; prelu in any float
@@ -278,6 +279,83 @@ function globalPoolSpelledOut(node: GraphNode, view: GraphView): GraphNode[] | n
   ];
 }
 
+/** The letters of an einsum equation with two operands and no sum (`bchw,c->bchw`: every input letter is in
+ * the output, none twice in one term), or null. */
+function productEquation(equation: Arg | undefined): { terms: [string, string]; out: string } | null {
+  if (equation?.t !== "const" || typeof equation.value !== "string") return null;
+  const match = /^([a-zA-Z]+),([a-zA-Z]+)->([a-zA-Z]+)$/.exec(equation.value.replace(/\s+/g, ""));
+  if (!match) return null;
+  const [, a = "", b = "", out = ""] = match;
+  const unique = (t: string) => new Set(t).size === t.length;
+  if (![a, b, out].every(unique) || ![...a, ...b].every((c) => out.includes(c))) return null;
+  return { terms: [a, b], out };
+}
+
+/** An einsum that sums nothing, one operand spanning the output in its order (`torch.einsum('bchw,c->bchw', y,
+ * w)`: a per-channel scale), as the multiply it is: the other operand viewed to broadcast along its letters'
+ * dims. einsum computes such an equation as that product (one rounding per element), or null. */
+function einsumSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
+  const parsed = productEquation(node.fn?.equation);
+  const operands = node.fn?.operands;
+  const out = view.outMeta(node);
+  if (!parsed || operands?.t !== "list" || operands.items.length !== 2 || !out || node.inplace) return null;
+  const [first, second] = operands.items as [Arg, Arg];
+  const fullAt = parsed.terms.indexOf(parsed.out);
+  if (fullAt < 0) return null;
+  const full = fullAt === 0 ? first : second;
+  const other = fullAt === 0 ? second : first;
+  const letters = parsed.terms[1 - fullAt] ?? "";
+  const fullMeta = view.tensorOf(full);
+  const otherMeta = view.tensorOf(other);
+  if (!fullMeta || !otherMeta || !FLOAT_DTYPES.has(fullMeta.dtype) || otherMeta.dtype !== fullMeta.dtype)
+    return null;
+  if (out.shape.join() !== fullMeta.shape.join() || out.stride.join() !== contiguousStride(out.shape).join())
+    return null;
+  const positions = [...letters].map((c) => parsed.out.indexOf(c));
+  if (positions.some((p, i) => i > 0 && p <= (positions[i - 1] ?? -1))) return null; // not in the output's order
+  const start = positions[0] ?? parsed.out.length;
+  const shape = [...parsed.out.slice(start)].map((c) => {
+    const at = letters.indexOf(c);
+    return at < 0 ? 1 : (otherMeta.shape[at] ?? -1);
+  });
+  if ([...letters].some((c, i) => ![1, out.shape[parsed.out.indexOf(c)]].includes(otherMeta.shape[i])))
+    return null;
+  const nodes: GraphNode[] = [];
+  let operand = other;
+  if (shape.join() !== otherMeta.shape.join()) {
+    const size: Arg = {
+      t: "list",
+      kind: "tuple",
+      items: shape.map((value) => ({ t: "const", pytype: "int", value })),
+    };
+    const id = freshId(`${node.id}_operand`, taken);
+    nodes.push(
+      plainNode(id, {
+        kind: "call_method",
+        target: "reshape",
+        args: [other, size],
+        kwargs: {},
+        op: "reshape",
+        fn: { input: other, shape: size },
+        out: { t: "tensor", meta: { ...otherMeta, shape, stride: contiguousStride(shape) } },
+      }),
+    );
+    operand = { t: "node", id };
+  }
+  return [
+    ...nodes,
+    plainNode(node.id, {
+      kind: "call_function",
+      target: "operator.mul",
+      args: [full, operand],
+      kwargs: {},
+      op: "mul",
+      fn: { input: full, other: operand },
+      out: node.out,
+    }),
+  ];
+}
+
 type SpellOut = (node: GraphNode, view: GraphView, taken: Set<string>) => GraphNode[] | null;
 
 /** Op -> its spelled-out nodes (the last one under the op's own id, so its readers are unchanged). */
@@ -285,6 +363,7 @@ const SPELLED_OUT: Record<string, SpellOut> = {
   glu: gluSpelledOut,
   prelu: preluSpelledOut,
   normalize: normalizeSpelledOut,
+  einsum: einsumSpelledOut,
   ...Object.fromEntries(
     [1, 2, 3]
       .flatMap((n) => [`adaptive_avg_pool${n}d`, `adaptive_max_pool${n}d`])

@@ -1,0 +1,25 @@
+// nn.Identity (and export's `alias`) returns its input itself, the same tensor. As a node it stood between that
+// tensor and its readers: alone, or beside ops no region takes, it became a pointwise region of its own, a copy
+// kernel where the reference launches nothing (timm's disabled `drop_path` / `norm` layers are nn.Identity).
+// Its readers read its input instead, which is what they read in PyTorch; an in-place write through it then
+// writes that input, as the reference's does.
+import type { Arg, Graph } from "../graph.ts";
+import { mapArgs, replaceRef } from "./expand-reads.ts";
+import { plain } from "./written-norms.ts";
+
+/** The graph with every plain identity node dropped and its readers (the output too) reading its input. */
+export function dropIdentities(graph: Graph): Pick<Graph, "nodes" | "output"> {
+  const by = new Map<string, Arg>();
+  const resolve = (arg: Arg): Arg => (arg.t === "node" ? (by.get(arg.id) ?? arg) : arg);
+  for (const node of graph.nodes) {
+    const input = node.fn?.input ?? node.args[0];
+    if (node.op === "identity" && plain(node) && input) by.set(node.id, resolve(input));
+  }
+  if (!by.size) return { nodes: graph.nodes, output: graph.output };
+  const rewrite = <T>(value: T, map: (v: T, id: string, to: Arg) => T): T =>
+    [...by].reduce((v, [id, to]) => map(v, id, to), value);
+  return {
+    nodes: graph.nodes.filter((node) => !by.has(node.id)).map((node) => rewrite(node, mapArgs)),
+    output: rewrite(graph.output, replaceRef),
+  };
+}
