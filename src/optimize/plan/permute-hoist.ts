@@ -10,10 +10,11 @@
 // bit-equal): the fallback, which runs the ops as the graph has them, must equal the reference's exactly.
 // A reshape of a contiguous value (view, reshape, flatten, unflatten: `softmax(y.view(B, H, -1)).view(B, -1) * 2`)
 // is moved over the same way; the op sees a contiguous tensor on both sides of it, so every op may move.
-import type { Arg, GraphNode } from "../graph.ts";
+import type { GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
+import { contiguousStride, sameShape, withInput } from "./graph-edit.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { plain } from "./written-norms.ts";
 
@@ -41,24 +42,6 @@ const MAKERS = new Set([
   ...["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"],
 ]);
 
-function contiguousStride(shape: number[]): number[] {
-  const stride = shape.map(() => 1);
-  for (let i = shape.length - 2; i >= 0; i--) stride[i] = (stride[i + 1] ?? 1) * (shape[i + 1] ?? 1);
-  return stride;
-}
-
-const same = (a: number[], b: number[]) => a.length === b.length && a.every((v, i) => v === b[i]);
-
-function withInput(node: GraphNode, key: string, from: string, by: Arg): GraphNode {
-  const swap = (a: Arg): Arg => (a.t === "node" && a.id === from ? by : a);
-  return {
-    ...node,
-    args: node.args.map(swap),
-    kwargs: Object.fromEntries(Object.entries(node.kwargs).map(([k, a]) => [k, swap(a)])),
-    fn: node.fn ? { ...node.fn, [key]: by } : null,
-  };
-}
-
 /** The op and the permute (or reshape) replacing pointwise `node`, or null where it does not read one tensor
  * through a permute or reshape of a contiguous value. */
 function hoisted(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
@@ -80,8 +63,8 @@ function hoisted(node: GraphNode, view: GraphView, taken: Set<string>): GraphNod
   // Only where the op can join the region making the value: a graph input or a library call's output is read
   // through the permute by the op's own region anyway.
   if (view.isGraphInput(source.id) || !MAKERS.has(view.node(source.id).op)) return null;
-  if (!same(meta.stride, contiguousStride(meta.shape)) || meta.dtype !== permuted.dtype) return null;
-  if (!same(out.shape, permuted.shape) || !same(out.stride, permuted.stride)) return null;
+  if (!sameShape(meta.stride, contiguousStride(meta.shape)) || meta.dtype !== permuted.dtype) return null;
+  if (!sameShape(out.shape, permuted.shape) || !sameShape(out.stride, permuted.stride)) return null;
   let id = `${node.id}_unpermuted`;
   for (let i = 1; taken.has(id); i++) id = `${node.id}_unpermuted_${i}`;
   taken.add(id);

@@ -25,6 +25,7 @@ import {
   readsChannelsLast,
   seedTakesAnchor,
 } from "./anchors.ts";
+import { sameShape } from "./graph-edit.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
 import {
@@ -559,10 +560,6 @@ function mergeNormsIntoReductions(view: GraphView, seeds: Region[]): Set<Region>
     }
   }
   return merged;
-}
-
-function sameShape(a: number[], b: number[]): boolean {
-  return a.length === b.length && a.every((s, i) => s === b[i]);
 }
 
 /** Whether a reduction can run in group norm's [N, G, C/G, rest] view: its dims take the channels whole and

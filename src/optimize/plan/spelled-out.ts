@@ -17,18 +17,13 @@
 // dtype with its weight of the input's dtype (the same products and selects).
 import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { scalarValue } from "../ops/pointwise.ts";
+import { contiguousStride } from "./graph-edit.ts";
 import { FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
 
 const EXACT_DTYPES = new Set(["float32", "float64"]);
 
 function constInt(arg: Arg | undefined): number | null {
   return arg?.t === "const" && arg.pytype === "int" && typeof arg.value === "number" ? arg.value : null;
-}
-
-function contiguousStride(shape: number[]): number[] {
-  const stride = shape.map(() => 1);
-  for (let i = shape.length - 2; i >= 0; i--) stride[i] = (stride[i + 1] ?? 1) * (shape[i + 1] ?? 1);
-  return stride;
 }
 
 /** A fresh node id `base`, `base_1`, ... not in `taken` (which it joins). */

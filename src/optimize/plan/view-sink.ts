@@ -9,6 +9,7 @@ import type { Arg, GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
+import { contiguousStride, sameShape, withInput } from "./graph-edit.ts";
 import { GraphView } from "./graph-view.ts";
 import { plain } from "./written-norms.ts";
 
@@ -17,24 +18,6 @@ const RESHAPES = new Set(["view", "reshape", "flatten", "unflatten"]);
 
 /** Ops that take a pointwise prologue: the readers a sunk op joins. */
 const TAKERS = new Set([...Object.keys(REDUCTIONS), ...Object.keys(NORMALIZATIONS)]);
-
-function contiguousStride(shape: number[]): number[] {
-  const stride = shape.map(() => 1);
-  for (let i = shape.length - 2; i >= 0; i--) stride[i] = (stride[i + 1] ?? 1) * (shape[i + 1] ?? 1);
-  return stride;
-}
-
-const same = (a: number[], b: number[]) => a.length === b.length && a.every((v, i) => v === b[i]);
-
-function withInput(node: GraphNode, key: string, from: string, by: Arg): GraphNode {
-  const swap = (a: Arg): Arg => (a.t === "node" && a.id === from ? by : a);
-  return {
-    ...node,
-    args: node.args.map(swap),
-    kwargs: Object.fromEntries(Object.entries(node.kwargs).map(([k, a]) => [k, swap(a)])),
-    fn: node.fn ? { ...node.fn, [key]: by } : null,
-  };
-}
 
 /** The view of the op's input and the op under the view's id replacing `reshape`, and the op they replace, or
  * null where `reshape` does not reshape one contiguous pointwise result of one tensor for reductions only. */
@@ -63,8 +46,9 @@ function sunk(
   const input = key ? op.fn?.[key] : undefined;
   const meta = view.tensorOf(input);
   if (tensors.length !== 1 || !key || input?.t !== "node" || !meta) return null;
-  const contiguous = (m: { shape: number[]; stride: number[] }) => same(m.stride, contiguousStride(m.shape));
-  if (!same(meta.shape, out.shape) || !contiguous(meta) || !contiguous(out) || !contiguous(shaped))
+  const contiguous = (m: { shape: number[]; stride: number[] }) =>
+    sameShape(m.stride, contiguousStride(m.shape));
+  if (!sameShape(meta.shape, out.shape) || !contiguous(meta) || !contiguous(out) || !contiguous(shaped))
     return null;
   let id = `${reshape.id}_of_input`;
   for (let i = 1; taken.has(id); i++) id = `${reshape.id}_of_input_${i}`;
