@@ -18,6 +18,8 @@ def variant(spec: dict[str, Any], base: Inputs, seed: int, device: torch.device)
     (rows apart needs two rows)."""
     if spec.get("kind") == "rows":
         out = rows_apart(base, seed, device)
+    elif spec.get("kind") == "spikes":
+        out = sparse_spikes(base, seed, device)
     else:
         out = randn_scaled(base, seed, device, float(spec.get("scale", 1.0)))
     if out is not None and spec.get("withinDomain"):
@@ -28,6 +30,8 @@ def variant(spec: dict[str, Any], base: Inputs, seed: int, device: torch.device)
 def describe(spec: dict[str, Any]) -> str:
     if spec.get("kind") == "rows":
         return "rows at scales 1e-2..1e2, 1 in 8 zero"
+    if spec.get("kind") == "spikes":
+        return "randn with a few lone spikes at 1e2"
     return f"randn×{float(spec.get('scale', 1.0)):g}"
 
 
@@ -36,6 +40,27 @@ def randn_scaled(base: Inputs, seed: int, device: torch.device, scale: float) ->
     gen = torch.Generator(device=device).manual_seed(seed)
     return [(torch.randn(x.shape, generator=gen, dtype=torch.float32, device=device) * scale).to(x.dtype).to(x.device)
             if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in base]
+
+
+def sparse_spikes(base: Inputs, seed: int, device: torch.device) -> Inputs:
+    """randn inputs where the largest floating input also holds a few lone elements at 1e2 (one per eight rows of
+    its leading dimension, at least one, at random places). Every other variant moves whole rows or every element,
+    which a guard reading a sample of the values sees; a lone extreme is seen only by reading all of them (red team
+    round 9: a fast path behind a max over one element in 61). Positive: large negative values are the rows
+    variant's (randn rows at 1e2)."""
+    out = randn_scaled(base, seed, device, 1.0)
+    floats = [i for i, x in enumerate(out) if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()]
+    if not floats:
+        return out
+    k = max(floats, key=lambda i: out[i].numel())
+    x = out[k]
+    gen = torch.Generator(device="cpu").manual_seed(seed + 1)
+    count = max(1, (x.shape[0] if x.dim() else 1) // 8)
+    where = torch.randint(0, x.numel(), (count,), generator=gen)
+    flat = x.reshape(-1).clone()
+    flat[where.to(x.device)] = 100.0
+    out[k] = flat.reshape(x.shape)
+    return out
 
 
 def rows_apart(base: Inputs, seed: int, device: torch.device) -> Inputs | None:

@@ -191,3 +191,12 @@ def test_a_cache_forged_for_a_harness_module_the_reference_process_never_loads_i
                                                                      int(st.st_mtime), st.st_size))
     found = seal_audit.findings(seal)
     assert len(found) == 1 and "static_scan.py" in found[0] and not os.path.exists(cache)
+
+
+def test_lone_spikes_are_few_and_only_a_full_read_sees_them():
+    (x,) = variant({"kind": "spikes"}, [torch.rand(64, 4096)], 7, torch.device("cpu"))
+    spikes = (x == 100.0).nonzero().flatten()
+    assert 1 <= len(spikes) <= 64 // 8 and float(x.abs().amax()) == 100.0
+    rest = x.clone()
+    rest.view(-1)[spikes] = 0.0
+    assert float(rest.abs().amax()) < 10.0  # randn elsewhere: a sample of the values looks like any other randn

@@ -164,13 +164,16 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
     """The same shapes from other distributions: standard normal ×1 and ×4 (skipped work that only passes
     because the benchmark's inputs make the problem near-degenerate, e.g. uniform attention), and rows apart —
     each row at its own scale (1e-2..1e2), some rows zero (`_rows_apart`: a row's answer that depends on the
-    rest of the batch, a shift or norm taken over the batch, a zero row divided by its own norm). A reference
+    rest of the batch, a shift or norm taken over the batch, a zero row divided by its own norm), and randn with a
+    few lone spikes at ±1e2 (a guard that reads only a sample of the values). A reference
     whose ops assert on their inputs' values (binary cross entropy of probabilities) gets the variants mapped into
     get_inputs()' own range instead."""
     base = ctx.make_inputs(ctx.seed())
     asserting = _value_asserting_ops(ctx, base)
     results = [f"inputs kept within get_inputs()' range ({', '.join(asserting)} assert on values)"] if asserting else []
-    specs = [{"kind": "randn", "scale": 1.0}, {"kind": "randn", "scale": 4.0}, {"kind": "rows"}]
+    # lone spikes twice, at other places: a guard reading one element in n misses a spike n-1 times in n
+    specs = [{"kind": "randn", "scale": 1.0}, {"kind": "randn", "scale": 4.0}, {"kind": "spikes"}, {"kind": "spikes"},
+             {"kind": "rows"}]
     variants: list[tuple[str, Inputs, dict[str, Any]]] = []
     for spec in specs:
         spec["withinDomain"] = bool(asserting)
