@@ -134,7 +134,7 @@ def test_a_reference_that_asserts_on_values_gets_variants_within_its_inputs_rang
     assert result.outcome == "pass", result.evidence
     assert "binary_cross_entropy" in result.evidence and "reference raised" not in result.evidence
     assert "randn×4: " in result.evidence and "rows at scales" in result.evidence
-    assert len(cand.ranges) == 3 and all(0.05 <= lo and hi <= 0.95 for lo, hi in cand.ranges), cand.ranges
+    assert len(cand.ranges) == 5 and all(0.05 <= lo and hi <= 0.95 for lo, hi in cand.ranges), cand.ranges
     assert min(lo for lo, _ in cand.ranges) < 0.06 and max(hi for _, hi in cand.ranges) > 0.94
 
 
@@ -230,7 +230,9 @@ def test_zero_rows_and_large_magnitudes_are_inputs_too():
     norm) and rows at 1e2 (exp without the max shift overflows)."""
     for ref, cand in ((_Normalize(), _NormalizeNoFloor()), (_Softmax(), _SoftmaxUnshifted())):
         result = check_input_distribution(_context(ref, cand, _uniform_rows))
-        assert result.outcome == "fail" and "rows at scales" in result.evidence, result.evidence
+        # the unshifted softmax overflows on a lone spike at 1e2 too (round 9's variant, drawn before the rows')
+        assert result.outcome == "fail" and ("rows at scales" in result.evidence or "lone spikes" in result.evidence), \
+            result.evidence
 
 
 class _TwoCopies(nn.Module):

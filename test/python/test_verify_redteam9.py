@@ -195,7 +195,7 @@ def test_a_cache_forged_for_a_harness_module_the_reference_process_never_loads_i
 
 def test_lone_spikes_are_few_and_only_a_full_read_sees_them():
     (x,) = variant({"kind": "spikes"}, [torch.rand(64, 4096)], 7, torch.device("cpu"))
-    spikes = (x == 100.0).nonzero().flatten()
+    spikes = (x.reshape(-1) == 100.0).nonzero().flatten()
     assert 1 <= len(spikes) <= 64 // 8 and float(x.abs().amax()) == 100.0
     rest = x.clone()
     rest.view(-1)[spikes] = 0.0
