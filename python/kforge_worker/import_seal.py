@@ -113,8 +113,22 @@ def install(sealed_ns: int | None = None) -> ImportSeal | None:
             return None
     if _SEAL is None:
         _SEAL = ImportSeal(sealed_ns)
+        _SEAL.let_in.update(loaded_before())
         sys.meta_path.insert(0, _SEAL)
     return _SEAL
+
+
+def loaded_before() -> dict[str, str | None]:
+    """(file, cache) of the modules already imported: at install, those the interpreter imports at its start
+    (encodings, what a site-packages .pth imports), which every later Python process runs before anything of its
+    own — the next reference process before its seal."""
+    out: dict[str, str | None] = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.isabs(path):
+            cached = getattr(module, "__cached__", None)
+            out[path] = cached if isinstance(cached, str) else None
+    return out
 
 
 def report_to(on_refuse: Callable[[str], None]) -> None:

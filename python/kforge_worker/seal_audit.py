@@ -6,8 +6,9 @@ candidate it judges — would load it: a module's source, an extension, or the b
 Python runs instead of the source whenever its header holds the source's time and size (red team round 9: a
 problem's helper module cached with its ReLU taken out, so the next run's reference, in both processes, had none).
 
-``findings(seal)`` rereads, at the judge's end, every file the seal let in and the cache beside each source, and
-every cache of kforge_worker's own sources (the worker imports checks this process never loads):
+``findings(seal)`` rereads, at the judge's end, every file the seal let in (and those of the modules the interpreter
+imported before the seal existed) and the cache beside each source, and every cache of kforge_worker's own sources
+(the worker imports checks this process never loads):
 - a loaded file written since the seal: named (the next run loads it);
 - a cache written since the seal is named and removed when a later import would run it (its header validates
   against the source) and its code is not the compilation of that source. Python writes an honest one (a module

@@ -19,6 +19,7 @@ import importlib.util
 import os
 import py_compile
 import random
+import subprocess
 import sys
 import time
 
@@ -29,7 +30,7 @@ from kforge_worker import import_seal, seal_audit
 from kforge_worker.compare import compare_timed
 from kforge_worker.judge import Judge, JudgeChannel, summarize
 from kforge_worker.off_distribution import variant
-from kforge_worker.reference_process import Exporter
+from kforge_worker.reference_process import _BOOT, ENV_SEAL, PACKAGE_PARENT, Exporter
 from kforge_worker.timed_inputs import VARY_EVERY, FreshInputPool
 
 
@@ -200,3 +201,22 @@ def test_lone_spikes_are_few_and_only_a_full_read_sees_them():
     rest = x.clone()
     rest.view(-1)[spikes] = 0.0
     assert float(rest.abs().amax()) < 10.0  # randn elsewhere: a sample of the values looks like any other randn
+
+
+def test_modules_the_interpreter_imported_before_the_seal_are_audited_too():
+    """encodings and what a .pth imports run at every interpreter's start, the next reference process's before its
+    seal exists: their files and caches are read again with the rest."""
+    loaded = import_seal.loaded_before()
+    aliases = sys.modules["encodings.aliases"]
+    assert loaded[aliases.__file__] == aliases.__cached__
+
+
+def test_the_reference_process_seal_holds_what_the_interpreter_imported_before_it(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("from kforge_worker import import_seal\n"
+                     "print(any(p.endswith('aliases.py') for p in import_seal._SEAL.let_in))\n")
+    time.sleep(0.06)
+    boot = _BOOT.replace("'kforge_worker.reference_process'", "'probe'")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([PACKAGE_PARENT, str(tmp_path)]), ENV_SEAL: str(time.time_ns())}
+    out = subprocess.run([sys.executable, "-c", boot], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True"], out.stderr
