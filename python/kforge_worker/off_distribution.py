@@ -68,7 +68,9 @@ def rows_apart(base: Inputs, seed: int, device: torch.device) -> Inputs | None:
     is the batch's: that of the largest floating input) each have their own scale, geometric from 1e-2 to 1e2
     in a random order, and one row in eight all zeros (at least one, never an extreme one); None when there are fewer than two rows. A row's answer
     that leans on the others (the batch's max, mean or norm where the reference takes the row's own) is right
-    only while every row looks alike, as get_inputs()' rows and the plain randn variants do."""
+    only while every row looks alike, as get_inputs()' rows and the plain randn variants do. The values are drawn
+    on ``device``: the timing's rotation draws one set in five of them, and a gigabyte input drawn on the host took
+    the reference process minutes a set."""
     floats = [x for x in base if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2]
     if not floats:
         return None
@@ -83,14 +85,15 @@ def rows_apart(base: Inputs, seed: int, device: torch.device) -> Inputs | None:
     scale[order] = torch.logspace(-2, 2, rows, dtype=torch.float64)
     middle = order[1:-1]
     scale[middle[torch.randperm(len(middle), generator=gen)[: max(1, rows // 8)]]] = 0.0
+    draw = torch.Generator(device=device).manual_seed(seed)
+    row_scale = scale.to(device=device, dtype=torch.float32)
     out: Inputs = []
     for x in base:
-        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2 and x.shape[0] == rows:
-            v = torch.randn(x.shape, generator=gen, dtype=torch.float32)
-            v = v * scale.to(torch.float32).view(rows, *([1] * (x.dim() - 1)))
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            v = torch.randn(x.shape, generator=draw, dtype=torch.float32, device=device)
+            if x.dim() >= 2 and x.shape[0] == rows:
+                v = v * row_scale.view(rows, *([1] * (x.dim() - 1)))
             out.append(v.to(x.dtype).to(x.device))
-        elif isinstance(x, torch.Tensor) and x.is_floating_point():
-            out.append(torch.randn(x.shape, generator=gen, dtype=torch.float32).to(x.dtype).to(x.device))
         else:
             out.append(x)
     return out
