@@ -38,6 +38,30 @@ function plainNode(id: string, rest: Omit<GraphNode, "id" | "modeDependent" | "r
   return { id, ...rest, modeDependent: false, rng: false, inplace: false };
 }
 
+/** `input.view(shape)` / `input.reshape(shape)` as a node (`meta`: the input's). */
+function shapedNode(
+  id: string,
+  method: "view" | "reshape",
+  input: Arg,
+  meta: TensorMeta,
+  shape: number[],
+): GraphNode {
+  const size: Arg = {
+    t: "list",
+    kind: "tuple",
+    items: shape.map((value) => ({ t: "const", pytype: "int", value })),
+  };
+  return plainNode(id, {
+    kind: "call_method",
+    target: method,
+    args: [input, size],
+    kwargs: {},
+    op: method,
+    fn: { input, [method === "view" ? "size" : "shape"]: size },
+    out: { t: "tensor", meta: { ...meta, shape, stride: contiguousStride(shape) } },
+  });
+}
+
 /** glu's replacement nodes (chunk, the two halves, sigmoid, and the product under glu's own id), or null. */
 function gluSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
   const input = node.fn?.input;
@@ -124,23 +148,8 @@ function preluSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): 
   let w: Arg = weight;
   if (perChannel && rank > 2) {
     const shape = [channels, ...Array.from({ length: rank - 2 }, () => 1)];
-    const size: Arg = {
-      t: "list",
-      kind: "tuple",
-      items: shape.map((value) => ({ t: "const", pytype: "int", value })),
-    };
     const id = freshId(`${node.id}_weight`, taken);
-    nodes.push(
-      plainNode(id, {
-        kind: "call_method",
-        target: "view",
-        args: [weight, size],
-        kwargs: {},
-        op: "view",
-        fn: { input: weight, size },
-        out: { t: "tensor", meta: { ...wMeta, shape, stride: contiguousStride(shape) } },
-      }),
-    );
+    nodes.push(shapedNode(id, "view", weight, wMeta, shape));
     w = { t: "node", id };
   }
   const dense: TensorMeta = { ...out, stride: contiguousStride(out.shape) };
@@ -318,23 +327,8 @@ function einsumSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>):
   const nodes: GraphNode[] = [];
   let operand = other;
   if (shape.join() !== otherMeta.shape.join()) {
-    const size: Arg = {
-      t: "list",
-      kind: "tuple",
-      items: shape.map((value) => ({ t: "const", pytype: "int", value })),
-    };
     const id = freshId(`${node.id}_operand`, taken);
-    nodes.push(
-      plainNode(id, {
-        kind: "call_method",
-        target: "reshape",
-        args: [other, size],
-        kwargs: {},
-        op: "reshape",
-        fn: { input: other, shape: size },
-        out: { t: "tensor", meta: { ...otherMeta, shape, stride: contiguousStride(shape) } },
-      }),
-    );
+    nodes.push(shapedNode(id, "reshape", other, otherMeta, shape));
     operand = { t: "node", id };
   }
   return [
