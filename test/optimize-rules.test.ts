@@ -772,6 +772,38 @@ test("nn.Identity's readers read its input: no copy region, and an in-place writ
   assert.match(plan.kept.find((k) => k.node === "relu_")?.reason ?? "", /writes in place/);
 });
 
+test("an in-place write to a value read only before it (y.masked_fill_(y.abs() < t, 0)) fuses; a view read keeps it", () => {
+  const mul = node("y", "mul", { input: ref("x"), other: num(2) }, X);
+  const abs = node("abs", "abs", { input: ref("y") }, X);
+  const lt = node("lt", "lt", { input: ref("abs"), other: num(0.1) }, X, {
+    out: { t: "tensor", meta: { shape: X, dtype: "bool", stride: contiguous(X) } },
+  });
+  const fill = node("fill", "masked_fill", { input: ref("y"), mask: ref("lt"), value: num(0) }, X, {
+    inplace: true,
+  });
+  const plan = planGraph(canonicalGraph(graph([mul, abs, lt, fill], "fill")));
+  assert.deepEqual(
+    plan.regions.map((r) => regionNodes(r)),
+    [["y", "abs", "lt", "fill"]],
+  );
+  // a view of y read after the write sees it: the write stays PyTorch's
+  const flat = node("flat", "view", { input: ref("y"), size: ints(-1) }, [8 * 16 * 32 * 32], {
+    kind: "call_method",
+    target: "view",
+  });
+  const add = node("add", "add", { input: ref("y"), other: num(1), alpha: num(1) }, X, { inplace: true });
+  const twice = node("twice", "mul", { input: ref("flat"), other: num(2) }, [8 * 16 * 32 * 32]);
+  const viewed = planGraph(canonicalGraph(graph([mul, flat, add, twice], "twice")));
+  assert.match(viewed.kept.find((k) => k.node === "add")?.reason ?? "", /writes in place/);
+  // a graph input is the caller's: never
+  const onInput = node("fill", "masked_fill", { input: ref("x"), mask: ref("lt"), value: num(0) }, X, {
+    inplace: true,
+  });
+  const absX = node("abs", "abs", { input: ref("x") }, X);
+  const kept = planGraph(canonicalGraph(graph([absX, lt, onInput], "fill"))).kept;
+  assert.match(kept.find((k) => k.node === "fill")?.reason ?? "", /writes in place/);
+});
+
 test("instance norm from running statistics (track_running_stats in eval) is a per-channel affine", () => {
   const inorm = node(
     "in",
@@ -1550,7 +1582,7 @@ test("in-place statements on a value (y.mul_(a); y.add_(b); return y) read as a 
   assert.deepEqual(g.nodes[2]?.fn?.input, ref("conv"), "the captured graph itself is left as it was");
 });
 
-test("in-place statements stay as captured where a view sees the write or a read comes before it", () => {
+test("in-place statements stay as captured where a view sees the write; a read before it keeps its place", () => {
   const inplace = { inplace: true };
   const viewed = graph(
     [
@@ -1575,7 +1607,11 @@ test("in-place statements stay as captured where a view sees the write or a read
   const threaded = canonicalGraph(readBefore);
   assert.deepEqual(threaded.nodes[1]?.fn?.input, ref("act"), "sigmoid ran before the write");
   assert.deepEqual(threaded.nodes[3]?.fn?.other, ref("mul_"), "the add after it reads the written value");
-  assert.ok(!planGraph(threaded).regions.some((r) => regionNodes(r).includes("mul_")), "mul_ is not private");
+  // sigmoid reads act before the write, so the write is no one else's: mul_ fuses as its out-of-place form
+  assert.deepEqual(
+    planGraph(threaded).regions.map((r) => regionNodes(r)),
+    [["act", "sig", "mul_", "out"]],
+  );
 });
 
 test("glu is spelled out as chunk -> sigmoid -> mul, which fuses with the ops after it (float32, even size)", () => {

@@ -50,9 +50,13 @@ function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict
 
 /** An in-place op on an intermediate nobody else reads (nn.ReLU(inplace=True) after a conv) means the same
  * as its out-of-place form. The written storage is that of the chain of in-place ops and views the target
- * came through (`y.add_(1).sqrt_()` writes y): every link of it must be read by the next link alone. */
+ * came through (`y.add_(1).sqrt_()` writes y): every link of it must be read by the next link alone. A value
+ * that owns its storage may also be read before the write (`y.masked_fill_(y.abs() < t, 0)`, `y.sub_(y.mean())`)
+ * by ops that neither view nor write it: they ran before the write, so they see the same value either way
+ * (reads after it were threaded to the write's result, inplace-threads.ts). */
 function inplaceIsPrivate(node: GraphNode, view: GraphView): boolean {
   let target = written(node);
+  if (target?.t === "node" && readOnlyBefore(target.id, node, view)) return true;
   for (;;) {
     if (target?.t !== "node" || view.isGraphInput(target.id) || view.usersOf(target.id).length !== 1)
       return false;
@@ -60,6 +64,20 @@ function inplaceIsPrivate(node: GraphNode, view: GraphView): boolean {
     if (!link.inplace && !ALIASING_OPS.has(link.op)) return true;
     target = link.inplace ? written(link) : (link.fn?.input ?? link.args[0]);
   }
+}
+
+/** Whether `id` owns its storage and every reader but in-place `write` reads it earlier without viewing it. */
+function readOnlyBefore(id: string, write: GraphNode, view: GraphView): boolean {
+  if (view.isGraphInput(id)) return false;
+  const value = view.node(id);
+  if (value.inplace || ALIASING_OPS.has(value.op) || !view.outMeta(value)) return false;
+  const at = view.index.get(write.id) ?? -1;
+  return view.usersOf(id).every((user) => {
+    if (user === write.id) return true;
+    if (user === "@output") return false;
+    const reader = view.node(user);
+    return !reader.inplace && !ALIASING_OPS.has(reader.op) && (view.index.get(user) ?? at) < at;
+  });
 }
 
 function common(node: GraphNode, view: GraphView): Verdict {
