@@ -272,16 +272,9 @@ cudaError_t kf_ew_run(const KfEwPlan& plan, void* out, const KfTensorRef* in, co
 // Global memory moves in runs of 4 elements (one 16- or 8-byte access when the run is whole and aligned, else
 // element by element): staged operands along dim 1, everything else and the output along dim 0. Shared memory
 // holds the staged tile as [dim 1][dim 0] with a pitch of T0 + 1 floats.
-// A tile is 4096 elements, 8192 when every element is 16-bit: the kernel's time goes with its work per run and per
-// tile (transposes, index math, the barrier), so runs of 8-byte accesses moved half the bytes of fp32's in the same
-// time (tiled_ab run 7); twice the runs per tile puts fp32's bytes in flight per thread.
 #define KF_EW_TILE_ELEMS 4096
+#define KF_EW_TILE_SMEM (64 * 65)  // floats: T1 rows of T0 + 1, largest at T1 = 64
 #define KF_EW_TILED_THREADS 256
-
-template <typename TOut, typename... TIn>
-__host__ __device__ constexpr int kf_ew_tile_elems() {
-  return sizeof(TOut) == 2 && ((sizeof(TIn) == 2) && ...) ? 2 * KF_EW_TILE_ELEMS : KF_EW_TILE_ELEMS;
-}
 // One staged operand (a conv output, a permuted input): a second one's runs are chosen at run time, and its
 // registers would be indexed at run time (local memory).
 #define KF_EW_MAX_STAGED 1
@@ -396,20 +389,20 @@ __device__ __forceinline__ void kf_load_raw_run(const void* base, uint32_t off, 
 // dim 1 are loaded as stored (a 16-bit run is two registers), every load issued before the first shared store:
 // a load and its store per run left one load in flight per thread (the runs' alignment branches keep ptxas from
 // hoisting the next ones). 4-byte cp.async into the transposed tile instead was slower (tiled_ab run 6).
-template <int kTile, int K, typename... TIn>
+template <int K, typename... TIn>
 struct KfEwTileStage {
   template <int N>
   __device__ __forceinline__ static void run(const KfEwTiledParams<N>& p, const uint32_t (&base)[N], uint32_t b0,
                                              uint32_t b1, float* tile, int pitch) {
     if constexpr (K < N) {
       if (p.staged != K) {
-        KfEwTileStage<kTile, K + 1, TIn...>::run(p, base, b0, b1, tile, pitch);
+        KfEwTileStage<K + 1, TIn...>::run(p, base, b0, b1, tile, pitch);
         return;
       }
       using T = kf_nth_t<K, TIn...>;
       // Held as stored up to 4 bytes (a 16-bit run in two registers); wider elements (int64) as fp32 at once.
       using Held = std::conditional_t<(sizeof(T) > 4), float, T>;
-      constexpr int kPasses = kTile / 4 / KF_EW_TILED_THREADS;
+      constexpr int kPasses = KF_EW_TILE_ELEMS / 4 / KF_EW_TILED_THREADS;
       Held v[kPasses][4];  // runs past the tile's edge stay unset: their shared slots are never read
 #pragma unroll
       for (int i = 0; i < kPasses; ++i) {
@@ -478,23 +471,19 @@ __device__ __forceinline__ void kf_ew_tile_inputs(const KfEwTiledParams<N>& p, c
 // (zeroing the runs past a tile's edge first cost the 8 bytes that spilled), functors with more operands get
 // fewer blocks. Mixed element sizes (a 16-bit activation with an fp32 operand) widen the other operands' runs
 // and spilled 8 bytes at 32 registers, so they take the next bound.
-template <int N, bool kMixedSizes, int kTile>
-constexpr int kf_ew_tiled_min_blocks() {
-  return kTile > KF_EW_TILE_ELEMS ? (N <= 4 ? 6 : 4) : N <= 2 && !kMixedSizes ? 8 : N <= 4 ? 6 : 4;
-}
+template <int N, bool kMixedSizes>
+constexpr int kf_ew_tiled_min_blocks() { return N <= 2 && !kMixedSizes ? 8 : N <= 4 ? 6 : 4; }
 
 template <typename TOut, typename... TIn>
 constexpr bool kf_mixed_sizes() { return ((sizeof(TIn) != sizeof(TOut)) || ...); }
 
 template <class F, uint32_t kUniform0, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(KF_EW_TILED_THREADS,
-                                  kf_ew_tiled_min_blocks<sizeof...(TIn), kf_mixed_sizes<TOut, TIn...>(),
-                                                         kf_ew_tile_elems<TOut, TIn...>()>())
+                                  kf_ew_tiled_min_blocks<sizeof...(TIn), kf_mixed_sizes<TOut, TIn...>()>())
     kf_ew_tiled_kernel(const KfEwTiledParams<sizeof...(TIn)> p, const KfScalars sc) {
   constexpr int N = sizeof...(TIn);
-  constexpr int kTile = kf_ew_tile_elems<TOut, TIn...>();
-  constexpr int kPasses = kTile / 4 / KF_EW_TILED_THREADS;  // runs of 4 per thread, both phases
-  __shared__ float tile[kTile + 64];  // [dim 1][dim 0], pitch T0 + 1: T1 rows of T0 + 1, T1 <= 64
+  constexpr int kPasses = KF_EW_TILE_ELEMS / 4 / KF_EW_TILED_THREADS;  // runs of 4 per thread, both phases
+  __shared__ float tile[KF_EW_TILE_SMEM];  // [dim 1][dim 0], pitch T0 + 1
   const int pitch = p.t0 + 1;
   const F f{};
   // This block's tile: its first element along dims 0 and 1, and each operand's offset at its outer index.
@@ -502,7 +491,7 @@ __global__ void __launch_bounds__(KF_EW_TILED_THREADS,
   const uint32_t q0 = p.div_tiles0.div(t);
   uint32_t rem = p.div_tiles1.div(q0);
   const uint32_t b0 = (t - q0 * p.tiles0) * uint32_t(p.t0);
-  const uint32_t b1 = (q0 - rem * p.tiles1) * uint32_t(kTile / p.t0);
+  const uint32_t b1 = (q0 - rem * p.tiles1) * uint32_t(KF_EW_TILE_ELEMS / p.t0);
   const uint32_t outer = rem;
   uint32_t base[N];
 #pragma unroll
@@ -516,7 +505,7 @@ __global__ void __launch_bounds__(KF_EW_TILED_THREADS,
 #pragma unroll
     for (int k = 0; k < N; ++k) base[k] += cd * p.stride[k][d + 2];
   }
-  KfEwTileStage<kTile, 0, TIn...>::run(p, base, b0, b1, tile, pitch);
+  KfEwTileStage<0, TIn...>::run(p, base, b0, b1, tile, pitch);
   __syncthreads();
   // Compute: rows along dim 1, runs along dim 0.
 #pragma unroll
@@ -572,12 +561,11 @@ cudaError_t kf_ew_run_tiled(const KfEwPlan& plan, const int* slot, void* out, co
   constexpr int N = sizeof...(TIn);
   const int elem_bytes[N] = {int(sizeof(TIn))...};
   const int T1 = plan.size[1] <= 16 ? 16 : plan.size[1] <= 32 ? 32 : 64;
-  const int T0 = kf_ew_tile_elems<TOut, TIn...>() / T1;
+  const int T0 = KF_EW_TILE_ELEMS / T1;
   KfEwTiledParams<N> p;
   p.t0 = T0;
   p.t1_runs_log2 = T1 == 16 ? 2 : T1 == 32 ? 3 : 4;
-  p.t0_runs_log2 = 0;
-  while ((4 << p.t0_runs_log2) < T0) ++p.t0_runs_log2;
+  p.t0_runs_log2 = T1 == 16 ? 6 : T1 == 32 ? 5 : 4;
   p.size0 = uint32_t(plan.size[0]);
   p.size1 = uint32_t(plan.size[1]);
   p.tiles0 = uint32_t(kf_ceil_div(plan.size[0], T0));
