@@ -19,7 +19,6 @@ import math
 import os
 import statistics
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Iterator
@@ -311,21 +310,6 @@ def main(path: str) -> int:
     return 0
 
 
-def _import_compiler_beside() -> threading.Thread:
-    """Starts importing torch.compile's machinery (dynamo, inductor: seconds of imports its first call would pay)
-    on a thread of its own, beside the first request's reference build, which spends much of its time in CUDA's
-    initialisation with the GIL released. A failure here is left for torch.compile itself to report."""
-
-    def run() -> None:
-        with contextlib.suppress(Exception):
-            import torch._dynamo  # noqa: F401
-            import torch._inductor.compile_fx  # noqa: F401
-
-    thread = threading.Thread(target=run, name="kforge-compiler-import", daemon=True)
-    thread.start()
-    return thread
-
-
 def serve(stdin: Any = None, out_fd: int | None = None) -> int:
     """``--bench-optimize-serve``: one OptimizeBenchRequest per stdin line, one OptimizeBenchResult per line on
     the original stdout (a problem's or an extension build's prints go to stderr), until stdin closes. The
@@ -338,7 +322,6 @@ def serve(stdin: Any = None, out_fd: int | None = None) -> int:
     import torch  # noqa: F401 — paid once, before the first request is read
 
     imported_at = time.time()
-    _import_compiler_beside()
     state: ProblemState | None = None
     first = True
     for line in stdin:

@@ -132,17 +132,3 @@ def test_fast_forwards_are_timed_in_more_rounds_up_to_a_cap() -> None:
     assert scaled(50, 0.0003) == 1667, "0.3 ms rounds fill the minimum timing time"
     assert scaled(50, 0.00001) == optimize_bench.MAX_ITERS
     assert scaled(3000, 0.0001) == 3000, "never fewer than requested while within the budget"
-
-
-def test_the_compiler_is_imported_beside_the_first_request():
-    """The served bench worker starts importing dynamo and inductor on a thread of its own; the thread ends (its
-    imports done, or a failure swallowed for torch.compile to report) and leaves them importable."""
-    import sys
-
-    from kforge_worker.optimize_bench import _import_compiler_beside
-
-    thread = _import_compiler_beside()
-    assert thread.daemon and thread.name == "kforge-compiler-import"
-    thread.join(timeout=120)
-    assert not thread.is_alive()
-    assert "torch._dynamo" in sys.modules and "torch._inductor.compile_fx" in sys.modules
