@@ -1,7 +1,7 @@
 // `kforge optimize` as a library: capture -> plan -> emit -> (GPU) verify with every check of `kforge eval`,
 // time against eager and torch.compile, and re-emit without the regions that lost to PyTorch.
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { execa } from "execa";
 import { z } from "zod";
@@ -391,13 +391,16 @@ export async function prebuildLikelyRetimes(
   cancelSignal?: AbortSignal,
 ): Promise<void> {
   const { graph, problem } = prepared;
-  for (const [i, plan] of likelyRetimedPlans(graph, prepared.plan).entries()) {
-    const path = join(options.cacheDir, "retime-ahead", `${problem.name}-${process.pid}-${i}.py`);
+  for (const plan of likelyRetimedPlans(graph, prepared.plan)) {
+    // A folder of its own: two problems of one name (model.py in two folders) build side by side.
+    mkdirSync(join(options.cacheDir, "retime-ahead"), { recursive: true });
+    const folder = mkdtempSync(join(options.cacheDir, "retime-ahead", `${problem.name}-`));
+    const path = join(folder, `${problem.name}.py`);
     emitTo(graph, plan, problem, path);
     try {
       await prebuild({ ...prepared, output: path, plan }, options, cancelSignal);
     } finally {
-      rmSync(path, { force: true });
+      rmSync(folder, { recursive: true, force: true });
     }
   }
 }
