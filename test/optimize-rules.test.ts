@@ -493,6 +493,12 @@ test("eval-mode batch norm is not pointwise without running statistics, off dim 
     verdict(evalBatchNorm({ running_mean: ref("m") }), BN_PARAMS, [made]) ?? "",
     /computed in the forward/,
   );
+  const computed = graph([made, evalBatchNorm({ running_mean: ref("m") })], "bn", BN_PARAMS);
+  assert.equal(
+    planGraph(computed).kept.find((k) => k.node === "bn")?.reason,
+    "its running_mean is computed in the forward",
+    "the report names the pointwise rule's reason",
+  );
   const flat = evalBatchNorm({ input: param("v") });
   assert.match(verdict(flat, { ...BN_PARAMS, v: [16] }) ?? "", /no channel dim/);
 });

@@ -276,9 +276,11 @@ export const SEED_RULES: SeedRule[] = [
     accepts(node, view) {
       const spec = NORMALIZATIONS[node.op];
       if (!spec) return `no normalisation rule for ${node.op}`;
-      // Without statistics to take (eval-mode batch norm) the op is elementwise: the pointwise rule's.
-      if (POINTWISE[node.op] && pointwiseVerdict(node, view) === null)
-        return "no statistics: elementwise in this mode";
+      // Without statistics to take (eval-mode batch norm) the op is elementwise: the pointwise rule's, whose
+      // reason is the one to report where it declines.
+      const elementwise = POINTWISE[node.op] ? pointwiseVerdict(node, view) : undefined;
+      if (elementwise === null) return "no statistics: elementwise in this mode";
+      if (elementwise && !normDims(node, view)) return elementwise;
       const bad = common(node, view) ?? tensorInputOk(view, node);
       if (bad) return bad;
       const out = view.outMeta(node);
