@@ -309,10 +309,11 @@ class OutputSampler:
                     "evidence": f"{n} of {self.pairs} pairs of timed calls (drawn at random, fresh inputs each) "
                                 "checked: every candidate output matches the reference's for the same inputs"}
         since = [c for c in self.checks if c.pair >= wrong[0].pair]
-        # among all samples, or among those off the distribution alone: a path wrong only there is as systematic
-        # (it was right on such values, fresh, in the checks), and those pairs are one in VARY_EVERY of the rest
+        # among all samples, or among those off the distribution alone; or wrong there only (twice or more): the
+        # candidate was right on such values, fresh, in the checks, and a race would miss plain pairs as well
         systematic = any(3 * sum(not c.ok for c in group) >= len(group)
-                         for group in (since, [c for c in since if c.varied]) if group)
+                         for group in (since, [c for c in since if c.varied]) if group) or (
+            len(wrong) >= 2 and all(c.varied for c in wrong))
         first = wrong[0]
         where = "warm-up" if first.pair < warmup_pairs else "timed"
         evidence = (f"{len(wrong)} of {n} sampled outputs of the timing loop are wrong (first: pair {first.pair}, "

@@ -31,7 +31,7 @@ from kforge_worker.compare import compare_timed
 from kforge_worker.judge import Judge, JudgeChannel, summarize
 from kforge_worker.off_distribution import variant
 from kforge_worker.reference_process import _BOOT, ENV_SEAL, PACKAGE_PARENT, Exporter
-from kforge_worker.timed_inputs import VARY_EVERY, FreshInputPool
+from kforge_worker.timed_inputs import VARY_EVERY, FreshInputPool, OutputSampler
 
 
 @pytest.fixture()
@@ -220,3 +220,19 @@ def test_the_reference_process_seal_holds_what_the_interpreter_imported_before_i
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([PACKAGE_PARENT, str(tmp_path)]), ENV_SEAL: str(time.time_ns())}
     out = subprocess.run([sys.executable, "-c", boot], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True"], out.stderr
+
+
+def test_outputs_wrong_only_on_pairs_off_the_distribution_are_systematic():
+    """A switch met now and then (its own detector unsure it is timed) is wrong on a few of the pairs off the
+    distribution and right on every plain one: not a race, which would miss plain pairs as well."""
+    sampler = OutputSampler(lambda cand, ref: (cand == "right", None if cand == "right" else "NaN rows"),
+                            rng=random.Random(0))
+    for pair in range(60):
+        varied = pair % 5 == 0
+        sampler.after_pair(pair, "ref", "wrong" if varied and pair % 15 == 0 else "right", always=varied)
+    check = sampler.check(5)
+    assert check["outcome"] == "fail" and check["failVerdict"] == "cheating", check
+    race = OutputSampler(lambda cand, ref: (cand == "right", None if cand == "right" else "off"), rng=random.Random(0))
+    for pair in range(60):
+        race.after_pair(pair, "ref", "wrong" if pair in (20, 41) else "right", always=pair % 5 == 0)
+    assert race.check(5)["failVerdict"] == "incorrect"
