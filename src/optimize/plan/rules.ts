@@ -70,7 +70,9 @@ function inplaceIsPrivate(node: GraphNode, view: GraphView): boolean {
 function readOnlyBefore(id: string, write: GraphNode, view: GraphView): boolean {
   if (view.isGraphInput(id)) return false;
   const value = view.node(id);
-  if (value.inplace || ALIASING_OPS.has(value.op) || !view.outMeta(value)) return false;
+  // a get_attr node is the model's own tensor (a constant export lifted): state, not a value of this call
+  if (value.kind === "get_attr" || value.inplace || ALIASING_OPS.has(value.op) || !view.outMeta(value))
+    return false;
   const at = view.index.get(write.id) ?? -1;
   return view.usersOf(id).every((user) => {
     if (user === write.id) return true;
