@@ -247,7 +247,7 @@ class Judge:
     # -- the end -------------------------------------------------------------------------------
     def end(self, last_findings: Callable[[], list[str]] | None = None) -> None:
         """last_findings: failures found after the judge's own last imports (the end's statistics), the last of this
-        process's code to load (reference_process._audit_loaded_code)."""
+        process's code to load (reference_process._loaded_code_rewritten)."""
         if self.ended:
             return
         self.ended = True

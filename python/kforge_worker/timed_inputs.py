@@ -12,6 +12,10 @@ correctness trials get â€” new values from the problem's own ``get_inputs()`` â€
   The values come from the process's own ``make_inputs``, which already draws on the device where
   ``pipeline.device_generation`` allows it; the pool makes no choice of its own, so timing draws where the
   trials draw, and no extra ``get_inputs()`` call is spent on a probe.
+- Sets off the distribution (``FreshInputPool.vary``, the reference process's pool): about one refill in
+  ``VARY_EVERY`` holds values of the kind input_distribution judged the candidate right on (off_distribution.py), so
+  a path taken only when timed meets them too, whatever told it that it is timed; every such pair is compared, for
+  rows far off (compare.compare_timed).
 - ``OutputSampler``: after a pair, with probability ``max(c / (pair + 1), floor)`` (the first pairs always,
   then at least one pair in ~7, so a switch that turns on late in the loop is still sampled), the
   candidate's output is compared with the reference's output **for the same inputs** by the pass mark.
