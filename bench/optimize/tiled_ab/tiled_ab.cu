@@ -221,8 +221,33 @@ static void flush_l2() {
   CHECK(cudaMemsetAsync(flush_buf, 0, bytes));
 }
 
+using Variants = std::vector<std::pair<std::string, std::function<void()>>>;
+
 // Every variant timed in turn, round after round (the same conditions for all: clocks, heat, L2 flushed before
-// each launch), then each checked once on a zeroed output.
+// each launch), after one warm-up launch each: the 15 times of each, in milliseconds.
+static std::vector<std::vector<float>> time_rounds(const Variants& variants) {
+  cudaEvent_t a, z;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&z));
+  for (auto& v : variants) v.second();
+  std::vector<std::vector<float>> ms(variants.size());
+  for (int round = 0; round < 15; ++round)
+    for (size_t i = 0; i < variants.size(); ++i) {
+      flush_l2();
+      CHECK(cudaEventRecord(a));
+      variants[i].second();
+      CHECK(cudaEventRecord(z));
+      CHECK(cudaEventSynchronize(z));
+      float m = 0;
+      CHECK(cudaEventElapsedTime(&m, a, z));
+      ms[i].push_back(m);
+    }
+  CHECK(cudaEventDestroy(a));
+  CHECK(cudaEventDestroy(z));
+  return ms;
+}
+
+// Each variant timed (time_rounds), then checked once on a zeroed output.
 static void run_case(int N, int P, int C) {
   const size_t count = size_t(N) * P * C;
   float *x, *b, *y;
@@ -236,7 +261,7 @@ static void run_case(int N, int P, int C) {
   CHECK(cudaMemcpy(b, hb.data(), C * 4, cudaMemcpyHostToDevice));
   const float s = 2.f;
   const double gb = 2.0 * count * 4 / 1e9;
-  std::vector<std::pair<std::string, std::function<void()>>> variants;
+  Variants variants;
   variants.emplace_back("memcpy", [&] { CHECK(cudaMemcpyAsync(y, x, count * 4, cudaMemcpyDeviceToDevice)); });
   KfShape shape{3, {N, C, P}};
   KfTensorRef in[2] = {{x, {int64_t(P) * C, 1, C}}, {b, {0, 1, 0}}};
@@ -272,22 +297,7 @@ static void run_case(int N, int P, int C) {
   };
   add_ring(I64{}, std::integral_constant<int, 3>{}, "ring64x3");
 
-  cudaEvent_t a, z;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&z));
-  for (auto& v : variants) v.second();  // warm-up
-  std::vector<std::vector<float>> ms(variants.size());
-  for (int round = 0; round < 15; ++round)
-    for (size_t i = 0; i < variants.size(); ++i) {
-      flush_l2();
-      CHECK(cudaEventRecord(a));
-      variants[i].second();
-      CHECK(cudaEventRecord(z));
-      CHECK(cudaEventSynchronize(z));
-      float m = 0;
-      CHECK(cudaEventElapsedTime(&m, a, z));
-      ms[i].push_back(m);
-    }
+  auto ms = time_rounds(variants);
   CHECK(cudaGetLastError());
   std::vector<float> hy(size_t(C) * P);
   for (size_t i = 0; i < variants.size(); ++i) {
@@ -343,26 +353,11 @@ static void run_case_half(int N, int P, int C) {
   KfTensorRef in16[2] = {{x, {int64_t(P) * C, 1, C}}, {b16, {0, 1, 0}}};
   KfScalars sc{};
   sc.v[0] = s;
-  std::vector<std::pair<std::string, std::function<void()>>> variants;
+  Variants variants;
   variants.emplace_back("memcpy", [&] { CHECK(cudaMemcpyAsync(y, x, count * 2, cudaMemcpyDeviceToDevice)); });
   variants.emplace_back("shipped_f16", [&] { CHECK((kf_launch_elementwise<ChainF, __half, __half, __half>(shape, y, in16, sc, 0))); });
   variants.emplace_back("shipped_f16_fp32_bias", [&] { CHECK((kf_launch_elementwise<ChainF, __half, __half, float>(shape, y, in, sc, 0))); });
-  cudaEvent_t a, z;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&z));
-  for (auto& v : variants) v.second();
-  std::vector<std::vector<float>> ms(variants.size());
-  for (int round = 0; round < 15; ++round)
-    for (size_t i = 0; i < variants.size(); ++i) {
-      flush_l2();
-      CHECK(cudaEventRecord(a));
-      variants[i].second();
-      CHECK(cudaEventRecord(z));
-      CHECK(cudaEventSynchronize(z));
-      float m = 0;
-      CHECK(cudaEventElapsedTime(&m, a, z));
-      ms[i].push_back(m);
-    }
+  auto ms = time_rounds(variants);
   std::vector<__half> hy(size_t(C) * P);
   for (size_t i = 0; i < variants.size(); ++i) {
     double err = 0;

@@ -282,9 +282,9 @@ export function registerOptimizeCommand(program: Command): void {
       startAhead(0);
       // One problem builds its file in its first bench; the file a re-timing would emit builds meanwhile.
       const retimesAhead = new AbortController();
-      const single0 = builds && prepared.length === 1 ? prepared[0] : undefined;
-      const retimesBuilt = single0
-        ? prebuildLikelyRetimes(single0, options, retimesAhead.signal)
+      const onlyPrepared = builds && prepared.length === 1 ? prepared[0] : undefined;
+      const retimesBuilt = onlyPrepared
+        ? prebuildLikelyRetimes(onlyPrepared, options, retimesAhead.signal)
         : Promise.resolve();
       const perSlot = warmAhead && slots.length > 1;
       const byIndex: (OptimizeResult | undefined)[] = [...kept.values()];
