@@ -151,13 +151,38 @@ _VALUE_ASSERTING_OPS = frozenset({
 })
 
 
-def _value_asserting_ops(ctx: VerifyContext, base: Inputs) -> list[str]:
+# ATen ops whose GPU kernels assert that their indices are in range (an embedding's ids, a loss's class targets, a
+# gather's positions). At a size the check makes up, an index the reference derives from the inputs' values or from
+# a size (ids drawn below the old vocabulary, `arange(seq_len)` into a table of 512 positions, targets above a
+# smaller class count) can fall outside: the same device-side assert as above. Names without "aten::" and without
+# a trailing underscore (the in-place forms).
+_INDEX_ASSERTING_STEMS = frozenset({
+    "embedding", "embedding_bag", "_embedding_bag", "_embedding_bag_forward_only", "index_select", "index", "index_put",
+    "_index_put_impl", "gather", "scatter", "scatter_add", "scatter_reduce", "take", "put", "index_add", "index_copy",
+    "index_fill", "index_reduce", "nll_loss", "nll_loss_forward", "nll_loss2d", "nll_loss2d_forward", "nll_loss_nd",
+    "cross_entropy_loss", "multi_margin_loss", "multilabel_margin_loss", "multilabel_margin_loss_forward", "bincount",
+    "one_hot", "max_unpool2d", "max_unpool3d", "ctc_loss", "_ctc_loss", "_cudnn_ctc_loss", "repeat_interleave",
+    "embedding_renorm",
+})
+
+
+def _reference_ops(ctx: VerifyContext, base: Inputs) -> Any:
+    """The ATen ops one reference call on `base` runs (a Counter of 'aten::name')."""
     from .instrument import OpRecorder
 
     recorder = OpRecorder()
-    with recorder:
+    with preserved_state(ctx.ref), recorder:
         run(ctx.ref, clone_inputs(base))
-    return sorted(op for op in recorder.ops if op in _VALUE_ASSERTING_OPS)
+    return recorder.ops
+
+
+def _value_asserting_ops(ctx: VerifyContext, base: Inputs) -> list[str]:
+    return sorted(op for op in _reference_ops(ctx, base) if op in _VALUE_ASSERTING_OPS)
+
+
+def index_asserting(ops: Any) -> list[str]:
+    """Those of `ops` ('aten::name' strings) whose GPU kernels assert on their indices."""
+    return sorted(op for op in ops if op.startswith("aten::") and op[6:].rstrip("_") in _INDEX_ASSERTING_STEMS)
 
 
 def check_input_distribution(ctx: VerifyContext) -> CheckResult:
@@ -325,8 +350,44 @@ def _well_above(s: int) -> list[int]:
 WELL_ABOVE_SECONDS = 4.0  # projected seconds (reference + candidate) all the well-above sizes may take
 
 
+class _CpuProbe:
+    """Where the reference runs index-asserting ops on the GPU, a size is first tried on a CPU copy of the
+    reference, where an index out of range is an exception: a size the CPU copy rejects is never run on the GPU.
+    Unusable (every new size then left untried, said in the evidence) when the copy would be too large or the
+    reference does not run on the CPU at the benchmark's own size (a forward that names its device)."""
+
+    def __init__(self, ctx: VerifyContext, base: Inputs, ops: list[str], max_bytes: int) -> None:
+        self.ops = ops
+        self.why_not = ""
+        self.model: Any = None
+        weights = sum(t.numel() * t.element_size() for t in list(ctx.ref.parameters()) + list(ctx.ref.buffers()))
+        if weights + _input_bytes(base) > max_bytes:
+            self.why_not = f"the reference ({(weights + _input_bytes(base)) / 2**20:.0f} MiB) too large to copy to the CPU"
+            return
+        import copy
+
+        model = copy.deepcopy(ctx.ref).cpu()
+        if self.accepts(base, model) is not True:
+            self.why_not = "the reference does not run on the CPU"
+            return
+        self.model = model
+
+    def accepts(self, inputs: Inputs, model: Any = None) -> bool | None:
+        """True when the CPU copy takes `inputs`, False when it raises; None when there is no usable copy."""
+        model = model if model is not None else self.model
+        if model is None:
+            return None
+        try:
+            with torch.no_grad(), preserved_state(model):
+                model(*[x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs])
+        except Exception:  # noqa: BLE001 — the same rejection the GPU would have made with a device-side assert
+            return False
+        return True
+
+
 def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_sizes: int = 4,
-                       budget: float = 2.0, well_above_seconds: float = WELL_ABOVE_SECONDS) -> CheckResult:
+                       budget: float = 2.0, well_above_seconds: float = WELL_ABOVE_SECONDS,
+                       cpu_probe_bytes: int = 2 << 30, guard_indices: bool | None = None) -> CheckResult:
     """Odd sizes below *and above* the problem's: each distinct dimension size (batch first, up to
     `max_sizes`) replaced everywhere by an odd smaller one and by an odd one ~1.5× larger. The reference
     decides which are valid (a size tied to the weights makes it raise: skipped); when replacing every
@@ -343,11 +404,24 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
     time, projected from the reference's at the 1.5× step (twice it, for both calls; quadratically in the growth
     of the inputs — never from the candidate's own time, which it chooses), keeps all of them within
     `well_above_seconds`; else said in the evidence. Wrong at any valid size: `incorrect` — code that only
-    holds at or below the benchmark's sizes (a fixed grid, a tile count baked in)."""
+    holds at or below the benchmark's sizes (a fixed grid, a tile count baked in).
+
+    On a GPU, a reference that runs index-asserting ops (embeddings, gathers, class-target losses) has each size
+    tried first on a CPU copy (`_CpuProbe`): an index out of range there is an exception, on the GPU a device-side
+    assert that ends the process's CUDA context (`guard_indices`, default: on a GPU)."""
     from .budget import Budget
 
     base = ctx.make_inputs(ctx.seed())
     in_bytes = _input_bytes(base)
+    probe = None
+    if ctx.device.type == "cuda" if guard_indices is None else guard_indices:
+        index_ops = index_asserting(_reference_ops(ctx, base))
+        if index_ops:
+            probe = _CpuProbe(ctx, base, index_ops, cpu_probe_bytes)
+            if probe.model is None:
+                return skipped("extra_shapes", f"no other size tried: the reference runs {', '.join(index_ops)}, "
+                               "whose GPU kernels end the process at an index out of range, and "
+                               f"{probe.why_not} to try a size there first", "incorrect")
     tried: list[str] = []
     over_budget: list[str] = []
     not_well_above: list[str] = []
@@ -372,7 +446,7 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
                     break
                 label = f"{s}->{next(iter(mapping.values()))}{where}"
                 stats: dict[str, float] = {}
-                outcome = _try_variant(ctx, base, mapping, label, max_elements, stats)
+                outcome = _try_variant(ctx, base, mapping, label, max_elements, stats, probe)
                 if outcome == "rejected":
                     continue  # the reference does not take this size here: try one occurrence alone
                 if isinstance(outcome, CheckResult):
@@ -407,7 +481,7 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
             continue
         label = f"{s}->{next(iter(chosen.values()))}{where}"
         stats = {}
-        outcome = _try_variant(ctx, base, chosen, label, max_elements, stats)
+        outcome = _try_variant(ctx, base, chosen, label, max_elements, stats, probe)
         if isinstance(outcome, CheckResult):
             return outcome
         seconds_left -= 2 * stats.get("ref_seconds", 0.0)  # the reference's share, as projected
@@ -426,14 +500,17 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
 
 
 def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], label: str,
-                 max_elements: int, stats: dict[str, float] | None = None) -> str | CheckResult:
-    """'rejected' (the reference raises at these sizes), a line for the evidence, or the failure. ``stats``
-    receives the seconds the two calls took and the bytes of the reference's outputs."""
+                 max_elements: int, stats: dict[str, float] | None = None,
+                 probe: _CpuProbe | None = None) -> str | CheckResult:
+    """'rejected' (the reference raises at these sizes, or its CPU copy does), a line for the evidence, or the
+    failure. ``stats`` receives the seconds the two calls took and the bytes of the reference's outputs."""
     import time
 
     gen = torch.Generator(device=ctx.device).manual_seed(ctx.seed())
     variant = _resize_inputs(base, mapping, gen)
     if sum(x.numel() for x in variant if isinstance(x, torch.Tensor)) > max_elements:
+        return "rejected"
+    if probe is not None and probe.accepts(variant) is False:
         return "rejected"
     began = time.perf_counter()
     try:
