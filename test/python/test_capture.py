@@ -968,3 +968,37 @@ def test_a_tensor_made_from_a_traced_size_is_captured_by_fx(tmp_path: Path, fact
     graph = capture_text(tmp_path, model(f"return torch.softmax(x / torch.sqrt({factory}), dim=-1)"))
     assert graph["captured"] == "fx", graph["failure"]
     assert ops(graph)[-3:] == ["sqrt", "div", "softmax"]
+
+
+def test_interpolate_binds_in_both_forms_with_its_newer_arguments(tmp_path: Path) -> None:
+    # F.interpolate's recompute_scale_factor / antialias (and nn.Upsample, which passes them) made the call
+    # unbindable: an op without arguments no rule can read (its mode, its scale).
+    body = model(
+        "a = F.interpolate(x, scale_factor=2, mode='nearest', recompute_scale_factor=None)\n"
+        "b = F.interpolate(x, size=(8, 8), mode='bilinear', align_corners=False, antialias=False)\n"
+        "return self.up(a) + self.up(b)",
+        init="self.up = nn.Upsample(scale_factor=2, mode='bilinear', align_corners=True)",
+    )
+    graph = capture_text(tmp_path, body, inputs="[torch.rand(2, 3, 4, 4)]")
+    nodes = [n for n in graph["nodes"] if n["op"] == "interpolate"]
+    assert len(nodes) == 4 and all(n["fn"] is not None for n in nodes), nodes
+    assert [n["fn"]["mode"]["value"] for n in nodes] == ["nearest", "bilinear", "bilinear", "bilinear"]
+    assert nodes[2]["fn"]["align_corners"] == const(True), nodes[2]["fn"]
+
+
+def test_a_module_with_hooks_keeps_its_own_call(tmp_path: Path) -> None:
+    # The legacy weight_norm recomputes `weight` from weight_g / weight_v in a forward pre-hook: a region that
+    # ran the conv from `self.conv.weight` would use the weight of the last call, stale after load_state_dict.
+    # The parametrisation form has no hook (`weight` is computed on each read) and stays a conv.
+    body = model(
+        "return torch.relu(self.a(x)) + torch.relu(self.b(x)) + self.c(x)",
+        init=(
+            "import warnings\nwarnings.filterwarnings('ignore')\n"
+            "self.a = nn.utils.weight_norm(nn.Conv2d(3, 4, 1))\n"
+            "self.b = nn.utils.parametrizations.weight_norm(nn.Conv2d(3, 4, 1))\n"
+            "self.c = nn.Conv2d(3, 4, 1)\nself.c.register_forward_hook(lambda m, i, o: o * 2)"
+        ),
+    )
+    graph = capture_text(tmp_path, body, inputs="[torch.rand(2, 3, 4, 4)]")
+    by_target = {n["target"]: n["op"] for n in graph["nodes"] if n["kind"] == "call_module"}
+    assert by_target == {"a": "unknown", "b": "conv2d", "c": "unknown"}, by_target

@@ -152,7 +152,7 @@ _SOURCES = [
     "scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False)",
     "multi_head_attention(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False)",
     "embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False)",
-    "interpolate(input, size=None, scale_factor=None, mode='nearest', align_corners=None)",
+    "interpolate(input, size=None, scale_factor=None, mode='nearest', align_corners=None, recompute_scale_factor=None, antialias=False)",
     "pad(input, pad, mode='constant', value=None)",
     "pixel_shuffle(input, upscale_factor)",
     "pixel_unshuffle(input, downscale_factor)",
