@@ -130,6 +130,24 @@ test("a stock conv whose output only a pointwise region reads becomes that regio
   assert.deepEqual(region && regionNodes(region), ["conv", "relu", "add"]);
 });
 
+test("a parametrised stock conv (weight_norm, spectral_norm) anchors; an unknown parametrisation or a parametrised bias does not", () => {
+  const parametrized = (weight: string[], bias?: string[]) => {
+    const g = convGraph("torch.nn.utils.parametrize.ParametrizedConv2d");
+    const conv = g.modules.conv;
+    if (conv) conv.parametrized = { weight, ...(bias ? { bias } : {}) };
+    return planGraph(g);
+  };
+  for (const kind of ["_WeightNorm", "_SpectralNorm"])
+    assert.equal(parametrized([kind]).regions[0]?.anchor, "conv", kind);
+  const custom = parametrized(["_WeightNorm", "Symmetric"]);
+  assert.ok(custom.regions.every((r) => r.anchor === undefined));
+  assert.match(custom.kept.find((k) => k.node === "conv")?.reason ?? "", /parametrisation/);
+  assert.ok(parametrized(["_WeightNorm"], ["_WeightNorm"]).regions.every((r) => r.anchor === undefined));
+  // a parametrised subclass of a class that is not a stock conv stays its own call
+  const other = convGraph("torch.nn.utils.parametrize.ParametrizedMyConv");
+  assert.ok(planGraph(other).regions.every((r) => r.anchor === undefined));
+});
+
 test("no anchor: a conv read elsewhere, a subclass, a call with more than its input, padding other than zeros", () => {
   const shared = planGraph(convGraph("torch.nn.modules.conv.Conv2d", true));
   assert.ok(shared.regions.filter((r) => r.rule !== LAYOUT_RULE).every((r) => r.anchor === undefined));

@@ -112,6 +112,9 @@ export const ModuleInfo = z.object({
   /** Constructor hyper-parameters that matter for the op (eps, momentum, affine, track_running_stats,
    * normalized_shape, kernel_size, stride, padding, dilation, groups, ceil_mode, approximate, dim, ...). */
   hyper: z.record(z.string(), Arg),
+  /** A parametrised module's (torch.nn.utils.parametrize) tensors computed on each read, each with the class
+   * names of its parametrisations in order ({"weight": ["_WeightNorm"]}); absent for a plain module. */
+  parametrized: z.record(z.string(), z.array(z.string())).optional(),
 });
 
 export const Graph = z.object({

@@ -135,3 +135,27 @@ def test_running_stats_after_a_reduction_prologue_take_the_device_update_without
     assert len(declined) == 1
     torch.testing.assert_close(mean, torch.tensor([0.05, 0.1]))  # PyTorch's ops: 0.9 * 0 + 0.1 * mean
     torch.testing.assert_close(var, torch.tensor([0.9 + 0.1 * 2.0 / 3, 0.9 + 0.1 * 6.0 / 3]))
+
+
+def test_a_conv_anchor_covers_stock_and_read_once_parametrised_convs_only(runtime):
+    # weight_norm computes `weight` from its parameters alone on each read; spectral norm's read in training
+    # runs a power iteration that updates its vectors (the module's own call must make that read); a hook
+    # would be skipped by the anchor's functional call.
+    stock = runtime["_kf_stock_conv"]
+    assert stock(nn.Conv2d(3, 4, 1)) and stock(nn.ConvTranspose1d(3, 4, 1))
+    assert stock(nn.utils.parametrizations.weight_norm(nn.Conv3d(3, 4, 1)))
+    spectral = nn.utils.parametrizations.spectral_norm(nn.Conv2d(3, 4, 1))
+    assert not stock(spectral)
+    assert stock(spectral.eval())
+    both = nn.utils.parametrizations.weight_norm(nn.Conv2d(3, 4, 1), name="bias", dim=0)
+    assert not stock(both), "a parametrised bias: not the stock call's bias"
+    hooked = nn.Conv2d(3, 4, 1)
+    hooked.register_forward_pre_hook(lambda m, i: None)
+    assert not stock(hooked)
+    assert not stock(nn.Linear(3, 4))
+
+    class Sub(nn.Conv2d):
+        def forward(self, x):
+            return super().forward(x) * 2
+
+    assert not stock(nn.utils.parametrizations.weight_norm(Sub(3, 4, 1))), "its own forward"

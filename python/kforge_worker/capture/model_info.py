@@ -54,6 +54,9 @@ def modules_info(model: nn.Module) -> dict[str, Any]:
         if "bias" in module._parameters or "bias" in attrs:
             hyper["bias"] = encode_plain(module._parameters.get("bias") is not None or attrs.get("bias") is True)
         out[path] = {"type": f"{type(module).__module__}.{type(module).__qualname__}", "training": module.training, "hyper": hyper}
+        parametrizations = getattr(module, "parametrizations", None)
+        if isinstance(parametrizations, nn.ModuleDict):
+            out[path]["parametrized"] = {name: [type(p).__name__ for p in plist] for name, plist in parametrizations.items()}
     return out
 
 

@@ -35,6 +35,21 @@ export const ANCHOR_RULES: AnchorRule[] = [
   },
 ];
 
+/** torch.nn.utils.parametrize's class for a parametrised module (`ParametrizedConv2d`, made by weight_norm or
+ * spectral_norm) subclasses the stock class with no forward of its own: its `weight` is a property computing
+ * the parametrisation, which the anchor reads once per call as the module's forward does. */
+const PARAMETRIZED_PREFIX = "torch.nn.utils.parametrize.Parametrized";
+
+/** Parametrisations whose value the anchor may compute in the module's place: weight norm (a function of its
+ * parameters), spectral norm (its power iteration updates buffers in training mode only, where the emitted
+ * anchor declines at run time). Any other may keep state the anchor cannot account for. */
+const READ_ONCE_PARAMETRIZATIONS = new Set(["_WeightNorm", "_SpectralNorm"]);
+
+function stockType(module: { type: string }): string {
+  if (!module.type.startsWith(PARAMETRIZED_PREFIX)) return module.type;
+  return `${CONV}.${module.type.slice(PARAMETRIZED_PREFIX.length)}`;
+}
+
 /** The rule under which `node` can anchor the region consuming it, or why not (null: no rule covers its op). */
 export function anchorRuleFor(node: GraphNode, view: GraphView): { rule: AnchorRule; why: Verdict } | null {
   const rule = ANCHOR_RULES.find((r) => r.ops.includes(node.op));
@@ -42,8 +57,12 @@ export function anchorRuleFor(node: GraphNode, view: GraphView): { rule: AnchorR
   const fail = (why: string) => ({ rule, why });
   if (node.kind !== "call_module") return fail("a functional convolution keeps its own call");
   const module = view.graph.modules[node.target];
-  if (!module || !rule.moduleTypes.includes(module.type))
+  if (!module || !rule.moduleTypes.includes(stockType(module)))
     return fail(`${module?.type ?? "its module"} is not a stock torch.nn convolution`);
+  const parametrized = Object.keys(module.parametrized ?? {});
+  if (parametrized.some((name) => name !== "weight")) return fail("a parametrisation computes its bias");
+  if ((module.parametrized?.weight ?? []).some((p) => !READ_ONCE_PARAMETRIZATIONS.has(p)))
+    return fail("its weight's parametrisation is not known to be a function of its parameters alone");
   const padding = module.hyper.padding_mode;
   if (padding && !(padding.t === "const" && padding.value === "zeros"))
     return fail("padding_mode is not zeros");
