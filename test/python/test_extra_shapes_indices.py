@@ -91,3 +91,16 @@ def test_class_target_losses_and_gathers_are_index_asserting_and_pointwise_ops_a
     assert index_asserting(_reference_ops(ctx, [torch.randn(4, 8)])) == []
     assert index_asserting(["aten::gather", "aten::scatter_add_", "aten::index_select", "aten::add"]) == [
         "aten::gather", "aten::index_select", "aten::scatter_add_"]
+
+
+class _Uncopyable(_Embeddings):
+    def __deepcopy__(self, memo):
+        raise TypeError("holds a handle")
+
+
+def test_a_reference_that_cannot_be_copied_tries_no_other_size():
+    torch.manual_seed(0)
+    ref = _Uncopyable()
+    result = check_extra_shapes(_context(ref, _Embeddings(), _ids), guard_indices=True)
+    assert result.outcome == "skip" and "cannot be copied" in result.evidence
+    assert ref.out_of_range == []

@@ -366,7 +366,11 @@ class _CpuProbe:
             return
         import copy
 
-        model = copy.deepcopy(ctx.ref).cpu()
+        try:
+            model = copy.deepcopy(ctx.ref).cpu()
+        except Exception:  # noqa: BLE001 — a reference holding something that does not copy (a stream, a handle)
+            self.why_not = "the reference cannot be copied"
+            return
         if self.accepts(base, model) is not True:
             self.why_not = "the reference does not run on the CPU"
             return
