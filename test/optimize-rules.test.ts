@@ -711,6 +711,143 @@ test("a pointwise op of a permuted norm output (channels-last norm, then an acti
   );
 });
 
+test("a pointwise op of a gathering copy (reflect pad, nearest upsampling, pixel shuffle) joins the region making its input", () => {
+  // Round 15: conv -> F.pad(mode="reflect") -> relu -> * 0.5 ran the conv alone and the relu and multiply as a
+  // second pass over the padded copy. Each output element of such a copy is one input element, so the ops move
+  // above it into the conv's epilogue and the copy follows them. A constant pad (its fill is no input element),
+  // bilinear upsampling, a copy read twice and erf-GELU (layout-sensitive on the CPU) keep their order.
+  const str = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const BIG = [8, 16, 34, 34];
+  const conv = node(
+    "conv",
+    "conv2d",
+    { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") },
+    X,
+    {
+      kind: "call_module",
+      target: "conv",
+    },
+  );
+  const build = (copy: GraphNode, act: Record<string, Arg> = {}, op = "relu", extra: GraphNode[] = []) => {
+    const g = graph(
+      [
+        conv,
+        copy,
+        node(op, op, { input: ref("copy"), ...act }, copy.out.t === "tensor" ? copy.out.meta.shape : []),
+        node(
+          "mul",
+          "mul",
+          { input: ref(op), other: num(0.5) },
+          copy.out.t === "tensor" ? copy.out.meta.shape : [],
+        ),
+        ...extra,
+      ],
+      extra.length ? "out" : "mul",
+      { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+    );
+    g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+    return g;
+  };
+  const pad = (mode: string) =>
+    node("copy", "pad", { input: ref("conv"), pad: ints(1, 1, 1, 1), mode: str(mode), value: none }, BIG);
+  const reflect = canonicalGraph(build(pad("reflect")));
+  assert.deepEqual(
+    reflect.nodes.map((n) => [n.id, n.op]),
+    [
+      ["conv", "conv2d"],
+      ["relu_unpermuted", "relu"],
+      ["mul_unpermuted", "mul"],
+      ["mul", "pad"],
+    ],
+  );
+  assert.deepEqual(
+    planGraph(reflect).regions.map((r) => regionNodes(r)),
+    [["conv", "relu_unpermuted", "mul_unpermuted"]],
+  );
+  const moved = (g: Graph) => canonicalGraph(g).nodes.some((n) => n.id.endsWith("_unpermuted"));
+  const interpolate = (mode: string) =>
+    node(
+      "copy",
+      "interpolate",
+      { input: ref("conv"), size: none, scale_factor: num(2), mode: str(mode), align_corners: none },
+      [8, 16, 64, 64],
+    );
+  assert.ok(moved(build(interpolate("nearest"))), "nearest upsampling");
+  assert.ok(
+    moved(
+      build(node("copy", "pixel_shuffle", { input: ref("conv"), upscale_factor: num(2) }, [8, 4, 64, 64])),
+    ),
+  );
+  assert.ok(!moved(build(pad("constant"))), "a constant pad writes values the op never saw");
+  assert.ok(!moved(build(interpolate("bilinear"))), "bilinear mixes elements");
+  const erf = build(pad("reflect"), { approximate: str("none") }, "gelu");
+  assert.ok(!moved(erf), "erf-GELU rounds differently at other positions of the CPU's vector loop");
+  const twice = build(pad("replicate"), {}, "relu", [
+    node("out", "add", { input: ref("mul"), other: ref("copy"), alpha: num(1) }, BIG),
+  ]);
+  assert.ok(!moved(twice), "a copy read twice would be made twice");
+});
+
+test("a pointwise op of a join (relu(cat([conv1(x), conv2(x)]))) runs on each part in the region making it", () => {
+  // Round 15 (Inception's branches, sinusoidal features stacked then flattened): the op ran as a pass over the
+  // joined copy. Applied to each part it joins each part's region, and the join follows under the op's id. A part
+  // that is a graph input, a part read elsewhere, or a join read twice keeps the order.
+  const conv = (id: string) =>
+    node(id, "conv2d", { input: ref("x"), weight: param(`${id}.weight`), bias: param(`${id}.bias`) }, X, {
+      kind: "call_module",
+      target: id,
+    });
+  const CAT = [8, 32, 32, 32];
+  const parts = (...ids: string[]): Arg => ({ t: "list", kind: "list", items: ids.map(ref) });
+  const build = (items: string[], extra: GraphNode[] = [], output = "mul") => {
+    const cat = node("cat", "cat", { tensors: parts(...items), dim: num(1) }, CAT, {
+      args: [parts(...items)],
+    });
+    const g = graph(
+      [
+        conv("a"),
+        conv("b"),
+        cat,
+        node("relu", "relu", { input: ref("cat") }, CAT),
+        node("mul", "mul", { input: ref("relu"), other: num(2) }, CAT),
+        ...extra,
+      ],
+      output,
+      { "a.weight": [16, 16, 1, 1], "a.bias": [16], "b.weight": [16, 16, 1, 1], "b.bias": [16] },
+    );
+    for (const id of ["a", "b"])
+      g.modules[id] = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+    return g;
+  };
+  const canon = canonicalGraph(build(["a", "b"]));
+  assert.deepEqual(
+    canon.nodes.map((n) => [n.id, n.op]),
+    [
+      ["a", "conv2d"],
+      ["b", "conv2d"],
+      ["relu_part0", "relu"],
+      ["relu_part1", "relu"],
+      ["mul_part0", "mul"],
+      ["mul_part1", "mul"],
+      ["mul", "cat"],
+    ],
+  );
+  const joined = canon.nodes.at(-1);
+  assert.deepEqual(joined?.args, [parts("mul_part0", "mul_part1")], "the emitted call reads the new parts");
+  assert.deepEqual(joined?.out, build(["a", "b"]).nodes.find((n) => n.id === "mul")?.out);
+  assert.deepEqual(
+    planGraph(canon).regions.map((r) => regionNodes(r)),
+    [
+      ["a", "relu_part0", "mul_part0"],
+      ["b", "relu_part1", "mul_part1"],
+    ],
+  );
+  const moved = (g: Graph) => canonicalGraph(g).nodes.some((n) => n.id.includes("_part"));
+  assert.ok(!moved(build(["a", "x"])), "a graph input as a part");
+  const readTwice = [node("out", "add", { input: ref("mul"), other: ref("a"), alpha: num(1) }, CAT)];
+  assert.ok(!moved(build(["a", "b"], readTwice, "out")), "a part read elsewhere");
+});
+
 test("a pointwise op of a reshaped softmax (softmax(y.view(B, H, -1)).view(B, -1) * 2) joins the softmax's region", () => {
   // The view between the softmax and the multiply made the multiply a pass of its own. On a contiguous value the
   // op moves above the reshape (any op, erf-GELU too: it sees a contiguous tensor either way), which follows it.
@@ -1679,6 +1816,53 @@ test("glu is spelled out as chunk -> sigmoid -> mul, which fuses with the ops af
     ["glu"],
     "an odd size along dim 0",
   );
+});
+
+test("cross_entropy with class indices is log_softmax over the class dim then nll_loss; label smoothing stays", () => {
+  // Round 15: F.cross_entropy(logits / T, targets) was one PyTorch call, so nothing fused; ATen computes it as
+  // log_softmax then nll_loss, which the log_softmax's normalisation region (with the divide) now does.
+  const L = [64, 1000];
+  const str = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const build = (fn: Record<string, Arg>, targetDtype = "int64", shape = L) => {
+    const g = graph(
+      [
+        node("div", "div", { input: ref("x"), other: num(0.7) }, shape),
+        node("ce", "cross_entropy", { input: ref("div"), target: ref("t"), ...fn }, [], {
+          kind: "call_function",
+          target: "torch.nn.functional.cross_entropy",
+        }),
+      ],
+      "ce",
+    );
+    g.inputs = [
+      { name: "x", meta: f32(shape), value: null },
+      {
+        name: "t",
+        meta: { shape: [shape[0] ?? 0, ...shape.slice(2)], dtype: targetDtype, stride: [1] },
+        value: null,
+      },
+    ];
+    return g;
+  };
+  const canon = canonicalGraph(build({ weight: param("w"), ignore_index: num(3), reduction: str("sum") }));
+  assert.deepEqual(
+    canon.nodes.map((n) => `${n.id}:${n.op}`),
+    ["div:div", "ce_log_probs:log_softmax", "ce:nll_loss"],
+  );
+  assert.deepEqual(canon.nodes[1]?.fn?.dim, num(1));
+  const nll = canon.nodes[2];
+  assert.deepEqual(nll?.args, [ref("ce_log_probs"), ref("t")]);
+  assert.deepEqual(nll?.kwargs, { weight: param("w"), ignore_index: num(3), reduction: str("sum") });
+  assert.deepEqual(
+    planGraph(canon).regions.map((r) => regionNodes(r)),
+    [["div", "ce_log_probs"]],
+  );
+  const kept = (g: Graph) => canonicalGraph(g).nodes.map((n) => n.op);
+  assert.deepEqual(kept(build({ label_smoothing: num(0.1) })), ["div", "cross_entropy"], "label smoothing");
+  assert.deepEqual(kept(build({}, "float32")), ["div", "cross_entropy"], "probability targets");
+  // (N, C, H, W) logits with (N, H, W) targets: the class dim is still 1
+  const dense = canonicalGraph(build({}, "int64", [2, 5, 8, 8]));
+  assert.deepEqual(dense.nodes[1]?.fn?.dim, num(1));
 });
 
 test("prelu is spelled out as where(x >= 0, x, w * x); a per-channel weight is viewed (C, 1, 1)", () => {

@@ -11,6 +11,7 @@
 // - a global adaptive pool (output size all ones): the mean / amax over its spatial dims, keepdim, a reduction
 //   that takes the ops before it as its prologue.
 // - an einsum that sums nothing (`'bchw,c->bchw'`, a per-channel scale): the broadcast multiply it computes.
+// - cross_entropy with class indices: log_softmax then nll_loss, as ATen computes it (crossEntropySpelledOut).
 //
 // Each only where the spelled-out ops equal the op exactly on the CPU (the fallback's check): glu in float32 /
 // float64 (glu rounds half precision once, the spelled-out ops twice) along an even size; prelu in any float
@@ -345,6 +346,57 @@ function einsumSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>):
   ];
 }
 
+const isNone = (arg: Arg | undefined) => arg === undefined || (arg.t === "const" && arg.pytype === "none");
+
+/** cross_entropy with class-index targets and no label smoothing as the two calls ATen makes of it:
+ * `F.nll_loss(F.log_softmax(input, class_dim), target, weight, ignore_index=, reduction=)`, bit for bit (the
+ * log_softmax in the input's dtype, the class dim 1, or 0 for one sample's logits). The log_softmax is then a
+ * normalisation region that takes the ops before it (`logits / T`) as its prologue; the nll_loss, a gather
+ * of one value a row, stays PyTorch's. Probability targets and label smoothing take other paths in ATen. */
+function crossEntropySpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
+  const fn = node.fn;
+  const input = fn?.input;
+  const target = fn?.target;
+  const meta = view.tensorOf(input);
+  const targetMeta = view.tensorOf(target);
+  if (!fn || !input || !target || !meta || !targetMeta || node.inplace || !FLOAT_DTYPES.has(meta.dtype))
+    return null;
+  if (targetMeta.dtype !== "int64" || !isNone(fn.size_average) || !isNone(fn.reduce)) return null;
+  const smoothing = fn.label_smoothing;
+  if (smoothing && !(smoothing.t === "const" && smoothing.value === 0)) return null;
+  const rank = meta.shape.length;
+  if (rank === 0 || targetMeta.shape.length !== rank - 1) return null;
+  const dim: Arg = { t: "const", pytype: "int", value: rank === 1 ? 0 : 1 };
+  const none: Arg = { t: "const", pytype: "none", value: null };
+  const logProbs = freshId(`${node.id}_log_probs`, taken);
+  const lsm: Arg = { t: "node", id: logProbs };
+  const kwargs: Record<string, Arg> = {
+    weight: fn.weight ?? none,
+    ignore_index: fn.ignore_index ?? { t: "const", pytype: "int", value: -100 },
+    reduction: fn.reduction ?? { t: "const", pytype: "str", value: "mean" },
+  };
+  return [
+    plainNode(logProbs, {
+      kind: "call_function",
+      target: "torch.nn.functional.log_softmax",
+      args: [input],
+      kwargs: { dim },
+      op: "log_softmax",
+      fn: { input, dim, dtype: none },
+      out: { t: "tensor", meta: { ...meta, stride: contiguousStride(meta.shape) } },
+    }),
+    plainNode(node.id, {
+      kind: "call_function",
+      target: "torch.nn.functional.nll_loss",
+      args: [lsm, target],
+      kwargs,
+      op: "nll_loss",
+      fn: { input: lsm, target, ...kwargs },
+      out: node.out,
+    }),
+  ];
+}
+
 type SpellOut = (node: GraphNode, view: GraphView, taken: Set<string>) => GraphNode[] | null;
 
 /** Op -> its spelled-out nodes (the last one under the op's own id, so its readers are unchanged). */
@@ -353,6 +405,7 @@ const SPELLED_OUT: Record<string, SpellOut> = {
   prelu: preluSpelledOut,
   normalize: normalizeSpelledOut,
   einsum: einsumSpelledOut,
+  cross_entropy: crossEntropySpelledOut,
   ...Object.fromEntries(
     [1, 2, 3]
       .flatMap((n) => [`adaptive_avg_pool${n}d`, `adaptive_max_pool${n}d`])
