@@ -629,6 +629,27 @@ test("ops no rule covers are reported (library calls as such); views and data mo
   assert.ok(!plan.kept.some((k) => k.node === "fl"), JSON.stringify(plan.kept));
 });
 
+test("a module kept for its hooks is reported as such", () => {
+  const g = graph(
+    [
+      node("conv", "hooked_module", {}, X, {
+        kind: "call_module",
+        target: "conv",
+        args: [ref("x")],
+        fn: null,
+      }),
+      node("relu", "relu", { input: ref("conv") }, X),
+    ],
+    "relu",
+  );
+  const plan = planGraph(g);
+  assert.deepEqual(
+    plan.regions.map((r) => regionNodes(r)),
+    [["relu"]],
+  );
+  assert.match(plan.kept.find((k) => k.node === "conv")?.reason ?? "", /module conv has hooks/);
+});
+
 test("an op no rule covers that returns several tensors (torch.std_mean) is reported too", () => {
   // Round 13: `s, m = torch.std_mean(y, dim=(2, 3), keepdim=True)` stayed PyTorch's call and the report said nothing.
   const sm = node("sm", "unknown", { input: ref("x") }, [], {

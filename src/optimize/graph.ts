@@ -69,7 +69,8 @@ export const GraphNode = z.object({
   args: z.array(Arg),
   kwargs: z.record(z.string(), Arg),
   /** Canonical op name ("relu", "add", "conv2d", "batch_norm", "softmax", "sum", "getitem", "view"...);
-   * "unknown" when capture has no name for it (it then stays a PyTorch call). */
+   * "unknown" when capture has no name for it, "hooked_module" for a module with hooks (either stays a
+   * PyTorch call). */
   op: z.string(),
   /** The call normalised to the functional signature of `op` (names as in torch.nn.functional / torch):
    * e.g. conv2d {input, weight, bias, stride, padding, dilation, groups}; batch_norm {input, running_mean,

@@ -388,13 +388,15 @@ def method_spec(name: str) -> OpSpec:
 
 # A module's call runs its hooks around its forward (the legacy nn.utils.weight_norm / spectral_norm recompute
 # `weight` in a forward pre-hook): a region that takes the op in its place would skip them, reading a stale
-# weight or leaving a hook's output change undone, so a hooked module's call stays its own.
+# weight or leaving a hook's output change undone, so a hooked module's call stays its own (an op no rule
+# takes, named so that the report can say why).
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+HOOKED_MODULE = OpSpec("hooked_module")
 
 
 def module_spec(module: nn.Module) -> OpSpec:
     if any(getattr(module, name, None) for name in _HOOK_DICTS):
-        return UNKNOWN
+        return HOOKED_MODULE
     for cls in type(module).__mro__:
         if cls in _MODULE_TYPES:
             return _MODULE_TYPES[cls]

@@ -594,6 +594,8 @@ const LIBRARY_OPS = new Set([
 function uncoveredReason(node: GraphNode): string {
   if (LIBRARY_OPS.has(node.op))
     return "a library call (cuBLAS/cuDNN through PyTorch): kept as the reference calls it";
+  if (node.op === "hooked_module")
+    return `the module ${node.target} has hooks (a legacy weight_norm's, say), which a fused region would skip: its own call`;
   const what =
     node.op !== "unknown"
       ? node.op
