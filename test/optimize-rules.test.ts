@@ -865,6 +865,7 @@ test("a pointwise op of a join (relu(cat([conv1(x), conv2(x)]))) runs on each pa
   );
   const moved = (g: Graph) => canonicalGraph(g).nodes.some((n) => n.id.includes("_part"));
   assert.ok(!moved(build(["a", "x"])), "a graph input as a part");
+  assert.ok(!moved(build(["a", "a"])), "one part joined twice");
   const readTwice = [node("out", "add", { input: ref("mul"), other: ref("a"), alpha: num(1) }, CAT)];
   assert.ok(!moved(build(["a", "b"], readTwice, "out")), "a part read elsewhere");
 });

@@ -141,6 +141,9 @@ function hoistedOverJoin(node: GraphNode, view: GraphView, taken: Set<string>): 
     return null;
   if (view.usersOf(join.id).length !== 1 || !sameShape(out.shape, joined.shape)) return null;
   const parts: GraphNode[] = [];
+  const ids = list.items.map((item) => (item.t === "node" ? item.id : ""));
+  // A part joined twice (`cat([y, y])`) would be read by two copies of the op: two passes where one was.
+  if (new Set(ids).size !== ids.length) return null;
   for (const item of list.items) {
     if (item.t !== "node" || view.isGraphInput(item.id) || !MAKERS.has(view.node(item.id).op)) return null;
     const meta = view.tensorOf(item);
