@@ -24,7 +24,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
-         "register_targets_apply5", "bn_eval_affine"]
+         "register_targets_apply5", "bn_eval_affine", "scans"]
 
 
 def _node() -> str | None:
@@ -245,7 +245,7 @@ def test_eval_mode_batch_norms_read_their_running_statistics_when_they_run(emitt
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
      "register_targets_reduce32", "register_targets_apply5", "written_idioms", "integer_operands_trig",
-     "bn_eval_affine",
+     "bn_eval_affine", "scans",
      pytest.param("narrow_integer_operands", marks=pytest.mark.heavy)]
 )
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:
@@ -283,7 +283,7 @@ def test_emitted_host_sources_compile_against_torch_headers(emitted: dict[str, s
     """The generated host (.cpp) unit — every region's host function and its helpers (a batch norm's `_bn`, a
     channels-last anchor's `_cl`), against torch/extension.h — which the CUDA-only compile checks never see.
     conv_bn_chain has the batch-norm and anchor helpers beside the host function every kind shares (hostFunction);
-    KFORGE_ALL_HOST_UNITS=1 adds norms_reduce_pool (the reduce, normalize and pool kinds' launch calls)."""
+    KFORGE_ALL_HOST_UNITS=1 adds norms_reduce_pool (the reduce, normalize and pool kinds' launch calls) and scans."""
     import glob
     import sysconfig
 
@@ -305,7 +305,7 @@ def test_emitted_host_sources_compile_against_torch_headers(emitted: dict[str, s
     except ImportError:
         pass
     procs = []
-    for case in ("conv_bn_chain",) + (("norms_reduce_pool",) if os.environ.get("KFORGE_ALL_HOST_UNITS") else ()):
+    for case in ("conv_bn_chain",) + (("norms_reduce_pool", "scans") if os.environ.get("KFORGE_ALL_HOST_UNITS") else ()):
         source = tmp_path / f"{case}.cpp"
         source.write_text(_load(emitted[case], f"host_{case}")._KF_CPP_SOURCE, encoding="utf8")
         cmd = [gxx, "-std=c++17", "-fsyntax-only", "-w", str(source), "-DTORCH_EXTENSION_NAME=kf_host_check",

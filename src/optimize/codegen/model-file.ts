@@ -26,6 +26,7 @@ const KIND_HEADERS: Record<string, string[]> = {
   reduce: ["kf_reduce.cuh"],
   normalize: ["kf_normalize.cuh"],
   pool: ["kf_pool.cuh", "kf_pool_geometry.cuh"],
+  scan: ["kf_scan.cuh"],
 };
 
 function regionHeaders(region: Region): string[] {

@@ -5,6 +5,7 @@ import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { floatLiteral, POINTWISE, scalarValue } from "../ops/pointwise.ts";
 import { accumulatorOf, REDUCTIONS } from "../ops/reduce.ts";
+import { SCANS, scanDim } from "../ops/scan.ts";
 import { anchorBias } from "../plan/anchors.ts";
 import { argNodeIds, type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
@@ -552,6 +553,7 @@ const LAUNCH_PARAMS: Record<string, string> = {
   stats:
     "const KfShape& shape, uint32_t mask, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream",
   pool: "const int64_t* geo, int ngeo, const int64_t* in_shape, int in_rank, const void* in, void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream",
+  scan: "const KfShape& shape, int dim, void* out, const KfTensorRef* in, const KfScalars& sc, cudaStream_t stream",
 };
 
 /** An anchored region's first operands (the anchor's output, then its bias per channel) and the line that
@@ -1218,6 +1220,72 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   };
 };
 
+/** A cumulative sum or product (kf_scan.cuh) of the region's pointwise prologue along the call's dim, its
+ * pointwise epilogue applied at each element. The iteration shape is the scan's own (the planner grows neither
+ * side past it), so a line of the kernel is a line of the reference's scan. */
+const generateScan: KindGenerator = (view, region, nameOf, fn, out) => {
+  const seed = view.node(region.seed ?? "");
+  const spec = SCANS[seed.op];
+  const input = seed.fn?.input;
+  const inMeta = view.tensorOf(input);
+  const dim = scanDim(seed, view);
+  if (!spec || !input || !inMeta || dim === null)
+    throw new Error(`kforge internal: ${seed.op} is not a scan`);
+  const rounded = regionRounding(view, region);
+  const table = new OperandTable(view, nameOf, broadcastAdapt);
+  const proLines = pointwiseLines(view, region.prologue, table, () => null, rounded);
+  const scanned =
+    input.t === "node" && region.prologue.includes(input.id) ? `t_${input.id}` : table.tensor(input);
+  const epiLines = seededEpilogue(view, region, seed.id, "s", table, rounded);
+  const nIn = table.operands.length;
+  const pro = `KfPro_${region.id}`;
+  const epi = `KfEpi_${region.id}`;
+  const xs = `const float (&x)[${Math.max(nIn, 1)}]`;
+  const cuda = [
+    functor(pro, nIn, `${xs}, const KfScalars& sc`, proLines, scanned),
+    // The prologue's lines again: an epilogue op may read a prologue value (`cumsum(x * m) + x * m`); the
+    // compiler drops those no epilogue op reads.
+    functor(
+      epi,
+      nIn,
+      `float s, ${xs}, const KfScalars& sc`,
+      [...proLines, ...epiLines],
+      `t_${region.output}`,
+    ),
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.scan}) {`,
+    `  return kf_launch_scan<${pro}, ${spec.op}, ${epi}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, dim, out, in, sc, stream);`,
+    "}",
+  ].join("\n");
+  const host = [
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.scan});`,
+    `at::Tensor ${fn}(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
+    "                 int64_t mask, const std::vector<int64_t>& out_shape, const std::vector<int64_t>& geo, at::Tensor stats) {",
+    `  kf_check_inputs(in, ${nIn}, "${fn}");`,
+    "  const KfShape shape = kf_shape_of(iter);",
+    "  KfTensorRef refs[KF_MAX_INPUTS];",
+    "  for (size_t k = 0; k < in.size(); ++k) refs[k] = kf_ref(in[k], shape);",
+    "  const KfScalars scalars = kf_scalars(sc);",
+    `  at::Tensor out = at::empty(iter, in[0].options().dtype(${AT_TYPE[out.dtype] ?? "at::kFloat"}));`,
+    "  const c10::cuda::CUDAGuard guard(in[0].device());",
+    "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+    `  kf_check_cuda(${fn}_launch(shape, static_cast<int>(mask), out.data_ptr(), refs, scalars, stream), "${fn}");`,
+    "  (void)out_shape; (void)geo; (void)stats;",
+    "  return out;",
+    "}",
+  ].join("\n");
+  return {
+    cuda,
+    host,
+    operands: table.operands,
+    rank: inMeta.shape.length,
+    pyPrelude: [operandTuple(table.operands)],
+    pyLaunch: [
+      "shape = _kf_broadcast(ins)",
+      `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${dim}, _KF_NO_INTS, _KF_NO_INTS, _KF_NO_TENSOR)`,
+    ],
+  };
+};
+
 /** Pool geometry as a flat int list for the host: [kind, nd, adaptive, k*, s*, p*, d*, ceil, count_include_pad, divisor, out*]. */
 function poolGeometry(
   op: string,
@@ -1287,4 +1355,5 @@ const KIND_GENERATORS: Record<Exclude<Region["kind"], "recipe">, KindGenerator> 
   reduce: generateReduce,
   normalize: generateNormalize,
   pool: generatePool,
+  scan: generateScan,
 };

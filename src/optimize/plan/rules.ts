@@ -5,10 +5,11 @@ import type { Arg, GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { accumulatorOf, REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
+import { SCANS, scanDim } from "../ops/scan.ts";
 import { ALIASING_OPS, written } from "./aliasing.ts";
 import { FLOAT_DTYPES, type GraphView, intList, paramReader } from "./graph-view.ts";
 
-export type RegionKind = "pointwise" | "reduce" | "normalize" | "pool" | "recipe";
+export type RegionKind = "pointwise" | "reduce" | "normalize" | "pool" | "scan" | "recipe";
 
 /** Why a node is not a seed/member, or null when it is. */
 export type Verdict = string | null;
@@ -385,6 +386,26 @@ export const SEED_RULES: SeedRule[] = [
         spec.epi(reader) !== null &&
         accumulatorOf(spec, reader) !== null;
       return ok ? null : `${node.op} with these arguments has no kernel form`;
+    },
+  },
+  {
+    name: "scan",
+    kind: "scan",
+    prologue: true,
+    epilogue: "operands",
+    accepts(node, view) {
+      if (!SCANS[node.op]) return `no scan rule for ${node.op}`;
+      const bad = common(node, view) ?? tensorInputOk(view, node);
+      if (bad) return bad;
+      const fn = node.fn ?? {};
+      if (scanDim(node, view) === null) return "its dim is not a constant int";
+      const out = view.outMeta(node);
+      if (!out) return "its output is not one tensor";
+      // cumsum(x, dtype=): PyTorch casts x, then scans; the kernel reads x in fp32 and scans in fp32, which is
+      // that cast where the result keeps x's dtype or is float32 (as reductions take it).
+      const inDtype = view.tensorOf(fn.input)?.dtype ?? "";
+      if (out.dtype !== inDtype && out.dtype !== "float32") return `it casts (dtype=${out.dtype})`;
+      return null;
     },
   },
   {

@@ -1,0 +1,101 @@
+"""Scan regions (kf_scan.cuh) on the GPU, end to end: problems with cumsum / cumprod emitted by `kforge optimize
+--no-verify`, their ModelNew run on CUDA against the reference and against float64, over row scans (the last dim:
+one block per line, tiles with a carry) of lengths below, at and past a tile, column scans (another dim: a thread
+per line), transposed and broadcast operands, and every float dtype. Needs node on PATH (the emitter)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or shutil.which("node") is None,
+                                reason="needs a CUDA device and node")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PROBLEM = textwrap.dedent('''
+    import torch
+    import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.dim = dim
+
+        def forward(self, x, mask, y):
+            return torch.cumsum(x * mask, dim=self.dim) * 0.5 + y, torch.cumprod(torch.sigmoid(x), dim=self.dim)
+
+    def get_inputs():
+        x = torch.randn({shape}, dtype=torch.{dtype})
+        return [x, torch.rand(x.shape) > 0.5, torch.randn({shape}, dtype=torch.{dtype})]
+
+    def get_init_inputs():
+        return [{dim}]
+''')
+
+# (shape, dim): rows of 1, 31, one tile (1024), one past it, several tiles; columns along dims 0 and 1
+CASES = [((64, 1), 1), ((8, 31), 1), ((16, 1024), 1), ((5, 1025), 1), ((3, 7, 5000), 2), ((4096, 3), 0),
+         ((33, 65, 9), 1), ((2, 3, 4, 5, 6), 3)]
+DTYPES = ["float32", "float16", "bfloat16"]
+
+
+def _load(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+@pytest.fixture(scope="module")
+def emitted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("scans")
+    paths = []
+    for i, (shape, dim) in enumerate(CASES):
+        for dtype in DTYPES:
+            path = out / f"scan_{i}_{dtype}.py"
+            path.write_text(PROBLEM.format(shape=shape, dim=dim, dtype=dtype))
+            paths.append(str(path))
+    run = subprocess.run(["node", "--import", "tsx", os.path.join(ROOT, "src", "cli", "main.ts"), "optimize", *paths,
+                          "--no-verify", "--out-dir", str(out / "new"), "--python", sys.executable],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_scans_match_the_reference(emitted, case, dtype):
+    shape, _dim = CASES[case]
+    name = f"scan_{case}_{dtype}"
+    problem = _load(str(emitted / f"{name}.py"), f"p_{name}")
+    cand = _load(str(emitted / "new" / f"{name}_new.py"), f"c_{name}")
+    assert "kf_launch_scan" in cand._KF_CUDA_SOURCE
+    torch.manual_seed(case)
+    ref = problem.Model(*problem.get_init_inputs()).cuda()
+    new = cand.ModelNew(*problem.get_init_inputs()).cuda()
+    x, mask, y = [t.cuda() for t in problem.get_inputs()]
+    variants = [(x, mask, y), (x.transpose(0, -1).contiguous().transpose(0, -1), mask, y)]
+    if len(shape) > 1:  # a mask broadcast along the first dim
+        variants.append((x, mask[:1], y))
+    tol = {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (5e-2, 5e-2)}[dtype]
+    for inputs in variants:
+        with torch.no_grad():
+            got = new(*inputs)
+            want = ref(*inputs)
+            wide = problem.Model(*problem.get_init_inputs()).double()(*[t.double() if t.is_floating_point() else t
+                                                                         for t in inputs])
+        for g, w, d in zip(got, want, wide):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            # no worse than twice PyTorch's own error against float64, beside the dtype's tolerance
+            ours = (g.double() - d).abs().max().item()
+            theirs = (w.double() - d).abs().max().item()
+            scale = d.abs().max().item() + 1.0
+            assert ours <= 2 * theirs + tol[1] * scale, (name, ours, theirs)
+            torch.testing.assert_close(g.float(), w.float(), rtol=tol[0], atol=tol[1] * scale)
