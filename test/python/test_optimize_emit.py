@@ -24,7 +24,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
-         "register_targets_apply5", "bn_eval_affine", "scans"]
+         "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses"]
 
 
 def _node() -> str | None:

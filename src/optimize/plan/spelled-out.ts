@@ -397,6 +397,89 @@ function crossEntropySpelledOut(node: GraphNode, view: GraphView, taken: Set<str
   ];
 }
 
+/** triplet_margin_loss without swap as the calls ATen makes of it: `clamp_min(margin + pairwise_distance(a, p) -
+ * pairwise_distance(a, n), 0)` then the reduction, bit for bit in the inputs' dtype. The two distances are then
+ * reductions reading the inputs once each (ATen writes a - p + eps out first), the rest one reduction after them. */
+function tripletSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
+  const fn = node.fn;
+  const [anchor, positive, negative] = [fn?.anchor, fn?.positive, fn?.negative];
+  const meta = view.tensorOf(anchor);
+  const out = view.outMeta(node);
+  if (!fn || !anchor || !positive || !negative || !meta || !out || node.inplace) return null;
+  if (!FLOAT_DTYPES.has(meta.dtype) || meta.shape.length < 1) return null;
+  const same = (arg: Arg) =>
+    view.tensorOf(arg)?.shape.join() === meta.shape.join() && view.tensorOf(arg)?.dtype === meta.dtype;
+  if (!same(positive) || !same(negative)) return null;
+  if (!isNone(fn.size_average) || !isNone(fn.reduce)) return null;
+  if (fn.swap && !(fn.swap.t === "const" && fn.swap.value === false)) return null;
+  const reduction = fn.reduction?.t === "const" ? fn.reduction.value : "mean";
+  if (reduction !== "mean" && reduction !== "sum" && reduction !== "none") return null;
+  const margin = fn.margin ?? { t: "const", pytype: "float", value: 1.0 };
+  const p = fn.p ?? { t: "const", pytype: "float", value: 2.0 };
+  const eps = fn.eps ?? { t: "const", pytype: "float", value: 1e-6 };
+  const none: Arg = { t: "const", pytype: "none", value: null };
+  const rowShape = meta.shape.slice(0, -1);
+  const rowMeta: TensorMeta = { ...meta, shape: rowShape, stride: contiguousStride(rowShape) };
+  const ids = ["dist_pos", "dist_neg", "shifted", "gap", "hinged"].map((s) =>
+    freshId(`${node.id}_${s}`, taken),
+  );
+  const [dPos, dNeg, shifted, gap, hinged] = ids.map((id) => ({ t: "node", id }) as Arg);
+  const distance = (id: string, x2: Arg) =>
+    plainNode(id, {
+      kind: "call_function",
+      target: "torch.nn.functional.pairwise_distance",
+      args: [anchor, x2],
+      kwargs: { p, eps },
+      op: "pairwise_distance",
+      fn: { x1: anchor, x2, p, eps, keepdim: { t: "const", pytype: "bool", value: false } },
+      out: { t: "tensor", meta: rowMeta },
+    });
+  const binary = (id: string, op: "add" | "sub", input: Arg, other: Arg) =>
+    plainNode(id, {
+      kind: "call_function",
+      target: `torch.${op}`,
+      args: [input, other],
+      kwargs: {},
+      op,
+      fn: { input, other },
+      out: { t: "tensor", meta: rowMeta },
+    });
+  const zero: Arg = { t: "const", pytype: "float", value: 0.0 };
+  const nodes = [
+    distance(ids[0] ?? "", positive),
+    distance(ids[1] ?? "", negative),
+    binary(ids[2] ?? "", "add", dPos as Arg, margin),
+    binary(ids[3] ?? "", "sub", shifted as Arg, dNeg as Arg),
+    plainNode(reduction === "none" ? node.id : (ids[4] ?? ""), {
+      kind: "call_function",
+      target: "torch.clamp_min",
+      args: [gap as Arg, zero],
+      kwargs: {},
+      op: "clamp",
+      fn: { input: gap as Arg, min: zero, max: none },
+      out: reduction === "none" ? node.out : { t: "tensor", meta: rowMeta },
+    }),
+  ];
+  if (reduction === "none") return nodes;
+  return [
+    ...nodes,
+    plainNode(node.id, {
+      kind: "call_function",
+      target: `torch.${reduction}`,
+      args: [hinged as Arg],
+      kwargs: {},
+      op: reduction,
+      fn: {
+        input: hinged as Arg,
+        dim: none,
+        keepdim: { t: "const", pytype: "bool", value: false },
+        dtype: none,
+      },
+      out: node.out,
+    }),
+  ];
+}
+
 type SpellOut = (node: GraphNode, view: GraphView, taken: Set<string>) => GraphNode[] | null;
 
 /** Op -> its spelled-out nodes (the last one under the op's own id, so its readers are unchanged). */
@@ -406,6 +489,7 @@ const SPELLED_OUT: Record<string, SpellOut> = {
   normalize: normalizeSpelledOut,
   einsum: einsumSpelledOut,
   cross_entropy: crossEntropySpelledOut,
+  triplet_margin_loss: tripletSpelledOut,
   ...Object.fromEntries(
     [1, 2, 3]
       .flatMap((n) => [`adaptive_avg_pool${n}d`, `adaptive_max_pool${n}d`])
