@@ -13,7 +13,7 @@ import { resolveProblem } from "../src/problem/problems.ts";
 
 const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
 
-test("a scan takes the pointwise ops around it; a scan that casts stays PyTorch's", {
+test("a scan takes the pointwise ops around it, and flips around it as a scan from the end; a scan that casts stays PyTorch's", {
   timeout: 120_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-scan-"));
@@ -36,7 +36,12 @@ test("a scan takes the pointwise ops around it; a scan that casts stays PyTorch'
   assert.deepEqual(ops, [
     { kind: "scan", ops: ["mul", "cumsum"] },
     { kind: "scan", ops: ["sigmoid", "cumprod", "mul", "add"] },
+    { kind: "scan", ops: ["flip", "cumsum", "flip"] },
   ]);
+  assert.deepEqual(
+    plan.regions.map((r) => r.reverse ?? false),
+    [false, false, true],
+  );
   assert.ok(plan.kept.some((k) => k.op === "cumsum" && /casts \(dtype=float64\)/.test(k.reason)));
   const emitted = emitModelFile(graph, plan, "scans");
   // The masked scan runs along the last dim (2), the product down dim 0; the mask is read as 1 / 0.
@@ -44,4 +49,6 @@ test("a scan takes the pointwise ops around it; a scan that casts stays PyTorch'
   assert.match(emitted.cuda, /kf_launch_scan<KfPro_r1, KfScanProd, KfEpi_r1, float, float, float>/);
   assert.match(emitted.source, /_kf_ext\(\)\.kf_r0\(list\(ins\), \[\], shape, 2,/);
   assert.match(emitted.source, /_kf_ext\(\)\.kf_r1\(list\(ins\), \[\], shape, 0,/);
+  // the reverse scan: dim 1, from the end (+256); neither flip is made
+  assert.match(emitted.source, /_kf_ext\(\)\.kf_r2\(list\(ins\), \[\], shape, 257,/);
 });

@@ -1,7 +1,7 @@
 """Scan regions (kf_scan.cuh) on the GPU, end to end: problems with cumsum / cumprod emitted by `kforge optimize
 --no-verify`, their ModelNew run on CUDA against the reference and against float64, over row scans (the last dim:
 one block per line, tiles with a carry) of lengths below, at and past a tile, column scans (another dim: a thread
-per line), transposed and broadcast operands, and every float dtype. Needs node on PATH (the emitter)."""
+per line), transposed and broadcast operands, reverse scans (flip, cumsum, flip), and every float dtype. Needs node on PATH (the emitter)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ PROBLEM = textwrap.dedent('''
             self.dim = dim
 
         def forward(self, x, mask, y):
-            return torch.cumsum(x * mask, dim=self.dim) * 0.5 + y, torch.cumprod(torch.sigmoid(x), dim=self.dim)
+            return (torch.cumsum(x * mask, dim=self.dim) * 0.5 + y, torch.cumprod(torch.sigmoid(x), dim=self.dim),
+                    torch.cumsum(y.flip(self.dim), self.dim).flip(self.dim))
 
     def get_inputs():
         x = torch.randn({shape}, dtype=torch.{dtype})

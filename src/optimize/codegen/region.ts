@@ -553,7 +553,7 @@ const LAUNCH_PARAMS: Record<string, string> = {
   stats:
     "const KfShape& shape, uint32_t mask, const KfTensorRef* in, const KfScalars& sc, float* stats, void* ws, size_t ws_bytes, cudaStream_t stream",
   pool: "const int64_t* geo, int ngeo, const int64_t* in_shape, int in_rank, const void* in, void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream",
-  scan: "const KfShape& shape, int dim, void* out, const KfTensorRef* in, const KfScalars& sc, cudaStream_t stream",
+  scan: "const KfShape& shape, int dim, bool reverse, void* out, const KfTensorRef* in, const KfScalars& sc, cudaStream_t stream",
 };
 
 /** An anchored region's first operands (the anchor's output, then its bias per channel) and the line that
@@ -1233,10 +1233,21 @@ const generateScan: KindGenerator = (view, region, nameOf, fn, out) => {
     throw new Error(`kforge internal: ${seed.op} is not a scan`);
   const rounded = regionRounding(view, region);
   const table = new OperandTable(view, nameOf, broadcastAdapt);
-  const proLines = pointwiseLines(view, region.prologue, table, () => null, rounded);
-  const scanned =
-    input.t === "node" && region.prologue.includes(input.id) ? `t_${input.id}` : table.tensor(input);
-  const epiLines = seededEpilogue(view, region, seed.id, "s", table, rounded);
+  // A reverse scan's flips (reverseScans) are no arithmetic: the kernel reads the flipped input where it is and
+  // writes the result where the flip back puts it.
+  const [flipIn, flipOut] = region.reverse ? [region.prologue[0] ?? "", region.epilogue[0] ?? ""] : ["", ""];
+  const flipped = flipIn ? view.node(flipIn).fn?.input : undefined;
+  const proLines = flipIn ? [] : pointwiseLines(view, region.prologue, table, () => null, rounded);
+  const scanned = flipped
+    ? table.tensor(flipped)
+    : input.t === "node" && region.prologue.includes(input.id)
+      ? `t_${input.id}`
+      : table.tensor(input);
+  const epilogue = flipOut ? { ...region, epilogue: region.epilogue.slice(1) } : region;
+  const epiLines = seededEpilogue(view, epilogue, seed.id, "s", table, rounded, undefined, (arg) =>
+    arg.t === "node" && arg.id === flipOut ? `t_${seed.id}` : null,
+  );
+  const result = region.output === flipOut ? `t_${seed.id}` : `t_${region.output}`;
   const nIn = table.operands.length;
   const pro = `KfPro_${region.id}`;
   const epi = `KfEpi_${region.id}`;
@@ -1245,15 +1256,9 @@ const generateScan: KindGenerator = (view, region, nameOf, fn, out) => {
     functor(pro, nIn, `${xs}, const KfScalars& sc`, proLines, scanned),
     // The prologue's lines again: an epilogue op may read a prologue value (`cumsum(x * m) + x * m`); the
     // compiler drops those no epilogue op reads.
-    functor(
-      epi,
-      nIn,
-      `float s, ${xs}, const KfScalars& sc`,
-      [...proLines, ...epiLines],
-      `t_${region.output}`,
-    ),
+    functor(epi, nIn, `float s, ${xs}, const KfScalars& sc`, [...proLines, ...epiLines], result),
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.scan}) {`,
-    `  return kf_launch_scan<${pro}, ${spec.op}, ${epi}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, dim, out, in, sc, stream);`,
+    `  return kf_launch_scan<${pro}, ${spec.op}, ${epi}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, dim, reverse, out, in, sc, stream);`,
     "}",
   ].join("\n");
   const host = [
@@ -1268,7 +1273,8 @@ const generateScan: KindGenerator = (view, region, nameOf, fn, out) => {
     `  at::Tensor out = at::empty(iter, in[0].options().dtype(${AT_TYPE[out.dtype] ?? "at::kFloat"}));`,
     "  const c10::cuda::CUDAGuard guard(in[0].device());",
     "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
-    `  kf_check_cuda(${fn}_launch(shape, static_cast<int>(mask), out.data_ptr(), refs, scalars, stream), "${fn}");`,
+    // mask: the scanned dim, plus 256 for a scan from the end
+    `  kf_check_cuda(${fn}_launch(shape, static_cast<int>(mask & 255), (mask & 256) != 0, out.data_ptr(), refs, scalars, stream), "${fn}");`,
     "  (void)out_shape; (void)geo; (void)stats;",
     "  return out;",
     "}",
@@ -1281,7 +1287,7 @@ const generateScan: KindGenerator = (view, region, nameOf, fn, out) => {
     pyPrelude: [operandTuple(table.operands)],
     pyLaunch: [
       "shape = _kf_broadcast(ins)",
-      `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${dim}, _KF_NO_INTS, _KF_NO_INTS, _KF_NO_TENSOR)`,
+      `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${dim + (region.reverse ? 256 : 0)}, _KF_NO_INTS, _KF_NO_INTS, _KF_NO_TENSOR)`,
     ],
   };
 };

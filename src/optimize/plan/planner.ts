@@ -16,6 +16,7 @@
 import type { Graph, GraphNode } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
+import { scanDim } from "../ops/scan.ts";
 import { writeInside } from "./aliasing.ts";
 import {
   type AnchorLayout,
@@ -67,6 +68,9 @@ export interface Region {
   /** A reduction's prologue holds this normalisation node: its statistics are computed first, its apply
    * runs inside the reduction's prologue (mergeNormIntoReduction). */
   norm?: string;
+  /** A scan between two flips along its dim (`cumsum(x.flip(d), d).flip(d)`, a reverse cumulative sum): the
+   * flips are its prologue and the first node of its epilogue, and its kernel scans from the end (reverseScans). */
+  reverse?: boolean;
 }
 
 export interface KeptNode {
@@ -426,6 +430,7 @@ export function planGraph(graph: Graph): Plan {
     });
   }
 
+  reverseScans(view, seeds, claimed);
   const absorbed = new Set<Region>();
   for (const seed of seeds) {
     const seedId = seed.output; // the seed's value (through its `[0]` for a (values, indices) reduction)
@@ -521,6 +526,37 @@ function dropRegionsAcrossWrites(view: GraphView, regions: Region[], claimed: Se
         reason: `its region would read a value on both sides of ${writer}, an in-place write`,
       });
     }
+  }
+}
+
+/** Step 2b: a scan read through a flip along its dim and flipped back along it (a reverse cumulative sum, as
+ * `torch.cumsum(x.flip(d), d).flip(d)` writes it) is one scan from the end of the dim: its region takes both
+ * flips, so neither copy is made. Only where each flip is read by the other side alone. */
+function reverseScans(view: GraphView, seeds: Region[], claimed: Set<string>): void {
+  const flipAlong = (id: string, dim: number, rank: number) => {
+    const node = view.node(id);
+    const dims =
+      node.op === "flip" ? view.ints(node.fn?.dims ?? { t: "const", pytype: "none", value: null }) : null;
+    return dims?.length === 1 && ((dims[0] ?? 0) + rank) % rank === dim && !node.inplace;
+  };
+  for (const region of seeds) {
+    if (region.kind !== "scan" || !region.seed || region.prologue.length || region.epilogue.length) continue;
+    const seed = view.node(region.seed);
+    const dim = scanDim(seed, view);
+    const rank = view.tensorOf(seed.fn?.input)?.shape.length ?? 0;
+    const input = seed.fn?.input;
+    if (dim === null || input?.t !== "node" || view.isGraphInput(input.id) || claimed.has(input.id)) continue;
+    const users = view.usersOf(region.seed);
+    const after = users.length === 1 ? users[0] : undefined;
+    if (!after || after === "@output" || claimed.has(after)) continue;
+    if (!flipAlong(input.id, dim, rank) || !flipAlong(after, dim, rank)) continue;
+    if (view.usersOf(input.id).length !== 1) continue;
+    region.prologue = [input.id];
+    region.epilogue = [after];
+    region.output = after;
+    region.reverse = true;
+    claimed.add(input.id);
+    claimed.add(after);
   }
 }
 

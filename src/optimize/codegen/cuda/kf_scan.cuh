@@ -10,8 +10,10 @@
 //     (x: every operand's value at the element itself; s: the scan there)
 // Operations (provided here): KfScanSum (0, +), KfScanProd (1, *).
 //
-//   cudaError_t kf_launch_scan<Pro, Op, Epi, TOut, TIn...>(shape, dim, out, in, sc, stream)
+//   cudaError_t kf_launch_scan<Pro, Op, Epi, TOut, TIn...>(shape, dim, reverse, out, in, sc, stream)
 //   shape   iteration shape (the broadcast of the operands), 1 <= ndim <= KF_MAX_DIMS, dim < ndim.
+//   reverse scan from the end of the dim: out[i] combines the elements at and after i (a cumulative sum of
+//           the flipped input, flipped back).
 //   out     TOut elements (float / __half / __nv_bfloat16), contiguous over `shape`.
 //   in[k]   element strides per dim of `shape` (0 = broadcast, any non-negative layout), type TIn[k].
 //   Returns cudaGetLastError() after the launch; cudaSuccess without one when the output is empty;
@@ -57,6 +59,7 @@ struct KfScanParams {
   int64_t len;                        // L, the size of `dim`
   int64_t inner;                      // elements after `dim`: the output's stride along it
   int64_t lines;
+  bool reverse;
 };
 
 // Each operand's offset of element 0 of line `line`.
@@ -134,7 +137,8 @@ __global__ void __launch_bounds__(KF_SCAN_THREADS) kf_scan_rows_kernel(KfScanPar
 #pragma unroll
       for (int i = 0; i < KF_SCAN_ITEMS; ++i) {
         if (first + i < p.len) {
-          kf_scan_load<TIn...>(p, off, first + i, x[i], std::index_sequence_for<TIn...>{});
+          kf_scan_load<TIn...>(p, off, p.reverse ? p.len - 1 - (first + i) : first + i, x[i],
+                               std::index_sequence_for<TIn...>{});
           acc = Op::combine(acc, pro(x[i], sc));
         }
         run[i] = acc;
@@ -143,7 +147,10 @@ __global__ void __launch_bounds__(KF_SCAN_THREADS) kf_scan_rows_kernel(KfScanPar
       const float before = Op::combine(carry, kf_scan_block_exclusive<Op>(acc, warp_totals, tile_total));
 #pragma unroll
       for (int i = 0; i < KF_SCAN_ITEMS; ++i) {
-        if (first + i < p.len) row[first + i] = kf_from_float<TOut>(epi(Op::combine(before, run[i]), x[i], sc));
+        if (first + i < p.len) {
+          const int64_t j = p.reverse ? p.len - 1 - (first + i) : first + i;
+          row[j] = kf_from_float<TOut>(epi(Op::combine(before, run[i]), x[i], sc));
+        }
       }
       carry = Op::combine(carry, tile_total);
     }
@@ -163,7 +170,8 @@ __global__ void __launch_bounds__(KF_SCAN_THREADS) kf_scan_cols_kernel(KfScanPar
     kf_scan_line_offsets(p, line, off);
     TOut* dst = out + (line / p.inner) * p.len * p.inner + line % p.inner;
     float acc = Op::identity();
-    for (int64_t j = 0; j < p.len; ++j) {
+    for (int64_t step = 0; step < p.len; ++step) {
+      const int64_t j = p.reverse ? p.len - 1 - step : step;
       float x[N];
       kf_scan_load<TIn...>(p, off, j, x, std::index_sequence_for<TIn...>{});
       acc = Op::combine(acc, pro(x, sc));
@@ -173,8 +181,8 @@ __global__ void __launch_bounds__(KF_SCAN_THREADS) kf_scan_cols_kernel(KfScanPar
 }
 
 template <class Pro, class Op, class Epi, typename TOut, typename... TIn>
-cudaError_t kf_launch_scan(const KfShape& shape, int dim, void* out, const KfTensorRef* in, const KfScalars& sc,
-                           cudaStream_t stream) {
+cudaError_t kf_launch_scan(const KfShape& shape, int dim, bool reverse, void* out, const KfTensorRef* in,
+                           const KfScalars& sc, cudaStream_t stream) {
   constexpr int N = sizeof...(TIn);
   static_assert(N == Pro::kIn && N == Epi::kIn, "one input type per operand");
   static_assert(N >= 1 && N <= KF_SCAN_MAX_IN, "1..8 inputs");
@@ -183,6 +191,7 @@ cudaError_t kf_launch_scan(const KfShape& shape, int dim, void* out, const KfTen
   p.len = shape.size[dim];
   p.inner = 1;
   p.lines = 1;
+  p.reverse = reverse;
   for (int d = 0; d < shape.ndim; ++d) {
     if (shape.size[d] < 0) return cudaErrorInvalidValue;
     if (d > dim) p.inner *= shape.size[d];
