@@ -870,6 +870,65 @@ test("a pointwise op of a join (relu(cat([conv1(x), conv2(x)]))) runs on each pa
   assert.ok(!moved(build(["a", "b"], readTwice, "out")), "a part read elsewhere");
 });
 
+test("a broadcast read by several pointwise ops (sin and cos of t[:, None] * freqs) is recomputed in each reader's region", () => {
+  // Round 15 (sinusoidal timestep features): the product was a region of its own writing the full-size value,
+  // read back by the sin region and the cos region. Each reader now gets its own copy of the product; a value
+  // as large as its operands (no broadcast) is still made once.
+  const T = [512, 1];
+  const F = [1, 128];
+  const build = (left: number[], right: number[], out: number[], join = "stack") => {
+    const parts: Arg = { t: "list", kind: "list", items: [ref("sin"), ref("cos")] };
+    const g = graph(
+      [
+        node("a", "mul", { input: ref("x"), other: ref("y") }, out),
+        node("sin", "sin", { input: ref("a") }, out),
+        node("cos", "cos", { input: ref("a") }, out),
+        join === "stack"
+          ? node("out", "stack", { tensors: parts, dim: num(-1) }, [...out, 2], { args: [parts] })
+          : node("out", "add", { input: ref("sin"), other: ref("cos"), alpha: num(1) }, out),
+      ],
+      "out",
+    );
+    g.inputs = [
+      { name: "x", meta: f32(left), value: null },
+      { name: "y", meta: f32(right), value: null },
+    ];
+    return g;
+  };
+  const canon = canonicalGraph(build(T, F, [512, 128]));
+  assert.deepEqual(
+    canon.nodes.map((n) => `${n.id}:${n.op}`),
+    ["a_for_sin:mul", "a_for_cos:mul", "sin:sin", "cos:cos", "out:stack"],
+  );
+  assert.deepEqual(canon.nodes.find((n) => n.id === "cos")?.fn?.input, ref("a_for_cos"));
+  assert.deepEqual(canon.nodes.find((n) => n.id === "cos")?.args, [ref("a_for_cos")]);
+  assert.deepEqual(
+    planGraph(canon).regions.map((r) => regionNodes(r)),
+    [
+      ["a_for_sin", "sin"],
+      ["a_for_cos", "cos"],
+    ],
+    "no region writes the product",
+  );
+  assert.deepEqual(
+    canonicalGraph(build(T, F, [512, 128], "add")).nodes.map((n) => n.id),
+    ["a", "sin", "cos", "out"],
+    "readers meeting again (sin(a) + cos(a)) are one region, which reads the product once as it is",
+  );
+  const same = canonicalGraph(build([512, 128], [512, 128], [512, 128]));
+  assert.deepEqual(
+    same.nodes.map((n) => n.id),
+    ["a", "sin", "cos", "out"],
+    "operands as large as the value: made once",
+  );
+  const returned = build(T, F, [512, 128]);
+  returned.output = { t: "list", kind: "tuple", items: [ref("out"), ref("a")] };
+  assert.ok(
+    canonicalGraph(returned).nodes.some((n) => n.id === "a"),
+    "a returned value is made anyway",
+  );
+});
+
 test("a pointwise op of a reshaped softmax (softmax(y.view(B, H, -1)).view(B, -1) * 2) joins the softmax's region", () => {
   // The view between the softmax and the multiply made the multiply a pass of its own. On a contiguous value the
   // op moves above the reshape (any op, erf-GELU too: it sees a contiguous tensor either way), which follows it.

@@ -5,7 +5,8 @@
 // written-logsumexp.ts); casts to a dtype read at run time as casts to the dtype captured, guarded
 // (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
 // pointwise op reshaped only for reductions applied after the reshape (view-sink.ts); a per-channel arithmetic op
-// permuted only for pointwise ops applied after the permute (permute-sink.ts).
+// permuted only for pointwise ops applied after the permute (permute-sink.ts); a broadcasting pointwise op read
+// by several pointwise ops copied for each (recompute-broadcasts.ts).
 //
 // A device read (`torch.tensor(0.0, device=x.device)` after `x = x + 1`): every op below leaves its result on
 // its input tensor's device, so the read moves to that input, and on up the chain to a value forward has
@@ -21,6 +22,7 @@ import { dropIdentities } from "./identity-reads.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
 import { hoistPointwiseOverPermutes } from "./permute-hoist.ts";
 import { sinkArithmeticBelowPermutes } from "./permute-sink.ts";
+import { recomputeBroadcasts } from "./recompute-broadcasts.ts";
 import { resolveSizeReads } from "./size-reads.ts";
 import { spellOutOps } from "./spelled-out.ts";
 import { sinkPointwiseBelowReshapes } from "./view-sink.ts";
@@ -71,7 +73,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const typed = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
   const expanded = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
   const hoisted = { ...expanded, nodes: hoistPointwiseOverPermutes(expanded.nodes, new GraphView(expanded)) };
-  const reshaped = { ...hoisted, nodes: sinkPointwiseBelowReshapes(hoisted.nodes, new GraphView(hoisted)) };
+  const copied = { ...hoisted, nodes: recomputeBroadcasts(hoisted.nodes, new GraphView(hoisted)) };
+  const reshaped = { ...copied, nodes: sinkPointwiseBelowReshapes(copied.nodes, new GraphView(copied)) };
   const sunk = { ...reshaped, nodes: sinkArithmeticBelowPermutes(reshaped.nodes, new GraphView(reshaped)) };
   const graph = { ...sunk, nodes: resolveSizeReads(sunk.nodes, new GraphView(sunk)) };
   const view = new GraphView(graph);
