@@ -104,3 +104,13 @@ def test_a_reference_that_cannot_be_copied_tries_no_other_size():
     result = check_extra_shapes(_context(ref, _Embeddings(), _ids), guard_indices=True)
     assert result.outcome == "skip" and "cannot be copied" in result.evidence
     assert ref.out_of_range == []
+
+
+def test_a_size_too_slow_to_try_on_the_cpu_first_is_not_tried_and_said():
+    torch.manual_seed(0)
+    ref = _Embeddings()
+    cand = _Embeddings()
+    cand.load_state_dict(ref.state_dict())
+    result = check_extra_shapes(_context(ref, cand, _ids), guard_indices=True, cpu_probe_seconds=0.0)
+    assert "not tried: trying them first on the CPU" in result.evidence
+    assert ref.out_of_range == []

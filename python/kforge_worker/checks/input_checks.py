@@ -354,12 +354,19 @@ class _CpuProbe:
     """Where the reference runs index-asserting ops on the GPU, a size is first tried on a CPU copy of the
     reference, where an index out of range is an exception: a size the CPU copy rejects is never run on the GPU.
     Unusable (every new size then left untried, said in the evidence) when the copy would be too large or the
-    reference does not run on the CPU at the benchmark's own size (a forward that names its device)."""
+    reference does not run on the CPU at the benchmark's own size (a forward that names its device). A size whose
+    CPU call would take over `max_seconds` (projected from the benchmark size's, by element count) is not tried
+    either (`slow`)."""
 
-    def __init__(self, ctx: VerifyContext, base: Inputs, ops: list[str], max_bytes: int) -> None:
+    def __init__(self, ctx: VerifyContext, base: Inputs, ops: list[str], max_bytes: int,
+                 max_seconds: float = 10.0) -> None:
         self.ops = ops
         self.why_not = ""
         self.model: Any = None
+        self.max_seconds = max_seconds
+        self.base_elements = max(1, sum(x.numel() for x in base if isinstance(x, torch.Tensor)))
+        self.base_seconds = 0.0
+        self.slow: list[int] = []  # element counts of sizes not tried: too slow on the CPU
         weights = sum(t.numel() * t.element_size() for t in list(ctx.ref.parameters()) + list(ctx.ref.buffers()))
         if weights + _input_bytes(base) > max_bytes:
             self.why_not = f"the reference ({(weights + _input_bytes(base)) / 2**20:.0f} MiB) too large to copy to the CPU"
@@ -371,16 +378,25 @@ class _CpuProbe:
         except Exception:  # noqa: BLE001 — a reference holding something that does not copy (a stream, a handle)
             self.why_not = "the reference cannot be copied"
             return
+        import time
+
+        began = time.perf_counter()
         if self.accepts(base, model) is not True:
             self.why_not = "the reference does not run on the CPU"
             return
+        self.base_seconds = time.perf_counter() - began
         self.model = model
 
     def accepts(self, inputs: Inputs, model: Any = None) -> bool | None:
-        """True when the CPU copy takes `inputs`, False when it raises; None when there is no usable copy."""
+        """True when the CPU copy takes `inputs`, False when it raises (or would take too long: `slow`); None when
+        there is no usable copy."""
         model = model if model is not None else self.model
         if model is None:
             return None
+        elements = sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+        if self.base_seconds * elements / self.base_elements > self.max_seconds:
+            self.slow.append(elements)
+            return False
         try:
             with torch.no_grad(), preserved_state(model):
                 model(*[x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs])
@@ -391,7 +407,8 @@ class _CpuProbe:
 
 def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_sizes: int = 4,
                        budget: float = 2.0, well_above_seconds: float = WELL_ABOVE_SECONDS,
-                       cpu_probe_bytes: int = 2 << 30, guard_indices: bool | None = None) -> CheckResult:
+                       cpu_probe_bytes: int = 2 << 30, cpu_probe_seconds: float = 10.0,
+                       guard_indices: bool | None = None) -> CheckResult:
     """Odd sizes below *and above* the problem's: each distinct dimension size (batch first, up to
     `max_sizes`) replaced everywhere by an odd smaller one and by an odd one ~1.5× larger. The reference
     decides which are valid (a size tied to the weights makes it raise: skipped); when replacing every
@@ -421,7 +438,7 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
     if ctx.device.type == "cuda" if guard_indices is None else guard_indices:
         index_ops = index_asserting(_reference_ops(ctx, base))
         if index_ops:
-            probe = _CpuProbe(ctx, base, index_ops, cpu_probe_bytes)
+            probe = _CpuProbe(ctx, base, index_ops, cpu_probe_bytes, cpu_probe_seconds)
             if probe.model is None:
                 return skipped("extra_shapes", f"no other size tried: the reference runs {', '.join(index_ops)}, "
                                "whose GPU kernels end the process at an index out of range, and "
@@ -495,6 +512,9 @@ def check_extra_shapes(ctx: VerifyContext, max_elements: int = 1 << 28, max_size
                     if over_budget else "")
     if not_well_above:
         skipped_text += f"; well above, not tried: {', '.join(not_well_above)}"
+    if probe is not None and probe.slow:
+        skipped_text += (f"; {len(probe.slow)} size(s) not tried: trying them first on the CPU (the reference runs "
+                         f"{', '.join(probe.ops)}) would take over {probe.max_seconds:g} s each")
     if not tried:
         return skipped("extra_shapes", "no dimension of the inputs can change (the reference rejects every variant)"
                        + skipped_text, "incorrect")
