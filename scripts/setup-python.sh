@@ -22,4 +22,7 @@ fi
 if ! .venv/bin/python -c 'import ray' 2>/dev/null; then
   .venv/bin/python -m pip install -q --disable-pip-version-check ray
 fi
+# The worker's bytecode, compiled once: where PYTHONDONTWRITEBYTECODE is set (CI's machine sets it), every worker
+# and reference process the tests start would otherwise compile python/ from source again.
+.venv/bin/python -m compileall -q python >/dev/null
 .venv/bin/python -c 'import torch; print("python venv ready: torch", torch.__version__)'
