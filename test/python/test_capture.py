@@ -1002,3 +1002,48 @@ def test_a_module_with_hooks_keeps_its_own_call(tmp_path: Path) -> None:
     graph = capture_text(tmp_path, body, inputs="[torch.rand(2, 3, 4, 4)]")
     by_target = {n["target"]: n["op"] for n in graph["nodes"] if n["kind"] == "call_module"}
     assert by_target == {"a": "hooked_module", "b": "conv2d", "c": "hooked_module"}, by_target
+
+
+def test_an_untraced_block_holding_a_dropout_child_is_an_fx_leaf_and_transformer_layers_split_by_mode(
+    tmp_path: Path,
+) -> None:
+    # A block fx cannot trace, with a child named `dropout` (an nn.Dropout, not MultiheadAttention's float),
+    # crashed the mode flags (float() of a module) and sent the whole model to export. nn.TransformerEncoderLayer
+    # in eval mode stays one call: without autograd its forward takes a fused fast path (zeros at padded positions
+    # with a padding mask) that no trace of its Python ops reproduces; in training mode export traces it through.
+    source = """
+        class Picky(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.dropout = nn.Dropout(0.1)
+
+            def forward(self, x):
+                for t in range(x.size(1)):  # a traced size used as an int: fx cannot
+                    x = x * 2
+                return self.dropout(x)
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.picky = Picky()
+                self.layer = nn.TransformerEncoderLayer(8, 2, 16, batch_first=True)
+                MODE
+
+            def forward(self, x):
+                return torch.relu(self.layer(self.picky(x)))
+
+        def get_inputs():
+            return [torch.rand(2, 5, 8)]
+
+        def get_init_inputs():
+            return []
+        """
+    graph = capture_source(tmp_path, source.replace("MODE", "self.layer.eval()"))
+    assert graph["captured"] == "fx", graph.get("failure")
+    assert ops(graph) == ["unknown", "unknown", "relu"], ops(graph)
+    picky, layer = graph["nodes"][0], graph["nodes"][1]
+    assert (picky["target"], layer["target"]) == ("picky", "layer")
+    assert picky["modeDependent"] and picky["rng"], "its dropout draws in training and is mode dependent"
+    trained = capture_source(tmp_path, source.replace("MODE", "pass"))
+    assert trained["captured"] == "export", trained.get("failure")
+    assert "layer_norm" in ops(trained) and "gelu" not in ops(trained) and "relu" in ops(trained)

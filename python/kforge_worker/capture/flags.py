@@ -39,7 +39,9 @@ def _module_is_mode_dependent(module: nn.Module) -> bool:
         return True
     if isinstance(module, nn.modules.instancenorm._InstanceNorm):
         return bool(module.track_running_stats)
-    return float(getattr(module, "dropout", 0) or 0) > 0 and isinstance(module, (nn.MultiheadAttention, nn.RNNBase))
+    # Only these keep `dropout` as a probability: elsewhere it is often a child nn.Dropout (a Transformer layer's,
+    # a user's block left untraced), which counts as a module of its own above.
+    return isinstance(module, (nn.MultiheadAttention, nn.RNNBase)) and float(getattr(module, "dropout", 0) or 0) > 0
 
 
 def _module_draws(module: nn.Module) -> bool:

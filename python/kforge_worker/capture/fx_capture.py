@@ -24,7 +24,7 @@ from .encode import Arg, tensor_meta
 from .model_info import AttrMatcher
 from .nodes import ArgEncoder, make_node, value_out
 from .normalize import Facts, ParamRef, normalise_call, normalise_module
-from .ops import LEAF_MODULE_TYPES, OpSpec, function_spec, method_spec, module_spec, resolve_dotted
+from .ops import LEAF_MODULE_TYPES, TRANSFORMER_MODULE_TYPES, OpSpec, function_spec, method_spec, module_spec, resolve_dotted
 
 
 class CaptureTracer(torch.fx.Tracer):
@@ -45,6 +45,8 @@ class CaptureTracer(torch.fx.Tracer):
 
     def call_module(self, m: nn.Module, forward: Any, args: tuple, kwargs: dict) -> Any:
         qualname = self.path_of_module(m)
+        if isinstance(m, TRANSFORMER_MODULE_TYPES) and m.training:
+            raise NotImplementedError(f"{qualname} ({type(m).__name__}) in training mode: export traces it through")
         if self.is_leaf_module(m, qualname):
             return super().call_module(m, forward, args, kwargs)
         before = set(self.graph.nodes)

@@ -315,6 +315,18 @@ LEAF_MODULE_TYPES: tuple[type, ...] = tuple(
     getattr(nn, n) for n in ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell", "MultiheadAttention") if hasattr(nn, n)
 )
 
+# The nn.Transformer* layers, which fx keeps whole (torch.nn modules are its leaves). In eval mode that is
+# what they must stay: their forward then takes a fused fast path whenever autograd records nothing
+# (torch._transformer_encoder_layer_fwd; with a padding mask, a nested tensor whose padded positions come back
+# as zeros), which traced ops would not reproduce. In training mode they take no such path, and export traces
+# them through (their layer norms, activations and residual adds fuse; the graph's training guard sends eval
+# calls to the reference's forward): there fx gives way to export.
+TRANSFORMER_MODULE_TYPES: tuple[type, ...] = tuple(
+    getattr(nn, n)
+    for n in ("TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder", "TransformerDecoder", "Transformer")
+    if hasattr(nn, n)
+)
+
 # Ops whose trailing-underscore callables are not their in-place forms (other signatures, or no tensor write).
 _NOT_INPLACE_FORMS = frozenset({"dropout", "alpha_dropout", "feature_alpha_dropout", "detach"})
 _NAMESPACES = ("torch", "torch.nn.functional", "torch._C._nn", "torch.special", "torch.linalg", "torch._C._linalg")
