@@ -136,8 +136,11 @@ def test_written_idioms_fold_into_the_rules_ops(emitted: dict[str, str]) -> None
 def test_integer_operands_are_read_as_float_where_the_op_computes_in_float32(emitted: dict[str, str]) -> None:
     text = open(emitted["integer_operands_trig"]).read()
     doc = text[: text.index('"""', 3)]
-    # the frequencies from an int64 arange and the int64 positions times them: one region reading both as fp32
-    assert "to → mul → div → exp → mul (pointwise)" in doc and "(torch.int64, torch.int64)" in text, doc
+    # the frequencies from an int64 arange (read as fp32), then the int64 positions times them recomputed in the
+    # sin's region and in the cos's (a broadcast product is not written out full-size for two readers)
+    assert "to → mul → div → exp (pointwise)" in doc and "(torch.int64,), -1)" in text, doc
+    assert "mul → sin (pointwise)" in doc and "mul → cos (pointwise)" in doc, doc
+    assert text.count("(torch.int64, torch.float32), -1)") == 2, doc
     assert "(torch.float32, torch.int64, torch.float32)" in text, doc  # x * mask + emb, the mask guarded as int64
     assert "to → mul → add (pointwise)" in doc and "(torch.int32,)" in text, doc  # ids.float() * 0.5 + 1.0
     assert "int64 output" in doc and "int64 operand" in doc, doc  # integer arithmetic, a half product: PyTorch
