@@ -57,6 +57,20 @@ function node(
   };
 }
 
+/** The model's `self.conv` (nn.Conv2d with a bias) called on the input x. */
+function convModule(): GraphNode {
+  return node(
+    "conv",
+    "conv2d",
+    { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") },
+    X,
+    {
+      kind: "call_module",
+      target: "conv",
+    },
+  );
+}
+
 function graph(nodes: GraphNode[], output: string, params: Record<string, number[]> = {}): Graph {
   return {
     captured: "fx",
@@ -104,10 +118,7 @@ test("a conv's pointwise epilogue (relu, + per-channel bias, * attribute scale) 
 function convGraph(moduleType: string, extraUsers = false, paddingMode = "zeros"): Graph {
   const g = graph(
     [
-      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") }, X, {
-        kind: "call_module",
-        target: "conv",
-      }),
+      convModule(),
       node("relu", "relu", { input: ref("conv") }, X),
       node("add", "add", { input: ref("relu"), other: param("bias"), alpha: num(1) }, X),
       ...(extraUsers
@@ -739,16 +750,7 @@ test("a pointwise op of a gathering copy (reflect pad, nearest upsampling, pixel
   // bilinear upsampling, a copy read twice and erf-GELU (layout-sensitive on the CPU) keep their order.
   const str = (value: string): Arg => ({ t: "const", pytype: "str", value });
   const BIG = [8, 16, 34, 34];
-  const conv = node(
-    "conv",
-    "conv2d",
-    { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") },
-    X,
-    {
-      kind: "call_module",
-      target: "conv",
-    },
-  );
+  const conv = convModule();
   const build = (copy: GraphNode, act: Record<string, Arg> = {}, op = "relu", extra: GraphNode[] = []) => {
     const g = graph(
       [
@@ -1115,16 +1117,7 @@ test("a pointwise op reshaped only for a reduction (relu(h).view(B, S, -1).sum(-
 test("a global adaptive pool is the mean or amax over its spatial dims: a reduction taking the conv and the ops before it", () => {
   // Round 13: conv → hardsigmoid → AdaptiveAvgPool2d(1) was a conv-anchored pointwise pass and a pool pass (the
   // pool rule takes no prologue); as `mean((2, 3), keepdim=True)` it is one reduction.
-  const conv = node(
-    "conv",
-    "conv2d",
-    { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") },
-    X,
-    {
-      kind: "call_module",
-      target: "conv",
-    },
-  );
+  const conv = convModule();
   const act = node("act", "hardsigmoid", { input: ref("conv") }, X);
   const pooled = (op: string, fn: Record<string, Arg>) => {
     const g = graph(
@@ -1426,10 +1419,7 @@ test("a device read moves up to a value forward has, so the chain it read from f
   const dev: Arg = { t: "const", pytype: "str", value: "device" };
   const g = graph(
     [
-      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") }, X, {
-        kind: "call_module",
-        target: "conv",
-      }),
+      convModule(),
       node("add", "add", { input: ref("conv"), other: num(0.5), alpha: num(1) }, X),
       node("dev", "getattr", { input: ref("add"), name: dev }, [], {
         target: "getattr",
@@ -2344,10 +2334,7 @@ test("a softmax whose dim is a module attribute (dim=self.dim) normalises that d
 test("a conv-anchored normalisation whose epilogue reads the conv's output (gn(y) + y * 0.5) reads the held value", () => {
   const g = graph(
     [
-      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") }, X, {
-        kind: "call_module",
-        target: "conv",
-      }),
+      convModule(),
       node("gn", "group_norm", { input: ref("conv"), num_groups: num(4), eps: num(1e-5) }, X),
       node("half", "mul", { input: ref("conv"), other: num(0.5) }, X),
       node("sum", "add", { input: ref("gn"), other: ref("half"), alpha: num(1) }, X),
@@ -2376,10 +2363,7 @@ test("a normalisation reading a conv through a prologue, and the conv itself aft
   // Anchored, the apply pass would reload the conv and its bias beside the held row (76 bytes of spills).
   const g = graph(
     [
-      node("conv", "conv2d", { input: ref("x"), weight: param("conv.weight"), bias: param("conv.bias") }, X, {
-        kind: "call_module",
-        target: "conv",
-      }),
+      convModule(),
       node("twice", "mul", { input: ref("conv"), other: num(2) }, X),
       node("inorm", "instance_norm", { input: ref("twice"), eps: num(1e-5) }, X),
       node("diff", "sub", { input: ref("inorm"), other: ref("conv"), alpha: num(1) }, X),
