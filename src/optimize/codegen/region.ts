@@ -543,6 +543,38 @@ function hostFunction(fn: string, launch: string, outDtype: string, kind: string
   ].join("\n");
 }
 
+/** The host function of a kind whose launch takes its own arguments (pool, scan): the inputs from `firstRef` on
+ * seen through the iteration shape (`iter`, or the output's `out_shape`), a new output of that shape, then `launch`
+ * (the lines calling `${fn}_launch`). */
+function ownLaunchHost(
+  fn: string,
+  kind: string,
+  nIn: number,
+  shapeArg: "iter" | "out_shape",
+  firstRef: 0 | 1,
+  outDtype: string,
+  launch: string[],
+): string {
+  return [
+    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS[kind]});`,
+    `at::Tensor ${fn}(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
+    "                 int64_t mask, const std::vector<int64_t>& out_shape, const std::vector<int64_t>& geo, at::Tensor stats) {",
+    `  kf_check_inputs(in, ${nIn}, "${fn}");`,
+    `  const KfShape shape = kf_shape_of(${shapeArg});`,
+    "  KfTensorRef refs[KF_MAX_INPUTS];",
+    firstRef
+      ? "  for (size_t k = 1; k < in.size(); ++k) refs[k - 1] = kf_ref(in[k], shape);"
+      : "  for (size_t k = 0; k < in.size(); ++k) refs[k] = kf_ref(in[k], shape);",
+    "  const KfScalars scalars = kf_scalars(sc);",
+    `  at::Tensor out = at::empty(${shapeArg}, in[0].options().dtype(${AT_TYPE[outDtype] ?? "at::kFloat"}));`,
+    "  const c10::cuda::CUDAGuard guard(in[0].device());",
+    "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+    ...launch,
+    "  return out;",
+    "}",
+  ].join("\n");
+}
+
 const LAUNCH_PARAMS: Record<string, string> = {
   pointwise:
     "const KfShape& shape, void* out, const KfTensorRef* in, const KfScalars& sc, cudaStream_t stream",
@@ -1179,24 +1211,12 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
     `  return ${poolLauncher(geo, nd, kind, `${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}`)}(p, in, out, extra, sc, stream);`,
     "}",
   ].join("\n");
-  const host = [
-    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pool});`,
-    `at::Tensor ${fn}(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
-    "                 int64_t mask, const std::vector<int64_t>& out_shape, const std::vector<int64_t>& geo, at::Tensor stats) {",
-    `  kf_check_inputs(in, ${nExtra + 1}, "${fn}");`,
-    "  const KfShape shape = kf_shape_of(out_shape);",
-    "  KfTensorRef refs[KF_MAX_INPUTS];",
-    "  for (size_t k = 1; k < in.size(); ++k) refs[k - 1] = kf_ref(in[k], shape);",
-    "  const KfScalars scalars = kf_scalars(sc);",
-    `  at::Tensor out = at::empty(out_shape, in[0].options().dtype(${AT_TYPE[out.dtype]}));`,
-    "  const c10::cuda::CUDAGuard guard(in[0].device());",
-    "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+  // in[0] is the pooled input, read by the pool geometry; the epilogue's operands follow it.
+  const host = ownLaunchHost(fn, "pool", nExtra + 1, "out_shape", 1, out.dtype, [
     "  const std::vector<int64_t> in_shape = in[0].sizes().vec();",
     `  kf_check_cuda(${fn}_launch(geo.data(), static_cast<int>(geo.size()), in_shape.data(), static_cast<int>(in_shape.size()), in[0].data_ptr(), out.data_ptr(), refs, scalars, stream), "${fn}");`,
     "  (void)iter; (void)mask; (void)stats;",
-    "  return out;",
-    "}",
-  ].join("\n");
+  ]);
   const inputPy = pyArg(seedFn.input, nameOf);
   const operands: Operand[] = [
     { py: `${inputPy}.contiguous()`, dtype: inMeta.dtype, key: "in" },
@@ -1261,24 +1281,11 @@ const generateScan: KindGenerator = (view, region, nameOf, fn, out) => {
     `  return kf_launch_scan<${pro}, ${spec.op}, ${epi}, ${CPP_TYPE[out.dtype]}, ${types(table.operands)}>(shape, dim, reverse, out, in, sc, stream);`,
     "}",
   ].join("\n");
-  const host = [
-    `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.scan});`,
-    `at::Tensor ${fn}(const std::vector<at::Tensor>& in, const std::vector<double>& sc, const std::vector<int64_t>& iter,`,
-    "                 int64_t mask, const std::vector<int64_t>& out_shape, const std::vector<int64_t>& geo, at::Tensor stats) {",
-    `  kf_check_inputs(in, ${nIn}, "${fn}");`,
-    "  const KfShape shape = kf_shape_of(iter);",
-    "  KfTensorRef refs[KF_MAX_INPUTS];",
-    "  for (size_t k = 0; k < in.size(); ++k) refs[k] = kf_ref(in[k], shape);",
-    "  const KfScalars scalars = kf_scalars(sc);",
-    `  at::Tensor out = at::empty(iter, in[0].options().dtype(${AT_TYPE[out.dtype] ?? "at::kFloat"}));`,
-    "  const c10::cuda::CUDAGuard guard(in[0].device());",
-    "  cudaStream_t stream = at::cuda::getCurrentCUDAStream();",
+  const host = ownLaunchHost(fn, "scan", nIn, "iter", 0, out.dtype, [
     // mask: the scanned dim, plus 256 for a scan from the end
     `  kf_check_cuda(${fn}_launch(shape, static_cast<int>(mask & 255), (mask & 256) != 0, out.data_ptr(), refs, scalars, stream), "${fn}");`,
     "  (void)out_shape; (void)geo; (void)stats;",
-    "  return out;",
-    "}",
-  ].join("\n");
+  ]);
   return {
     cuda,
     host,
