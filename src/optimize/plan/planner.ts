@@ -535,8 +535,7 @@ function dropRegionsAcrossWrites(view: GraphView, regions: Region[], claimed: Se
 function reverseScans(view: GraphView, seeds: Region[], claimed: Set<string>): void {
   const flipAlong = (id: string, dim: number, rank: number) => {
     const node = view.node(id);
-    const dims =
-      node.op === "flip" ? view.ints(node.fn?.dims ?? { t: "const", pytype: "none", value: null }) : null;
+    const dims = node.op === "flip" && node.fn?.dims ? view.ints(node.fn.dims) : null;
     return dims?.length === 1 && ((dims[0] ?? 0) + rank) % rank === dim && !node.inplace;
   };
   for (const region of seeds) {

@@ -407,8 +407,10 @@ function tripletSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>)
   const out = view.outMeta(node);
   if (!fn || !anchor || !positive || !negative || !meta || !out || node.inplace) return null;
   if (!FLOAT_DTYPES.has(meta.dtype) || meta.shape.length < 1) return null;
-  const same = (arg: Arg) =>
-    view.tensorOf(arg)?.shape.join() === meta.shape.join() && view.tensorOf(arg)?.dtype === meta.dtype;
+  const same = (arg: Arg) => {
+    const other = view.tensorOf(arg);
+    return other?.shape.join() === meta.shape.join() && other?.dtype === meta.dtype;
+  };
   if (!same(positive) || !same(negative)) return null;
   if (!isNone(fn.size_average) || !isNone(fn.reduce)) return null;
   if (fn.swap && !(fn.swap.t === "const" && fn.swap.value === false)) return null;
