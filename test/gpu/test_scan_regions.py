@@ -54,6 +54,12 @@ def _load(path: str, name: str):
     return module
 
 
+def _cli():
+    # KFORGE_CLI names a bundled CLI (scripts/device-bundle.sh's kforge.mjs) on hosts without node_modules
+    bundled = os.environ.get("KFORGE_CLI")
+    return ["node", bundled] if bundled else ["node", "--import", "tsx", os.path.join(ROOT, "src", "cli", "main.ts")]
+
+
 @pytest.fixture(scope="module")
 def emitted(tmp_path_factory):
     out = tmp_path_factory.mktemp("scans")
@@ -63,7 +69,7 @@ def emitted(tmp_path_factory):
             path = out / f"scan_{i}_{dtype}.py"
             path.write_text(PROBLEM.format(shape=shape, dim=dim, dtype=dtype))
             paths.append(str(path))
-    run = subprocess.run(["node", "--import", "tsx", os.path.join(ROOT, "src", "cli", "main.ts"), "optimize", *paths,
+    run = subprocess.run([*_cli(), "optimize", *paths,
                           "--no-verify", "--out-dir", str(out / "new"), "--python", sys.executable],
                          cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-2000:]
