@@ -24,9 +24,13 @@
 // A line is every element of one index of the other dims, along `dim` (L elements); `inner` is the product of
 // the sizes after `dim`, the output's stride along it.
 //  - inner == 1 (the scanned dim is innermost, cumsum over the last dim): a block of KF_SCAN_THREADS threads per
-//    line, lines grid-strided. The block walks its line in tiles of KF_SCAN_THREADS * KF_SCAN_ITEMS elements:
-//    each thread scans its KF_SCAN_ITEMS consecutive elements, the block scans the threads' totals (warp
-//    shuffles, then the warps' totals in shared memory), adds the carry of the earlier tiles, and stores.
+//    line, lines grid-strided. The block walks its line in tiles of KF_SCAN_THREADS * KF_SCAN_ITEMS elements.
+//    Global memory is touched striped (element t + KF_SCAN_THREADS * i of the tile by thread t: a warp's loads
+//    and stores are consecutive addresses whatever the alignment, length or direction), the prologue applied
+//    there; its values go through shared memory to a blocked layout (thread t scans KF_SCAN_ITEMS consecutive
+//    elements), the block scans the threads' totals (warp shuffles, then the warps' totals in shared memory),
+//    adds the carry of the earlier tiles, and the scanned values go back through shared memory to the striped
+//    layout, where the epilogue still holds its operands in registers and the stores coalesce.
 //  - inner > 1: a thread per line walks it in order, consecutive threads on consecutive inner indices (their
 //    loads and stores coalesce along the innermost dim).
 // Offsets are 64-bit: the scans this fuses are the large ones (32768 x 32768 elements in KernelBench).
@@ -35,7 +39,7 @@
 #include "kf_common.cuh"
 
 #define KF_SCAN_THREADS 256
-#define KF_SCAN_ITEMS 4
+#define KF_SCAN_ITEMS 8
 #define KF_SCAN_MAX_IN 8
 
 struct KfScanSum {
@@ -83,7 +87,8 @@ __device__ __forceinline__ void kf_scan_load(const KfScanParams<N>& p, const int
 }
 
 // Exclusive scan over the block of one value per thread (what the earlier threads combine to); the block's
-// total in `total`. Every thread of the block calls it.
+// total in `total`. Every thread of the block calls it; the caller synchronises the block before the next call
+// (which rewrites warp_totals).
 template <class Op>
 __device__ __forceinline__ float kf_scan_block_exclusive(float v, float* warp_totals, float& total) {
   constexpr int kWarps = KF_SCAN_THREADS / 32;
@@ -111,45 +116,68 @@ __device__ __forceinline__ float kf_scan_block_exclusive(float v, float* warp_to
   __syncthreads();
   const float earlier_warps = warp == 0 ? Op::identity() : warp_totals[warp - 1];
   total = warp_totals[kWarps - 1];
-  __syncthreads();  // the next tile rewrites warp_totals
   return Op::combine(earlier_warps, exclusive);
 }
 
-// inner == 1: a block per line, tiles of KF_SCAN_THREADS * KF_SCAN_ITEMS elements.
+// A tile's slot in shared memory: one pad word per 32 keeps both the striped accesses (consecutive) and the
+// blocked ones (a thread's KF_SCAN_ITEMS consecutive elements, threads KF_SCAN_ITEMS apart) free of bank conflicts.
+__device__ __forceinline__ int kf_scan_slot(int e) { return e + (e >> 5); }
+
+constexpr int kKfScanTile = KF_SCAN_THREADS * KF_SCAN_ITEMS;
+constexpr int kKfScanSlots = kKfScanTile + kKfScanTile / 32;
+
+// inner == 1: a block per line, tiles of kKfScanTile elements.
 template <class Pro, class Op, class Epi, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(KF_SCAN_THREADS) kf_scan_rows_kernel(KfScanParams<sizeof...(TIn)> p, TOut* out,
                                                                        KfScalars sc) {
   constexpr int N = sizeof...(TIn);
-  constexpr int64_t kTile = int64_t(KF_SCAN_THREADS) * KF_SCAN_ITEMS;
+  static_assert(32 % KF_SCAN_ITEMS == 0, "kf_scan_slot keeps blocked reads conflict-free when the items divide a warp");
+  // Two tile buffers: a tile's striped reads of the scan (its last step) and the next tile's striped writes of
+  // the prologue (its first) then touch different buffers; a buffer is rewritten only after the next tile's
+  // first barrier, which every thread passes only once done with it. The same barrier orders warp_totals.
+  __shared__ float tile[2][kKfScanSlots];
   __shared__ float warp_totals[KF_SCAN_THREADS / 32];
   const Pro pro;
   const Epi epi;
+  const int t = threadIdx.x;
+  int buffer = 0;
   for (int64_t line = blockIdx.x; line < p.lines; line += gridDim.x) {
     int64_t off[N];
     kf_scan_line_offsets(p, line, off);
     TOut* row = out + line * p.len;
     float carry = Op::identity();
-    for (int64_t start = 0; start < p.len; start += kTile) {
-      const int64_t first = start + int64_t(threadIdx.x) * KF_SCAN_ITEMS;
+    for (int64_t start = 0; start < p.len; start += kKfScanTile, buffer ^= 1) {
+      float* s = tile[buffer];
       float x[KF_SCAN_ITEMS][N];
+#pragma unroll
+      for (int i = 0; i < KF_SCAN_ITEMS; ++i) {
+        const int64_t pos = start + t + i * KF_SCAN_THREADS;
+        float v = Op::identity();
+        if (pos < p.len) {
+          kf_scan_load<TIn...>(p, off, p.reverse ? p.len - 1 - pos : pos, x[i], std::index_sequence_for<TIn...>{});
+          v = pro(x[i], sc);
+        }
+        s[kf_scan_slot(t + i * KF_SCAN_THREADS)] = v;
+      }
+      __syncthreads();
       float run[KF_SCAN_ITEMS];
       float acc = Op::identity();
 #pragma unroll
-      for (int i = 0; i < KF_SCAN_ITEMS; ++i) {
-        if (first + i < p.len) {
-          kf_scan_load<TIn...>(p, off, p.reverse ? p.len - 1 - (first + i) : first + i, x[i],
-                               std::index_sequence_for<TIn...>{});
-          acc = Op::combine(acc, pro(x[i], sc));
-        }
-        run[i] = acc;
+      for (int j = 0; j < KF_SCAN_ITEMS; ++j) {
+        acc = Op::combine(acc, s[kf_scan_slot(t * KF_SCAN_ITEMS + j)]);
+        run[j] = acc;
       }
       float tile_total;
       const float before = Op::combine(carry, kf_scan_block_exclusive<Op>(acc, warp_totals, tile_total));
 #pragma unroll
+      for (int j = 0; j < KF_SCAN_ITEMS; ++j) s[kf_scan_slot(t * KF_SCAN_ITEMS + j)] = Op::combine(before, run[j]);
+      __syncthreads();
+#pragma unroll
       for (int i = 0; i < KF_SCAN_ITEMS; ++i) {
-        if (first + i < p.len) {
-          const int64_t j = p.reverse ? p.len - 1 - (first + i) : first + i;
-          row[j] = kf_from_float<TOut>(epi(Op::combine(before, run[i]), x[i], sc));
+        const int64_t pos = start + t + i * KF_SCAN_THREADS;
+        if (pos < p.len) {
+          const int64_t j = p.reverse ? p.len - 1 - pos : pos;
+          row[j] = kf_from_float<TOut>(epi(s[kf_scan_slot(t + i * KF_SCAN_THREADS)], x[i], sc));
         }
       }
       carry = Op::combine(carry, tile_total);
