@@ -1047,3 +1047,16 @@ def test_an_untraced_block_holding_a_dropout_child_is_an_fx_leaf_and_transformer
     trained = capture_source(tmp_path, source.replace("MODE", "pass"))
     assert trained["captured"] == "export", trained.get("failure")
     assert "layer_norm" in ops(trained) and "gelu" not in ops(trained) and "relu" in ops(trained)
+
+
+def test_a_function_checking_its_input_values_gets_its_shape_on_the_cpu(tmp_path: Path) -> None:
+    # gaussian_nll_loss raises on a negative variance (`torch.any(var < 0)`), which meta tensors cannot answer: fx's
+    # shape propagation failed, export too (a data-dependent guard), and the whole file ran the reference.
+    forward = "return F.gaussian_nll_loss(x, x * 2, x.abs() + 0.1, full=True) + torch.sigmoid(x).sum()"
+    graph = capture_text(tmp_path, model(forward))
+    assert graph["captured"] == "fx", graph["failure"]
+    loss = next(n for n in graph["nodes"] if n["op"] == "gaussian_nll_loss")
+    assert loss["out"]["meta"]["shape"] == [] and loss["out"]["meta"]["dtype"] == "float32"
+    # a shape read from the values (one_hot's class count) is not guessed
+    graph = capture_text(tmp_path, model("return F.one_hot((x > 0.5).long()).float() * 2"))
+    assert graph["captured"] != "fx"

@@ -264,6 +264,53 @@ class _SizesProp(ShapeProp):
         return result
 
 
+    def call_function(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        try:
+            return super().call_function(target, args, kwargs)
+        except RuntimeError as exc:
+            return _on_cpu(lambda a, k: target(*a, **k), args, kwargs, exc)
+
+    def call_method(self, target: Any, args: tuple, kwargs: dict) -> Any:
+        try:
+            return super().call_method(target, args, kwargs)
+        except RuntimeError as exc:
+            return _on_cpu(lambda a, k: getattr(a[0], target)(*a[1:], **k), args, kwargs, exc)
+
+
+def _on_cpu(call: Any, args: tuple, kwargs: dict, exc: RuntimeError) -> Any:
+    """A function that reads a value of its input (gaussian_nll_loss's `torch.any(var < 0)` check) cannot run on
+    meta: it runs on the CPU, once on zeros and once on ones of its inputs' shapes, and gives meta results of the
+    shapes both agree on. Shapes that depend on the values (one_hot without num_classes) differ between the two
+    and keep the meta failure, as do large inputs and module calls (their parameters are meta)."""
+    if "cannot be called on meta tensors" not in str(exc):
+        raise exc
+    leaves = [v for v in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(v, torch.Tensor)]
+    if sum(t.numel() * t.element_size() for t in leaves) > _CPU_RETRY_BYTES:
+        raise exc
+    runs = []
+    for fill in (0, 1):
+        a, k = torch.utils._pytree.tree_map(
+            lambda v: torch.full_like(v, fill, device="cpu") if isinstance(v, torch.Tensor) and v.is_meta else v,
+            (args, kwargs),
+        )
+        with torch._C.DisableTorchFunction():
+            try:
+                runs.append(call(a, k))
+            except Exception:  # noqa: BLE001 — the CPU refuses these values too: the meta failure stands
+                raise exc from None
+    shapes = [[(v.shape, v.dtype) for v in torch.utils._pytree.tree_leaves(r) if isinstance(v, torch.Tensor)] for r in runs]
+    if shapes[0] != shapes[1]:
+        raise exc
+    return torch.utils._pytree.tree_map(
+        lambda v: torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device="meta") if isinstance(v, torch.Tensor) else v,
+        runs[0],
+    )
+
+
+#: The most input bytes a node that cannot run on meta is run with on the CPU to learn its output's shape.
+_CPU_RETRY_BYTES = 1 << 28
+
+
 def propagate_shapes(gm: torch.fx.GraphModule, runtime: list[Any]) -> None:
     with FactoriesOn("meta"):
         _SizesProp(gm).propagate(*runtime)
