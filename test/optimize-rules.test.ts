@@ -2386,3 +2386,26 @@ test("a normalisation reading a conv through a prologue, and the conv itself aft
     "the conv's output, bound in forward, is the region's one operand",
   );
 });
+
+test("a loss's every operand takes a prologue (kl_div(lp, lq.exp()), mse_loss(tanh(x), sigmoid(t)))", () => {
+  const text = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const lossOf = (op: string, target: GraphNode, reduction = "batchmean") => {
+    const input = node("a", "tanh", { input: ref("x") }, X);
+    const loss = node("l", op, { input: ref("a"), target: ref(target.id), reduction: text(reduction) }, []);
+    const g = graph([input, target, loss], "l");
+    g.inputs.push({ name: "t", meta: f32(X), value: null });
+    return planGraph(g);
+  };
+  const kl = lossOf("kl_div", node("e", "exp", { input: ref("t") }, X));
+  assert.deepEqual(kl.regions.map(regionNodes), [["a", "e", "l"]]);
+  const mse = lossOf("mse_loss", node("s", "sigmoid", { input: ref("t") }, X), "mean");
+  assert.deepEqual(mse.regions.map(regionNodes), [["a", "s", "l"]]);
+  // a target read elsewhere too stays its own region
+  const target = node("s", "sigmoid", { input: ref("t") }, X);
+  const input = node("a", "tanh", { input: ref("x") }, X);
+  const loss = node("l", "mse_loss", { input: ref("a"), target: ref("s"), reduction: text("mean") }, []);
+  const sum = node("m", "add", { input: ref("l"), other: ref("s") }, X);
+  const g = graph([input, target, loss, sum], "m");
+  g.inputs.push({ name: "t", meta: f32(X), value: null });
+  assert.ok(!planGraph(g).regions.some((r) => regionNodes(r).includes("s") && regionNodes(r).includes("l")));
+});

@@ -390,16 +390,18 @@ export function planGraph(graph: Graph): Plan {
       kept.push({ node: node.id, op: node.op, reason: match.why });
       continue;
     }
-    const input = seedInput(node);
-    let prologue: string[] = [];
-    if (
-      match.rule.prologue &&
-      input?.t === "node" &&
-      eligible(input.id) &&
-      view.usersOf(input.id).length === 1
-    ) {
-      prologue = growBackwards(view, [input.id], eligible, [node.id]);
-    }
+    // A loss's every tensor operand may have a prologue (`kl_div(lp, lq.exp())`, `mse_loss(a, relu(b))`), as the
+    // kernel reads each operand by element; the other seeds read their first operand through it.
+    const operands = match.rule.kind === "reduce" ? (REDUCTIONS[node.op]?.operands ?? []) : [];
+    const inputs = operands.length > 1 ? operands.map((key) => node.fn?.[key]) : [seedInput(node)];
+    const sinks = [
+      ...new Set(
+        inputs.flatMap((input) =>
+          input?.t === "node" && eligible(input.id) && view.usersOf(input.id).length === 1 ? [input.id] : [],
+        ),
+      ),
+    ];
+    const prologue = match.rule.prologue && sinks.length ? growBackwards(view, sinks, eligible, [node.id]) : [];
     // A (values, indices) reduction is read through one `[i]`: the region produces that node's value.
     const values = REDUCTIONS[node.op]?.valuesOfPair ? (pairProjection(node, view)?.id ?? null) : null;
     for (const id of [...prologue, node.id, ...(values ? [values] : [])]) claimed.add(id);
