@@ -131,6 +131,9 @@ def check_ops(ctx: VerifyContext) -> list[CheckResult]:
     elif ext_calls or custom_ops:
         detail = ", ".join(f"{k}×{v}" for k, v in ctx.extensions.calls.items()) or ", ".join(custom_ops)
         results.append(passed("custom_kernel_used", f"the forward called its compiled code: {detail}"))
+    elif own := _own_kernels_on_device(ctx, inputs):
+        results.append(passed("custom_kernel_used", "the device ran the candidate's kernels without a call into its "
+                              f"extension from Python (a replayed CUDA graph, say): {', '.join(own[:4])}"))
     elif not loads_ok and (loads_failed or ctx.scan.kernel_names) and cuda_impossible:
         results.append(skipped("custom_kernel_used", "the extension is CUDA-only and this host has no GPU"))
     else:
@@ -138,6 +141,21 @@ def check_ops(ctx: VerifyContext) -> list[CheckResult]:
         results.append(failed("custom_kernel_used", f"custom code ({names}) is compiled but the forward never "
                               "called it on the problem's inputs"))
     return results
+
+
+def _own_kernels_on_device(ctx: VerifyContext, inputs: Inputs) -> list[str]:
+    """The candidate's own `__global__` kernels in the device's record of one forward (CUDA only): a forward that
+    replays a captured CUDA graph runs them without calling its extension, which the call count cannot see."""
+    names = sorted(ctx.scan.kernel_names)
+    if ctx.device.type != "cuda" or not names:
+        return []
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        out = run(ctx.cand, clone_inputs(inputs))
+        sync(ctx.device)
+    del out
+    return sorted({str(e.name) for e in prof.events() if trace.is_own_kernel(str(e.name), names)})
 
 
 def _hold_cycles(device: torch.device, hold_ms: float) -> int:
