@@ -1057,6 +1057,37 @@ def test_a_function_checking_its_input_values_gets_its_shape_on_the_cpu(tmp_path
     assert graph["captured"] == "fx", graph["failure"]
     loss = next(n for n in graph["nodes"] if n["op"] == "gaussian_nll_loss")
     assert loss["out"]["meta"]["shape"] == [] and loss["out"]["meta"]["dtype"] == "float32"
-    # a shape read from the values (one_hot's class count) is not guessed
-    graph = capture_text(tmp_path, model("return F.one_hot((x > 0.5).long()).float() * 2"))
-    assert graph["captured"] != "fx"
+    # a shape read from the values (one_hot's class count) is not guessed: shape propagation still fails
+    from kforge_worker.capture.fx_capture import propagate_shapes, trace
+
+    class OneHot(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.one_hot((x > 0.5).long()).float() * 2
+
+    gm, _ = trace(OneHot(), [torch.rand(4, 8)])
+    with pytest.raises(RuntimeError):
+        propagate_shapes(gm, [torch.rand(4, 8, device="meta")])
+
+
+def test_an_augmented_assignment_is_recorded_in_place(tmp_path: Path) -> None:
+    # fx's Proxy has no __iadd__: `x += y` traced as `x = x + y`, and the emitted forward left the caller's x as it was.
+    source = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        x += y
+        x *= 2
+        return torch.sigmoid(x)
+
+def get_inputs():
+    return [torch.rand(4, 8), torch.rand(4, 8)]
+
+def get_init_inputs():
+    return []
+"""
+    graph = capture_source(tmp_path, source)
+    assert graph["captured"] == "fx", graph["failure"]
+    writes = [(n["op"], n["inplace"]) for n in graph["nodes"] if n["op"] in ("add", "mul")]
+    assert writes == [("add", True), ("mul", True)], graph["nodes"]

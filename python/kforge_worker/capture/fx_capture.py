@@ -132,6 +132,37 @@ def _proxy_sizes_as_tuples() -> Iterator[None]:
             setattr(torch, name, factory)
 
 
+#: Python's augmented assignments and the functions that do them in place on a tensor.
+_INPLACE_DUNDERS = {
+    "__iadd__": operator.iadd, "__isub__": operator.isub, "__imul__": operator.imul,
+    "__itruediv__": operator.itruediv, "__ifloordiv__": operator.ifloordiv, "__imod__": operator.imod,
+    "__ipow__": operator.ipow, "__imatmul__": operator.imatmul, "__iand__": operator.iand, "__ior__": operator.ior,
+    "__ixor__": operator.ixor, "__ilshift__": operator.ilshift, "__irshift__": operator.irshift,
+}
+
+
+@contextlib.contextmanager
+def _augmented_assignments_recorded() -> Iterator[None]:
+    """fx's Proxy has no `__iadd__`, so Python runs `x += y` as `x = x + y`: a forward input, a buffer or a view
+    of either written in place by the reference was left untouched by a graph that records an add. While
+    tracing, an augmented assignment on a Proxy records its in-place operator (`operator.iadd(x, y)`), as
+    torch.Tensor runs it; on a Python number the operator computes the same value as the plain one."""
+
+    def recording(op: Any) -> Any:
+        def call(self: torch.fx.Proxy, other: Any) -> Any:
+            return self.tracer.create_proxy("call_function", op, (self, other), {})
+
+        return call
+
+    try:
+        for name, op in _INPLACE_DUNDERS.items():
+            setattr(torch.fx.Proxy, name, recording(op))
+        yield
+    finally:
+        for name in _INPLACE_DUNDERS:
+            delattr(torch.fx.Proxy, name)
+
+
 #: Factories making a tensor from Python data (`torch.tensor(q.size(-1), dtype=torch.float32)`).
 _DATA_FACTORIES = ("tensor", "as_tensor", "scalar_tensor")
 
@@ -203,7 +234,8 @@ def trace(model: nn.Module, inputs: list[Any]) -> tuple[torch.fx.GraphModule, li
     """The traced module and the runtime arguments of its remaining placeholders."""
     concrete = concrete_args(model, inputs)
     tracer = CaptureTracer()
-    with _proxy_sizes_as_tuples(), _data_factories_recorded(), _refusing_autocast(), _buffers_kept(model):
+    with _proxy_sizes_as_tuples(), _data_factories_recorded(), _augmented_assignments_recorded(), \
+            _refusing_autocast(), _buffers_kept(model):
         graph = tracer.trace(model, concrete_args=concrete or None)
     gm = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
     names = [p.name for p in inspect.signature(model.forward).parameters.values()]
