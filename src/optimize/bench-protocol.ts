@@ -66,6 +66,9 @@ export const OptimizeBenchResult = z.object({
   eagerMs: z.number().nullable(),
   compiledMs: z.number().nullable(),
   oursMs: z.number().nullable(),
+  /** The file's forward replayed from a CUDA graph (its `_KF_GRAPH` switched on for these calls), timed in the
+   * same rotation; absent when the file has no graph replay (or on the CPU), null when it could not be timed. */
+  graphedMs: z.number().nullable().optional(),
   /** Wall seconds torch.compile took to produce its first result (its compile time). */
   compileSeconds: z.number().nullable(),
   regions: z.array(RegionTiming),

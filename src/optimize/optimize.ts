@@ -12,7 +12,7 @@ import { workerEnv } from "../worker/python.ts";
 import { BenchPhases, OptimizeBenchResult, type RegionTiming } from "./bench-protocol.ts";
 import { BenchSession, failedBench } from "./bench-session.ts";
 import { captureProblem } from "./capture.ts";
-import { emitModelFile } from "./codegen/model-file.ts";
+import { emitModelFile, type GraphReplay } from "./codegen/model-file.ts";
 import type { EvalAhead } from "./eval-ahead.ts";
 import type { Graph } from "./graph.ts";
 import { GraphView } from "./plan/graph-view.ts";
@@ -99,6 +99,9 @@ export const OptimizeResult = z.object({
   eagerMs: z.number().nullable(),
   compiledMs: z.number().nullable(),
   oursMs: z.number().nullable(),
+  /** The file's forward replays a CUDA graph (timed faster than its calls launched one by one: a forward whose
+   * host time exceeds its GPU time). Absent where it was not tried. */
+  graphed: z.boolean().optional(),
   speedup: z.number().nullable(),
   speedupVsCompile: z.number().nullable(),
   /** The eval's own speedup and its CI (reference vs candidate interleaved). */
@@ -149,6 +152,9 @@ export interface OptimizeOptions {
   /** Whether a channels-last anchor that won is timed in the reference's layout too (by default on a GPU; on
    * the CPU both layouts run PyTorch's ops). */
   layoutTrial?: boolean;
+  /** Whether the emitted file carries CUDA-graph replay, switched off, for the bench to time both ways (by default
+   * when verifying on a GPU; on the CPU the replay never runs). */
+  graphTrial?: boolean;
   /** Below this speedup over eager the whole file is tried one step simpler (WHOLE_FILE_FLOOR on a GPU,
    * 0 = never on the CPU by default). */
   wholeFileFloor?: number;
@@ -187,8 +193,13 @@ function regionOps(graph: Graph, plan: Plan): Map<string, string[]> {
   return new Map(plan.regions.map((r) => [r.id, regionNodes(r).map((id) => view.node(id).op)]));
 }
 
-function emitTo(graph: Graph, plan: Plan, problem: Problem, output: string) {
-  const emitted = emitModelFile(graph, plan, problem.name);
+/** Files verified and timed on a GPU carry graph replay switched off: the bench times it both ways. */
+function replayTrial(options: OptimizeOptions): GraphReplay {
+  return (options.graphTrial ?? (options.verify && options.device === "cuda")) ? "off" : "none";
+}
+
+function emitTo(graph: Graph, plan: Plan, problem: Problem, output: string, replay: GraphReplay = "none") {
+  const emitted = emitModelFile(graph, plan, problem.name, replay);
   mkdirSync(dirname(output), { recursive: true });
   writeFileSync(output, emitted.source);
   return emitted;
@@ -313,7 +324,7 @@ export async function prepareProblem(
   const graph = canonicalGraph(captured ?? (await captureProblem(problem.path, { python: options.python })));
   const t1 = performance.now();
   const plan = planGraph(graph);
-  const emitted = emitTo(graph, plan, problem, output);
+  const emitted = emitTo(graph, plan, problem, output, replayTrial(options));
   const t2 = performance.now();
   log(`${problem.name}: captured (${graph.captured}), ${plan.regions.length} fused region(s) -> ${output}`);
   const ops = regionOps(graph, plan);
@@ -396,7 +407,7 @@ export async function prebuildLikelyRetimes(
     mkdirSync(join(options.cacheDir, "retime-ahead"), { recursive: true });
     const folder = mkdtempSync(join(options.cacheDir, "retime-ahead", `${problem.name}-`));
     const path = join(folder, `${problem.name}.py`);
-    emitTo(graph, plan, problem, path);
+    emitTo(graph, plan, problem, path, replayTrial(options));
     try {
       await prebuild({ ...prepared, output: path, plan }, options, cancelSignal);
     } finally {
@@ -427,6 +438,8 @@ async function verifyWithBench(
   const { problem, output, graph, result } = prepared;
   let { plan } = prepared;
   const log = options.log ?? (() => {});
+  const emit = (p: Plan, replay: GraphReplay = replayTrial(options)) =>
+    emitTo(graph, p, problem, output, replay);
   const runs: BenchRun[] = [];
   let compileWait = 0;
   const rawBench = options.benchFile ?? (session ? sessionBench(session) : runBench);
@@ -518,7 +531,7 @@ async function verifyWithBench(
         log(
           `${problem.name}: ${[...anchored].join(", ")} lost: ${lostRetimed.join(", ")} timed again with a simpler anchor`,
         );
-      emitTo(graph, plan, problem, output);
+      emit(plan);
       freshForFinal = false;
       const againRun = await bench(problem, output, retimed, options, false, false);
       const again = losingRegions(againRun.regions, options.regionWinMargin);
@@ -552,7 +565,7 @@ async function verifyWithBench(
       for (const id of relaxed.handed) if (again.has(id)) losers.add(id);
       tryNative = new Set();
     }
-    if (revertedToChannelsLast) emitTo(graph, plan, problem, output);
+    if (revertedToChannelsLast) emit(plan);
     const ops = regionOps(graph, plan);
     for (const report of result.regions) report.ops = ops.get(report.id) ?? report.ops;
     timedPlan = plan;
@@ -560,7 +573,7 @@ async function verifyWithBench(
       log(`${problem.name}: ${[...losers].join(", ")} not faster than PyTorch's ops: left to PyTorch`);
       for (const report of result.regions) if (losers.has(report.id)) report.status = "dropped";
       plan = { regions: plan.regions.filter((r) => !losers.has(r.id)), kept: plan.kept };
-      emitTo(graph, plan, problem, output);
+      emit(plan);
     }
   }
   // The file verified next is the one timed: a second bench is needed only if the eval or the floor changes
@@ -595,7 +608,7 @@ async function verifyWithBench(
       log(
         `${problem.name}: the file with its kernels is ${evalResult.verdict}: evaluated again without TF32`,
       );
-      emitTo(graph, exact, problem, output);
+      emit(exact);
       const [again] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
       if (again && !failed(again)) {
         for (const report of result.regions)
@@ -615,7 +628,7 @@ async function verifyWithBench(
     const candidate = withoutAnchors(timedPlan);
     const retry = anchored && failed(evalResult) ? candidate.regions.filter((r) => losers.has(r.id)) : [];
     if (retry.length > 0) {
-      emitTo(graph, candidate, problem, output);
+      emit(candidate);
       const still = await timeRegions(retry.map((r) => r.id));
       const won = new Set(retry.filter((r) => !still.has(r.id)).map((r) => r.id));
       if (won.size > 0) log(`${problem.name}: ${[...won].join(", ")} win in the reference's layout`);
@@ -626,7 +639,7 @@ async function verifyWithBench(
       log(
         `${problem.name}: the file with its kernels is ${evalResult.verdict}: evaluated again without anchors`,
       );
-      emitTo(graph, plain, problem, output);
+      emit(plain);
       await prebuild({ ...prepared, plan: plain }, options);
       const [again] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
       if (again && !failed(again)) {
@@ -647,7 +660,7 @@ async function verifyWithBench(
       );
       for (const report of result.regions) if (report.status === "fused") report.status = "rejected";
       plan = { regions: [], kept: plan.kept };
-      emitTo(graph, plan, problem, output);
+      emit(plan);
       [evalResult] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
     }
   }
@@ -690,7 +703,7 @@ async function verifyWithBench(
     const next = simplify(plan);
     if (JSON.stringify(next.regions) === JSON.stringify(plan.regions)) continue;
     log(`${problem.name}: the file is ${speedup.toFixed(2)}x eager: timed again ${how}`);
-    emitTo(graph, next, problem, output);
+    emit(next);
     await prebuild({ ...prepared, plan: next }, options);
     const [again] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
     const rebench =
@@ -705,9 +718,37 @@ async function verifyWithBench(
       evalResult = again;
       finalBench = rebench;
     } else {
-      emitTo(graph, plan, problem, output); // the verified file stays (its extension built when first verified)
+      emit(plan); // the verified file stays (its extension built when first verified)
     }
   }
+  // A forward whose host time exceeds its GPU time gains from replaying a CUDA graph (the bench timed the file
+  // both ways in one rotation): the file with the replay on is verified before it ships, and is what was timed.
+  const graphedMs = finalBench.graphedMs ?? null;
+  if (
+    graphedMs !== null &&
+    finalBench.oursMs !== null &&
+    graphedMs * REGION_WIN_MARGIN < finalBench.oursMs &&
+    evalResult &&
+    !failed(evalResult) &&
+    plan.regions.length > 0
+  ) {
+    const speedup = finalBench.oursMs / graphedMs;
+    emit(plan, "on");
+    await prebuild({ ...prepared, plan }, options);
+    const [again] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
+    if (again && !failed(again)) {
+      log(`${problem.name}: the forward replays a CUDA graph (${speedup.toFixed(2)}x its launched calls)`);
+      evalResult = again;
+      finalBench = { ...finalBench, oursMs: graphedMs };
+      result.graphed = true;
+    } else {
+      log(
+        `${problem.name}: the forward replayed as a CUDA graph is ${again?.verdict ?? "not evaluated"}: kept as launched calls`,
+      );
+      emit(plan);
+      result.graphed = false;
+    }
+  } else if (finalBench.graphedMs !== undefined) result.graphed = false;
   const t6 = performance.now();
   if (evalResult) {
     result.eval = evalResult;

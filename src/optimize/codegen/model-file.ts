@@ -54,6 +54,8 @@ export interface EmittedModel {
   cuda: string;
   cpp: string;
   extensionName: string;
+  /** Whether the file carries graph replay (the mode asked for, or "none" where a graph cannot stand for it). */
+  replay: GraphReplay;
 }
 
 function pyString(text: string): string {
@@ -119,7 +121,39 @@ export function forwardCallArgs(signature: string): string[] {
   return args;
 }
 
-export function emitModelFile(graph: Graph, plan: Plan, problemName: string): EmittedModel {
+/** Whether the file carries CUDA-graph replay of its forward (graph_replay.py.txt): "none", not at all; "off",
+ * present and switched off (the optimizer times it both ways); "on", the forward replays a graph. */
+export type GraphReplay = "none" | "off" | "on";
+
+/** Module types, and callables by name prefix, whose calls are pure functions of tensors: a graph replaying them
+ * does what the calls do. A module of the problem's own (or a function it defines and fx kept whole) may keep
+ * Python state that a replay would skip. */
+const REPLAYABLE_CALLS = ["torch.", "operator.", `${OPERATOR_MODULE}.`, "math."];
+
+/** Whether a graph can stand for the planned forward: captured, no random op (a replay draws no new numbers
+ * from the generator the reference's draws advance), no input written in place (the graph writes its own copy),
+ * only torch's own modules and functions, positional parameters only. */
+export function graphReplayable(graph: Graph, signature: string): boolean {
+  if (graph.captured === "none") return false;
+  const inputs = new Set(graph.inputs.map((i) => i.name));
+  for (const node of graph.nodes) {
+    if (node.rng) return false;
+    const first = node.args[0];
+    if (node.inplace && first?.t === "node" && inputs.has(first.id)) return false;
+    if (node.kind === "call_module" && !graph.modules[node.target]?.type.startsWith("torch.nn."))
+      return false;
+    if (node.kind === "call_function" && !REPLAYABLE_CALLS.some((p) => node.target.startsWith(p)))
+      return false;
+  }
+  return forwardCallArgs(signature).every((a) => /^[A-Za-z_]\w*$/.test(a));
+}
+
+export function emitModelFile(
+  graph: Graph,
+  plan: Plan,
+  problemName: string,
+  replayMode: GraphReplay = "none",
+): EmittedModel {
   const view = new GraphView(graph);
   const inputNames = new Set(graph.inputs.map((i) => i.name));
   const nameOf = (id: string) => (inputNames.has(id) ? id : `v_${id}`);
@@ -197,9 +231,27 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
   // No region (nothing captured, or nothing fused): the reference's forward itself, so the file costs what
   // eager costs to the microsecond (a restated forward pays Python for every op it re-spells).
   const verbatim = graph.captured === "none" || regions.length === 0;
+  const replay: GraphReplay =
+    verbatim || !graphReplayable(graph, graph.source.signature) ? "none" : replayMode;
+  const planned = [
+    `    def ${replay === "none" ? "forward" : "_kf_planned_forward"}(${graph.source.signature}):`,
+    ...forwardLines.map((l) => `        ${l}`),
+  ].join("\n");
+  const argTuple = callArgs.length === 1 ? `(${callArgs[0]},)` : `(${callArgs.join(", ")})`;
   const forward = verbatim
     ? reindent(graph.source.forward, "    ")
-    : [`    def forward(${graph.source.signature}):`, ...forwardLines.map((l) => `        ${l}`)].join("\n");
+    : replay === "none"
+      ? planned
+      : [
+          `    def forward(${graph.source.signature}):`,
+          "        if _KF_GRAPH:",
+          `            kf_out = _kf_graph_replay(self, self._kf_planned_forward, ${argTuple})`,
+          "            if kf_out is not _KF_NOT_GRAPHED:",
+          "                return kf_out",
+          `        return self._kf_planned_forward(${callArgs.join(", ")})`,
+          "",
+          planned,
+        ].join("\n");
   const classBody = [
     reindent(fixInit(graph.source.init), "    "),
     forward,
@@ -237,13 +289,18 @@ export function emitModelFile(graph: Graph, plan: Plan, problemName: string): Em
         `\n# ---- the ${name} recipe (kernels/${name}/) ----\n${renderRuntime(loadRecipe(name)).trim()}`,
     ),
     regions.length ? regionSwitches(generated.length > 0, recipes) : "",
+    replay === "none"
+      ? ""
+      : `\n\n${readFileSync(join(HERE, "graph_replay.py.txt"), "utf8")
+          .trim()
+          .replace("_KF_GRAPH = False", `_KF_GRAPH = ${replay === "on" ? "True" : "False"}`)}`,
     "",
     "",
     `class ModelNew(${graph.source.bases || "nn.Module"}):`,
     classBody,
     "",
   ].join("\n");
-  return { source: source.replace(/\n{4,}/g, "\n\n\n"), regions, cuda, cpp, extensionName };
+  return { source: source.replace(/\n{4,}/g, "\n\n\n"), regions, cuda, cpp, extensionName, replay };
 }
 
 /** The per-region switch the optimizer times regions with, and one call building every extension. */

@@ -1,0 +1,158 @@
+// CUDA-graph replay of an emitted forward: which graphs may replay, and the optimizer's choice — on only where the
+// bench timed it faster, and only once the file with it on passed the eval. On the CPU the replay never runs (the
+// file's forward falls through to its launched calls), so these runs check the flow and the emitted file.
+import assert from "node:assert/strict";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { evaluate } from "../src/eval.ts";
+import { emitModelFile, graphReplayable } from "../src/optimize/codegen/model-file.ts";
+import {
+  type OptimizeOptions,
+  optimizeProblem,
+  prepareProblem,
+  runBench,
+} from "../src/optimize/optimize.ts";
+import { resolveProblem } from "../src/problem/problems.ts";
+
+const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
+const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
+
+function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOptions {
+  return {
+    python: PYTHON,
+    cacheDir: join(dir, "cache"),
+    verify: true,
+    device: "cpu",
+    trials: 2,
+    timeoutSeconds: 300,
+    benchIters: 3,
+    compileBaseline: false,
+    graphTrial: true,
+    regionWinMargin: 1,
+    ...extra,
+  };
+}
+
+/** The real bench, its whole-file times replaced: ours 1 ms, graphed `graphedMs`, eager 1.5 ms. */
+function benchWith(graphedMs: number, seen: string[]) {
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile) => {
+    const run = await runBench(p, candidate, regions, opts, compile, timeFile);
+    const source = readFileSync(candidate, "utf8");
+    seen.push(/^_KF_GRAPH = True$/m.test(source) ? "on" : /^_KF_GRAPH = False$/m.test(source) ? "off" : "none");
+    return {
+      ...run,
+      eagerMs: 1.5,
+      oursMs: 1,
+      graphedMs,
+      regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })),
+    };
+  };
+  return bench;
+}
+
+test("a forward timed faster as a replayed graph ships with the replay on, verified, at the graphed time", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-graph-"));
+  const output = join(dir, "new.py");
+  const seen: string[] = [];
+  const evaluated: string[] = [];
+  const evaluateFile: typeof evaluate = async (p, candidates, opts, hooks, slots) => {
+    evaluated.push(/^_KF_GRAPH = True$/m.test(readFileSync(candidates[0] ?? "", "utf8")) ? "on" : "off");
+    return evaluate(p, candidates, opts, hooks, slots);
+  };
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { benchFile: benchWith(0.5, seen), evaluateFile }),
+  );
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.equal(result.graphed, true);
+  assert.equal(result.oursMs, 0.5);
+  assert.equal(result.speedup, 3);
+  assert.ok(seen.every((s) => s === "off"), `every bench timed the file with the switch off: ${seen}`);
+  assert.equal(evaluated.at(-1), "on", "the shipped file was evaluated with the replay on");
+  const emitted = readFileSync(output, "utf8");
+  assert.match(emitted, /^_KF_GRAPH = True$/m);
+  assert.match(emitted, /def _kf_planned_forward\(self, x\):/);
+});
+
+test("a replay no faster than the launched calls, or failing the eval, is not shipped", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-graph-"));
+  const slower = await optimizeProblem(
+    problem,
+    join(dir, "slower.py"),
+    options(dir, { benchFile: benchWith(0.99, []) }),
+  );
+  assert.equal(slower.verdict, "correct");
+  assert.equal(slower.graphed, false);
+  assert.equal(slower.oursMs, 1);
+  assert.match(readFileSync(join(dir, "slower.py"), "utf8"), /^_KF_GRAPH = False$/m);
+
+  const failing: typeof evaluate = async (p, candidates, opts, hooks, slots) => {
+    const results = await evaluate(p, candidates, opts, hooks, slots);
+    const on = /^_KF_GRAPH = True$/m.test(readFileSync(candidates[0] ?? "", "utf8"));
+    return on ? results.map((r) => ({ ...r, verdict: "incorrect" as const, reason: "injected" })) : results;
+  };
+  const rejected = await optimizeProblem(
+    problem,
+    join(dir, "rejected.py"),
+    options(dir, { benchFile: benchWith(0.5, []), evaluateFile: failing }),
+  );
+  assert.equal(rejected.verdict, "correct", "the file verified before the replay was tried stays");
+  assert.equal(rejected.graphed, false);
+  assert.equal(rejected.oursMs, 1);
+  assert.match(readFileSync(join(dir, "rejected.py"), "utf8"), /^_KF_GRAPH = False$/m);
+});
+
+test("a graph replays only what a replay reproduces: random ops, inputs written in place, functions of the problem's own", {
+  timeout: 120_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-graph-"));
+  const model = (forward: string, init = "") => `import torch
+import torch.nn as nn
+
+def doubled(x):
+    return x * 2
+
+torch.fx.wrap("doubled")  # kept whole by fx: a call to the problem's own function
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+${init}
+    def forward(self, x):
+${forward}
+
+def get_inputs():
+    return [torch.randn(4, 8)]
+
+def get_init_inputs():
+    return []
+`;
+  const cases: [string, string, boolean][] = [
+    ["pure", "        return torch.relu(x) * 2 + 1", true],
+    ["dropout", "        return self.drop(torch.relu(x))", false],
+    ["inplace_input", "        x.mul_(2)\n        return torch.relu(x) + 1", false],
+    ["own_function", "        return torch.relu(doubled(x)) + 1", false],
+  ];
+  mkdirSync(join(dir, "p"), { recursive: true });
+  for (const [name, forward, replayable] of cases) {
+    const path = join(dir, "p", `${name}.py`);
+    writeFileSync(path, model(forward));
+    const prepared = await prepareProblem(resolveProblem(path), join(dir, `${name}_new.py`), {
+      ...options(dir),
+      verify: false,
+    });
+    const { graph } = prepared;
+    assert.equal(graph.captured, "fx", name);
+    assert.equal(graphReplayable(graph, graph.source.signature), replayable, name);
+    const emitted = emitModelFile(graph, prepared.plan, name, "off").source;
+    assert.equal(/^_KF_GRAPH = False$/m.test(emitted), replayable && prepared.plan.regions.length > 0, name);
+  }
+});
