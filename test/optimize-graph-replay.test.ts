@@ -8,12 +8,7 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { evaluate } from "../src/eval.ts";
 import { emitModelFile, graphReplayable } from "../src/optimize/codegen/model-file.ts";
-import {
-  type OptimizeOptions,
-  optimizeProblem,
-  prepareProblem,
-  runBench,
-} from "../src/optimize/optimize.ts";
+import { type OptimizeOptions, optimizeProblem, prepareProblem, runBench } from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
 
 const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
@@ -40,7 +35,9 @@ function benchWith(graphedMs: number, seen: string[]) {
   const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile) => {
     const run = await runBench(p, candidate, regions, opts, compile, timeFile);
     const source = readFileSync(candidate, "utf8");
-    seen.push(/^_KF_GRAPH = True$/m.test(source) ? "on" : /^_KF_GRAPH = False$/m.test(source) ? "off" : "none");
+    seen.push(
+      /^_KF_GRAPH = True$/m.test(source) ? "on" : /^_KF_GRAPH = False$/m.test(source) ? "off" : "none",
+    );
     return {
       ...run,
       eagerMs: 1.5,
@@ -72,7 +69,10 @@ test("a forward timed faster as a replayed graph ships with the replay on, verif
   assert.equal(result.graphed, true);
   assert.equal(result.oursMs, 0.5);
   assert.equal(result.speedup, 3);
-  assert.ok(seen.every((s) => s === "off"), `every bench timed the file with the switch off: ${seen}`);
+  assert.ok(
+    seen.every((s) => s === "off"),
+    `every bench timed the file with the switch off: ${seen}`,
+  );
   assert.equal(evaluated.at(-1), "on", "the shipped file was evaluated with the replay on");
   const emitted = readFileSync(output, "utf8");
   assert.match(emitted, /^_KF_GRAPH = True$/m);
