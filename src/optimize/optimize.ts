@@ -102,6 +102,8 @@ export const OptimizeResult = z.object({
   /** The file's forward replays a CUDA graph (timed faster than its calls launched one by one: a forward whose
    * host time exceeds its GPU time). Absent where it was not tried. */
   graphed: z.boolean().optional(),
+  /** The file timed with its forward replayed as a CUDA graph, in the final comparison's rotation. */
+  graphedMs: z.number().nullable().optional(),
   speedup: z.number().nullable(),
   speedupVsCompile: z.number().nullable(),
   /** The eval's own speedup and its CI (reference vs candidate interleaved). */
@@ -724,6 +726,7 @@ async function verifyWithBench(
   // A forward whose host time exceeds its GPU time gains from replaying a CUDA graph (the bench timed the file
   // both ways in one rotation): the file with the replay on is verified before it ships, and is what was timed.
   const graphedMs = finalBench.graphedMs ?? null;
+  if (finalBench.graphedMs !== undefined) result.graphedMs = graphedMs;
   if (
     graphedMs !== null &&
     finalBench.oursMs !== null &&
@@ -742,8 +745,12 @@ async function verifyWithBench(
       finalBench = { ...finalBench, oursMs: graphedMs };
       result.graphed = true;
     } else {
+      const why = (again?.checks ?? [])
+        .filter((c) => c.outcome === "fail")
+        .map((c) => `${c.name}: ${c.evidence.slice(0, 300)}`)
+        .join("; ");
       log(
-        `${problem.name}: the forward replayed as a CUDA graph is ${again?.verdict ?? "not evaluated"}: kept as launched calls`,
+        `${problem.name}: the forward replayed as a CUDA graph is ${again?.verdict ?? "not evaluated"}${why ? ` (${why})` : again?.reason ? ` (${again.reason})` : ""}: kept as launched calls`,
       );
       emit(plan);
       result.graphed = false;
