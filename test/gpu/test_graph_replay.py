@@ -1,7 +1,9 @@
 """graph_replay.py.txt (the CUDA-graph replay an emitted forward may ship with) on the GPU: the replayed forward must
 be the forward — fresh values each call, outputs nobody else holds, running statistics advanced once per call,
 weights read as they are now (written in place or replaced) — and must step aside where a graph cannot stand for
-the call (autograd, a host sync, a signature past the limit)."""
+the call (autograd, a CPU tensor, a signature past the limit). A forward that synchronises with the host is never
+given a graph (model-file.ts graphReplayable): a capture failing part-way leaves torch's CUDA generator in capture
+mode for the process."""
 
 from __future__ import annotations
 
@@ -101,15 +103,6 @@ def test_where_a_graph_cannot_stand_for_the_call_the_forward_runs_itself(rt):
     with torch.no_grad():
         assert rt["_kf_graph_replay"](graphed, graphed.forward, (x.cpu(), 1.0)) is rt["_KF_NOT_GRAPHED"]
 
-        class _Syncs(nn.Module):
-            def forward(self, x):
-                return x * float(x.max())  # a host sync: not capturable
-
-        syncs = _Syncs()
-        assert rt["_kf_graph_replay"](syncs, syncs.forward, (x,)) is rt["_KF_NOT_GRAPHED"]
-        assert list(rt["_kf_graph_state"](syncs)["graphs"].values()) == [None]  # remembered: never tried again
-        # the failed capture left the device usable
-        torch.testing.assert_close(syncs(x), x * float(x.max()))
         for n in range(rt["_KF_GRAPH_LIMIT"]):
             _call(rt, graphed, torch.randn(2 + n, 4, 6, 6, device="cuda"), 1.0)
         past = torch.randn(9, 4, 6, 6, device="cuda")

@@ -130,14 +130,66 @@ export type GraphReplay = "none" | "off" | "on";
  * Python state that a replay would skip. */
 const REPLAYABLE_CALLS = ["torch.", "operator.", `${OPERATOR_MODULE}.`, "math."];
 
+/** Calls that wait on the GPU for a value or a size (a host sync): a graph cannot hold them, and a capture that
+ * fails part-way leaves torch's CUDA generator in capture mode for the rest of the process (device run 107). */
+const HOST_SYNCS = new Set([
+  "item",
+  "_local_scalar_dense",
+  "tolist",
+  "cpu",
+  "numpy",
+  "nonzero",
+  "nonzero_static",
+  "unique",
+  "unique_consecutive",
+  "masked_select",
+  "argwhere",
+  "bincount",
+  "repeat_interleave",
+  "equal",
+  "allclose",
+]);
+
+/** Whether a node synchronises with the host: a HOST_SYNCS op, indexing with a boolean mask (its size is the
+ * mask's count), or BatchNorm without momentum in training (it reads its batch counter on the host). */
+function syncsWithHost(graph: Graph, node: Graph["nodes"][number]): boolean {
+  // torch.nn.functional.x / torch.x: the last part; an exported graph's torch.ops.aten.x.overload: the op's name.
+  const parts = node.target.split(".");
+  const name =
+    node.kind !== "call_function"
+      ? node.target
+      : parts[1] === "ops"
+        ? (parts[3] ?? "")
+        : (parts.at(-1) ?? "");
+  if (HOST_SYNCS.has(node.op) || (node.kind !== "call_module" && HOST_SYNCS.has(name))) return true;
+  if (node.op === "getitem")
+    return node.args.some((a) => {
+      const items = a.t === "list" ? a.items : [a];
+      return items.some((item) => item.t === "node" && maskIndex(graph, item.id));
+    });
+  if (node.op === "batch_norm" || node.op === "instance_norm") {
+    const momentum = node.fn?.momentum;
+    const training = node.kind === "call_module" ? graph.modules[node.target]?.training : true;
+    return training !== false && momentum?.t === "const" && momentum.pytype === "none";
+  }
+  return false;
+}
+
+function maskIndex(graph: Graph, id: string): boolean {
+  const producer = graph.nodes.find((n) => n.id === id);
+  const input = graph.inputs.find((i) => i.name === id);
+  const meta = producer?.out.t === "tensor" ? producer.out.meta : input?.meta;
+  return meta?.dtype === "bool";
+}
+
 /** Whether a graph can stand for the planned forward: captured, no random op (a replay draws no new numbers
- * from the generator the reference's draws advance), no input written in place (the graph writes its own copy),
- * only torch's own modules and functions, positional parameters only. */
+ * from the generator the reference's draws advance), no host sync, no input written in place (the graph writes
+ * its own copy), only torch's own modules and functions, positional parameters only. */
 export function graphReplayable(graph: Graph, signature: string): boolean {
   if (graph.captured === "none") return false;
   const inputs = new Set(graph.inputs.map((i) => i.name));
   for (const node of graph.nodes) {
-    if (node.rng) return false;
+    if (node.rng || syncsWithHost(graph, node)) return false;
     const first = node.args[0];
     if (node.inplace && first?.t === "node" && inputs.has(first.id)) return false;
     if (node.kind === "call_module" && !graph.modules[node.target]?.type.startsWith("torch.nn."))
