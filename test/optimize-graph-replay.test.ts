@@ -7,8 +7,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { evaluate } from "../src/eval.ts";
+import { captureProblems } from "../src/optimize/capture.ts";
 import { emitModelFile, graphReplayable } from "../src/optimize/codegen/model-file.ts";
-import { type OptimizeOptions, optimizeProblem, prepareProblem, runBench } from "../src/optimize/optimize.ts";
+import {
+  type OptimizeOptions,
+  optimizeProblem,
+  prepareProblem,
+  type runBench,
+} from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
 
 const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
@@ -30,24 +36,35 @@ function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOpt
   };
 }
 
-/** The real bench, its whole-file times replaced: ours 1 ms, graphed `graphedMs`, eager 1.5 ms. */
+/** A bench that runs nothing: eager 1.5 ms, ours 1 ms, graphed `graphedMs`, every region 2x; `seen` gets the
+ * state of each timed file's graph switch. */
 function benchWith(graphedMs: number, seen: string[]) {
-  const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile) => {
-    const run = await runBench(p, candidate, regions, opts, compile, timeFile);
+  const bench: typeof runBench = async (_p, candidate, regions) => {
     const source = readFileSync(candidate, "utf8");
     seen.push(
       /^_KF_GRAPH = True$/m.test(source) ? "on" : /^_KF_GRAPH = False$/m.test(source) ? "off" : "none",
     );
     return {
-      ...run,
+      device: "cpu",
       eagerMs: 1.5,
+      compiledMs: null,
       oursMs: 1,
       graphedMs,
-      regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })),
+      compileSeconds: null,
+      regions: regions.map((id) => ({ id, kernelMs: 1, torchMs: 2, note: null })),
+      error: null,
     };
   };
   return bench;
 }
+
+// The real evaluation of the emitted file, run once for this file's tests: what is under test is which file the
+// optimizer ships after each verdict, not the checks (every later call answers with the first call's results).
+let firstEvaluation: Promise<Awaited<ReturnType<typeof evaluate>>> | undefined;
+const evaluateOnce: typeof evaluate = (p, candidates, opts, hooks, slots) => {
+  firstEvaluation ??= evaluate(p, candidates, opts, hooks, slots);
+  return firstEvaluation;
+};
 
 test("a forward timed faster as a replayed graph ships with the replay on, verified, at the graphed time", {
   timeout: 300_000,
@@ -58,7 +75,7 @@ test("a forward timed faster as a replayed graph ships with the replay on, verif
   const evaluated: string[] = [];
   const evaluateFile: typeof evaluate = async (p, candidates, opts, hooks, slots) => {
     evaluated.push(/^_KF_GRAPH = True$/m.test(readFileSync(candidates[0] ?? "", "utf8")) ? "on" : "off");
-    return evaluate(p, candidates, opts, hooks, slots);
+    return evaluateOnce(p, candidates, opts, hooks, slots);
   };
   const result = await optimizeProblem(
     problem,
@@ -86,7 +103,7 @@ test("a replay no faster than the launched calls, or failing the eval, is not sh
   const slower = await optimizeProblem(
     problem,
     join(dir, "slower.py"),
-    options(dir, { benchFile: benchWith(0.99, []) }),
+    options(dir, { benchFile: benchWith(0.99, []), evaluateFile: evaluateOnce }),
   );
   assert.equal(slower.verdict, "correct");
   assert.equal(slower.graphed, false);
@@ -94,7 +111,7 @@ test("a replay no faster than the launched calls, or failing the eval, is not sh
   assert.match(readFileSync(join(dir, "slower.py"), "utf8"), /^_KF_GRAPH = False$/m);
 
   const failing: typeof evaluate = async (p, candidates, opts, hooks, slots) => {
-    const results = await evaluate(p, candidates, opts, hooks, slots);
+    const results = await evaluateOnce(p, candidates, opts, hooks, slots);
     const on = /^_KF_GRAPH = True$/m.test(readFileSync(candidates[0] ?? "", "utf8"));
     return on ? results.map((r) => ({ ...r, verdict: "incorrect" as const, reason: "injected" })) : results;
   };
@@ -146,13 +163,24 @@ def get_init_inputs():
     ["bn_no_momentum", "        return torch.relu(self.bn(x)) + 1", false],
   ];
   mkdirSync(join(dir, "p"), { recursive: true });
-  for (const [name, forward, replayable] of cases) {
+  const paths = cases.map(([name, forward]) => {
     const path = join(dir, "p", `${name}.py`);
     writeFileSync(path, model(forward));
-    const prepared = await prepareProblem(resolveProblem(path), join(dir, `${name}_new.py`), {
-      ...options(dir),
-      verify: false,
-    });
+    return path;
+  });
+  const graphs = await captureProblems(paths, { python: PYTHON }); // one Python process for all
+  for (const [index, [name, , replayable]] of cases.entries()) {
+    const captured = graphs[index];
+    assert.ok(captured && !(captured instanceof Error), `${name}: ${captured}`);
+    const prepared = await prepareProblem(
+      resolveProblem(paths[index] ?? ""),
+      join(dir, `${name}_new.py`),
+      {
+        ...options(dir),
+        verify: false,
+      },
+      captured,
+    );
     const { graph } = prepared;
     assert.ok(graph.captured !== "none" || !replayable, name); // not captured: no graph to replay either
     assert.equal(graphReplayable(graph, graph.source.signature), replayable, name);
