@@ -299,6 +299,7 @@ REDUCE_CASES = [
     ("sum", {"dim": [1]}, ["any"], lambda x: x.sum(1)),
     ("mean", {"dim": [1]}, ["any"], lambda x: x.mean(1)),
     ("prod", {"dim": 1}, ["near1"], lambda x: x.prod(1)),
+    ("nansum", {"dim": [1]}, ["nonfinite"], lambda x: torch.nansum(x, 1)),
     ("amax", {"dim": [1]}, ["any"], lambda x: x.amax(1)),
     ("amin", {"dim": [1]}, ["any"], lambda x: x.amin(1)),
     ("max", {}, ["any"], lambda x: x.max()),

@@ -114,6 +114,14 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
   sum: { acc: "KfAccSum", operands: ["input"], pro: identity, epi: value, dims: "dim" },
   mean: { acc: "KfAccSum", operands: ["input"], pro: identity, epi: () => "r.value / r.count", dims: "dim" },
   prod: { acc: "KfAccProd", operands: ["input"], pro: identity, epi: value, dims: "dim" },
+  // NaNs count as zero (torch.nansum); infinities stay.
+  nansum: {
+    acc: "KfAccSum",
+    operands: ["input"],
+    pro: ([a]) => `(isnan(${a}) ? 0.f : (${a}))`,
+    epi: value,
+    dims: "dim",
+  },
   amax: { acc: "KfAccMax", operands: ["input"], pro: identity, epi: value, dims: "dim" },
   amin: { acc: "KfAccMin", operands: ["input"], pro: identity, epi: value, dims: "dim" },
   max: { acc: "KfAccMax", operands: ["input"], pro: identity, epi: value, dims: "all" },
