@@ -36,9 +36,9 @@ function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOpt
   };
 }
 
-/** A bench that runs nothing: eager 1.5 ms, ours 1 ms, graphed `graphedMs`, every region 2x; `seen` gets the
- * state of each timed file's graph switch. */
-function benchWith(graphedMs: number, seen: string[]) {
+/** A bench that runs nothing: eager 1.5 ms, ours `oursMs` (1 ms), graphed `graphedMs`, every region 2x; `seen`
+ * gets the state of each timed file's graph switch. */
+function benchWith(graphedMs: number, seen: string[], oursMs = 1) {
   const bench: typeof runBench = async (_p, candidate, regions) => {
     const source = readFileSync(candidate, "utf8");
     seen.push(
@@ -48,7 +48,7 @@ function benchWith(graphedMs: number, seen: string[]) {
       device: "cpu",
       eagerMs: 1.5,
       compiledMs: null,
-      oursMs: 1,
+      oursMs,
       graphedMs,
       compileSeconds: null,
       regions: regions.map((id) => ({ id, kernelMs: 1, torchMs: 2, note: null })),
@@ -124,6 +124,39 @@ test("a replay no faster than the launched calls, or failing the eval, is not sh
   assert.equal(rejected.graphed, false);
   assert.equal(rejected.oursMs, 1);
   assert.match(readFileSync(join(dir, "rejected.py"), "utf8"), /^_KF_GRAPH = False$/m);
+});
+
+test("a file below eager only for its host time ships replayed with its kernels; a replay still below eager gives way to PyTorch's ops", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-graph-"));
+  const floor = { wholeFileFloor: 0.97, evaluateFile: evaluateOnce };
+  const rescued = await optimizeProblem(
+    problem,
+    join(dir, "rescued.py"),
+    options(dir, { ...floor, benchFile: benchWith(0.5, [], 2) }),
+  );
+  assert.equal(rescued.verdict, "correct", rescued.reason ?? "");
+  assert.equal(rescued.graphed, true);
+  assert.equal(rescued.oursMs, 0.5);
+  assert.ok(
+    rescued.regions.length > 0 && rescued.regions.every((r) => r.status === "fused"),
+    "no region given up",
+  );
+  assert.match(readFileSync(join(dir, "rescued.py"), "utf8"), /^_KF_GRAPH = True$/m);
+
+  const still = await optimizeProblem(
+    problem,
+    join(dir, "still.py"),
+    options(dir, { ...floor, benchFile: benchWith(1.8, [], 2) }),
+  );
+  assert.equal(still.verdict, "correct", still.reason ?? "");
+  assert.equal(still.graphed, false);
+  assert.ok(
+    still.regions.every((r) => r.status !== "fused"),
+    "PyTorch's ops only, below eager either way",
+  );
+  assert.doesNotMatch(readFileSync(join(dir, "still.py"), "utf8"), /^_KF_GRAPH = True$/m);
 });
 
 test("a graph replays only what a replay reproduces: random ops, host syncs, inputs written in place, functions of the problem's own", {
