@@ -401,7 +401,8 @@ export function planGraph(graph: Graph): Plan {
         ),
       ),
     ];
-    const prologue = match.rule.prologue && sinks.length ? growBackwards(view, sinks, eligible, [node.id]) : [];
+    const prologue =
+      match.rule.prologue && sinks.length ? growBackwards(view, sinks, eligible, [node.id]) : [];
     // A (values, indices) reduction is read through one `[i]`: the region produces that node's value.
     const values = REDUCTIONS[node.op]?.valuesOfPair ? (pairProjection(node, view)?.id ?? null) : null;
     for (const id of [...prologue, node.id, ...(values ? [values] : [])]) claimed.add(id);
