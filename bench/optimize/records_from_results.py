@@ -33,6 +33,10 @@ def record(result: dict, run: str, date: str) -> dict:
         "kept": result.get("kept", []),
         "verdict": result.get("verdict"),
         "rejected": result.get("rejected"),
+        # the file's forward replayed as a CUDA graph, timed in the same rotation (absent: no replay tried), and
+        # whether the shipped file replays
+        "graphed_ms": result.get("graphedMs"),
+        "graphed": result.get("graphed"),
         "seconds": result.get("seconds"),
         "run": run,
         "method": METHOD,
