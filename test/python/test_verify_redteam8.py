@@ -230,6 +230,35 @@ def test_the_timing_like_loop_writes_its_sets_in_place_and_rotates_a_set_off_the
     assert "rows at scales 1e-2..1e2" in failing["timed_outputs"]["evidence"]
 
 
+def test_a_reference_writing_its_inputs_meets_each_timed_set_as_it_was_made():
+    """The timing-like loop calls each set of its rotation again: a forward that writes its inputs (`x.add_(y)`)
+    answers differently every time, and the reference's own copy as ModelNew was judged cheating. Each set is
+    written back to the values it was made with before its call when the reference writes its inputs."""
+    import random
+
+    import torch
+
+    from kforge_worker.checks import context
+    from kforge_worker.checks.input_checks import check_timed_outputs
+    from kforge_worker.checks.instrument import ExtensionRecorder
+    from kforge_worker.checks.static_scan import ScanReport
+
+    class AddInPlace(torch.nn.Module):
+        def forward(self, x, y):
+            x.add_(y)
+            return torch.sigmoid(x)
+
+    def make_inputs(seed: int):
+        g = torch.Generator().manual_seed(seed)
+        return [torch.randn(8, 64, generator=g), torch.randn(8, 64, generator=g)]
+
+    ctx = context.VerifyContext(ref=AddInPlace(), cand=AddInPlace(), make_inputs=make_inputs,
+                                device=torch.device("cpu"), atol=1e-5, rtol=1e-5, scan=ScanReport("c.py", frozenset()),
+                                extensions=ExtensionRecorder(), rng=random.Random(5))
+    result = check_timed_outputs(ctx, pool_size=2, iters=8)
+    assert result.outcome == "pass", result
+
+
 def test_parameters_written_in_place_must_reach_the_output(cache_dir, tmp_path):
     """adv_load_hook_cache: a weight copy refreshed only by a load_state_dict post-hook passed every state round trip
     (state_reload goes through load_state_dict). state_reload now also writes the parameters in place, as an

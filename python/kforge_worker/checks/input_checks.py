@@ -565,12 +565,17 @@ def _try_variant(ctx: VerifyContext, base: Inputs, mapping: dict[Axis, int], lab
     return f"{label}: ok"
 
 
-def _rewritten(inputs: Inputs) -> None:
-    """Each tensor of the set written in place with its own values, as the timing's refill writes fresh ones."""
+def _rewritten(inputs: Inputs, pristine: Inputs | None = None) -> None:
+    """Each tensor of the set written in place with its own values, as the timing's refill writes fresh ones; with
+    the set as it was made when the forward writes its inputs (`x.add_(y)`), which calls before changed."""
     with torch.no_grad():
-        for x in inputs:
+        for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
-                x.copy_(x)
+                x.copy_(x if pristine is None else pristine[i])
+
+
+def _tensor_versions(inputs: Inputs) -> list[int]:
+    return [x._version for x in inputs if isinstance(x, torch.Tensor)]
 
 
 def _timed_like_call(ctx: VerifyContext, inputs: Inputs, sharing: Any, ref: Any, flush: Any, events: Any,
@@ -626,11 +631,17 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
         cand_pool.append(clone_inputs(variant[1]))
         size += 1
     refs, sharing = [], []  # before any candidate call; how the reference's own outputs share memory, before
-    for p in cand_pool:     # the copy (a clone materialises an expanded view)
-        raw = run(ctx.ref, clone_inputs(p))
+    writes_inputs = False   # the copy (a clone materialises an expanded view)
+    for p in cand_pool:
+        args = clone_inputs(p)
+        versions = _tensor_versions(args)
+        raw = run(ctx.ref, args)
+        writes_inputs = writes_inputs or _tensor_versions(args) != versions
         sharing.append(internal_overlaps(raw))
         refs.append(detached_copy(raw))
         del raw
+    # A reference that writes its inputs answers each call from the set as it was made: so is the candidate asked.
+    pristine = [clone_inputs(p) for p in cand_pool] if writes_inputs else None
     flush = None
     events = None
     if ctx.device.type == "cuda":
@@ -640,7 +651,7 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
     with gc_paused():
         for i in range(iters):
             k = i % size
-            _rewritten(cand_pool[k])
+            _rewritten(cand_pool[k], pristine[k] if pristine is not None else None)
             miss = _timed_like_call(ctx, cand_pool[k], sharing[k], refs[k], flush, events,
                                     (lambda s=seeds[k]: ctx.make_inputs(s)) if seeds[k] is not None else variant[1])
             if miss is not None:
