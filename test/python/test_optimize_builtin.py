@@ -377,7 +377,8 @@ _MATH_REWRITE = re.compile(r"def _kf_(r\d+)\(self[^\n]*\n\s*\"\"\"[^\n]*the same
 
 
 def _calls(problem: ModuleType, ref: torch.nn.Module, new: torch.nn.Module, steps: list[tuple[int, bool]]):
-    """For each (seed, training): the reference's and ModelNew's outputs on the same inputs and RNG stream."""
+    """For each (seed, training): the reference's and ModelNew's outputs on the same inputs and RNG stream, with
+    those inputs as each call left them (a forward may write an input in place: `x += y`, `x.relu_()`)."""
     for seed, training in steps:
         ref.train(training)
         new.train(training)
@@ -388,8 +389,9 @@ def _calls(problem: ModuleType, ref: torch.nn.Module, new: torch.nn.Module, step
         outputs = []
         for model in (ref, new):
             torch.manual_seed(1000 + seed)  # the same random stream for both (dropout)
+            args = _clone(inputs)
             with torch.no_grad():
-                outputs.append(model(*_clone(inputs)))
+                outputs.append({"output": model(*args), "inputs after the call": args})
         yield f"call {seed + 1}, {'train' if training else 'eval'}", outputs[0], outputs[1]
 
 
