@@ -6,6 +6,7 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
+import { execa } from "execa";
 import { evaluate } from "../src/eval.ts";
 import { captureProblems } from "../src/optimize/capture.ts";
 import { emitModelFile, graphReplayable } from "../src/optimize/codegen/model-file.ts";
@@ -159,6 +160,67 @@ test("a file below eager only for its host time ships replayed with its kernels;
   assert.doesNotMatch(readFileSync(join(dir, "still.py"), "utf8"), /^_KF_GRAPH = True$/m);
 });
 
+test("a forward with no region replays as a graph where that wins, and is the reference's verbatim where not", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-graph-"));
+  const path = join(dir, "library_only.py");
+  writeFileSync(
+    path,
+    `import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.fc(x)
+
+def get_inputs():
+    return [torch.randn(4, 16)]
+
+def get_init_inputs():
+    return []
+`,
+  );
+  const libraryOnly = resolveProblem(path);
+  const replayed = await optimizeProblem(
+    libraryOnly,
+    join(dir, "replayed.py"),
+    options(dir, { benchFile: benchWith(0.5, []), evaluateFile: evaluateOnce }),
+  );
+  assert.equal(replayed.regions.length, 0);
+  assert.equal(replayed.verdict, "correct", replayed.reason ?? "");
+  assert.equal(replayed.graphed, true);
+  const source = readFileSync(join(dir, "replayed.py"), "utf8");
+  assert.match(source, /^_KF_GRAPH = True$/m);
+  assert.match(source, /_kf_graph_replay\(self, self\._kf_reference_forward, \(x,\)\)/);
+  // the replaying file is the reference where no graph can run (here: the CPU)
+  const check = await execa(PYTHON, [
+    "-c",
+    `import importlib.util as u, torch
+def load(p, n):
+    s = u.spec_from_file_location(n, p); m = u.module_from_spec(s); s.loader.exec_module(m); return m
+ref, new = load(${JSON.stringify(path)}, "ref"), load(${JSON.stringify(join(dir, "replayed.py"))}, "new")
+a = ref.Model(); b = new.ModelNew(); b.load_state_dict(a.state_dict())
+x = torch.randn(5, 16)
+assert torch.equal(a(x), b(x))`,
+  ]);
+  assert.equal(check.exitCode, 0);
+
+  const plain = await optimizeProblem(
+    libraryOnly,
+    join(dir, "plain.py"),
+    options(dir, { benchFile: benchWith(0.99, []), evaluateFile: evaluateOnce }),
+  );
+  assert.equal(plain.graphed, false);
+  const verbatim = readFileSync(join(dir, "plain.py"), "utf8");
+  assert.doesNotMatch(verbatim, /_KF_GRAPH|_kf_reference_forward/);
+  assert.match(verbatim, /def forward\(self, x\):\n {8}return self\.fc\(x\)/);
+});
+
 test("a graph replays only what a replay reproduces: random ops, host syncs, inputs written in place, functions of the problem's own", {
   timeout: 120_000,
 }, async () => {
@@ -218,6 +280,6 @@ def get_init_inputs():
     assert.ok(graph.captured !== "none" || !replayable, name); // not captured: no graph to replay either
     assert.equal(graphReplayable(graph, graph.source.signature), replayable, name);
     const emitted = emitModelFile(graph, prepared.plan, name, "off").source;
-    assert.equal(/^_KF_GRAPH = False$/m.test(emitted), replayable && prepared.plan.regions.length > 0, name);
+    assert.equal(/^_KF_GRAPH = False$/m.test(emitted), replayable, name);
   }
 });
