@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { REPO_ROOT } from "../../paths.ts";
 import { expandSource, renderRuntime } from "../emit.ts";
 import type { Graph } from "../graph.ts";
+import { storageOf, written } from "../plan/aliasing.ts";
 import { GraphView } from "../plan/graph-view.ts";
 import { type Plan, type Region, regionNodes } from "../plan/planner.ts";
 import { loadRecipe } from "../recipe.ts";
@@ -188,10 +189,14 @@ function maskIndex(graph: Graph, id: string): boolean {
 export function graphReplayable(graph: Graph, signature: string): boolean {
   if (graph.captured === "none") return false;
   const inputs = new Set(graph.inputs.map((i) => i.name));
+  const view = new GraphView(graph);
   for (const node of graph.nodes) {
     if (node.rng || syncsWithHost(graph, node)) return false;
-    const first = node.args[0];
-    if (node.inplace && first?.t === "node" && inputs.has(first.id)) return false;
+    // through views too: `x.view(-1).mul_(2)` and `x[:, 0] += 1` write the caller's tensor
+    if (node.inplace) {
+      const storage = storageOf(written(node), view);
+      if (storage !== null && inputs.has(storage)) return false;
+    }
     if (node.kind === "call_module" && !graph.modules[node.target]?.type.startsWith("torch.nn."))
       return false;
     if (node.kind === "call_function" && !REPLAYABLE_CALLS.some((p) => node.target.startsWith(p)))
