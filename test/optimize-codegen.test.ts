@@ -606,3 +606,28 @@ test("a dim computed from shapes (softmax(x, dim=x.dim() - 1), sum(dim=x.ndim - 
   const ndim = value("r", "getattr", { input: ref("x"), name: { t: "const", pytype: "str", value: "ndim" } });
   assert.match(build(ndim, sum), /v_d == 1 and _kf_ready/);
 });
+
+test("an augmented assignment inside a region keeps both of its lines in the method's fallback body", () => {
+  // `y += x` as an in-place operator on a private intermediate fuses; its fallback is two statements, whose second
+  // line was left at column 0 (an IndentationError importing the emitted file).
+  const g = castChain("float32");
+  const iadd: GraphNode = {
+    ...typed("i", "add", { input: ref("e"), other: ref("x") }, "float32"),
+    target: "operator.iadd",
+    inplace: true,
+  };
+  g.nodes = [
+    typed("e", "exp", { input: ref("x") }, "float32"),
+    iadd,
+    typed("t", "tanh", { input: ref("i") }, "float32"),
+  ];
+  g.output = ref("t");
+  const plan = planGraph(g);
+  assert.equal(plan.regions.length, 1, JSON.stringify(plan.kept));
+  const region = plan.regions[0];
+  assert.ok(region);
+  const lines = generateRegion(new GraphView(g), region, names).method.split("\n");
+  const at = lines.findIndex((l) => l.trim() === "v_e += x");
+  assert.ok(at > 0, lines.join("\n"));
+  assert.equal(lines[at + 1], `${lines[at]?.match(/^ */)?.[0]}v_i = v_e`);
+});

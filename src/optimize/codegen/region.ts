@@ -326,7 +326,7 @@ export function generateRegion(
   const outMeta = view.outMeta(outNode);
   if (!outMeta) throw new Error("kforge internal: region output is not a tensor");
   const fn = `kf_${region.id}`;
-  const fallback = ids.map((id) => pyStatement(view.node(id), nameOf));
+  const fallback = ids.flatMap((id) => pyStatement(view.node(id), nameOf).split("\n"));
   const params = externals.map(nameOf);
   const header = `def _kf_${region.id}(self${params.map((p) => `, ${p}`).join("")}):`;
   const call = `self._kf_${region.id}(${externals.map(callerNameOf).join(", ")})`;
