@@ -95,6 +95,8 @@ test("a forward timed faster as a replayed graph ships with the replay on, verif
   const emitted = readFileSync(output, "utf8");
   assert.match(emitted, /^_KF_GRAPH = True$/m);
   assert.match(emitted, /def _kf_planned_forward\(self, x\):/);
+  // the graph's key holds the attributes the forward reads (a graph keeps the value it was captured with)
+  assert.match(emitted, /_kf_graph_replay\(self, self\._kf_planned_forward, \(x,\), \([^)]*self\.scale\b/);
 });
 
 test("a replay no faster than the launched calls, or failing the eval, is not shipped", {
@@ -196,7 +198,7 @@ def get_init_inputs():
   assert.equal(replayed.graphed, true);
   const source = readFileSync(join(dir, "replayed.py"), "utf8");
   assert.match(source, /^_KF_GRAPH = True$/m);
-  assert.match(source, /_kf_graph_replay\(self, self\._kf_reference_forward, \(x,\)\)/);
+  assert.match(source, /_kf_graph_replay\(self, self\._kf_reference_forward, \(x,\), \(\)\)/);
   // the replaying file is the reference where no graph can run (here: the CPU)
   const check = await execa(PYTHON, [
     "-c",

@@ -107,3 +107,24 @@ def test_where_a_graph_cannot_stand_for_the_call_the_forward_runs_itself(rt):
             _call(rt, graphed, torch.randn(2 + n, 4, 6, 6, device="cuda"), 1.0)
         past = torch.randn(9, 4, 6, 6, device="cuda")
         assert rt["_kf_graph_replay"](graphed, graphed.forward, (past, 1.0)) is rt["_KF_NOT_GRAPHED"]
+
+
+def test_an_attribute_set_after_the_capture_gets_a_graph_of_its_own(rt):
+    """The emitted forward passes the number-valued attributes it reads (model-file.ts replayedAttrs): a graph
+    holds the value it was captured with."""
+    ref, graphed = _pair(3)
+    ref.eval()
+    graphed.eval()
+    graphed.gain = ref.gain = 2.0
+
+    def planned(model):
+        return lambda x: (model(x, model.gain)[0],)
+
+    x = torch.randn(2, 4, 6, 6, device="cuda")
+    with torch.no_grad():
+        for gain in (2.0, 5.0, 2.0):
+            graphed.gain = ref.gain = gain
+            out = rt["_kf_graph_replay"](graphed, planned(graphed), (x,), (graphed.gain,))
+            assert out is not rt["_KF_NOT_GRAPHED"]
+            _close(out, planned(ref)(x))
+    assert len(rt["_kf_graph_state"](graphed)["graphs"]) == 2

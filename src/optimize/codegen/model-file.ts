@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { REPO_ROOT } from "../../paths.ts";
 import { expandSource, renderRuntime } from "../emit.ts";
-import type { Graph } from "../graph.ts";
+import type { Arg, Graph } from "../graph.ts";
 import { storageOf, written } from "../plan/aliasing.ts";
 import { GraphView } from "../plan/graph-view.ts";
 import { type Plan, type Region, regionNodes } from "../plan/planner.ts";
@@ -205,6 +205,20 @@ export function graphReplayable(graph: Graph, signature: string): boolean {
   return forwardCallArgs(signature).every((a) => /^[A-Za-z_]\w*$/.test(a));
 }
 
+/** The model's number-valued attributes a replayed graph depends on: the model's own (its forward may branch on
+ * them) and any attribute an op reads as an argument (a submodule's eps, `self.scale`). Each call passes their
+ * values into the graph's key: a graph holds the values it was captured with, and an attribute set after the
+ * capture gets a graph of its own. */
+function replayedAttrs(graph: Graph): string[] {
+  const paths = new Set(Object.keys(graph.scalarAttrs).filter((path) => !path.includes(".")));
+  const visit = (arg: Arg): void => {
+    if (arg.t === "list") for (const item of arg.items) visit(item);
+    else if (arg.t === "const" && arg.attr) paths.add(arg.attr);
+  };
+  for (const node of graph.nodes) for (const arg of [...node.args, ...Object.values(node.kwargs)]) visit(arg);
+  return [...paths].sort();
+}
+
 export function emitModelFile(
   graph: Graph,
   plan: Plan,
@@ -297,11 +311,13 @@ export function emitModelFile(
     ...forwardLines.map((l) => `        ${l}`),
   ].join("\n");
   const argTuple = callArgs.length === 1 ? `(${callArgs[0]},)` : `(${callArgs.join(", ")})`;
+  const attrs = replayedAttrs(graph).map(selfPath);
+  const attrTuple = attrs.length === 1 ? `(${attrs[0]},)` : `(${attrs.join(", ")})`;
   const plannedName = verbatim ? "_kf_reference_forward" : "_kf_planned_forward";
   const replayed = [
     `    def forward(${graph.source.signature}):`,
     "        if _KF_GRAPH:",
-    `            kf_out = _kf_graph_replay(self, self.${plannedName}, ${argTuple})`,
+    `            kf_out = _kf_graph_replay(self, self.${plannedName}, ${argTuple}, ${attrTuple})`,
     "            if kf_out is not _KF_NOT_GRAPHED:",
     "                return kf_out",
     `        return self.${plannedName}(${callArgs.join(", ")})`,
