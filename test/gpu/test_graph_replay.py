@@ -128,3 +128,15 @@ def test_an_attribute_set_after_the_capture_gets_a_graph_of_its_own(rt):
             assert out is not rt["_KF_NOT_GRAPHED"]
             _close(out, planned(ref)(x))
     assert len(rt["_kf_graph_state"](graphed)["graphs"]) == 2
+
+
+def test_inference_mode_and_no_grad_calls_each_get_their_graph(rt):
+    ref, graphed = _pair(4)
+    ref.eval()
+    graphed.eval()
+    x = torch.randn(2, 4, 6, 6, device="cuda")
+    with torch.inference_mode():
+        _close(_call(rt, graphed, x, 1.0), ref(x, 1.0))
+    with torch.no_grad():  # the inference-mode graph's inputs could not be written here
+        _close(_call(rt, graphed, x, 1.0), ref(x, 1.0))
+    assert len(rt["_kf_graph_state"](graphed)["graphs"]) == 2
