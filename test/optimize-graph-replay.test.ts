@@ -252,6 +252,7 @@ def get_init_inputs():
 `;
   const cases: [string, string, boolean][] = [
     ["pure", "        return torch.relu(x) * 2 + 1", true],
+    ["shape_read", "        n, c = x.shape\n        return torch.relu(x).view(n * c) * 2", true],
     ["dropout", "        return self.drop(torch.relu(x))", false],
     ["inplace_input", "        x.mul_(2)\n        return torch.relu(x) + 1", false],
     ["inplace_input_view", "        x.view(-1).mul_(2)\n        return torch.relu(x) + 1", false],

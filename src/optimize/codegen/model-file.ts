@@ -130,6 +130,8 @@ export type GraphReplay = "none" | "off" | "on";
  * does what the calls do. A module of the problem's own (or a function it defines and fx kept whole) may keep
  * Python state that a replay would skip. */
 const REPLAYABLE_CALLS = ["torch.", "operator.", `${OPERATOR_MODULE}.`, "math."];
+/** Builtins fx records as calls that read no tensor's values (`B, C, H, W = x.shape` is getattr). */
+const REPLAYABLE_BUILTINS = new Set(["getattr", "len"]);
 
 /** Calls that wait on the GPU for a value or a size (a host sync): a graph cannot hold them, and a capture that
  * fails part-way leaves torch's CUDA generator in capture mode for the rest of the process (device run 107). */
@@ -199,7 +201,11 @@ export function graphReplayable(graph: Graph, signature: string): boolean {
     }
     if (node.kind === "call_module" && !graph.modules[node.target]?.type.startsWith("torch.nn."))
       return false;
-    if (node.kind === "call_function" && !REPLAYABLE_CALLS.some((p) => node.target.startsWith(p)))
+    if (
+      node.kind === "call_function" &&
+      !REPLAYABLE_BUILTINS.has(node.target) &&
+      !REPLAYABLE_CALLS.some((p) => node.target.startsWith(p))
+    )
       return false;
   }
   return forwardCallArgs(signature).every((a) => /^[A-Za-z_]\w*$/.test(a));
