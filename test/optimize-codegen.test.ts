@@ -1,8 +1,7 @@
 // Golden tests of the Python the codegen writes for captured nodes and region methods.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { forwardCallArgs } from "../src/optimize/codegen/model-file.ts";
-import { pyStatement } from "../src/optimize/codegen/python-expr.ts";
+import { forwardCallArgs, pyStatement } from "../src/optimize/codegen/python-expr.ts";
 import { generateRegion, methodNames } from "../src/optimize/codegen/region.ts";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";

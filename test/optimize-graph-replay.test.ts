@@ -9,7 +9,8 @@ import { test } from "node:test";
 import { execa } from "execa";
 import { evaluate } from "../src/eval.ts";
 import { captureProblems } from "../src/optimize/capture.ts";
-import { emitModelFile, graphReplayable } from "../src/optimize/codegen/model-file.ts";
+import { graphReplayable } from "../src/optimize/codegen/graph-replay.ts";
+import { emitModelFile } from "../src/optimize/codegen/model-file.ts";
 import {
   type OptimizeOptions,
   optimizeProblem,

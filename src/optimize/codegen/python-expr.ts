@@ -171,3 +171,40 @@ export function pyStatement(node: GraphNode, nameOf: NameOf): string {
   }
   return `${nameOf(node.id)} = ${pyCall(node, nameOf)}`;
 }
+
+/** The top-level comma-separated parts of a parameter list (a default `(1, 2)` or `Tuple[int, int]` is one). */
+function parameterParts(signature: string): string[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let quote = "";
+  let current = "";
+  for (const ch of signature) {
+    if (quote) quote = ch === quote ? "" : quote;
+    else if (ch === '"' || ch === "'") quote = ch;
+    else if ("([{".includes(ch)) depth++;
+    else if (")]}".includes(ch)) depth--;
+    if (ch === "," && depth === 0 && !quote) {
+      parts.push(current);
+      current = "";
+    } else current += ch;
+  }
+  return [...parts, current];
+}
+
+/** The arguments that pass forward's own parameters on to another method of the same signature: keyword-only
+ * parameters (after `*` or `*args`) by keyword, `*args` and `**kwargs` unpacked. */
+export function forwardCallArgs(signature: string): string[] {
+  const args: string[] = [];
+  let keywordOnly = false;
+  for (const part of parameterParts(signature).slice(1)) {
+    const name = part.split("=")[0]?.split(":")[0]?.trim() ?? "";
+    if (!name || name === "/") continue;
+    if (name === "*") keywordOnly = true;
+    else if (name.startsWith("**")) args.push(name);
+    else if (name.startsWith("*")) {
+      args.push(name);
+      keywordOnly = true;
+    } else args.push(keywordOnly ? `${name}=${name}` : name);
+  }
+  return args;
+}
