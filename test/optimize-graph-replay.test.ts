@@ -18,6 +18,7 @@ import {
   type runBench,
 } from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
+import { graphReplayNote } from "../src/report/graph-replay-note.ts";
 
 const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
@@ -88,6 +89,7 @@ test("a forward timed faster as a replayed graph ships with the replay on, verif
   assert.equal(result.graphed, true);
   assert.equal(result.oursMs, 0.5);
   assert.equal(result.speedup, 3);
+  assert.match(graphReplayNote(result) ?? "", /replays a CUDA graph: 0\.500 ms against 1\.000 ms/);
   assert.ok(
     seen.every((s) => s === "off"),
     `every bench timed the file with the switch off: ${seen}`,
@@ -112,6 +114,7 @@ test("a replay no faster than the launched calls, or failing the eval, is not sh
   assert.equal(slower.verdict, "correct");
   assert.equal(slower.graphed, false);
   assert.equal(slower.oursMs, 1);
+  assert.match(graphReplayNote(slower) ?? "", /timed 0\.990 ms against 1\.000 ms launched: not shipped/);
   assert.match(readFileSync(join(dir, "slower.py"), "utf8"), /^_KF_GRAPH = False$/m);
 
   const failing: typeof evaluate = async (p, candidates, opts, hooks, slots) => {

@@ -105,6 +105,8 @@ export const OptimizeResult = z.object({
   graphed: z.boolean().optional(),
   /** The file timed with its forward replayed as a CUDA graph, in the final comparison's rotation. */
   graphedMs: z.number().nullable().optional(),
+  /** The same file with its calls launched one by one (what a replay was weighed against). */
+  launchedMs: z.number().nullable().optional(),
   speedup: z.number().nullable(),
   speedupVsCompile: z.number().nullable(),
   /** The eval's own speedup and its CI (reference vs candidate interleaved). */
@@ -714,6 +716,7 @@ async function verifyWithBench(
       plan.regions.length === 0 && finalBench.eagerMs !== null && finalBench.oursMs !== null
         ? Math.min(finalBench.oursMs, finalBench.eagerMs)
         : finalBench.oursMs;
+    if (finalBench.graphedMs !== undefined) result.launchedMs = launched;
     if (graphedMs === null || launched === null || graphedMs * REGION_WIN_MARGIN >= launched) return;
     if (!evalResult || failed(evalResult)) return;
     const speedup = launched / graphedMs;

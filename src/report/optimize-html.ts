@@ -1,8 +1,10 @@
 // The `kforge optimize` part of the HTML report: the suite's numbers, the speedup chart, one overview row
 // per problem, and per problem what became of each planned region, which ops were left to PyTorch and why,
 // and the full eval of the emitted file as evidence. Everything from results is escaped (html-escape.ts).
+
 import type { OptimizeResult } from "../optimize/optimize.ts";
 import { formatDuration, formatMs, formatSpeedup } from "./format.ts";
+import { graphReplayNote } from "./graph-replay-note.ts";
 import { html, type Raw } from "./html-escape.ts";
 import { chartBlock, verdictBadge } from "./html-parts.ts";
 import { optimizeSpeedupChart } from "./optimize-chart.ts";
@@ -117,6 +119,8 @@ function notes(r: OptimizeResult): Raw {
     items.push(
       html`<li>not captured: ${r.captureFailure ?? "?"} — the file runs the reference's forward</li>`,
     );
+  const replay = graphReplayNote(r);
+  if (replay) items.push(html`<li>${replay}</li>`);
   if (r.error) items.push(html`<li class="bad">error: ${firstLine(r.error)}</li>`);
   if (r.verdict === null)
     items.push(html`<li class="muted">not verified (--no-verify): no eval, no timings</li>`);

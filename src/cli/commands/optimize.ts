@@ -22,6 +22,7 @@ import {
 import { SlotAhead } from "../../optimize/slot-ahead.ts";
 import { cacheDir } from "../../paths.ts";
 import { type Problem, resolveProblem } from "../../problem/problems.ts";
+import { graphReplayNote } from "../../report/graph-replay-note.ts";
 import { writeHtmlReport } from "../../report/html.ts";
 import { loadResultsFile } from "../../report/load.ts";
 import { formatOptimizeTable } from "../../report/optimize-table.ts";
@@ -90,6 +91,8 @@ function describe(result: OptimizeResult): string {
         ` → ${fmt(result.speedup, 2, "×")} vs eager, ${fmt(result.speedupVsCompile, 2, "×")} vs torch.compile`,
     );
   }
+  const replay = graphReplayNote(result);
+  if (replay) lines.push(`  ${replay}`);
   for (const region of result.regions) {
     const gain = region.kernelMs && region.torchMs ? ` ${fmt(region.torchMs / region.kernelMs, 2, "×")}` : "";
     const mark = {
