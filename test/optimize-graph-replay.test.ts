@@ -8,16 +8,18 @@ import { join } from "node:path";
 import { test } from "node:test";
 import { execa } from "execa";
 import { evaluate } from "../src/eval.ts";
-import { captureProblems } from "../src/optimize/capture.ts";
+import { captureProblem, captureProblems } from "../src/optimize/capture.ts";
 import { graphReplayable } from "../src/optimize/codegen/graph-replay.ts";
 import { emitModelFile } from "../src/optimize/codegen/model-file.ts";
+import type { Graph } from "../src/optimize/graph.ts";
 import {
   type OptimizeOptions,
-  optimizeProblem,
+  type OptimizeResult,
   prepareProblem,
   type runBench,
+  verifyProblem,
 } from "../src/optimize/optimize.ts";
-import { resolveProblem } from "../src/problem/problems.ts";
+import { type Problem, resolveProblem } from "../src/problem/problems.ts";
 import { graphReplayNote } from "../src/report/graph-replay-note.ts";
 
 const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
@@ -63,6 +65,13 @@ function benchWith(graphedMs: number, seen: string[], oursMs = 1) {
 
 // The real evaluation of the emitted file, run once for this file's tests: what is under test is which file the
 // optimizer ships after each verdict, not the checks (every later call answers with the first call's results).
+// Each problem captured once for the file: every run below differs only after the plan (bench, eval, choice).
+const graphs = new Map<string, Promise<Graph>>();
+async function optimizeProblem(p: Problem, output: string, opts: OptimizeOptions): Promise<OptimizeResult> {
+  if (!graphs.has(p.path)) graphs.set(p.path, captureProblem(p.path, { python: PYTHON }));
+  return verifyProblem(await prepareProblem(p, output, opts, await graphs.get(p.path)), opts);
+}
+
 let firstEvaluation: Promise<Awaited<ReturnType<typeof evaluate>>> | undefined;
 const evaluateOnce: typeof evaluate = (p, candidates, opts, hooks, slots) => {
   firstEvaluation ??= evaluate(p, candidates, opts, hooks, slots);
