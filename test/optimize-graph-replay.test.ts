@@ -21,24 +21,12 @@ import {
 } from "../src/optimize/optimize.ts";
 import { type Problem, resolveProblem } from "../src/problem/problems.ts";
 import { graphReplayNote } from "../src/report/graph-replay-note.ts";
+import { cpuOptimizeOptions, PYTHON } from "./helpers/optimize-options.ts";
 
-const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
 
 function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOptions {
-  return {
-    python: PYTHON,
-    cacheDir: join(dir, "cache"),
-    verify: true,
-    device: "cpu",
-    trials: 2,
-    timeoutSeconds: 300,
-    benchIters: 3,
-    compileBaseline: false,
-    graphTrial: true,
-    regionWinMargin: 1,
-    ...extra,
-  };
+  return cpuOptimizeOptions(dir, { graphTrial: true, regionWinMargin: 1, ...extra });
 }
 
 /** A bench that runs nothing: eager 1.5 ms, ours `oursMs` (1 ms), graphed `graphedMs`, every region 2x; `seen`

@@ -13,7 +13,6 @@ import {
   describeBenchTime,
   likelyRetimedPlans,
   losingRegions,
-  type OptimizeOptions,
   OptimizeResult,
   optimizeProblem,
   prepareProblem,
@@ -23,26 +22,14 @@ import {
   verifyEvalOptions,
 } from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
+import { cpuOptimizeOptions } from "./helpers/optimize-options.ts";
 
-const PYTHON = process.env.KFORGE_PYTHON ?? ".venv/bin/python";
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
 // Pooling cannot read a conv channels-last: the conv runs in a layout region of its own (r0), the pool
 // (r1) reads it.
 const layoutProblem = resolveProblem("test/fixtures/optimize/conv_pool_chain.py");
 
-function options(dir: string, extra: Partial<OptimizeOptions> = {}): OptimizeOptions {
-  return {
-    python: PYTHON,
-    cacheDir: join(dir, "cache"),
-    verify: true,
-    device: "cpu",
-    trials: 2,
-    timeoutSeconds: 300,
-    benchIters: 3,
-    compileBaseline: false,
-    ...extra,
-  };
-}
+const options = cpuOptimizeOptions;
 
 test("a region ships only when it beats PyTorch's ops by the margin; a tie or an untimed region is not a loser", () => {
   const t = (id: string, kernelMs: number | null, torchMs: number | null) => ({
