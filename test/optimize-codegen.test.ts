@@ -3,9 +3,10 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { forwardCallArgs, pyStatement } from "../src/optimize/codegen/python-expr.ts";
 import { generateRegion, methodNames } from "../src/optimize/codegen/region.ts";
+import { shareIdenticalFunctors } from "../src/optimize/codegen/share-functors.ts";
 import type { Arg, Graph, GraphNode } from "../src/optimize/graph.ts";
 import { GraphView } from "../src/optimize/plan/graph-view.ts";
-import { planGraph } from "../src/optimize/plan/planner.ts";
+import { planGraph, type Region } from "../src/optimize/plan/planner.ts";
 import { canonicalGraph } from "../src/optimize/plan/rewrites.ts";
 
 const ref = (id: string): Arg => ({ t: "node", id });
@@ -629,4 +630,33 @@ test("an augmented assignment inside a region keeps both of its lines in the met
   const at = lines.findIndex((l) => l.trim() === "v_e += x");
   assert.ok(at > 0, lines.join("\n"));
   assert.equal(lines[at + 1], `${lines[at]?.match(/^ */)?.[0]}v_i = v_e`);
+});
+
+test("regions computing the same thing share one functor (one kernel instantiation); a different constant does not", () => {
+  const num = (value: number): Arg => ({ t: "const", pytype: "float", value });
+  const chain = (prefix: string, factor: number): Graph => ({
+    ...castChain("float32"),
+    nodes: [
+      typed(`${prefix}m`, "mul", { input: ref("x"), other: num(factor) }, "float32"),
+      typed(`${prefix}t`, "tanh", { input: ref(`${prefix}m`) }, "float32"),
+    ],
+    output: ref(`${prefix}t`),
+  });
+  const cuda = (g: Graph, id: string) => {
+    const plan = planGraph(g);
+    assert.equal(plan.regions.length, 1);
+    return generateRegion(new GraphView(g), { ...plan.regions[0], id } as Region, names).cuda;
+  };
+  const [first = "", same = ""] = shareIdenticalFunctors([
+    cuda(chain("a_", 3), "r0"),
+    cuda(chain("b_", 3), "r1"),
+  ]);
+  assert.match(first, /^struct Kf\w+_r0 \{/m);
+  assert.doesNotMatch(same, /^struct /m);
+  assert.match(same, /cudaError_t kf_r1_launch\(/);
+  assert.match(same, /<Kf\w+_r0\b/);
+  assert.doesNotMatch(same, /Kf\w+_r1\b/);
+  const [, other = ""] = shareIdenticalFunctors([cuda(chain("a_", 3), "r0"), cuda(chain("b_", 4), "r1")]);
+  assert.match(other, /^struct Kf\w+_r1 \{/m);
+  assert.doesNotMatch(other, /Kf\w+_r0\b/);
 });

@@ -23,6 +23,7 @@ import {
 } from "./python-expr.ts";
 import { recipeBuilder } from "./recipe-region.ts";
 import { generateRegion, methodNames, type RegionCode } from "./region.ts";
+import { shareIdenticalFunctors } from "./share-functors.ts";
 
 // From the repository root, not this module's folder: the CLI also runs as one bundled file (.carry/).
 const HERE = join(REPO_ROOT, "src", "optimize", "codegen");
@@ -118,7 +119,7 @@ export function emitModelFile(
     "kf_pointwise.cuh",
     ...plan.regions.filter((r) => !r.recipe).flatMap(regionHeaders),
   ]);
-  const cuda = `${headers}\n\n${generated.map((r) => r.cuda).join("\n\n")}\n`;
+  const cuda = `${headers}\n\n${shareIdenticalFunctors(generated.map((r) => r.cuda)).join("\n\n")}\n`;
   const cpp = `${inlineHeaders(["kf_region_host.h"])}\n\n${generated.map((r) => r.host).join("\n\n")}\n`;
   const hash = createHash("sha256").update(cuda).update(cpp).digest("hex").slice(0, 12);
   const extensionName = `kforge_${problemName.replace(/\W/g, "_")}_${hash}`;
