@@ -91,6 +91,22 @@ def test_reference_rounding_is_not_charged_to_a_candidate_as_accurate_as_it() ->
     assert bad >= 1 and non_finite == 1
 
 
+def test_a_candidate_as_accurate_as_a_chaotic_reference_passes_though_its_worst_element_is_a_little_worse() -> None:
+    """A reference far from float64 everywhere (a deep network in training mode: 3e-2): an equally accurate candidate's
+    worst element is a new sample of the same maximum and may exceed the reference's by more than the band; it passes.
+    One element off by three times the reference's worst does not."""
+    torch.manual_seed(2)
+    truth = torch.randn(10_000, dtype=torch.float64)
+    ref = (truth + 1e-2 * torch.randn_like(truth)).float()
+    ref_worst = float((ref.double() - truth).abs().max())
+    cand = ref.clone()
+    cand[99] = float(truth[99] + 1.15 * ref_worst)  # 15% past the reference's worst: far beyond the 1e-4 band
+    assert count_not_close(cand, ref, 1e-4, 1e-4, truth)[0] == 0
+    far = ref.clone()
+    far[99] = float(truth[99] + 3 * ref_worst)
+    assert count_not_close(far, ref, 1e-4, 1e-4, truth)[0] == 1
+
+
 def test_nan_never_passes() -> None:
     ref = torch.ones(4)
     out = ref.clone()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import torch
+
+from ..compare import AS_ACCURATE_MULTIPLE
 
 from .context import (
     _equal,
@@ -15,6 +18,7 @@ from .context import (
     run,
     VerifyContext,
 )
+from .float64 import float64_copy, widen
 from .judge import judged_compare
 from .result import CheckResult, failed, passed, skipped
 
@@ -141,16 +145,18 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                                "incorrect"))
     else:
         with preserved_state(ctx.ref, ctx.cand):
-            ctx.cand.load_state_dict(ctx.ref.state_dict(), strict=same_keys)
+            start = {k: v.detach().clone() for k, v in ctx.ref.state_dict().items()}
+            ctx.cand.load_state_dict(start, strict=same_keys)
             ctx.ref.train()
             ctx.cand.train()
-            for _ in range(3):
-                inputs = ctx.make_inputs(ctx.seed())
+            seeds = [ctx.seed() for _ in range(3)]
+            for seed in seeds:
+                inputs = ctx.make_inputs(seed)
                 run(ctx.ref, clone_inputs(inputs))
                 run(ctx.cand, clone_inputs(inputs))
             ref_state = dict(ctx.ref.named_buffers())
             cand_state = dict(ctx.cand.named_buffers())
-            bad = []
+            bad, far, note = [], [], ""
             for k in buffers:
                 r, c = ref_state[k], cand_state.get(k)
                 if c is None:
@@ -158,15 +164,55 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                     continue
                 if r.is_floating_point():
                     if not buffers_close(c.to(r.device), r):
+                        far.append(k)
                         bad.append(f"{k}: max diff {float((c.double().to(r.device) - r.double()).abs().max()):.3g}")
                 elif not _equal(c.to(r.device), r):
                     bad.append(f"{k}: {c.tolist() if c.numel() == 1 else '...'} vs {r.tolist() if r.numel() == 1 else '...'}")
+            if far and len(far) == len(bad):
+                wide = _float64_buffers(ctx, start, seeds)
+                if wide is not None and all(k in wide and buffer_as_accurate(cand_state[k].to(ref_state[k].device),
+                                                                              ref_state[k], wide[k]) for k in far):
+                    bad = []
+                    note = (f"; {len(far)} differ from the reference's beyond the band but are as near the same calls "
+                            f"made in float64 as the reference's own ({', '.join(far[:3])})")
         if bad:
             results.append(failed("state_buffers", "after 3 training-mode calls: " + "; ".join(bad[:4]), "incorrect"))
         else:
-            results.append(passed("state_buffers", f"{len(buffers)} buffer(s) match after 3 training-mode calls",
-                                  "incorrect"))
+            results.append(passed("state_buffers", f"{len(buffers)} buffer(s) match after 3 training-mode calls"
+                                  + note, "incorrect"))
     return results
+
+
+def _float64_buffers(ctx: VerifyContext, start: dict[str, torch.Tensor], seeds: list[int]) -> dict[str, torch.Tensor] | None:
+    """The reference's buffers after the same training-mode calls (the same inputs, from their seeds) made in float64
+    from the same starting state; None where the reference cannot run in float64."""
+    try:
+        wide = float64_copy(ctx.ref)
+        wide.load_state_dict(start)
+        wide.train()
+        with torch.no_grad():
+            for seed in seeds:
+                wide(*widen(ctx.make_inputs(seed)))
+        return {k: v.detach() for k, v in wide.named_buffers()}
+    except Exception:  # noqa: BLE001 — no float64 view: the band alone decides, as before
+        return None
+
+
+def buffer_as_accurate(cand: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor) -> bool:
+    """A floating buffer outside buffers_close's band that is still as accurate as the reference's: within
+    AS_ACCURATE_MULTIPLE times the reference's own worst distance from the float64 run, plus the band, everywhere
+    (compare.py's rule for outputs). A deep network in training mode computes its late layers' batch statistics
+    from activations that already differ from float64 by percents, in PyTorch too."""
+    if ref64.shape != ref.shape:
+        return False
+    z = ref64.to(ref.device, torch.float64)
+    worst = float((ref.double() - z).abs().max()) if ref.numel() else 0.0
+    eps = torch.finfo(ref.dtype).eps
+    scale = float(ref.detach().abs().max()) if ref.numel() else 0.0
+    atol, rtol = max(1e-5, 2 * eps * scale), max(1e-4, 2 * eps)
+    if not math.isfinite(worst):
+        return False
+    return bool(((cand.double() - z).abs() <= AS_ACCURATE_MULTIPLE * worst + atol + rtol * z.abs()).all())
 
 
 def buffers_close(cand: torch.Tensor, ref: torch.Tensor) -> bool:
