@@ -148,19 +148,16 @@ __global__ void __launch_bounds__(KF_SCAN_THREADS) kf_scan_rows_kernel(KfScanPar
     float carry = Op::identity();
     for (int64_t start = 0; start < p.len; start += kKfScanTile, buffer ^= 1) {
       float* s = tile[buffer];
-      // Every load of the tile is issued before any value is used: the kernel is bound by memory latency, and a
-      // load followed by its use (prologue, shared-memory store) would wait for it before issuing the next.
       float x[KF_SCAN_ITEMS][N];
 #pragma unroll
       for (int i = 0; i < KF_SCAN_ITEMS; ++i) {
         const int64_t pos = start + t + i * KF_SCAN_THREADS;
-        if (pos < p.len)
+        float v = Op::identity();
+        if (pos < p.len) {
           kf_scan_load<TIn...>(p, off, p.reverse ? p.len - 1 - pos : pos, x[i], std::index_sequence_for<TIn...>{});
-      }
-#pragma unroll
-      for (int i = 0; i < KF_SCAN_ITEMS; ++i) {
-        const int64_t pos = start + t + i * KF_SCAN_THREADS;
-        s[kf_scan_slot(t + i * KF_SCAN_THREADS)] = pos < p.len ? pro(x[i], sc) : Op::identity();
+          v = pro(x[i], sc);
+        }
+        s[kf_scan_slot(t + i * KF_SCAN_THREADS)] = v;
       }
       __syncthreads();
       float run[KF_SCAN_ITEMS];
