@@ -215,6 +215,8 @@ class EmulatedExtension:
                 roles[args[0]] = "pro"
             elif launcher in ("kf_launch_pool", "kf_launch_pool_fixed"):
                 roles[args[5] if launcher == "kf_launch_pool_fixed" else args[1]] = "pool_epi"
+            elif launcher == "kf_launch_scan":  # its epilogue takes (scanned value, operands): a pool epilogue's form
+                roles[args[0]], roles[args[2]] = "pro", "pool_epi"
             else:
                 raise AssertionError(f"{fn}: unknown launcher {launcher}")
         self.functors = _Functors(source, roles)
@@ -281,6 +283,23 @@ class EmulatedExtension:
         f, tout = args[0], DTYPES[args[1]]
         xs = _operands(ins, shape, len(args) - 2)
         return self.functors.per_element(f, xs, sc).reshape(out_shape).to(tout)
+
+    def _kf_launch_scan(self, args, ins, sc, shape, mask, out_shape, _geo, _stats):
+        """kf_scan.cuh's contract: the inclusive scan (sum or product) of the prologue along dim `mask & 255`,
+        from the dim's end when bit 8 is set, then the epilogue with every operand's value at the element."""
+        pro, op, epi, tout = args[0], args[1], args[2], DTYPES[args[3]]
+        xs = _operands(ins, shape, len(args) - 4)
+        values = self.functors.per_element(pro, xs, sc).reshape(shape).double()
+        dim, reverse = mask & 255, bool(mask & 256)
+        if reverse:
+            values = values.flip(dim)
+        scanned = values.cumsum(dim) if op == "KfScanSum" else values.cumprod(dim)
+        if op not in ("KfScanSum", "KfScanProd"):
+            raise AssertionError(op)
+        if reverse:
+            scanned = scanned.flip(dim)
+        out = self.functors.pool_epi(epi, scanned.float().reshape(-1).contiguous(), xs, sc)
+        return out.reshape(shape).to(tout)  # the iteration shape (the host function is passed no out_shape)
 
     def _rows(self, values: torch.Tensor, shape: list[int], mask: int) -> tuple[torch.Tensor, list[int]]:
         """values over `shape` (a trailing dim of parts allowed) as [kept, reduced, ...]."""
