@@ -1114,6 +1114,43 @@ test("a pointwise op reshaped only for a reduction (relu(h).view(B, S, -1).sum(-
   );
 });
 
+test("a pointwise op whose shape is also read (b, c, h, w = x.shape; x.view(b, c, -1).softmax(2)) still joins the softmax", () => {
+  // KernelBench L2 #38: conv_transpose3d -> clamp -> `b, c, d, h, w = x.shape` -> view -> softmax; the `.shape` read
+  // of the clamp kept it a pass of its own. The shape is the clamp's input's, which the read now takes.
+  const clamp = node("clamp", "clamp", { input: ref("x"), min: num(0), max: num(1) }, [8, 16, 32]);
+  const name: Arg = { t: "const", pytype: "str", value: "shape" };
+  const shape = node("shape", "getattr", { input: ref("clamp"), name }, [], {
+    kind: "call_function",
+    target: "builtins.getattr",
+    out: { t: "value", pytype: "tuple" },
+  });
+  const b = node("b", "getitem", { input: ref("shape"), index: num(0) }, [], {
+    out: { t: "value", pytype: "int" },
+  });
+  const c = node("c", "getitem", { input: ref("shape"), index: num(1) }, [], {
+    out: { t: "value", pytype: "int" },
+  });
+  const view = node(
+    "view",
+    "view",
+    { input: ref("clamp"), size: { t: "list", kind: "tuple", items: [ref("b"), ref("c"), num(-1)] } },
+    [8, 16, 32],
+    {
+      kind: "call_method",
+      target: "view",
+    },
+  );
+  const soft = node("soft", "softmax", { input: ref("view"), dim: num(2) }, [8, 16, 32]);
+  const g = graph([clamp, shape, b, c, view, soft], "soft", {});
+  g.inputs = [{ name: "x", meta: f32([8, 16, 32]), value: null }];
+  const canon = canonicalGraph(g);
+  assert.deepEqual(canon.nodes.find((n) => n.id === "shape")?.fn?.input, ref("x"));
+  assert.deepEqual(
+    planGraph(canon).regions.map((r) => regionNodes(r)),
+    [["view", "soft"]],
+  );
+});
+
 test("a global adaptive pool is the mean or amax over its spatial dims: a reduction taking the conv and the ops before it", () => {
   // Round 13: conv → hardsigmoid → AdaptiveAvgPool2d(1) was a conv-anchored pointwise pass and a pool pass (the
   // pool rule takes no prologue); as `mean((2, 3), keepdim=True)` it is one reduction.

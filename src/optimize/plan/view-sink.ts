@@ -19,6 +19,13 @@ const RESHAPES = new Set(["view", "reshape", "flatten", "unflatten"]);
 /** Ops that take a pointwise prologue: the readers a sunk op joins. */
 const TAKERS = new Set([...Object.keys(REDUCTIONS), ...Object.keys(NORMALIZATIONS)]);
 
+/** A read of a tensor's shape and nothing else: `size`, `dim`, `.shape`, `.ndim`. */
+function readsShapeOnly(node: GraphNode): boolean {
+  if (node.op === "size" || node.op === "dim") return true;
+  const name = node.fn?.name;
+  return node.op === "getattr" && name?.t === "const" && (name.value === "shape" || name.value === "ndim");
+}
+
 /** The view of the op's input and the op under the view's id replacing `reshape`, and the op they replace, or
  * null where `reshape` does not reshape one contiguous pointwise result of one tensor for reductions only. */
 function sunk(
@@ -38,9 +45,10 @@ function sunk(
   const spec = POINTWISE[op.op];
   const out = view.outMeta(op);
   if (!spec || !out || !plain(op) || op.op === "to") return null;
-  // Besides the reshape, only reads of the op's sizes (`y.view(y.size(0), y.size(1), -1)`): they read its input's.
+  // Besides the reshape, only reads of the op's shape (`y.view(y.size(0), y.size(1), -1)`, `b, c, h, w = y.shape`):
+  // they read its input's, which has the same shape.
   const others = view.usersOf(op.id).filter((id) => id !== reshape.id);
-  if (!others.every((id) => id !== "@output" && view.node(id).op === "size")) return null;
+  if (!others.every((id) => id !== "@output" && readsShapeOnly(view.node(id)))) return null;
   const tensors = spec.operands.filter((key) => view.tensorOf(op.fn?.[key]));
   const key = tensors[0];
   const input = key ? op.fn?.[key] : undefined;
