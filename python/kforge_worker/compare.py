@@ -3,12 +3,12 @@
 Pass mark (KernelBench-compatible): same shape and dtype, ``torch.allclose(out, ref, atol, rtol)``, and
 never a NaN/Inf in the candidate where the reference is finite (allclose alone would accept inf == inf); where
 the reference itself is NaN or infinite by its own definition, the same value matches it (allclose would reject
-NaN == NaN, and every honest answer with it). With a float64 evaluation, an
-element outside that band still passes when the candidate is no further from float64 there than the
-reference is at its worst element (twice that: see AS_ACCURATE_MULTIPLE), plus the same band: the reference's own
-rounding (a TF32 convolution, another summation order) is not charged to the candidate. Two TF32 convolutions by different cuDNN
-algorithms differ by more than 1e-4 at tens of a hundred million outputs while equally accurate; a
-candidate that is systematically less precise is the precision check's to catch (rel L2 vs float64). The error measures — max
+NaN == NaN, and every honest answer with it). With a float64 evaluation, an element outside that band still
+passes when the candidate is no further from float64 there than twice the reference is at its worst element
+(AS_ACCURATE_MULTIPLE), plus the same band: the reference's own rounding (a TF32 convolution, another summation
+order) is not charged to the candidate. Two TF32 convolutions by different cuDNN algorithms differ by more than
+1e-4 at tens of a hundred million outputs while equally accurate; a candidate that is systematically less
+precise is the precision check's to catch (rel L2 vs float64). The error measures — max
 absolute error and relative L2 error — are reported for candidate vs reference, candidate vs float64
 and reference vs float64, so "is it as accurate as PyTorch?" can be answered, not only "does it pass".
 

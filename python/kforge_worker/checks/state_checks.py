@@ -183,7 +183,8 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
     return results
 
 
-def _float64_buffers(ctx: VerifyContext, start: dict[str, torch.Tensor], seeds: list[int]) -> dict[str, torch.Tensor] | None:
+def _float64_buffers(ctx: VerifyContext, start: dict[str, torch.Tensor],
+                     seeds: list[int]) -> dict[str, torch.Tensor] | None:
     """The reference's buffers after the same training-mode calls (the same inputs, from their seeds) made in float64
     from the same starting state; None where the reference cannot run in float64."""
     try:
