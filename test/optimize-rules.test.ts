@@ -1151,6 +1151,57 @@ test("a pointwise op whose shape is also read (b, c, h, w = x.shape; x.view(b, c
   );
 });
 
+test("max pools in a row over windows that tile their input are one pool over the product windows", () => {
+  // KernelBench L2 #6 and #78: MaxPool3d(2) then MaxPool3d(3) (stride = kernel) wrote and read back an eighth of
+  // the conv's output; floor(floor(n / 2) / 3) = floor(n / 6), and each output is the max of the same elements.
+  const pool = (id: string, input: string, k: number, shape: number[], extra: Record<string, Arg> = {}) =>
+    node(
+      id,
+      "max_pool3d",
+      {
+        input: ref(input),
+        kernel_size: ints(k, k, k),
+        stride: ints(k, k, k),
+        padding: ints(0, 0, 0),
+        dilation: ints(1, 1, 1),
+        ceil_mode: bool(false),
+        return_indices: bool(false),
+        ...extra,
+      },
+      shape,
+      { kind: "call_module", target: id },
+    );
+  const build = (second: GraphNode, readers: GraphNode[] = []) => {
+    const g = graph(
+      [
+        pool("p1", "x", 2, [2, 4, 31, 31, 31]),
+        second,
+        node("r", "relu", { input: ref("p2") }, [2, 4, 10, 10, 10]),
+        ...readers,
+      ],
+      "r",
+    );
+    g.inputs = [{ name: "x", meta: f32([2, 4, 63, 63, 63]), value: null }];
+    return canonicalGraph(g);
+  };
+  const one = build(pool("p2", "p1", 3, [2, 4, 10, 10, 10]));
+  assert.deepEqual(
+    one.nodes.map((n) => `${n.id}:${n.op}`),
+    ["p2:max_pool3d", "r:relu"],
+  );
+  const merged = one.nodes[0];
+  assert.deepEqual(merged?.fn?.input, ref("x"));
+  assert.deepEqual(merged?.fn?.kernel_size, ints(6, 6, 6));
+  assert.deepEqual(merged?.kwargs.stride, ints(6, 6, 6));
+  assert.equal(merged?.target, "torch.nn.functional.max_pool3d");
+  // overlapping windows, padding, a first pool read elsewhere: two pools as written
+  const kept = (g: Graph) => g.nodes.filter((n) => n.op === "max_pool3d").length;
+  assert.equal(kept(build(pool("p2", "p1", 3, [2, 4, 15, 15, 15], { stride: ints(2, 2, 2) }))), 2);
+  assert.equal(kept(build(pool("p2", "p1", 3, [2, 4, 11, 11, 11], { padding: ints(1, 1, 1) }))), 2);
+  const other = node("s", "sum", { input: ref("p1"), dim: none, keepdim: bool(false) }, []);
+  assert.equal(kept(build(pool("p2", "p1", 3, [2, 4, 10, 10, 10]), [other])), 2);
+});
+
 test("a global adaptive pool is the mean or amax over its spatial dims: a reduction taking the conv and the ops before it", () => {
   // Round 13: conv → hardsigmoid → AdaptiveAvgPool2d(1) was a conv-anchored pointwise pass and a pool pass (the
   // pool rule takes no prologue); as `mean((2, 3), keepdim=True)` it is one reduction.

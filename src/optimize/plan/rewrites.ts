@@ -6,7 +6,8 @@
 // (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
 // pointwise op reshaped only for reductions applied after the reshape (view-sink.ts); a per-channel arithmetic op
 // permuted only for pointwise ops applied after the permute (permute-sink.ts); a broadcasting pointwise op read
-// by several pointwise ops copied for each (recompute-broadcasts.ts).
+// by several pointwise ops copied for each (recompute-broadcasts.ts); max pools in a row over tiling windows as
+// one pool (pool-compose.ts).
 //
 // A device read (`torch.tensor(0.0, device=x.device)` after `x = x + 1`): every op below leaves its result on
 // its input tensor's device, so the read moves to that input, and on up the chain to a value forward has
@@ -22,6 +23,7 @@ import { dropIdentities } from "./identity-reads.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
 import { hoistPointwiseOverPermutes } from "./permute-hoist.ts";
 import { sinkArithmeticBelowPermutes } from "./permute-sink.ts";
+import { composeTilingMaxPools } from "./pool-compose.ts";
 import { recomputeBroadcasts } from "./recompute-broadcasts.ts";
 import { resolveSizeReads } from "./size-reads.ts";
 import { spellOutOps } from "./spelled-out.ts";
@@ -60,7 +62,7 @@ function deviceSource(arg: Arg, view: GraphView): Arg {
 }
 
 /** The graph with nn.Identity's readers reading its input (identity-reads.ts), later reads of an in-place-written value reading the write's result (inplace-threads.ts),
- * glu and prelu spelled out (spelled-out.ts), each written RMSNorm as one rms_norm op (written-norms.ts)
+ * glu and prelu spelled out (spelled-out.ts), runs of tiling max pools as one (pool-compose.ts), each written RMSNorm as one rms_norm op (written-norms.ts)
  * and each written logsumexp as one logsumexp (written-logsumexp.ts),
  * and each device read moved to the earliest tensor known to share the device. */
 export function canonicalGraph(captured: Graph): Graph {
@@ -68,7 +70,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const direct = { ...captured, ...dropIdentities(captured) };
   const threaded = { ...direct, ...threadInplaceWrites(new GraphView(direct)) };
   const spelled = { ...threaded, nodes: spellOutOps(threaded.nodes, new GraphView(threaded)) };
-  const normed = { ...spelled, nodes: foldWrittenRmsNorms(spelled.nodes, new GraphView(spelled)) };
+  const pooled = { ...spelled, nodes: composeTilingMaxPools(spelled.nodes, new GraphView(spelled)) };
+  const normed = { ...pooled, nodes: foldWrittenRmsNorms(pooled.nodes, new GraphView(pooled)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
   const typed = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
   const expanded = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
