@@ -288,14 +288,14 @@ class EmulatedExtension:
         """kf_scan.cuh's contract: the inclusive scan (sum or product) of the prologue along dim `mask & 255`,
         from the dim's end when bit 8 is set, then the epilogue with every operand's value at the element."""
         pro, op, epi, tout = args[0], args[1], args[2], DTYPES[args[3]]
+        if op not in ("KfScanSum", "KfScanProd"):
+            raise AssertionError(op)
         xs = _operands(ins, shape, len(args) - 4)
         values = self.functors.per_element(pro, xs, sc).reshape(shape).double()
         dim, reverse = mask & 255, bool(mask & 256)
         if reverse:
             values = values.flip(dim)
         scanned = values.cumsum(dim) if op == "KfScanSum" else values.cumprod(dim)
-        if op not in ("KfScanSum", "KfScanProd"):
-            raise AssertionError(op)
         if reverse:
             scanned = scanned.flip(dim)
         out = self.functors.pool_epi(epi, scanned.float().reshape(-1).contiguous(), xs, sc)

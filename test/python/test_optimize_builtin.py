@@ -605,22 +605,17 @@ def test_an_export_captured_file_takes_the_reference_forward_at_other_shapes(emi
 # ---- the fast paths, emulated on the CPU: the generated Python and functors against the reference ----
 
 
-@pytest.mark.heavy
-@pytest.mark.parametrize("name", NAMES)
-def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[str, Path], name: str) -> None:
-    """Every region's fast path runs (kernel_emulator: the functors compiled for the host, the templates'
-    contracts in PyTorch), so what a region computes — operands, views, masks, statistics, the functors' math —
-    is compared with the reference's ops within the dtype's tolerance, and each region must take its fast path
-    at least once (a guard that never admits the problem's own inputs is a silent loss)."""
+def emulated_fast_paths(problem: ModuleType, cand: ModuleType, text: str,
+                        name: str) -> tuple[list[str] | None, list]:
+    """Runs ModelNew's regions emulated on the CPU (kernel_emulator) against Model on the problem's smaller instance:
+    outputs and state within the dtype's tolerance, cuDNN's TF32 switch as found after each call. Returns the
+    regions whose fast path never ran (None: an export-captured graph at other shapes took the reference's forward)
+    and each conv anchor call's precision. Also emulate_folder.py's, for any folder of problems."""
     from kernel_emulator import EmulatedExtension, enable_cpu_fast_paths
 
-    problem = _load(PROBLEMS_DIR / f"{name}.py")
-    cand = _load(emitted[name])
-    if not getattr(cand, "_KF_CUDA_SOURCE", None):
-        pytest.skip(f"{name}: no generated CUDA")
     ext = EmulatedExtension(cand)
     enable_cpu_fast_paths(cand, ext)
-    cand._KF_DISABLED.update(_MATH_REWRITE.findall(emitted[name].read_text(encoding="utf8")))
+    cand._KF_DISABLED.update(_MATH_REWRITE.findall(text))
     convs = _record_conv_precision(cand)
     ref, new, patched = _smaller_instance(problem, cand, name)
     for where, want, got in _calls(problem, ref, new, [(0, True), (1, True), (2, False)]):
@@ -629,12 +624,28 @@ def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[st
         state = new.state_dict()
         for key, value in ref.state_dict().items():
             _assert_close(value, state[key], f"state_dict[{key!r}] after {where}", HALF_SLACK)
-    text = emitted[name].read_text(encoding="utf8")
     if patched is not None and _SHAPE_GUARD.search(text):
-        return  # an export-captured graph holds its shapes: the smaller instance takes the reference's forward
+        return None, convs
     # A batch norm's running statistics are updated on the device (`_bn`, `_running`), not by PyTorch's ops.
     regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+(_running|_bn)?", f)]
-    idle = [f for f in regions if not ext.calls.get(f)]
+    return [f for f in regions if not ext.calls.get(f)], convs
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", NAMES)
+def test_emitted_fast_paths_match_the_reference_on_cpu_emulated(emitted: dict[str, Path], name: str) -> None:
+    """Every region's fast path runs (kernel_emulator: the functors compiled for the host, the templates'
+    contracts in PyTorch), so what a region computes — operands, views, masks, statistics, the functors' math —
+    is compared with the reference's ops within the dtype's tolerance, and each region must take its fast path
+    at least once (a guard that never admits the problem's own inputs is a silent loss)."""
+    problem = _load(PROBLEMS_DIR / f"{name}.py")
+    cand = _load(emitted[name])
+    if not getattr(cand, "_KF_CUDA_SOURCE", None):
+        pytest.skip(f"{name}: no generated CUDA")
+    text = emitted[name].read_text(encoding="utf8")
+    idle, convs = emulated_fast_paths(problem, cand, text, name)
+    if idle is None:
+        return  # an export-captured graph holds its shapes: the smaller instance takes the reference's forward
     assert not idle, f"regions whose fast path never ran on the problem's inputs: {idle}"
     exact = "exact=True" in text
     assert all(allowed != (exact and dtype == torch.float32) for dtype, _, allowed in convs), (

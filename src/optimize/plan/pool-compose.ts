@@ -4,7 +4,7 @@
 // intermediate (an eighth of the input for 2 x 2 x 2 windows) is then neither written nor read back, and one
 // launch goes. (Average pools compose too, but their rounding would differ from the reference's two divisions.)
 import type { Arg, GraphNode } from "../graph.ts";
-import { GraphView } from "./graph-view.ts";
+import { GraphView, intList } from "./graph-view.ts";
 
 const MAX_POOLS: Record<string, number> = { max_pool1d: 1, max_pool2d: 2, max_pool3d: 3 };
 
@@ -14,15 +14,9 @@ const ints = (values: number[]): Arg => ({ t: "list", kind: "list", items: value
 
 /** An int or a list of ints as `nd` numbers; null for anything else (a value read at run time). */
 function perDim(arg: Arg | undefined, nd: number): number[] | null {
-  if (arg?.t === "const" && arg.pytype === "int" && typeof arg.value === "number")
-    return Array(nd).fill(arg.value);
-  if (arg?.t !== "list") return null;
-  const values = arg.items.map((item) =>
-    item.t === "const" && item.pytype === "int" && typeof item.value === "number" ? item.value : null,
-  );
-  if (values.some((v) => v === null)) return null;
-  if (values.length === 1) return Array(nd).fill(values[0]);
-  return values.length === nd ? (values as number[]) : null;
+  const list = intList(arg);
+  if (list?.length === 1) return Array(nd).fill(list[0]);
+  return list?.length === nd ? list : null;
 }
 
 const isFalse = (arg: Arg | undefined) => arg === undefined || (arg.t === "const" && arg.value === false);
