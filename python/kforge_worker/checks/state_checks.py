@@ -145,8 +145,9 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                                "incorrect"))
     else:
         with preserved_state(ctx.ref, ctx.cand):
-            start = {k: v.detach().clone() for k, v in ctx.ref.state_dict().items()}
-            ctx.cand.load_state_dict(start, strict=same_keys)
+            # training-mode calls under no_grad change buffers only: their starting values are all a float64 rerun needs
+            start = {k: v.detach().clone() for k, v in ctx.ref.named_buffers()}
+            ctx.cand.load_state_dict(ctx.ref.state_dict(), strict=same_keys)
             ctx.ref.train()
             ctx.cand.train()
             seeds = [ctx.seed() for _ in range(3)]
@@ -186,10 +187,13 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
 def _float64_buffers(ctx: VerifyContext, start: dict[str, torch.Tensor],
                      seeds: list[int]) -> dict[str, torch.Tensor] | None:
     """The reference's buffers after the same training-mode calls (the same inputs, from their seeds) made in float64
-    from the same starting state; None where the reference cannot run in float64."""
+    from the same starting buffers (`start`); None where the reference cannot run in float64."""
     try:
         wide = float64_copy(ctx.ref)
-        wide.load_state_dict(start)
+        with torch.no_grad():
+            for k, b in wide.named_buffers():
+                if k in start:
+                    b.copy_(start[k])
         wide.train()
         with torch.no_grad():
             for seed in seeds:
