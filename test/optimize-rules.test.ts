@@ -14,7 +14,13 @@ import {
   withExactAnchors,
 } from "../src/optimize/plan/planner.ts";
 import { canonicalGraph } from "../src/optimize/plan/rewrites.ts";
-import { normDims, pointwiseVerdict, reduceSpecOf, SEED_RULES } from "../src/optimize/plan/rules.ts";
+import {
+  normDims,
+  pointwiseVerdict,
+  reduceSpecOf,
+  reductionDims,
+  SEED_RULES,
+} from "../src/optimize/plan/rules.ts";
 
 const f32 = (shape: number[]) => ({ shape, dtype: "float32", stride: contiguous(shape) });
 function contiguous(shape: number[]): number[] {
@@ -2020,8 +2026,55 @@ test("cross_entropy with class indices is log_softmax over the class dim then nl
   assert.deepEqual(kept(build({ label_smoothing: num(0.1) })), ["div", "cross_entropy"], "label smoothing");
   assert.deepEqual(kept(build({}, "float32")), ["div", "cross_entropy"], "probability targets");
   // (N, C, H, W) logits with (N, H, W) targets: the class dim is still 1
-  const dense = canonicalGraph(build({}, "int64", [2, 5, 8, 8]));
+  const dense = canonicalGraph(build({ weight: param("w") }, "int64", [2, 5, 8, 8]));
   assert.deepEqual(dense.nodes[1]?.fn?.dim, num(1));
+});
+
+test("cross_entropy over class indices without a class weight is one reduction over the class dim, finished alone", () => {
+  const str = (value: string): Arg => ({ t: "const", pytype: "str", value });
+  const build = (fn: Record<string, Arg>, shape = [64, 1000], targetDtype = "int64", after = false) => {
+    const targetShape = [shape[0] ?? 0, ...shape.slice(2)];
+    const g = graph(
+      [
+        node("div", "div", { input: ref("x"), other: num(0.7) }, shape),
+        node("ce", "cross_entropy", { input: ref("div"), target: ref("t"), ...fn }, [], {
+          kind: "call_function",
+          target: "torch.nn.functional.cross_entropy",
+        }),
+        ...(after ? [node("twice", "mul", { input: ref("ce"), other: num(2) }, [])] : []),
+      ],
+      after ? "twice" : "ce",
+    );
+    g.inputs = [
+      { name: "x", meta: f32(shape), value: null },
+      { name: "t", meta: { shape: targetShape, dtype: targetDtype, stride: [] }, value: null },
+    ];
+    return g;
+  };
+  const regions = (g: Graph) =>
+    planGraph(canonicalGraph(g)).regions.map((r) => `${r.rule}:${regionNodes(r).join(",")}`);
+  assert.deepEqual(regions(build({})), ["reduce:div,ce"], "mean, the divide its prologue");
+  assert.deepEqual(
+    regions(build({ ignore_index: num(3), label_smoothing: num(0.1), reduction: str("none") })),
+    ["reduce:div,ce"],
+  );
+  assert.deepEqual(
+    regions(build({ reduction: str("sum") }, [2, 5, 8, 8])),
+    ["reduce:div,ce"],
+    "a (N, C, H, W) map",
+  );
+  const dense = canonicalGraph(build({}, [2, 5, 8, 8]));
+  const denseView = new GraphView(dense);
+  const seed = planGraph(dense).regions[0]?.seed ?? "";
+  assert.deepEqual(reductionDims(denseView.node(seed), denseView), [1], "the class dim of (N, C, H, W)");
+  // the mean is whole only after the kernel: an op after it is not its epilogue
+  assert.deepEqual(regions(build({}, [64, 1000], "int64", true)), ["reduce:div,ce", "pointwise:twice"]);
+  // probability targets and a class weight are not this kernel's (the weight: log_softmax then nll_loss)
+  assert.deepEqual(regions(build({}, [64, 1000], "float32")), ["pointwise:div"]);
+  assert.deepEqual(regions(build({ weight: param("w") })), ["normalize:div,ce_log_probs"]);
+  // more classes than fp32 counts exactly, or an ignore_index beyond that: ATen's two ops, as with a weight
+  assert.deepEqual(regions(build({}, [4, 2 ** 24])), ["normalize:div,ce_log_probs"]);
+  assert.deepEqual(regions(build({ ignore_index: num(2 ** 25) })), ["normalize:div,ce_log_probs"]);
 });
 
 test("prelu is spelled out as where(x >= 0, x, w * x); a per-channel weight is viewed (C, 1, 1)", () => {
@@ -2496,4 +2549,66 @@ test("a loss's every operand takes a prologue (kl_div(lp, lq.exp()), mse_loss(ta
   const g = graph([input, target, loss, sum], "m");
   g.inputs.push({ name: "t", meta: f32(X), value: null });
   assert.ok(!planGraph(g).regions.some((r) => regionNodes(r).includes("s") && regionNodes(r).includes("l")));
+});
+
+test("nll_loss of a log_softmax over the class dim is the cross_entropy it spells; over another dim, or read twice, it is not", () => {
+  const shape = [16, 10];
+  const build = (lsmDim: number, readTwice = false, weight = false) => {
+    const g = graph(
+      [
+        node("lsm", "log_softmax", { input: ref("x"), dim: num(lsmDim) }, shape),
+        node(
+          "nll",
+          "nll_loss",
+          {
+            input: ref("lsm"),
+            target: ref("t"),
+            ignore_index: num(0),
+            ...(weight ? { weight: param("w") } : {}),
+          },
+          [],
+          { kind: "call_function", target: "torch.nn.functional.nll_loss" },
+        ),
+        ...(readTwice ? [node("probs", "exp", { input: ref("lsm") }, shape)] : []),
+      ],
+      "nll",
+    );
+    g.inputs = [
+      { name: "x", meta: f32(shape), value: null },
+      { name: "t", meta: { shape: [16], dtype: "int64", stride: [1] }, value: null },
+    ];
+    return g;
+  };
+  const folded = canonicalGraph(build(1));
+  assert.deepEqual(
+    folded.nodes.map((n) => `${n.id}:${n.op}`),
+    ["nll:cross_entropy"],
+  );
+  assert.equal(folded.nodes[0]?.target, "torch.nn.functional.cross_entropy");
+  assert.deepEqual(folded.nodes[0]?.args, [ref("x"), ref("t")]);
+  assert.deepEqual(folded.nodes[0]?.kwargs.ignore_index, num(0));
+  assert.deepEqual(
+    planGraph(folded).regions.map((r) => regionNodes(r)),
+    [["nll"]],
+  );
+  assert.deepEqual(
+    canonicalGraph(build(-1)).nodes.map((n) => n.op),
+    ["cross_entropy"],
+    "dim -1 of (N, C) is dim 1",
+  );
+  // a weight: the pair ATen computes, as written
+  assert.deepEqual(
+    canonicalGraph(build(1, false, true)).nodes.map((n) => n.op),
+    ["log_softmax", "nll_loss"],
+  );
+  assert.deepEqual(
+    canonicalGraph(build(1, true)).nodes.map((n) => n.op),
+    ["log_softmax", "nll_loss", "exp"],
+    "read twice",
+  );
+  assert.deepEqual(
+    canonicalGraph(build(0)).nodes.map((n) => n.op),
+    ["log_softmax", "nll_loss"],
+    "not the class dim",
+  );
 });

@@ -339,6 +339,15 @@ class EmulatedExtension:
         elif acc.startswith("KfAccSums"):
             part[:, :parts] = rows.sum(1)
             value = part[:, 0]
+        elif acc == "KfAccCrossEntropy":  # rows [kept, classes, (logit, target)]: the flat index is the class
+            logits, target = rows[..., 0], rows[:, 0, 1]
+            hit = torch.arange(r, dtype=torch.float64)[None, :] == target[:, None]
+            m2 = logits.amax(1)
+            value = torch.logsumexp(logits, 1) - m2
+            part[:, 0] = torch.where(hit, logits, 0.0).sum(1)  # the kernel adds the hits only
+            part[:, 1] = logits.sum(1)
+            part[:, 2] = hit.sum(1)
+            part[:, 3] = target
         else:
             raise AssertionError(acc)
         count = torch.full((k,), float(r), dtype=torch.float32)

@@ -24,7 +24,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
-         "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses"]
+         "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses"]
 
 
 def _node() -> str | None:
@@ -240,6 +240,38 @@ def test_eval_mode_batch_norms_read_their_running_statistics_when_they_run(emitt
     assert ext.calls != calls, "the other regions still take their fast paths"
 
 
+def test_cross_entropy_reads_its_logits_once_and_matches_the_reference(emitted: dict[str, str]) -> None:
+    """Class-index cross entropy is one reduction over the class dim (the logits read once, no log-probabilities
+    written) finished over the rows: ignore_index, label smoothing, half-precision logits, a (N, C, H, W) map, and
+    nll_loss of a log_softmax over the class dim, which is the same call. Its
+    fast paths (kernel_emulator) match the reference, including a batch where every target is ignored (0 / 0) and
+    targets that are no class (NaN rows, where ATen raises); a class-weighted call keeps ATen's two ops."""
+    from kernel_emulator import EmulatedExtension, enable_cpu_fast_paths
+
+    problem, cand, ref, new = _pair("cross_entropy_losses", emitted["cross_entropy_losses"])
+    source = cand._KF_CUDA_SOURCE
+    assert source.count("KfAccCrossEntropy, ") == 4, "four calls (one written as NLLLoss of LogSoftmax) are one pass"
+    assert "nll_loss" in Path(emitted["cross_entropy_losses"]).read_text(), "the weighted call is spelled out"
+    ext = EmulatedExtension(cand)
+    enable_cpu_fast_paths(cand, ext)
+    logits, targets, seg, seg_targets = problem.get_inputs()
+    for t in (targets, torch.full_like(targets, 2)):  # every target ignored: the module's mean is NaN in both
+        with torch.no_grad():
+            want, got = ref(logits, t, seg, seg_targets), new(logits, t, seg, seg_targets)
+        for w, g in zip(want, got):
+            assert w.dtype == g.dtype and w.shape == g.shape
+            torch.testing.assert_close(g.float(), w.float(), rtol=2e-3, atol=2e-3, equal_nan=True)
+    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+", f)]
+    assert all(ext.calls.get(f) for f in regions), (regions, ext.calls)
+    bad = seg_targets.clone()
+    bad[0, 0, 0] = 7  # no class of 7: that pixel's loss is NaN, the others stay right
+    with torch.no_grad():
+        out = new(logits, targets, seg, bad)
+    rows = out[2]
+    assert out[3].isnan(), "a mean over a NaN row"
+    assert rows[0, 0, 0].isnan() and rows.isnan().sum() == 1
+
+
 # The fixtures that exist for what nvcc makes of them (register targets, the trig and int64 paths, written idioms)
 # compile in the default run; the others' kinds are in test_optimize_builtin.py's representative nvcc subset, and
 # all of them compile with -m heavy (CI's 20 minutes).
@@ -248,7 +280,7 @@ def test_eval_mode_batch_norms_read_their_running_statistics_when_they_run(emitt
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
      "register_targets_reduce32", "register_targets_apply5", "written_idioms", "integer_operands_trig",
-     "bn_eval_affine", "scans",
+     "bn_eval_affine", "scans", "cross_entropy_losses",
      pytest.param("narrow_integer_operands", marks=pytest.mark.heavy)]
 )
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:

@@ -4,7 +4,7 @@
 import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { floatLiteral, POINTWISE, scalarValue } from "../ops/pointwise.ts";
-import { accumulatorOf, REDUCTIONS } from "../ops/reduce.ts";
+import { accumulatorOf, REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
 import { SCANS, scanDim } from "../ops/scan.ts";
 import { anchorBias } from "../plan/anchors.ts";
 import { argNodeIds, type GraphView, intList, paramReader } from "../plan/graph-view.ts";
@@ -723,6 +723,8 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const dims = reductionDims(seed, view);
   if (!spec || !seedFn || !inMeta || !dims) throw new Error(`kforge internal: ${seed.op} is not a reduction`);
   const rounded = reduceRounding(view, region);
+  // A loss finished over its rows (spec.finish) writes its rows in fp32: the mean or sum over them rounds once.
+  if (spec.finish) rounded.delete(seed.id);
   const norm = region.norm ? normInPrologue(view, region, nameOf, fn, inMeta.shape.length, rounded) : null;
   const table = norm?.table ?? new OperandTable(view, nameOf, broadcastAdapt);
   const anchor = norm?.anchor ?? anchorOperands(view, region, table, nameOf, fn);
@@ -736,8 +738,17 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
     if (arg.t === "node" && region.prologue.includes(arg.id)) return `t_${arg.id}`;
     const anchored = anchor.resolve(arg);
     if (anchored) return anchored;
-    return arg.t === "const" ? table.scalar(arg) : table.tensor(arg);
+    if (arg.t === "const") return table.scalar(arg);
+    // Class indices lack the scores' class dim 1: their (N, 1, ...) view broadcasts along it.
+    if (spec.integerOperands?.includes(key) && inMeta.shape.length > 1)
+      return table.raw(`${pyArg(arg, nameOf)}.unsqueeze(1)`, view.tensorOf(arg)?.dtype ?? "int64");
+    return table.tensor(arg);
   });
+  const operandPy = (key: string) => {
+    const index = values[spec.operands.indexOf(key)]?.match(/^x\[(\d+)\]$/)?.[1];
+    if (index === undefined) throw new Error(`kforge internal: ${seed.op}'s ${key} is not an operand`);
+    return `ins[${index}]`;
+  };
   const reader = paramReader(seedFn, table.runtime, table.sizeOf);
   const proExpr = spec.pro(values, reader);
   const epiExpr = spec.epi(reader);
@@ -760,7 +771,8 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const nIn = table.operands.length;
   const pro = `KfPro_${region.id}`;
   const epi = `KfEpi_${region.id}`;
-  const outType = spec.index ? "int64_t" : CPP_TYPE[out.dtype];
+  const rowsDtype = spec.finish ? "float32" : out.dtype;
+  const outType = spec.index ? "int64_t" : CPP_TYPE[rowsDtype];
   const cuda = [
     functor(
       pro,
@@ -786,7 +798,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
   const host = hostFunction(
     fn,
     `${fn}_launch(shape, static_cast<uint32_t>(mask), out.data_ptr(), refs, scalars, ws.data_ptr(), static_cast<size_t>(ws.numel()), stream)`,
-    spec.index ? "int64" : out.dtype,
+    spec.index ? "int64" : rowsDtype,
     "reduce",
     nIn,
   );
@@ -799,14 +811,14 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
     (d) => !iterDims.includes(d),
   );
   const outView = pyList(
-    out.shape.length === kept.length
+    out.shape.length === kept.length || spec.finish
       ? kept.map((d) => `${refShape}[${d}]`)
       : Array.from({ length: rank }, (_, d) => (dims.includes(d) ? "1" : `${refShape}[${d}]`)),
   );
-  const launch = [
-    `out = _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, ${pyList(iterKept.map((d) => `shape[${d}]`))}, _KF_NO_INTS, _KF_NO_TENSOR)`,
-    `return out.view(${outView})`,
-  ];
+  const call = `_kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, shape, ${maskOf(iterDims)}, ${pyList(iterKept.map((d) => `shape[${d}]`))}, _KF_NO_INTS, _KF_NO_TENSOR)`;
+  const launch = spec.finish
+    ? finishLines(spec, seedFn, call, outView, operandPy, nameOf, out)
+    : [`out = ${call}`, `return out.view(${outView})`];
   const code: KindCode = norm
     ? {
         cuda: `${cuda}\n${norm.cuda}`,
@@ -827,11 +839,62 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
         operands: table.operands,
         rank,
         pyPrelude: [operandTuple(table.operands)],
-        pyLaunch: ["shape = _kf_broadcast(ins)", ...launch],
+        pyLaunch: classTargetLaunch(spec, operandPy, rank, launch) ?? [
+          "shape = _kf_broadcast(ins)",
+          ...launch,
+        ],
         anchorPy: anchor.anchorPy,
       };
   return withInputConversion(code, anchor.inDtype, fn, region.id);
 };
+
+/** A loss over class-index targets: the iteration shape is the scores' (the targets broadcast along their class
+ * dim), and the kernel runs only where the targets are shaped as the scores without it; other targets take the
+ * reference's ops (which raise, as PyTorch does for a batch mismatch, rather than broadcast). */
+function classTargetLaunch(
+  spec: ReduceSpec,
+  operandPy: (key: string) => string,
+  rank: number,
+  launch: string[],
+): string[] | null {
+  const key = spec.integerOperands?.[0];
+  if (!key) return null;
+  const target = operandPy(key);
+  const index = target.slice(4, -1);
+  const expected = rank === 1 ? "[]" : "[shape[0], 1, *shape[2:]]";
+  return [
+    `shape = _kf_broadcast(ins[:${index}] + ins[${index} + 1:])`,
+    `if list(${target}.shape) == ${expected}:`,
+    ...launch.map((line) => `    ${line}`),
+  ];
+}
+
+/** The fast path's last lines for a loss finished over its rows: the kernel's fp32 rows in the kept dims'
+ * shape, then the spec's mean / sum over them, in the reference output's dtype. */
+function finishLines(
+  spec: ReduceSpec,
+  seedFn: Record<string, Arg>,
+  call: string,
+  outView: string,
+  operandPy: (key: string) => string,
+  nameOf: NameOf,
+  out: TensorMeta,
+): string[] {
+  const reductionArg = seedFn.reduction;
+  const reduction =
+    reductionArg?.t === "const" && typeof reductionArg.value === "string" ? reductionArg.value : "mean";
+  const arg = (key: string, fallback: string) => {
+    const given = seedFn[key];
+    return given && !(given.t === "const" && given.pytype === "none") ? pyArg(given, nameOf) : fallback;
+  };
+  const lines = spec.finish?.(operandPy, arg, reduction);
+  if (!lines) throw new Error(`kforge internal: reduction=${reduction} has no finish`);
+  const cast = out.dtype === "float32" ? "" : `.to(torch.${out.dtype})`;
+  return [
+    `out = ${call}.view(${outView})`,
+    ...lines.map((line) => (line.startsWith("return ") && cast ? `return (${line.slice(7)})${cast}` : line)),
+  ];
+}
 
 /** A reduction's dims over [N, C, spatial...] as dims of group norm's [N, G, C/G, rest] view (the planner
  * took the channels and the spatial dims whole: groupViewReduction). */

@@ -13,7 +13,8 @@ export type Accumulator =
   | "KfAccLogSumExp"
   | "KfAccWelford"
   | "KfAccSums<2>"
-  | "KfAccSums<3>";
+  | "KfAccSums<3>"
+  | "KfAccCrossEntropy";
 
 export interface ReduceSpec {
   acc: Accumulator;
@@ -30,8 +31,20 @@ export interface ReduceSpec {
   pro(o: string[], p: ParamReader): string | null;
   /** The output from the accumulated result `r` (a KfAccResult). */
   epi(p: ParamReader): string | null;
-  /** "dim": the fn's `dim` argument (int, list or None = all); "all": every dim; "last": the last dim. */
-  dims: "dim" | "all" | "last";
+  /** "dim": the fn's `dim` argument (int, list or None = all); "all": every dim; "last": the last dim;
+   * "class": a loss's class dim (1, or 0 for one sample's scores). */
+  dims: "dim" | "all" | "last" | "class";
+  /** Operands that are integer tensors (a loss's class-index target), read as fp32: exact below 2^24. */
+  integerOperands?: string[];
+  /** A loss whose kernel writes one value per row and whose mean or sum over the rows is then taken on those
+   * values (cross entropy: a mean over the rows whose target is not ignored). Python statements after the
+   * launch, `out` the rows (float32, the kept dims' shape); `operand(key)` an operand's Python value, `arg(key,
+   * fallback)` a scalar argument's. Such a seed takes no epilogue: ops after it see the whole loss. */
+  finish?(
+    operand: (key: string) => string,
+    arg: (key: string, fallback: string) => string,
+    reduction: string,
+  ): string[] | null;
   /** Index output (int64): argmax/argmin. */
   index?: boolean;
   /** Losses: the fn's `reduction` must be one of these for the call to be a reduction. */
@@ -287,6 +300,37 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
     },
     { operands: ["input1", "input2", "target"] },
   ),
+  // torch's cross_entropy with class-index targets and no weight, one row of logits at a time: (m - x[t]) +
+  // log sum exp(x - m) (log_softmax's -x[t] as ATen rounds it: the max taken out first), label smoothing's
+  // share (1 - eps) of it plus eps times the row's mean of -log p; 0 where the target is ignore_index, NaN where
+  // it is no class at all (ATen raises there). The logits are read once, no log-probabilities written.
+  cross_entropy: {
+    acc: "KfAccCrossEntropy",
+    value: "KfSums<2>",
+    operands: ["input", "target"],
+    integerOperands: ["target"],
+    pro: ([x, t]) => `KfSums<2>{{${x}, ${t}}}`,
+    epi: (p) => {
+      const ignore = p.num("ignore_index", -100);
+      const eps = p.num("label_smoothing", 0);
+      if (ignore === null || eps === null) return null;
+      const nll = "(r.m2 - r.part[0]) + r.value";
+      const smooth = "(r.m2 - r.part[1] / r.count) + r.value";
+      const row = eps === "0.f" ? nll : `(1.f - ${eps}) * (${nll}) + ${eps} * (${smooth})`;
+      return `(r.part[3] == ${ignore} ? 0.f : (r.part[2] == 1.f ? ${row} : NAN))`;
+    },
+    dims: "class",
+    reductions: ["none", "mean", "sum"],
+    rowwiseNone: true,
+    absent: ["weight"],
+    finish: (operand, arg, reduction) => {
+      if (reduction === "none") return ["return out"];
+      if (reduction === "sum") return ["return out.sum()"];
+      // ATen's mean: the rows' sum over the count of targets not ignored (0 / 0 = NaN when all are)
+      const kept = `(${operand("target")} != ${arg("ignore_index", "-100")}).sum()`;
+      return reduction === "mean" ? [`return out.sum() / ${kept}`] : null;
+    },
+  },
   huber_loss: loss(([a, b], p) => {
     const delta = p.num("delta", 1);
     if (delta === null) return null;

@@ -443,8 +443,10 @@ export function planGraph(graph: Graph): Plan {
       (p) => !absorbed.has(p) && users.length > 0 && users.every((u) => p.epilogue.includes(u)),
     );
     if (!host || !rule) continue;
-    // An index reduction (argmax, max(dim)[1]) stores the index itself: its kernel runs no epilogue.
-    if (seed.seed && reduceSpecOf(view.node(seed.seed), view)?.index) continue;
+    // An index reduction (argmax, max(dim)[1]) stores the index itself, and a loss finished over its rows
+    // (cross entropy's mean) is whole only after its kernel: neither runs an epilogue.
+    const seedSpec = seed.seed ? reduceSpecOf(view.node(seed.seed), view) : undefined;
+    if (seedSpec?.index || seedSpec?.finish) continue;
     const outside = operandNodes(view, host.epilogue);
     const seedShape = view.outMeta(view.node(seedId))?.shape ?? [];
     const hostShape = view.outMeta(view.node(host.output))?.shape ?? [];

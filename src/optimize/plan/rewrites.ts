@@ -1,6 +1,7 @@
 // Graph rewrites before planning: equivalences that free a value from a use that reads none of its data, so
 // the value can stay inside a fused region (the region's method computes it; forward never sees it); in-place
-// statements threaded through their results (inplace-threads.ts); glu and prelu spelled out as the ops the
+// statements threaded through their results (inplace-threads.ts); nll_loss of a log_softmax as the cross_entropy it
+// is (nll-of-log-softmax.ts); glu and prelu spelled out as the ops the
 // rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts,
 // written-logsumexp.ts); casts to a dtype read at run time as casts to the dtype captured, guarded
 // (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
@@ -21,6 +22,7 @@ import { dropPointwiseExpands } from "./expand-reads.ts";
 import { GraphView } from "./graph-view.ts";
 import { dropIdentities } from "./identity-reads.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
+import { foldNllOfLogSoftmax } from "./nll-of-log-softmax.ts";
 import { hoistPointwiseOverPermutes } from "./permute-hoist.ts";
 import { sinkArithmeticBelowPermutes } from "./permute-sink.ts";
 import { composeTilingMaxPools } from "./pool-compose.ts";
@@ -69,7 +71,8 @@ export function canonicalGraph(captured: Graph): Graph {
   if (captured.captured === "none") return captured;
   const direct = { ...captured, ...dropIdentities(captured) };
   const threaded = { ...direct, ...threadInplaceWrites(new GraphView(direct)) };
-  const spelled = { ...threaded, nodes: spellOutOps(threaded.nodes, new GraphView(threaded)) };
+  const paired = { ...threaded, nodes: foldNllOfLogSoftmax(threaded.nodes, new GraphView(threaded)) };
+  const spelled = { ...paired, nodes: spellOutOps(paired.nodes, new GraphView(paired)) };
   const pooled = { ...spelled, nodes: composeTilingMaxPools(spelled.nodes, new GraphView(spelled)) };
   const normed = { ...pooled, nodes: foldWrittenRmsNorms(pooled.nodes, new GraphView(pooled)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };

@@ -1,7 +1,7 @@
 // The rule table: which captured nodes can seed a fused region, and how far a region may grow around its
 // seed. Rules are data, tried in order: a reader adding a fused op adds its spec to ops/ and, if it needs
 // a new kind of region, one row here. Each rule is testable on its own (test/optimize-rules.test.ts).
-import type { Arg, GraphNode } from "../graph.ts";
+import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { accumulatorOf, REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
@@ -181,6 +181,7 @@ function reduceDims(node: GraphNode, rank: number): number[] | null {
   if (!spec) return null;
   const dimArg = node.fn?.dim;
   if (spec.dims === "last") return rank > 0 ? [rank - 1] : null;
+  if (spec.dims === "class") return rank > 0 ? [rank === 1 ? 0 : 1] : null;
   if (spec.dims === "all" || !dimArg || (dimArg.t === "const" && dimArg.pytype === "none"))
     return Array.from({ length: rank }, (_, i) => i);
   const dims = intList(dimArg);
@@ -239,6 +240,33 @@ export function reduceSpecOf(node: GraphNode, view: GraphView): ReduceSpec | und
 /** A seed's main tensor argument: its `input`, or a reduction's first operand (whose dims `dim` names). */
 export function seedInput(node: GraphNode): Arg | undefined {
   return node.fn?.[REDUCTIONS[node.op]?.operands[0] ?? "input"];
+}
+
+/** Class indices read as fp32 are exact below 2^24, and an ignore_index is compared with them as fp32. */
+const CLASS_INDEX_LIMIT = 2 ** 24;
+
+/** Why a loss's class-index operand has no kernel form (null: it has one): int64 class indices shaped as the
+ * scores without their class dim, fewer than 2^24 classes, and an int ignore_index within that range. */
+function classTargetVerdict(
+  view: GraphView,
+  node: GraphNode,
+  meta: TensorMeta | null | undefined,
+  key: string,
+) {
+  const scores = view.tensorOf(seedInput(node));
+  if (!meta || !scores || meta.dtype !== "int64") return `its ${key} is not int64 class indices`;
+  const rank = scores.shape.length;
+  const expected = rank === 1 ? [] : [scores.shape[0], ...scores.shape.slice(2)];
+  if (meta.shape.join() !== expected.join())
+    return `its ${key} is not shaped as its scores without the class dim`;
+  if ((scores.shape[rank === 1 ? 0 : 1] ?? 0) >= CLASS_INDEX_LIMIT) return "2^24 classes or more";
+  const ignore = node.fn?.ignore_index;
+  if (
+    ignore &&
+    !(ignore.t === "const" && (ignore.attr || Math.abs(Number(ignore.value)) < CLASS_INDEX_LIMIT))
+  )
+    return "its ignore_index is not a constant below 2^24";
+  return null;
 }
 
 export function reductionDims(node: GraphNode, view: GraphView): number[] | null {
@@ -340,6 +368,11 @@ export const SEED_RULES: SeedRule[] = [
         const arg = fn[key];
         if (spec.optional?.includes(key) && (!arg || (arg.t === "const" && arg.pytype === "none"))) continue;
         const meta = view.tensorOf(arg);
+        if (spec.integerOperands?.includes(key)) {
+          const bad = classTargetVerdict(view, node, meta, key);
+          if (bad) return bad;
+          continue;
+        }
         if (!meta || !FLOAT_DTYPES.has(meta.dtype)) return `its ${key} is not a float tensor`;
         // dims index the first operand: a higher-rank operand would broadcast it into a longer shape.
         if (meta.shape.length > (rank ?? 0)) return `its ${key} has more dims than its ${primary}`;

@@ -11,7 +11,8 @@
 // - a global adaptive pool (output size all ones): the mean / amax over its spatial dims, keepdim, a reduction
 //   that takes the ops before it as its prologue.
 // - an einsum that sums nothing (`'bchw,c->bchw'`, a per-channel scale): the broadcast multiply it computes.
-// - cross_entropy with class indices: log_softmax then nll_loss, as ATen computes it (crossEntropySpelledOut).
+// - cross_entropy with class indices where the reduction rule's one-pass kernel does not take it (a class
+//   weight): log_softmax then nll_loss, as ATen computes it (crossEntropySpelledOut).
 //
 // Each only where the spelled-out ops equal the op exactly on the CPU (the fallback's check): glu in float32 /
 // float64 (glu rounds half precision once, the spelled-out ops twice) along an even size; prelu in any float
@@ -20,6 +21,7 @@ import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { scalarValue } from "../ops/pointwise.ts";
 import { contiguousStride } from "./graph-edit.ts";
 import { FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
+import { SEED_RULES } from "./rules.ts";
 
 const EXACT_DTYPES = new Set(["float32", "float64"]);
 
@@ -354,6 +356,8 @@ const isNone = (arg: Arg | undefined) => arg === undefined || (arg.t === "const"
  * normalisation region that takes the ops before it (`logits / T`) as its prologue; the nll_loss, a gather
  * of one value a row, stays PyTorch's. Probability targets and label smoothing take other paths in ATen. */
 function crossEntropySpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
+  // The reduction rule's one-pass kernel (REDUCTIONS.cross_entropy) takes it whole: left as the call it is.
+  if (SEED_RULES.find((rule) => rule.name === "reduce")?.accepts(node, view) === null) return null;
   const fn = node.fn;
   const input = fn?.input;
   const target = fn?.target;

@@ -198,6 +198,11 @@ template <class Policy, class = void>
 struct KfHasPushVec : std::false_type {};
 template <class Policy>
 struct KfHasPushVec<Policy, std::void_t<decltype(&Policy::template push_vec<1>)>> : std::true_type {};
+// An indexed policy's K consecutive elements with their flat indices (flat, flat + step, ...).
+template <class Policy, class = void>
+struct KfHasPushVecAt : std::false_type {};
+template <class Policy>
+struct KfHasPushVecAt<Policy, std::void_t<decltype(&Policy::template push_vec_at<1>)>> : std::true_type {};
 
 // Mean and M2 = sum (x - mean)^2 of K values, in two passes over them: a vector's own partial, merged into
 // Welford statistics with Chan's formula (one divide per vector instead of one per element).

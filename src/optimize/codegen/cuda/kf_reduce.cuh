@@ -17,6 +17,8 @@
 //   KfAccLogSumExp             value = log(sum exp(x)) from an online max and a rescaled sum (all -inf: -inf;
 //                              +inf present: +inf; NaN present: NaN)
 //   KfAccWelford               value = mean, m2 = sum (x - mean)^2 (Welford per thread, Chan's merge)
+//   KfAccCrossEntropy          (indexed; Value KfSums<2> = {logit, target}) value = log sum exp(x - m), m2 = m,
+//                              part = {logit at the target class, sum of logits, matches, target}
 //   count = number of reduced elements, always (as float).
 //
 //   size_t kf_reduce_workspace_bytes<Acc>(shape, reduce_mask)
@@ -236,6 +238,63 @@ struct KfAccLogSumExp {
   }
 };
 
+// Cross entropy of one row of logits against its class index, in one pass over the row: the prologue gives
+// (logit, target as float) at each element, the flat index along the class dim says which class it is. The
+// state keeps the row's log-sum-exp as KfAccLogSumExp does, the logit at the target class (and how many
+// elements matched it: exactly one for a valid target), the sum of the logits (label smoothing's mean term)
+// and the row's target. result(): value = log(sum exp(x - m)), m2 = m, part = {picked, sum, hits, target},
+// so the epilogue forms (m - picked) + log s without the cancellation of (m + log s) - picked.
+// Class indices are compared as floats: exact below 2^24 classes (the planner's bound); a target at or above
+// 2^24 rounds to a float at or above 2^24, which matches no class, so an out-of-range target makes hits 0.
+struct KfAccCrossEntropy {
+  using Value = KfSums<2>;
+  struct State { KfAccLogSumExp::State lse; float picked; float sum; float hits; float target; };
+  static constexpr bool kIndexed = true;
+  static __device__ __forceinline__ State init() { return {KfAccLogSumExp::init(), 0.f, 0.f, 0.f, NAN}; }
+  static __device__ __forceinline__ void take(State& a, const Value& x, int64_t i) {
+    a.sum += x.v[0];
+    if (float(i) == x.v[1]) {
+      a.picked += x.v[0];
+      a.hits += 1.f;
+    }
+    a.target = x.v[1];
+  }
+  static __device__ __forceinline__ void push(State& a, const Value& x, int64_t i) {
+    KfAccLogSumExp::push(a.lse, x.v[0], i);
+    take(a, x, i);
+  }
+  // K consecutive classes of one row (flat, flat + step, ...): the log-sum-exp of the K logits at once.
+  template <int K>
+  static __device__ __forceinline__ void push_vec_at(State& a, const Value (&x)[K], int64_t flat, int64_t step) {
+    float logits[K];
+#pragma unroll
+    for (int j = 0; j < K; ++j) logits[j] = x[j].v[0];
+    KfAccLogSumExp::push_vec<K>(a.lse, logits);
+#pragma unroll
+    for (int j = 0; j < K; ++j) take(a, x[j], flat + j * step);
+  }
+  static __device__ __forceinline__ void merge(State& a, const State& b) {
+    KfAccLogSumExp::merge(a.lse, b.lse);
+    a.picked += b.picked;
+    a.sum += b.sum;
+    a.hits += b.hits;
+    if (a.target != a.target) a.target = b.target;
+  }
+  static __device__ __forceinline__ State shfl_xor(const State& a, int m) {
+    return {KfAccLogSumExp::shfl_xor(a.lse, m), __shfl_xor_sync(0xffffffffu, a.picked, m),
+            __shfl_xor_sync(0xffffffffu, a.sum, m), __shfl_xor_sync(0xffffffffu, a.hits, m),
+            __shfl_xor_sync(0xffffffffu, a.target, m)};
+  }
+  static __device__ __forceinline__ KfAccResult result(const State& a, float n) {
+    KfAccResult r{a.lse.m == -INFINITY ? -INFINITY : logf(a.lse.s), a.lse.m, 0, n};
+    r.part[0] = a.picked;
+    r.part[1] = a.sum;
+    r.part[2] = a.hits;
+    r.part[3] = a.target;
+    return r;
+  }
+};
+
 // Mean and M2 = sum (x - mean)^2: Welford's update per element (no cancellation of a sum of squares), Chan's
 // formula to merge partials of counts na, nb: delta = mean_b - mean_a, M2 = M2a + M2b + delta^2 na nb / n.
 struct KfAccWelford {
@@ -382,6 +441,11 @@ __device__ __forceinline__ void kf_red_push_vector(typename Acc::State& st, cons
 #pragma unroll
     for (int j = 0; j < kVec; ++j) y[j] = kf_red_prologue<Pro>(pro, v, j, sc);
     Acc::template push_vec<kVec>(st, y);
+  } else if constexpr (KfHasPushVecAt<Acc>::value && kVec > 1) {
+    typename Acc::Value y[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) y[j] = kf_red_prologue<Pro>(pro, v, j, sc);
+    Acc::template push_vec_at<kVec>(st, y, flat, inner_flat);
   } else {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) Acc::push(st, kf_red_prologue<Pro>(pro, v, j, sc), flat + j * inner_flat);
