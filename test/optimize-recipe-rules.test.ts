@@ -325,6 +325,36 @@ test("linear -> sum over the batch dim, or a linear output read elsewhere, is no
   assert.ok(!shared.regions.some((r) => r.recipe?.name === "linear_reduce"));
 });
 
+test("linear -> sum with a 1-D weight or a broadcast bias is not rewritten", () => {
+  // F.linear(x, v) with v of shape (in,) is one dot product per row: the sum that follows reduces the rows.
+  const dot = linearReduceGraph("sum", -1);
+  const weight = dot.params["fc.weight"];
+  assert.ok(weight);
+  weight.meta = meta([64]);
+  const lin = dot.nodes.find((n) => n.id === "lin");
+  assert.ok(lin?.fn);
+  delete lin.fn.bias;
+  lin.out = { t: "tensor", meta: meta([32]) };
+  const red = dot.nodes.find((n) => n.id === "red");
+  assert.ok(red?.fn);
+  red.fn.keepdim = bool(false);
+  red.out = { t: "tensor", meta: meta([]) };
+  const vector = planGraph(dot);
+  assert.ok(!vector.regions.some((r) => r.recipe?.name === "linear_reduce"));
+  assert.match(vector.kept.find((k) => k.node === "lin")?.reason ?? "", /rank-1 weight/);
+  // A bias of shape (1,) broadcasts: each of the 48 outputs adds it, not once per row.
+  for (const shape of [[1], [48, 1]]) {
+    const shared = linearReduceGraph("sum", -1);
+    const bias = shared.params["fc.bias"];
+    assert.ok(bias);
+    bias.meta = meta(shape);
+    const plan = planGraph(shared);
+    assert.ok(!plan.regions.some((r) => r.recipe?.name === "linear_reduce"), `bias ${shape}`);
+  }
+  // The per-feature bias of the usual layer is still the rewrite's.
+  assert.ok(planGraph(linearReduceGraph("sum", -1)).regions.some((r) => r.recipe?.name === "linear_reduce"));
+});
+
 // ---- diag(a) @ B and B @ diag(a) (an algebraic rewrite) ------------------------------------------------
 
 function diagMatmulGraph(op: "matmul" | "mm", left: boolean, b = meta([64, 32]), a = meta([64])): Graph {

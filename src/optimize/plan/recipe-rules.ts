@@ -261,6 +261,19 @@ const overLastDim: Check = (node, ctx) => {
   return d === rank - 1 ? null : `it reduces dim ${only.value}, not the output features`;
 };
 
+/** The linear layer is a matrix weight with at most one bias per output feature: F.linear also takes a 1-D
+ * weight (one dot product per row: no output-feature dim left to sum) and a bias that broadcasts ((1,), 0-d,
+ * counted once per feature), and the rewrite's `W.sum(0)` / `b.sum()` would compute neither. */
+const matrixLinear: Check = (node, ctx) => {
+  const weight = metaOf(node, "weight", ctx);
+  if (!weight) return "its weight is not a tensor the planner can see";
+  if (weight.shape.length !== 2) return `a rank-${weight.shape.length} weight (not a matrix)`;
+  const bias = metaOf(node, "bias", ctx);
+  if (bias && (bias.shape.length !== 1 || bias.shape[0] !== weight.shape[0]))
+    return `a bias of shape [${bias.shape.join(", ")}] (broadcast over the ${weight.shape[0]} output features)`;
+  return null;
+};
+
 /** Linear -> sum/mean over its output features: x @ (sum of W's rows) + sum(b), a GEMV instead of a GEMM
  * (an algebraic rewrite in PyTorch ops: no kernels/ folder). */
 function linearReduce(op: "sum" | "mean"): RecipeRule {
@@ -271,7 +284,13 @@ function linearReduce(op: "sum" | "mean"): RecipeRule {
       {
         bind: "linear",
         op: "linear",
-        checks: [plain, floatTensor("input"), parameter("weight"), optionalTensor("bias", FLOAT, 1)],
+        checks: [
+          plain,
+          floatTensor("input"),
+          parameter("weight"),
+          optionalTensor("bias", FLOAT, 1),
+          matrixLinear,
+        ],
       },
       { bind: "reduce", op, from: ["input"], checks: [plain, overLastDim, absent("dtype")] },
     ],
