@@ -2077,6 +2077,61 @@ test("cross_entropy over class indices without a class weight is one reduction o
   assert.deepEqual(regions(build({ ignore_index: num(2 ** 25) })), ["normalize:div,ce_log_probs"]);
 });
 
+test("a spelled-out op is not built from a model attribute's value (the reference reads it every call)", () => {
+  // Round 17: `F.normalize(x, p=1.0, dim=self.dim)`, `F.glu(x, dim=self.dim)` and `F.cross_entropy(...,
+  // label_smoothing=self.smoothing)` were spelled out from the attribute's value at capture; after the model
+  // set the attribute again, ModelNew kept the old dim (a wrong result, or a shape error) or dropped the smoothing
+  // (a class-weighted cross entropy: without a weight the one-pass reduction reads the smoothing at run time).
+  const H = [8, 8, 32, 32];
+  const glu = (dim: Arg) => graph([node("glu", "glu", { input: ref("x"), dim }, H)], "glu");
+  assert.deepEqual(
+    canonicalGraph(glu(num(1, "dim"))).nodes.map((n) => n.op),
+    ["glu"],
+  );
+  assert.equal(canonicalGraph(glu(num(1))).nodes.length, 5, "a literal dim is still spelled out");
+  const normalize = (dim: Arg) =>
+    graph([node("n", "normalize", { input: ref("x"), p: num(1), dim, eps: num(1e-12) }, X)], "n");
+  assert.deepEqual(
+    canonicalGraph(normalize(num(1, "dim"))).nodes.map((n) => n.op),
+    ["normalize"],
+  );
+  assert.deepEqual(
+    canonicalGraph(normalize(num(1))).nodes.map((n) => n.op),
+    ["vector_norm", "clamp", "div"],
+  );
+  const ce = (smoothing: Arg) => {
+    const g = graph(
+      [
+        node(
+          "ce",
+          "cross_entropy",
+          { input: ref("x"), target: ref("t"), weight: param("w"), label_smoothing: smoothing },
+          [],
+          {
+            kind: "call_function",
+            target: "torch.nn.functional.cross_entropy",
+          },
+        ),
+      ],
+      "ce",
+    );
+    g.inputs = [
+      { name: "x", meta: f32([64, 1000]), value: null },
+      { name: "t", meta: { shape: [64], dtype: "int64", stride: [1] }, value: null },
+    ];
+    return g;
+  };
+  const zero: Arg = { t: "const", pytype: "float", value: 0 };
+  assert.deepEqual(
+    canonicalGraph(ce({ ...zero, attr: "smoothing" })).nodes.map((n) => n.op),
+    ["cross_entropy"],
+  );
+  assert.deepEqual(
+    canonicalGraph(ce(zero)).nodes.map((n) => n.op),
+    ["log_softmax", "nll_loss"],
+  );
+});
+
 test("prelu is spelled out as where(x >= 0, x, w * x); a per-channel weight is viewed (C, 1, 1)", () => {
   const g = graph(
     [

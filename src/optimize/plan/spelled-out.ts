@@ -25,8 +25,13 @@ import { SEED_RULES } from "./rules.ts";
 
 const EXACT_DTYPES = new Set(["float32", "float64"]);
 
+/** An int the call passed as a literal. A model attribute's value (`dim=self.dim`: the const carries `attr`) is
+ * no literal: the reference reads the attribute on every call, and a spelled-out op built from its value at
+ * capture (chunk's dim, the norm's dims, the pooled dims) would keep computing the old one after it changed. */
 function constInt(arg: Arg | undefined): number | null {
-  return arg?.t === "const" && arg.pytype === "int" && typeof arg.value === "number" ? arg.value : null;
+  return arg?.t === "const" && arg.pytype === "int" && !arg.attr && typeof arg.value === "number"
+    ? arg.value
+    : null;
 }
 
 /** A fresh node id `base`, `base_1`, ... not in `taken` (which it joins). */
@@ -366,8 +371,10 @@ function crossEntropySpelledOut(node: GraphNode, view: GraphView, taken: Set<str
   if (!fn || !input || !target || !meta || !targetMeta || node.inplace || !FLOAT_DTYPES.has(meta.dtype))
     return null;
   if (targetMeta.dtype !== "int64" || !isNone(fn.size_average) || !isNone(fn.reduce)) return null;
+  // Label smoothing held by a model attribute (0.0 when captured) is read by the reference on every call: the
+  // spelled-out calls drop it, so only a literal 0 (or none) is spelled out.
   const smoothing = fn.label_smoothing;
-  if (smoothing && !(smoothing.t === "const" && smoothing.value === 0)) return null;
+  if (smoothing && !(smoothing.t === "const" && smoothing.value === 0 && !smoothing.attr)) return null;
   const rank = meta.shape.length;
   if (rank === 0 || targetMeta.shape.length !== rank - 1) return null;
   const dim: Arg = { t: "const", pytype: "int", value: rank === 1 ? 0 : 1 };
