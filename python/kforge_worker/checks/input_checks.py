@@ -50,7 +50,10 @@ def check_replay(ctx: VerifyContext) -> list[CheckResult]:
 
     ref_a = from_start(ctx.ref, clone_inputs(a))
     ref_b = from_start(ctx.ref, clone_inputs(b))
-    refs_differ = not bitwise_equal(ref_a, ref_b)
+    # A repeated output proves a replay only where the two answers are told apart by the tolerance: a loss
+    # rounded to bf16 (an ulp of 0.0625 near 10) can land on one value for a and b in an honest candidate while
+    # the reference's own rounding straddles the boundary. Then judge() still checks the answer for b.
+    refs_differ = not bitwise_equal(ref_a, ref_b) and not compare(ref_a, ref_b, ctx.atol, ctx.rtol).ok
     del ref_a
     out_a = from_start(ctx.cand, clone_inputs(a))
     out_a_twice = from_start(ctx.cand, a)
