@@ -263,15 +263,27 @@ struct KfAccCrossEntropy {
     KfAccLogSumExp::push(a.lse, x.v[0], i);
     take(a, x, i);
   }
-  // K consecutive classes of one row (flat, flat + step, ...): the log-sum-exp of the K logits at once.
+  // K consecutive classes of one row (flat, flat + step, ...), one target: the log-sum-exp of the K logits at
+  // once, and the target's place among them found once per vector (an int64 -> float conversion per element
+  // made the row kernel compute-bound at a third of the copy rate).
   template <int K>
   static __device__ __forceinline__ void push_vec_at(State& a, const Value (&x)[K], int64_t flat, int64_t step) {
     float logits[K];
 #pragma unroll
     for (int j = 0; j < K; ++j) logits[j] = x[j].v[0];
     KfAccLogSumExp::push_vec<K>(a.lse, logits);
+    const float target = x[0].v[1];
+    const float offset = target - float(flat);  // exact: both below 2^24 in magnitude (the planner's bound)
+    const float fstep = float(step);
 #pragma unroll
-    for (int j = 0; j < K; ++j) take(a, x[j], flat + j * step);
+    for (int j = 0; j < K; ++j) {
+      a.sum += logits[j];
+      if (offset == float(j) * fstep) {
+        a.picked += logits[j];
+        a.hits += 1.f;
+      }
+    }
+    a.target = target;
   }
   static __device__ __forceinline__ void merge(State& a, const State& b) {
     KfAccLogSumExp::merge(a.lse, b.lse);
