@@ -191,6 +191,9 @@ struct KfAccLogSumExp {
   using Value = float;
   struct State { float m; float s; };
   static constexpr bool kIndexed = false;
+  // A merge costs an accurate exp and branches (a sum's is one add): a row's threads each take more vectors,
+  // so the merges of a row of 4096 (8 levels over 256 threads, 7 of them serial) weigh less than its elements.
+  static constexpr int kRowVecsPerThread = 16;
   static __device__ __forceinline__ State init() { return {-INFINITY, 0.f}; }
   static __device__ __forceinline__ void combine(State& a, float mb, float sb) {
     if (a.m != a.m || mb != mb) { a.m = NAN; a.s = 1.f; return; }
@@ -250,6 +253,7 @@ struct KfAccCrossEntropy {
   using Value = KfSums<2>;
   struct State { KfAccLogSumExp::State lse; float picked; float sum; float hits; float target; };
   static constexpr bool kIndexed = true;
+  static constexpr int kRowVecsPerThread = KfAccLogSumExp::kRowVecsPerThread;
   static __device__ __forceinline__ State init() { return {KfAccLogSumExp::init(), 0.f, 0.f, 0.f, NAN}; }
   static __device__ __forceinline__ void take(State& a, const Value& x, int64_t i) {
     a.sum += x.v[0];
@@ -882,6 +886,14 @@ cudaError_t kf_red_finalize(const void* ws, int splits, int64_t num_out, void* o
 // count whose grid best fills its last wave, the fewest among equals, within the work (`by_work`: each thread
 // keeps a few vectors per split), the workspace and KF_RED_MAX_SPLITS. Filling the slots exactly matters: a
 // grid one block past a wave runs a second, nearly empty one (16 rows x 50 splits on 792 slots).
+// Vectors a row-path thread takes before its row's threads merge: an accumulator's kRowVecsPerThread, else 4.
+template <class Acc, class = void>
+struct KfRowVecs { static constexpr int value = 4; };
+template <class Acc>
+struct KfRowVecs<Acc, std::void_t<decltype(Acc::kRowVecsPerThread)>> { static constexpr int value = Acc::kRowVecsPerThread; };
+template <class Acc>
+constexpr int64_t kf_red_row_vecs_per_thread() { return KfRowVecs<Acc>::value; }
+
 inline int64_t kf_red_wave_splits(int64_t blocks, int64_t target, int64_t by_work, int64_t ws_splits) {
   int64_t cap = 2 * kf_ceil_div(target, blocks);
   cap = cap < by_work ? cap : by_work;
@@ -947,18 +959,19 @@ cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, 
   int64_t splits = 1, grid_x = 1;
 
   if (plan.rows) {
+    const int64_t kRowPerThread = kf_red_row_vecs_per_thread<Acc>();
     auto kernel = kf_reduce_rows_kernel<Pro, Acc, Epi, kVec, IdxT, TOut, TIn...>;
     static const int resident = kf_blocks_per_sm(kernel, KF_RED_THREADS, 0);
     const int64_t target_blocks = int64_t(sms) * resident;
     const int64_t extent = num_red / kVec;
-    // ~4 vectors per thread; widened while the rows alone leave the GPU idle.
-    int64_t tpr = kf_next_pow2(kf_ceil_div(extent, kMinPerThread));
+    // ~4 vectors per thread (more where merges are dear); widened while the rows alone leave the GPU idle.
+    int64_t tpr = kf_next_pow2(kf_ceil_div(extent, kRowPerThread));
     tpr = tpr > KF_RED_THREADS ? KF_RED_THREADS : tpr;
     while (tpr < KF_RED_THREADS && tpr < extent && num_out * tpr < target_blocks * KF_RED_THREADS) tpr *= 2;
     const int64_t rows_per_block = KF_RED_THREADS / tpr;
     const int64_t row_blocks = kf_ceil_div(num_out, rows_per_block);
     if (row_blocks < target_blocks)
-      splits = kf_red_wave_splits(row_blocks, target_blocks, kf_ceil_div(extent, tpr * kMinPerThread), ws_splits);
+      splits = kf_red_wave_splits(row_blocks, target_blocks, kf_ceil_div(extent, tpr * kRowPerThread), ws_splits);
     p.chunk = IdxT(kf_ceil_div(extent, splits));
     splits = kf_ceil_div(extent, int64_t(p.chunk));
     p.rows = IdxT(num_out);
