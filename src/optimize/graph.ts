@@ -90,7 +90,10 @@ export const GraphNode = z.object({
   /** The op writes one of its inputs in place (relu_(), add_, nn.ReLU(inplace=True), ...). */
   inplace: z.boolean(),
 });
-export type GraphNode = z.infer<typeof GraphNode>;
+/** `written`: a node the planner reads as one op that stands for several nodes as the reference wrote them
+ * (plan/written-layernorm.ts): the emitter writes those nodes, in order, wherever PyTorch runs it. Made by a
+ * rewrite, never captured. */
+export type GraphNode = z.infer<typeof GraphNode> & { written?: GraphNode[] };
 
 export const ForwardInput = z.object({
   name: z.string(),

@@ -163,6 +163,8 @@ export function pyCall(node: GraphNode, nameOf: NameOf): string {
 
 /** Statement(s) for a node: in-place operator forms (`x += y`) keep their meaning by rebinding. */
 export function pyStatement(node: GraphNode, nameOf: NameOf): string {
+  // One op to the planner, several as the reference wrote them (plan/written-layernorm.ts): those, in order.
+  if (node.written) return node.written.map((n) => pyStatement(n, nameOf)).join("\n");
   const infix = INFIX[node.target];
   const [first, second] = node.args;
   if (node.kind === "call_function" && infix && AUGMENTED.has(infix) && first && second) {

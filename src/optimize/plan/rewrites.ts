@@ -3,7 +3,8 @@
 // statements threaded through their results (inplace-threads.ts); nll_loss of a log_softmax as the cross_entropy it
 // is (nll-of-log-softmax.ts); glu and prelu spelled out as the ops the
 // rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts,
-// written-logsumexp.ts); casts to a dtype read at run time as casts to the dtype captured, guarded
+// written-logsumexp.ts); a written LayerNorm as one layer_norm op that keeps its written ops for PyTorch to run
+// (written-layernorm.ts: F.layer_norm is not bit-equal to them); casts to a dtype read at run time as casts to the dtype captured, guarded
 // (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
 // pointwise op reshaped only for reductions applied after the reshape (view-sink.ts); a per-channel arithmetic op
 // permuted only for pointwise ops applied after the permute (permute-sink.ts); a broadcasting pointwise op read
@@ -30,6 +31,7 @@ import { recomputeBroadcasts } from "./recompute-broadcasts.ts";
 import { resolveSizeReads } from "./size-reads.ts";
 import { spellOutOps } from "./spelled-out.ts";
 import { sinkPointwiseBelowReshapes } from "./view-sink.ts";
+import { foldWrittenLayerNorms } from "./written-layernorm.ts";
 import { foldWrittenLogSumExps } from "./written-logsumexp.ts";
 import { foldWrittenRmsNorms } from "./written-norms.ts";
 
@@ -64,7 +66,8 @@ function deviceSource(arg: Arg, view: GraphView): Arg {
 }
 
 /** The graph with nn.Identity's readers reading its input (identity-reads.ts), later reads of an in-place-written value reading the write's result (inplace-threads.ts),
- * glu and prelu spelled out (spelled-out.ts), runs of tiling max pools as one (pool-compose.ts), each written RMSNorm as one rms_norm op (written-norms.ts)
+ * glu and prelu spelled out (spelled-out.ts), runs of tiling max pools as one (pool-compose.ts), each written LayerNorm as one layer_norm op
+ * running its written ops where PyTorch runs it (written-layernorm.ts; before the RMSNorm fold, which would take its `xc * rsqrt(mean(xc * xc) + eps)`), each written RMSNorm as one rms_norm op (written-norms.ts)
  * and each written logsumexp as one logsumexp (written-logsumexp.ts),
  * and each device read moved to the earliest tensor known to share the device. */
 export function canonicalGraph(captured: Graph): Graph {
@@ -74,7 +77,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const paired = { ...threaded, nodes: foldNllOfLogSoftmax(threaded.nodes, new GraphView(threaded)) };
   const spelled = { ...paired, nodes: spellOutOps(paired.nodes, new GraphView(paired)) };
   const pooled = { ...spelled, nodes: composeTilingMaxPools(spelled.nodes, new GraphView(spelled)) };
-  const normed = { ...pooled, nodes: foldWrittenRmsNorms(pooled.nodes, new GraphView(pooled)) };
+  const layered = { ...pooled, nodes: foldWrittenLayerNorms(pooled.nodes, new GraphView(pooled)) };
+  const normed = { ...layered, nodes: foldWrittenRmsNorms(layered.nodes, new GraphView(layered)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
   const typed = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
   const expanded = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };

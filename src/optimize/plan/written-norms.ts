@@ -47,7 +47,7 @@ export function onlyUser(view: GraphView, id: string): GraphNode | null {
 }
 
 /** `x ** 2`, `x.pow(2)`, `torch.square(x)` or `x * x`: the x squared, else null. */
-function squaredInput(node: GraphNode): Arg | null {
+export function squaredInput(node: GraphNode): Arg | null {
   const input = node.fn?.input;
   if (node.op === "pow" && isConstNumber(node.fn?.exponent, 2)) return input ?? null;
   if (node.op === "square") return input ?? null;
