@@ -27,7 +27,6 @@ import {
   intsArg,
   isConstNumber,
   nodeArg,
-  otherOperand,
   plain,
   sameArg,
   squaredInput,
