@@ -2261,6 +2261,181 @@ test("a written logsumexp (m + log(sum(exp(x - m)))) is one logsumexp reduction,
   assert.equal(canonicalGraph(writtenLogSumExp("float32", true, true)).nodes.length, 7);
 });
 
+type LnVariance = "var" | "square-of-another-sub" | "square-of-the-sub";
+interface LnOptions {
+  variance?: LnVariance;
+  root?: "sqrt" | "rsqrt";
+  dims?: number[];
+  dtype?: string;
+  correction?: number;
+  /** Mean the variance over these dims instead (a variance over other dims than the mean's). */
+  varianceDims?: number[];
+  eps?: Arg;
+  /** Another op reads this chain node (the forward returns it beside the norm). */
+  readElsewhere?: string;
+  /** An in-place op between the mean and the result. */
+  inplaceBetween?: boolean;
+}
+
+/** LayerNorm written out over x's last dims, then `* w + b`: `mu = x.mean(dims, keepdim=True)`, the variance as
+ * `x.var(dims, keepdim=True, correction=0)`, `((x - mu) ** 2).mean(...)` (its own `x - mu`) or `(xc * xc).mean(...)`
+ * (`xc = x - mu`, read by the apply too); `(x - mu) / sqrt(var + eps)` or `(x - mu) * rsqrt(var + eps)`. */
+function writtenLayerNorm(o: LnOptions = {}): Graph {
+  const dims = o.dims ?? [-1];
+  const rank = X.length;
+  const sorted = dims.map((d) => (d < 0 ? d + rank : d));
+  const S = X.map((s, i) => (sorted.includes(i) ? 1 : s));
+  const V = o.varianceDims ? X.map((s, i) => (o.varianceDims?.includes(i - rank) ? 1 : s)) : S;
+  const reduced = { dim: ints(...dims), keepdim: bool(true) };
+  const variance = o.variance ?? "var";
+  const tail = X.slice(rank - dims.length);
+  const eps = o.eps ?? num(1e-5, "eps");
+  const g = graph(
+    [
+      node("mu", "mean", { input: ref("x"), ...reduced, dtype: none }, S),
+      ...(variance === "var"
+        ? [
+            node("var", "var", { input: ref("x"), ...reduced, correction: num(o.correction ?? 0) }, S, {
+              kind: "call_method",
+              target: "var",
+            }),
+          ]
+        : []),
+      node("xc", "sub", { input: ref("x"), other: ref("mu"), alpha: num(1) }, X),
+      ...(variance === "square-of-another-sub"
+        ? [
+            node("xc2", "sub", { input: ref("x"), other: ref("mu"), alpha: num(1) }, X),
+            node("sq", "pow", { input: ref("xc2"), exponent: num(2) }, X),
+          ]
+        : []),
+      ...(variance === "square-of-the-sub"
+        ? [node("sq", "mul", { input: ref("xc"), other: ref("xc") }, X, { args: [ref("xc"), ref("xc")] })]
+        : []),
+      ...(variance !== "var"
+        ? [
+            node(
+              "var",
+              "mean",
+              {
+                input: ref("sq"),
+                dim: o.varianceDims ? ints(...o.varianceDims) : reduced.dim,
+                keepdim: bool(true),
+                dtype: none,
+              },
+              V,
+            ),
+          ]
+        : []),
+      ...(o.inplaceBetween
+        ? [node("w_", "mul_", { input: param("w"), other: num(1) }, tail, { inplace: true })]
+        : []),
+      node("plus", "add", { input: ref("var"), other: eps, alpha: num(1) }, S),
+      node("root", o.root ?? "sqrt", { input: ref("plus") }, S),
+      o.root === "rsqrt"
+        ? node("y", "mul", { input: ref("xc"), other: ref("root") }, X)
+        : node("y", "div", { input: ref("xc"), other: ref("root"), rounding_mode: none }, X),
+      node("scaled", "mul", { input: ref("y"), other: param("w") }, X),
+      node("shifted", "add", { input: ref("scaled"), other: param("b"), alpha: num(1) }, X),
+      ...(o.readElsewhere
+        ? [node("out2", "add", { input: ref("shifted"), other: ref(o.readElsewhere), alpha: num(1) }, X)]
+        : []),
+    ],
+    o.readElsewhere ? "out2" : "shifted",
+    { w: tail, b: tail, ...(o.eps?.t === "param" ? { [o.eps.path]: [1] } : {}) },
+  );
+  const dtype = o.dtype ?? "float32";
+  for (const n of g.nodes) if (n.out.t === "tensor") n.out.meta.dtype = dtype;
+  const input = g.inputs[0];
+  if (input?.meta) input.meta.dtype = dtype;
+  return g;
+}
+
+test("a written LayerNorm is one layer_norm: one normalize region with the weight and bias, whatever its spelling", () => {
+  assert.ok(
+    planGraph(writtenLayerNorm()).regions.length >= 3,
+    "as written: the mean, the variance, the apply",
+  );
+  const variances: LnVariance[] = ["var", "square-of-another-sub", "square-of-the-sub"];
+  for (const variance of variances)
+    for (const root of ["sqrt", "rsqrt"] as const)
+      for (const dims of [[-1], [-2, -1], [2, 3]]) {
+        const what = `${variance} ${root} ${dims.join()}`;
+        const written = writtenLayerNorm({ variance, root, dims });
+        const rewritten = canonicalGraph(written);
+        assert.deepEqual(
+          rewritten.nodes.map((n) => `${n.id}:${n.op}`),
+          ["y:layer_norm", "scaled:mul", "shifted:add"],
+          what,
+        );
+        const norm = rewritten.nodes[0];
+        assert.deepEqual(norm?.fn?.normalized_shape, ints(...X.slice(X.length - dims.length)), what);
+        assert.deepEqual(norm?.fn?.eps, num(1e-5, "eps"), "eps keeps the model attribute it came from");
+        // PyTorch runs the written nodes, in their order, never F.layer_norm (not bit-equal to them)
+        const order = written.nodes.map((n) => n.id).filter((id) => norm?.written?.some((w) => w.id === id));
+        assert.deepEqual(
+          norm?.written?.map((n) => n.id),
+          order,
+          what,
+        );
+        assert.equal(order.at(-1), "y");
+        const plan = planGraph(rewritten);
+        assert.deepEqual(
+          plan.regions.map((r) => [r.kind, regionNodes(r)]),
+          [["normalize", ["y", "scaled", "shifted"]]],
+          what,
+        );
+        const region = plan.regions[0] as Region;
+        const code = generateRegion(new GraphView(rewritten), region, (id) => (id === "x" ? "x" : `v_${id}`));
+        assert.doesNotMatch(code.method, /layer_norm\(/, what);
+        assert.match(code.method, /\n\s+v_mu = torch\.mean\(x/, what);
+        assert.match(code.method, /\n\s+v_y = .*\n\s+v_scaled = /, what);
+        assert.match(code.method, /def _kf_r0\(self, x\)/, "the written nodes read x alone");
+      }
+});
+
+test("a written LayerNorm stays as written where a kernel cannot stand for it or a value is read elsewhere", () => {
+  const kept = (o: LnOptions) =>
+    canonicalGraph(writtenLayerNorm(o)).nodes.every((n) => n.op !== "layer_norm");
+  assert.ok(!kept({}), "the plain form folds");
+  // the unbiased variance (var(unbiased=True): correction 1) is no layer norm
+  assert.ok(kept({ correction: 1 }));
+  // the mean over a leading dim, a trailing dim beside a leading one, or a variance over other dims than the mean
+  assert.ok(kept({ dims: [1] }));
+  assert.ok(kept({ dims: [1, 3] }));
+  assert.ok(kept({ variance: "square-of-another-sub", dims: [-2, -1], varianceDims: [-1] }));
+  // the mean, the variance or the centred x read by another op (or returned) must still be computed
+  for (const value of ["mu", "var", "xc", "plus", "root"]) assert.ok(kept({ readElsewhere: value }), value);
+  assert.ok(kept({ variance: "square-of-another-sub", readElsewhere: "sq" }));
+  // half precision: each written op rounds (and `(x - mu) ** 2` may overflow) where one float32 kernel does not
+  assert.ok(kept({ dtype: "float16" }));
+  assert.ok(kept({ dtype: "bfloat16", variance: "square-of-the-sub", root: "rsqrt" }));
+  // eps as a tensor (a buffer), or the dims read from a model attribute
+  assert.ok(kept({ eps: param("eps") }));
+  const attrDims = writtenLayerNorm();
+  for (const n of attrDims.nodes)
+    if (n.fn && (n.id === "mu" || n.id === "var"))
+      n.fn.dim = { t: "list", kind: "list", items: [num(-1, "dim")] };
+  assert.ok(canonicalGraph(attrDims).nodes.every((n) => n.op !== "layer_norm"));
+  // an in-place write between the chain's first node and its result: the written nodes would run after it
+  assert.ok(kept({ inplaceBetween: true }));
+});
+
+test("a written LayerNorm's centred square is not taken for an RMSNorm of x - mu (two kernels): one layer_norm", () => {
+  const rewritten = canonicalGraph(writtenLayerNorm({ variance: "square-of-the-sub", root: "rsqrt" }));
+  assert.deepEqual(
+    rewritten.nodes.map((n) => n.op),
+    ["layer_norm", "mul", "add"],
+  );
+  // where the chain cannot be a layer norm (its mean read elsewhere), the RMSNorm fold still takes x - mu
+  const shared = canonicalGraph(
+    writtenLayerNorm({ variance: "square-of-the-sub", root: "rsqrt", readElsewhere: "mu" }),
+  );
+  assert.deepEqual(
+    shared.nodes.map((n) => n.op),
+    ["mean", "sub", "rms_norm", "mul", "add", "add"],
+  );
+});
+
 test("inverse-trig, hyperbolic, atan2/hypot/copysign/fmax, frac, eval rrelu and nan_to_num join pointwise regions", () => {
   const shape = [4, 8];
   const half = { t: "tensor" as const, meta: { ...f32(shape), dtype: "float16" } };
