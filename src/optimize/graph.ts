@@ -158,4 +158,5 @@ export const Graph = z.object({
     bases: z.string().optional(),
   }),
 });
-export type Graph = z.infer<typeof Graph>;
+/** Its nodes as GraphNode: a rewritten graph's may stand for written ones (`written`). */
+export type Graph = Omit<z.infer<typeof Graph>, "nodes"> & { nodes: GraphNode[] };
