@@ -24,7 +24,8 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "register_targets", "register_targets_reduce64", "diag_matmul_rewrite", "written_idioms",
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
-         "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses"]
+         "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
+         "written_layernorm"]
 
 
 def _node() -> str | None:
@@ -240,6 +241,35 @@ def test_eval_mode_batch_norms_read_their_running_statistics_when_they_run(emitt
     assert ext.calls != calls, "the other regions still take their fast paths"
 
 
+def test_written_layer_norms_are_normalisations_whose_fallback_is_the_written_ops(emitted: dict[str, str]) -> None:
+    """A LayerNorm written out (mean, biased variance, divide by the sqrt or times the rsqrt, over the last dims) is one
+    layer_norm region: no spelling equals F.layer_norm bit for bit on the CPU, so the region's fallback runs the
+    written ops (the exact check above) and only its kernel computes the layer norm, within tolerance of them: its
+    fast path (kernel_emulator, on the CPU) matches the reference. The unbiased variance stays as written."""
+    from kernel_emulator import EmulatedExtension, enable_cpu_fast_paths
+
+    problem, cand, ref, new = _pair("written_layernorm", emitted["written_layernorm"])
+    text = Path(emitted["written_layernorm"]).read_text()
+    doc = cand.__doc__
+    assert doc.count("layer_norm") == 4, doc  # a, b, d, e; `un` divides by the unbiased std
+    assert "mul → add → layer_norm (normalize)" in doc and "layer_norm → add (normalize)" in doc, doc
+    assert "var (reduce)" in doc and "sub → add → sqrt → div (pointwise)" in doc, doc
+    forward = text.split("    def forward(", 1)[1].split("    def _kf_reference_forward(", 1)[0]
+    methods = text.split("    def _kf_reference_forward(", 1)[1]
+    assert "layer_norm(" not in forward + methods, "PyTorch runs the written ops, never F.layer_norm"
+    assert "torch.rsqrt(" in methods and "** -0.5" in methods and "correction=0" in methods
+    ext = EmulatedExtension(cand)
+    enable_cpu_fast_paths(cand, ext)
+    for seed in range(2):
+        torch.manual_seed(seed)
+        inputs = problem.get_inputs()
+        with torch.no_grad():
+            for want, got in zip(ref(*inputs), new(*inputs)):
+                torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+", f)]
+    assert len(regions) == 7 and all(ext.calls.get(f) for f in regions), (regions, ext.calls)
+
+
 def test_cross_entropy_reads_its_logits_once_and_matches_the_reference(emitted: dict[str, str]) -> None:
     """Class-index cross entropy is one reduction over the class dim (the logits read once, no log-probabilities
     written) finished over the rows: ignore_index, label smoothing, half-precision logits, a (N, C, H, W) map, and
@@ -281,7 +311,8 @@ def test_cross_entropy_reads_its_logits_once_and_matches_the_reference(emitted: 
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
      "register_targets_reduce32", "register_targets_apply5", "written_idioms", "integer_operands_trig",
      "bn_eval_affine", "scans", "cross_entropy_losses",
-     pytest.param("narrow_integer_operands", marks=pytest.mark.heavy)]
+     pytest.param("narrow_integer_operands", marks=pytest.mark.heavy),
+     pytest.param("written_layernorm", marks=pytest.mark.heavy)]
 )
 def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str], case: str, tmp_path) -> None:
     nvcc = find_nvcc()
