@@ -5,7 +5,7 @@
 // written it plans as three or four kernels (the mean, the variance, the pointwise apply reading x again); it is
 // one normalisation: a `layer_norm` region that a weight and bias after it join as its epilogue.
 //
-// It is NOT `F.layer_norm`, bit for bit. Measured on the CPU (torch 2.x, float32 and float64, shapes (4, 7) to
+// It is NOT `F.layer_norm`, bit for bit. Measured on the CPU (torch 2.13, float32 and float64, shapes (4, 7) to
 // (16, 4096) and odd sizes, 1 and 2 normalised dims, 4 seeds): no spelling above equals F.layer_norm exactly
 // (float32: 0 of 96 cases each, up to 9.5e-7 apart; float64: 2 of 96 without the affine, none with it). ATen's
 // kernel takes its moments in one vectorised pass and applies `x * rstd + (-mean * rstd)`; the written ops round
