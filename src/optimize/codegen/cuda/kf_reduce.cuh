@@ -194,6 +194,7 @@ struct KfAccLogSumExp {
   // A merge costs an accurate exp and branches (a sum's is one add): a row's threads each take more vectors,
   // so the merges of a row of 4096 (8 levels over 256 threads, 7 of them serial) weigh less than its elements.
   static constexpr int kRowVecsPerThread = 16;
+  static constexpr int kColStepsPerThread = 16;  // the column path's threads along the reduction likewise
   static __device__ __forceinline__ State init() { return {-INFINITY, 0.f}; }
   static __device__ __forceinline__ void combine(State& a, float mb, float sb) {
     if (a.m != a.m || mb != mb) { a.m = NAN; a.s = 1.f; return; }
@@ -254,6 +255,7 @@ struct KfAccCrossEntropy {
   struct State { KfAccLogSumExp::State lse; float picked; float sum; float hits; float target; };
   static constexpr bool kIndexed = true;
   static constexpr int kRowVecsPerThread = KfAccLogSumExp::kRowVecsPerThread;
+  static constexpr int kColStepsPerThread = KfAccLogSumExp::kColStepsPerThread;
   static __device__ __forceinline__ State init() { return {KfAccLogSumExp::init(), 0.f, 0.f, 0.f, NAN}; }
   static __device__ __forceinline__ void take(State& a, const Value& x, int64_t i) {
     a.sum += x.v[0];
@@ -893,6 +895,12 @@ template <class Acc>
 struct KfRowVecs<Acc, std::void_t<decltype(Acc::kRowVecsPerThread)>> { static constexpr int value = Acc::kRowVecsPerThread; };
 template <class Acc>
 constexpr int64_t kf_red_row_vecs_per_thread() { return KfRowVecs<Acc>::value; }
+// Steps a column-path thread takes along the reduction before the tree: an accumulator's kColStepsPerThread,
+// else 1 (as many threads along the reduction as the block's shape allows).
+template <class Acc, class = void>
+struct KfColSteps { static constexpr int value = 1; };
+template <class Acc>
+struct KfColSteps<Acc, std::void_t<decltype(Acc::kColStepsPerThread)>> { static constexpr int value = Acc::kColStepsPerThread; };
 
 inline int64_t kf_red_wave_splits(int64_t blocks, int64_t target, int64_t by_work, int64_t ws_splits) {
   int64_t cap = 2 * kf_ceil_div(target, blocks);
@@ -990,7 +998,7 @@ cudaError_t kf_red_run(const KfRedPlan& plan, int64_t num_out, int64_t num_red, 
     const int64_t kept_vecs = outer * cols;
     int64_t bx = kf_next_pow2(kept_vecs);
     bx = bx < 32 ? bx : 32;
-    int64_t by = kf_next_pow2(num_red);
+    int64_t by = kf_next_pow2(kf_ceil_div(num_red, KfColSteps<Acc>::value));
     by = by < KF_RED_THREADS / bx ? by : KF_RED_THREADS / bx;
     bx = KF_RED_THREADS / by;
     const int64_t tiles = kf_ceil_div(kept_vecs, bx);
