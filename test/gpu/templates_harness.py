@@ -72,6 +72,17 @@ struct EpiCosine {  // torch's cosine_similarity, eps = 1e-8
     return r.part[0] / fmaxf(sqrtf(r.part[1]), 1e-8f) / fmaxf(sqrtf(r.part[2]), 1e-8f);
   }
 };
+struct ProCrossEntropy {  // (logit, class-index target as float)
+  static constexpr int kIn = 2;
+  __device__ __forceinline__ KfSums<2> operator()(const float (&x)[kIn], const KfScalars& sc) const {
+    return KfSums<2>{{x[0], x[1]}};
+  }
+};
+struct EpiCrossEntropy {  // -log_softmax at the target; 0 where it is -100 (ignore_index), NaN where it is no class
+  __device__ __forceinline__ float operator()(const KfAccResult& r, const KfScalars& sc) const {
+    return r.part[3] == -100.f ? 0.f : (r.part[2] == 1.f ? (r.m2 - r.part[0]) + r.value : NAN);
+  }
+};
 struct EpiValue {
   __device__ __forceinline__ float operator()(const KfAccResult& r, const KfScalars& sc) const { return r.value; }
 };
@@ -117,6 +128,7 @@ def _entries() -> list[tuple[str, str, str]]:
         for name in REDUCTIONS:
             out += [(dt, "red", f"kfh_red_{name}_{dt}"), (dt, "ws", f"kfh_ws_{name}_{dt}")]
     out += [("mixed", "ew", "kfh_ew_axpy_mixed"), ("mixed", "red", "kfh_red_sum_mixed"), ("mixed", "ws", "kfh_ws_sum_mixed")]
+    out += [("mixed", "red", "kfh_red_cross_entropy_mixed"), ("mixed", "ws", "kfh_ws_cross_entropy_mixed")]
     return out
 
 
@@ -143,6 +155,11 @@ def cuda_units() -> dict[str, str]:
         + f"cudaError_t kfh_ew_axpy_mixed({EW_SIG}) {{\n  return kf_launch_elementwise<PwAxpy, float, __half, float>(shape, out, in, sc, stream);\n}}\n"
         + f"cudaError_t kfh_red_sum_mixed({RED_SIG}) {{\n  return kf_launch_reduce<ProId, KfAccSum, EpiValue, float, __half>(shape, mask, out, in, sc, ws, ws_bytes, stream);\n}}\n"
         + "size_t kfh_ws_sum_mixed(const KfShape& shape, uint32_t mask) { return kf_reduce_workspace_bytes<KfAccSum>(shape, mask); }\n"
+        # float logits and an int64 class-index target broadcast along the reduced class dim
+        + f"cudaError_t kfh_red_cross_entropy_mixed({RED_SIG}) {{\n  return kf_launch_reduce<ProCrossEntropy, "
+        + "KfAccCrossEntropy, EpiCrossEntropy, float, float, int64_t>(shape, mask, out, in, sc, ws, ws_bytes, stream);\n}\n"
+        + "size_t kfh_ws_cross_entropy_mixed(const KfShape& shape, uint32_t mask) {\n"
+        + "  return kf_reduce_workspace_bytes<KfAccCrossEntropy>(shape, mask);\n}\n"
     )
     return units
 

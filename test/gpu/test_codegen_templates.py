@@ -402,6 +402,41 @@ def test_reduce_rows_between_vector_boundaries(kf, dt, case):
         check_reduce(kf, op, [xs[0]], [1])
 
 
+# (logits shape, label): the class dim is 1; every row path and the column path, splits across blocks included
+CE_GEOMETRIES = [
+    ((10000, 17), "many short rows, odd"),
+    ((8192, 64), "many short rows, vector"),
+    ((513, 1000), "medium rows"),
+    ((32, 32000), "vocabulary rows"),
+    ((4, 300001), "few long odd rows: split across blocks"),
+    ((1, 5000), "one row"),
+    ((8, 21, 33, 7), "class dim 1 of NCHW, odd: column path"),
+    ((4, 19, 64, 64), "class dim 1 of NCHW, vector"),
+]
+
+
+@pytest.mark.parametrize("ws_mode", [1, 0], ids=["workspace", "no workspace"])
+@pytest.mark.parametrize("geometry", CE_GEOMETRIES, ids=lambda g: g[1])
+def test_reduce_cross_entropy_rows(kf, geometry, ws_mode):
+    """KfAccCrossEntropy (the class index from the flat index along the reduced class dim, the target an int64
+    operand broadcast along it): -log_softmax at the target in float64, 0 where the target is -100, NaN where it is
+    no class."""
+    shape, label = geometry
+    seed = zlib.crc32(repr(shape).encode()) % 1000
+    x = randn(shape, torch.float32, seed, 3.0)
+    n, c, rest = shape[0], shape[1], shape[2:]
+    t = torch.randint(0, c, (n, *rest), device="cuda", generator=_gen(seed + 1))
+    flat = t.view(-1)
+    flat[::7] = -100
+    flat[3::11] = c
+    ours = kf.reduce("cross_entropy", [x, t.unsqueeze(1)], 2, ws_mode)
+    logp = torch.log_softmax(x.double(), 1)
+    ref = -logp.gather(1, t.clamp(0, c - 1).unsqueeze(1)).squeeze(1)
+    ref = torch.where(t == -100, torch.zeros_like(ref), torch.where(t == c, torch.full_like(ref, math.nan), ref))
+    lse = torch.logsumexp(x.double(), 1)
+    assert_close(ours, ref, 2e-6 * (1 + lse.abs()), 2e-6, f"cross entropy {label}")
+
+
 def test_reduce_mixed_types(kf):
     x = randn((300, 4001), torch.float16, 80)
     out = kf.reduce("sum", [x], 2, 1, to_float=True)
