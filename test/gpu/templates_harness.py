@@ -83,6 +83,13 @@ struct EpiCrossEntropy {  // -log_softmax at the target; 0 where it is -100 (ign
     return r.part[3] == -100.f ? 0.f : (r.part[2] == 1.f ? (r.m2 - r.part[0]) + r.value : NAN);
   }
 };
+struct EpiCrossEntropySmoothed {  // label smoothing 0.1: 0.9 of the above plus 0.1 of the row's mean of -log p
+  __device__ __forceinline__ float operator()(const KfAccResult& r, const KfScalars& sc) const {
+    const float nll = (r.m2 - r.part[0]) + r.value;
+    const float smooth = (r.m2 - r.part[1] / r.count) + r.value;
+    return r.part[3] == -100.f ? 0.f : (r.part[2] == 1.f ? 0.9f * nll + 0.1f * smooth : NAN);
+  }
+};
 struct EpiValue {
   __device__ __forceinline__ float operator()(const KfAccResult& r, const KfScalars& sc) const { return r.value; }
 };
@@ -128,7 +135,8 @@ def _entries() -> list[tuple[str, str, str]]:
         for name in REDUCTIONS:
             out += [(dt, "red", f"kfh_red_{name}_{dt}"), (dt, "ws", f"kfh_ws_{name}_{dt}")]
     out += [("mixed", "ew", "kfh_ew_axpy_mixed"), ("mixed", "red", "kfh_red_sum_mixed"), ("mixed", "ws", "kfh_ws_sum_mixed")]
-    out += [("mixed", "red", "kfh_red_cross_entropy_mixed"), ("mixed", "ws", "kfh_ws_cross_entropy_mixed")]
+    for name in ("cross_entropy", "cross_entropy_smoothed"):
+        out += [("mixed", "red", f"kfh_red_{name}_mixed"), ("mixed", "ws", f"kfh_ws_{name}_mixed")]
     return out
 
 
@@ -156,10 +164,14 @@ def cuda_units() -> dict[str, str]:
         + f"cudaError_t kfh_red_sum_mixed({RED_SIG}) {{\n  return kf_launch_reduce<ProId, KfAccSum, EpiValue, float, __half>(shape, mask, out, in, sc, ws, ws_bytes, stream);\n}}\n"
         + "size_t kfh_ws_sum_mixed(const KfShape& shape, uint32_t mask) { return kf_reduce_workspace_bytes<KfAccSum>(shape, mask); }\n"
         # float logits and an int64 class-index target broadcast along the reduced class dim
-        + f"cudaError_t kfh_red_cross_entropy_mixed({RED_SIG}) {{\n  return kf_launch_reduce<ProCrossEntropy, "
-        + "KfAccCrossEntropy, EpiCrossEntropy, float, float, int64_t>(shape, mask, out, in, sc, ws, ws_bytes, stream);\n}\n"
-        + "size_t kfh_ws_cross_entropy_mixed(const KfShape& shape, uint32_t mask) {\n"
-        + "  return kf_reduce_workspace_bytes<KfAccCrossEntropy>(shape, mask);\n}\n"
+        + "".join(
+            f"cudaError_t kfh_red_{name}_mixed({RED_SIG}) {{\n  return kf_launch_reduce<ProCrossEntropy, {acc}, {epi}, "
+            "float, float, int64_t>(shape, mask, out, in, sc, ws, ws_bytes, stream);\n}\n"
+            f"size_t kfh_ws_{name}_mixed(const KfShape& shape, uint32_t mask) {{\n"
+            f"  return kf_reduce_workspace_bytes<{acc}>(shape, mask);\n}}\n"
+            for name, acc, epi in (("cross_entropy", "KfAccCrossEntropy", "EpiCrossEntropy"),
+                                   ("cross_entropy_smoothed", "KfAccCrossEntropySmoothed", "EpiCrossEntropySmoothed"))
+        )
     )
     return units
 

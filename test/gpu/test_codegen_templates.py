@@ -415,12 +415,13 @@ CE_GEOMETRIES = [
 ]
 
 
+@pytest.mark.parametrize("smoothing", [0.0, 0.1], ids=["plain", "smoothed"])
 @pytest.mark.parametrize("ws_mode", [1, 0], ids=["workspace", "no workspace"])
 @pytest.mark.parametrize("geometry", CE_GEOMETRIES, ids=lambda g: g[1])
-def test_reduce_cross_entropy_rows(kf, geometry, ws_mode):
-    """KfAccCrossEntropy (the class index from the flat index along the reduced class dim, the target an int64
-    operand broadcast along it): -log_softmax at the target in float64, 0 where the target is -100, NaN where it is
-    no class."""
+def test_reduce_cross_entropy_rows(kf, geometry, ws_mode, smoothing):
+    """KfAccCrossEntropy(Smoothed) (the class index from the flat index along the reduced class dim, the target an
+    int64 operand broadcast along it): -log_softmax at the target in float64 (with smoothing 0.1: 0.9 of it plus 0.1
+    of the row's mean of -log_softmax), 0 where the target is -100, NaN where it is no class."""
     shape, label = geometry
     seed = zlib.crc32(repr(shape).encode()) % 1000
     x = randn(shape, torch.float32, seed, 3.0)
@@ -429,9 +430,10 @@ def test_reduce_cross_entropy_rows(kf, geometry, ws_mode):
     flat = t.view(-1)
     flat[::7] = -100
     flat[3::11] = c
-    ours = kf.reduce("cross_entropy", [x, t.unsqueeze(1)], 2, ws_mode)
+    ours = kf.reduce("cross_entropy_smoothed" if smoothing else "cross_entropy", [x, t.unsqueeze(1)], 2, ws_mode)
     logp = torch.log_softmax(x.double(), 1)
     ref = -logp.gather(1, t.clamp(0, c - 1).unsqueeze(1)).squeeze(1)
+    ref = (1 - smoothing) * ref - smoothing * logp.mean(1)
     ref = torch.where(t == -100, torch.zeros_like(ref), torch.where(t == c, torch.full_like(ref, math.nan), ref))
     lse = torch.logsumexp(x.double(), 1)
     assert_close(ours, ref, 2e-6 * (1 + lse.abs()), 2e-6, f"cross entropy {label}")

@@ -339,7 +339,7 @@ class EmulatedExtension:
         elif acc.startswith("KfAccSums"):
             part[:, :parts] = rows.sum(1)
             value = part[:, 0]
-        elif acc == "KfAccCrossEntropy":  # rows [kept, classes, (logit, target)]: the flat index is the class
+        elif acc.startswith("KfAccCrossEntropy"):  # rows [kept, classes, (logit, target)]: the flat index is the class
             logits, target = rows[..., 0], rows[:, 0, 1]
             hit = torch.arange(r, dtype=torch.float64)[None, :] == target[:, None]
             m2 = logits.amax(1)

@@ -280,7 +280,9 @@ def test_cross_entropy_reads_its_logits_once_and_matches_the_reference(emitted: 
 
     problem, cand, ref, new = _pair("cross_entropy_losses", emitted["cross_entropy_losses"])
     source = cand._KF_CUDA_SOURCE
-    assert source.count("KfAccCrossEntropy, ") == 4, "four calls (one written as NLLLoss of LogSoftmax) are one pass"
+    assert source.count("KfAccCrossEntropy, ") + source.count("KfAccCrossEntropySmoothed, ") == 4, \
+        "four calls (one written as NLLLoss of LogSoftmax) are one pass"
+    assert source.count("KfAccCrossEntropySmoothed, ") == 1, "the logit sum only where label smoothing reads it"
     assert "nll_loss" in Path(emitted["cross_entropy_losses"]).read_text(), "the weighted call is spelled out"
     ext = EmulatedExtension(cand)
     enable_cpu_fast_paths(cand, ext)

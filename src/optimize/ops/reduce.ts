@@ -14,7 +14,8 @@ export type Accumulator =
   | "KfAccWelford"
   | "KfAccSums<2>"
   | "KfAccSums<3>"
-  | "KfAccCrossEntropy";
+  | "KfAccCrossEntropy"
+  | "KfAccCrossEntropySmoothed";
 
 export interface ReduceSpec {
   acc: Accumulator;
@@ -306,6 +307,11 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
   // it is no class at all (ATen raises there). The logits are read once, no log-probabilities written.
   cross_entropy: {
     acc: "KfAccCrossEntropy",
+    // the row's logit sum only where label smoothing's mean term needs it
+    accOf: (p) => {
+      const eps = p.num("label_smoothing", 0);
+      return eps === null ? null : eps === "0.f" ? "KfAccCrossEntropy" : "KfAccCrossEntropySmoothed";
+    },
     value: "KfSums<2>",
     operands: ["input", "target"],
     integerOperands: ["target"],

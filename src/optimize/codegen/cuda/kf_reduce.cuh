@@ -18,7 +18,8 @@
 //                              +inf present: +inf; NaN present: NaN)
 //   KfAccWelford               value = mean, m2 = sum (x - mean)^2 (Welford per thread, Chan's merge)
 //   KfAccCrossEntropy          (indexed; Value KfSums<2> = {logit, target}) value = log sum exp(x - m), m2 = m,
-//                              part = {logit at the target class, sum of logits, matches, target}
+//                              part = {logit at the target class, 0, matches, target}; ...Smoothed: part[1] =
+//                              the sum of the logits
 //   count = number of reduced elements, always (as float).
 //
 //   size_t kf_reduce_workspace_bytes<Acc>(shape, reduce_mask)
@@ -245,48 +246,51 @@ struct KfAccLogSumExp {
 // Cross entropy of one row of logits against its class index, in one pass over the row: the prologue gives
 // (logit, target as float) at each element, the flat index along the class dim says which class it is. The
 // state keeps the row's log-sum-exp as KfAccLogSumExp does, the logit at the target class (and how many
-// elements matched it: exactly one for a valid target), the sum of the logits (label smoothing's mean term)
-// and the row's target. result(): value = log(sum exp(x - m)), m2 = m, part = {picked, sum, hits, target},
-// so the epilogue forms (m - picked) + log s without the cancellation of (m + log s) - picked.
+// elements matched it: exactly one for a valid target), the row's target and, with kSum (label smoothing's mean
+// term), the sum of the logits. result(): value = log(sum exp(x - m)), m2 = m, part = {picked, sum, hits,
+// target}, so the epilogue forms (m - picked) + log s without the cancellation of (m + log s) - picked.
 // Class indices are compared as floats: exact below 2^24 classes (the planner's bound); a target at or above
 // 2^24 rounds to a float at or above 2^24, which matches no class, so an out-of-range target makes hits 0.
-struct KfAccCrossEntropy {
+template <bool kSum>
+struct KfAccCrossEntropyT {
   using Value = KfSums<2>;
   struct State { KfAccLogSumExp::State lse; float picked; float sum; float hits; float target; };
   static constexpr bool kIndexed = true;
   static constexpr int kRowVecsPerThread = KfAccLogSumExp::kRowVecsPerThread;
   static constexpr int kColStepsPerThread = KfAccLogSumExp::kColStepsPerThread;
   static __device__ __forceinline__ State init() { return {KfAccLogSumExp::init(), 0.f, 0.f, 0.f, NAN}; }
-  static __device__ __forceinline__ void take(State& a, const Value& x, int64_t i) {
-    a.sum += x.v[0];
+  static __device__ __forceinline__ void push(State& a, const Value& x, int64_t i) {
+    KfAccLogSumExp::push(a.lse, x.v[0], i);
+    if (kSum) a.sum += x.v[0];
     if (float(i) == x.v[1]) {
       a.picked += x.v[0];
       a.hits += 1.f;
     }
     a.target = x.v[1];
   }
-  static __device__ __forceinline__ void push(State& a, const Value& x, int64_t i) {
-    KfAccLogSumExp::push(a.lse, x.v[0], i);
-    take(a, x, i);
-  }
   // K consecutive classes of one row (flat, flat + step, ...), one target: the log-sum-exp of the K logits at
-  // once, and the target's place among them found once per vector (an int64 -> float conversion per element
-  // made the row kernel compute-bound at a third of the copy rate).
+  // once; the target is looked for among them only when it falls in their range, once per vector (a compare per
+  // element made the row kernel compute-bound: ncu, SM 71% against DRAM 41%).
   template <int K>
   static __device__ __forceinline__ void push_vec_at(State& a, const Value (&x)[K], int64_t flat, int64_t step) {
     float logits[K];
 #pragma unroll
     for (int j = 0; j < K; ++j) logits[j] = x[j].v[0];
     KfAccLogSumExp::push_vec<K>(a.lse, logits);
+    if (kSum) {
+#pragma unroll
+      for (int j = 0; j < K; ++j) a.sum += logits[j];
+    }
     const float target = x[0].v[1];
     const float offset = target - float(flat);  // exact: both below 2^24 in magnitude (the planner's bound)
     const float fstep = float(step);
+    if (offset >= 0.f && offset < float(K) * fstep) {
 #pragma unroll
-    for (int j = 0; j < K; ++j) {
-      a.sum += logits[j];
-      if (offset == float(j) * fstep) {
-        a.picked += logits[j];
-        a.hits += 1.f;
+      for (int j = 0; j < K; ++j) {
+        if (offset == float(j) * fstep) {
+          a.picked += logits[j];
+          a.hits += 1.f;
+        }
       }
     }
     a.target = target;
@@ -294,13 +298,13 @@ struct KfAccCrossEntropy {
   static __device__ __forceinline__ void merge(State& a, const State& b) {
     KfAccLogSumExp::merge(a.lse, b.lse);
     a.picked += b.picked;
-    a.sum += b.sum;
+    if (kSum) a.sum += b.sum;
     a.hits += b.hits;
     if (a.target != a.target) a.target = b.target;
   }
   static __device__ __forceinline__ State shfl_xor(const State& a, int m) {
     return {KfAccLogSumExp::shfl_xor(a.lse, m), __shfl_xor_sync(0xffffffffu, a.picked, m),
-            __shfl_xor_sync(0xffffffffu, a.sum, m), __shfl_xor_sync(0xffffffffu, a.hits, m),
+            kSum ? __shfl_xor_sync(0xffffffffu, a.sum, m) : 0.f, __shfl_xor_sync(0xffffffffu, a.hits, m),
             __shfl_xor_sync(0xffffffffu, a.target, m)};
   }
   static __device__ __forceinline__ KfAccResult result(const State& a, float n) {
@@ -312,6 +316,8 @@ struct KfAccCrossEntropy {
     return r;
   }
 };
+using KfAccCrossEntropy = KfAccCrossEntropyT<false>;
+using KfAccCrossEntropySmoothed = KfAccCrossEntropyT<true>;
 
 // Mean and M2 = sum (x - mean)^2: Welford's update per element (no cancellation of a sum of squares), Chan's
 // formula to merge partials of counts na, nb: delta = mean_b - mean_a, M2 = M2a + M2b + delta^2 na nb / n.
