@@ -58,6 +58,10 @@ def _domain(kind: str, n: int, g: np.random.Generator) -> np.ndarray:
         return g.uniform(1e-4, 1 - 1e-4, n)
     if kind == "near1":  # products of many stay in range
         return g.uniform(0.5, 1.5, n) * np.where(g.uniform(0, 1, n) < 0.5, -1.0, 1.0)
+    if kind == "class":  # a class index per row of [ROWS, LENGTH], repeated along it; row 0's is 3
+        classes = g.integers(0, LENGTH, n // LENGTH)
+        classes[0] = 3
+        return np.repeat(classes, LENGTH).astype(np.float64)
     if kind == "sign":  # labels of the margin losses
         return np.where(g.uniform(0, 1, n) < 0.5, -1.0, 1.0)
     if kind == "mask":
@@ -358,6 +362,12 @@ REDUCE_CASES = [
     ("pairwise_distance", {"p": 3.0, "eps": 1e-6}, ["any", "any"], lambda a, b: F.pairwise_distance(a, b, 3.0, 1e-6)),
     ("margin_ranking_loss", {"reduction": "mean", "margin": 0.3}, ["any", "any", "sign"],
      lambda a, b, t: F.margin_ranking_loss(a, b, t, margin=0.3)),
+    # per row over the class dim (the last of [ROWS, LENGTH]); "class": one class index a row, row 0's ignored.
+    # The mean / sum over the rows runs after the kernel (the emulator's and the GPU's tests).
+    ("cross_entropy", {"reduction": "none", "ignore_index": 3}, ["any", "class"],
+     lambda x, t: F.cross_entropy(x, t[:, 0].long(), ignore_index=3, reduction="none")),
+    ("cross_entropy", {"reduction": "none", "label_smoothing": 0.2}, ["any", "class"],
+     lambda x, t: F.cross_entropy(x, t[:, 0].long(), label_smoothing=0.2, reduction="none")),
 ]
 REDUCE_OPERAND_KEYS = {
     "cosine_similarity": ["x1", "x2"],
@@ -365,7 +375,7 @@ REDUCE_OPERAND_KEYS = {
     "margin_ranking_loss": ["input1", "input2", "target"],
 }
 # Reductions over the last dim without a `dim` argument (the others without one reduce every element).
-LAST_DIM_REDUCTIONS = {"pairwise_distance"}
+LAST_DIM_REDUCTIONS = {"pairwise_distance", "cross_entropy"}
 
 
 def _rows_last(x: torch.Tensor) -> torch.Tensor:
@@ -469,6 +479,12 @@ def _reduce_body(i: int, case: dict) -> str:
         push = "vals[e] = v; if (e == 0 || v > s[0]) s[0] = v;"
         finish = ("double t = 0; for (long q = 0; q < len; ++q) t += exp(vals[q] - s[0]);"
                   "res.value = (float)(s[0] + log(t));")
+    elif acc.startswith("KfAccCrossEntropy"):  # the element's class is its index e along the row
+        push = ("vals[e] = v.v[0]; if (e == 0 || v.v[0] > s[0]) s[0] = v.v[0]; s[1] += v.v[0];"
+                "if ((float)e == v.v[1]) { s[2] += v.v[0]; s[3] += 1; } res_target = v.v[1];")
+        finish = ("double t = 0; for (long q = 0; q < len; ++q) t += exp(vals[q] - s[0]);"
+                  "res.value = (float)log(t); res.m2 = (float)s[0]; res.part[0] = (float)s[2];"
+                  "res.part[1] = (float)s[1]; res.part[2] = (float)s[3]; res.part[3] = res_target;")
     elif acc == "KfAccWelford":
         push = "vals[e] = v; s[0] += v;"
         finish = ("double m = s[0] / len, m2 = 0; for (long q = 0; q < len; ++q) m2 += (vals[q] - m) * (vals[q] - m);"
@@ -481,6 +497,8 @@ extern "C" void case_{i}(const float* const* in, long rows, long len, float* out
   (void)sc;
   for (long row = 0; row < rows; ++row) {{
     double s[4] = {{0, 0, 0, 0}};
+    float res_target = 0.f;
+    (void)res_target;
     for (long e = 0; e < len; ++e) {{
       const float x[{max(k, 1)}] = {{{load}}};
       const {case['value']} v = {case['pro']};
