@@ -2069,6 +2069,10 @@ test("cross_entropy over class indices without a class weight is one reduction o
   assert.deepEqual(reductionDims(denseView.node(seed), denseView), [1], "the class dim of (N, C, H, W)");
   // the mean is whole only after the kernel: an op after it is not its epilogue
   assert.deepEqual(regions(build({}, [64, 1000], "int64", true)), ["reduce:div,ce", "pointwise:twice"]);
+  // softmax applied before it (a common slip): its own region, not merged into the loss's prologue
+  const slip = build({});
+  slip.nodes[0] = node("div", "softmax", { input: ref("x"), dim: num(1) }, [64, 1000]);
+  assert.deepEqual(regions(slip), ["normalize:div", "reduce:ce"]);
   // probability targets and a class weight are not this kernel's (the weight: log_softmax then nll_loss)
   assert.deepEqual(regions(build({}, [64, 1000], "float32")), ["pointwise:div"]);
   assert.deepEqual(regions(build({ weight: param("w") })), ["normalize:div,ce_log_probs"]);

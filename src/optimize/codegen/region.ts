@@ -744,11 +744,12 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
       return table.raw(`${pyArg(arg, nameOf)}.unsqueeze(1)`, view.tensorOf(arg)?.dtype ?? "int64");
     return table.tensor(arg);
   });
-  const operandPy = (key: string) => {
+  const operandIndex = (key: string) => {
     const index = values[spec.operands.indexOf(key)]?.match(/^x\[(\d+)\]$/)?.[1];
     if (index === undefined) throw new Error(`kforge internal: ${seed.op}'s ${key} is not an operand`);
-    return `ins[${index}]`;
+    return Number(index);
   };
+  const operandPy = (key: string) => `ins[${operandIndex(key)}]`;
   const reader = paramReader(seedFn, table.runtime, table.sizeOf);
   const proExpr = spec.pro(values, reader);
   const epiExpr = spec.epi(reader);
@@ -839,7 +840,7 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
         operands: table.operands,
         rank,
         pyPrelude: [operandTuple(table.operands)],
-        pyLaunch: classTargetLaunch(spec, operandPy, rank, launch) ?? [
+        pyLaunch: classTargetLaunch(spec, operandIndex, rank, launch) ?? [
           "shape = _kf_broadcast(ins)",
           ...launch,
         ],
@@ -853,18 +854,17 @@ const generateReduce: KindGenerator = (view, region, nameOf, fn, out) => {
  * reference's ops (which raise, as PyTorch does for a batch mismatch, rather than broadcast). */
 function classTargetLaunch(
   spec: ReduceSpec,
-  operandPy: (key: string) => string,
+  operandIndex: (key: string) => number,
   rank: number,
   launch: string[],
 ): string[] | null {
   const key = spec.integerOperands?.[0];
   if (!key) return null;
-  const target = operandPy(key);
-  const index = target.slice(4, -1);
+  const index = operandIndex(key);
   const expected = rank === 1 ? "[]" : "[shape[0], 1, *shape[2:]]";
   return [
-    `shape = _kf_broadcast(ins[:${index}] + ins[${index} + 1:])`,
-    `if list(${target}.shape) == ${expected}:`,
+    `shape = _kf_broadcast(ins[:${index}] + ins[${index + 1}:])`,
+    `if list(ins[${index}].shape) == ${expected}:`,
     ...launch.map((line) => `    ${line}`),
   ];
 }

@@ -581,6 +581,9 @@ function mergeNormsIntoReductions(view: GraphView, seeds: Region[]): Set<Region>
   for (const red of seeds) {
     if (red.kind !== "reduce" || !red.seed) continue;
     const reduceNode = view.node(red.seed);
+    // A class-index loss checks its targets against its scores' shape where its own operands are bound; a
+    // normalisation before it (softmax, then cross_entropy) stays a region of its own.
+    if (reduceSpecOf(reduceNode, view)?.integerOperands) continue;
     const redInput = view.tensorOf(seedInput(reduceNode));
     for (const norm of seeds) {
       if (norm.kind !== "normalize" || !norm.seed || merged.has(norm)) continue;
