@@ -260,6 +260,22 @@ class EvalContext:
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
 
+    def build_pair(self, seed: int) -> tuple[Any, Any]:
+        """Model and ModelNew built from `seed`, placed and synced exactly as build_models builds the pair the checks
+        judge (state_instances: other instances of the candidate, other weights, made the same way). The candidate's
+        constructor raising here is a plain exception for the check to report."""
+        torch, problem, candidate = self.torch, self.problem, self.candidate
+        ref = seeded_build(torch, problem.Model, copy.deepcopy(self.init_inputs), seed, example=problem.get_inputs)
+        new = seeded_build(torch, candidate.ModelNew, copy.deepcopy(self.init_inputs), seed,
+                           example=problem.get_inputs, lazy_may_stay=True)
+        if frame_hook.take is not None and frame_hook.take(None) is not None:
+            frame_hook.left.append("after ModelNew(...) (state_instances)")
+        ref, new = _place(self, ref), _place(self, new)
+        sync_parameters(ref, new)
+        if frame_hook.take is not None and frame_hook.take(None) is not None:
+            frame_hook.left.append("after ModelNew.to/load_state_dict (state_instances)")
+        return ref, new
+
     # -- calling foreign code ------------------------------------------------------------------
     def guard_candidate(self, what: str, fn: Callable[[], Any], verdict: str = "runtime_error") -> Any:
         try:
@@ -1034,6 +1050,7 @@ def time_models(ctx: EvalContext) -> None:
     idle = IdleMeter()  # the candidate's process must be quiet while the reference process is timed
     hooks_before = hook_state()
     ref_aliases, sampler.reference_overlaps = _reference_aliases_inputs(ctx)
+    inputs_kept = None if _reference_writes_inputs(ctx) else getattr(pool, "inputs_written", None)
 
     def ref_fn() -> None:
         side["now"] = "Model"
@@ -1080,7 +1097,8 @@ def time_models(ctx: EvalContext) -> None:
                                                          cand_ms.pop("last", None)))
             _guard_reference_noise(ctx, f"timing, before pair {pair}")
             sampler.after_pair(pair - 1, outputs.pop("Model", None), outputs.pop("ModelNew", None),
-                               None if ref_aliases else pool.cand_inputs(), getattr(pool, "varied", False))
+                               None if ref_aliases else pool.cand_inputs(), getattr(pool, "varied", False),
+                               inputs_kept)
             outputs.clear()
             if remote is not None and idle.tampered is None:
                 idle.tampered = (remote.outside or
@@ -1226,6 +1244,23 @@ def _reference_aliases_inputs(ctx: EvalContext) -> tuple[bool, Any]:
         return True, None
     spans = [_storage_span(x) for x in inputs if isinstance(x, torch.Tensor)]
     return any(_overlaps(_storage_span(o), s) for o in outs for s in spans), internal_overlaps(raw)
+
+
+def _reference_writes_inputs(ctx: EvalContext) -> bool:
+    """Whether the reference's forward writes its inputs (an in-place problem: then the candidate's may too). One call
+    of the worker's reference on fresh inputs, state restored; undecided counts as writing (nothing held against the
+    candidate)."""
+    from .checks.context import bitwise_equal, clone_inputs, preserved_state
+
+    torch = ctx.torch
+    try:
+        inputs = ctx.make_inputs(trial_seed(ctx.request.seed, "timing:writes"))
+        given = clone_inputs(inputs)
+        with preserved_state(ctx.ref_model), torch.no_grad():
+            ctx.ref_model(*inputs)
+    except Exception:  # noqa: BLE001
+        return True
+    return not bitwise_equal(list(inputs), list(given))
 
 
 def _reference_ready(ctx: EvalContext) -> None:

@@ -985,7 +985,16 @@ class RemoteTiming:
         fresh = decode_values(self.staged, self.ref.importer, copy_tensors=False)
         self.cand[self.turn] = refill(self.cand[self.turn] or [None] * len(fresh), fresh)
         _finish_copies(self.cand[self.turn])  # the staging buffers are rewritten by the next advance
+        self.taken = fresh  # what the candidate's set held before its call, until the next advance
         self.staged = None
+
+    def inputs_written(self) -> str | None:
+        """Whether the candidate's call wrote its set: compared with the staged values it was given (still staged
+        until the next advance); None when unchanged or not decidable."""
+        from .timed_inputs import written_inputs
+
+        taken, self.taken = getattr(self, "taken", None), None
+        return written_inputs(self.cand[self.turn], taken) if taken is not None else None
 
     def cand_inputs(self) -> list[Any]:
         return self.cand[self.turn]

@@ -133,6 +133,11 @@ class FreshInputPool:
     def ref_inputs(self) -> Inputs:
         return self.ref[self.turn]
 
+    def inputs_written(self) -> str | None:
+        """Whether the candidate's call wrote its set (compared with the reference's copy of the same values, which
+        the caller asks only when the reference leaves its inputs as they are)."""
+        return written_inputs(self.cand[self.turn], self.ref[self.turn]) if self.mirror else None
+
     def cand_inputs(self) -> Inputs:
         return self.cand[self.turn]
 
@@ -140,6 +145,31 @@ class FreshInputPool:
         return (f"fresh inputs every call: {self.sets} input sets per side rewritten in place from get_inputs() "
                 f"({'on the device' if self.generation == 'device' else 'on the host'}) before each pair, outside "
                 "the timed region")
+
+
+def written_inputs(now: Inputs, given: Inputs) -> str | None:
+    """The inputs of a timed call that no longer hold the values it was given (red team round 10,
+    adv_input_scratch_timed: its inputs used as scratch once the calls pile up as in the timing, the output right);
+    None when every tensor is unchanged. NaN equal to NaN."""
+    import torch
+
+    from .checks.context import _equal as _EQUAL  # bound before the candidate was imported
+
+    written = []
+    for j, (x, g) in enumerate(zip(now, given)):
+        if not isinstance(x, torch.Tensor) or not isinstance(g, torch.Tensor):
+            continue
+        if x.shape != g.shape or x.dtype != g.dtype:
+            written.append(j)
+            continue
+        g = g.to(x.device)
+        same = (_EQUAL(torch.nan_to_num(x), torch.nan_to_num(g)) if x.is_floating_point() else _EQUAL(x, g))
+        if not same:
+            written.append(j)
+    if not written:
+        return None
+    return (f"the timed call wrote its input(s) {written}: they no longer hold the values it was given (the "
+            "reference leaves its own as they are)")
 
 
 def foreign_outputs(out: Any) -> str | None:
@@ -156,6 +186,8 @@ def foreign_outputs(out: Any) -> str | None:
         if type(item) is torch.Tensor:
             if item.layout != torch.strided or item.is_meta:
                 return f"output {index} (layout {item.layout}, device {item.device})"
+            if item.is_neg():  # metadata only: torch ops read -memory (red team round 10, adv_neg_bit_output)
+                return f"output {index} (a negative-bit view: its memory holds the negated values)"
         elif isinstance(item, torch.Tensor) or hasattr(type(item), "__torch_function__"):
             # a tensor subclass, or an object that takes part in torch calls: either can compute when read.
             # Anything else (None, a string) is no tensor at all, for the comparison to reject.
@@ -272,10 +304,13 @@ class OutputSampler:
         affordable = self.compare_seconds <= 0.2 * elapsed
         return min(1.0, max(self.c / (pair + 1), self.floor if affordable else 0.0))
 
-    def after_pair(self, pair: int, ref_out: Any, cand_out: Any, cand_inputs: Any = None, always: bool = False) -> None:
+    def after_pair(self, pair: int, ref_out: Any, cand_out: Any, cand_inputs: Any = None, always: bool = False,
+                   inputs_written: Callable[[], str | None] | None = None) -> None:
         """cand_inputs: the candidate's inputs of that pair (its outputs must not live in them), or None when
         the reference's own outputs alias its inputs (then the candidate's may too); always: compared whatever the
-        draw (a pair off the distribution, FreshInputPool.varied)."""
+        draw (a pair off the distribution, FreshInputPool.varied); inputs_written: on a compared pair, why the
+        candidate's inputs no longer hold what it was given (None when they do; not given when the reference writes
+        its own inputs)."""
         if self.started is None:
             self.started = self.now()
         self.pairs = max(self.pairs, pair + 1)
@@ -297,7 +332,8 @@ class OutputSampler:
         if self.rng.random() >= self.probability(pair) and not always:
             return
         began = self.now()
-        ok, message = self.compare(cand_out, ref_out)
+        written = inputs_written() if inputs_written is not None else None
+        ok, message = (False, written) if written else self.compare(cand_out, ref_out)
         self.compare_seconds += self.now() - began
         self.checks.append(SampledCheck(pair, ok, message, always))
 

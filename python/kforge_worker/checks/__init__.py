@@ -87,6 +87,8 @@ def _run(ctx: Any, trials_passed: bool) -> Verifier:
         if callable(getattr(ctx, "progress", None)):
             verifier.progress = lambda detail, fraction: ctx.progress("verify", detail, fraction)
         verifier.out_of_memory_blame = lambda exc: _oom_blame(ctx, exc)
+        if verifier.rebuild is None and callable(getattr(ctx, "build_pair", None)):
+            verifier.rebuild = ctx.build_pair
         verifier.run_checks(ctx.ref_model, ctx.new_model, ctx.make_inputs, ctx.atol, ctx.rtol, trials_passed)
     return verifier
 

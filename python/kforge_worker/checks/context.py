@@ -50,6 +50,9 @@ class VerifyContext:
     strict: bool = False
     # Filled by the checks for later ones (tolerance tightening, ops seen).
     notes: dict[str, Any] = field(default_factory=dict)
+    # rebuild(seed) -> (Model, ModelNew) built, placed and synced from that seed exactly as the pipeline builds the
+    # pair it checks (None: not available, e.g. the standalone checks): other instances, for state_instances.
+    rebuild: Callable[[int], tuple[nn.Module, nn.Module]] | None = None
 
     def __post_init__(self) -> None:
         sealed.register_reference(self.ref)

@@ -9,6 +9,9 @@ from typing import Any
 import torch
 
 from .context import (
+    _equal,
+    _overlaps,
+    _storage_span,
     bitwise_equal,
     buffer_snapshot,
     clone_inputs,
@@ -240,6 +243,63 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
         ctx.notes["timed_variant"] = judged[-1][:2]
         ctx.notes["timed_variant_spec"] = judged[-1][2]
     return passed("input_distribution", "; ".join(results), "incorrect")
+
+
+def _laid_out(x: Any, kind: str) -> Any:
+    """x's values in another memory layout a caller may well pass: "columns" (the last two dimensions' strides
+    swapped, a transposed tensor's memory), "slice" (a slice of a wider buffer: a storage offset and a row stride
+    above the row's length; every other element for a 1-D tensor). Non-tensors and 0-d tensors as they are."""
+    if not isinstance(x, torch.Tensor) or x.dim() == 0 or x.numel() == 0:
+        return x
+    if kind == "columns":
+        if x.dim() < 2:
+            return x
+        return x.transpose(-1, -2).contiguous().transpose(-1, -2)
+    if x.dim() == 1:
+        wide = x.new_zeros(2 * x.shape[0] + 1)
+        view = wide[1::2]
+    else:
+        wide = x.new_zeros(*x.shape[:-1], x.shape[-1] + 3)
+        view = wide[..., 1:1 + x.shape[-1]]
+    view.copy_(x)
+    return view
+
+
+def check_input_layouts(ctx: VerifyContext) -> CheckResult:
+    """input_layouts: the same values as get_inputs() makes, handed over in other memory layouts — a transposed
+    tensor's memory, a slice of a wider buffer (storage offset, row stride). Every torch op reads strides; a kernel
+    that reads the pointer as if the tensor were contiguous (no .contiguous(), no stride arithmetic) answers from the
+    wrong elements, silently. Every input get_inputs() makes is contiguous, so no check before saw it (red team round
+    10, adv_contiguous_assumed). A candidate that refuses such inputs (TORCH_CHECK(x.is_contiguous())) is said, not
+    failed: it cannot be misused silently."""
+    base = ctx.make_inputs(ctx.seed())
+    if not any(isinstance(x, torch.Tensor) and x.dim() >= 1 and x.numel() > 1 for x in base):
+        return skipped("input_layouts", "no tensor input to lay out otherwise", "incorrect")
+    notes, refused = [], []
+    for kind in ("columns", "slice"):
+        variant = [_laid_out(x, kind) for x in base]
+        if all(v is x for v, x in zip(variant, base)):
+            continue
+        try:
+            ref_out = run(ctx.ref, [_laid_out(x, kind) for x in base])
+        except Exception as exc:  # noqa: BLE001 — the reference itself needs contiguous inputs
+            notes.append(f"{kind}: reference raised {type(exc).__name__}, skipped")
+            continue
+        try:
+            out = run(ctx.cand, variant)
+        except Exception as exc:  # noqa: BLE001
+            refused.append(f"{kind}: {type(exc).__name__}: {str(exc)[:120]}")
+            continue
+        c = judged_compare(ctx, [x.clone() if isinstance(x, torch.Tensor) else x for x in base], out, ref_out)
+        if not c.ok:
+            return failed("input_layouts", f"right on contiguous inputs, wrong on the same values laid out as {kind} "
+                          "(a transposed tensor's memory / a slice of a wider buffer), without raising — the input's "
+                          f"strides are not followed: {c.message}", "incorrect")
+        notes.append(f"{kind}: {c.message}")
+    if refused:
+        return warned("input_layouts", "the candidate refuses inputs in other memory layouts (raises, does not "
+                      "answer wrong): " + "; ".join(refused), "incorrect")
+    return passed("input_layouts", "; ".join(notes) or "same values in other layouts", "incorrect")
 
 
 Axis = tuple[int, int]  # (input index, dimension)
@@ -577,13 +637,22 @@ def _rewritten(inputs: Inputs, pristine: Inputs | None = None) -> None:
                 x.copy_(x if pristine is None else pristine[i])
 
 
+def _same_input(x: torch.Tensor, b: torch.Tensor) -> bool:
+    """x still holds b's values (NaN equal to NaN), same shape and dtype."""
+    if x.shape != b.shape or x.dtype != b.dtype:
+        return False
+    if x.is_floating_point() or x.is_complex():
+        return bool(_equal(torch.nan_to_num(x), torch.nan_to_num(b)))
+    return bool(_equal(x, b))
+
+
 def _tensor_versions(inputs: Inputs) -> list[int]:
     return [x._version for x in inputs if isinstance(x, torch.Tensor)]
 
 
 def _timed_like_call(ctx: VerifyContext, inputs: Inputs, sharing: Any, ref: Any, flush: Any, events: Any,
-                     judged_inputs: Any) -> str | None:
-    """One call of the timing-like loop; why its output is wrong, or None."""
+                     judged_inputs: Any) -> tuple[str | None, Any]:
+    """One call of the timing-like loop; why its output is wrong, or None; and the output."""
     from ..timed_inputs import foreign_outputs, overlapping_outputs
 
     if flush is not None and events is not None:
@@ -597,13 +666,12 @@ def _timed_like_call(ctx: VerifyContext, inputs: Inputs, sharing: Any, ref: Any,
     sync(ctx.device)
     foreign = foreign_outputs(out)  # a lazy object would compute when the comparison reads it
     if foreign:
-        return f"returned {foreign}, not a plain torch.Tensor"
+        return f"returned {foreign}, not a plain torch.Tensor", None
     overlap = overlapping_outputs(out, sharing)  # right values, never written out
     if overlap:
-        return overlap
+        return overlap, out
     c = judged_compare(ctx, judged_inputs, out, ref)  # outside the timed span
-    del out
-    return None if c.ok else c.message
+    return None if c.ok else c.message, out
 
 
 def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters: int = 32) -> CheckResult:
@@ -635,16 +703,30 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
         size += 1
     refs, sharing = [], []  # before any candidate call; how the reference's own outputs share memory, before
     writes_inputs = False   # the copy (a clone materialises an expanded view)
+    aliases_inputs = False  # the reference returns (views of) its inputs: so may the candidate, set after set
     for p in cand_pool:
         args = clone_inputs(p)
         versions = _tensor_versions(args)
         raw = run(ctx.ref, args)
         writes_inputs = writes_inputs or _tensor_versions(args) != versions
+        aliases_inputs = aliases_inputs or any(_overlaps(_storage_span(o), _storage_span(a)) for o in tensors(raw)
+                                               for a in args if isinstance(a, torch.Tensor))
         sharing.append(internal_overlaps(raw))
         refs.append(detached_copy(raw))
         del raw
     # A reference that writes its inputs answers each call from the set as it was made: so is the candidate asked.
     pristine = [clone_inputs(p) for p in cand_pool] if writes_inputs else None
+    # Inputs left as they were, on this path too (red team round 10, adv_input_scratch_versioned: its input used as
+    # scratch whenever it had been written in place before — every tensor a pipeline fills with copy_ — while
+    # input_mutation hands fresh tensors only): each set as it was before its call, kept while the reference does not
+    # write its own. And every output in storage of its own, across the whole loop (a ring of more kept buffers than
+    # output_aliasing's few held calls: adv_output_ring6): outputs are held while the check budget allows.
+    before = [clone_inputs(p) for p in cand_pool] if not writes_inputs else None
+    from .budget import Budget, nbytes
+
+    out_bytes = max(1, nbytes(refs[0]))
+    hold = max(2, min(iters, Budget.for_problem(ctx.device, cand_pool[0], refs[0]).allowance // out_bytes - size))
+    held: list[tuple[int, list[torch.Tensor]]] = []
     flush = None
     events = None
     if ctx.device.type == "cuda":
@@ -655,8 +737,26 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
         for i in range(iters):
             k = i % size
             _rewritten(cand_pool[k], pristine[k] if pristine is not None else None)
-            miss = _timed_like_call(ctx, cand_pool[k], sharing[k], refs[k], flush, events,
-                                    (lambda s=seeds[k]: ctx.make_inputs(s)) if seeds[k] is not None else variant[1])
+            miss, out = _timed_like_call(ctx, cand_pool[k], sharing[k], refs[k], flush, events,
+                                         (lambda s=seeds[k]: ctx.make_inputs(s)) if seeds[k] is not None
+                                         else variant[1])
+            if miss is None and before is not None:
+                written = [j for j, (x, b) in enumerate(zip(cand_pool[k], before[k]))
+                           if isinstance(x, torch.Tensor) and not _same_input(x, b)]
+                if written:
+                    miss = (f"the call wrote its input(s) {written} (the reference leaves its own as they are; fresh "
+                            "tensors were left alone)")
+            if miss is None and out is not None and not aliases_inputs:
+                outs = [o for o in tensors(out) if type(o) is torch.Tensor]
+                again = [(j, n) for j, kept in held for n, (a, b) in enumerate(zip(kept, outs))
+                         if _overlaps(_storage_span(a), _storage_span(b))]
+                if again:
+                    j, n = again[0]
+                    miss = (f"output {n} is the storage iteration {j}'s output still holds (a kept buffer handed out "
+                            "again: an earlier result changes under the caller)")
+                held.append((i, outs))
+                del held[:-hold]
+            del out
             if miss is not None:
                 bad.append((i, miss if seeds[k] is not None else f"{variant[0]} inputs: {miss}"))
     if bad:

@@ -36,6 +36,29 @@ from .result import CheckResult, failed, passed, skipped, warned
 from ..timed_inputs import internal_overlaps, overlapping_outputs
 
 
+def _hidden_representation(out: Any, ref_out: Any) -> list[str]:
+    """Outputs whose memory does not hold the values torch's ops read from them (red team round 10): a negative or
+    conjugate bit the reference's output at that place does not carry (torch._neg_view: torch ops read -memory; a
+    kernel on data_ptr(), a serialiser of raw bytes, numpy see the memory), and bool outputs holding bytes other than
+    0 and 1 (a mask of 0/255 viewed as bool: compares as True, sums and casts to other values)."""
+    found = []
+    refs = flatten(ref_out)
+    for i, o in enumerate(flatten(out)):
+        if type(o) is not torch.Tensor or o.layout != torch.strided or o.is_meta:
+            continue
+        r = refs[i] if i < len(refs) and isinstance(refs[i], torch.Tensor) else None
+        for bit in ("is_neg", "is_conj"):
+            if getattr(o, bit)() and not (r is not None and getattr(r, bit)()):
+                found.append(f"output {i}: a view with its {bit[3:]} bit set (its memory holds other values than "
+                             "the ones torch ops read)")
+        if o.dtype == torch.bool and o.numel():
+            raw = o.view(torch.uint8)
+            if bool((raw > 1).any()):
+                found.append(f"output {i}: bool tensor holding bytes other than 0/1 ({int((raw > 1).sum())} of "
+                             f"{o.numel()}, e.g. {int(raw.max())}): sums and casts read the bytes")
+    return found
+
+
 def _layout_differences(out: Any, ref_out: Any) -> list[str]:
     """Outputs with the reference's shape but not its memory order (a transposed view where the reference is
     contiguous): said, not failed — every torch op reads strides."""
@@ -78,6 +101,7 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
                                                                     else None, torch.Tensor)]
     weird = [f"output {i}: layout {o.layout}, device {o.device}" for i, o in enumerate(tensors(out))
              if type(o) is torch.Tensor and (o.layout != torch.strided or o.is_meta)]
+    weird += _hidden_representation(out, ref_out)
     overlap = overlapping_outputs(out, internal_overlaps(ref_out))
     if bad_types or not_tensor or weird:
         results.append(failed("output_type", "type(out) is not torch.Tensor — " + "; ".join(bad_types + not_tensor + weird)))

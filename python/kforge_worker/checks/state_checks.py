@@ -20,7 +20,7 @@ from .context import (
 )
 from .float64 import float64_copy, widen
 from .judge import judged_compare
-from .result import CheckResult, failed, passed, skipped
+from .result import CheckResult, failed, passed, skipped, warned
 
 
 def _written_in_place(ctx: VerifyContext, gen: torch.Generator) -> str | None:
@@ -48,6 +48,34 @@ def _written_in_place(ctx: VerifyContext, gen: torch.Generator) -> str | None:
     c = judged_compare(ctx, inputs, run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)))
     return None if c.ok else (f"after {written} parameter(s) were written in place (copy_, as an optimizer's step "
                               f"writes them; no load_state_dict): {c.message}")
+
+
+def _parameters_rewritten(ctx: VerifyContext, loaded: dict[str, torch.Tensor]) -> str | None:
+    """After forwards on the parameters just loaded into both models: the candidate's parameters must still hold what
+    was loaded wherever the reference's do. A forward that rewrites its own weights in place (relaid into another
+    layout, folded, pre-scaled) answers right and leaves a state_dict a user's checkpoint saves as garbage (red team
+    round 10, adv_param_relayout). Bitwise (NaN equal to NaN): a parameter is data, not a result."""
+    ref_params = dict(ctx.ref.named_parameters())
+    cand_state = ctx.cand.state_dict()
+    moved = []
+    for k, value in loaded.items():
+        r, c = ref_params.get(k), cand_state.get(k)
+        if r is None or c is None or c.shape != value.shape or c.dtype != value.dtype:
+            continue
+        if not _same_values(r.detach(), value):
+            continue  # the reference's own forward changes this parameter: the candidate's may change too
+        if not _same_values(c.detach().to(value.device), value):
+            n = int((torch.nan_to_num(c.detach().to(value.device)) != torch.nan_to_num(value)).sum())
+            moved.append(f"{k} ({n}/{value.numel()} elements)")
+    if not moved:
+        return None
+    return ("the candidate's forward rewrote its own parameters, which the reference's leaves as loaded: "
+            + ", ".join(moved[:4]) + " — its state_dict no longer holds the model's weights (a checkpoint saved from "
+            "it is wrong)")
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and _equal(torch.nan_to_num(a), torch.nan_to_num(b))
 
 
 def check_state(ctx: VerifyContext) -> list[CheckResult]:
@@ -126,6 +154,10 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                                        run(ctx.ref, clone_inputs(inputs)))
                     if not c.ok:
                         bad.append(f"{mode}: {c.message}")
+                if not bad:
+                    rewritten = _parameters_rewritten(ctx, fresh)
+                    if rewritten is not None:
+                        bad.append(rewritten)
                 if not bad:
                     inplace = _written_in_place(ctx, gen)
                     if inplace is not None:
@@ -230,3 +262,71 @@ def buffers_close(cand: torch.Tensor, ref: torch.Tensor) -> bool:
     eps = torch.finfo(ref.dtype).eps
     scale = float(ref.detach().abs().max()) if ref.numel() else 0.0
     return torch.allclose(cand.double(), ref.double(), atol=max(1e-5, 2 * eps * scale), rtol=max(1e-4, 2 * eps))
+
+
+def check_instances(ctx: VerifyContext) -> CheckResult:
+    """state_instances: two more instances of the candidate, built from other seeds exactly as the checked one was
+    (constructed, placed, synced from a reference built from the same seed: the same code path, so the same version
+    counters, shapes, dtypes and devices — other weights), called in turn on the same inputs, each compared with its
+    own reference. State shared between instances that is not keyed on which instance or which values it belongs to (a
+    module-level cache of derived weights keyed on shape and version counters) answers the second instance with the
+    first one's weights. Every check before uses one instance, and every instance the harness had built came from one
+    seed (red team round 10, adv_shared_weight_cache). An instance per seed is kept alive throughout, so no address is
+    reused between them."""
+    # Compared by the pass mark, else no row far off (compare_timed's rule off the distribution): these instances have
+    # no float64 copy to judge a rounding miss by, and a miss from someone else's weights is whole rows off.
+    if ctx.rebuild is None:
+        return skipped("state_instances", "no way to build other instances here", "incorrect")
+    ref_params = sum(p.numel() * p.element_size() for p in ctx.ref.parameters())
+    if ref_params == 0:
+        return skipped("state_instances", "the reference has no parameters: instances cannot differ", "incorrect")
+    from .budget import Budget
+
+    inputs = ctx.make_inputs(ctx.seed())
+    budget = Budget.for_problem(ctx.device, inputs, list(ctx.ref.parameters()))
+    if 4 * ref_params > budget.allowance:
+        return skipped("state_instances", f"two more instances of each model ({4 * ref_params / 2**20:.0f} MiB) are "
+                       "beyond the check budget", "incorrect")
+    try:
+        pairs = [ctx.rebuild(ctx.seed()) for _ in range(2)]
+    except Exception as exc:  # noqa: BLE001 — a constructor that cannot run twice (a one-off global) is said, not failed
+        return warned("state_instances", f"another instance could not be built: {type(exc).__name__}: "
+                      f"{str(exc)[:200]}", "incorrect")
+    bad = []
+    for label, order in (("first", (0, 1)), ("again", (1, 0))):
+        x = ctx.make_inputs(ctx.seed())
+        for k in order:
+            ref, cand = pairs[k]
+            why = _far_off(ctx, run(cand, clone_inputs(x)), run(ref, clone_inputs(x)))
+            if why is not None:
+                bad.append(f"instance {k + 2} ({label} round): {why}")
+    x = ctx.make_inputs(ctx.seed())
+    with preserved_state(ctx.ref, ctx.cand):
+        c = judged_compare(ctx, x, run(ctx.cand, clone_inputs(x)), run(ctx.ref, clone_inputs(x)))
+    if not c.ok:
+        bad.append(f"the checked instance, after the others ran: {c.message}")
+    del pairs
+    if bad:
+        return failed("state_instances", "instances of the candidate built with other weights answer with "
+                      "someone else's state: " + "; ".join(bad[:3]) + " — state shared between instances (a "
+                      "module-level cache not keyed on the instance or its values)", "incorrect")
+    return passed("state_instances", "two more instances with other weights, called in turn, each matches its own "
+                  "reference; the checked one still matches after them", "incorrect")
+
+
+def _far_off(ctx: VerifyContext, out: object, ref_out: object) -> str | None:
+    """Why `out` is not `ref_out` by the pass mark, with rounding excused row by row (compare.compare_timed's rule for
+    pairs off the distribution: a row more than 1e-2 off in relative L2, or a stray non-finite value); None if close."""
+    from ..compare import OutputStructureError, compare_timed, flatten_outputs
+
+    try:
+        outs, refs = flatten_outputs(out, "ModelNew output"), flatten_outputs(ref_out, "reference output")
+    except OutputStructureError as exc:
+        return str(exc)
+    if len(outs) != len(refs):
+        return f"{len(outs)} output tensor(s), the reference {len(refs)}"
+    for k, (o, r) in enumerate(zip(outs, refs)):
+        ok, why = compare_timed(k, o, r, ctx.atol, ctx.rtol, True)
+        if not ok:
+            return why
+    return None

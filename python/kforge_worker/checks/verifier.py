@@ -106,6 +106,8 @@ class Verifier:
         self.context: context.VerifyContext | None = None
         self._fds_before: dict[int, bool] = {}
         self.peaks_override = peaks_from_env(os.environ.get("KFORGE_PEAKS"))
+        # rebuild(seed) -> (Model, ModelNew) as the pipeline builds them (set by the pipeline's hook; state_instances)
+        self.rebuild: Callable[[int], tuple[nn.Module, nn.Module]] | None = None
         self.workload: Workload | None = None  # counted on the reference after timing (roofline)
         # progress(detail, fraction): a line as each runtime check group starts (the pipeline's "verify" stage),
         # so a long checks phase — float64 passes of a large problem on a CPU take minutes — is never silent.
@@ -177,6 +179,7 @@ class Verifier:
             ref=ref, cand=cand, make_inputs=make_inputs, device=self.device, atol=atol, rtol=rtol, scan=self.scan,
             extensions=self.extensions, audit=self.audit, snapshot=self.snapshot, rng=self.rng,
             ref_families=self.ref_families, threads_before=self.threads_before, strict=self.strict,
+            rebuild=self.rebuild,
         )
         ctx.notes["trials_passed"] = trials_passed
         self.context = ctx
@@ -188,11 +191,11 @@ class Verifier:
             "replay": lambda: input_checks.check_replay(ctx),
             "uninitialized": lambda: output_checks.check_uninitialized(ctx),
             "sensitivity": lambda: input_checks.check_input_sensitivity(ctx),
-            "distribution": lambda: input_checks.check_input_distribution(ctx),
+            "distribution": lambda: [input_checks.check_input_distribution(ctx), input_checks.check_input_layouts(ctx)],
             "shapes": lambda: input_checks.check_extra_shapes(ctx),
             "timed": lambda: input_checks.check_timed_outputs(ctx),
             "precision": lambda: output_checks.check_precision(ctx),
-            "state": lambda: state_checks.check_state(ctx),
+            "state": lambda: [*state_checks.check_state(ctx), state_checks.check_instances(ctx)],
             "cuda_profile": lambda: execution_checks.check_cuda_profile(ctx),
             "timing_cross": lambda: execution_checks.check_timing_cross(ctx),
         }
