@@ -721,11 +721,17 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
     # input_mutation hands fresh tensors only): each set as it was before its call, kept while the reference does not
     # write its own. And every output in storage of its own, across the whole loop (a ring of more kept buffers than
     # output_aliasing's few held calls: adv_output_ring6): outputs are held while the check budget allows.
-    before = [clone_inputs(p) for p in cand_pool] if not writes_inputs else None
     from .budget import Budget, nbytes
 
+    budget = Budget.for_problem(ctx.device, cand_pool[0], refs[0])
+    held_now = nbytes(cand_pool) + nbytes(refs)
+    # The copies are held only where the check budget allows them beside the pool (a 6 GB input's pool is not
+    # cloned); the sampled timed pairs still compare inputs with what they were given.
+    copies = nbytes(cand_pool)
+    before = ([clone_inputs(p) for p in cand_pool] if not writes_inputs and budget.fits(held_now + copies, held_now)
+              else None)
     out_bytes = max(1, nbytes(refs[0]))
-    hold = max(2, min(iters, Budget.for_problem(ctx.device, cand_pool[0], refs[0]).allowance // out_bytes - size))
+    hold = max(2, min(iters, budget.allowance // out_bytes - size))
     held: list[tuple[int, list[torch.Tensor]]] = []
     flush = None
     events = None
