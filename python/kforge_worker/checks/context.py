@@ -263,6 +263,16 @@ def _storage_span(t: torch.Tensor) -> tuple[int, int] | None:
         return None
 
 
+def same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Same shape, dtype and values, NaN equal to NaN: data compared as data (an input or a parameter that must
+    still hold what it was given), not a result within a tolerance."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(_equal(torch.nan_to_num(a), torch.nan_to_num(b)))
+    return bool(_equal(a, b))
+
+
 def _overlaps(a: tuple[int, int] | None, b: tuple[int, int] | None) -> bool:
     return a is not None and b is not None and a[0] < b[1] and b[0] < a[1] and a[1] > a[0] and b[1] > b[0]
 

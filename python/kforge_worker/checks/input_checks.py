@@ -9,7 +9,6 @@ from typing import Any
 import torch
 
 from .context import (
-    _equal,
     _overlaps,
     _storage_span,
     bitwise_equal,
@@ -21,6 +20,7 @@ from .context import (
     Inputs,
     preserved_state,
     restore_buffers,
+    same_values,
     run,
     sync,
     tensors,
@@ -637,15 +637,6 @@ def _rewritten(inputs: Inputs, pristine: Inputs | None = None) -> None:
                 x.copy_(x if pristine is None else pristine[i])
 
 
-def _same_input(x: torch.Tensor, b: torch.Tensor) -> bool:
-    """x still holds b's values (NaN equal to NaN), same shape and dtype."""
-    if x.shape != b.shape or x.dtype != b.dtype:
-        return False
-    if x.is_floating_point() or x.is_complex():
-        return bool(_equal(torch.nan_to_num(x), torch.nan_to_num(b)))
-    return bool(_equal(x, b))
-
-
 def _tensor_versions(inputs: Inputs) -> list[int]:
     return [x._version for x in inputs if isinstance(x, torch.Tensor)]
 
@@ -748,7 +739,7 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
                                          else variant[1])
             if miss is None and before is not None:
                 written = [j for j, (x, b) in enumerate(zip(cand_pool[k], before[k]))
-                           if isinstance(x, torch.Tensor) and not _same_input(x, b)]
+                           if isinstance(x, torch.Tensor) and not same_values(x, b)]
                 if written:
                     miss = (f"the call wrote its input(s) {written} (the reference leaves its own as they are; fresh "
                             "tensors were left alone)")

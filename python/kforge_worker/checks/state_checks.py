@@ -16,6 +16,7 @@ from .context import (
     mode_dependent,
     preserved_state,
     run,
+    same_values,
     VerifyContext,
 )
 from .float64 import float64_copy, widen
@@ -62,9 +63,9 @@ def _parameters_rewritten(ctx: VerifyContext, loaded: dict[str, torch.Tensor]) -
         r, c = ref_params.get(k), cand_state.get(k)
         if r is None or c is None or c.shape != value.shape or c.dtype != value.dtype:
             continue
-        if not _same_values(r.detach(), value):
+        if not same_values(r.detach(), value):
             continue  # the reference's own forward changes this parameter: the candidate's may change too
-        if not _same_values(c.detach().to(value.device), value):
+        if not same_values(c.detach().to(value.device), value):
             n = int((torch.nan_to_num(c.detach().to(value.device)) != torch.nan_to_num(value)).sum())
             moved.append(f"{k} ({n}/{value.numel()} elements)")
     if not moved:
@@ -72,10 +73,6 @@ def _parameters_rewritten(ctx: VerifyContext, loaded: dict[str, torch.Tensor]) -
     return ("the candidate's forward rewrote its own parameters, which the reference's leaves as loaded: "
             + ", ".join(moved[:4]) + " — its state_dict no longer holds the model's weights (a checkpoint saved from "
             "it is wrong)")
-
-
-def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and _equal(torch.nan_to_num(a), torch.nan_to_num(b))
 
 
 def check_state(ctx: VerifyContext) -> list[CheckResult]:
