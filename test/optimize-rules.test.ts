@@ -2846,3 +2846,79 @@ test("nll_loss of a log_softmax over the class dim is the cross_entropy it spell
     "not the class dim",
   );
 });
+
+test("a pool takes the pointwise ops in front of it when they stream one full-size tensor and read only values constant over a window", () => {
+  const P = [8, 16, 16, 16];
+  const pool = (input: string) =>
+    node("pool", "max_pool2d", { input: ref(input), kernel_size: ints(2), stride: ints(2) }, P);
+  const planned = (nodes: GraphNode[], params: Record<string, number[]> = {}) => {
+    const plan = planGraph(graph([...nodes, pool(nodes.at(-1)?.id ?? "x")], "pool", params));
+    return plan.regions.find((r) => r.seed === "pool");
+  };
+  // swish written out reads the stream twice; a per-channel parameter and a number join it.
+  const swish = planned(
+    [
+      node("scaled", "mul", { input: ref("x"), other: param("scale") }, X),
+      node("sig", "sigmoid", { input: ref("scaled") }, X),
+      node("swish", "mul", { input: ref("scaled"), other: ref("sig") }, X),
+      node("shifted", "sub", { input: ref("swish"), other: num(0.5), alpha: num(1) }, X),
+    ],
+    { scale: [16, 1, 1] },
+  );
+  assert.deepEqual(swish?.prologue, ["scaled", "sig", "swish", "shifted"]);
+  // A parameter varying along a spatial dim would differ between the taps of one window.
+  const rows = planned(
+    [
+      node("added", "add", { input: ref("x"), other: param("rows"), alpha: num(1) }, X),
+      node("act", "relu", { input: ref("added") }, X),
+    ],
+    { rows: [16, 32, 1] },
+  );
+  assert.deepEqual(rows?.prologue, ["act"], "only what follows it: the add is a region of its own");
+  // Two full-size tensors added: two streams; the relu after them still joins. (`x * 2 + x` is one.)
+  const residual = planned([
+    node("skip", "no_rule_op", { input: ref("x") }, X),
+    node("sum", "add", { input: ref("skip"), other: ref("x"), alpha: num(1) }, X),
+    node("act", "relu", { input: ref("sum") }, X),
+  ]);
+  assert.deepEqual(residual?.prologue, ["act"]);
+  const once = planned([
+    node("twice", "mul", { input: ref("x"), other: num(2) }, X),
+    node("sum", "add", { input: ref("twice"), other: ref("x"), alpha: num(1) }, X),
+  ]);
+  assert.deepEqual(once?.prologue, ["twice", "sum"]);
+  // A full-size parameter is no stream the kernel walks.
+  const full = planned([node("added", "add", { input: ref("x"), other: param("w"), alpha: num(1) }, X)], {
+    w: X,
+  });
+  assert.deepEqual(full?.prologue, []);
+});
+
+test("a pool reading a conv through its prologue takes the conv in the reference's layout once its layout region lost, bias added to every tap", () => {
+  const P = [8, 16, 16, 16];
+  const g = graph(
+    [
+      convModule(),
+      node("shifted", "sub", { input: ref("conv"), other: num(0.5), alpha: num(1) }, X),
+      node("act", "hardswish", { input: ref("shifted") }, X),
+      node("pool", "max_pool2d", { input: ref("act"), kernel_size: ints(2), stride: ints(2) }, P),
+    ],
+    "pool",
+    { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+  );
+  g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+  const plan = planGraph(g);
+  const pooled = plan.regions.find((r) => r.seed === "pool");
+  const layout = plan.regions.find((r) => r.rule === LAYOUT_RULE);
+  assert.deepEqual(pooled?.prologue, ["shifted", "act"]);
+  assert.equal(pooled?.anchor, undefined, "a pool cannot read a channels-last conv: a layout region first");
+  assert.equal(layout?.anchor, "conv");
+  const handed = handAnchorsBack(g, relaxAnchors(plan, new Set([layout?.id ?? ""])), ["conv"]);
+  const taker = handed.plan.regions.find((r) => r.seed === "pool");
+  assert.equal(taker?.anchor, "conv");
+  assert.equal(taker?.anchorLayout, "native");
+  const code = generateRegion(new GraphView(g), taker as Region, (id) => `v_${id}`);
+  assert.match(code.cuda, /const float t_conv = tap \+ x\[0\];/, "the bias, per channel, at every tap");
+  assert.match(code.cuda, /kf_launch_pool_fixed<KF_POOL_MAX, 1, 2, 2, 2, KfPro_r\d+, KfEpi_r\d+/);
+  assert.match(code.method, /kf_anchor = _kf_conv_anchor\(self\.conv, v_x, None, True\)/);
+});

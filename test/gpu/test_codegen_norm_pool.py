@@ -570,6 +570,28 @@ def test_pooling(ext, dtype):
         _close(out, ref * 0.5 + resid.double(), dtype, what + " + strided residual epilogue")
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_pooling_with_a_prologue(ext, dtype):
+    """Every tap goes through the prologue (tanh(tap + per-channel x)) before it is pooled, padding taps never:
+    torch pools the prologue's output, padded with -inf (max) or left out / counted as 0 (avg). The generic and
+    the fixed-window kernels alike."""
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    for kind, shape, k, s, p, d, ceil, cip, div in POOL_CASES:
+        nd = len(shape) - 2
+        x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
+        bias = torch.randn([shape[1]] + [1] * nd, generator=gen, device="cuda").to(dtype)
+        ref = _pool_ref(kind, torch.tanh(x.double() + bias.double()), nd, k, s, p, d, ceil, cip, div, False)
+        expected = ref * 0.5 + bias.double()
+        what = f"prologue {'max' if kind == H.POOL_MAX else 'avg'}_pool{nd}d {shape} k{k} s{s} p{p} d{d} ceil={ceil}"
+        out = ext.pool_prologue([], kind, x, [bias], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False, 0.5)
+        _close(out, expected, dtype, what)
+        window = _window(k, s)
+        if window in H.FIXED_WINDOWS:
+            out = ext.pool_prologue(list(window), kind, x, [bias], list(ref.shape[2:]), k, s, p, d, cip, div or 0,
+                                    False, 0.5)
+            _close(out, expected, dtype, f"fixed {window} {what}")
+
+
 def _window(k, s):
     """(KD, KH, KW, SH) of a pool's kernel and stride, leading dims of 1-D and 2-D pools as 1."""
     return tuple([1] * (3 - len(k)) + list(k) + [s[-2] if len(s) >= 2 else 1])

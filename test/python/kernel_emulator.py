@@ -185,6 +185,12 @@ def _operands(ins: list[torch.Tensor], shape: list[int], slots: int) -> torch.Te
     return xs
 
 
+def _expands(t: torch.Tensor, shape: list[int]) -> bool:
+    if t.dim() > len(shape):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(t.shape), reversed(shape)))
+
+
 def _running_covers(mean: torch.Tensor, var: torch.Tensor, batches: torch.Tensor, cumulative: bool,
                     channels: int) -> bool:
     """kf_running_stats_covers (kf_region_host.h), the device test aside: an int64 counter, or none (an empty
@@ -214,7 +220,11 @@ class EmulatedExtension:
             elif launcher == "kf_launch_normalize_stats":
                 roles[args[0]] = "pro"
             elif launcher in ("kf_launch_pool", "kf_launch_pool_fixed"):
-                roles[args[5] if launcher == "kf_launch_pool_fixed" else args[1]] = "pool_epi"
+                # <..., Pro, Epi, ...>: a prologue takes (tap, operands), an epilogue's form
+                first = 5 if launcher == "kf_launch_pool_fixed" else 1
+                for functor in args[first:first + 2]:
+                    if functor != "KfPoolNoPrologue":
+                        roles[functor] = "pool_epi"
             elif launcher == "kf_launch_scan":  # its epilogue takes (scanned value, operands): a pool epilogue's form
                 roles[args[0]], roles[args[2]] = "pro", "pool_epi"
             else:
@@ -397,12 +407,22 @@ class EmulatedExtension:
         return stats
 
     def _kf_launch_pool(self, args, ins, sc, _shape, _mask, out_shape, geo, _stats, fixed=False):
-        epi, tout = (args[5], DTYPES[args[6]]) if fixed else (args[1], DTYPES[args[2]])
+        first = 5 if fixed else 1
+        pro, epi, tout = args[first], args[first + 1], DTYPES[args[first + 2]]
         kind, nd, adaptive = geo[0], geo[1], geo[2]
         kernel, stride = geo[3:3 + nd], geo[3 + nd:3 + 2 * nd]
         pad, dil = geo[3 + 2 * nd:3 + 3 * nd], geo[3 + 3 * nd:3 + 4 * nd]
         ceil_mode, include_pad, divisor = bool(geo[3 + 4 * nd]), bool(geo[4 + 4 * nd]), geo[5 + 4 * nd]
         x = ins[0].to(torch.float32)
+        if pro != "KfPoolNoPrologue":
+            # kf_pool.cuh loads the operands at the output element: the prologue's are constant over a window
+            # (size 1 on every spatial dim), so at the input's elements they are those values; the epilogue's
+            # (of the output's shape) the prologue must not read, and get 0 here.
+            slots = self.functors.xsize.get(pro, 1)
+            shape = list(x.shape)
+            fits = [t if _expands(t, shape) else torch.zeros(()) for t in ins[1:]]
+            xs = _operands(fits, shape, slots if len(ins) > 1 else 0)
+            x = self.functors.pool_epi(pro, x.reshape(-1).contiguous(), xs, sc).reshape(shape)
         if adaptive:
             size = geo[6 + 4 * nd:6 + 5 * nd]
             pool = getattr(F, f"adaptive_{'max' if kind == 0 else 'avg'}_pool{nd}d")

@@ -25,7 +25,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
          "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
-         "written_layernorm"]
+         "written_layernorm", "pool_prologues"]
 
 
 def _node() -> str | None:
@@ -304,6 +304,33 @@ def test_cross_entropy_reads_its_logits_once_and_matches_the_reference(emitted: 
     assert rows[0, 0, 0].isnan() and rows.isnan().sum() == 1
 
 
+def test_pool_prologues_pool_every_tap_after_the_ops_in_front(emitted: dict[str, str]) -> None:
+    """The ops in front of a pool run on every tap inside its kernel (a conv's shift and hardswish, swish read
+    twice from one stream, a per-channel scale and a number before a 3-D ceil-mode pool); a residual of two
+    full-size tensors stays a kernel of its own, its relu joining the pool."""
+    from kernel_emulator import EmulatedExtension, enable_cpu_fast_paths
+
+    problem, cand, ref, new = _pair("pool_prologues", emitted["pool_prologues"])
+    source = cand._KF_CUDA_SOURCE
+    assert source.count("struct KfPro_") == 4, "four pools with a prologue"
+    ext = EmulatedExtension(cand)
+    enable_cpu_fast_paths(cand, ext)
+    for _ in range(2):
+        inputs = problem.get_inputs()
+        with torch.no_grad():
+            want, got = ref(*inputs), new(*inputs)
+        for w, g in zip(want, got):
+            assert w.dtype == g.dtype and w.shape == g.shape
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+", f)]
+    assert all(ext.calls.get(f) for f in regions), (regions, ext.calls)
+    new.shift = 2.0  # the attribute read at run time, as the reference reads it
+    inputs = problem.get_inputs()
+    with torch.no_grad():
+        ref.shift = 2.0
+        torch.testing.assert_close(new(*inputs)[0], ref(*inputs)[0], rtol=1e-5, atol=1e-5)
+
+
 # The fixtures that exist for what nvcc makes of them (register targets, the trig and int64 paths, written idioms)
 # compile in the default run; the others' kinds are in test_optimize_builtin.py's representative nvcc subset, and
 # all of them compile with -m heavy (CI's 20 minutes).
@@ -312,7 +339,7 @@ def test_cross_entropy_reads_its_logits_once_and_matches_the_reference(emitted: 
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
      "register_targets_reduce32", "register_targets_apply5", "written_idioms", "integer_operands_trig",
-     "bn_eval_affine", "scans", "cross_entropy_losses",
+     "bn_eval_affine", "scans", "cross_entropy_losses", pytest.param("pool_prologues", marks=pytest.mark.heavy),
      pytest.param("narrow_integer_operands", marks=pytest.mark.heavy),
      pytest.param("written_layernorm", marks=pytest.mark.heavy)]
 )

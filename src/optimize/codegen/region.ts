@@ -9,6 +9,7 @@ import { SCANS, scanDim } from "../ops/scan.ts";
 import { anchorBias } from "../plan/anchors.ts";
 import { argNodeIds, type GraphView, intList, paramReader } from "../plan/graph-view.ts";
 import { type Region, regionNodes } from "../plan/planner.ts";
+import { poolRegionStream } from "../plan/pool-prologue.ts";
 import { isMaxPool, normDims, poolDims, reduceSpecOf, reductionDims, seedInput } from "../plan/rules.ts";
 import { type NameOf, pyArg, pyScalar, pyStatement, selfPath } from "./python-expr.ts";
 import { recipeBuilder, recipeCall } from "./recipe-region.ts";
@@ -611,19 +612,28 @@ function anchorOperands(
   const bias = biasPath
     ? ` + ${table.raw(`${selfPath(biasPath)}.${biasView}`, view.graph.params[biasPath]?.meta.dtype ?? meta.dtype)}`
     : "";
-  const input = node.fn?.input;
-  const inMeta = view.tensorOf(input);
-  if (input?.t !== "node" || !inMeta) throw new Error("kforge internal: anchor input is not a node");
+  const inMeta = view.tensorOf(node.fn?.input);
+  if (!inMeta) throw new Error("kforge internal: anchor input is not a node");
   const channelsLast = region.anchorLayout === "channels_last";
-  // The kernel's name, not the kernel: the extension is built only once the anchor's checks pass (on CUDA).
-  const transpose = channelsLast ? JSON.stringify(`${fn}_cl`) : "None";
   return {
     lines: [`const float t_${id} = ${value}${bias};`],
     resolve: (arg: Arg) => (arg.t === "node" && arg.id === id ? `t_${id}` : null),
-    anchorPy: `_kf_conv_anchor(${selfPath(node.target)}, ${pyArg(input, nameOf)}, ${transpose}, ${biasPath ? "True" : "False"}${region.anchorExact ? ", exact=True" : ""})`,
+    anchorPy: anchorCall(region, node, nameOf, channelsLast ? fn : null),
     rank: meta.shape.length,
     inDtype: channelsLast ? inMeta.dtype : null,
   };
+}
+
+/** The Python expression computing a region's anchor (`kf_anchor`): its conv without the bias, which the kernel
+ * adds; `transposeFn`: the region's host function whose `_cl` kernel converts a channels-last anchor's input
+ * (null: the anchor runs in the reference's layout). */
+function anchorCall(region: Region, node: GraphNode, nameOf: NameOf, transposeFn: string | null): string {
+  const input = node.fn?.input;
+  if (input?.t !== "node") throw new Error("kforge internal: anchor input is not a node");
+  // The kernel's name, not the kernel: the extension is built only once the anchor's checks pass (on CUDA).
+  const transpose = transposeFn ? JSON.stringify(`${transposeFn}_cl`) : "None";
+  const bias = anchorBias(node) ? "True" : "False";
+  return `_kf_conv_anchor(${selfPath(node.target)}, ${pyArg(input, nameOf)}, ${transpose}, ${bias}${region.anchorExact ? ", exact=True" : ""})`;
 }
 
 /** A pointwise host function `fn` over the elementwise template: functor `name` (given), its launcher and
@@ -1246,6 +1256,45 @@ function runningStatArgs(node: GraphNode): string {
   return `${ref("running_mean")}, ${ref("running_var")}, ${ref("num_batches_tracked")}, ${momentum}`;
 }
 
+/** A pool's prologue (kf_pool.cuh's Pro): the stream's tap (its anchor's bias added), then the region's prologue
+ * ops, the pooled input's value its result. Its operands are registered first, so the epilogue's follow them in
+ * the one list both functors read. Null (KfPoolNoPrologue) for a pool of its input as it is. */
+function poolPrologueParts(
+  view: GraphView,
+  region: Region,
+  nameOf: NameOf,
+  table: OperandTable,
+  rounded: Map<string, string>,
+): { lines: string[]; result: string; stream: string; anchorPy?: string } | null {
+  if (region.prologue.length === 0 && !region.anchor) return null;
+  const stream = poolRegionStream(view, region);
+  const pooled = view.node(region.seed ?? "").fn?.input;
+  if (!stream || pooled?.t !== "node" || (region.anchor && region.anchor !== stream))
+    throw new Error(`kforge internal: pool region ${region.id} has no stream its prologue reads`);
+  let tap = "tap";
+  let anchorPy: string | undefined;
+  if (region.anchor) {
+    const node = view.node(region.anchor);
+    const rank = view.outMeta(node)?.shape.length ?? 0;
+    const biasPath = anchorBias(node);
+    if (biasPath) {
+      const dtype = view.graph.params[biasPath]?.meta.dtype ?? "float32";
+      tap += ` + ${table.raw(`${selfPath(biasPath)}.view(-1${", 1".repeat(rank - 2)})`, dtype)}`;
+    }
+    anchorPy = anchorCall(region, node, nameOf, null);
+  }
+  const isStream = (arg: Arg) => (arg.t === "node" && arg.id === stream ? `t_${stream}` : null);
+  return {
+    lines: [
+      `const float t_${stream} = ${tap};`,
+      ...pointwiseLines(view, region.prologue, table, isStream, rounded),
+    ],
+    result: `t_${pooled.id}`,
+    stream,
+    anchorPy,
+  };
+}
+
 const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const seed = view.node(region.seed ?? "");
   const seedFn = seed.fn;
@@ -1254,35 +1303,37 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const nd = poolDims(seed.op);
   const table = new OperandTable(view, nameOf, broadcastAdapt);
   const rounded = regionRounding(view, region);
+  const prologue = poolPrologueParts(view, region, nameOf, table, rounded);
   const epiLines = seededEpilogue(view, region, seed.id, "pooled", table, rounded);
   const nExtra = table.operands.length;
   const epi = `KfEpi_${region.id}`;
+  const pro = prologue ? `KfPro_${region.id}` : "KfPoolNoPrologue";
   const kind = isMaxPool(seed.op) ? "KF_POOL_MAX" : "KF_POOL_AVG";
-  const inType = CPP_TYPE[inMeta.dtype];
+  const streamMeta = prologue ? view.tensorOf({ t: "node", id: prologue.stream }) : inMeta;
+  if (!streamMeta) throw new Error(`kforge internal: pool region ${region.id} streams no tensor`);
+  const inType = CPP_TYPE[streamMeta.dtype];
   const geo = poolGeometry(seed.op, seedFn, nd, (arg) => view.ints(arg));
+  const xs = `const float (&x)[${Math.max(nExtra, 1)}], const KfScalars& sc`;
   const cuda = [
-    functor(
-      epi,
-      nExtra,
-      `float pooled, const float (&x)[${Math.max(nExtra, 1)}], const KfScalars& sc`,
-      epiLines,
-      `t_${region.output}`,
-    ),
+    ...(prologue ? [functor(pro, nExtra, `float tap, ${xs}`, prologue.lines, prologue.result)] : []),
+    functor(epi, nExtra, `float pooled, ${xs}`, epiLines, `t_${region.output}`),
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pool}) {`,
     "  KfPoolParams p;",
     "  KF_RETURN_IF_ERROR(kf_pool_params_from(geo, ngeo, in_shape, in_rank, &p));",
-    `  return ${poolLauncher(geo, nd, kind, `${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}`)}(p, in, out, extra, sc, stream);`,
+    `  return ${poolLauncher(geo, nd, kind, `${pro}, ${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}`)}(p, in, out, extra, sc, stream);`,
     "}",
   ].join("\n");
-  // in[0] is the pooled input, read by the pool geometry; the epilogue's operands follow it.
+  // in[0] is the pooled stream, read by the pool geometry; the prologue's and epilogue's operands follow it.
   const host = ownLaunchHost(fn, "pool", nExtra + 1, "out_shape", 1, out.dtype, [
     "  const std::vector<int64_t> in_shape = in[0].sizes().vec();",
     `  kf_check_cuda(${fn}_launch(geo.data(), static_cast<int>(geo.size()), in_shape.data(), static_cast<int>(in_shape.size()), in[0].data_ptr(), out.data_ptr(), refs, scalars, stream), "${fn}");`,
     "  (void)iter; (void)mask; (void)stats;",
   ]);
-  const inputPy = pyArg(seedFn.input, nameOf);
+  const streamPy = prologue?.anchorPy
+    ? "kf_anchor"
+    : pyArg(prologue ? { t: "node", id: prologue.stream } : seedFn.input, nameOf);
   const operands: Operand[] = [
-    { py: `${inputPy}.contiguous()`, dtype: inMeta.dtype, key: "in" },
+    { py: `${streamPy}.contiguous()`, dtype: streamMeta.dtype, key: "in" },
     ...table.operands,
   ];
   return {
@@ -1300,6 +1351,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
       `out_shape = _kf_pool_out_shape(ins[0].shape, geo)`,
       `return _kf_ext().${fn}(list(ins), ${pyList(table.scalars)}, _KF_NO_INTS, 0, out_shape, geo, _KF_NO_TENSOR)`,
     ],
+    anchorPy: prologue?.anchorPy,
   };
 };
 

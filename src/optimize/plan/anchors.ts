@@ -81,10 +81,11 @@ export function anchorRuleFor(node: GraphNode, view: GraphView): { rule: AnchorR
   return { rule, why: null };
 }
 
-/** Whether a seed region's kernel can take an anchor's output plus its bias as its input: reductions and
- * normalisations (group norm views the anchor's output as [N, G, C/G, rest], as its other operands). */
+/** Whether a seed region's kernel can take an anchor's output plus its bias as its input: reductions, pools
+ * (the conv's output as the stream their prologue reads, the bias added to every tap) and normalisations
+ * (group norm views the anchor's output as [N, G, C/G, rest], as its other operands). */
 export function seedTakesAnchor(region: Region, view: GraphView): boolean {
-  if (region.kind === "reduce") return true;
+  if (region.kind === "reduce" || region.kind === "pool") return true;
   return (
     region.kind === "normalize" &&
     region.seed !== null &&

@@ -28,6 +28,7 @@ import {
 } from "./anchors.ts";
 import { sameShape } from "./graph-edit.ts";
 import { argNodeIds, GraphView } from "./graph-view.ts";
+import { poolPrologue, poolRegionStream } from "./pool-prologue.ts";
 import { matchRecipe, RECIPE_RULES } from "./recipe-rules.ts";
 import {
   pairProjection,
@@ -125,6 +126,8 @@ function attachAnchor(
       continue;
     }
     if (!view.usersOf(id).every((user) => members.includes(user))) continue;
+    // A pool's kernel reads a conv only as the stream its taps walk.
+    if (region.kind === "pool" && poolRegionStream(view, region) !== id) continue;
     const channelsLast = channelsLastRank(node, view) && readsChannelsLast(region, view) && !handedBack;
     if (!channelsLast && channelsLastRank(node, view) && !handedBack) continue;
     const layout: AnchorLayout = channelsLast ? "channels_last" : "native";
@@ -401,8 +404,14 @@ export function planGraph(graph: Graph): Plan {
         ),
       ),
     ];
+    const grow = (fromIndex: number) =>
+      growBackwards(view, sinks, (id) => eligible(id) && (view.index.get(id) ?? 0) >= fromIndex, [node.id]);
     const prologue =
-      match.rule.prologue && sinks.length ? growBackwards(view, sinks, eligible, [node.id]) : [];
+      !match.rule.prologue || !sinks.length
+        ? []
+        : match.rule.kind === "pool"
+          ? poolPrologue(view, node, grow)
+          : grow(0);
     // A (values, indices) reduction is read through one `[i]`: the region produces that node's value.
     const values = REDUCTIONS[node.op]?.valuesOfPair ? (pairProjection(node, view)?.id ?? null) : null;
     for (const id of [...prologue, node.id, ...(values ? [values] : [])]) claimed.add(id);

@@ -444,7 +444,7 @@ export const SEED_RULES: SeedRule[] = [
   {
     name: "pool",
     kind: "pool",
-    prologue: false,
+    prologue: true,
     epilogue: "operands",
     accepts(node, view) {
       if (!POOLS.has(node.op)) return `no pooling rule for ${node.op}`;

@@ -57,9 +57,10 @@ at::Tensor norm(int64_t op, const std::vector<at::Tensor>& ins, const std::vecto
 }
 
 // Pooling of contiguous x [N, C, spatial...]; extra: 0 or 1 epilogue inputs broadcastable to the output
-// (pooled * sc[0] + extra). window: empty for kf_launch_pool, else the (KD, KH, KW, SH) kf_launch_pool_fixed
-// is instantiated for (one of norm_pool_harness.cu's KFH_FIXED_WINDOWS).
-static at::Tensor pool_with(const std::vector<int64_t>& window, int64_t kind, const at::Tensor& x,
+// (pooled * sc[0] + extra); with `prologue`, every tap is tanh(tap + extra) first (extra then per channel).
+// window: empty for kf_launch_pool, else the (KD, KH, KW, SH) kf_launch_pool_fixed is instantiated for (one
+// of norm_pool_harness.cu's KFH_FIXED_WINDOWS).
+static at::Tensor pool_with(bool prologue, const std::vector<int64_t>& window, int64_t kind, const at::Tensor& x,
                             const std::vector<at::Tensor>& extra, const std::vector<int64_t>& out_size,
                             const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                             const std::vector<int64_t>& pad, const std::vector<int64_t>& dilation,
@@ -87,7 +88,8 @@ static at::Tensor pool_with(const std::vector<int64_t>& window, int64_t kind, co
   const KfShape os = kf_shape_of(oshape);
   std::vector<KfTensorRef> refs;
   for (const auto& t : extra) refs.push_back(kf_ref(t, os));
-  const int epi = extra.empty() ? 0 : 1;
+  TORCH_CHECK(!prologue || extra.size() == 1, "harness: the prologue reads one operand");
+  const int epi = prologue ? 2 : extra.empty() ? 0 : 1;
   const KfTensorRef* refp = refs.empty() ? nullptr : refs.data();
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   if (window.empty()) {
@@ -109,7 +111,7 @@ at::Tensor pool(int64_t kind, const at::Tensor& x, const std::vector<at::Tensor>
                 const std::vector<int64_t>& stride, const std::vector<int64_t>& pad,
                 const std::vector<int64_t>& dilation, bool count_include_pad, int64_t divisor_override,
                 bool adaptive, double scale) {
-  return pool_with({}, kind, x, extra, out_size, kernel, stride, pad, dilation, count_include_pad, divisor_override,
+  return pool_with(false, {}, kind, x, extra, out_size, kernel, stride, pad, dilation, count_include_pad, divisor_override,
                    adaptive, scale);
 }
 
@@ -118,6 +120,16 @@ at::Tensor pool_fixed(const std::vector<int64_t>& window, int64_t kind, const at
                       const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                       const std::vector<int64_t>& pad, const std::vector<int64_t>& dilation, bool count_include_pad,
                       int64_t divisor_override, bool adaptive, double scale) {
-  return pool_with(window, kind, x, extra, out_size, kernel, stride, pad, dilation, count_include_pad, divisor_override,
-                   adaptive, scale);
+  return pool_with(false, window, kind, x, extra, out_size, kernel, stride, pad, dilation, count_include_pad,
+                   divisor_override, adaptive, scale);
+}
+
+// pool_fixed (window non-empty) or pool (empty) of tanh(x + extra[0]), then * scale + extra[0].
+at::Tensor pool_prologue(const std::vector<int64_t>& window, int64_t kind, const at::Tensor& x,
+                         const std::vector<at::Tensor>& extra, const std::vector<int64_t>& out_size,
+                         const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                         const std::vector<int64_t>& pad, const std::vector<int64_t>& dilation, bool count_include_pad,
+                         int64_t divisor_override, bool adaptive, double scale) {
+  return pool_with(true, window, kind, x, extra, out_size, kernel, stride, pad, dilation, count_include_pad,
+                   divisor_override, adaptive, scale);
 }

@@ -28,7 +28,7 @@ def load():
         name="kf_norm_pool_harness",
         cpp_sources=[(HERE / "norm_pool_binding.cpp").read_text()],
         cuda_sources=[(HERE / "norm_pool_harness.cu").read_text()],
-        functions=["norm", "norm_workspace", "pool", "pool_fixed"],
+        functions=["norm", "norm_workspace", "pool", "pool_fixed", "pool_prologue"],
         extra_include_paths=[str(CUDA_DIR)],
         extra_cflags=["-O2", "-std=c++17"],
         extra_cuda_cflags=["-O3", "-std=c++17"],

@@ -101,6 +101,13 @@ struct PoolEpiScaleAdd {
     return pooled * sc.v[0] + x[0];
   }
 };
+// A prologue of every tap reading the operand the epilogue reads too (a per-channel one): tanh(tap + x).
+struct PoolProAddTanh {
+  static constexpr int kIn = 1;
+  __device__ __forceinline__ float operator()(float tap, const float (&x)[kIn], const KfScalars&) const {
+    return tanhf(tap + x[0]);
+  }
+};
 
 // *_CL: the same functors through kf_launch_normalize_cl (an input transposed against the output).
 enum HarnessNormOp {
@@ -177,10 +184,12 @@ cudaError_t kfh_norm(int op, int dtype, const KfShape& shape, uint32_t mask, voi
 template <typename T>
 static cudaError_t pool_typed(int kind, int epi, const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
                               const KfScalars& sc, cudaStream_t stream) {
-  if (kind == KF_POOL_MAX && epi == 0) return kf_launch_pool<KF_POOL_MAX, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
-  if (kind == KF_POOL_MAX && epi == 1) return kf_launch_pool<KF_POOL_MAX, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
-  if (kind == KF_POOL_AVG && epi == 0) return kf_launch_pool<KF_POOL_AVG, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
-  if (kind == KF_POOL_AVG && epi == 1) return kf_launch_pool<KF_POOL_AVG, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 0) return kf_launch_pool<KF_POOL_MAX, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 1) return kf_launch_pool<KF_POOL_MAX, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 2) return kf_launch_pool<KF_POOL_MAX, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 0) return kf_launch_pool<KF_POOL_AVG, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 1) return kf_launch_pool<KF_POOL_AVG, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 2) return kf_launch_pool<KF_POOL_AVG, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
   return cudaErrorInvalidValue;
 }
 
@@ -201,13 +210,17 @@ template <int KD, int KH, int KW, int SH, typename T>
 static cudaError_t pool_fixed_window(int kind, int epi, const KfPoolParams& p, const void* in, void* out,
                                      const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
   if (kind == KF_POOL_MAX && epi == 0)
-    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SH, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SH, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
   if (kind == KF_POOL_MAX && epi == 1)
-    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SH, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SH, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 2)
+    return kf_launch_pool_fixed<KF_POOL_MAX, KD, KH, KW, SH, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
   if (kind == KF_POOL_AVG && epi == 0)
-    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SH, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SH, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
   if (kind == KF_POOL_AVG && epi == 1)
-    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SH, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SH, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 2)
+    return kf_launch_pool_fixed<KF_POOL_AVG, KD, KH, KW, SH, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
   return cudaErrorInvalidValue;
 }
 

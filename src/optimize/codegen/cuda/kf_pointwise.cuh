@@ -55,8 +55,15 @@ __device__ __forceinline__ float kf_elu(float a, float alpha, float scale, float
 }
 __device__ __forceinline__ float kf_leaky_relu(float a, float slope) { return a > 0.f ? a : a * slope; }
 __device__ __forceinline__ float kf_hardtanh(float a, float lo, float hi) { return kf_clamp_max(kf_clamp_min(a, lo), hi); }
-__device__ __forceinline__ float kf_hardsigmoid(float a) { return kf_clamp_max(kf_clamp_min(a / 6.f + 0.5f, 0.f), 1.f); }
-__device__ __forceinline__ float kf_hardswish(float a) { return a * kf_clamp_max(kf_clamp_min(a + 3.f, 0.f), 6.f) / 6.f; }
+// a / 6.f, correctly rounded, without the IEEE divide's slow path: that is a called subroutine, and its calling
+// convention spilled the registers live across it in a pool's tap loop. The product with RN(1/6) is corrected
+// once by its exact FMA remainder; equal to a / 6.f for all 2^32 floats (test/gpu/test_pointwise_exact.py).
+__device__ __forceinline__ float kf_div6(float a) {
+  const float q = a * (1.f / 6.f);
+  return fmaf(fmaf(-q, 6.f, a), 1.f / 6.f, q);
+}
+__device__ __forceinline__ float kf_hardsigmoid(float a) { return kf_clamp_max(kf_clamp_min(kf_div6(a) + 0.5f, 0.f), 1.f); }
+__device__ __forceinline__ float kf_hardswish(float a) { return kf_div6(a * kf_clamp_max(kf_clamp_min(a + 3.f, 0.f), 6.f)); }
 __device__ __forceinline__ float kf_logsigmoid(float a) { return fminf(a, 0.f) - log1pf(expf(-fabsf(a))); }
 __device__ __forceinline__ float kf_softsign(float a) { return a / (1.f + fabsf(a)); }
 // PyTorch's (0 < a) - (a < 0): NaN and -0 give +0.

@@ -5,13 +5,22 @@
 //   struct KfPoolParams — kf_pool_params.h (host-includable). Spatial arrays (in_size, out_size, kernel, stride, pad, dilation) hold
 //     the nd spatial dims outermost first (nd = 2: [H, W]); entries past nd are ignored. out_size is the
 //     caller's (ceil_mode is the caller computing out_size the way torch does).
+//   Prologue functor (generated), applied to every input tap before it is pooled (padding taps are skipped,
+//   never passed through it, as torch pads the prologue's output):
+//     struct Pro { static constexpr int kIn = N;    // the epilogue's N: one operand list serves both
+//                  __device__ float operator()(float tap, const float (&x)[kf_slots(kIn)],
+//                                              const KfScalars& sc) const; };
+//     x is loaded at the output element, so a prologue may read only operands constant over a window (size 1
+//     on every spatial dim: per-channel parameters, scalars); the planner keeps others out. KfPoolNoPrologue
+//     is the identity (no loads, no math).
 //   Epilogue functor (generated; extra inputs are loaded at the OUTPUT element):
 //     struct Epi { static constexpr int kIn = N;    // N >= 0
 //                  __device__ float operator()(float pooled, const float (&x)[kf_slots(kIn)],
 //                                              const KfScalars& sc) const; };
 //     kf_slots(N) = max(N, 1): with kIn == 0 the functor takes `const float (&x)[1]` and must not read it.
-//   cudaError_t kf_launch_pool<Kind, Epi, TOut, TIn, TExtra...>(p, in, out, extra, sc, stream)
-//     Kind    KF_POOL_MAX or KF_POOL_AVG; sizeof...(TExtra) == Epi::kIn.
+//   cudaError_t kf_launch_pool<Kind, Pro, Epi, TOut, TIn, TExtra...>(p, in, out, extra, sc, stream)
+//     Kind    KF_POOL_MAX or KF_POOL_AVG; sizeof...(TExtra) == Epi::kIn (== Pro::kIn unless Pro is
+//             KfPoolNoPrologue).
 //     in      contiguous [N, C, in_size...] of TIn;  out: contiguous [N, C, out_size...] of TOut.
 //     extra   Epi::kIn views over the output shape [N, C, out_size...] (2 + nd strides, 0 = broadcast);
 //             may be null when kIn == 0.
@@ -26,7 +35,7 @@
 //   Returns cudaErrorInvalidValue for a bad nd / size / kernel / stride / dilation / pad, the launch error
 //   otherwise. Zero-size outputs are a no-op.
 //
-//   kf_launch_pool_fixed<Kind, KD, KH, KW, SH, Epi, TOut, TIn, TExtra...>: the same contract, faster where
+//   kf_launch_pool_fixed<Kind, KD, KH, KW, SH, Pro, Epi, TOut, TIn, TExtra...>: the same contract, faster where
 //   the window is known when the file is generated (kernel KD x KH x KW, H stride SH, not adaptive; 1-D and
 //   2-D pools pass 1 for the missing leading dims); any other params (or an H dilation where rows are
 //   shared) take the generic kernel, so the result never depends on which one ran.
@@ -40,8 +49,16 @@
 // 6 rows of 3 taps for 4 outputs instead of 12 rows); every tap loop is unrolled, plane offsets are 32-bit.
 #pragma once
 #include <math.h>
+#include <type_traits>
 #include "kf_pack.cuh"
 #include "kf_pool_params.h"
+
+// The pool of the input itself: no prologue.
+struct KfPoolNoPrologue {
+  static constexpr int kIn = 0;
+  template <int N>
+  __device__ __forceinline__ float operator()(float tap, const float (&)[N], const KfScalars&) const { return tap; }
+};
 
 
 namespace kf_pool {
@@ -99,10 +116,14 @@ __device__ __forceinline__ void load_extras(const Geom<NX>& g, int64_t nc, int64
   }
 }
 
-template <int Kind, class Epi, typename TOut, typename TIn, typename... TExtra>
+template <class Pro>
+constexpr bool kHasPrologue = !std::is_same<Pro, KfPoolNoPrologue>::value;
+
+template <int Kind, class Pro, class Epi, typename TOut, typename TIn, typename... TExtra>
 __global__ void __launch_bounds__(kThreads)
 pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ in, void* out, const KfScalars sc) {
   constexpr int NX = sizeof...(TExtra);
+  const Pro pro;
   const Epi epi;
   const int64_t plane = g.in[0] * g.in[1] * g.in[2];
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < g.total; e += int64_t(gridDim.x) * blockDim.x) {
@@ -113,6 +134,9 @@ pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ i
     const int64_t nc = rest;
     const TIn* src = in + nc * plane;
     const Window wd = window(g, 0, od), wh = window(g, 1, oh), ww = window(g, 2, ow);
+    // The operands at the output element: the epilogue's, and the prologue's (constant over the window).
+    float x[kf_slots(NX)];
+    load_extras<TExtra...>(g, nc, od, oh, ow, x);
 
     float pooled;
     if (Kind == KF_POOL_MAX) {
@@ -127,7 +151,7 @@ pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ i
           for (int c = 0; c < ww.taps; ++c) {
             const int64_t iw = ww.start + c * ww.step;
             if (iw < 0 || iw >= g.in[2]) continue;
-            const float val = kf_to_float<TIn>(line[iw]);
+            const float val = pro(kf_to_float<TIn>(line[iw]), x, sc);
             if (val > pooled || isnan(val)) pooled = val;  // torch's rule: a NaN tap wins and stays
           }
         }
@@ -152,24 +176,22 @@ pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ i
       for (int64_t id = lo[0]; id < hi[0]; ++id)
         for (int64_t ih = lo[1]; ih < hi[1]; ++ih) {
           const TIn* line = src + (id * g.in[1] + ih) * g.in[2];
-          for (int64_t iw = lo[2]; iw < hi[2]; ++iw) sum += kf_to_float<TIn>(line[iw]);
+          for (int64_t iw = lo[2]; iw < hi[2]; ++iw) sum += pro(kf_to_float<TIn>(line[iw]), x, sc);
         }
       int64_t divisor = taps;
       if (!g.adaptive) divisor = g.divisor_override != 0 ? g.divisor_override : g.count_include_pad ? padded : taps;
       pooled = taps == 0 ? 0.f : sum / float(divisor);
     }
-
-    float x[kf_slots(NX)];
-    load_extras<TExtra...>(g, nc, od, oh, ow, x);
     kf_store<TOut>(out, e, epi(pooled, x, sc));
   }
 }
 
 // Output rows per thread of the fixed-window kernel: 4 when their window rows overlap ((4 - 1) * SH + KH
 // rows for 4 outputs instead of 4 * KH), fewer when that many rows would not fit in registers, 1 when rows
-// do not overlap (KH == 1: 1-D pools, or a window one row high).
-__host__ __device__ constexpr int fixed_rows(int kh, int sh) {
-  return kh <= 1 || sh >= kh ? 1 : (3 * sh + kh <= 16) ? 4 : (sh + kh <= 16) ? 2 : 1;
+// do not overlap (KH == 1: 1-D pools, or a window one row high) or every tap runs a prologue (its math on
+// the shared rows, inlined once per tap, spilled at 4 rows).
+__host__ __device__ constexpr int fixed_rows(int kh, int sh, bool prologue) {
+  return prologue || kh <= 1 || sh >= kh ? 1 : (3 * sh + kh <= 16) ? 4 : (sh + kh <= 16) ? 2 : 1;
 }
 
 // Taps of the window [start, start + k) along a dim of size n clipped to the input, and to the padded extent
@@ -182,13 +204,15 @@ __device__ __forceinline__ Span clip(int start, int k, int n, int pad) {
   return {max(min(end, n) - max(start, 0), 0), end - start};
 }
 
-template <int Kind, int KD, int KH, int KW, int SH, class Epi, typename TOut, typename TIn, typename... TExtra>
+template <int Kind, int KD, int KH, int KW, int SH, class Pro, class Epi, typename TOut, typename TIn,
+          typename... TExtra>
 __global__ void __launch_bounds__(kThreads)
 pool_fixed_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const KfFastDiv hgroups, const int64_t threads,
                   const TIn* __restrict__ in, void* out, const KfScalars sc) {
-  constexpr int V = fixed_rows(KH, SH);
+  constexpr int V = fixed_rows(KH, SH, kHasPrologue<Pro>);
   constexpr int R = (V - 1) * SH + KH;  // input rows of the V outputs' windows (H dilation 1 when V > 1)
   constexpr float kPad = Kind == KF_POOL_MAX ? -INFINITY : 0.f;
+  const Pro pro;
   const Epi epi;
   const int ID = int(g.in[0]), IH = int(g.in[1]), IW = int(g.in[2]);
   const int OH = int(g.out[1]);
@@ -201,6 +225,9 @@ pool_fixed_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const KfFastDiv hgr
     const int64_t nc = rest;
     const TIn* src = in + nc * plane;
     const int d0 = od * g.s[0] - g.p[0], h0 = oh0 * g.s[1] - g.p[1], w0 = ow * g.s[2] - g.p[2];
+    // The prologue's operands, constant over every window of this thread (the epilogue's load per output).
+    float xp[kf_slots(sizeof...(TExtra))];
+    if constexpr (kHasPrologue<Pro>) load_extras<TExtra...>(g, nc, od, oh0, ow, xp);
 
     float acc[V];
 #pragma unroll
@@ -218,7 +245,7 @@ pool_fixed_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const KfFastDiv hgr
 #pragma unroll
         for (int c = 0; c < KW; ++c) {
           const int iw = w0 + c * g.dl[2];
-          v[c] = (iw >= 0 && iw < IW) ? kf_to_float<TIn>(line[iw]) : kPad;
+          v[c] = (iw >= 0 && iw < IW) ? pro(kf_to_float<TIn>(line[iw]), xp, sc) : kPad;
         }
 #pragma unroll
         for (int j = 0; j < V; ++j) {
@@ -314,45 +341,48 @@ Geom<kf_slots(NX)> make_geom(const KfPoolParams& p, const KfTensorRef* extra) {
 
 }  // namespace kf_pool
 
-template <int Kind, class Epi, typename TOut, typename TIn, typename... TExtra>
+template <int Kind, class Pro, class Epi, typename TOut, typename TIn, typename... TExtra>
 cudaError_t kf_launch_pool(const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
                            const KfScalars& sc, cudaStream_t stream) {
   constexpr int NX = sizeof...(TExtra);
   static_assert(Kind == KF_POOL_MAX || Kind == KF_POOL_AVG, "kf_launch_pool: Kind is KF_POOL_MAX or KF_POOL_AVG");
   static_assert(Epi::kIn == NX, "kf_launch_pool: sizeof...(TExtra) == Epi::kIn");
+  static_assert(!kf_pool::kHasPrologue<Pro> || Pro::kIn == NX, "kf_launch_pool: sizeof...(TExtra) == Pro::kIn");
   if (!kf_pool::dims_valid(p, Kind == KF_POOL_AVG)) return cudaErrorInvalidValue;
   const kf_pool::Geom<kf_slots(NX)> g = kf_pool::make_geom<NX>(p, extra);
   if (g.total == 0) return cudaSuccess;
   if (in == nullptr || out == nullptr || (NX > 0 && extra == nullptr)) return cudaErrorInvalidValue;
   int64_t blocks = (g.total + kf_pool::kThreads - 1) / kf_pool::kThreads;
   if (blocks > (int64_t(1) << 30)) blocks = int64_t(1) << 30;
-  kf_pool::pool_kernel<Kind, Epi, TOut, TIn, TExtra...>
+  kf_pool::pool_kernel<Kind, Pro, Epi, TOut, TIn, TExtra...>
       <<<unsigned(blocks), kf_pool::kThreads, 0, stream>>>(g, static_cast<const TIn*>(in), out, sc);
   return cudaGetLastError();
 }
 
 // The fixed-window kernel when p is the window it was instantiated for (and its plane offsets fit 32 bits),
 // the generic one otherwise.
-template <int Kind, int KD, int KH, int KW, int SH, class Epi, typename TOut, typename TIn, typename... TExtra>
+template <int Kind, int KD, int KH, int KW, int SH, class Pro, class Epi, typename TOut, typename TIn,
+          typename... TExtra>
 cudaError_t kf_launch_pool_fixed(const KfPoolParams& p, const void* in, void* out, const KfTensorRef* extra,
                                  const KfScalars& sc, cudaStream_t stream) {
   constexpr int NX = sizeof...(TExtra);
-  constexpr int V = kf_pool::fixed_rows(KH, SH);
+  constexpr int V = kf_pool::fixed_rows(KH, SH, kf_pool::kHasPrologue<Pro>);
   static_assert(KD >= 1 && KH >= 1 && KW >= 1 && SH >= 1, "kf_launch_pool_fixed: a window of at least one tap");
   static_assert(Epi::kIn == NX, "kf_launch_pool_fixed: sizeof...(TExtra) == Epi::kIn");
+  static_assert(!kf_pool::kHasPrologue<Pro> || Pro::kIn == NX, "kf_launch_pool_fixed: sizeof...(TExtra) == Pro::kIn");
   if (!kf_pool::dims_valid(p, Kind == KF_POOL_AVG)) return cudaErrorInvalidValue;
   const kf_pool::Geom<kf_slots(NX)> g = kf_pool::make_geom<NX>(p, extra);
   const int64_t plane = g.in[0] * g.in[1] * g.in[2];
   const bool fits = !g.adaptive && g.k[0] == KD && g.k[1] == KH && g.k[2] == KW && g.s[1] == SH &&
                     (V == 1 || g.dl[1] == 1) && plane < (int64_t(1) << 31) && g.out[1] < (int64_t(1) << 30);
-  if (!fits) return kf_launch_pool<Kind, Epi, TOut, TIn, TExtra...>(p, in, out, extra, sc, stream);
+  if (!fits) return kf_launch_pool<Kind, Pro, Epi, TOut, TIn, TExtra...>(p, in, out, extra, sc, stream);
   if (g.total == 0) return cudaSuccess;
   if (in == nullptr || out == nullptr || (NX > 0 && extra == nullptr)) return cudaErrorInvalidValue;
   const int64_t groups = (g.out[1] + V - 1) / V;
   const int64_t threads = g.NC * g.out[0] * groups * g.out[2];
   int64_t blocks = (threads + kf_pool::kThreads - 1) / kf_pool::kThreads;
   if (blocks > (int64_t(1) << 30)) blocks = int64_t(1) << 30;
-  kf_pool::pool_fixed_kernel<Kind, KD, KH, KW, SH, Epi, TOut, TIn, TExtra...>
+  kf_pool::pool_fixed_kernel<Kind, KD, KH, KW, SH, Pro, Epi, TOut, TIn, TExtra...>
       <<<unsigned(blocks), kf_pool::kThreads, 0, stream>>>(g, KfFastDiv::make(uint64_t(groups)), threads,
                                                            static_cast<const TIn*>(in), out, sc);
   return cudaGetLastError();
