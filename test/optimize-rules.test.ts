@@ -2894,25 +2894,37 @@ test("a pool takes the pointwise ops in front of it when they stream one full-si
   assert.deepEqual(full?.prologue, []);
 });
 
-test("a pool reading a conv through its prologue takes the conv in the reference's layout once its layout region lost, bias added to every tap", () => {
+test("a pool reading a conv takes it in the reference's layout once its layout region lost, bias added to every tap; ops in front of it stay the channels-last conv's epilogue", () => {
   const P = [8, 16, 16, 16];
-  const g = graph(
-    [
-      convModule(),
-      node("shifted", "sub", { input: ref("conv"), other: num(0.5), alpha: num(1) }, X),
-      node("act", "hardswish", { input: ref("shifted") }, X),
-      node("pool", "max_pool2d", { input: ref("act"), kernel_size: ints(2), stride: ints(2) }, P),
-    ],
-    "pool",
-    { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
-  );
-  g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
-  const plan = planGraph(g);
-  const pooled = plan.regions.find((r) => r.seed === "pool");
+  const planned = (between: GraphNode[]) => {
+    const g = graph(
+      [
+        convModule(),
+        ...between,
+        node(
+          "pool",
+          "max_pool2d",
+          { input: ref(between.at(-1)?.id ?? "conv"), kernel_size: ints(2), stride: ints(2) },
+          P,
+        ),
+      ],
+      "pool",
+      { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+    );
+    g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+    return { g, plan: planGraph(g) };
+  };
+  const chain = planned([
+    node("shifted", "sub", { input: ref("conv"), other: num(0.5), alpha: num(1) }, X),
+    node("act", "hardswish", { input: ref("shifted") }, X),
+  ]).plan;
+  assert.deepEqual(chain.regions.find((r) => r.seed === "pool")?.prologue, []);
+  const epilogue = chain.regions.find((r) => r.kind === "pointwise");
+  assert.deepEqual(epilogue && regionNodes(epilogue), ["conv", "shifted", "act"]);
+  assert.equal(epilogue?.anchorLayout, "channels_last", "written back in the reference's layout in one pass");
+  const { g, plan } = planned([]);
   const layout = plan.regions.find((r) => r.rule === LAYOUT_RULE);
-  assert.deepEqual(pooled?.prologue, ["shifted", "act"]);
-  assert.equal(pooled?.anchor, undefined, "a pool cannot read a channels-last conv: a layout region first");
-  assert.equal(layout?.anchor, "conv");
+  assert.equal(plan.regions.find((r) => r.seed === "pool")?.anchor, undefined, "a layout region first");
   const handed = handAnchorsBack(g, relaxAnchors(plan, new Set([layout?.id ?? ""])), ["conv"]);
   const taker = handed.plan.regions.find((r) => r.seed === "pool");
   assert.equal(taker?.anchor, "conv");

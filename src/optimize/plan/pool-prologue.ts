@@ -4,6 +4,7 @@
 // the same at every tap of a window: size 1 on each spatial dim (a per-channel parameter, a per-sample value,
 // a scalar).
 import type { Arg, GraphNode } from "../graph.ts";
+import { anchorRuleFor, channelsLastRank } from "./anchors.ts";
 import { argNodeIds, FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
 import type { Region } from "./planner.ts";
 
@@ -73,13 +74,22 @@ export function poolPrologue(
   grow: (fromIndex: number) => string[],
 ): string[] {
   const whole = grow(0);
-  if (whole.length === 0 || poolPrologueStream(view, pool, whole) !== null) return whole;
   const starts = whole.map((id) => view.index.get(id) ?? 0).sort((a, b) => a - b);
-  for (const start of starts.slice(1)) {
+  for (const start of starts) {
     const members = grow(start);
-    if (members.length > 0 && poolPrologueStream(view, pool, members) !== null) return members;
+    const stream = members.length > 0 ? poolPrologueStream(view, pool, members) : null;
+    if (stream !== null) return streamsChannelsLastConv(view, stream) ? [] : members;
   }
   return [];
+}
+
+/** Whether the stream is a 2-d/3-d convolution the planner runs channels-last: the ops in front of the pool are
+ * then that conv's epilogue, written back in the reference's layout in the same pass (a pool kernel reads only
+ * that layout, so as its prologue they would add a pass, the conv's layout region, instead of saving one). */
+function streamsChannelsLastConv(view: GraphView, stream: string): boolean {
+  if (view.isGraphInput(stream)) return false;
+  const node = view.node(stream);
+  return anchorRuleFor(node, view)?.why === null && channelsLastRank(node, view);
 }
 
 /** The node a pool region's kernel walks by window: its prologue's stream, or the pooled input itself. */

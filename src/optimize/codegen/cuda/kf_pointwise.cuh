@@ -55,9 +55,10 @@ __device__ __forceinline__ float kf_elu(float a, float alpha, float scale, float
 }
 __device__ __forceinline__ float kf_leaky_relu(float a, float slope) { return a > 0.f ? a : a * slope; }
 __device__ __forceinline__ float kf_hardtanh(float a, float lo, float hi) { return kf_clamp_max(kf_clamp_min(a, lo), hi); }
-// a / 6.f, correctly rounded, without the IEEE divide's slow path: that is a called subroutine, and its calling
-// convention spilled the registers live across it in a pool's tap loop. The product with RN(1/6) is corrected
-// once by its exact FMA remainder; equal to a / 6.f for all 2^32 floats (test/gpu/test_pointwise_exact.py).
+// a / 6.f without the IEEE divide's slow path: that is a called subroutine, and its calling convention spilled
+// the registers live across it in a pool's tap loop. The product with RN(1/6) is corrected once by its FMA
+// remainder: equal to a / 6.f wherever the quotient is a normal float, within one unit of the last place where
+// it is subnormal (the remainder underflows there); test/gpu/test_pointwise_exact.py checks all 2^32 floats.
 __device__ __forceinline__ float kf_div6(float a) {
   const float q = a * (1.f / 6.f);
   return fmaf(fmaf(-q, 6.f, a), 1.f / 6.f, q);
