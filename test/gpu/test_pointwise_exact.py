@@ -54,5 +54,6 @@ def test_kf_div6_equals_the_ieee_divide_where_the_quotient_is_normal():
                       cuda_sources=[CUDA], functions=["div6_check"], extra_include_paths=[str(CUDA_DIR)],
                       extra_cuda_cflags=["-O3", "-std=c++17"], verbose=False)
     normal, subnormal, first = ext.div6_check()
-    assert normal == 0, f"{normal} normal quotients differ from a / 6.f, the first at bits {first:#010x}"
-    assert subnormal == 0, f"{subnormal} subnormal quotients more than one ulp from a / 6.f"
+    assert (normal, subnormal) == (0, 0), (
+        f"{normal} normal quotients differ from a / 6.f (the first at bits {first:#010x}), "
+        f"{subnormal} subnormal ones by more than one ulp")
