@@ -2887,6 +2887,19 @@ test("a pool takes the pointwise ops in front of it when they stream one full-si
     node("sum", "add", { input: ref("twice"), other: ref("x"), alpha: num(1) }, X),
   ]);
   assert.deepEqual(once?.prologue, ["twice", "sum"]);
+  // Ops after a region's output are its epilogue, once per element (a prologue runs them once per tap).
+  const afterNorm = planGraph(
+    graph(
+      [
+        node("soft", "softmax", { input: ref("x"), dim: num(1) }, X),
+        node("act", "tanh", { input: ref("soft") }, X),
+        pool("act"),
+      ],
+      "pool",
+    ),
+  );
+  assert.deepEqual(afterNorm.regions.find((r) => r.seed === "pool")?.prologue, []);
+  assert.deepEqual(afterNorm.regions.find((r) => r.seed === "soft")?.epilogue, ["act"]);
   // A full-size parameter is no stream the kernel walks.
   const full = planned([node("added", "add", { input: ref("x"), other: param("w"), alpha: num(1) }, X)], {
     w: X,

@@ -410,7 +410,7 @@ export function planGraph(graph: Graph): Plan {
       !match.rule.prologue || !sinks.length
         ? []
         : match.rule.kind === "pool"
-          ? poolPrologue(view, node, grow)
+          ? poolPrologue(view, node, grow, (id) => claimed.has(id))
           : grow(0);
     // A (values, indices) reduction is read through one `[i]`: the region produces that node's value.
     const values = REDUCTIONS[node.op]?.valuesOfPair ? (pairProjection(node, view)?.id ?? null) : null;

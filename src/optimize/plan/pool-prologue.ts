@@ -67,25 +67,29 @@ export function poolPrologueStream(view: GraphView, pool: GraphNode, members: st
 
 /** The largest prologue the pool can take: the pointwise producers `grow` gathers (given a lower bound on
  * their graph index), nearest the pool first when the whole of them has no single stream (a residual added
- * upstream, a full-size parameter). Empty when none can be. */
+ * upstream, a full-size parameter). Empty when none can be, and when the stream is a region's output
+ * (`inRegion`: a normalisation's, say) or a conv the planner runs channels-last: the ops are then that region's
+ * epilogue, computed once per element in the pass that writes the stream, where a prologue computes them once
+ * per tap (and, after a channels-last conv, would cost its layout region a pass of its own). */
 export function poolPrologue(
   view: GraphView,
   pool: GraphNode,
   grow: (fromIndex: number) => string[],
+  inRegion: (id: string) => boolean,
 ): string[] {
   const whole = grow(0);
   const starts = whole.map((id) => view.index.get(id) ?? 0).sort((a, b) => a - b);
   for (const start of starts) {
     const members = grow(start);
     const stream = members.length > 0 ? poolPrologueStream(view, pool, members) : null;
-    if (stream !== null) return streamsChannelsLastConv(view, stream) ? [] : members;
+    if (stream === null) continue;
+    return inRegion(stream) || streamsChannelsLastConv(view, stream) ? [] : members;
   }
   return [];
 }
 
-/** Whether the stream is a 2-d/3-d convolution the planner runs channels-last: the ops in front of the pool are
- * then that conv's epilogue, written back in the reference's layout in the same pass (a pool kernel reads only
- * that layout, so as its prologue they would add a pass, the conv's layout region, instead of saving one). */
+/** Whether the stream is a 2-d/3-d convolution the planner runs channels-last (a pool kernel reads only the
+ * reference's layout: its epilogue writes that back). */
 function streamsChannelsLastConv(view: GraphView, stream: string): boolean {
   if (view.isGraphInput(stream)) return false;
   const node = view.node(stream);
