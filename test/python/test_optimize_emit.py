@@ -97,7 +97,7 @@ def test_emitted_files_say_what_they_fused(emitted: dict[str, str]) -> None:
     assert "float(self.scale)" in conv  # model attribute read at run time, not baked in
     pools = _load(emitted["norms_reduce_pool"], "pools_launchers")._KF_CUDA_SOURCE
     # adaptive max pooling takes the maximum (the op's name starts with "adaptive", not "max")
-    assert "kf_launch_pool<KF_POOL_MAX, KfEpi_" in pools and "adaptive_max_pool2d" in open(emitted["norms_reduce_pool"]).read()
+    assert "kf_launch_pool<KF_POOL_MAX, KfPoolNoPrologue, KfEpi_" in pools and "adaptive_max_pool2d" in open(emitted["norms_reduce_pool"]).read()
     untraceable = open(emitted["untraceable"]).read()
     assert "could not be captured" in untraceable and "_KF_CUDA_SOURCE" not in untraceable
     # captured by torch.export, which baked the capture's meta device into the arange: made on the inputs' device
