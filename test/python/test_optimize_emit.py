@@ -329,6 +329,11 @@ def test_pool_prologues_pool_every_tap_after_the_ops_in_front(emitted: dict[str,
     with torch.no_grad():
         ref.shift = 2.0
         torch.testing.assert_close(new(*inputs)[0], ref(*inputs)[0], rtol=1e-5, atol=1e-5)
+    # the flag's branch was traced as taken: the other value takes the reference's forward
+    assert "if self.rectify is not True:" in Path(emitted["pool_prologues"]).read_text()
+    new.rectify = ref.rectify = False
+    with torch.no_grad():
+        torch.testing.assert_close(new(*inputs)[3], ref(*inputs)[3])
 
 
 # The fixtures that exist for what nvcc makes of them (register targets, the trig and int64 paths, written idioms)

@@ -132,6 +132,19 @@ export function emitModelFile(
       `if self.training is not ${training ? "True" : "False"}:`,
       `    return self._kf_reference_forward(${callArgs.join(", ")})`,
     );
+  // A flag of the model's own its forward reads (`swap=self.swap`, `if self.use_bias:`) was traced as the value
+  // it had: another value takes the reference's forward. (Numbers are read at run time where capture matched
+  // them to their attribute, or guarded by the region that bakes them.)
+  if (graph.captured !== "none")
+    for (const [name, value] of Object.entries(graph.scalarAttrs)) {
+      if (typeof value !== "boolean" || name.includes(".") || name === "training") continue;
+      const read = new RegExp(`\\bself\\.${name}\\b`);
+      if (![graph.source.forward, ...graph.source.methods].some((text) => read.test(text))) continue;
+      forwardLines.push(
+        `if self.${name} is not ${value ? "True" : "False"}:`,
+        `    return self._kf_reference_forward(${callArgs.join(", ")})`,
+      );
+    }
   // Lazy modules have no parameters until their first call: that call is the reference's, which makes them.
   const lazy = graph.lazyTensors ?? [];
   if (lazy.length && graph.captured !== "none")
