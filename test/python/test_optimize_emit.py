@@ -25,7 +25,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
          "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
-         "written_layernorm", "pool_prologues"]
+         "written_layernorm", "pool_prologues", "submodule_flags"]
 
 
 def _node() -> str | None:
@@ -334,6 +334,23 @@ def test_pool_prologues_pool_every_tap_after_the_ops_in_front(emitted: dict[str,
     new.rectify = ref.rectify = False
     with torch.no_grad():
         torch.testing.assert_close(new(*inputs)[3], ref(*inputs)[3])
+
+
+def test_a_submodules_flag_is_guarded_like_the_models_own(emitted: dict[str, str]) -> None:
+    """A block's `if self.gated:` was traced as the value it had: setting the flag on the submodule afterwards
+    takes the reference's forward (before round 18 only Model's own flags were guarded, and ModelNew kept the
+    traced branch); torch.nn's own flags (ReLU's inplace) are no guard."""
+    problem, _cand, ref, new = _pair("submodule_flags", emitted["submodule_flags"])
+    text = Path(emitted["submodule_flags"]).read_text()
+    assert "if self.a.gated is not True:" in text and "if self.b.gated is not False:" in text
+    assert "inplace is not" not in text
+    new.load_state_dict(ref.state_dict())
+    (x,) = problem.get_inputs()
+    for gated in (True, False):
+        ref.b.gated = new.b.gated = gated
+        ref.a.gated = new.a.gated = not gated
+        with torch.no_grad():
+            assert torch.equal(new(x.clone()), ref(x.clone()))
 
 
 # The fixtures that exist for what nvcc makes of them (register targets, the trig and int64 paths, written idioms)

@@ -135,13 +135,20 @@ export function emitModelFile(
   // A flag of the model's own its forward reads (`swap=self.swap`, `if self.use_bias:`) was traced as the value
   // it had: another value takes the reference's forward. (Numbers are read at run time where capture matched
   // them to their attribute, or guarded by the region that bakes them.)
+  // A submodule's own flag (`if self.gated:` in a class of the problem file) is guarded the same way when the
+  // file's other classes read it; torch.nn's modules' flags (`inplace`, `affine`) are their calls' arguments.
   if (graph.captured !== "none")
     for (const [name, value] of Object.entries(graph.scalarAttrs)) {
-      if (typeof value !== "boolean" || name.includes(".") || name === "training") continue;
-      const read = new RegExp(`\\bself\\.${name}\\b`);
-      if (![graph.source.forward, ...graph.source.methods].some((text) => read.test(text))) continue;
+      if (typeof value !== "boolean" || name === "training") continue;
+      const dot = name.lastIndexOf(".");
+      const [owner, leaf] = dot < 0 ? ["", name] : [name.slice(0, dot), name.slice(dot + 1)];
+      if (leaf === "training" || (owner && (graph.modules[owner]?.type ?? "torch.").startsWith("torch.")))
+        continue;
+      const read = new RegExp(`\\bself\\.${leaf}\\b`);
+      const texts = owner ? [graph.source.prelude] : [graph.source.forward, ...graph.source.methods];
+      if (!texts.some((text) => read.test(text))) continue;
       forwardLines.push(
-        `if self.${name} is not ${value ? "True" : "False"}:`,
+        `if ${selfPath(name)} is not ${value ? "True" : "False"}:`,
         `    return self._kf_reference_forward(${callArgs.join(", ")})`,
       );
     }
