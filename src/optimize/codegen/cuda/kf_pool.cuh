@@ -120,8 +120,8 @@ template <class Pro>
 constexpr bool kHasPrologue = !std::is_same<Pro, KfPoolNoPrologue>::value;
 
 // Launch bounds with 4 blocks per SM (a 64-register ceiling): with the thread count alone, ptxas held the kernel to
-// 32-40 registers and spilled 8-36 B once a prologue or an epilogue had math (exp, a divide, bf16 hardswish; round
-// 18), where 40 registers without spills is what it needs.
+// 32-40 registers and spilled once a prologue or an epilogue had math (exp, a divide, bf16 hardswish), where about
+// 40 registers without spills is what it needs.
 template <int Kind, class Pro, class Epi, typename TOut, typename TIn, typename... TExtra>
 __global__ void __launch_bounds__(kThreads, 4)
 pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ in, void* out, const KfScalars sc) {
