@@ -607,11 +607,7 @@ function anchorOperands(
   const meta = view.outMeta(node);
   if (!meta) throw new Error("kforge internal: anchor output is not a tensor");
   const value = table.raw(groups ? `_kf_groups(kf_anchor, ins_shape, ${groups})` : "kf_anchor", meta.dtype);
-  const biasPath = anchorBias(node);
-  const biasView = groups ? `view(${groups}, -1, 1)` : `view(-1${", 1".repeat(meta.shape.length - 2)})`;
-  const bias = biasPath
-    ? ` + ${table.raw(`${selfPath(biasPath)}.${biasView}`, view.graph.params[biasPath]?.meta.dtype ?? meta.dtype)}`
-    : "";
+  const bias = anchorBiasTerm(view, node, table, groups);
   const inMeta = view.tensorOf(node.fn?.input);
   if (!inMeta) throw new Error("kforge internal: anchor input is not a node");
   const channelsLast = region.anchorLayout === "channels_last";
@@ -622,6 +618,16 @@ function anchorOperands(
     rank: meta.shape.length,
     inDtype: channelsLast ? inMeta.dtype : null,
   };
+}
+
+/** ` + <bias>` adding an anchor's conv bias per channel (an operand registered in `table`; `groups`: seen
+ * through group norm's [N, G, C/G, rest] view), or "" for a conv without one. */
+function anchorBiasTerm(view: GraphView, node: GraphNode, table: OperandTable, groups = 0): string {
+  const biasPath = anchorBias(node);
+  const meta = view.outMeta(node);
+  if (!biasPath || !meta) return "";
+  const biasView = groups ? `view(${groups}, -1, 1)` : `view(-1${", 1".repeat(meta.shape.length - 2)})`;
+  return ` + ${table.raw(`${selfPath(biasPath)}.${biasView}`, view.graph.params[biasPath]?.meta.dtype ?? meta.dtype)}`;
 }
 
 /** The Python expression computing a region's anchor (`kf_anchor`): its conv without the bias, which the kernel
@@ -1271,18 +1277,9 @@ function poolPrologueParts(
   const pooled = view.node(region.seed ?? "").fn?.input;
   if (!stream || pooled?.t !== "node" || (region.anchor && region.anchor !== stream))
     throw new Error(`kforge internal: pool region ${region.id} has no stream its prologue reads`);
-  let tap = "tap";
-  let anchorPy: string | undefined;
-  if (region.anchor) {
-    const node = view.node(region.anchor);
-    const rank = view.outMeta(node)?.shape.length ?? 0;
-    const biasPath = anchorBias(node);
-    if (biasPath) {
-      const dtype = view.graph.params[biasPath]?.meta.dtype ?? "float32";
-      tap += ` + ${table.raw(`${selfPath(biasPath)}.view(-1${", 1".repeat(rank - 2)})`, dtype)}`;
-    }
-    anchorPy = anchorCall(region, node, nameOf, null);
-  }
+  const anchor = region.anchor ? view.node(region.anchor) : null;
+  const tap = anchor ? `tap${anchorBiasTerm(view, anchor, table)}` : "tap";
+  const anchorPy = anchor ? anchorCall(region, anchor, nameOf, null) : undefined;
   const isStream = (arg: Arg) => (arg.t === "node" && arg.id === stream ? `t_${stream}` : null);
   return {
     lines: [
