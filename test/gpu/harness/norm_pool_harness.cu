@@ -5,6 +5,7 @@
 #include "kf_normalize.cuh"
 #include "kf_normalize_cl.cuh"
 #include "kf_pool.cuh"
+#include "kf_pool_cl.cuh"
 
 // softmax(x * sc[0] + bias): a two-input prologue, so the held-row paths carry more than one input.
 struct SoftmaxPro {
@@ -241,6 +242,29 @@ cudaError_t kfh_pool_fixed(const int (&window)[4], int kind, int epi, int dtype,
     case DT_F32: return pool_fixed_typed<float>(window, kind, epi, p, in, out, extra, sc, stream);
     case DT_F16: return pool_fixed_typed<__half>(window, kind, epi, p, in, out, extra, sc, stream);
     case DT_BF16: return pool_fixed_typed<__nv_bfloat16>(window, kind, epi, p, in, out, extra, sc, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// kf_launch_pool_cl: a channels-last input, the same sample functors (epi 0: none, 1: scale + add, 2: prologue).
+template <typename T>
+static cudaError_t pool_cl_typed(int kind, int epi, const KfPoolParams& p, const void* in, void* out,
+                                 const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
+  if (kind == KF_POOL_MAX && epi == 0) return kf_launch_pool_cl<KF_POOL_MAX, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 1) return kf_launch_pool_cl<KF_POOL_MAX, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 2) return kf_launch_pool_cl<KF_POOL_MAX, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 0) return kf_launch_pool_cl<KF_POOL_AVG, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 1) return kf_launch_pool_cl<KF_POOL_AVG, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 2) return kf_launch_pool_cl<KF_POOL_AVG, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t kfh_pool_cl(int kind, int epi, int dtype, const KfPoolParams& p, const void* in, void* out,
+                        const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
+  switch (dtype) {
+    case DT_F32: return pool_cl_typed<float>(kind, epi, p, in, out, extra, sc, stream);
+    case DT_F16: return pool_cl_typed<__half>(kind, epi, p, in, out, extra, sc, stream);
+    case DT_BF16: return pool_cl_typed<__nv_bfloat16>(kind, epi, p, in, out, extra, sc, stream);
     default: return cudaErrorInvalidValue;
   }
 }

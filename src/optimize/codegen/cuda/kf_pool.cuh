@@ -119,6 +119,58 @@ __device__ __forceinline__ void load_extras(const Geom<NX>& g, int64_t nc, int64
 template <class Pro>
 constexpr bool kHasPrologue = !std::is_same<Pro, KfPoolNoPrologue>::value;
 
+// The pooled value of one output's windows (wd, wh, ww) over the plane at `src`, element (id, ih, iw) at
+// ((id * H + ih) * W + iw) * step (1: the reference's layout; C: channels-last), every tap through the prologue.
+template <int Kind, class Pro, typename TIn, int NX>
+__device__ __forceinline__ float pool_window(const Geom<NX>& g, const TIn* __restrict__ src, int64_t step,
+                                             const Window& wd, const Window& wh, const Window& ww,
+                                             const float (&x)[NX], const KfScalars& sc) {
+  const Pro pro;
+  if (Kind == KF_POOL_MAX) {
+    float pooled = -INFINITY;
+    for (int a = 0; a < wd.taps; ++a) {
+      const int64_t id = wd.start + a * wd.step;
+      if (id < 0 || id >= g.in[0]) continue;
+      for (int b = 0; b < wh.taps; ++b) {
+        const int64_t ih = wh.start + b * wh.step;
+        if (ih < 0 || ih >= g.in[1]) continue;
+        const TIn* line = src + (id * g.in[1] + ih) * g.in[2] * step;
+        for (int c = 0; c < ww.taps; ++c) {
+          const int64_t iw = ww.start + c * ww.step;
+          if (iw < 0 || iw >= g.in[2]) continue;
+          const float val = pro(kf_to_float<TIn>(line[iw * step]), x, sc);
+          if (val > pooled || isnan(val)) pooled = val;  // torch's rule: a NaN tap wins and stays
+        }
+      }
+    }
+    return pooled;
+  }
+  // Taps clipped to the input; pool_size (count_include_pad) clipped only to the padded extent.
+  int64_t lo[3], hi[3], padded = 1, taps = 1;
+#pragma unroll
+  for (int d = 0; d < 3; ++d) {
+    const Window w = d == 0 ? wd : d == 1 ? wh : ww;
+    int64_t end = w.start + w.taps;
+    if (!g.adaptive) {
+      const int64_t limit = g.in[d] + g.p[d];
+      if (end > limit) end = limit;
+      padded *= end - w.start;
+    }
+    lo[d] = w.start > 0 ? w.start : 0;
+    hi[d] = end < g.in[d] ? end : g.in[d];
+    taps *= hi[d] > lo[d] ? hi[d] - lo[d] : 0;
+  }
+  float sum = 0.f;
+  for (int64_t id = lo[0]; id < hi[0]; ++id)
+    for (int64_t ih = lo[1]; ih < hi[1]; ++ih) {
+      const TIn* line = src + (id * g.in[1] + ih) * g.in[2] * step;
+      for (int64_t iw = lo[2]; iw < hi[2]; ++iw) sum += pro(kf_to_float<TIn>(line[iw * step]), x, sc);
+    }
+  int64_t divisor = taps;
+  if (!g.adaptive) divisor = g.divisor_override != 0 ? g.divisor_override : g.count_include_pad ? padded : taps;
+  return taps == 0 ? 0.f : sum / float(divisor);
+}
+
 // Launch bounds with 4 blocks per SM (a 64-register ceiling): with the thread count alone, ptxas held the kernel to
 // 32-40 registers and spilled once a prologue or an epilogue had math (exp, a divide, bf16 hardswish), where about
 // 40 registers without spills is what it needs.
@@ -126,7 +178,6 @@ template <int Kind, class Pro, class Epi, typename TOut, typename TIn, typename.
 __global__ void __launch_bounds__(kThreads, 4)
 pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ in, void* out, const KfScalars sc) {
   constexpr int NX = sizeof...(TExtra);
-  const Pro pro;
   const Epi epi;
   const int64_t plane = g.in[0] * g.in[1] * g.in[2];
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < g.total; e += int64_t(gridDim.x) * blockDim.x) {
@@ -135,56 +186,11 @@ pool_kernel(const Geom<kf_slots(sizeof...(TExtra))> g, const TIn* __restrict__ i
     const int64_t oh = g.odiv[1].peel(rest);
     const int64_t od = g.odiv[0].peel(rest);
     const int64_t nc = rest;
-    const TIn* src = in + nc * plane;
-    const Window wd = window(g, 0, od), wh = window(g, 1, oh), ww = window(g, 2, ow);
     // The operands at the output element: the epilogue's, and the prologue's (constant over the window).
     float x[kf_slots(NX)];
     load_extras<TExtra...>(g, nc, od, oh, ow, x);
-
-    float pooled;
-    if (Kind == KF_POOL_MAX) {
-      pooled = -INFINITY;
-      for (int a = 0; a < wd.taps; ++a) {
-        const int64_t id = wd.start + a * wd.step;
-        if (id < 0 || id >= g.in[0]) continue;
-        for (int b = 0; b < wh.taps; ++b) {
-          const int64_t ih = wh.start + b * wh.step;
-          if (ih < 0 || ih >= g.in[1]) continue;
-          const TIn* line = src + (id * g.in[1] + ih) * g.in[2];
-          for (int c = 0; c < ww.taps; ++c) {
-            const int64_t iw = ww.start + c * ww.step;
-            if (iw < 0 || iw >= g.in[2]) continue;
-            const float val = pro(kf_to_float<TIn>(line[iw]), x, sc);
-            if (val > pooled || isnan(val)) pooled = val;  // torch's rule: a NaN tap wins and stays
-          }
-        }
-      }
-    } else {
-      // Taps clipped to the input; pool_size (count_include_pad) clipped only to the padded extent.
-      int64_t lo[3], hi[3], padded = 1, taps = 1;
-#pragma unroll
-      for (int d = 0; d < 3; ++d) {
-        const Window w = d == 0 ? wd : d == 1 ? wh : ww;
-        int64_t end = w.start + w.taps;
-        if (!g.adaptive) {
-          const int64_t limit = g.in[d] + g.p[d];
-          if (end > limit) end = limit;
-          padded *= end - w.start;
-        }
-        lo[d] = w.start > 0 ? w.start : 0;
-        hi[d] = end < g.in[d] ? end : g.in[d];
-        taps *= hi[d] > lo[d] ? hi[d] - lo[d] : 0;
-      }
-      float sum = 0.f;
-      for (int64_t id = lo[0]; id < hi[0]; ++id)
-        for (int64_t ih = lo[1]; ih < hi[1]; ++ih) {
-          const TIn* line = src + (id * g.in[1] + ih) * g.in[2];
-          for (int64_t iw = lo[2]; iw < hi[2]; ++iw) sum += pro(kf_to_float<TIn>(line[iw]), x, sc);
-        }
-      int64_t divisor = taps;
-      if (!g.adaptive) divisor = g.divisor_override != 0 ? g.divisor_override : g.count_include_pad ? padded : taps;
-      pooled = taps == 0 ? 0.f : sum / float(divisor);
-    }
+    const float pooled = pool_window<Kind, Pro, TIn>(g, in + nc * plane, 1, window(g, 0, od), window(g, 1, oh),
+                                                     window(g, 2, ow), x, sc);
     kf_store<TOut>(out, e, epi(pooled, x, sc));
   }
 }
