@@ -2907,43 +2907,42 @@ test("a pool takes the pointwise ops in front of it when they stream one full-si
   assert.deepEqual(full?.prologue, []);
 });
 
-test("a pool reading a conv takes it in the reference's layout once its layout region lost, bias added to every tap; ops in front of it stay the channels-last conv's epilogue", () => {
+test("a pool reading a conv through the ops in front of it takes it channels-last (kf_pool_cl), then in the reference's layout, then as the reference calls it", () => {
   const P = [8, 16, 16, 16];
-  const planned = (between: GraphNode[]) => {
-    const g = graph(
-      [
-        convModule(),
-        ...between,
-        node(
-          "pool",
-          "max_pool2d",
-          { input: ref(between.at(-1)?.id ?? "conv"), kernel_size: ints(2), stride: ints(2) },
-          P,
-        ),
-      ],
-      "pool",
-      { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
-    );
-    g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
-    return { g, plan: planGraph(g) };
-  };
-  const chain = planned([
-    node("shifted", "sub", { input: ref("conv"), other: num(0.5), alpha: num(1) }, X),
-    node("act", "hardswish", { input: ref("shifted") }, X),
-  ]).plan;
-  assert.deepEqual(chain.regions.find((r) => r.seed === "pool")?.prologue, []);
-  const epilogue = chain.regions.find((r) => r.kind === "pointwise");
-  assert.deepEqual(epilogue && regionNodes(epilogue), ["conv", "shifted", "act"]);
-  assert.equal(epilogue?.anchorLayout, "channels_last", "written back in the reference's layout in one pass");
-  const { g, plan } = planned([]);
-  const layout = plan.regions.find((r) => r.rule === LAYOUT_RULE);
-  assert.equal(plan.regions.find((r) => r.seed === "pool")?.anchor, undefined, "a layout region first");
-  const handed = handAnchorsBack(g, relaxAnchors(plan, new Set([layout?.id ?? ""])), ["conv"]);
-  const taker = handed.plan.regions.find((r) => r.seed === "pool");
-  assert.equal(taker?.anchor, "conv");
-  assert.equal(taker?.anchorLayout, "native");
-  const code = generateRegion(new GraphView(g), taker as Region, (id) => `v_${id}`);
+  const g = graph(
+    [
+      convModule(),
+      node("shifted", "sub", { input: ref("conv"), other: num(0.5), alpha: num(1) }, X),
+      node("act", "hardswish", { input: ref("shifted") }, X),
+      node("pool", "max_pool2d", { input: ref("act"), kernel_size: ints(2), stride: ints(2) }, P),
+    ],
+    "pool",
+    { "conv.weight": [16, 16, 3, 3], "conv.bias": [16] },
+  );
+  g.modules.conv = { type: "torch.nn.modules.conv.Conv2d", training: true, hyper: {} };
+  const plan = planGraph(g);
+  const pooled = plan.regions.find((r) => r.seed === "pool");
+  assert.deepEqual(pooled?.prologue, ["shifted", "act"]);
+  assert.equal(pooled?.anchor, "conv");
+  assert.equal(pooled?.anchorLayout, "channels_last");
+  assert.equal(plan.regions.length, 1, "no layout region: the pool reads the conv's layout itself");
+  const view = new GraphView(g);
+  const cl = generateRegion(view, pooled as Region, (id) => `v_${id}`);
+  assert.match(cl.cuda, /kf_launch_pool_cl<KF_POOL_MAX, KfPro_r\d+, KfEpi_r\d+/);
+  assert.match(cl.method, /kf_anchor = _kf_conv_anchor\(self\.conv, v_x, "kf_r\d+_cl", True\)/);
+  assert.match(cl.method, /kf_anchor\.contiguous\(memory_format=torch\.channels_last\)/);
+  const native = relaxAnchors(plan, new Set([pooled?.id ?? ""])).regions[0];
+  assert.equal(native?.anchorLayout, "native");
+  const code = generateRegion(view, native as Region, (id) => `v_${id}`);
   assert.match(code.cuda, /const float t_conv = tap \+ x\[0\];/, "the bias, per channel, at every tap");
   assert.match(code.cuda, /kf_launch_pool_fixed<KF_POOL_MAX, 1, 2, 2, 2, KfPro_r\d+, KfEpi_r\d+/);
   assert.match(code.method, /kf_anchor = _kf_conv_anchor\(self\.conv, v_x, None, True\)/);
+  const plain = relaxAnchors({ regions: [native as Region], kept: [] }, new Set([native?.id ?? ""]))
+    .regions[0];
+  assert.equal(plain?.anchor, undefined);
+  assert.deepEqual(
+    plain?.prologue,
+    ["shifted", "act"],
+    "the conv's output, made as the reference makes it, is the stream",
+  );
 });

@@ -27,7 +27,7 @@ import { cpuOptimizeOptions } from "./helpers/optimize-options.ts";
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
 // Pooling cannot read a conv channels-last: the conv runs in a layout region of its own (r0), the pool
 // (r1) reads it.
-const layoutProblem = resolveProblem("test/fixtures/optimize/conv_pool_chain.py");
+const layoutProblem = resolveProblem("test/fixtures/optimize/conv_layernorm_chain.py");
 
 const options = cpuOptimizeOptions;
 

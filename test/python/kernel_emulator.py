@@ -219,7 +219,7 @@ class EmulatedExtension:
                 roles[args[0]], roles[args[2]] = "pro", "apply"
             elif launcher == "kf_launch_normalize_stats":
                 roles[args[0]] = "pro"
-            elif launcher in ("kf_launch_pool", "kf_launch_pool_fixed"):
+            elif launcher in ("kf_launch_pool", "kf_launch_pool_fixed", "kf_launch_pool_cl"):
                 # <..., Pro, Epi, ...>: a prologue takes (tap, operands), an epilogue's form
                 first = 5 if launcher == "kf_launch_pool_fixed" else 1
                 for functor in args[first:first + 2]:
@@ -444,6 +444,13 @@ class EmulatedExtension:
 
     def _kf_launch_pool_fixed(self, *a):
         return self._kf_launch_pool(*a, fixed=True)
+
+    def _kf_launch_pool_cl(self, args, ins, *rest):
+        # kf_pool_cl.cuh reads a channels-last input: the method hands it over in that layout.
+        fmt = torch.channels_last_3d if ins[0].dim() == 5 else torch.channels_last
+        if not ins[0].is_contiguous(memory_format=fmt):
+            raise AssertionError(f"kf_launch_pool_cl given an input of strides {ins[0].stride()}")
+        return self._kf_launch_pool(args, ins, *rest)
 
 
 def _patched(fn: Callable[..., Any], old: str, new: str, namespace: dict[str, Any]) -> Callable[..., Any]:

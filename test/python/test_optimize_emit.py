@@ -305,15 +305,16 @@ def test_cross_entropy_reads_its_logits_once_and_matches_the_reference(emitted: 
 
 
 def test_pool_prologues_pool_every_tap_after_the_ops_in_front(emitted: dict[str, str]) -> None:
-    """The ops in front of a pool run on every tap inside its kernel (swish read twice from one stream, a
-    per-channel scale and a number before a 3-D ceil-mode pool); a residual of two full-size tensors stays a
-    kernel of its own, its relu joining the pool; a conv's shift and hardswish stay its channels-last epilogue;
-    exp(-|y|) before a dilated ceil-mode max pool (the generic kernel: compiled without spills under -m heavy)."""
+    """The ops in front of a pool run on every tap inside its kernel (a conv's shift and hardswish, the conv read
+    channels-last; swish read twice from one stream; a per-channel scale and a number before a 3-D ceil-mode
+    pool); a residual of two full-size tensors stays a kernel of its own, its relu joining the pool; exp(-|y|)
+    before a dilated ceil-mode max pool (the generic kernel: compiled without spills under -m heavy)."""
     from kernel_emulator import EmulatedExtension, enable_cpu_fast_paths
 
     problem, cand, ref, new = _pair("pool_prologues", emitted["pool_prologues"])
     source = cand._KF_CUDA_SOURCE
     assert source.count("struct KfPro_") == 4, "four pools with a prologue"
+    assert source.count("return kf_launch_pool_cl<") == 1, "the conv's pool reads it channels-last"
     ext = EmulatedExtension(cand)
     enable_cpu_fast_paths(cand, ext)
     for _ in range(2):

@@ -45,9 +45,11 @@ function regionHeaders(region: Region): string[] {
     ...(region.norm ? ["kf_normalize.cuh", "kf_elementwise.cuh", "kf_normalize_cl.cuh"] : []),
   ];
   if (region.anchorLayout !== "channels_last") return own;
-  // A channels-last anchor's input is converted by the elementwise template's tiled copy; a normalisation
-  // reads the anchor's output transposed against its result.
-  return [...own, "kf_elementwise.cuh", ...(region.kind === "normalize" ? ["kf_normalize_cl.cuh"] : [])];
+  // A channels-last anchor's input is converted by the elementwise template's tiled copy; a normalisation or a
+  // pool reads the anchor's output transposed against its result.
+  const reader =
+    region.kind === "normalize" ? ["kf_normalize_cl.cuh"] : region.kind === "pool" ? ["kf_pool_cl.cuh"] : [];
+  return [...own, "kf_elementwise.cuh", ...reader];
 }
 
 /** Headers with their local includes inlined, each file once (the emitted file needs nothing beside it). */

@@ -1269,6 +1269,7 @@ function poolPrologueParts(
   view: GraphView,
   region: Region,
   nameOf: NameOf,
+  fn: string,
   table: OperandTable,
   rounded: Map<string, string>,
 ): { lines: string[]; result: string; stream: string; anchorPy?: string } | null {
@@ -1279,7 +1280,9 @@ function poolPrologueParts(
     throw new Error(`kforge internal: pool region ${region.id} has no stream its prologue reads`);
   const anchor = region.anchor ? view.node(region.anchor) : null;
   const tap = anchor ? `tap${anchorBiasTerm(view, anchor, table)}` : "tap";
-  const anchorPy = anchor ? anchorCall(region, anchor, nameOf, null) : undefined;
+  const anchorPy = anchor
+    ? anchorCall(region, anchor, nameOf, region.anchorLayout === "channels_last" ? fn : null)
+    : undefined;
   const isStream = (arg: Arg) => (arg.t === "node" && arg.id === stream ? `t_${stream}` : null);
   return {
     lines: [
@@ -1300,7 +1303,8 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const nd = poolDims(seed.op);
   const table = new OperandTable(view, nameOf, broadcastAdapt);
   const rounded = regionRounding(view, region);
-  const prologue = poolPrologueParts(view, region, nameOf, table, rounded);
+  const prologue = poolPrologueParts(view, region, nameOf, fn, table, rounded);
+  const channelsLast = region.anchor !== undefined && region.anchorLayout === "channels_last";
   const epiLines = seededEpilogue(view, region, seed.id, "pooled", table, rounded);
   const nExtra = table.operands.length;
   const epi = `KfEpi_${region.id}`;
@@ -1311,13 +1315,15 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const inType = CPP_TYPE[streamMeta.dtype];
   const geo = poolGeometry(seed.op, seedFn, nd, (arg) => view.ints(arg));
   const xs = `const float (&x)[${Math.max(nExtra, 1)}], const KfScalars& sc`;
+  const args = `${pro}, ${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}`;
+  const launcher = channelsLast ? `kf_launch_pool_cl<${kind}, ${args}>` : poolLauncher(geo, nd, kind, args);
   const cuda = [
     ...(prologue ? [functor(pro, nExtra, `float tap, ${xs}`, prologue.lines, prologue.result)] : []),
     functor(epi, nExtra, `float pooled, ${xs}`, epiLines, `t_${region.output}`),
     `cudaError_t ${fn}_launch(${LAUNCH_PARAMS.pool}) {`,
     "  KfPoolParams p;",
     "  KF_RETURN_IF_ERROR(kf_pool_params_from(geo, ngeo, in_shape, in_rank, &p));",
-    `  return ${poolLauncher(geo, nd, kind, `${pro}, ${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}`)}(p, in, out, extra, sc, stream);`,
+    `  return ${launcher}(p, in, out, extra, sc, stream);`,
     "}",
   ].join("\n");
   // in[0] is the pooled stream, read by the pool geometry; the prologue's and epilogue's operands follow it.
@@ -1329,11 +1335,20 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const streamPy = prologue?.anchorPy
     ? "kf_anchor"
     : pyArg(prologue ? { t: "node", id: prologue.stream } : seedFn.input, nameOf);
+  // kf_pool_cl.cuh reads the channels-last conv's output as it is stored, the others read it contiguous.
+  const layout = nd === 3 ? "torch.channels_last_3d" : "torch.channels_last";
   const operands: Operand[] = [
-    { py: `${streamPy}.contiguous()`, dtype: streamMeta.dtype, key: "in" },
+    {
+      py: channelsLast ? `${streamPy}.contiguous(memory_format=${layout})` : `${streamPy}.contiguous()`,
+      dtype: streamMeta.dtype,
+      key: "in",
+    },
     ...table.operands,
   ];
-  return {
+  // A channels-last conv's input is converted by the region's own tiled copy (`${fn}_cl`), as a pointwise
+  // region's is.
+  const convInput = channelsLast ? view.tensorOf(view.node(region.anchor ?? "").fn?.input) : null;
+  const code: KindCode = {
     cuda,
     host,
     operands,
@@ -1350,6 +1365,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
     ],
     anchorPy: prologue?.anchorPy,
   };
+  return withInputConversion(code, convInput?.dtype ?? null, fn, region.id);
 };
 
 /** A cumulative sum or product (kf_scan.cuh) of the region's pointwise prologue along the call's dim, its

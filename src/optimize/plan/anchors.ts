@@ -95,11 +95,11 @@ export function seedTakesAnchor(region: Region, view: GraphView): boolean {
 
 /** Whether `region` reads an anchor's channels-last output directly: a pointwise region (its tiled kernel
  * writes the reference's layout), a reduction (kf_reduce.cuh orders the dims by the input's memory layout;
- * its output is small), or a normalisation whose kept dims stay in order when its input is read channels-last
+ * its output is small), a pool (kf_pool_cl.cuh: channel tiles in, the reference's layout out), or a normalisation whose kept dims stay in order when its input is read channels-last
  * (the channel kept with every spatial dim reduced, as BatchNorm and InstanceNorm; or the channel reduced; group
  * norm): kf_normalize_cl.cuh takes the statistics in memory order and transposes the apply. */
 export function readsChannelsLast(region: Region, view: GraphView): boolean {
-  if (region.kind === "pointwise" || region.kind === "reduce") return true;
+  if (region.kind === "pointwise" || region.kind === "reduce" || region.kind === "pool") return true;
   if (region.kind !== "normalize" || !region.seed || !seedTakesAnchor(region, view)) return false;
   // Group norm's kept dims (N, G) keep their order; its statistics are spread over a group's channels.
   if (NORMALIZATIONS[view.node(region.seed).op]?.groups) return true;

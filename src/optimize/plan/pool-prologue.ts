@@ -4,7 +4,6 @@
 // the same at every tap of a window: size 1 on each spatial dim (a per-channel parameter, a per-sample value,
 // a scalar).
 import type { Arg, GraphNode } from "../graph.ts";
-import { anchorRuleFor, channelsLastRank } from "./anchors.ts";
 import { argNodeIds, FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
 import type { Region } from "./planner.ts";
 
@@ -68,9 +67,9 @@ export function poolPrologueStream(view: GraphView, pool: GraphNode, members: st
 /** The largest prologue the pool can take: the pointwise producers `grow` gathers (given a lower bound on
  * their graph index), nearest the pool first when the whole of them has no single stream (a residual added
  * upstream, a full-size parameter). Empty when none can be, and when the stream is a region's output
- * (`inRegion`: a normalisation's, say) or a conv the planner runs channels-last: the ops are then that region's
- * epilogue, computed once per element in the pass that writes the stream, where a prologue computes them once
- * per tap (and, after a channels-last conv, would cost its layout region a pass of its own). */
+ * (`inRegion`: a normalisation's, say): the ops are then that region's epilogue, computed once per element in
+ * the pass that writes the stream, where a prologue computes them once per tap. A conv's output is read by the
+ * pool itself, channels-last (kf_pool_cl.cuh), so the ops in between are its prologue. */
 export function poolPrologue(
   view: GraphView,
   pool: GraphNode,
@@ -83,17 +82,9 @@ export function poolPrologue(
     const members = grow(start);
     const stream = members.length > 0 ? poolPrologueStream(view, pool, members) : null;
     if (stream === null) continue;
-    return inRegion(stream) || streamsChannelsLastConv(view, stream) ? [] : members;
+    return inRegion(stream) ? [] : members;
   }
   return [];
-}
-
-/** Whether the stream is a 2-d/3-d convolution the planner runs channels-last (a pool kernel reads only the
- * reference's layout: its epilogue writes that back). */
-function streamsChannelsLastConv(view: GraphView, stream: string): boolean {
-  if (view.isGraphInput(stream)) return false;
-  const node = view.node(stream);
-  return anchorRuleFor(node, view)?.why === null && channelsLastRank(node, view);
 }
 
 /** The node a pool region's kernel walks by window: its prologue's stream, or the pooled input itself. */
