@@ -313,7 +313,7 @@ def test_pool_prologues_pool_every_tap_after_the_ops_in_front(emitted: dict[str,
 
     problem, cand, ref, new = _pair("pool_prologues", emitted["pool_prologues"])
     source = cand._KF_CUDA_SOURCE
-    assert source.count("struct KfPro_") == 4, "four pools with a prologue"
+    assert source.count("struct KfPro_") == 5, "five pools with a prologue"
     assert source.count("return kf_launch_pool_cl<") == 1, "the conv's pool reads it channels-last"
     ext = EmulatedExtension(cand)
     enable_cpu_fast_paths(cand, ext)
