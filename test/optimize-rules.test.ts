@@ -2928,7 +2928,11 @@ test("a pool reading a conv through the ops in front of it takes it channels-las
   assert.equal(plan.regions.length, 1, "no layout region: the pool reads the conv's layout itself");
   const view = new GraphView(g);
   const cl = generateRegion(view, pooled as Region, (id) => `v_${id}`);
-  assert.match(cl.cuda, /kf_launch_pool_cl<KF_POOL_MAX, KfPro_r\d+, KfEpi_r\d+/);
+  assert.match(
+    cl.cuda,
+    /kf_launch_pool_cl<KF_POOL_MAX, 1, 2, 2, KfPro_r\d+, KfEpi_r\d+/,
+    "unrolled for its 2x2 window",
+  );
   assert.match(cl.method, /kf_anchor = _kf_conv_anchor\(self\.conv, v_x, "kf_r\d+_cl", True\)/);
   assert.match(cl.method, /kf_anchor\.contiguous\(memory_format=torch\.channels_last\)/);
   const native = relaxAnchors(plan, new Set([pooled?.id ?? ""])).regions[0];

@@ -596,29 +596,43 @@ def test_pooling_with_a_prologue(ext, dtype):
 def test_channels_last_pooling_writes_the_references_layout(ext, dtype):
     """kf_launch_pool_cl reads a channels-last input (a channels-last conv's output) and writes the contiguous
     layout: every 2-D / 3-D case of POOL_CASES, adaptive windows, channels past one tile of 32 and W outputs past
-    one, with the epilogue, with a prologue, and a NaN tap."""
+    one, with the epilogue, with a prologue, and a NaN tap — by the kernel for any window and, where the harness
+    instantiates one for the case's window, by the unrolled one; a launcher unrolled for another window takes
+    the first."""
     gen = torch.Generator(device="cuda").manual_seed(13)
     wide = [(H.POOL_MAX, (2, 45, 9, 70), [2, 2], [2, 2], [0, 0], [1, 1], False, True, None),
             (H.POOL_AVG, (1, 33, 5, 66), [3, 3], [1, 1], [1, 1], [1, 1], True, False, None),
-            (H.POOL_MAX, (1, 70, 4, 5, 6), [2, 2, 2], [1, 2, 2], [1, 0, 1], [1, 1, 1], True, True, None)]
+            (H.POOL_MAX, (1, 70, 4, 5, 6), [2, 2, 2], [1, 2, 2], [1, 0, 1], [1, 1, 1], True, True, None),
+            (H.POOL_AVG, (2, 40, 18, 35), [2, 2], [2, 2], [0, 0], [1, 1], True, True, None),
+            (H.POOL_AVG, (2, 40, 21, 38), [4, 4], [4, 4], [1, 2], [1, 1], True, False, None),
+            (H.POOL_MAX, (2, 40, 21, 38), [4, 4], [3, 4], [2, 1], [1, 1], True, True, None),
+            (H.POOL_AVG, (1, 36, 7, 9, 11), [2, 2, 2], [2, 2, 2], [1, 0, 1], [1, 1, 1], True, True, 3)]
+    unrolled = set()
     for kind, shape, k, s, p, d, ceil, cip, div in [c for c in POOL_CASES if len(c[1]) >= 4] + wide:
         nd = len(shape) - 2
         layout = torch.channels_last if nd == 2 else torch.channels_last_3d
         x = torch.randn(shape, generator=gen, device="cuda").to(dtype).contiguous(memory_format=layout)
         ref = _pool_ref(kind, x.double(), nd, k, s, p, d, ceil, cip, div, False)
-        what = f"channels-last {'max' if kind == H.POOL_MAX else 'avg'}_pool{nd}d {shape} k{k} s{s} p{p} d{d} ceil={ceil}"
-        out = ext.pool_fixed([-1], kind, x, [], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False, 1.0)
-        assert out.is_contiguous(), what
-        if kind == H.POOL_MAX:
-            assert torch.equal(out, ref.to(dtype)), f"{what}: max pooling must be exact"
-        else:
-            _close(out, ref, dtype, what)
-        bias = torch.randn([shape[1]] + [1] * nd, generator=gen, device="cuda").to(dtype)
-        out = ext.pool_fixed([-1], kind, x, [bias], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False, 0.5)
-        _close(out, ref * 0.5 + bias.double(), dtype, what + " + bias epilogue")
-        pro = _pool_ref(kind, torch.tanh(x.double() + bias.double()), nd, k, s, p, d, ceil, cip, div, False)
-        out = ext.pool_prologue([-1], kind, x, [bias], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False, 0.5)
-        _close(out, pro * 0.5 + bias.double(), dtype, what + " with a prologue")
+        own = tuple([1] * (3 - nd) + list(k))
+        windows = [[-1], [-1, *own]] if own in H.CL_WINDOWS else [[-1], [-1, *H.CL_WINDOWS[0]]]
+        unrolled.update(w for w in [own] if w in H.CL_WINDOWS)
+        for window in windows:
+            what = (f"channels-last {'max' if kind == H.POOL_MAX else 'avg'}_pool{nd}d {shape} k{k} s{s} p{p} d{d} "
+                    f"ceil={ceil} launcher window {window[1:] or 'any'}")
+            out = ext.pool_fixed(window, kind, x, [], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False, 1.0)
+            assert out.is_contiguous(), what
+            if kind == H.POOL_MAX:
+                assert torch.equal(out, ref.to(dtype)), f"{what}: max pooling must be exact"
+            else:
+                _close(out, ref, dtype, what)
+            bias = torch.randn([shape[1]] + [1] * nd, generator=gen, device="cuda").to(dtype)
+            out = ext.pool_fixed(window, kind, x, [bias], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False, 0.5)
+            _close(out, ref * 0.5 + bias.double(), dtype, what + " + bias epilogue")
+            pro = _pool_ref(kind, torch.tanh(x.double() + bias.double()), nd, k, s, p, d, ceil, cip, div, False)
+            out = ext.pool_prologue(window, kind, x, [bias], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False,
+                                    0.5)
+            _close(out, pro * 0.5 + bias.double(), dtype, what + " with a prologue")
+    assert unrolled == set(H.CL_WINDOWS), f"unrolled windows without a case: {set(H.CL_WINDOWS) - unrolled}"
     for kind in (H.POOL_AVG, H.POOL_MAX):
         for shape, osz in [((2, 40, 17, 19), [5, 7]), ((2, 3, 9, 10, 11), [4, 3, 5])]:
             layout = torch.channels_last if len(shape) == 4 else torch.channels_last_3d

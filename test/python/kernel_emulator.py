@@ -221,7 +221,7 @@ class EmulatedExtension:
                 roles[args[0]] = "pro"
             elif launcher in ("kf_launch_pool", "kf_launch_pool_fixed", "kf_launch_pool_cl"):
                 # <..., Pro, Epi, ...>: a prologue takes (tap, operands), an epilogue's form
-                first = 5 if launcher == "kf_launch_pool_fixed" else 1
+                first = {"kf_launch_pool_fixed": 5, "kf_launch_pool_cl": 4}.get(launcher, 1)  # after Kind, the window
                 for functor in args[first:first + 2]:
                     if functor != "KfPoolNoPrologue":
                         roles[functor] = "pool_epi"
@@ -406,8 +406,7 @@ class EmulatedExtension:
         stats.copy_(self._stats(stat, rows).reshape(stats.shape))
         return stats
 
-    def _kf_launch_pool(self, args, ins, sc, _shape, _mask, out_shape, geo, _stats, fixed=False):
-        first = 5 if fixed else 1
+    def _kf_launch_pool(self, args, ins, sc, _shape, _mask, out_shape, geo, _stats, first=1):
         pro, epi, tout = args[first], args[first + 1], DTYPES[args[first + 2]]
         kind, nd, adaptive = geo[0], geo[1], geo[2]
         kernel, stride = geo[3:3 + nd], geo[3 + nd:3 + 2 * nd]
@@ -443,14 +442,14 @@ class EmulatedExtension:
         return out.reshape(out_shape).to(tout)
 
     def _kf_launch_pool_fixed(self, *a):
-        return self._kf_launch_pool(*a, fixed=True)
+        return self._kf_launch_pool(*a, first=5)  # after Kind, the window and the H stride
 
     def _kf_launch_pool_cl(self, args, ins, *rest):
         # kf_pool_cl.cuh reads a channels-last input: the method hands it over in that layout.
         fmt = torch.channels_last_3d if ins[0].dim() == 5 else torch.channels_last
         if not ins[0].is_contiguous(memory_format=fmt):
             raise AssertionError(f"kf_launch_pool_cl given an input of strides {ins[0].stride()}")
-        return self._kf_launch_pool(args, ins, *rest)
+        return self._kf_launch_pool(args, ins, *rest, first=4)  # after Kind, the window
 
 
 def _patched(fn: Callable[..., Any], old: str, new: str, namespace: dict[str, Any]) -> Callable[..., Any]:

@@ -1316,7 +1316,7 @@ const generatePool: KindGenerator = (view, region, nameOf, fn, out) => {
   const geo = poolGeometry(seed.op, seedFn, nd, (arg) => view.ints(arg));
   const xs = `const float (&x)[${Math.max(nExtra, 1)}], const KfScalars& sc`;
   const args = `${pro}, ${epi}, ${CPP_TYPE[out.dtype]}, ${inType}${nExtra ? `, ${types(table.operands)}` : ""}`;
-  const launcher = channelsLast ? `kf_launch_pool_cl<${kind}, ${args}>` : poolLauncher(geo, nd, kind, args);
+  const launcher = channelsLast ? poolLauncherCl(geo, nd, kind, args) : poolLauncher(geo, nd, kind, args);
   const cuda = [
     ...(prologue ? [functor(pro, nExtra, `float tap, ${xs}`, prologue.lines, prologue.result)] : []),
     functor(epi, nExtra, `float pooled, ${xs}`, epiLines, `t_${region.output}`),
@@ -1481,14 +1481,26 @@ const FIXED_POOL_MAX_TAPS = 64;
  * when those are known here (not adaptive, a window small enough to unroll), the generic one otherwise.
  */
 function poolLauncher(geo: number[], nd: number, kind: string, rest: string): string {
-  const kernel = geo.slice(3, 3 + nd);
+  const window = fixedPoolWindow(geo, nd);
+  if (!window) return `kf_launch_pool<${kind}, ${rest}>`;
   const stride = geo.slice(3 + nd, 3 + 2 * nd);
-  const taps = kernel.reduce((a, b) => a * b, 1);
-  const fixed = geo[2] === 0 && taps <= FIXED_POOL_MAX_TAPS && (kernel[nd - 1] ?? 0) <= 16;
-  if (!fixed) return `kf_launch_pool<${kind}, ${rest}>`;
-  const window = [...Array(3 - nd).fill(1), ...kernel];
   const strideH = nd >= 2 ? (stride[nd - 2] ?? 1) : 1;
   return `kf_launch_pool_fixed<${kind}, ${window.join(", ")}, ${strideH}, ${rest}>`;
+}
+
+/** kf_launch_pool_cl's launcher (a channels-last input): unrolled for its window where poolLauncher's would be. */
+function poolLauncherCl(geo: number[], nd: number, kind: string, rest: string): string {
+  const window = fixedPoolWindow(geo, nd) ?? [0, 0, 0];
+  return `kf_launch_pool_cl<${kind}, ${window.join(", ")}, ${rest}>`;
+}
+
+/** The (KD, KH, KW) window a pool's kernel is unrolled for, leading dims of 1-D and 2-D pools 1; null when it is
+ * adaptive or too large to unroll. */
+function fixedPoolWindow(geo: number[], nd: number): number[] | null {
+  const kernel = geo.slice(3, 3 + nd);
+  const taps = kernel.reduce((a, b) => a * b, 1);
+  const fixed = geo[2] === 0 && taps <= FIXED_POOL_MAX_TAPS && (kernel[nd - 1] ?? 0) <= 16;
+  return fixed ? [...Array(3 - nd).fill(1), ...kernel] : null;
 }
 
 const KIND_GENERATORS: Record<Exclude<Region["kind"], "recipe">, KindGenerator> = {

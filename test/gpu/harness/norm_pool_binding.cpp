@@ -11,7 +11,7 @@ cudaError_t kfh_pool(int kind, int epi, int dtype, const KfPoolParams& p, const 
                      const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream);
 cudaError_t kfh_pool_fixed(const int (&window)[4], int kind, int epi, int dtype, const KfPoolParams& p, const void* in,
                            void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream);
-cudaError_t kfh_pool_cl(int kind, int epi, int dtype, const KfPoolParams& p, const void* in, void* out,
+cudaError_t kfh_pool_cl(const int (&window)[3], int kind, int epi, int dtype, const KfPoolParams& p, const void* in, void* out,
                         const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream);
 
 static int dtype_code(const at::Tensor& t) {
@@ -60,14 +60,15 @@ at::Tensor norm(int64_t op, const std::vector<at::Tensor>& ins, const std::vecto
 
 // Pooling of contiguous x [N, C, spatial...]; extra: 0 or 1 epilogue inputs broadcastable to the output
 // (pooled * sc[0] + extra); with `prologue`, every tap is tanh(tap + extra) first (extra then per channel).
-// window: empty for kf_launch_pool, {-1} for kf_launch_pool_cl (x channels-last), else the (KD, KH, KW, SH)
+// window: empty for kf_launch_pool, {-1} for kf_launch_pool_cl (x channels-last) for any window, {-1, KD, KH, KW}
+// for it unrolled for that one (one of norm_pool_harness.cu's KFH_CL_WINDOWS), else the (KD, KH, KW, SH)
 // kf_launch_pool_fixed is instantiated for (one of norm_pool_harness.cu's KFH_FIXED_WINDOWS).
 static at::Tensor pool_with(bool prologue, const std::vector<int64_t>& window, int64_t kind, const at::Tensor& x,
                             const std::vector<at::Tensor>& extra, const std::vector<int64_t>& out_size,
                             const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                             const std::vector<int64_t>& pad, const std::vector<int64_t>& dilation,
                             bool count_include_pad, int64_t divisor_override, bool adaptive, double scale) {
-  const bool channels_last = window.size() == 1 && window[0] == -1;  // kf_launch_pool_cl
+  const bool channels_last = !window.empty() && window[0] == -1;  // kf_launch_pool_cl
   TORCH_CHECK(channels_last ? x.is_contiguous(x.dim() == 5 ? at::MemoryFormat::ChannelsLast3d : at::MemoryFormat::ChannelsLast)
                             : x.is_contiguous(),
               "harness: pool input must be contiguous (channels-last for the _cl launcher)");
@@ -98,7 +99,10 @@ static at::Tensor pool_with(bool prologue, const std::vector<int64_t>& window, i
   const KfTensorRef* refp = refs.empty() ? nullptr : refs.data();
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   if (channels_last) {
-    kf_check_cuda(kfh_pool_cl(static_cast<int>(kind), epi, dtype_code(x), p, x.data_ptr(), out.data_ptr(), refp,
+    TORCH_CHECK(window.size() == 1 || window.size() == 4, "harness: a channels-last window is {-1} or {-1, KD, KH, KW}");
+    const int w[3] = {window.size() == 4 ? int(window[1]) : 0, window.size() == 4 ? int(window[2]) : 0,
+                      window.size() == 4 ? int(window[3]) : 0};
+    kf_check_cuda(kfh_pool_cl(w, static_cast<int>(kind), epi, dtype_code(x), p, x.data_ptr(), out.data_ptr(), refp,
                               scalars_of({scale}), stream),
                   "kf_launch_pool_cl");
   } else if (window.empty()) {

@@ -18,6 +18,8 @@ OP_SOFTMAX, OP_LOG_SOFTMAX, OP_AFFINE, OP_RMS, OP_AFFINE_F32_PARAMS, OP_AFFINE_C
 POOL_MAX, POOL_AVG = 0, 1
 # (KD, KH, KW, SH) windows norm_pool_harness.cu instantiates kf_launch_pool_fixed for (KFH_FIXED_WINDOWS).
 FIXED_WINDOWS = [(1, 3, 3, 2), (1, 2, 2, 2), (1, 1, 4, 1), (3, 3, 3, 2), (1, 3, 2, 2), (1, 3, 3, 1)]
+# (KD, KH, KW) windows it instantiates kf_launch_pool_cl unrolled for (KFH_CL_WINDOWS, less the any-window 0, 0, 0).
+CL_WINDOWS = [(1, 2, 2), (1, 3, 3), (2, 2, 2), (1, 4, 4)]
 
 
 @functools.lru_cache(maxsize=1)

@@ -246,25 +246,45 @@ cudaError_t kfh_pool_fixed(const int (&window)[4], int kind, int epi, int dtype,
   }
 }
 
-// kf_launch_pool_cl: a channels-last input, the same sample functors (epi 0: none, 1: scale + add, 2: prologue).
-template <typename T>
-static cudaError_t pool_cl_typed(int kind, int epi, const KfPoolParams& p, const void* in, void* out,
-                                 const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
-  if (kind == KF_POOL_MAX && epi == 0) return kf_launch_pool_cl<KF_POOL_MAX, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
-  if (kind == KF_POOL_MAX && epi == 1) return kf_launch_pool_cl<KF_POOL_MAX, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
-  if (kind == KF_POOL_MAX && epi == 2) return kf_launch_pool_cl<KF_POOL_MAX, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
-  if (kind == KF_POOL_AVG && epi == 0) return kf_launch_pool_cl<KF_POOL_AVG, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
-  if (kind == KF_POOL_AVG && epi == 1) return kf_launch_pool_cl<KF_POOL_AVG, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
-  if (kind == KF_POOL_AVG && epi == 2) return kf_launch_pool_cl<KF_POOL_AVG, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+// kf_launch_pool_cl: a channels-last input, the same sample functors (epi 0: none, 1: scale + add, 2: prologue),
+// the kernel for any window (KD = KH = KW = 0) or one unrolled for (KD, KH, KW) (KFH_CL_WINDOWS; another window
+// takes the first).
+#define KFH_CL_WINDOWS(X) X(0, 0, 0) X(1, 2, 2) X(1, 3, 3) X(2, 2, 2) X(1, 4, 4)
+
+template <int KD, int KH, int KW, typename T>
+static cudaError_t pool_cl_window(int kind, int epi, const KfPoolParams& p, const void* in, void* out,
+                                  const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
+  if (kind == KF_POOL_MAX && epi == 0)
+    return kf_launch_pool_cl<KF_POOL_MAX, KD, KH, KW, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 1)
+    return kf_launch_pool_cl<KF_POOL_MAX, KD, KH, KW, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_MAX && epi == 2)
+    return kf_launch_pool_cl<KF_POOL_MAX, KD, KH, KW, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 0)
+    return kf_launch_pool_cl<KF_POOL_AVG, KD, KH, KW, KfPoolNoPrologue, PoolEpiIdentity, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 1)
+    return kf_launch_pool_cl<KF_POOL_AVG, KD, KH, KW, KfPoolNoPrologue, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
+  if (kind == KF_POOL_AVG && epi == 2)
+    return kf_launch_pool_cl<KF_POOL_AVG, KD, KH, KW, PoolProAddTanh, PoolEpiScaleAdd, T, T, T>(p, in, out, extra, sc, stream);
   return cudaErrorInvalidValue;
 }
 
-cudaError_t kfh_pool_cl(int kind, int epi, int dtype, const KfPoolParams& p, const void* in, void* out,
-                        const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
+template <typename T>
+static cudaError_t pool_cl_typed(const int (&w)[3], int kind, int epi, const KfPoolParams& p, const void* in,
+                                 void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
+#define KFH_TRY(KD, KH, KW) \
+  if (w[0] == KD && w[1] == KH && w[2] == KW) return pool_cl_window<KD, KH, KW, T>(kind, epi, p, in, out, extra, sc, stream);
+  KFH_CL_WINDOWS(KFH_TRY)
+#undef KFH_TRY
+  return cudaErrorNotSupported;
+}
+
+cudaError_t kfh_pool_cl(const int (&window)[3], int kind, int epi, int dtype, const KfPoolParams& p, const void* in,
+                        void* out, const KfTensorRef* extra, const KfScalars& sc, cudaStream_t stream) {
   switch (dtype) {
-    case DT_F32: return pool_cl_typed<float>(kind, epi, p, in, out, extra, sc, stream);
-    case DT_F16: return pool_cl_typed<__half>(kind, epi, p, in, out, extra, sc, stream);
-    case DT_BF16: return pool_cl_typed<__nv_bfloat16>(kind, epi, p, in, out, extra, sc, stream);
+    case DT_F32: return pool_cl_typed<float>(window, kind, epi, p, in, out, extra, sc, stream);
+    case DT_F16: return pool_cl_typed<__half>(window, kind, epi, p, in, out, extra, sc, stream);
+    case DT_BF16: return pool_cl_typed<__nv_bfloat16>(window, kind, epi, p, in, out, extra, sc, stream);
     default: return cudaErrorInvalidValue;
   }
 }
