@@ -314,6 +314,50 @@ test("a channels-last anchor no slower than its native layout keeps channels-las
   assert.ok(result.regions.filter((r) => r.status === "fused").every((r) => r.kernelMs === 1));
 });
 
+test("a file verified only without TF32 times its exact channels-last anchors in the reference's layout too and keeps the faster", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const { wrapped, seen } = failingFirst(1);
+  // With TF32 the channels-last conv wins (the first layout trial keeps it); without, the native one is faster.
+  const timed: { layout: string; exact: boolean }[] = [];
+  const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile = true) => {
+    const run = await runBench(p, candidate, regions, opts, compile, timeFile);
+    const source = readFileSync(candidate, "utf8");
+    const layout = /_kf_conv_anchor\(self\.\w+, \w+, "kf_r\d+_cl"/.test(source) ? "channels_last" : "native";
+    const exact = /exact=True\)/.test(source);
+    if (regions.length > 0) timed.push({ layout, exact });
+    const kernelMs = layout === "channels_last" ? 1 : exact ? 0.5 : 2;
+    return { ...run, regions: run.regions.map((r) => ({ ...r, kernelMs, torchMs: 3 })) };
+  };
+  const result = await optimizeProblem(
+    problem,
+    output,
+    options(dir, { evaluateFile: wrapped, benchFile: bench, regionWinMargin: 1, layoutTrial: true }),
+  );
+  assert.deepEqual(
+    timed,
+    [
+      { layout: "channels_last", exact: false },
+      { layout: "native", exact: false },
+      { layout: "channels_last", exact: true },
+      { layout: "native", exact: true },
+    ],
+    "the TF32 layout trial, then both layouts without TF32",
+  );
+  assert.equal(seen.calls, 3, "rejected with TF32, verified exact channels-last, then exact native");
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  const source = readFileSync(output, "utf8");
+  assert.match(source, /exact=True\)/);
+  assert.doesNotMatch(source, /_kf_conv_anchor\(self\.\w+, \w+, "kf_r\d+_cl"/, "the native layout ships");
+  const anchored = result.regions.filter((r) => r.status === "fused" && r.kernelMs !== null);
+  assert.ok(
+    anchored.length > 0 && anchored.every((r) => r.kernelMs === 0.5),
+    "the reports carry the exact timings",
+  );
+});
+
 test("a file slower than eager as a whole is timed again without anchors and keeps the faster", {
   timeout: 300_000,
 }, async () => {

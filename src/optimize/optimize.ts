@@ -22,6 +22,7 @@ import {
   type Plan,
   planGraph,
   regionNodes,
+  relaxAnchors,
   relaxLosers,
   withExactAnchors,
   withoutAnchors,
@@ -603,6 +604,54 @@ async function verifyWithBench(
       ? [await options.evalAhead.run()]
       : await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
   const failed = (r: EvalResult | undefined): r is EvalResult => r !== undefined && r.verdict !== "correct";
+  // The layouts were chosen by timings with TF32 allowed. cuDNN's full-precision kernels are another set: an
+  // exact channels-last convolution can be slower than the reference's layout's (it was for a Conv2d of 8 input
+  // channels: an NHWC direct kernel against an NCHW implicit GEMM). Each exact channels-last anchor is timed in
+  // both layouts; the faster one stays, verified again when it changes the file.
+  const exactLayoutTrial = async (verified: EvalResult): Promise<EvalResult> => {
+    const ids = plan.regions
+      .filter((r) => r.anchorExact && r.anchorLayout === "channels_last" && r.rule !== LAYOUT_RULE)
+      .map((r) => r.id);
+    if (ids.length === 0) return verified;
+    const exact = plan;
+    freshForFinal = false;
+    const channelsLastRun = await bench(problem, output, ids, options, false, false);
+    const native = relaxAnchors(exact, new Set(ids));
+    emit(native);
+    const nativeRun = await bench(problem, output, ids, options, false, false);
+    const kernelMs = (run: OptimizeBenchResult, id: string) =>
+      run.regions.find((t) => t.id === id)?.kernelMs ?? null;
+    const faster = new Set(
+      ids.filter((id) => {
+        const [cl, nat] = [kernelMs(channelsLastRun, id), kernelMs(nativeRun, id)];
+        return cl !== null && nat !== null && nat * REGION_WIN_MARGIN < cl;
+      }),
+    );
+    const chosen: Plan = {
+      regions: exact.regions.map((r) =>
+        faster.has(r.id) ? (native.regions.find((n) => n.id === r.id) ?? r) : r,
+      ),
+      kept: exact.kept,
+    };
+    const timings = (run: OptimizeBenchResult, keep: (id: string) => boolean) => ({
+      ...run,
+      regions: run.regions.filter((t) => keep(t.id)),
+    });
+    applyRegionTimings(timings(channelsLastRun, (id) => !faster.has(id)));
+    applyRegionTimings(timings(nativeRun, (id) => faster.has(id)));
+    emit(chosen);
+    if (faster.size === 0) return verified;
+    log(
+      `${problem.name}: ${[...faster].join(", ")} faster without TF32 with the convolution in the reference's layout`,
+    );
+    const [checked] = await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
+    if (checked && !failed(checked)) {
+      plan = chosen;
+      return checked;
+    }
+    emit(exact);
+    return verified;
+  };
   if (failed(evalResult) && plan.regions.length > 0) {
     result.rejected = { verdict: evalResult.verdict, reason: evalResult.reason };
     // A library call made another way (channels-last, another cuDNN algorithm, TF32) is the likeliest to
@@ -622,6 +671,8 @@ async function verifyWithBench(
         plan = exact;
         evalResult = again;
         result.rejected = null;
+        const layoutTrial = options.layoutTrial ?? options.device === "cuda";
+        if (layoutTrial) evalResult = await exactLayoutTrial(evalResult);
       }
     }
     // Then the file without anchors, before every kernel is given up. The regions that lost are timed again

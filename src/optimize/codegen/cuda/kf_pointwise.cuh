@@ -57,12 +57,13 @@ __device__ __forceinline__ float kf_leaky_relu(float a, float slope) { return a 
 __device__ __forceinline__ float kf_hardtanh(float a, float lo, float hi) { return kf_clamp_max(kf_clamp_min(a, lo), hi); }
 // a / 6.f without the IEEE divide's slow path: that is a called subroutine, and its calling convention spilled
 // the registers live across it in a pool's tap loop. The product with RN(1/6) is corrected once by its FMA
-// remainder, infinities passed through (their remainder is NaN). Checked against a / 6.f over all 2^32 floats
-// on the H200 (test/gpu/test_pointwise_exact.py): every normal quotient equal; subnormal quotients, where the
-// remainder underflows, may differ in the last place.
+// remainder, infinities passed through (their remainder is NaN), the sign q's (-0's remainder is +0, and
+// +0 + +0 would lose it). Checked against a / 6.f over all 2^32 floats on the H200
+// (test/gpu/test_pointwise_exact.py): every normal quotient equal; subnormal quotients, where the remainder
+// underflows, may differ in the last place.
 __device__ __forceinline__ float kf_div6(float a) {
   const float q = a * (1.f / 6.f);
-  return fabsf(q) == INFINITY ? q : fmaf(fmaf(-q, 6.f, a), 1.f / 6.f, q);
+  return fabsf(q) == INFINITY ? q : copysignf(fmaf(fmaf(-q, 6.f, a), 1.f / 6.f, q), q);
 }
 __device__ __forceinline__ float kf_hardsigmoid(float a) { return kf_clamp_max(kf_clamp_min(kf_div6(a) + 0.5f, 0.f), 1.f); }
 __device__ __forceinline__ float kf_hardswish(float a) { return kf_div6(a * kf_clamp_max(kf_clamp_min(a + 3.f, 0.f), 6.f)); }
