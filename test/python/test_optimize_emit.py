@@ -25,7 +25,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
          "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
-         "written_layernorm", "pool_prologues", "submodule_flags"]
+         "written_layernorm", "pool_prologues", "submodule_flags", "register_targets_apply10"]
 
 
 def _node() -> str | None:
@@ -362,7 +362,8 @@ def test_a_submodules_flag_is_guarded_like_the_models_own(emitted: dict[str, str
     "case",
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
-     "register_targets_reduce32", "register_targets_apply5", "written_idioms", "integer_operands_trig",
+     "register_targets_reduce32", "register_targets_apply5", "register_targets_apply10", "written_idioms",
+     "integer_operands_trig",
      "bn_eval_affine", "scans", "cross_entropy_losses", pytest.param("pool_prologues", marks=pytest.mark.heavy),
      pytest.param("narrow_integer_operands", marks=pytest.mark.heavy),
      pytest.param("written_layernorm", marks=pytest.mark.heavy)]
@@ -386,6 +387,10 @@ def test_emitted_cuda_compiles_for_sm90a_without_spills(emitted: dict[str, str],
     assert run.returncode == 0, run.stderr[-3000:]
     spills = [int(n) for n in re.findall(r"(\d+) bytes spill stores", run.stderr)]
     assert spills and max(spills) == 0, "spills in the generated kernels"
+    if case == "register_targets_apply10":
+        # kf_launch_normalize_cl instantiates its transposed apply only when its operands fit the elementwise
+        # template (if constexpr): the strided kernels alone mean the channels-last path can never run.
+        assert "KfNormApplyFromStats" in run.stderr, "no channels-last apply for the ten-input group norm"
 
 
 # cusolver's headers are not among the wheels the test venv installs; ATen's CUDA context header needs two of its

@@ -2,7 +2,7 @@
 //
 // ---------------------------------------------------------------------------------------------- contract
 // Functor (generated; all math fp32):
-//   struct F { static constexpr int kIn = N;          // 1 <= N <= 8
+//   struct F { static constexpr int kIn = N;          // 1 <= N <= KF_EW_MAX_IN (11)
 //              __device__ float operator()(const float (&x)[kIn], const KfScalars& sc) const; };
 //
 //   cudaError_t kf_launch_elementwise<F, TOut, TIn...>(shape, out, in, sc, stream)
@@ -44,7 +44,10 @@
 #include "kf_common.cuh"
 
 #define KF_EW_THREADS 256
-#define KF_EW_MAX_IN 8
+// A region's 7 operands (planner.ts MAX_REGION_OPERANDS), an anchored conv's bias, and the 3 statistics
+// kf_normalize_cl.cuh's apply adds: with fewer, a channels-last group norm with a prologue fell back to the
+// strided normalize kernels, 5x slower.
+#define KF_EW_MAX_IN 11
 
 // Coalesced iteration space, innermost dim first; size[0] is counted in vectors on the vector path.
 template <int N, typename IdxT>
@@ -600,7 +603,7 @@ cudaError_t kf_launch_elementwise(const KfShape& shape, void* out, const KfTenso
                                   cudaStream_t stream) {
   constexpr int N = sizeof...(TIn);
   static_assert(N == F::kIn, "one input type per functor input");
-  static_assert(N >= 1 && N <= KF_EW_MAX_IN, "1..8 inputs");
+  static_assert(N >= 1 && N <= KF_EW_MAX_IN, "1..KF_EW_MAX_IN inputs");
   KfEwPlan plan;
   if (!kf_ew_coalesce(shape, in, N, plan)) return cudaErrorInvalidValue;
   if (plan.numel == 0) return cudaSuccess;

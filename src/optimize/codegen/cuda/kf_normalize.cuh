@@ -868,21 +868,27 @@ finalize_wide_kernel(const int64_t K, const int64_t splits, const float count, c
   }
 }
 
+// Elements of apply_kernel's thread per loop step: with six inputs or more, four elements' loads and offsets
+// spilled (seven fp32 inputs: 32 bytes at 64 registers).
+template <int NIn>
+__host__ __device__ constexpr int kf_apply_unroll() { return NIn >= 6 ? 2 : kUnroll; }
+
 // Elementwise apply with finished statistics: element e (contiguous output order) -> coordinates -> input
-// offsets and kept index. kUnroll elements per thread, a block-stride apart (coalesced).
+// offsets and kept index. kf_apply_unroll elements per thread, a block-stride apart (coalesced).
 template <class Pro, class Apply, typename TOut, typename... TIn>
 __global__ void __launch_bounds__(kStreamThreads)
 apply_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars sc) {
   constexpr int NIn = sizeof...(TIn);
+  constexpr int kU = kf_apply_unroll<NIn>();
   const Pro pro;
   const Apply apply;
   const int64_t total = v.K * v.R;
-  const int64_t step = int64_t(gridDim.x) * blockDim.x * kUnroll;
-  for (int64_t e0 = int64_t(blockIdx.x) * blockDim.x * kUnroll + threadIdx.x; e0 < total; e0 += step) {
-    float x[kUnroll][NIn];
-    int64_t kk[kUnroll];
+  const int64_t step = int64_t(gridDim.x) * blockDim.x * kU;
+  for (int64_t e0 = int64_t(blockIdx.x) * blockDim.x * kU + threadIdx.x; e0 < total; e0 += step) {
+    float x[kU][NIn];
+    int64_t kk[kU];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int64_t e = e0 + int64_t(u) * blockDim.x;
       if (e < total) {
         int64_t rest = e, off[NIn], k = 0;
@@ -902,7 +908,7 @@ apply_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
+    for (int u = 0; u < kU; ++u) {
       const int64_t e = e0 + int64_t(u) * blockDim.x;
       if (e < total) kf_store<TOut>(v.out, e, apply(pro(x[u], sc), stats[kk[u]], x[u], sc));
     }
@@ -1367,6 +1373,8 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
     apply_vec_kernel<Pro, Apply, kStreamVec, TOut, TIn...>
         <<<grid_for(ceil_div(apply_blocks, kStreamVec)), kStreamThreads, 0, stream>>>(v, stats, sc);
   else
-    apply_kernel<Pro, Apply, TOut, TIn...><<<grid_for(apply_blocks), kStreamThreads, 0, stream>>>(v, stats, sc);
+    apply_kernel<Pro, Apply, TOut, TIn...>
+        <<<grid_for(apply_blocks * kUnroll / kf_apply_unroll<sizeof...(TIn)>()), kStreamThreads, 0, stream>>>(
+            v, stats, sc);
   return cudaGetLastError();
 }
