@@ -22,6 +22,7 @@ import {
   verifyEvalOptions,
 } from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
+import { compileCheckNote } from "../src/report/compile-check-note.ts";
 import { cpuOptimizeOptions } from "./helpers/optimize-options.ts";
 
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
@@ -447,6 +448,38 @@ test("a file verified as first timed needs no second bench", {
   assert.equal(calls.length, 1, "the region bench's whole-file timing is the final one");
   assert.deepEqual(calls[0], { regions: result.regions.length, compile: true });
   assert.equal(result.speedup, 2);
+});
+
+test("a torch.compile baseline that fails the file's check is named, with its time at full precision", {
+  timeout: 300_000,
+}, async () => {
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const bench: typeof runBench = async (p, candidate, regions, opts) => {
+    const run = await runBench(p, candidate, regions, opts, false);
+    return {
+      ...run,
+      eagerMs: 4,
+      compiledMs: 1,
+      compiledExactMs: 3,
+      oursMs: 2,
+      compileCheck: { correct: false, note: "output 0: 12 of 800 elements differ", exactCorrect: true },
+      regions: run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 })),
+    };
+  };
+  const result = await optimizeProblem(
+    problem,
+    join(dir, "new.py"),
+    options(dir, { benchFile: bench, regionWinMargin: 1, compileBaseline: true }),
+  );
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.equal(result.speedupVsCompile, 0.5, "the default torch.compile's ratio is reported unchanged");
+  assert.equal(result.compiledExactMs, 3);
+  assert.equal(result.speedupVsCompileExact, 1.5);
+  assert.equal(
+    compileCheckNote(OptimizeResult.parse(result)),
+    "torch.compile's outputs fail the check this file passed (output 0: 12 of 800 elements differ); with TF32 off it passes in 3.000 ms (ours 1.50× of that)",
+  );
+  assert.equal(compileCheckNote({ ...result, compileCheck: { correct: true, note: null } }), null);
 });
 
 test("a bench worker started ahead has the reference compiled when the problem's turn comes", {

@@ -28,6 +28,12 @@ def record(result: dict, run: str, date: str) -> dict:
         "correct": result.get("verdict") == "correct",
         "compile_ms": result.get("compiledMs"),
         "speedup_vs_compile": result.get("speedupVsCompile"),
+        # torch.compile's outputs under the check the file passed (null: not checked), and where they pass only
+        # with TF32 off, that compiled model's time and ours against it (compile_check.py)
+        "compile_correct": (result.get("compileCheck") or {}).get("correct"),
+        "compile_check_note": (result.get("compileCheck") or {}).get("note"),
+        "compile_exact_ms": result.get("compiledExactMs"),
+        "speedup_vs_compile_exact": result.get("speedupVsCompileExact"),
         "regions": [{"id": r["id"], "summary": r["summary"], "status": r["status"], "kernel_ms": r["kernelMs"],
                      "torch_ms": r["torchMs"]} for r in result.get("regions", [])],
         "kept": result.get("kept", []),

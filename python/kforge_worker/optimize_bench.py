@@ -161,6 +161,11 @@ class ProblemState:
         self.compiled: Any = None
         self.compile_seconds: float | None = None
         self.compile_error: str | None = None
+        # compile_check.check of the compiled model (TF32 as the process has it), with "exactCorrect" when that
+        # failed and the same check with TF32 off was made; compiled_exact: the compiled call with TF32 off,
+        # timed beside it when that passed.
+        self.compile_check: dict[str, Any] | None = None
+        self.compiled_exact: Any = None
 
     def matches(self, request: dict[str, Any]) -> bool:
         return self.problem_path == request["problemPath"] and self.device.type == request["device"]
@@ -206,6 +211,32 @@ class ProblemState:
             except Exception as exc:  # noqa: BLE001 — torch.compile failing is a fact to report, not ours
                 self.compile_error = (f"torch.compile failed: {type(exc).__name__}: "
                                       f"{str(exc).splitlines()[0][:200]}")
+            if self.compiled is not None:
+                self.check_compiled(compiled_model)
+
+    def check_compiled(self, compiled_model: Any) -> None:
+        """compile_check.check of the compiled reference; where it fails with TF32 allowed on a GPU, again with
+        TF32 off, and that call kept for timing when it passes. A check that raises is reported, not fatal: the
+        yardstick is still timed."""
+        from . import compile_check
+
+        def run(inputs: list[Any]) -> Any:
+            return compiled_model(*inputs)
+
+        def run_exact(inputs: list[Any]) -> Any:
+            with compile_check.tf32_off():
+                return compiled_model(*inputs)
+
+        try:
+            found = compile_check.check(self.problem, self.ref, run, self.inputs, self.device)
+            if found["correct"] is False and self.device.type == "cuda" and compile_check.tf32_allowed():
+                again = compile_check.check(self.problem, self.ref, run_exact, self.inputs, self.device)
+                found["exactCorrect"] = again["correct"]
+                if again["correct"]:
+                    self.compiled_exact = compile_check.exact(self.compiled)
+        except Exception as exc:  # noqa: BLE001 — an unanswered check, not a failed bench
+            found = {"correct": None, "note": f"not checked: {type(exc).__name__}: {str(exc)[:200]}"}
+        self.compile_check = found
 
 
 def _graphed(cand_module: Any, ours: Any) -> Any:
@@ -279,8 +310,11 @@ def bench(request: dict[str, Any], state: ProblemState | None = None, startup: f
             if request.get("compileBaseline", True):
                 state.compile(phases)
                 result["compileSeconds"] = state.compile_seconds
+                result["compileCheck"] = state.compile_check
                 if state.compiled is not None:
                     fns["compiled"] = state.compiled
+                    if state.compiled_exact is not None:
+                        fns["compiledExact"] = state.compiled_exact
                 else:
                     result["error"] = state.compile_error
             fns["ours"] = ours
@@ -300,6 +334,8 @@ def bench(request: dict[str, Any], state: ProblemState | None = None, startup: f
                 times = _median_rotating(clock, fns, iters)
             result["eagerMs"] = times.get("eager")
             result["compiledMs"] = times.get("compiled")
+            if "compiledExact" in fns:
+                result["compiledExactMs"] = times.get("compiledExact")
             result["oursMs"] = times.get("ours")
             if "graphed" in fns:
                 result["graphedMs"] = times.get("graphed")

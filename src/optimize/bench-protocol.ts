@@ -61,10 +61,25 @@ export const BenchPhases = z.object({
 });
 export type BenchPhases = z.infer<typeof BenchPhases>;
 
+/** torch.compile(reference)'s outputs put to the check every candidate passes (compile_check.py). */
+export const CompileCheck = z.object({
+  /** null: not checked (active dropout, no room for the float64 pass, the check raised). */
+  correct: z.boolean().nullable(),
+  /** The first failing output's message, or why it was not checked. */
+  note: z.string().nullable(),
+  /** Where it failed on a GPU with TF32 allowed: the same check with TF32 off. */
+  exactCorrect: z.boolean().nullable().optional(),
+});
+export type CompileCheck = z.infer<typeof CompileCheck>;
+
 export const OptimizeBenchResult = z.object({
   device: z.string(),
   eagerMs: z.number().nullable(),
   compiledMs: z.number().nullable(),
+  /** torch.compile(reference) with TF32 off, timed in the same rotation where compileCheck failed with TF32
+   * and passed without it: the yardstick that meets the check. */
+  compiledExactMs: z.number().nullable().optional(),
+  compileCheck: CompileCheck.nullable().optional(),
   oursMs: z.number().nullable(),
   /** The file's forward replayed from a CUDA graph (its `_KF_GRAPH` switched on for these calls), timed in the
    * same rotation; absent when the file has no graph replay (or on the CPU), null when it could not be timed. */

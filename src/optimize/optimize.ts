@@ -9,7 +9,7 @@ import { DEFAULT_TIMING, type EvalOptions, evaluate } from "../eval.ts";
 import type { Problem } from "../problem/problems.ts";
 import { EvalResult, Verdict } from "../worker/protocol.ts";
 import { workerEnv } from "../worker/python.ts";
-import { BenchPhases, OptimizeBenchResult, type RegionTiming } from "./bench-protocol.ts";
+import { BenchPhases, CompileCheck, OptimizeBenchResult, type RegionTiming } from "./bench-protocol.ts";
 import { BenchSession, failedBench } from "./bench-session.ts";
 import { captureProblem } from "./capture.ts";
 import type { GraphReplay } from "./codegen/graph-replay.ts";
@@ -110,6 +110,12 @@ export const OptimizeResult = z.object({
   launchedMs: z.number().nullable().optional(),
   speedup: z.number().nullable(),
   speedupVsCompile: z.number().nullable(),
+  /** torch.compile(reference)'s outputs put to the check the emitted file passed (compile_check.py); absent
+   * where the bench did not compile the reference. */
+  compileCheck: CompileCheck.nullable().optional(),
+  /** torch.compile(reference) with TF32 off, where it meets the check only so; and ours against it. */
+  compiledExactMs: z.number().nullable().optional(),
+  speedupVsCompileExact: z.number().nullable().optional(),
   /** The eval's own speedup and its CI (reference vs candidate interleaved). */
   evalSpeedup: z.number().nullable(),
   device: z.string().nullable(),
@@ -834,6 +840,12 @@ async function verifyWithBench(
   if (finalBench.eagerMs && finalBench.oursMs) result.speedup = finalBench.eagerMs / finalBench.oursMs;
   if (finalBench.compiledMs && finalBench.oursMs)
     result.speedupVsCompile = finalBench.compiledMs / finalBench.oursMs;
+  if (finalBench.compileCheck !== undefined) result.compileCheck = finalBench.compileCheck;
+  if (finalBench.compiledExactMs !== undefined) {
+    result.compiledExactMs = finalBench.compiledExactMs;
+    result.speedupVsCompileExact =
+      finalBench.compiledExactMs && finalBench.oursMs ? finalBench.compiledExactMs / finalBench.oursMs : null;
+  }
   result.error = finalBench.error;
   result.fingerprint = fingerprintOf(problem.path, output, options);
   const earlySeconds = early?.seconds ?? 0;

@@ -3,6 +3,7 @@
 // and the full eval of the emitted file as evidence. Everything from results is escaped (html-escape.ts).
 
 import type { OptimizeResult } from "../optimize/optimize.ts";
+import { compileCheckNote } from "./compile-check-note.ts";
 import { formatDuration, formatMs, formatSpeedup } from "./format.ts";
 import { graphReplayNote } from "./graph-replay-note.ts";
 import { html, type Raw } from "./html-escape.ts";
@@ -121,6 +122,8 @@ function notes(r: OptimizeResult): Raw {
     );
   const replay = graphReplayNote(r);
   if (replay) items.push(html`<li>${replay}</li>`);
+  const compileCheck = compileCheckNote(r);
+  if (compileCheck) items.push(html`<li>${compileCheck}</li>`);
   if (r.error) items.push(html`<li class="bad">error: ${firstLine(r.error)}</li>`);
   if (r.verdict === null)
     items.push(html`<li class="muted">not verified (--no-verify): no eval, no timings</li>`);

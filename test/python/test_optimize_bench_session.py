@@ -91,12 +91,35 @@ def test_one_process_serves_every_bench_of_a_problem_and_compiles_once(tmp_path,
     assert regions_and_file["phases"]["startup"] is not None
     assert regions_and_file["eagerMs"] and regions_and_file["compiledMs"] and regions_and_file["oursMs"]
     assert regions_and_file["regions"][0]["kernelMs"] is not None
+    assert regions_and_file["compileCheck"] == {"correct": True, "note": None}, "the reference itself passes"
     # A re-timing of regions times no whole file; a served request pays no startup, import or compile.
     assert regions_only["eagerMs"] is None and regions_only["regions"][0]["torchMs"] is not None
     assert file_only["regions"] == [] and file_only["oursMs"] and file_only["compiledMs"]
     for later in (regions_only, file_only):
         assert later["phases"]["startup"] is None
         assert later["phases"]["problemImport"] == 0 and later["phases"]["compile"] == 0
+
+
+def test_a_compiled_reference_off_by_more_than_the_tolerance_is_reported(tmp_path, monkeypatch) -> None:
+    """torch.compile(reference) is timed and reported either way; its outputs failing the candidate's check are
+    named (on the CPU there is no TF32 to switch off: no exact variant)."""
+    problem, first, _ = _files(tmp_path)
+
+    class Shifted(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, *args):
+            return self.model(*args) + 1e-2
+
+    monkeypatch.setattr(torch, "compile", Shifted)
+    result = optimize_bench.bench(_request(problem, first, tmp_path))
+    assert_valid(result, "OptimizeBenchResult")
+    assert result["error"] is None and result["compiledMs"] is not None
+    assert result["compileCheck"]["correct"] is False
+    assert result["compileCheck"]["note"].startswith("output 0"), result["compileCheck"]
+    assert "compiledExactMs" not in result
 
 
 def test_each_candidate_starts_from_the_reference_weights_as_built(tmp_path) -> None:

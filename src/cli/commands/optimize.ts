@@ -22,6 +22,7 @@ import {
 import { SlotAhead } from "../../optimize/slot-ahead.ts";
 import { cacheDir } from "../../paths.ts";
 import { type Problem, resolveProblem } from "../../problem/problems.ts";
+import { compileCheckNote } from "../../report/compile-check-note.ts";
 import { graphReplayNote } from "../../report/graph-replay-note.ts";
 import { writeHtmlReport } from "../../report/html.ts";
 import { loadResultsFile } from "../../report/load.ts";
@@ -91,6 +92,8 @@ function describe(result: OptimizeResult): string {
         ` → ${fmt(result.speedup, 2, "×")} vs eager, ${fmt(result.speedupVsCompile, 2, "×")} vs torch.compile`,
     );
   }
+  const compileNote = compileCheckNote(result);
+  if (compileNote) lines.push(`  ${compileNote}`);
   const replay = graphReplayNote(result);
   if (replay) lines.push(`  ${replay}`);
   for (const region of result.regions) {
