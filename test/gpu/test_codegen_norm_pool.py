@@ -362,6 +362,32 @@ def test_channels_last_input(ext, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_group_norm_behind_a_prologue_of_eight_inputs(ext, dtype):
+    """norm(sigmoid((x + b0 + b1) * s)) * gamma + beta + r * e over group norm's [N, G, C/G, HW] view: eight inputs,
+    eleven in the channels-last apply with the statistics (its limit). The plain launcher on a contiguous x (the
+    strided apply, two elements per thread at this width) and the channels-last one on a channels-last x."""
+    gen = torch.Generator(device="cuda").manual_seed(15)
+    for n, c, g, h, w in [(4, 32, 8, 33, 31), (2, 64, 16, 16, 16), (3, 30, 5, 7, 9)]:
+        shape = (n, g, c // g, h * w)
+        chan = lambda: (torch.randn(c, generator=gen, device="cuda") * 0.5).to(dtype).view(1, g, c // g, 1)  # noqa: E731
+        params = [chan() for _ in range(5)]  # b0, b1, s, gamma, beta
+        resid = torch.randn(n, c, h, w, generator=gen, device="cuda").to(dtype).reshape(shape)
+        ins_tail = [*params, resid, chan()]
+        x = (torch.randn(n, c, h, w, generator=gen, device="cuda") * 2 + 0.5).to(dtype)
+        for op, xv in [(H.OP_WIDE, x.reshape(shape)),
+                       (H.OP_WIDE_CL, x.contiguous(memory_format=torch.channels_last).reshape(shape))]:
+            ins = [xv, *ins_tail]
+            out, _ = _run(ext, op, ins, shape, (2, 3), [EPS])
+            d = [t.double().expand(shape) for t in ins]
+            v = torch.sigmoid((d[0] + d[1] + d[2]) * d[3])
+            mean = v.mean(dim=(2, 3), keepdim=True)
+            var = ((v - mean) ** 2).mean(dim=(2, 3), keepdim=True)
+            ref = (v - mean) / torch.sqrt(var + EPS) * d[4] + d[5] + d[6] * d[7]
+            _close(out, ref, dtype, f"eight-input group norm, {'channels-last' if op == H.OP_WIDE_CL else 'plain'} "
+                                    f"launcher, {(n, c, h, w)} in {g} groups")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
 def test_statistics_only(ext, dtype):
     """kf_launch_normalize_stats: the statistics of kf_launch_normalize, in either memory order, output unwritten."""
     gen = torch.Generator(device="cuda").manual_seed(12)

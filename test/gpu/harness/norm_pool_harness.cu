@@ -91,6 +91,22 @@ struct RmsApply {
   }
 };
 
+// KernelBench level 2's conv -> + bias -> * scale -> sigmoid -> group norm, plus a residual scaled per channel:
+// eight inputs (x, conv bias, bias, scale, gamma, beta, residual, residual scale), eleven in the channels-last
+// apply with the statistics (KF_EW_MAX_IN).
+struct WidePro {
+  static constexpr int kIn = 8;
+  __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const {
+    return 1.f / (1.f + expf(-(x[0] + x[1] + x[2]) * x[3]));
+  }
+};
+struct WideApply {
+  static constexpr int kIn = 8;
+  __device__ __forceinline__ float operator()(float v, const KfStats& s, const float (&x)[kIn], const KfScalars& sc) const {
+    return (v - s.a) * rsqrtf(s.b / s.count + sc.v[0]) * x[4] + x[5] + x[6] * x[7];
+  }
+};
+
 // Pool epilogues: none (kIn = 0 convention), and pooled * sc[0] + extra (a per-channel bias or a residual).
 struct PoolEpiIdentity {
   static constexpr int kIn = 0;
@@ -122,7 +138,9 @@ enum HarnessNormOp {
   OP_AFFINE_STATS = 7,  // kf_launch_normalize_stats: statistics only, the output untouched
   OP_SOFTMAX_SCALED_F32_OUT = 8,  // x of the dtype, an fp32 operand in the apply, fp32 output
   OP_SOFTMAX_MASKED_CLAMPED = 9,  // x, a bool mask, two operands of the dtype
-  OP_SOFTMAX_SELECTED = 10        // x alone, a select in the prologue
+  OP_SOFTMAX_SELECTED = 10,       // x alone, a select in the prologue
+  OP_WIDE = 11,                   // WidePro / WideApply: eight inputs, the plain launcher
+  OP_WIDE_CL = 12                 // the same through kf_launch_normalize_cl
 };
 enum HarnessDtype { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 
@@ -152,6 +170,10 @@ static cudaError_t norm_typed(int op, const KfShape& shape, uint32_t mask, void*
       return kf_launch_normalize<MaskedPro, KfStatMaxSumExp, ClampedSoftmaxApply, T, T, bool, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     case OP_SOFTMAX_SELECTED:
       return kf_launch_normalize<SelectPro, KfStatMaxSumExp, SoftmaxOneApply, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_WIDE:
+      return kf_launch_normalize<WidePro, KfStatWelford, WideApply, T, T, T, T, T, T, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_WIDE_CL:
+      return kf_launch_normalize_cl<WidePro, KfStatWelford, WideApply, T, T, T, T, T, T, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -165,7 +187,8 @@ size_t kfh_norm_workspace(int op, const KfShape& shape, uint32_t mask) {
     case OP_SOFTMAX_SELECTED:
     case OP_LOG_SOFTMAX: return kf_normalize_workspace_bytes<KfStatMaxSumExp>(shape, mask);
     case OP_RMS: return kf_normalize_workspace_bytes<KfStatMeanSquare>(shape, mask);
-    case OP_AFFINE_CL: return kf_normalize_cl_workspace_bytes<KfStatWelford>(shape, mask);
+    case OP_AFFINE_CL:
+    case OP_WIDE_CL: return kf_normalize_cl_workspace_bytes<KfStatWelford>(shape, mask);
     case OP_SOFTMAX_CL: return kf_normalize_cl_workspace_bytes<KfStatMaxSumExp>(shape, mask);
     case OP_AFFINE_STATS: return kf_normalize_stats_workspace_bytes<KfStatWelford>(shape, mask);
     default: return kf_normalize_workspace_bytes<KfStatWelford>(shape, mask);
