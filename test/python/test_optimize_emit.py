@@ -25,7 +25,8 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "integer_operands_trig", "bn_reduce_prologue", "narrow_integer_operands",
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
          "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
-         "written_layernorm", "pool_prologues", "submodule_flags", "register_targets_apply10"]
+         "written_layernorm", "pool_prologues", "submodule_flags", "register_targets_apply10",
+         "register_targets_stats8"]
 
 
 def _node() -> str | None:
@@ -362,7 +363,8 @@ def test_a_submodules_flag_is_guarded_like_the_models_own(emitted: dict[str, str
     "case",
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
-     "register_targets_reduce32", "register_targets_apply5", "register_targets_apply10", "written_idioms",
+     "register_targets_reduce32", "register_targets_apply5", "register_targets_apply10", "register_targets_stats8",
+     "written_idioms",
      "integer_operands_trig",
      "bn_eval_affine", "scans", "cross_entropy_losses", pytest.param("pool_prologues", marks=pytest.mark.heavy),
      pytest.param("narrow_integer_operands", marks=pytest.mark.heavy),

@@ -589,8 +589,14 @@ __device__ __forceinline__ void push_vector(KfStats& s, const float (&v)[K]) {
 // (or broadcasts) and whose length is a multiple of kVec (inner_vectorizable): offsets are computed once per
 // vector instead of per element, which is what bounds the scalar kernel on long strided reductions (batch
 // norm's N x HW per channel). Two vectors in flight per thread.
+// The blocks-per-SM bound is ptxas's register target once the 2 * NIn * kVec held values pass 32: left to itself
+// ptxas stopped at 64 registers and spilled 4 bytes at eight fp32 inputs (a conv-anchored group norm behind four
+// per-channel operands, its weight and bias).
+template <int NIn, int kVec>
+constexpr int kf_row_partial_vec_min_blocks() { return NIn * kVec <= 16 ? 1 : NIn * kVec <= 28 ? 3 : 2; }
+
 template <class Pro, class Stat, int kVec, typename... TIn>
-__global__ void __launch_bounds__(kStreamThreads)
+__global__ void __launch_bounds__(kStreamThreads, kf_row_partial_vec_min_blocks<sizeof...(TIn), kVec>())
 row_partial_vec_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div, const KfScalars sc,
                        KfStats* partial, KfStats* stats, KfStats* stats_out) {
   constexpr int NIn = sizeof...(TIn);
@@ -735,8 +741,13 @@ columns_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars s
 // statistics as columns_kernel, column by column, so either may serve a launch. Partials or statistics only:
 // fused with the apply (one split) it measured no faster than columns_kernel (F.normalize over channels,
 // 0.302 vs 0.291 ms), the second read from L2 bounding both.
+// Its blocks-per-SM bound is a register target too: 3 (85 registers) spilled 8 bytes at seven fp32 inputs and
+// 100 at eight (conv-anchored group norms behind per-channel operands); from six on a thread gets 128.
+template <int NIn, int kVec>
+constexpr int kf_columns_vec_min_blocks() { return NIn * kVec <= 20 ? 3 : 2; }
+
 template <class Pro, class Stat, int kVec, typename... TIn>
-__global__ void __launch_bounds__(kColLanes * kColWarps, 3)
+__global__ void __launch_bounds__(kColLanes * kColWarps, kf_columns_vec_min_blocks<sizeof...(TIn), kVec>())
 columns_vec_kernel(const View<sizeof...(TIn)> v, const int splits, const KfScalars sc, KfStats* partial,
                    KfStats* stats_out, KfStats* stats_only) {
   constexpr int NIn = sizeof...(TIn);
