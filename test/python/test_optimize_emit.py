@@ -26,7 +26,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
          "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
          "written_layernorm", "pool_prologues", "submodule_flags", "register_targets_apply10",
-         "register_targets_stats8"]
+         "register_targets_stats8", "pool_cl_any_window"]
 
 
 def _node() -> str | None:
@@ -364,7 +364,7 @@ def test_a_submodules_flag_is_guarded_like_the_models_own(emitted: dict[str, str
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
      "register_targets_reduce32", "register_targets_apply5", "register_targets_apply10", "register_targets_stats8",
-     "written_idioms",
+     "pool_cl_any_window", "written_idioms",
      "integer_operands_trig",
      "bn_eval_affine", "scans", "cross_entropy_losses", pytest.param("pool_prologues", marks=pytest.mark.heavy),
      pytest.param("narrow_integer_operands", marks=pytest.mark.heavy),
