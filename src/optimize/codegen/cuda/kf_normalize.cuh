@@ -591,9 +591,10 @@ __device__ __forceinline__ void push_vector(KfStats& s, const float (&v)[K]) {
 // norm's N x HW per channel). Two vectors in flight per thread.
 // The blocks-per-SM bound is ptxas's register target once the 2 * NIn * kVec held values pass 32: left to itself
 // ptxas stopped at 64 registers and spilled 4 bytes at eight fp32 inputs (a conv-anchored group norm behind four
-// per-channel operands, its weight and bias).
+// per-channel operands, its weight and bias). Up to 16 the thread count alone (0: no bound; 1 is one, which moves
+// ptxas's choice).
 template <int NIn, int kVec>
-constexpr int kf_row_partial_vec_min_blocks() { return NIn * kVec <= 16 ? 1 : NIn * kVec <= 28 ? 3 : 2; }
+constexpr int kf_row_partial_vec_min_blocks() { return NIn * kVec <= 16 ? 0 : NIn * kVec <= 28 ? 3 : 2; }
 
 template <class Pro, class Stat, int kVec, typename... TIn>
 __global__ void __launch_bounds__(kStreamThreads, kf_row_partial_vec_min_blocks<sizeof...(TIn), kVec>())

@@ -64,10 +64,10 @@ __device__ __forceinline__ float pool_window_fixed(const kf_pool::Geom<NX>& g, c
 
 // The any-window instantiation (KD == 0), which every launcher instantiates as its fallback, takes 3 blocks per SM
 // as its register target (85): with the thread count alone ptxas spilled 12-32 bytes there (a 3-D window, a dilated
-// one), and at 4 (64) an avg pool with three prologue operands still spilled 20. The unrolled windows are left to
-// ptxas.
+// one), and at 4 (64) an avg pool with three prologue operands still spilled 20. The unrolled windows keep the
+// thread count alone (0: no bound; 1 is a bound, and gave a 3x3x3 window 72 registers where it takes 32).
 template <int Kind, int KD, int KH, int KW, class Pro, class Epi, typename TOut, typename TIn, typename... TExtra>
-__global__ void __launch_bounds__(kTile * kRows, KD > 0 ? 1 : 3)
+__global__ void __launch_bounds__(kTile * kRows, KD > 0 ? 0 : 3)
 pool_cl_kernel(const kf_pool::Geom<kf_slots(sizeof...(TExtra))> g, const int64_t C, const int64_t tiles,
                const KfFastDiv cTiles, const KfFastDiv wTiles, const TIn* __restrict__ in, void* out,
                const KfScalars sc) {
