@@ -75,20 +75,40 @@ def clone_inputs(inputs: Inputs) -> Inputs:
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def run(model: nn.Module, inputs: Inputs) -> Any:
-    """One forward call. The reference's outputs are sealed across the candidate's later calls, and a candidate call
-    may leave no code set to run after it (sealed.py)."""
+# Thread-local autograd modes a candidate call left changed inside the harness's `with torch.no_grad()` (red team
+# round 11, adv_grad_left_on): the block's exit restores them, so no flag probe between checks sees the change — a
+# caller's own no_grad block would run on with graphs built. Put back at once and named here; the integrity
+# fingerprint (integrity._process_flags) lists them, so the group's integrity check fails.
+modes_left: list[str] = []
+
+_GRAD_MODES = {"no_grad": torch.no_grad, "grad": torch.enable_grad, "inference": torch.inference_mode}
+
+
+def _modes() -> tuple[bool, bool]:
+    return torch.is_grad_enabled(), torch.is_inference_mode_enabled()
+
+
+def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad") -> Any:
+    """One forward call, under `mode` ("no_grad", the harness's way; "grad": grad mode on, a plain call's;
+    "inference": torch.inference_mode()). The reference's outputs are sealed across the candidate's later calls, and
+    a candidate call may leave no code set to run after it (sealed.py), nor the thread's autograd modes changed."""
     if _PAIRED_RNG["on"]:
         seed_for_inputs(inputs)
     reference = sealed.is_reference(model)
     before = None if reference else sealed.checksums()
     hooks = None if reference else hook_state(tools=False)
-    with torch.no_grad():
+    with _GRAD_MODES[mode]():
+        modes = _modes()
         try:
             out = model(*inputs)
         finally:  # a frame-evaluation hook the call left is taken before any harness frame runs (frame_hook.py)
             if frame_hook.take is not None and frame_hook.take(None) is not None:
                 frame_hook.left.append("a forward call")
+            if not reference and _modes() != modes:
+                now = _modes()
+                modes_left.append(f"a forward call left grad mode {modes[0]} -> {now[0]}, inference mode "
+                                  f"{modes[1]} -> {now[1]} (put back)")
+                torch.set_grad_enabled(modes[0])
             if before:
                 sealed.compare(before, "a candidate call")
             if hooks is not None:  # code left to run after the call: where the check compares with the reference

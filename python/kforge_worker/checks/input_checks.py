@@ -206,8 +206,10 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
     asserting = _value_asserting_ops(ctx, base)
     results = [f"inputs kept within get_inputs()' range ({', '.join(asserting)} assert on values)"] if asserting else []
     # lone spikes twice, at other places: a guard reading one element in n misses a spike n-1 times in n
+    # randn×1e4 last (red team round 11, adv_large_scale_clamp): values far beyond every other variant's 1e2, where a
+    # clamp or a table sized for normalised activations gives way. Not the timing's kind ("untimed").
     specs = [{"kind": "randn", "scale": 1.0}, {"kind": "randn", "scale": 4.0}, {"kind": "spikes"}, {"kind": "spikes"},
-             {"kind": "rows"}]
+             {"kind": "rows"}, {"kind": "randn", "scale": 1e4, "untimed": True}]
     variants: list[tuple[str, Inputs, dict[str, Any]]] = []
     for spec in specs:
         spec["withinDomain"] = bool(asserting)
@@ -236,6 +238,7 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
                           f"of the batch): {c.message}", "incorrect")
         results.append(f"{name}: {c.message}")
         judged.append((name, variant, spec))
+    judged = [j for j in judged if not j[2].get("untimed")]
     if judged:
         # The last variant judged right on fresh tensors joins the timing-like loop's rotation (timed_outputs), and
         # its kind the timing's own (the reference process draws sets of it: timed_inputs.FreshInputPool.vary): a

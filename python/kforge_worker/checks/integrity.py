@@ -188,6 +188,9 @@ def _process_flags() -> dict[str, Any]:
     from .. import frame_hook
 
     flags["frame evaluation hooks left by the candidate's code (taken away)"] = list(frame_hook.left)
+    from . import context
+
+    flags["autograd modes left changed by a candidate's forward (put back)"] = list(context.modes_left)
     _resolve_fp32_precision(flags)
     return flags
 

@@ -59,6 +59,36 @@ def _hidden_representation(out: Any, ref_out: Any) -> list[str]:
     return found
 
 
+def _structure(value: Any) -> Any:
+    """The container structure a caller unpacks: a tensor, a sequence (list, tuple, torch's named tuples alike) of
+    structures, a dict by keys, or another value's type."""
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if isinstance(value, (list, tuple)):
+        return ("sequence", tuple(_structure(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _structure(v)) for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))))
+    return type(value).__name__
+
+
+def _describe_structure(s: Any) -> str:
+    if isinstance(s, tuple) and s and s[0] == "sequence":
+        return f"a sequence of {len(s[1])} ({', '.join(_describe_structure(c) for c in s[1][:4])})"
+    if isinstance(s, tuple) and s and s[0] == "dict":
+        return f"a dict of {len(s[1])}"
+    return "a tensor" if s == "tensor" else f"a {s}"
+
+
+def _structure_difference(out: Any, ref_out: Any) -> str | None:
+    """Red team round 11 (adv_list_output): outputs compared flattened pass a tensor wrapped in a list where the
+    reference returns a tensor; the caller's `model(x).sum()` or `values, indices = model(x)` does not."""
+    mine, theirs = _structure(out), _structure(ref_out)
+    if mine == theirs:
+        return None
+    return (f"the output is {_describe_structure(mine)} where the reference returns {_describe_structure(theirs)} "
+            "(same values flattened; a caller unpacks the reference's structure)")
+
+
 def _layout_differences(out: Any, ref_out: Any) -> list[str]:
     """Outputs with the reference's shape but not its memory order (a transposed view where the reference is
     contiguous): said, not failed — every torch op reads strides."""
@@ -107,6 +137,8 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
         results.append(failed("output_type", "type(out) is not torch.Tensor — " + "; ".join(bad_types + not_tensor + weird)))
     elif overlap:
         results.append(failed("output_type", overlap))
+    elif structure := _structure_difference(out, ref_out):
+        results.append(failed("output_type", structure, "incorrect"))
     elif other_layout := _layout_differences(out, ref_out):
         results.append(warned("output_type", f"{len(tensors(out))} plain torch.Tensor output(s), right values in "
                               "another memory layout than the reference's — " + "; ".join(other_layout) + " (torch ops "

@@ -89,27 +89,25 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                   f"{', '.join(extra[:3])} left as they are)") if extra else ""
     dependent = mode_dependent(ctx.ref)
 
-    # train/eval
-    if dependent:
-        bad = []
-        with preserved_state(ctx.ref, ctx.cand):
-            for mode in ("eval", "train"):
-                getattr(ctx.ref, mode)()
-                getattr(ctx.cand, mode)()
-                if mode == "train" and has_dropout(ctx.ref):
-                    continue
-                inputs = ctx.make_inputs(ctx.seed())
-                c = judged_compare(ctx, inputs, run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)))
-                if not c.ok:
-                    bad.append(f"{mode} mode: {c.message}")
-        if bad:
-            results.append(failed("state_train_eval", "; ".join(bad) + f" (mode-dependent layers: {', '.join(dependent)})",
-                                  "incorrect"))
-        else:
-            results.append(passed("state_train_eval", f"train and eval mode both match ({', '.join(dependent)})",
-                                  "incorrect"))
+    # train/eval — for every reference (red team round 11, adv_eval_mode_wrong): one without mode-dependent layers
+    # answers the same in both modes, and the harness builds both models in training mode, so a candidate that reads
+    # self.training was checked in one mode only.
+    bad = []
+    with preserved_state(ctx.ref, ctx.cand):
+        for mode in ("eval", "train"):
+            getattr(ctx.ref, mode)()
+            getattr(ctx.cand, mode)()
+            if mode == "train" and has_dropout(ctx.ref):
+                continue
+            inputs = ctx.make_inputs(ctx.seed())
+            c = judged_compare(ctx, inputs, run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)))
+            if not c.ok:
+                bad.append(f"{mode} mode: {c.message}")
+    layers = f"mode-dependent layers: {', '.join(dependent)}" if dependent else "no mode-dependent layers"
+    if bad:
+        results.append(failed("state_train_eval", "; ".join(bad) + f" ({layers})", "incorrect"))
     else:
-        results.append(skipped("state_train_eval", "no mode-dependent layers", "incorrect"))
+        results.append(passed("state_train_eval", f"train and eval mode both match ({layers})", "incorrect"))
 
     # load_state_dict with fresh random parameters
     if not shared_keys:
@@ -208,9 +206,47 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
         if bad:
             results.append(failed("state_buffers", "after 3 training-mode calls: " + "; ".join(bad[:4]), "incorrect"))
         else:
-            results.append(passed("state_buffers", f"{len(buffers)} buffer(s) match after 3 training-mode calls"
-                                  + note, "incorrect"))
+            moved = _moved_in_eval(ctx, buffers, same_keys)
+            if moved is not None:
+                results.append(failed("state_buffers", moved, "incorrect"))
+            else:
+                results.append(passed("state_buffers", f"{len(buffers)} buffer(s) match after 3 training-mode calls"
+                                      + note + "; eval-mode calls leave them as the reference's do", "incorrect"))
     return results
+
+
+def _moved_in_eval(ctx: VerifyContext, buffers: list[str], same_keys: bool) -> str | None:
+    """Red team round 11 (adv_eval_stats_drift): where the reference's eval-mode calls leave its buffers bitwise as
+    they were (running statistics are read, not updated, in eval), the candidate's must be too, bitwise — a forward
+    that moves them in eval by a small momentum answers right call by call (each output is right for the
+    statistics it read) while a caller who only evaluates drifts away from what was loaded. None when they stay."""
+    with preserved_state(ctx.ref, ctx.cand):
+        ctx.cand.load_state_dict(ctx.ref.state_dict(), strict=same_keys)
+        ctx.ref.eval()
+        ctx.cand.eval()
+        before = {k: v.detach().clone() for k, v in ctx.ref.named_buffers()}
+        for _ in range(3):
+            inputs = ctx.make_inputs(ctx.seed())
+            run(ctx.ref, clone_inputs(inputs))
+            run(ctx.cand, clone_inputs(inputs))
+        ref_state = dict(ctx.ref.named_buffers())
+        if not all(_same_bits(ref_state[k], before[k]) for k in buffers):
+            return None  # the reference's own eval-mode forward moves them: judged by the training-mode calls only
+        cand_state = dict(ctx.cand.named_buffers())
+        moved = [k for k in buffers if k in cand_state and not _same_bits(cand_state[k].to(before[k].device), before[k])]
+    if not moved:
+        return None
+    return (f"after 3 eval-mode calls the candidate's buffers {', '.join(moved[:4])} changed where the reference's stay "
+            "bitwise as loaded (statistics updated in eval mode: a caller who only evaluates drifts from what was "
+            "loaded)")
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(_equal(torch.nan_to_num(a), torch.nan_to_num(b)))
+    return bool(_equal(a, b))
 
 
 def _float64_buffers(ctx: VerifyContext, start: dict[str, torch.Tensor],

@@ -126,7 +126,11 @@ _TAMPER_CALLS = {
 # group: a change left behind fails there whatever wrote it, so the call itself only warns. Set and put back inside
 # forward (one intra-op thread for a small GEMM, denormals flushed for its own loops) it touches the candidate's own
 # calls only: the reference is timed in its own process, and a C++ extension may set either for its own code anyway.
-_FINGERPRINTED_CALLS = {"torch.set_num_threads", "torch.set_flush_denormal", "torch.backends.cudnn.flags",
+# torch.set_default_dtype too (red team round 11, honest_dtype_scoped): the fingerprint reads
+# torch.get_default_dtype(); a default left changed fails there (adv_default_dtype_left), one put back is the
+# candidate's own constants.
+_FINGERPRINTED_CALLS = {"torch.set_num_threads", "torch.set_flush_denormal", "torch.set_default_dtype",
+                        "torch.backends.cudnn.flags",
                         "torch.backends.cuda.sdp_kernel", "torch.nn.attention.sdpa_kernel"}
 # Attributes that lead from any object to the whole process: every class (the harness's), a module's namespace,
 # a function's cells or code, the builtins.

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from .. import frame_hook
-from . import context, execution_checks, harness_checks, input_checks, output_checks, state_checks
+from . import context, execution_checks, harness_checks, input_checks, mode_checks, output_checks, state_checks
 from .instrument import ExtensionRecorder
 from .integrity import (AuditMonitor, IntegritySnapshot, ThreadCount, lingering_threads, native_threads,
                         open_descriptors)
@@ -47,7 +47,7 @@ RUNTIME_CHECKS = (
     # honest caller never makes (the same input twice, a rhythm, a timing-like loop). A candidate that turns its
     # general path on only once it has seen such a call (red team round 8, adv_safe_after_replay: right after the
     # replay check's repeat, NaN on large rows before) then meets them on its everyday path.
-    "distribution",
+    "distribution",  # input_distribution, input_layouts, grad_modes (the caller's autograd mode)
     "shapes",  # extra_shapes: odd sizes below and above the problem's
     "output_contract",  # output_type, output_aliasing, input_mutation, degenerate_output
     "settled",  # output_settled: outputs unchanged a while after forward returned; no thread left running
@@ -191,11 +191,13 @@ class Verifier:
             "replay": lambda: input_checks.check_replay(ctx),
             "uninitialized": lambda: output_checks.check_uninitialized(ctx),
             "sensitivity": lambda: input_checks.check_input_sensitivity(ctx),
-            "distribution": lambda: [input_checks.check_input_distribution(ctx), input_checks.check_input_layouts(ctx)],
+            "distribution": lambda: [input_checks.check_input_distribution(ctx), input_checks.check_input_layouts(ctx),
+                                     mode_checks.check_grad_modes(ctx)],
             "shapes": lambda: input_checks.check_extra_shapes(ctx),
             "timed": lambda: input_checks.check_timed_outputs(ctx),
             "precision": lambda: output_checks.check_precision(ctx),
-            "state": lambda: [*state_checks.check_state(ctx), state_checks.check_instances(ctx)],
+            "state": lambda: [*state_checks.check_state(ctx), state_checks.check_instances(ctx),
+                              mode_checks.check_global_rng(ctx)],
             "cuda_profile": lambda: execution_checks.check_cuda_profile(ctx),
             "timing_cross": lambda: execution_checks.check_timing_cross(ctx),
         }
