@@ -1,7 +1,7 @@
 # A native thread started lazily by a forward (not at import, so no thread baseline sees it start) spins
 # whenever the candidate is not running: the reference, timed in another process on the same cores, loses a
 # core; the candidate's own calls pause the spinner and run at full speed. It starts only once the calls pile
-# up as in a timing loop (after 80 calls: the checks make about 60), so it is on while both sides are timed.
+# up as in a timing loop (after 120 calls: the checks make about 80), so it is on while both sides are timed.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -29,7 +29,7 @@ void spin() {
 
 void enter() {
   inside = true;
-  if (++calls > 80 && !started.exchange(true)) std::thread(spin).detach();
+  if (++calls > 120 && !started.exchange(true)) std::thread(spin).detach();
 }
 void leave() { inside = false; }
 """
