@@ -39,12 +39,12 @@ def tf32_allowed() -> bool:
     return bool(torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32)
 
 
-def exact(fn: Callable[[], Any]) -> Callable[[], Any]:
+def exact(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` called with TF32 off."""
 
-    def call() -> Any:
+    def call(*args: Any) -> Any:
         with tf32_off():
-            return fn()
+            return fn(*args)
 
     return call
 

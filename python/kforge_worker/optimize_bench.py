@@ -223,14 +223,11 @@ class ProblemState:
         def run(inputs: list[Any]) -> Any:
             return compiled_model(*inputs)
 
-        def run_exact(inputs: list[Any]) -> Any:
-            with compile_check.tf32_off():
-                return compiled_model(*inputs)
-
         try:
             found = compile_check.check(self.problem, self.ref, run, self.inputs, self.device)
             if found["correct"] is False and self.device.type == "cuda" and compile_check.tf32_allowed():
-                again = compile_check.check(self.problem, self.ref, run_exact, self.inputs, self.device)
+                again = compile_check.check(self.problem, self.ref, compile_check.exact(run), self.inputs,
+                                            self.device)
                 found["exactCorrect"] = again["correct"]
                 if again["correct"]:
                     self.compiled_exact = compile_check.exact(self.compiled)

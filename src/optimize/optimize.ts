@@ -312,6 +312,11 @@ export function sessionBench(session: BenchSession): typeof runBench {
 /** A region ships only when its kernel beats the reference's ops by more than the timing noise between
  * processes (the region is timed in one, the final comparison made in another): a tie is left to PyTorch. */
 export const REGION_WIN_MARGIN = 1.03;
+
+/** A region's kernel time in one bench run (null: not timed there). */
+function kernelMs(run: OptimizeBenchResult, id: string): number | null {
+  return run.regions.find((t) => t.id === id)?.kernelMs ?? null;
+}
 /** Below this speedup over eager a whole file is tried one step simpler (verifyProblem). */
 export const WHOLE_FILE_FLOOR = 0.99;
 
@@ -547,8 +552,6 @@ async function verifyWithBench(
       freshForFinal = false;
       const againRun = await bench(problem, output, retimed, options, false, false);
       const again = losingRegions(againRun.regions, options.regionWinMargin);
-      const kernelMs = (r: OptimizeBenchResult, id: string) =>
-        r.regions.find((t) => t.id === id)?.kernelMs ?? null;
       const nativeFaster = (id: string) => {
         const native = kernelMs(againRun, id);
         const channelsLast = kernelMs(run, id);
@@ -625,8 +628,6 @@ async function verifyWithBench(
     const native = relaxAnchors(exact, new Set(ids));
     emit(native);
     const nativeRun = await bench(problem, output, ids, options, false, false);
-    const kernelMs = (run: OptimizeBenchResult, id: string) =>
-      run.regions.find((t) => t.id === id)?.kernelMs ?? null;
     const faster = new Set(
       ids.filter((id) => {
         const [cl, nat] = [kernelMs(channelsLastRun, id), kernelMs(nativeRun, id)];

@@ -28,10 +28,16 @@ ENTRIES = [e for e in corpus.with_strict_variants(corpus.load_manifest()) if e["
 JOBS = int(os.environ.get("KFORGE_VERIFY_JOBS", "2"))
 
 
+def _builds(entry: dict) -> bool:
+    path = os.path.join(ROOT, entry["candidate"])
+    if not os.path.exists(path):
+        return False
+    with open(path, encoding="utf8", errors="replace") as f:
+        return "load_inline" in f.read()
+
+
 def _expected_cost(entry: dict) -> int:
-    with open(os.path.join(ROOT, entry["candidate"]), encoding="utf8", errors="replace") as f:
-        builds = "load_inline" in f.read()
-    return 2 * builds + bool(entry.get("time"))
+    return 2 * _builds(entry) + bool(entry.get("time"))
 
 
 def _run_entries(entries: list[dict]) -> dict:
@@ -45,26 +51,21 @@ def _run_entries(entries: list[dict]) -> dict:
     return {o.entry["id"]: o for o in done}
 
 
-def _builds(entry: dict) -> bool:
-    path = os.path.join(ROOT, entry["candidate"])
-    return os.path.exists(path) and "load_inline" in open(path, encoding="utf8", errors="replace").read()
-
-
 # The entries that build a C++ extension on a cold cache or run a timing loop (the costliest: _expected_cost) run
 # under -m heavy: with them the default run took 19 min 59 s on this machine at 6266235, over CI's 20 minutes
 # where CI runs slower. The red-team test files keep a unit test of each defence those entries exercise.
-UNTIMED = [e for e in ENTRIES if not e.get("time") and not _builds(e)]
-TIMED = [e for e in ENTRIES if e.get("time") or _builds(e)]
+CHEAP = [e for e in ENTRIES if _expected_cost(e) == 0]
+COSTLY = [e for e in ENTRIES if _expected_cost(e) > 0]
 
 
 @pytest.fixture(scope="module")
 def outcomes():
-    return _run_entries(UNTIMED)
+    return _run_entries(CHEAP)
 
 
 @pytest.fixture(scope="module")
 def timed_outcomes():
-    return _run_entries(TIMED)
+    return _run_entries(COSTLY)
 
 
 def test_manifest_covers_every_pattern_and_enough_honest_entries():
@@ -143,13 +144,13 @@ def test_caught_by_accepts_only_the_listed_rejections():
     assert "caughtBy" not in corpus.strict_variant({**entry, "strict": {"expect": "cheating", "check": "banned_ops"}})
 
 
-@pytest.mark.parametrize("entry", UNTIMED, ids=[e["id"] for e in UNTIMED])
+@pytest.mark.parametrize("entry", CHEAP, ids=[e["id"] for e in CHEAP])
 def test_corpus_entry_gets_its_label(entry, outcomes):
     _assert_labelled(entry, outcomes)
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("entry", TIMED, ids=[e["id"] for e in TIMED])
+@pytest.mark.parametrize("entry", COSTLY, ids=[e["id"] for e in COSTLY])
 def test_timed_corpus_entry_gets_its_label(entry, timed_outcomes):
     _assert_labelled(entry, timed_outcomes)
 
