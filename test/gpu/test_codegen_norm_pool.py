@@ -654,6 +654,10 @@ def test_channels_last_pooling_writes_the_references_layout(ext, dtype):
             bias = torch.randn([shape[1]] + [1] * nd, generator=gen, device="cuda").to(dtype)
             out = ext.pool_fixed(window, kind, x, [bias], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False, 0.5)
             _close(out, ref * 0.5 + bias.double(), dtype, what + " + bias epilogue")
+            resid = torch.randn(list(reversed(ref.shape)), generator=gen, device="cuda").to(dtype)
+            resid = resid.permute(*reversed(range(ref.dim())))
+            out = ext.pool_fixed(window, kind, x, [resid], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False, 0.5)
+            _close(out, ref * 0.5 + resid.double(), dtype, what + " + strided residual epilogue")
             pro = _pool_ref(kind, torch.tanh(x.double() + bias.double()), nd, k, s, p, d, ceil, cip, div, False)
             out = ext.pool_prologue(window, kind, x, [bias], list(ref.shape[2:]), k, s, p, d, cip, div or 0, False,
                                     0.5)
@@ -667,10 +671,22 @@ def test_channels_last_pooling_writes_the_references_layout(ext, dtype):
             ref = _pool_ref(kind, x.double(), nd, None, None, None, None, False, True, None, True, osz)
             out = ext.pool_fixed([-1], kind, x, [], osz, [1] * nd, [1] * nd, [0] * nd, [1] * nd, True, 0, True, 1.0)
             _close(out, ref, dtype, f"channels-last adaptive {shape} -> {osz}")
+    # The unrolled windows take 4 channels per vector load where C is a multiple of 4 (40 above) and the input
+    # is aligned to 4 elements; one element past that, the scalar kernel gives the same answer.
+    flat = torch.randn(2 * 9 * 10 * 40 + 1, generator=gen, device="cuda").to(dtype)
+    x = flat[1:].view(2, 9, 10, 40).permute(0, 3, 1, 2)
+    assert x.is_contiguous(memory_format=torch.channels_last) and x.data_ptr() % 8 != 0
+    bias = torch.randn(40, 1, 1, generator=gen, device="cuda").to(dtype)
+    for kind in (H.POOL_AVG, H.POOL_MAX):
+        ref = _pool_ref(kind, x.double(), 2, [2, 2], [2, 2], [0, 0], [1, 1], False, True, None, False)
+        for window in ([-1], [-1, 1, 2, 2]):
+            out = ext.pool_fixed(window, kind, x, [bias], [4, 5], [2, 2], [2, 2], [0, 0], [1, 1], True, 0, False, 0.5)
+            _close(out, ref * 0.5 + bias.double(), dtype, f"misaligned channels-last input, window {window}")
     x = torch.randn(2, 40, 8, 8, device="cuda").contiguous(memory_format=torch.channels_last)
     x[1, 37, 2, 3] = float("nan")
-    out = ext.pool_fixed([-1], H.POOL_MAX, x, [], [4, 4], [2, 2], [2, 2], [0, 0], [1, 1], True, 0, False, 1.0)
-    torch.testing.assert_close(out, F.max_pool2d(x, 2, 2), equal_nan=True)
+    for window in ([-1], [-1, 1, 2, 2]):
+        out = ext.pool_fixed(window, H.POOL_MAX, x, [], [4, 4], [2, 2], [2, 2], [0, 0], [1, 1], True, 0, False, 1.0)
+        torch.testing.assert_close(out, F.max_pool2d(x, 2, 2), equal_nan=True)
 
 
 def _window(k, s):

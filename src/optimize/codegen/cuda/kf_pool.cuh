@@ -97,14 +97,13 @@ __device__ __forceinline__ Window window(const Geom<NX>& g, int d, int64_t o) {
   return {o * g.s[d] - g.p[d], g.k[d], g.dl[d]};
 }
 
-// The epilogue's extra inputs at output element (nc, od, oh, ow), as fp32 slots.
+// The extra inputs (the prologue's and epilogue's) at output element (n, c, od, oh, ow), as fp32 slots.
 template <typename... TExtra, int NX>
-__device__ __forceinline__ void load_extras(const Geom<NX>& g, int64_t nc, int64_t od, int64_t oh, int64_t ow,
-                                            float (&x)[NX]) {
+__device__ __forceinline__ void load_extras_at(const Geom<NX>& g, int64_t n, int64_t c, int64_t od, int64_t oh,
+                                               int64_t ow, float (&x)[NX]) {
   x[0] = 0.f;
   if (sizeof...(TExtra) > 0) {
-    const int64_t n = int64_t(g.cdiv.div(uint64_t(nc)));
-    const int64_t coord[5] = {n, nc - n * int64_t(g.cdiv.d), od, oh, ow};
+    const int64_t coord[5] = {n, c, od, oh, ow};
     int64_t off[NX];
 #pragma unroll
     for (int i = 0; i < int(sizeof...(TExtra)); ++i) {
@@ -114,6 +113,38 @@ __device__ __forceinline__ void load_extras(const Geom<NX>& g, int64_t nc, int64
     }
     KfLoadPack<0, TExtra...>::load(x, g.x, off);
   }
+}
+
+// The same for kVec consecutive channels c.. of one output: the offsets computed once and stepped along C.
+template <int kVec, typename... TExtra, int NX>
+__device__ __forceinline__ void load_extras_channels(const Geom<NX>& g, int64_t n, int64_t c, int64_t od,
+                                                     int64_t oh, int64_t ow, float (&x)[kVec][NX]) {
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) x[k][0] = 0.f;
+  if (sizeof...(TExtra) > 0) {
+    const int64_t coord[5] = {n, c, od, oh, ow};
+    int64_t off[NX];
+#pragma unroll
+    for (int i = 0; i < int(sizeof...(TExtra)); ++i) {
+      off[i] = 0;
+#pragma unroll
+      for (int d = 0; d < 5; ++d) off[i] += coord[d] * g.xstride[i][d];
+    }
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) {
+      KfLoadPack<0, TExtra...>::load(x[k], g.x, off);
+#pragma unroll
+      for (int i = 0; i < int(sizeof...(TExtra)); ++i) off[i] += g.xstride[i][1];
+    }
+  }
+}
+
+// The same at (nc, od, oh, ow): n * C + c as one index.
+template <typename... TExtra, int NX>
+__device__ __forceinline__ void load_extras(const Geom<NX>& g, int64_t nc, int64_t od, int64_t oh, int64_t ow,
+                                            float (&x)[NX]) {
+  const int64_t n = sizeof...(TExtra) > 0 ? int64_t(g.cdiv.div(uint64_t(nc))) : 0;
+  load_extras_at<TExtra...>(g, n, nc - n * int64_t(g.cdiv.d), od, oh, ow, x);
 }
 
 template <class Pro>

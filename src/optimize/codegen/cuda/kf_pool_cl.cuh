@@ -95,7 +95,7 @@ pool_cl_kernel(const kf_pool::Geom<kf_slots(sizeof...(TExtra))> g, const int64_t
       float v = 0.f;
       if (c < C && ow < g.out[2]) {
         float x[kf_slots(NX)];
-        kf_pool::load_extras<TExtra...>(g, n * C + c, od, oh, ow, x);
+        kf_pool::load_extras_at<TExtra...>(g, n, c, od, oh, ow, x);
         const TIn* src = in + n * plane * C + c;
         float pooled;
         if constexpr (kFixed)
@@ -113,6 +113,109 @@ pool_cl_kernel(const kf_pool::Geom<kf_slots(sizeof...(TExtra))> g, const int64_t
       const int64_t cc = c0 + ty + kRows * j, ow = w0 + tx;
       if (cc < C && ow < g.out[2])
         kf_store<TOut>(out, (((n * C + cc) * g.out[0] + od) * g.out[1] + oh) * g.out[2] + ow, tile[tx][ty + kRows * j]);
+    }
+    __syncthreads();  // the tile is rewritten by the block's next one
+  }
+}
+
+// The unrolled window's kernel for the common case: C a multiple of kVec and the input aligned to kVec elements.
+// A thread pools kVec consecutive channels of one output in one vector load per tap, so the tap's bounds and
+// address (32-bit, within one sample) are paid once per kVec elements: the scalar kernel above spent most of
+// its issue slots on 64-bit tap addressing, not on its loads (ncu: SM 75%, DRAM 22% on a 2x2 avg pool).
+// A block's tile: kVecLanes x kVec channels by kVecRows outputs along W, one output per thread.
+constexpr int kVec = 4;
+constexpr int kVecLanes = 8;
+constexpr int kVecRows = 32;
+constexpr int kVecTileC = kVecLanes * kVec;
+
+template <int Kind, int KD, int KH, int KW, class Pro, class Epi, typename TOut, typename TIn, typename... TExtra>
+__global__ void __launch_bounds__(kVecLanes * kVecRows)
+pool_cl_vec_kernel(const kf_pool::Geom<kf_slots(sizeof...(TExtra))> g, const int64_t C, const int64_t tiles,
+                   const KfFastDiv cTiles, const KfFastDiv wTiles, const TIn* __restrict__ in, void* out,
+                   const KfScalars sc) {
+  constexpr int NX = sizeof...(TExtra);
+  __shared__ float tile[kVecRows][kVecTileC + 1];  // [W output][channel], padded against bank conflicts
+  const Pro pro;
+  const Epi epi;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int ID = int(g.in[0]), IH = int(g.in[1]), IW = int(g.in[2]);
+  const int Ci = int(C);  // the launcher checks that a sample (plane x C) is indexed by an int
+  const int64_t sample = g.in[0] * g.in[1] * g.in[2] * C;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    int64_t rest = t;
+    const int64_t w0 = wTiles.peel(rest) * kVecRows;
+    const int64_t c0 = cTiles.peel(rest) * kVecTileC;
+    const int oh = int(g.odiv[1].peel(rest));
+    const int od = int(g.odiv[0].peel(rest));
+    const int64_t n = rest;
+    const int c = int(c0) + tx * kVec;
+    const int ow = int(w0) + ty;
+    float v[kVec];
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) v[k] = 0.f;
+    if (c < Ci && ow < int(g.out[2])) {
+      float x[kVec][kf_slots(NX)];
+      kf_pool::load_extras_channels<kVec, TExtra...>(g, n, c, od, oh, ow, x);
+      const TIn* src = in + n * sample + c;
+      const int d0 = od * g.s[0] - g.p[0], h0 = oh * g.s[1] - g.p[1], w0i = ow * g.s[2] - g.p[2];
+      float acc[kVec];
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) acc[k] = Kind == KF_POOL_MAX ? -INFINITY : 0.f;
+#pragma unroll
+      for (int a = 0; a < KD; ++a) {
+        const int id = d0 + a * g.dl[0];
+        if (id < 0 || id >= ID) continue;
+#pragma unroll
+        for (int b = 0; b < KH; ++b) {
+          const int ih = h0 + b * g.dl[1];
+          if (ih < 0 || ih >= IH) continue;
+#pragma unroll
+          for (int e = 0; e < KW; ++e) {
+            const int iw = w0i + e * g.dl[2];
+            if (iw < 0 || iw >= IW) continue;
+            float tap[kVec];
+            kf_load_vec<TIn, kVec>(src, ((id * IH + ih) * IW + iw) * Ci, false, tap);
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) {
+              const float p = pro(tap[k], x[k], sc);
+              if (Kind == KF_POOL_MAX) {
+                if (p > acc[k] || isnan(p)) acc[k] = p;  // torch's rule: a NaN tap wins and stays
+              } else {
+                acc[k] += p;
+              }
+            }
+          }
+        }
+      }
+      int divisor = 1;
+      bool empty = false;
+      if (Kind == KF_POOL_AVG) {
+        const kf_pool::Span sd = kf_pool::clip(d0, KD, ID, g.p[0]), sh = kf_pool::clip(h0, KH, IH, g.p[1]),
+                            sw = kf_pool::clip(w0i, KW, IW, g.p[2]);
+        const int taps = sd.taps * sh.taps * sw.taps;
+        divisor = g.divisor_override != 0 ? g.divisor_override
+                  : g.count_include_pad   ? sd.padded * sh.padded * sw.padded
+                                          : taps;
+        empty = taps == 0;
+      }
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        // torch divides (no reciprocal), as the scalar kernels do
+        const float pooled = Kind == KF_POOL_AVG ? (empty ? 0.f : acc[k] / float(divisor)) : acc[k];
+        v[k] = epi(pooled, x[k], sc);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) tile[ty][tx * kVec + k] = v[k];
+    __syncthreads();
+    // A warp stores kVecRows consecutive W outputs of one channel.
+    const int lane = (ty * kVecLanes + tx) & 31, warp = (ty * kVecLanes + tx) >> 5;
+    constexpr int kWarps = kVecLanes * kVecRows / 32;
+#pragma unroll
+    for (int j = 0; j < kVecTileC / kWarps; ++j) {
+      const int64_t cc = c0 + warp + kWarps * j, o = w0 + lane;
+      if (cc < C && o < g.out[2])
+        kf_store<TOut>(out, (((n * C + cc) * g.out[0] + od) * g.out[1] + oh) * g.out[2] + o, tile[lane][warp + kWarps * j]);
     }
     __syncthreads();  // the tile is rewritten by the block's next one
   }
@@ -144,6 +247,21 @@ cudaError_t kf_launch_pool_cl(const KfPoolParams& p, const void* in, void* out, 
   const dim3 grid{unsigned(blocks)}, block{kf_pool_cl::kTile, kf_pool_cl::kRows};
   const KfFastDiv cDiv = KfFastDiv::make(uint64_t(cTiles)), wDiv = KfFastDiv::make(uint64_t(wTiles));
   if constexpr (KD > 0) {
+    // The vector kernel's taps are kVec-aligned: C a multiple of kVec, the input aligned to kVec elements.
+    const bool vec = fixed && p.C % kf_pool_cl::kVec == 0 &&
+                     reinterpret_cast<uintptr_t>(in) % (kf_pool_cl::kVec * sizeof(TIn)) == 0 &&
+                     g.in[0] * g.in[1] * g.in[2] * p.C < (int64_t(1) << 31);
+    if (vec) {
+      const int64_t vcTiles = (p.C + kf_pool_cl::kVecTileC - 1) / kf_pool_cl::kVecTileC;
+      const int64_t vwTiles = (g.out[2] + kf_pool_cl::kVecRows - 1) / kf_pool_cl::kVecRows;
+      const int64_t vtiles = p.N * g.out[0] * g.out[1] * vcTiles * vwTiles;
+      const dim3 vgrid{unsigned(vtiles < (int64_t(1) << 30) ? vtiles : (int64_t(1) << 30))};
+      kf_pool_cl::pool_cl_vec_kernel<Kind, KD, KH, KW, Pro, Epi, TOut, TIn, TExtra...>
+          <<<vgrid, dim3{kf_pool_cl::kVecLanes, kf_pool_cl::kVecRows}, 0, stream>>>(
+              g, p.C, vtiles, KfFastDiv::make(uint64_t(vcTiles)), KfFastDiv::make(uint64_t(vwTiles)),
+              static_cast<const TIn*>(in), out, sc);
+      return cudaGetLastError();
+    }
     if (fixed) {
       kf_pool_cl::pool_cl_kernel<Kind, KD, KH, KW, Pro, Epi, TOut, TIn, TExtra...><<<grid, block, 0, stream>>>(
           g, p.C, tiles, cDiv, wDiv, static_cast<const TIn*>(in), out, sc);
