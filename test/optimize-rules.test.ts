@@ -612,6 +612,39 @@ test("torch.max/min with a dim read through one [i] is a reduction of the values
   assert.match(both.kept.find((k) => k.node === "mx")?.reason ?? "", /both its values and its indices/);
 });
 
+test("tuple unpacking's unread field (`m, _ = torch.max(x, 1)`) is dropped: max(dim)'s values are a reduction", () => {
+  const out: GraphNode["out"] = {
+    t: "tuple",
+    items: [f32([8, 32, 32]), { ...f32([8, 32, 32]), dtype: "int64" }],
+  };
+  const index = (i: number): Arg => ({ t: "const", pytype: "int", value: i });
+  const unused = node("get1", "getitem", { input: ref("mx"), index: index(1) }, [8, 32, 32]);
+  unused.out = { t: "tensor", meta: { ...f32([8, 32, 32]), dtype: "int64" } };
+  const g = graph(
+    [
+      node("mx", "max_dim", { input: ref("x"), dim: num(1), keepdim: bool(false) }, [8, 32, 32], { out }),
+      node("get0", "getitem", { input: ref("mx"), index: index(0) }, [8, 32, 32]),
+      unused,
+      node("act", "relu", { input: ref("get0") }, [8, 32, 32]),
+    ],
+    "act",
+  );
+  const canonical = canonicalGraph(g);
+  assert.deepEqual(
+    canonical.nodes.map((n) => n.id),
+    ["mx", "get0", "act"],
+  );
+  const plan = planGraph(canonical);
+  assert.deepEqual(plan.regions[0] && regionNodes(plan.regions[0]), ["mx", "get0", "act"]);
+  // a field the forward returns is read: both stay, and so does PyTorch's call
+  const returned = {
+    ...g,
+    output: { t: "list" as const, kind: "tuple" as const, items: [ref("act"), ref("get1")] },
+  };
+  assert.ok(canonicalGraph(returned).nodes.some((n) => n.id === "get1"));
+  assert.ok(!planGraph(canonicalGraph(returned)).regions.some((r) => r.seed === "mx"));
+});
+
 test("a 1-d conv (no channels-last format) anchors a pointwise region in its own layout, with its bias only", () => {
   const conv1d = (bias: Arg) => {
     const L = [8, 16, 30];

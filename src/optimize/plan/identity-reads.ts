@@ -3,8 +3,9 @@
 // kernel where the reference launches nothing (timm's disabled `drop_path` / `norm` layers are nn.Identity).
 // Its readers read its input instead, which is what they read in PyTorch; an in-place write through it then
 // writes that input, as the reference's does.
-import type { Arg, Graph } from "../graph.ts";
+import type { Arg, Graph, GraphNode } from "../graph.ts";
 import { mapArgs, replaceRef } from "./expand-reads.ts";
+import { argNodeIds } from "./graph-view.ts";
 import { plain } from "./written-norms.ts";
 
 /** The graph with every plain identity node dropped and its readers (the output too) reading its input. */
@@ -22,4 +23,28 @@ export function dropIdentities(graph: Graph): Pick<Graph, "nodes" | "output"> {
     nodes: graph.nodes.filter((node) => !by.has(node.id)).map((node) => rewrite(node, mapArgs)),
     output: rewrite(graph.output, replaceRef),
   };
+}
+
+/** Tuple unpacking (`m, _ = torch.max(x, dim=1)`) makes a projection for every field, read or not. An unread
+ * one is no use of the tuple's data, but a rule taking one field of a pair (max(dim)'s values as amax) sees two
+ * readers and leaves the op to PyTorch. The graph without projections nothing reads (not the output either). */
+export function dropUnreadProjections(graph: Graph): Graph {
+  const read = new Set<string>();
+  for (const node of graph.nodes)
+    for (const a of [...node.args, ...Object.values(node.kwargs), ...Object.values(node.fn ?? {})])
+      for (const id of argNodeIds(a)) read.add(id);
+  for (const id of argNodeIds(graph.output)) read.add(id);
+  const tuples = new Set(graph.nodes.filter((node) => node.out.t === "tuple").map((node) => node.id));
+  const unread = (node: GraphNode): boolean => {
+    const source = node.fn?.input ?? node.args[0];
+    return (
+      (node.op === "getitem" || node.op === "getattr") &&
+      plain(node) &&
+      source?.t === "node" &&
+      tuples.has(source.id) &&
+      !read.has(node.id)
+    );
+  };
+  if (!graph.nodes.some(unread)) return graph;
+  return { ...graph, nodes: graph.nodes.filter((node) => !unread(node)) };
 }

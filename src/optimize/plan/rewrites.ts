@@ -21,7 +21,7 @@ import { REDUCTIONS } from "../ops/reduce.ts";
 import { resolveDtypeReads } from "./dtype-reads.ts";
 import { dropPointwiseExpands } from "./expand-reads.ts";
 import { GraphView } from "./graph-view.ts";
-import { dropIdentities } from "./identity-reads.ts";
+import { dropIdentities, dropUnreadProjections } from "./identity-reads.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
 import { foldNllOfLogSoftmax } from "./nll-of-log-softmax.ts";
 import { hoistPointwiseOverPermutes } from "./permute-hoist.ts";
@@ -72,7 +72,7 @@ function deviceSource(arg: Arg, view: GraphView): Arg {
  * and each device read moved to the earliest tensor known to share the device. */
 export function canonicalGraph(captured: Graph): Graph {
   if (captured.captured === "none") return captured;
-  const direct = { ...captured, ...dropIdentities(captured) };
+  const direct = { ...captured, ...dropIdentities(dropUnreadProjections(captured)) };
   const threaded = { ...direct, ...threadInplaceWrites(new GraphView(direct)) };
   const paired = { ...threaded, nodes: foldNllOfLogSoftmax(threaded.nodes, new GraphView(threaded)) };
   const spelled = { ...paired, nodes: spellOutOps(paired.nodes, new GraphView(paired)) };
