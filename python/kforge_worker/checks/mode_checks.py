@@ -149,3 +149,69 @@ def check_global_rng(ctx: VerifyContext) -> CheckResult:
         return warned("global_rng", "the candidate's forward draws from torch's global random generator, which the "
                       "reference's does not: the caller's later random numbers differ from the reference's", "cheating")
     return passed("global_rng", "the caller's random stream is left as the reference leaves it", "cheating")
+
+
+def _on_another_thread(model: Any, inputs: list[Any]) -> Any:
+    """One harness call made from a fresh Python thread (joined before returning); its exception re-raised here."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            box["out"] = run(model, inputs)
+        except BaseException as exc:  # noqa: BLE001 — handed to the caller's thread
+            box["exc"] = exc
+
+    worker = threading.Thread(target=call, name="kforge-caller-thread", daemon=True)
+    worker.start()
+    worker.join()
+    if "exc" in box:
+        raise box["exc"]
+    return box["out"]
+
+
+def _with_threads(model: Any, inputs: list[Any], count: int) -> Any:
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        return run(model, inputs)
+    finally:
+        torch.set_num_threads(before)
+
+
+def check_caller_threads(ctx: VerifyContext) -> CheckResult:
+    """caller_threads: the candidate called from another Python thread than the harness's main one (a server's request
+    threads, DataParallel's replicas, a prefetching loader), and with another intra-op thread count
+    (torch.set_num_threads(1) in a DataLoader worker or a server; 2 where the harness runs on one), each judged against
+    the reference's answer on the same inputs. Every other call the harness makes comes from one thread at one thread
+    count, so a forward that reads either (threading.current_thread(), torch.get_num_threads(), a cache keyed on the
+    thread) was judged in one context only (red team round 12). Wrong → `incorrect`; a raise → `warn` (refused, not
+    answered wrong). The thread count is put back before the check returns."""
+    base = ctx.make_inputs(ctx.seed())
+    if not any(isinstance(x, torch.Tensor) for x in base):
+        return skipped("caller_threads", "no tensor input", "incorrect")
+    count = 1 if torch.get_num_threads() > 1 else 2
+    callers = (("from another Python thread", lambda m, x: _on_another_thread(m, x)),
+               (f"with torch.set_num_threads({count})", lambda m, x: _with_threads(m, x, count)))
+    try:
+        ref_out = detached_copy(run(ctx.ref, clone_inputs(base)))
+    except Exception as exc:  # noqa: BLE001
+        return skipped("caller_threads", f"the reference raised {type(exc).__name__}", "incorrect")
+    notes, refused = [], []
+    for label, call in callers:
+        try:
+            out = detached_copy(call(ctx.cand, clone_inputs(base)))
+        except Exception as exc:  # noqa: BLE001
+            refused.append(f"{label}: {type(exc).__name__}: {str(exc)[:120]}")
+            continue
+        c = judged_compare(ctx, clone_inputs(base), out, ref_out)
+        if not c.ok:
+            return failed("caller_threads", f"right when called as every other check calls it, wrong when called "
+                          f"{label}: {c.message} — the answer depends on the caller's thread or thread count",
+                          "incorrect")
+        notes.append(f"{label}: {c.message}")
+    if refused:
+        return warned("caller_threads", "the candidate raises when called from another thread or at another thread "
+                      "count (refuses, does not answer wrong): " + "; ".join(refused), "incorrect")
+    return passed("caller_threads", "; ".join(notes) or "nothing to try", "incorrect")

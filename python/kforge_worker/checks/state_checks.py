@@ -297,6 +297,41 @@ def buffers_close(cand: torch.Tensor, ref: torch.Tensor) -> bool:
     return torch.allclose(cand.double(), ref.double(), atol=max(1e-5, 2 * eps * scale), rtol=max(1e-4, 2 * eps))
 
 
+def check_parameters(ctx: VerifyContext) -> CheckResult:
+    """state_parameters: the candidate keeps the reference's parameters as parameters. A weight registered as a buffer
+    under the reference's name loads, answers and checkpoints exactly as a parameter does, so no check that calls
+    forward or moves state_dict sees it — but `model.parameters()` no longer holds it: an optimizer built from it
+    trains nothing, `requires_grad_`, parameter counts, DDP/FSDP and weight decay skip it (red team round 12,
+    adv_params_as_buffers). Structural, no call: every reference parameter whose name the candidate has must be a
+    parameter there, and the candidate's parameters must hold at least as many elements as the reference's (weights
+    renamed, fused or transposed keep their size; weights kept as buffers or plain tensor attributes under other
+    names do not). A parameter frozen (requires_grad off) where the reference's trains is said, not failed."""
+    ref_params = dict(ctx.ref.named_parameters())
+    if not ref_params:
+        return skipped("state_parameters", "the reference has no parameters", "incorrect")
+    cand_params = dict(ctx.cand.named_parameters())
+    cand_buffers = dict(ctx.cand.named_buffers())
+    as_buffers = [n for n in ref_params if n in cand_buffers and n not in cand_params]
+    ref_n = sum(p.numel() for p in ref_params.values())
+    cand_n = sum(p.numel() for p in cand_params.values())
+    problems = []
+    if as_buffers:
+        problems.append(f"the reference's parameter(s) {', '.join(as_buffers[:4])} are buffers in the candidate")
+    if cand_n < ref_n:
+        problems.append(f"the candidate's parameters hold {cand_n} element(s), the reference's {ref_n}")
+    if problems:
+        return failed("state_parameters", "; ".join(problems) + " — model.parameters() does not hold the weights: an "
+                      "optimizer built from it trains nothing, parameter counts and requires_grad_ miss them",
+                      "incorrect")
+    frozen = [n for n, p in cand_params.items() if not p.requires_grad
+              and (n not in ref_params or ref_params[n].requires_grad)]
+    if frozen and any(p.requires_grad for p in ref_params.values()):
+        return warned("state_parameters", f"parameters kept, but {', '.join(frozen[:4])} frozen (requires_grad off) "
+                      "where the reference's train", "incorrect")
+    return passed("state_parameters", f"{len(cand_params)} parameter(s), {cand_n} elements (the reference: "
+                  f"{len(ref_params)}, {ref_n})", "incorrect")
+
+
 def check_instances(ctx: VerifyContext) -> CheckResult:
     """state_instances: two more instances of the candidate, built from other seeds exactly as the checked one was
     (constructed, placed, synced from a reference built from the same seed: the same code path, so the same version
