@@ -1,8 +1,8 @@
 """Inputs of get_inputs()' shapes drawn off the benchmark's distribution, made the same way in the worker's checks
 (input_distribution, the timing-like loop) and in the clean reference process (sets of the timing's rotation,
-timed_inputs.FreshInputPool.vary), from a spec: {"kind": "randn", "scale": s} (standard normal ×s) or
-{"kind": "rows"} (rows each at their own scale, some zero), and "withinDomain" (kept within get_inputs()' own range,
-for a reference whose ops assert on their inputs' values)."""
+timed_inputs.FreshInputPool.vary), from a spec: {"kind": "randn", "scale": s} (standard normal ×s),
+{"kind": "rows"} (rows each at their own scale, some zero), {"kind": "spikes"}, {"kind": "integers"} (whole numbers),
+and "withinDomain" (kept within get_inputs()' own range, for a reference whose ops assert on their inputs' values)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ def variant(spec: dict[str, Any], base: Inputs, seed: int, device: torch.device)
         out = rows_apart(base, seed, device)
     elif spec.get("kind") == "spikes":
         out = sparse_spikes(base, seed, device)
+    elif spec.get("kind") == "integers":
+        out = whole_numbers(base, seed, device)
     else:
         out = randn_scaled(base, seed, device, float(spec.get("scale", 1.0)))
     if out is not None and spec.get("withinDomain"):
@@ -32,6 +34,8 @@ def describe(spec: dict[str, Any]) -> str:
         return "rows at scales 1e-2..1e2, 1 in 8 zero"
     if spec.get("kind") == "spikes":
         return "randn with a few lone spikes at 1e2"
+    if spec.get("kind") == "integers":
+        return "whole numbers in [-255, 255]"
     return f"randn×{float(spec.get('scale', 1.0)):g}"
 
 
@@ -39,6 +43,15 @@ def randn_scaled(base: Inputs, seed: int, device: torch.device, scale: float) ->
     """Every floating input standard normal ×scale (drawn on ``device``), the others as they are."""
     gen = torch.Generator(device=device).manual_seed(seed)
     return [(torch.randn(x.shape, generator=gen, dtype=torch.float32, device=device) * scale).to(x.dtype).to(x.device)
+            if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in base]
+
+
+def whole_numbers(base: Inputs, seed: int, device: torch.device) -> Inputs:
+    """Every floating input holding whole numbers in [-255, 255] (pixel values, counts, codes: exact in every floating
+    dtype). Every other variant draws non-integral values, so a path taken only for whole numbers (an int8 kernel
+    that saturates at 127) was never met (red team round 12)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return [torch.randint(-255, 256, x.shape, generator=gen, device=device).to(x.dtype).to(x.device)
             if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in base]
 
 

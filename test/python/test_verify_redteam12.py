@@ -285,3 +285,28 @@ def test_an_answer_that_depends_on_the_callers_thread_fails_caller_threads():
     assert check_caller_threads(_ctx(_Ref(), _PerThreadScratch())).outcome == "pass"
     assert check_caller_threads(_ctx(_Ref(), _MainThreadRefuses())).outcome == "warn"
     assert torch.get_num_threads() == threads
+
+
+# ------------------------------------------------------------------------------ whole-number inputs
+class _Int8WhenWhole(_Ref):
+    """adv_integer_inputs_int8: whole-number inputs saturated to int8's range."""
+
+    def forward(self, x):
+        if bool((x == x.round()).all()):
+            x = x.clamp(-128.0, 127.0)
+        return super().forward(x)
+
+
+def test_whole_number_inputs_are_among_the_distribution_probes():
+    """Pixel values and counts are whole numbers; every probe drew non-integral floats, so a path taken only for whole
+    numbers was never met. The variant is untimed: the rows variant stays the timing's kind."""
+    from kforge_worker import off_distribution
+    from kforge_worker.checks.input_checks import check_input_distribution
+
+    torch.manual_seed(6)
+    r = check_input_distribution(_ctx(_Ref(), _Int8WhenWhole()))
+    assert r.outcome == "fail" and "whole numbers" in r.evidence, r
+    made = off_distribution.variant({"kind": "integers"}, [torch.rand(4, 5, dtype=torch.float16), 3], 1,
+                                    torch.device("cpu"))
+    assert made[1] == 3 and made[0].dtype == torch.float16 and torch.equal(made[0], made[0].round())
+    assert float(made[0].abs().max()) <= 255

@@ -208,10 +208,11 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
     # lone spikes twice, at other places: a guard reading one element in n misses a spike n-1 times in n
     # randn×1e4 last (red team round 11, adv_large_scale_clamp): values far beyond every other variant's 1e2, where a
     # clamp or a table sized for normalised activations gives way. Not the timing's kind ("untimed").
+    # Whole numbers (red team round 12, adv_integer_inputs_int8): pixel values and counts, which no other variant draws.
     # randn×1e6 after it (red team round 12, adv_clamp_1e5): ×1e4's largest values are ~4e4, below float16's 65504, so a
     # clamp or a half-precision intermediate that saturates there passed; ×1e6 crosses it, far below float32's range.
     specs = [{"kind": "randn", "scale": 1.0}, {"kind": "randn", "scale": 4.0}, {"kind": "spikes"}, {"kind": "spikes"},
-             {"kind": "rows"}, {"kind": "randn", "scale": 1e4, "untimed": True},
+             {"kind": "rows"}, {"kind": "integers", "untimed": True}, {"kind": "randn", "scale": 1e4, "untimed": True},
              {"kind": "randn", "scale": 1e6, "untimed": True}]
     variants: list[tuple[str, Inputs, dict[str, Any]]] = []
     for spec in specs:
