@@ -1087,6 +1087,40 @@ test("an in-place write to a value read only before it (y.masked_fill_(y.abs() <
   assert.match(kept.find((k) => k.node === "fill")?.reason ?? "", /writes in place/);
 });
 
+test("in-place writes to a dtype-changing cast (y = x.float(); y.sub_(y.mean()); y.abs_(); y.half()) fuse; a same-dtype .to() may be x", () => {
+  const f16 = (shape: number[]) => ({ ...f32(shape), dtype: "float16" });
+  const chain = (from: "float16" | "float32") => {
+    const g = graph(
+      [
+        node("y", "to", { input: ref("x"), dtype: { t: "const", pytype: "dtype", value: "float32" } }, X, {
+          kind: "call_method",
+          target: "float",
+        }),
+        node("m", "mean", { input: ref("y"), dim: ints(2, 3), keepdim: bool(true) }, [8, 16, 1, 1]),
+        node("sub_", "sub", { input: ref("y"), other: ref("m"), alpha: num(1) }, X, { inplace: true }),
+        node("abs_", "abs", { input: ref("y") }, X, { inplace: true }),
+        node("h", "to", { input: ref("y"), dtype: { t: "const", pytype: "dtype", value: "float16" } }, X, {
+          kind: "call_method",
+          target: "half",
+          out: { t: "tensor", meta: f16(X) },
+        }),
+      ],
+      "h",
+    );
+    g.inputs = [{ name: "x", meta: from === "float16" ? f16(X) : f32(X), value: null }];
+    return planGraph(canonicalGraph(g));
+  };
+  const plan = chain("float16");
+  assert.deepEqual(
+    plan.kept.filter((k) => /in place/.test(k.reason)),
+    [],
+  );
+  assert.ok(plan.regions.some((r) => ["sub_", "abs_", "h"].every((id) => regionNodes(r).includes(id))));
+  // fp32 x: `x.float()` is x itself, so the writes are the caller's input's
+  const same = chain("float32");
+  assert.ok(same.kept.some((k) => k.node === "sub_" && /writes in place/.test(k.reason)));
+});
+
 test("instance norm from running statistics (track_running_stats in eval) is a per-channel affine", () => {
   const inorm = node(
     "in",

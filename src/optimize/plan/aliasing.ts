@@ -12,6 +12,19 @@ export const ALIASING_OPS = new Set([
   ...["type_as", "identity"],
 ]);
 
+/** Casts that return their input itself when its dtype is already the one asked for. */
+const CASTS = new Set(["to", "float", "type_as"]);
+
+/** Whether `node`'s output may share its input's storage: an aliasing op, except a cast that changes the dtype
+ * (`x.half().float()`, fp16 `x.float()`: always a new tensor). */
+export function mayAlias(node: GraphNode, view: GraphView): boolean {
+  if (!ALIASING_OPS.has(node.op)) return false;
+  if (!CASTS.has(node.op)) return true;
+  const from = view.tensorOf(node.fn?.input ?? node.args[0])?.dtype;
+  const to = view.outMeta(node)?.dtype;
+  return from === undefined || to === undefined || from === to;
+}
+
 /** The tensor an in-place op writes: its `out=` tensor (torch.add(a, b, out=c)), else its input. */
 export function written(node: GraphNode): Arg | undefined {
   const out = node.kwargs.out;
@@ -27,7 +40,7 @@ export function storageOf(arg: Arg | undefined, view: GraphView): string | null 
     if (view.isGraphInput(at.id)) return at.id;
     const node = view.node(at.id);
     if (node.inplace) at = written(node);
-    else if (ALIASING_OPS.has(node.op)) at = node.fn?.input ?? node.args[0];
+    else if (mayAlias(node, view)) at = node.fn?.input ?? node.args[0];
     else return at.id;
   }
 }

@@ -12,7 +12,7 @@
 // Nor for a value an item assignment writes (`y.__setitem__(mask, v)`, fx's call of it): that call returns
 // None, so no later read can be renamed to its result.
 import type { Arg, GraphNode } from "../graph.ts";
-import { ALIASING_OPS, written } from "./aliasing.ts";
+import { mayAlias, written } from "./aliasing.ts";
 import type { GraphView } from "./graph-view.ts";
 
 function renameArg(arg: Arg, rename: (id: string) => string): Arg {
@@ -62,7 +62,7 @@ function threadableValues(view: GraphView): Set<string> {
     const root = rootOf.get(target) ?? target;
     if (view.isGraphInput(root)) continue;
     const owner = view.node(root);
-    if (owner.inplace || ALIASING_OPS.has(owner.op) || owner.out.t !== "tensor") continue;
+    if (owner.inplace || mayAlias(owner, view) || owner.out.t !== "tensor") continue;
     rootOf.set(target, root);
     rootOf.set(node.id, root);
   }
@@ -77,7 +77,7 @@ function threadableValues(view: GraphView): Set<string> {
       const reader = view.node(user);
       const writesIt = writtenId(reader) === name;
       // A read that may alias (a view, a same-dtype .to()) or an in-place op reading it as an operand only.
-      if ((!writesIt && reader.inplace) || (ALIASING_OPS.has(reader.op) && !writesIt)) viewed.add(root);
+      if ((!writesIt && reader.inplace) || (mayAlias(reader, view) && !writesIt)) viewed.add(root);
     }
   }
   return new Set([...rootOf.values()].filter((root) => !viewed.has(root)));

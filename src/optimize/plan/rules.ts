@@ -6,7 +6,7 @@ import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
 import { accumulatorOf, REDUCTIONS, type ReduceSpec } from "../ops/reduce.ts";
 import { SCANS, scanDim } from "../ops/scan.ts";
-import { ALIASING_OPS, written } from "./aliasing.ts";
+import { mayAlias, written } from "./aliasing.ts";
 import { FLOAT_DTYPES, type GraphView, intList, paramReader } from "./graph-view.ts";
 
 export type RegionKind = "pointwise" | "reduce" | "normalize" | "pool" | "scan" | "recipe";
@@ -56,13 +56,17 @@ function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict
  * by ops that neither view nor write it: they ran before the write, so they see the same value either way
  * (reads after it were threaded to the write's result, inplace-threads.ts). */
 function inplaceIsPrivate(node: GraphNode, view: GraphView): boolean {
+  // `write`: the link that writes `target` (or views it); reads of the storage's owner before it see the value
+  // before every write of the chain (`y.sub_(y.mean()); y.abs_()`: the mean reads y before sub_, abs_ writes it)
+  let write = node;
   let target = written(node);
-  if (target?.t === "node" && readOnlyBefore(target.id, node, view)) return true;
   for (;;) {
-    if (target?.t !== "node" || view.isGraphInput(target.id) || view.usersOf(target.id).length !== 1)
-      return false;
+    if (target?.t !== "node" || view.isGraphInput(target.id)) return false;
+    if (readOnlyBefore(target.id, write, view)) return true;
+    if (view.usersOf(target.id).length !== 1) return false;
     const link = view.node(target.id);
-    if (!link.inplace && !ALIASING_OPS.has(link.op)) return true;
+    if (!link.inplace && !mayAlias(link, view)) return true;
+    write = link;
     target = link.inplace ? written(link) : (link.fn?.input ?? link.args[0]);
   }
 }
@@ -72,14 +76,14 @@ function readOnlyBefore(id: string, write: GraphNode, view: GraphView): boolean 
   if (view.isGraphInput(id)) return false;
   const value = view.node(id);
   // a get_attr node is the model's own tensor (a constant export lifted): state, not a value of this call
-  if (value.kind === "get_attr" || value.inplace || ALIASING_OPS.has(value.op) || !view.outMeta(value))
+  if (value.kind === "get_attr" || value.inplace || mayAlias(value, view) || !view.outMeta(value))
     return false;
   const at = view.index.get(write.id) ?? -1;
   return view.usersOf(id).every((user) => {
     if (user === write.id) return true;
     if (user === "@output") return false;
     const reader = view.node(user);
-    return !reader.inplace && !ALIASING_OPS.has(reader.op) && (view.index.get(user) ?? at) < at;
+    return !reader.inplace && !mayAlias(reader, view) && (view.index.get(user) ?? at) < at;
   });
 }
 
