@@ -1121,6 +1121,31 @@ test("in-place writes to a dtype-changing cast (y = x.float(); y.sub_(y.mean());
   assert.ok(same.kept.some((k) => k.node === "sub_" && /writes in place/.test(k.reason)));
 });
 
+test("an in-place chain whose middle value is read before the next write (y.relu_(); z = y * 3; y.mul_(0.5)) fuses", () => {
+  const nodes = [
+    node("y", "mul", { input: ref("x"), other: num(2) }, X),
+    node("relu_", "relu", { input: ref("y") }, X, { inplace: true }),
+    node("z", "mul", { input: ref("y"), other: num(3) }, X),
+    node("mul_", "mul", { input: ref("y"), other: num(0.5) }, X, { inplace: true }),
+    node("out", "add", { input: ref("y"), other: ref("z"), alpha: num(1) }, X),
+  ];
+  const plan = planGraph(canonicalGraph(graph(nodes, "out")));
+  assert.deepEqual(plan.kept, []);
+  assert.deepEqual(
+    plan.regions.map((r) => regionNodes(r)),
+    [["y", "relu_", "z", "mul_", "out"]],
+  );
+  // a view of the value read after the write sees it: the write stays PyTorch's
+  const flat = node("flat", "view", { input: ref("y"), size: ints(-1) }, [8 * 16 * 32 * 32], {
+    kind: "call_method",
+    target: "view",
+  });
+  const viewed = [...nodes.slice(0, 2), flat, ...nodes.slice(2, 4)];
+  const after = node("after", "mul", { input: ref("flat"), other: num(2) }, [8 * 16 * 32 * 32]);
+  const kept = planGraph(canonicalGraph(graph([...viewed, after], "after"))).kept;
+  assert.ok(kept.some((k) => k.node === "mul_" && /writes in place/.test(k.reason)));
+});
+
 test("instance norm from running statistics (track_running_stats in eval) is a per-channel affine", () => {
   const inorm = node(
     "in",

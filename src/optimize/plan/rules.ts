@@ -51,36 +51,33 @@ function tensorInputOk(view: GraphView, node: GraphNode, key = "input"): Verdict
 
 /** An in-place op on an intermediate nobody else reads (nn.ReLU(inplace=True) after a conv) means the same
  * as its out-of-place form. The written storage is that of the chain of in-place ops and views the target
- * came through (`y.add_(1).sqrt_()` writes y): every link of it must be read by the next link alone. A value
- * that owns its storage may also be read before the write (`y.masked_fill_(y.abs() < t, 0)`, `y.sub_(y.mean())`)
- * by ops that neither view nor write it: they ran before the write, so they see the same value either way
- * (reads after it were threaded to the write's result, inplace-threads.ts). */
+ * came through (`y.add_(1).sqrt_()` writes y). Each name of it along the chain may be read by others only
+ * before the link that writes (or views) it, by ops that neither view nor write it: they see the same value
+ * either way (`y.masked_fill_(y.abs() < t, 0)`, `y.sub_(y.mean()); y.abs_()`, `y.relu_(); z = y * 3;
+ * y.mul_(0.5)`); reads after it were threaded to the write's result (inplace-threads.ts), or keep the write
+ * PyTorch's. */
 function inplaceIsPrivate(node: GraphNode, view: GraphView): boolean {
-  // `write`: the link that writes `target` (or views it); reads of the storage's owner before it see the value
-  // before every write of the chain (`y.sub_(y.mean()); y.abs_()`: the mean reads y before sub_, abs_ writes it)
-  let write = node;
+  let link = node;
   let target = written(node);
   for (;;) {
-    if (target?.t !== "node" || view.isGraphInput(target.id)) return false;
-    if (readOnlyBefore(target.id, write, view)) return true;
-    if (view.usersOf(target.id).length !== 1) return false;
-    const link = view.node(target.id);
-    if (!link.inplace && !mayAlias(link, view)) return true;
-    write = link;
-    target = link.inplace ? written(link) : (link.fn?.input ?? link.args[0]);
+    if (target?.t !== "node" || !readOnlyBefore(target.id, link, view)) return false;
+    const value = view.node(target.id);
+    if (!value.inplace && !mayAlias(value, view)) return true;
+    link = value;
+    target = value.inplace ? written(value) : (value.fn?.input ?? value.args[0]);
   }
 }
 
-/** Whether `id` owns its storage and every reader but in-place `write` reads it earlier without viewing it. */
-function readOnlyBefore(id: string, write: GraphNode, view: GraphView): boolean {
+/** Whether every reader of `id` but `link` reads it earlier than `link`, neither viewing nor writing it, and
+ * `id` is a value of this call (not an input, nor the model's own tensor: a get_attr node, a constant export
+ * lifted). */
+function readOnlyBefore(id: string, link: GraphNode, view: GraphView): boolean {
   if (view.isGraphInput(id)) return false;
   const value = view.node(id);
-  // a get_attr node is the model's own tensor (a constant export lifted): state, not a value of this call
-  if (value.kind === "get_attr" || value.inplace || mayAlias(value, view) || !view.outMeta(value))
-    return false;
-  const at = view.index.get(write.id) ?? -1;
+  if (value.kind === "get_attr" || !view.outMeta(value)) return false;
+  const at = view.index.get(link.id) ?? -1;
   return view.usersOf(id).every((user) => {
-    if (user === write.id) return true;
+    if (user === link.id) return true;
     if (user === "@output") return false;
     const reader = view.node(user);
     return !reader.inplace && !mayAlias(reader, view) && (view.index.get(user) ?? at) < at;
