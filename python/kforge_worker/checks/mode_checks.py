@@ -1,5 +1,5 @@
-"""Checks of what every other check holds fixed: the autograd mode a forward is called in, and the caller's random
-stream (red team round 11).
+"""Checks of what every other check holds fixed: the autograd mode a forward is called in, the caller's random
+stream (red team round 11), and the thread it is called from and the thread count it runs at (round 12).
 
 Every check, trial and timed call runs forward under `torch.no_grad()`. A plain `model(x)` — PyTorch's default, a
 training step, any caller who never wrote `no_grad` — runs with grad mode on; serving code runs under
@@ -10,6 +10,9 @@ checked and wrong everywhere else (`grad_modes`).
 torch's global generator is the caller's: its dropout masks, data augmentation and sampling draw from it. A forward
 that sets it — reseeds it, or puts back a state it saved — replays the caller's stream after every call, whatever
 the caller drew before (`global_rng`).
+
+Every harness call comes from the worker's main thread at the thread count it started with; servers, DataParallel
+replicas and DataLoader workers (torch.set_num_threads(1)) call from elsewhere (`caller_threads`).
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ RUNTIME_CHECKS = (
     # honest caller never makes (the same input twice, a rhythm, a timing-like loop). A candidate that turns its
     # general path on only once it has seen such a call (red team round 8, adv_safe_after_replay: right after the
     # replay check's repeat, NaN on large rows before) then meets them on its everyday path.
-    "distribution",  # input_distribution, input_layouts, grad_modes (the caller's autograd mode)
+    "distribution",  # input_distribution, input_layouts, grad_modes (the caller's autograd mode), caller_threads
     "shapes",  # extra_shapes: odd sizes below and above the problem's
     "output_contract",  # output_type, output_aliasing, input_mutation, degenerate_output
     "settled",  # output_settled: outputs unchanged a while after forward returned; no thread left running
