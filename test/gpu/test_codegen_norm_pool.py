@@ -455,6 +455,49 @@ def test_layer_group_instance_batch_norm_match_torch(ext, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_long_rows_behind_per_channel_operands(ext, dtype):
+    """Rows of a thousand vectors or more along H*W (the row-wise streaming kernels: offsets and per-channel
+    operands read once per row): group norm behind eight inputs (vectorised in fp32), group / instance norm with
+    a per-channel affine, batch norm's batch statistics (their M2 too); few kept indices, so the statistics are
+    split across blocks whose ranges start inside a row."""
+    gen = torch.Generator(device="cuda").manual_seed(16)
+    rtol, atol = TOL[dtype]
+    n, c, g, h, w = 2, 32, 8, 64, 72
+    shape = (n, g, c // g, h * w)
+    chan = lambda: (torch.randn(c, generator=gen, device="cuda") * 0.5).to(dtype).view(1, g, c // g, 1)  # noqa: E731
+    ins = [(torch.randn(n, c, h, w, generator=gen, device="cuda") * 2 + 0.5).to(dtype).reshape(shape),
+           *[chan() for _ in range(5)], torch.randn(shape, generator=gen, device="cuda").to(dtype), chan()]
+    out, _ = _run(ext, H.OP_WIDE, ins, shape, (2, 3), [EPS])
+    d = [t.double().expand(shape) for t in ins]
+    v = torch.sigmoid((d[0] + d[1] + d[2]) * d[3])
+    mean, var = v.mean(dim=(2, 3), keepdim=True), v.var(dim=(2, 3), keepdim=True, unbiased=False)
+    _close(out, (v - mean) / torch.sqrt(var + EPS) * d[4] + d[5] + d[6] * d[7], dtype, "eight-input group norm, H*W 4608")
+    for n, c, g, h, w in [(3, 16, 4, 48, 50), (1, 4, 2, 128, 256)]:
+        x = (torch.randn(n, c, h, w, generator=gen, device="cuda") * 3 - 1).to(dtype)
+        wt = (torch.rand(c, generator=gen, device="cuda") + 0.5).to(dtype)
+        b = torch.randn(c, generator=gen, device="cuda").to(dtype)
+        gshape = [n, g, c // g, h * w]
+        out, _ = _run(ext, H.OP_AFFINE, [x.view(gshape), wt.view(1, g, c // g, 1), b.view(1, g, c // g, 1)], gshape,
+                      (2, 3), [EPS])
+        torch.testing.assert_close(out.view_as(x).double(), F.group_norm(x.double(), g, wt.double(), b.double(), EPS),
+                                   rtol=rtol, atol=atol, msg=lambda m: f"group norm {(n, c, h, w)}: {m}")
+        ishape = [n, c, h * w]
+        out, _ = _run(ext, H.OP_AFFINE, [x.view(ishape), wt.view(1, c, 1), b.view(1, c, 1)], ishape, (2,), [EPS])
+        ref = F.instance_norm(x.double(), weight=wt.double(), bias=b.double(), eps=EPS)
+        torch.testing.assert_close(out.view_as(x).double(), ref, rtol=rtol, atol=atol,
+                                   msg=lambda m: f"instance norm {(n, c, h, w)}: {m}")
+        out, stats = _run(ext, H.OP_AFFINE, [x.view(ishape), wt.view(1, c, 1), b.view(1, c, 1)], ishape, (0, 2), [EPS],
+                          with_stats=True)
+        rm, rv = torch.zeros(c, dtype=torch.float64, device="cuda"), torch.ones(c, dtype=torch.float64, device="cuda")
+        ref = F.batch_norm(x.double(), rm, rv, wt.double(), b.double(), training=True, momentum=0.1, eps=EPS)
+        torch.testing.assert_close(out.view_as(x).double(), ref, rtol=rtol, atol=atol,
+                                   msg=lambda m: f"batch norm {(n, c, h, w)}: {m}")
+        var, mean = torch.var_mean(x.double(), dim=(0, 2, 3), unbiased=False)
+        torch.testing.assert_close(stats[:, 0].double(), mean, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close((stats[:, 1] / stats[:, 2]).double(), var, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
 def test_softmax_extremes(ext, dtype):
     gen = torch.Generator(device="cuda").manual_seed(5)
     big = 1e4

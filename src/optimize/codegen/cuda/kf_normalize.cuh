@@ -645,6 +645,68 @@ row_partial_vec_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div,
   }
 }
 
+// row_partial_vec_kernel for long innermost rows (group norm's H*W per channel of a group, instance and batch
+// norm's H*W): a block walks its split one row of the innermost dim at a time, computing the row's offsets once
+// and reading every input constant along it (per-channel parameters) once, so a vector costs its moving inputs'
+// loads and the math. Per vector, row_partial_vec_kernel's index split and NIn 64-bit multiply-adds made it
+// compute-bound behind per-channel operands (1.55 TB/s on a conv -> bias -> scale -> sigmoid -> group norm).
+template <class Pro, class Stat, int kVec, typename... TIn>
+__global__ void __launch_bounds__(kStreamThreads, kf_row_partial_vec_min_blocks<sizeof...(TIn), kVec>())
+row_partial_plane_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div, const KfScalars sc,
+                         KfStats* partial, KfStats* stats, KfStats* stats_out) {
+  constexpr int NIn = sizeof...(TIn);
+  constexpr int kU = 2;
+  __shared__ KfStats scratch[kStreamThreads / 32];
+  const Pro pro;
+  const int64_t splits = int64_t(splits_div.d);
+  const int64_t row_vecs = int64_t(v.rin.d) / kVec;
+  const int64_t n_vec = v.R / kVec;
+  const int64_t chunk = (n_vec + splits - 1) / splits;
+  for (int64_t b = blockIdx.x; b < v.K * splits; b += gridDim.x) {
+    int64_t k = b;
+    const int64_t split = splits_div.peel(k);
+    const int64_t begin = split * chunk, end = begin + chunk < n_vec ? begin + chunk : n_vec;
+    int64_t kbase[NIn], obase;
+    kept_offsets(v, k, kbase, obase);
+    KfStats s = Stat::identity();
+    for (int64_t lo = begin; lo < end;) {
+      const int64_t row = lo / row_vecs;
+      const int64_t row_end = (row + 1) * row_vecs < end ? (row + 1) * row_vecs : end;
+      int64_t base[NIn], ooff = 0;
+#pragma unroll
+      for (int i = 0; i < NIn; ++i) base[i] = kbase[i];
+      add_reduced_offsets(v, row * row_vecs * kVec, base, ooff);
+      float fixed[NIn];
+      KfLoadPack<0, TIn...>::load(fixed, v.in, base);
+      const int64_t first = (lo - row * row_vecs) * kVec;  // the row's element the segment starts at
+      const int64_t count = row_end - lo;
+      for (int64_t q0 = threadIdx.x; q0 < count; q0 += int64_t(kU) * blockDim.x) {
+        float xin[kU][NIn][kVec];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int64_t q = q0 + int64_t(u) * blockDim.x;
+          if (q < count) KfRowPack<0, kVec, TIn...>::load(xin[u], v.in, base, v.rs, first + q * kVec, fixed);
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          if (q0 + int64_t(u) * blockDim.x >= count) continue;
+          float pv[kVec];
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) {
+            float xe[NIn];
+#pragma unroll
+            for (int i = 0; i < NIn; ++i) xe[i] = xin[u][i][e];
+            pv[e] = pro(xe, sc);
+          }
+          push_vector<Stat>(s, pv);
+        }
+      }
+      lo = row_end;
+    }
+    store_partial<Stat>(block_merge_to_first<Stat>(s, scratch), splits, v.R, k, b, partial, stats, stats_out);
+  }
+}
+
 // Columns: lane tx owns kept index k (consecutive k are the contiguous inner kept dim), warp ty walks the
 // reduced indices ty, ty + 8, ... of the block's split. With one split the block has every value of its
 // columns: it merges the 8 partials (every thread, same order), then applies — or, given `stats_only`, stores
@@ -1002,6 +1064,69 @@ apply_vec_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfSca
         }
       }
       kf_store_vec<TOut, kVec>(v.out, q * kVec, y);
+    }
+  }
+}
+
+// apply_vec_kernel for long innermost rows whose elements share one kept index (the innermost dim reduced: group,
+// instance and batch norm over H*W, layer norm's rows): a block takes a chunk of one row, so the row's offsets,
+// its statistics and every input constant along it (per-channel parameters) are read once per block, and a
+// vector costs its moving inputs' loads and the math. Per vector, apply_vec_kernel's coordinates and NIn
+// 64-bit multiply-adds per dim made it compute-bound behind per-channel operands (1.9 TB/s on a conv -> bias ->
+// scale -> sigmoid -> group norm).
+constexpr int kPlaneVecsPerThread = 8;
+
+template <class Pro, class Apply, int kVec, typename TOut, typename... TIn>
+__global__ void __launch_bounds__(kStreamThreads, kf_apply_vec_min_blocks<sizeof...(TIn), kVec>())
+apply_plane_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars sc, const KfFastDiv chunks_div) {
+  constexpr int NIn = sizeof...(TIn);
+  constexpr int kU = 2;
+  const Pro pro;
+  const Apply apply;
+  const int64_t L = int64_t(v.div[v.nd - 1].d);
+  const int64_t row_vecs = L / kVec;
+  const int64_t chunk_vecs = int64_t(kStreamThreads) * kPlaneVecsPerThread;
+  const int64_t blocks = v.K * v.R / L * int64_t(chunks_div.d);
+  for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
+    int64_t row = b;
+    const int64_t chunk = chunks_div.peel(row);
+    int64_t rest = row * L, base[NIn], k = 0;
+#pragma unroll
+    for (int i = 0; i < NIn; ++i) base[i] = 0;
+#pragma unroll
+    for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
+      if (d < v.nd) {
+        const int64_t c = d == 0 ? rest : v.div[d].peel(rest);
+#pragma unroll
+        for (int i = 0; i < NIn; ++i) base[i] += c * v.stride[i][d];
+        k += c * v.kmul[d];
+      }
+    }
+    const KfStats st = stats[k];
+    float fixed[NIn];
+    KfLoadPack<0, TIn...>::load(fixed, v.in, base);
+    const int64_t lo = chunk * chunk_vecs, hi = lo + chunk_vecs < row_vecs ? lo + chunk_vecs : row_vecs;
+    for (int64_t q0 = lo + threadIdx.x; q0 < hi; q0 += int64_t(kU) * blockDim.x) {
+      float xin[kU][NIn][kVec];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t q = q0 + int64_t(u) * blockDim.x;
+        if (q < hi) KfRowPack<0, kVec, TIn...>::load(xin[u], v.in, base, v.rs, q * kVec, fixed);
+      }
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int64_t q = q0 + int64_t(u) * blockDim.x;
+        if (q >= hi) continue;
+        float y[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          float xe[NIn];
+#pragma unroll
+          for (int i = 0; i < NIn; ++i) xe[i] = xin[u][i][e];
+          y[e] = apply(pro(xe, sc), st, xe, sc);
+        }
+        kf_store_vec<TOut, kVec>(v.out, row * L + q * kVec, y);
+      }
     }
   }
 }
@@ -1364,8 +1489,15 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
   // of every input fit its registers.
   constexpr int kStreamVec = NIn * kVec <= 32 ? kVec : 1;
   const bool vectorized = kStreamVec > 1 && inner_vectorizable<kStreamVec>(v, in, out);
+  // Rows of the innermost (reduced) dim long enough to keep a block's threads busy take the row-wise kernels.
+  const bool plane = vectorized && e.reduced_inner && int64_t(v.rin.d) >= int64_t(kStreamThreads) * kStreamVec;
   if (e.reduced_inner) {
-    if (vectorized)
+    if (plane) {
+      if constexpr (kStreamVec > 1)  // plane implies vectorized: the row-wise kernels have no scalar build
+        row_partial_plane_kernel<Pro, Stat, kStreamVec, TIn...>
+            <<<grid_for(e.K * plan.splits), kStreamThreads, 0, stream>>>(v, KfFastDiv::make(uint64_t(plan.splits)),
+                                                                         sc, partial, stats, stats_dst);
+    } else if (vectorized)
       row_partial_vec_kernel<Pro, Stat, kStreamVec, TIn...>
           <<<grid_for(e.K * plan.splits), kStreamThreads, 0, stream>>>(v, KfFastDiv::make(uint64_t(plan.splits)), sc,
                                                                        partial, stats, stats_dst);
@@ -1381,7 +1513,14 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
     if (splits == 1) return cudaSuccess;  // stats and apply done in one kernel
   }
   if (splits > 1) KF_RETURN_IF_ERROR(launch_finalize<Stat>(e.K, splits, e.R, partial, stats, stats_dst, stream));
-  if (vectorized)
+  if (plane) {
+    if constexpr (kStreamVec > 1) {
+      const int64_t chunks = ceil_div(int64_t(v.rin.d) / kStreamVec, int64_t(kStreamThreads) * kPlaneVecsPerThread);
+      apply_plane_kernel<Pro, Apply, kStreamVec, TOut, TIn...>
+          <<<grid_for(e.K * e.R / int64_t(v.rin.d) * chunks), kStreamThreads, 0, stream>>>(
+              v, stats, sc, KfFastDiv::make(uint64_t(chunks)));
+    }
+  } else if (vectorized)
     apply_vec_kernel<Pro, Apply, kStreamVec, TOut, TIn...>
         <<<grid_for(ceil_div(apply_blocks, kStreamVec)), kStreamThreads, 0, stream>>>(v, stats, sc);
   else

@@ -45,6 +45,31 @@ struct KfVecPack<I, kVec, T, Rest...> {
   }
 };
 
+// The inputs of a row walked in kVec-wide vectors: input i moves along the row when rs[i] != 0 (then contiguous:
+// base[i] + off) and is loaded; otherwise it is constant along the row and takes fixed[i], read once per row.
+template <int I, int kVec, typename... T>
+struct KfRowPack;
+template <int I, int kVec>
+struct KfRowPack<I, kVec> {
+  template <int N>
+  __device__ __forceinline__ static void load(float (&)[N][kVec], const void* const*, const int64_t*, const int64_t*,
+                                              int64_t, const float (&)[N]) {}
+};
+template <int I, int kVec, typename T, typename... Rest>
+struct KfRowPack<I, kVec, T, Rest...> {
+  template <int N>
+  __device__ __forceinline__ static void load(float (&x)[N][kVec], const void* const* ptr, const int64_t* base,
+                                              const int64_t* rs, int64_t off, const float (&fixed)[N]) {
+    if (rs[I] != 0) {
+      kf_load_vec<T, kVec, int64_t>(ptr[I], base[I] + off, false, x[I]);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) x[I][e] = fixed[I];
+    }
+    KfRowPack<I + 1, kVec, Rest...>::load(x, ptr, base, rs, off, fixed);
+  }
+};
+
 // n / d and n % d for a divisor fixed at launch, without a hardware divide: a multiply-high by a round-up
 // reciprocal, an add and a shift. With s = ceil(log2 d) and W-bit words, m' = 2^W + m = floor(2^(W+s) / d) + 1
 // overshoots 2^(W+s) / d by e / d with e = m' d - 2^(W+s) <= d <= 2^s, so n * m' / 2^(W+s) stays below the
