@@ -970,6 +970,52 @@ test("a broadcast read by several pointwise ops (sin and cos of t[:, None] * fre
   );
 });
 
+test("a widening cast read by a reduction and a pointwise op (y = x.float(); y - y.mean(-1, True)) is cast again in each region", () => {
+  const f16 = (shape: number[]) => ({ ...f32(shape), dtype: "float16" });
+  const dtype = (value: string): Arg => ({ t: "const", pytype: "dtype", value });
+  const build = (from: "float16" | "float32", extra: Record<string, Arg> = {}) => {
+    const g = graph(
+      [
+        node("y", "to", { input: ref("x"), memory_format: none, dtype: dtype("float32"), ...extra }, X, {
+          kind: "call_method",
+          target: "float",
+        }),
+        node("m", "mean", { input: ref("y"), dim: ints(-1), keepdim: bool(true) }, [8, 16, 32, 1]),
+        node("d", "sub", { input: ref("y"), other: ref("m"), alpha: num(1) }, X),
+        node("out", "tanh", { input: ref("d") }, X),
+      ],
+      "out",
+    );
+    g.inputs = [{ name: "x", meta: from === "float16" ? f16(X) : f32(X), value: null }];
+    return canonicalGraph(g);
+  };
+  const canon = build("float16");
+  assert.deepEqual(
+    canon.nodes.map((n) => n.id),
+    ["y_for_m", "y_for_d", "m", "d", "out"],
+  );
+  assert.deepEqual(
+    planGraph(canon).regions.map((r) => regionNodes(r)),
+    [
+      ["y_for_m", "m"],
+      ["y_for_d", "d", "out"],
+    ],
+    "no region writes the fp32 copy",
+  );
+  assert.deepEqual(
+    build("float32").nodes.map((n) => n.id),
+    ["y", "m", "d", "out"],
+    "a cast to its own dtype is x itself",
+  );
+  assert.deepEqual(
+    build("float16", { copy: bool(true), device: { t: "const", pytype: "str", value: "cuda" } }).nodes.map(
+      (n) => n.id,
+    ),
+    ["y", "m", "d", "out"],
+    "a device move is made once",
+  );
+});
+
 test("a pointwise op of a reshaped softmax (softmax(y.view(B, H, -1)).view(B, -1) * 2) joins the softmax's region", () => {
   // The view between the softmax and the multiply made the multiply a pass of its own. On a contiguous value the
   // op moves above the reshape (any op, erf-GELU too: it sees a contiguous tensor either way), which follows it.

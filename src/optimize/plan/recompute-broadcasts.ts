@@ -4,8 +4,15 @@
 // gets its own copy of the op, which joins that reader's region and computes the value from the small operands
 // again, so no region writes it. Recomputing costs less traffic than the value does whenever its operands hold
 // fewer elements than it. Exact: the same op on the same operands, elementwise.
+//
+// A widening cast (`y = x.float()` of an fp16 x) read by several regions is the same case in bytes: each reader
+// of the fp32 copy read 4 bytes an element that its own cast of x reads in 2. Its readers may be reductions and
+// normalisations too (`y.sub_(y.mean(dim, keepdim=True))`), whose prologue the copy joins.
 import type { Arg, GraphNode } from "../graph.ts";
+import { NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
+import { REDUCTIONS } from "../ops/reduce.ts";
+import { written } from "./aliasing.ts";
 import { GraphView } from "./graph-view.ts";
 import { plain } from "./written-norms.ts";
 
@@ -43,23 +50,56 @@ function pointwiseReach(id: string, view: GraphView): Set<string> {
   return reach;
 }
 
-/** Whether `node` is a broadcasting pointwise op read only by two or more pointwise ops (never returned). */
+const BYTES: Record<string, number> = { float64: 8, float32: 4, float16: 2, bfloat16: 2 };
+
+/** `node` is `input.to(dtype)` with nothing else asked (no device, copy or memory format), to a wider float
+ * dtype: reading its input costs fewer bytes than reading its value. */
+function wideningCast(node: GraphNode, view: GraphView): boolean {
+  const unset = (a: Arg) => a.t === "const" && (a.pytype === "none" || a.value === false);
+  if (node.op !== "to" || !node.fn) return false;
+  if (Object.entries(node.fn).some(([k, a]) => k !== "input" && k !== "dtype" && !unset(a))) return false;
+  const from = BYTES[view.tensorOf(node.fn.input)?.dtype ?? ""];
+  const to = BYTES[view.outMeta(node)?.dtype ?? ""];
+  return from !== undefined && to !== undefined && from < to;
+}
+
+/** A reader that takes the copy into its region: a pointwise op, or a reduction / normalisation whose input it is.
+ * A cast's reader may write it in place (`y.sub_(m)`, after y's other reads): it then writes its own copy, which
+ * nothing else reads. */
+function takesCopy(id: string, of: string, view: GraphView, seeds: boolean): boolean {
+  const user = view.node(id);
+  const target = written(user);
+  const writesIt = seeds && user.inplace && target?.t === "node" && target.id === of;
+  if (!plain(user) && !(writesIt && !user.rng && !user.modeDependent && user.fn !== null)) return false;
+  if (POINTWISE[user.op] !== undefined) return true;
+  if (!seeds || (REDUCTIONS[user.op] === undefined && NORMALIZATIONS[user.op] === undefined)) return false;
+  const input = user.fn?.input;
+  return input?.t === "node" && input.id === of;
+}
+
+/** Whether `node` is a broadcasting pointwise op read only by two or more pointwise ops, or a widening cast read
+ * only by two or more pointwise ops, reductions and normalisations (never returned). */
 function recomputable(node: GraphNode, view: GraphView): boolean {
   const spec = POINTWISE[node.op];
   const out = view.outMeta(node);
-  if (!spec || !out || !plain(node) || node.op === "to") return false;
+  if (!spec || !out || !plain(node)) return false;
+  const cast = wideningCast(node, view);
+  if (node.op === "to" && !cast) return false;
   const users = view.usersOf(node.id);
   if (users.length < 2 || users.includes("@output")) return false;
-  if (!users.every((id) => POINTWISE[view.node(id).op] !== undefined && plain(view.node(id)))) return false;
+  if (!users.every((id) => takesCopy(id, node.id, view, cast))) return false;
   // Readers that meet again through pointwise ops (`sin(a) + cos(a)`) fall in one region, which reads the value
-  // once as it is; copies would only compute it twice there.
+  // once as it is; copies would only compute it twice there. A reduction's or normalisation's value read by the
+  // other reader's ops (`y - y.mean()`) is another region's operand: the reach stops at it.
   const seen = new Set<string>();
   for (const id of users) {
-    for (const reached of pointwiseReach(id, view)) {
+    const seed = POINTWISE[view.node(id).op] === undefined;
+    for (const reached of seed ? [id] : pointwiseReach(id, view)) {
       if (seen.has(reached)) return false;
       seen.add(reached);
     }
   }
+  if (cast) return true;
   let read = 0;
   for (const key of spec.operands) {
     const meta = view.tensorOf(node.fn?.[key]);
