@@ -26,7 +26,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
          "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
          "written_layernorm", "pool_prologues", "submodule_flags", "register_targets_apply10",
-         "register_targets_stats8", "pool_cl_any_window"]
+         "register_targets_stats8", "pool_cl_any_window", "inplace_casts_unpack"]
 
 
 def _node() -> str | None:
@@ -339,6 +339,16 @@ def test_pool_prologues_pool_every_tap_after_the_ops_in_front(emitted: dict[str,
         torch.testing.assert_close(new(*inputs)[3], ref(*inputs)[3])
 
 
+def test_in_place_writes_of_a_cast_and_unpacked_pairs_are_fused(emitted: dict[str, str]) -> None:
+    # The exact check above is their fallback; here: the regions take them, nothing is left to PyTorch for it.
+    text = open(emitted["inplace_casts_unpack"]).read()
+    doc = text[: text.index('"""', 3)]
+    assert "max_dim → getitem (reduce)" in doc, doc  # `m, _ = torch.max(x, 1)`: the indices are never read
+    assert "to → mean (reduce)" in doc and "to → sub → abs → to (pointwise)" in doc, doc  # the fp32 copy, twice
+    assert "mul → relu → mul → mul → add (pointwise)" in doc, doc  # z.relu_(); w = z * 3; z.mul_(0.5)
+    assert "Left to PyTorch" not in doc, doc
+
+
 def test_a_submodules_flag_is_guarded_like_the_models_own(emitted: dict[str, str]) -> None:
     """A block's `if self.gated:` was traced as the value it had: setting the flag on the submodule afterwards
     takes the reference's forward (before round 18 only Model's own flags were guarded, and ModelNew kept the
@@ -364,7 +374,7 @@ def test_a_submodules_flag_is_guarded_like_the_models_own(emitted: dict[str, str
     [pytest.param("conv_bn_chain", marks=pytest.mark.heavy), pytest.param("norms_reduce_pool", marks=pytest.mark.heavy),
      pytest.param("mode_names_casts", marks=pytest.mark.heavy), "register_targets", "register_targets_reduce64",
      "register_targets_reduce32", "register_targets_apply5", "register_targets_apply10", "register_targets_stats8",
-     "pool_cl_any_window", "written_idioms",
+     "pool_cl_any_window", "written_idioms", "inplace_casts_unpack",
      "integer_operands_trig",
      "bn_eval_affine", "scans", "cross_entropy_losses", pytest.param("pool_prologues", marks=pytest.mark.heavy),
      pytest.param("narrow_integer_operands", marks=pytest.mark.heavy),
