@@ -1016,6 +1016,57 @@ test("a widening cast read by a reduction and a pointwise op (y = x.float(); y -
   );
 });
 
+test("a shape read of an elementwise op's value reads its operand (TextCNN's max_pool1d(h, h.size(2)) of h = relu(x))", () => {
+  const L = [8, 16, 50];
+  const build = (scale: Arg) => {
+    const g = graph(
+      [
+        node("h", "mul", { input: ref("x"), other: scale }, L),
+        node("act", "relu", { input: ref("h") }, L),
+        node(
+          "shape",
+          "getattr",
+          { input: ref("act"), name: { t: "const", pytype: "str", value: "shape" } },
+          L,
+          {
+            out: { t: "value", pytype: "torch.Size" },
+          },
+        ),
+        node("len", "getitem", { input: ref("shape"), index: num(-1) }, L, {
+          out: { t: "value", pytype: "int" },
+        }),
+        node(
+          "pool",
+          "max_pool1d",
+          {
+            input: ref("act"),
+            kernel_size: ref("len"),
+            stride: ref("len"),
+            padding: ints(0),
+            dilation: ints(1),
+            ceil_mode: bool(false),
+            return_indices: bool(false),
+          },
+          [8, 16, 1],
+        ),
+      ],
+      "pool",
+      { p: [16, 1] },
+    );
+    g.inputs = [{ name: "x", meta: f32(L), value: null }];
+    return canonicalGraph(g);
+  };
+  const canon = build(num(2));
+  assert.deepEqual(canon.nodes.find((n) => n.id === "shape")?.fn?.input, ref("x"));
+  assert.deepEqual(
+    planGraph(canon).regions.map((r) => regionNodes(r)),
+    [["h", "act", "pool"]],
+    "the values in front of the pool are its prologue",
+  );
+  // a second tensor operand may broadcast the result past the first's shape: the read stays where it was
+  assert.deepEqual(build(param("p")).nodes.find((n) => n.id === "shape")?.fn?.input, ref("h"));
+});
+
 test("a pointwise op of a reshaped softmax (softmax(y.view(B, H, -1)).view(B, -1) * 2) joins the softmax's region", () => {
   // The view between the softmax and the multiply made the multiply a pass of its own. On a contiguous value the
   // op moves above the reshape (any op, erf-GELU too: it sees a contiguous tensor either way), which follows it.

@@ -33,7 +33,7 @@ import { spellOutOps } from "./spelled-out.ts";
 import { sinkPointwiseBelowReshapes } from "./view-sink.ts";
 import { foldWrittenLayerNorms } from "./written-layernorm.ts";
 import { foldWrittenLogSumExps } from "./written-logsumexp.ts";
-import { foldWrittenRmsNorms } from "./written-norms.ts";
+import { foldWrittenRmsNorms, plain } from "./written-norms.ts";
 
 /** Ops whose result is on the device of their `input` tensor (never a device move such as `.to()`). */
 const SAME_DEVICE = new Set([
@@ -45,6 +45,34 @@ const SAME_DEVICE = new Set([
   ...["avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d"],
   ...["view", "reshape", "flatten", "permute", "transpose", "unsqueeze", "squeeze", "contiguous", "expand"],
 ]);
+
+/** A read of a tensor's shape (`y.shape`, `y.size(2)`, `y.dim()`, `y.ndim`): no read of its data. */
+function isShapeRead(node: GraphNode): boolean {
+  const name = node.fn?.name;
+  if (node.op === "size" || node.op === "dim") return true;
+  return node.op === "getattr" && name?.t === "const" && (name.value === "shape" || name.value === "ndim");
+}
+
+/** The value a shape read may read instead of `arg`: up through elementwise ops of one tensor operand (`relu(y)`,
+ * `y * 2`, `y.float()`), whose result has that operand's shape whatever it is. A shape read of a value made only
+ * for it (TextCNN's `F.max_pool1d(h, h.size(2))` of `h = relu(conv(x))`) was a second reader that kept the
+ * value out of the region reading it (a pool's prologue). */
+function shapeSource(arg: Arg, view: GraphView): Arg {
+  let source = arg;
+  while (source.t === "node" && !view.isGraphInput(source.id)) {
+    const node = view.node(source.id);
+    const input = node.fn?.input;
+    if (!input || !plain(node) || POINTWISE[node.op] === undefined || !view.outMeta(node)) break;
+    const others = Object.entries(node.fn ?? {}).filter(
+      ([k, a]) => k !== "input" && view.tensorOf(a) !== null,
+    );
+    const from = view.tensorOf(input)?.shape;
+    const to = view.outMeta(node)?.shape;
+    if (others.length || !from || !to || from.length !== to.length || from.some((d, i) => d !== to[i])) break;
+    source = input;
+  }
+  return source;
+}
 
 function isDeviceRead(node: GraphNode): boolean {
   const name = node.fn?.name;
@@ -90,8 +118,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const view = new GraphView(graph);
   const nodes = graph.nodes.map((node) => {
     const input = node.fn?.input;
-    if (!isDeviceRead(node) || !input) return node;
-    const source = deviceSource(input, view);
+    if (!input || !(isDeviceRead(node) || isShapeRead(node))) return node;
+    const source = isDeviceRead(node) ? deviceSource(input, view) : shapeSource(input, view);
     if (source === input) return node;
     return { ...node, args: [source, ...node.args.slice(1)], fn: { ...node.fn, input: source } };
   });
