@@ -585,6 +585,21 @@ __device__ __forceinline__ void push_vector(KfStats& s, const float (&v)[K]) {
   }
 }
 
+// A loaded vector of every input (x[i][e]) through the prologue into a statistic.
+template <class Stat, class Pro, int NIn, int kVec>
+__device__ __forceinline__ void push_prologue(KfStats& s, const Pro& pro, const float (&x)[NIn][kVec],
+                                              const KfScalars& sc) {
+  float pv[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) {
+    float xe[NIn];
+#pragma unroll
+    for (int i = 0; i < NIn; ++i) xe[i] = x[i][e];
+    pv[e] = pro(xe, sc);
+  }
+  push_vector<Stat>(s, pv);
+}
+
 // row_partial_kernel with kVec-wide loads, for an innermost reduced dim that every input reads contiguously
 // (or broadcasts) and whose length is a multiple of kVec (inner_vectorizable): offsets are computed once per
 // vector instead of per element, which is what bounds the scalar kernel on long strided reductions (batch
@@ -628,18 +643,8 @@ row_partial_vec_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_div,
         }
       }
 #pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (q0 + int64_t(u) * blockDim.x >= end) continue;
-        float pv[kVec];
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          float xe[NIn];
-#pragma unroll
-          for (int i = 0; i < NIn; ++i) xe[i] = xin[u][i][e];
-          pv[e] = pro(xe, sc);
-        }
-        push_vector<Stat>(s, pv);
-      }
+      for (int u = 0; u < kU; ++u)
+        if (q0 + int64_t(u) * blockDim.x < end) push_prologue<Stat>(s, pro, xin[u], sc);
     }
     store_partial<Stat>(block_merge_to_first<Stat>(s, scratch), splits, v.R, k, b, partial, stats, stats_out);
   }
@@ -688,18 +693,8 @@ row_partial_plane_kernel(const View<sizeof...(TIn)> v, const KfFastDiv splits_di
           if (q < count) KfRowPack<0, kVec, TIn...>::load(xin[u], v.in, base, v.rs, first + q * kVec, fixed);
         }
 #pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          if (q0 + int64_t(u) * blockDim.x >= count) continue;
-          float pv[kVec];
-#pragma unroll
-          for (int e = 0; e < kVec; ++e) {
-            float xe[NIn];
-#pragma unroll
-            for (int i = 0; i < NIn; ++i) xe[i] = xin[u][i][e];
-            pv[e] = pro(xe, sc);
-          }
-          push_vector<Stat>(s, pv);
-        }
+        for (int u = 0; u < kU; ++u)
+          if (q0 + int64_t(u) * blockDim.x < count) push_prologue<Stat>(s, pro, xin[u], sc);
       }
       lo = row_end;
     }

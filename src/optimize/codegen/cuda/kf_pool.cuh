@@ -97,20 +97,27 @@ __device__ __forceinline__ Window window(const Geom<NX>& g, int d, int64_t o) {
   return {o * g.s[d] - g.p[d], g.k[d], g.dl[d]};
 }
 
+// The offsets of the first N extras at element (n, c, od, oh, ow).
+template <int N, int NX>
+__device__ __forceinline__ void extra_offsets(const Geom<NX>& g, int64_t n, int64_t c, int64_t od, int64_t oh,
+                                              int64_t ow, int64_t (&off)[NX]) {
+  const int64_t coord[5] = {n, c, od, oh, ow};
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    off[i] = 0;
+#pragma unroll
+    for (int d = 0; d < 5; ++d) off[i] += coord[d] * g.xstride[i][d];
+  }
+}
+
 // The extra inputs (the prologue's and epilogue's) at output element (n, c, od, oh, ow), as fp32 slots.
 template <typename... TExtra, int NX>
 __device__ __forceinline__ void load_extras_at(const Geom<NX>& g, int64_t n, int64_t c, int64_t od, int64_t oh,
                                                int64_t ow, float (&x)[NX]) {
   x[0] = 0.f;
   if (sizeof...(TExtra) > 0) {
-    const int64_t coord[5] = {n, c, od, oh, ow};
     int64_t off[NX];
-#pragma unroll
-    for (int i = 0; i < int(sizeof...(TExtra)); ++i) {
-      off[i] = 0;
-#pragma unroll
-      for (int d = 0; d < 5; ++d) off[i] += coord[d] * g.xstride[i][d];
-    }
+    extra_offsets<sizeof...(TExtra)>(g, n, c, od, oh, ow, off);
     KfLoadPack<0, TExtra...>::load(x, g.x, off);
   }
 }
@@ -122,14 +129,8 @@ __device__ __forceinline__ void load_extras_channels(const Geom<NX>& g, int64_t 
 #pragma unroll
   for (int k = 0; k < kVec; ++k) x[k][0] = 0.f;
   if (sizeof...(TExtra) > 0) {
-    const int64_t coord[5] = {n, c, od, oh, ow};
     int64_t off[NX];
-#pragma unroll
-    for (int i = 0; i < int(sizeof...(TExtra)); ++i) {
-      off[i] = 0;
-#pragma unroll
-      for (int d = 0; d < 5; ++d) off[i] += coord[d] * g.xstride[i][d];
-    }
+    extra_offsets<sizeof...(TExtra)>(g, n, c, od, oh, ow, off);
 #pragma unroll
     for (int k = 0; k < kVec; ++k) {
       KfLoadPack<0, TExtra...>::load(x[k], g.x, off);
