@@ -95,7 +95,7 @@ pool_cl_kernel(const kf_pool::Geom<kf_slots(sizeof...(TExtra))> g, const int64_t
       float v = 0.f;
       if (c < C && ow < g.out[2]) {
         float x[kf_slots(NX)];
-        kf_pool::load_extras_at<TExtra...>(g, n, c, od, oh, ow, x);
+        kf_pool::load_extras<TExtra...>(g, n * C + c, od, oh, ow, x);
         const TIn* src = in + n * plane * C + c;
         float pooled;
         if constexpr (kFixed)
