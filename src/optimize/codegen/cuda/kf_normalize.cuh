@@ -984,6 +984,24 @@ apply_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfScalars
   }
 }
 
+// Element e of the contiguous output order: every input's offset of it, and its kept index (returned).
+template <int NIn>
+__device__ __forceinline__ int64_t element_offsets(const View<NIn>& v, int64_t e, int64_t (&off)[NIn]) {
+  int64_t k = 0;
+#pragma unroll
+  for (int i = 0; i < NIn; ++i) off[i] = 0;
+#pragma unroll
+  for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
+    if (d < v.nd) {
+      const int64_t c = d == 0 ? e : v.div[d].peel(e);
+#pragma unroll
+      for (int i = 0; i < NIn; ++i) off[i] += c * v.stride[i][d];
+      k += c * v.kmul[d];
+    }
+  }
+  return k;
+}
+
 // apply_kernel with kVec-wide loads and stores (inner_vectorizable): a vector's elements share every
 // coordinate but the innermost, so its offsets and kept index are computed once.
 // The blocks-per-SM bound is ptxas's register target, sized to the kU * NIn * kVec input values a thread holds:
@@ -1016,19 +1034,8 @@ apply_vec_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfSca
     for (int u = 0; u < kU; ++u) {
       const int64_t q = q0 + int64_t(u) * blockDim.x;
       if (q < n_vec) {
-        int64_t rest = q * kVec, off[NIn], k = 0;
-#pragma unroll
-        for (int i = 0; i < NIn; ++i) off[i] = 0;
-#pragma unroll
-        for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
-          if (d < v.nd) {
-            const int64_t c = d == 0 ? rest : v.div[d].peel(rest);
-#pragma unroll
-            for (int i = 0; i < NIn; ++i) off[i] += c * v.stride[i][d];
-            k += c * v.kmul[d];
-          }
-        }
-        kk[u] = k;
+        int64_t off[NIn];
+        kk[u] = element_offsets(v, q * kVec, off);
         KfVecPack<0, kVec, TIn...>::load(xin[u], v.in, off, inner_stride, 0);
       }
     }
@@ -1085,19 +1092,8 @@ apply_plane_kernel(const View<sizeof...(TIn)> v, const KfStats* stats, const KfS
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
     int64_t row = b;
     const int64_t chunk = chunks_div.peel(row);
-    int64_t rest = row * L, base[NIn], k = 0;
-#pragma unroll
-    for (int i = 0; i < NIn; ++i) base[i] = 0;
-#pragma unroll
-    for (int d = KF_MAX_DIMS - 1; d >= 0; --d) {
-      if (d < v.nd) {
-        const int64_t c = d == 0 ? rest : v.div[d].peel(rest);
-#pragma unroll
-        for (int i = 0; i < NIn; ++i) base[i] += c * v.stride[i][d];
-        k += c * v.kmul[d];
-      }
-    }
-    const KfStats st = stats[k];
+    int64_t base[NIn];
+    const KfStats st = stats[element_offsets(v, row * L, base)];
     float fixed[NIn];
     KfLoadPack<0, TIn...>::load(fixed, v.in, base);
     const int64_t lo = chunk * chunk_vecs, hi = lo + chunk_vecs < row_vecs ? lo + chunk_vecs : row_vecs;
