@@ -110,19 +110,21 @@ __device__ __forceinline__ void extra_offsets(const Geom<NX>& g, int64_t n, int6
   }
 }
 
-// The extra inputs (the prologue's and epilogue's) at output element (n, c, od, oh, ow), as fp32 slots.
+// The extra inputs (the prologue's and epilogue's) at output element (nc, od, oh, ow), as fp32 slots.
 template <typename... TExtra, int NX>
-__device__ __forceinline__ void load_extras_at(const Geom<NX>& g, int64_t n, int64_t c, int64_t od, int64_t oh,
-                                               int64_t ow, float (&x)[NX]) {
+__device__ __forceinline__ void load_extras(const Geom<NX>& g, int64_t nc, int64_t od, int64_t oh, int64_t ow,
+                                            float (&x)[NX]) {
   x[0] = 0.f;
   if (sizeof...(TExtra) > 0) {
+    const int64_t n = int64_t(g.cdiv.div(uint64_t(nc)));
     int64_t off[NX];
-    extra_offsets<sizeof...(TExtra)>(g, n, c, od, oh, ow, off);
+    extra_offsets<sizeof...(TExtra)>(g, n, nc - n * int64_t(g.cdiv.d), od, oh, ow, off);
     KfLoadPack<0, TExtra...>::load(x, g.x, off);
   }
 }
 
-// The same for kVec consecutive channels c.. of one output: the offsets computed once and stepped along C.
+// The extra inputs for kVec consecutive channels c.. of output (n, od, oh, ow): the offsets computed once and
+// stepped along C.
 template <int kVec, typename... TExtra, int NX>
 __device__ __forceinline__ void load_extras_channels(const Geom<NX>& g, int64_t n, int64_t c, int64_t od,
                                                      int64_t oh, int64_t ow, float (&x)[kVec][NX]) {
@@ -138,14 +140,6 @@ __device__ __forceinline__ void load_extras_channels(const Geom<NX>& g, int64_t 
       for (int i = 0; i < int(sizeof...(TExtra)); ++i) off[i] += g.xstride[i][1];
     }
   }
-}
-
-// The same at (nc, od, oh, ow): n * C + c as one index.
-template <typename... TExtra, int NX>
-__device__ __forceinline__ void load_extras(const Geom<NX>& g, int64_t nc, int64_t od, int64_t oh, int64_t ow,
-                                            float (&x)[NX]) {
-  const int64_t n = sizeof...(TExtra) > 0 ? int64_t(g.cdiv.div(uint64_t(nc))) : 0;
-  load_extras_at<TExtra...>(g, n, nc - n * int64_t(g.cdiv.d), od, oh, ow, x);
 }
 
 template <class Pro>
