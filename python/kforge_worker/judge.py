@@ -63,6 +63,10 @@ class Judge:
         self.atol: float | None = None
         self.rtol: float | None = None
         self.noise = 0.0
+        # The reference's own relative L2 error vs float64 per output, the worst over the trials (compare.
+        # timed_precision_bound): a timed output of get_inputs() values is held to the precision check's rule.
+        self.reference_error: dict[int, float] = {}
+        self.tf32 = False  # whether the reference may round fp32 to TF32 (the reference process says, at its start)
         self.trials_given = 0
         self.trials_judged = 0
         self.trials_failed = 0
@@ -132,7 +136,7 @@ class Judge:
         self.trials_given += 1
 
     def judge_trial(self, items: Any, device: Any) -> None:
-        from .compare import compare_output, reference_worst_error, rows_of
+        from .compare import compare_output, error_stats, reference_worst_error, rows_of
 
         pending, self.pending = self.pending, None
         if pending is None:
@@ -157,12 +161,15 @@ class Judge:
         if refs64 is not None:
             import torch
 
-            for r, r64 in zip(refs, refs64):
+            for k, (r, r64) in enumerate(zip(refs, refs64)):
                 r = rows_of(r, rows)
                 if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == r64.shape:
                     worst = reference_worst_error(r, r64)
                     if math.isfinite(worst):
                         self.noise = max(self.noise, worst)
+                    rel = error_stats(r, r64).rel_l2
+                    if rel is not None and math.isfinite(rel):
+                        self.reference_error[k] = max(self.reference_error.get(k, 0.0), rel)
         self.trials_judged += 1
         self.trials_failed += 0 if passed else 1
         self.record("trial", trial=t, seed=pending["seed"], passed=passed, message=_short(message))
@@ -191,7 +198,7 @@ class Judge:
         """The candidate's outputs of the pair just run (and its time, in a timed pair): copied first, then the draw,
         then (maybe) the comparison with the judge's own last output for the same inputs. A pair whose inputs were
         off the distribution (varied) is always compared, for rows far off (compare.compare_timed)."""
-        from .compare import compare_timed
+        from .compare import compare_timed, timed_precision_bound
 
         pair = self.calls - 1
         if self.calls == 0 or last is None:
@@ -217,7 +224,8 @@ class Judge:
         atol, rtol = float(self.atol or 1e-4), float(self.rtol or 1e-4)
         if cands is not None:
             for k, (c, r) in enumerate(zip(cands, last)):
-                passed, why = compare_timed(k, c, r, atol, rtol, varied)
+                bound = timed_precision_bound(self.reference_error.get(k), r.dtype, self.tf32)
+                passed, why = compare_timed(k, c, r, atol, rtol, varied, bound)
                 if not passed:
                     ok, message = False, why
                     break

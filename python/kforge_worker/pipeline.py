@@ -250,6 +250,9 @@ class EvalContext:
     reference: Any = None  # reference_process.ReferenceProcess: the clean reference, when it runs on its own
     reference_start_error: str | None = None  # why the reference process could not be spawned
     reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
+    # Per output, the relative L2 distance from the reference a timed output of get_inputs() values may have
+    # (compare.timed_precision_bound, from the reference's own error vs float64 in the trials); absent: no bound.
+    timed_precision: dict[int, float] = field(default_factory=dict)
     judge_socket: tuple[int, int] | None = None  # (st_dev, st_ino) of the judge's channel, closed here before the import
     forward_peaks: Any = None  # checks.budget.ForwardPeaks of the first trial (CUDA): who an out-of-memory is charged to
     adopting: bool = False  # the worker is its descendants' subreaper (interference.adopt_orphans)
@@ -653,6 +656,8 @@ def check_correctness(ctx: EvalContext) -> None:
     first_failure: str | None = None
     mismatch: str | None = None
     noise = 0.0  # the reference's own worst error vs float64 over the trials (compare.reference_noise)
+    reference_error: dict[int, float] = {}  # per output, its worst relative L2 error vs float64 over the trials
+    output_dtypes: list[Any] = []
     _keep_reference_noise(ctx, 0.0)  # whatever the module held before (an import may have written it)
     ctx.reference_noise = None  # guarded once the trials have measured it
     failed = 0
@@ -696,6 +701,7 @@ def check_correctness(ctx: EvalContext) -> None:
         if view is not None and (view.sampled or view.outputs is None):
             scope.append((t, view))
         if t == 0:
+            output_dtypes = [o.dtype for o in ref_list]
             dtypes = [x.dtype for x in inputs if isinstance(x, torch.Tensor)] + [o.dtype for o in ref_list]
             ctx.atol, ctx.rtol = tolerance_for(ctx, dtypes)
             ctx.result["tolerance"] = {"atol": ctx.atol, "rtol": ctx.rtol}
@@ -749,6 +755,10 @@ def check_correctness(ctx: EvalContext) -> None:
                 if isinstance(r, torch.Tensor) and r.is_floating_point() and r.shape == r64.shape:
                     worst = reference_worst_error(r, r64)
                     noise = max(noise, worst) if math.isfinite(worst) else noise
+        for k, v in enumerate(verdicts):
+            rel = v.json["refVsFp64"]["relL2"] if ref64_list is not None else None
+            if rel is not None:
+                reference_error[k] = max(reference_error.get(k, 0.0), rel)
         trial["outputs"] = [v.json for v in verdicts]
         trial["passed"] = all(v.passed for v in verdicts)
         messages = [v.message for v in verdicts if v.message]
@@ -766,6 +776,7 @@ def check_correctness(ctx: EvalContext) -> None:
     ctx.progress("check", f"{trials - failed}/{trials} trials passed", 1.0)
     _float64_scope(ctx, scope, trials)
     _keep_reference_noise(ctx, noise)
+    _keep_timed_precision(ctx, reference_error, output_dtypes)
     _settle_isolation(ctx, mismatch)
     if ctx.reference is not None:
         ctx.reference.release()  # the trials' leftovers in the clean process, before the checks allocate here
@@ -809,6 +820,21 @@ def _keep_reference_noise(ctx: EvalContext, noise: float) -> None:
 
     ctx.reference_noise = noise
     set_reference_noise(noise)
+
+
+def _keep_timed_precision(ctx: EvalContext, reference_error: dict[int, float], dtypes: list[Any]) -> None:
+    """The precision a timed output of get_inputs() values is held to (compare.timed_precision_bound), from the
+    reference's own error vs float64 in the trials. The judge in the reference process holds the same bound from
+    its own trials; this one names the path in the worker's timed_spot_check."""
+    from .compare import timed_precision_bound
+    from .reference_process import tf32_in_use
+
+    tf32 = tf32_in_use(ctx.request.problem_path) if reference_error else False
+    ctx.timed_precision = {}
+    for k, rel in reference_error.items():
+        bound = timed_precision_bound(rel, dtypes[k], tf32) if k < len(dtypes) else None
+        if bound is not None:
+            ctx.timed_precision[k] = bound
 
 
 def _audit_reconciled(ctx: EvalContext) -> None:
@@ -1316,7 +1342,7 @@ def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any, varied: bool
     if len(cands) != len(refs):
         return False, f"ModelNew returned {len(cands)} output tensor(s), Model {len(refs)}"
     for k, (c, r) in enumerate(zip(cands, refs)):
-        passed, why = compare_timed(k, c, r, ctx.atol, ctx.rtol, varied)
+        passed, why = compare_timed(k, c, r, ctx.atol, ctx.rtol, varied, ctx.timed_precision.get(k))
         if not passed:
             return False, why
     return True, None

@@ -338,6 +338,7 @@ class _Reference:
             from .checks.context import has_dropout
 
             judge.start(os.getpid(), dropout=has_dropout(self.model))
+            judge.tf32 = tf32_in_use(spec["problemPath"])
 
     def _fits(self) -> None:
         """A problem whose one copy of inputs and parameters is more than the device has free is the problem's
@@ -548,6 +549,21 @@ class _Reference:
 # What only something outside this process can do to it, counted here (the worker's process — the candidate's —
 # is its parent, same user: it may signal this process, trace it, write its memory through /proc/<pid>/mem).
 _OUTSIDE: dict[str, int] = {"continued": 0, "before_go": 0, "armed": 0}
+
+
+def tf32_in_use(problem_path: str) -> bool:
+    """compare.tf32_in_use for the problem at problem_path: whether its reference runs a convolution is read from its
+    source (static_scan.reference_info, as the worker's checks read it)."""
+    from .compare import tf32_in_use as in_use
+
+    try:
+        from .checks.static_scan import reference_info
+
+        with open(problem_path, encoding="utf-8") as f:
+            conv = "conv" in reference_info(f.read())[0]
+    except Exception:  # noqa: BLE001 — a source that cannot be read: a convolution assumed (the looser floor)
+        conv = True
+    return in_use(conv)
 
 
 def _on_continue(signum: int, frame: Any) -> None:

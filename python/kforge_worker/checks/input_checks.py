@@ -3,6 +3,7 @@ inputs, derived shapes, and outputs produced while being timed."""
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -683,7 +684,7 @@ def _tensor_versions(inputs: Inputs) -> list[int]:
 
 
 def _timed_like_call(ctx: VerifyContext, inputs: Inputs, sharing: Any, ref: Any, flush: Any, events: Any,
-                     judged_inputs: Any) -> tuple[str | None, Any]:
+                     judged_inputs: Any, precise: bool = False) -> tuple[str | None, Any]:
     """One call of the timing-like loop; why its output is wrong, or None; and the output."""
     from ..timed_inputs import foreign_outputs, overlapping_outputs
 
@@ -703,7 +704,28 @@ def _timed_like_call(ctx: VerifyContext, inputs: Inputs, sharing: Any, ref: Any,
     if overlap:
         return overlap, out
     c = judged_compare(ctx, judged_inputs, out, ref)  # outside the timed span
+    if c.ok and precise:
+        lower = _less_precise(ctx, out, ref)
+        if lower:
+            return lower, out
     return None if c.ok else c.message, out
+
+
+def _less_precise(ctx: VerifyContext, out: Any, ref: Any) -> str | None:
+    """Why an output of get_inputs() values is further from the reference than the precision check's rule allows
+    (the bounds `precision` left in the notes, compare.timed_precision_bound), or None."""
+    from ..compare import error_stats
+
+    bounds = ctx.notes.get("timed_precision") or {}
+    for i, (o, r) in enumerate(zip(tensors(out), tensors(ref))):
+        bound = bounds.get(i)
+        if bound is None or not r.is_floating_point() or o.shape != r.shape or o.dtype != r.dtype:
+            continue
+        rel = error_stats(o, r).rel_l2
+        if rel is not None and math.isfinite(rel) and rel > bound:
+            return (f"output {i}: rel L2 err vs the reference {rel:.3g}, above {bound:.3g} — the precision check's "
+                    "bound on fresh tensors: computed in lower precision when called repeatedly")
+    return None
 
 
 def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters: int = 32) -> CheckResult:
@@ -777,7 +799,7 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
             _rewritten(cand_pool[k], pristine[k] if pristine is not None else None)
             miss, out = _timed_like_call(ctx, cand_pool[k], sharing[k], refs[k], flush, events,
                                          (lambda s=seeds[k]: ctx.make_inputs(s)) if seeds[k] is not None
-                                         else variant[1])
+                                         else variant[1], precise=seeds[k] is not None)
             if miss is None and before is not None:
                 written = [j for j, (x, b) in enumerate(zip(cand_pool[k], before[k]))
                            if isinstance(x, torch.Tensor) and not same_values(x, b)]

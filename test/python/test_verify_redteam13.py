@@ -1,0 +1,128 @@
+"""Red team round 13 (2026-11-30, CPU, by a helper): precision only where timed, statistics that cancel on a large
+common offset, and what a candidate's load_state_dict does with the tensors it is handed. See bench/verify/NOTES.md,
+"Round 13".
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from kforge_worker.checks import context
+from kforge_worker.checks.instrument import ExtensionRecorder
+from kforge_worker.checks.static_scan import ScanReport
+from kforge_worker.compare import compare_timed, timed_precision_bound
+from kforge_worker.judge import Judge, JudgeChannel, summarize
+from kforge_worker.reference_process import Exporter
+
+
+def _vctx(ref: nn.Module, cand: nn.Module, make, atol: float = 1e-4) -> context.VerifyContext:
+    return context.VerifyContext(ref=ref, cand=cand, make_inputs=make, device=torch.device("cpu"), atol=atol,
+                                 rtol=1e-4, scan=ScanReport("c.py", frozenset()), extensions=ExtensionRecorder(),
+                                 rng=random.Random(13))
+
+
+# ------------------------------------------------------------------------------ precision only where timed
+class _Head(nn.Module):
+    """A classifier head: softmax over 400 classes keeps every output near 2.5e-3."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(64, 400)
+
+    def forward(self, x):
+        return torch.softmax(self.fc(x), dim=1)
+
+
+class _HalfWhenRewritten(_Head):
+    """adv_timed_fp16_guarded: inputs written in place (the timing's sets) take a float16 GEMM."""
+
+    def forward(self, x):
+        if x._version > 0:
+            y = F.linear(x.half(), self.fc.weight.half(), self.fc.bias.half()).float()
+        else:
+            y = self.fc(x)
+        return torch.softmax(y, dim=1)
+
+
+def _head_inputs(seed: int) -> list[torch.Tensor]:
+    return [torch.randn(16, 64, generator=torch.Generator().manual_seed(seed))]
+
+
+def _head_outputs(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(reference, its float64 evaluation, a float16 GEMM's answer, another fp32 summation order's)."""
+    torch.manual_seed(0)
+    ref = _Head()
+    (x,) = _head_inputs(seed)
+    with torch.no_grad():
+        out = ref(x)
+        out64 = torch.softmax(F.linear(x.double(), ref.fc.weight.double(), ref.fc.bias.double()), dim=1)
+        half = torch.softmax(F.linear(x.half(), ref.fc.weight.half(), ref.fc.bias.half()).float(), dim=1)
+        chunked = ref.fc.bias.expand(16, -1).clone()
+        for k in range(0, 64, 16):
+            chunked += x[:, k:k + 16] @ ref.fc.weight[:, k:k + 16].t()
+        other = torch.softmax(chunked, dim=1)
+    return out, out64, half, other
+
+
+def test_a_timed_output_in_lower_precision_fails_where_the_pass_mark_alone_did_not():
+    """A float16 GEMM under a softmax over 400 classes is inside the fp32 pass mark (1e-4 absolute), so every
+    comparison of the timing's calls, which have no float64 evaluation, accepted it; the precision check's rule, in
+    relative L2 distance from the reference, does not. Another fp32 summation order passes; pairs off the
+    distribution stay the rows rule's."""
+    out, out64, half, other = _head_outputs(1)
+    ref_err = float((out.double() - out64).norm() / out64.norm())
+    bound = timed_precision_bound(ref_err, torch.float32, tf32=False)
+    assert bound is not None and bound < 2e-4
+    assert compare_timed(0, half, out, 1e-4, 1e-4) == (True, None)  # the pass mark alone: accepted
+    ok, why = compare_timed(0, half, out, 1e-4, 1e-4, precision=bound)
+    assert not ok and "lower precision" in why, why
+    assert compare_timed(0, other, out, 1e-4, 1e-4, precision=bound) == (True, None)
+    assert compare_timed(0, half, out, 1e-4, 1e-4, off_distribution=True, precision=bound)[0]
+    # TF32 allowed by the user: the dtype's floor is TF32's, and float16 rounding is inside it
+    assert compare_timed(0, half, out, 1e-4, 1e-4, precision=timed_precision_bound(ref_err, torch.float32, True))[0]
+
+
+def test_the_judge_holds_timed_pairs_to_the_precision_its_own_trials_measured(tmp_path):
+    class Always(random.Random):
+        def random(self) -> float:
+            return 0.0  # every pair drawn
+
+    channel = JudgeChannel()
+    judge = Judge(channel.child_fd, str(tmp_path / "own"), rng=Always())
+    judge.start(os.getpid(), dropout=False)
+    judge.atol = judge.rtol = 1e-4
+    exporter = Exporter(str(tmp_path))
+    out, out64, half, other = _head_outputs(2)
+    judge.trial_ready(2, [out], [out64], None)
+    judge.judge_trial([{"tensor": exporter.put("t0", out.clone(), staging=True)}], torch.device("cpu"))
+    assert judge.reference_error[0] < 1e-6
+    for name, cand in (("other", other), ("half", half)):
+        judge.called(0.1)
+        judge.commit([{"tensor": exporter.put(name, cand, staging=True)}], [out], torch.device("cpu"), 0.1)
+    judge.end()
+    records = summarize(channel.finish(), channel.nonce)
+    assert records["end"]["sampled"] == 2 and records["end"]["wrong"] == 1, records["end"]
+
+
+def test_the_timing_like_loop_holds_get_inputs_values_to_the_precision_checks_bound():
+    from kforge_worker.checks.input_checks import check_timed_outputs
+    from kforge_worker.checks.output_checks import check_precision
+
+    def judged(cand: nn.Module) -> tuple[str, str]:
+        torch.manual_seed(0)
+        ref = _Head()
+        cand.load_state_dict(context.handed_state(ref.state_dict()))
+        ctx = _vctx(ref, cand, _head_inputs)
+        assert check_precision(ctx).outcome == "pass"  # fresh tensors: the fp32 path
+        assert ctx.notes["timed_precision"][0] < 2e-4
+        loop = check_timed_outputs(ctx, iters=6)
+        return loop.outcome, loop.evidence
+
+    outcome, evidence = judged(_HalfWhenRewritten())
+    assert outcome == "fail" and "lower precision" in evidence, evidence
+    assert judged(_Head())[0] == "pass"
