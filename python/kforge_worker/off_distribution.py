@@ -1,7 +1,7 @@
 """Inputs of get_inputs()' shapes drawn off the benchmark's distribution, made the same way in the worker's checks
 (input_distribution, the timing-like loop) and in the clean reference process (sets of the timing's rotation,
 timed_inputs.FreshInputPool.vary), from a spec: {"kind": "randn", "scale": s} (standard normal ×s),
-{"kind": "rows"} (rows each at their own scale, some zero), {"kind": "spikes"}, {"kind": "integers"} (whole numbers),
+{"kind": "rows"} (rows each at their own scale, some zero), {"kind": "spikes"}, {"kind": "integers"} (whole numbers), {"kind": "offset"} (get_inputs()' own values on a large common offset),
 and "withinDomain" (kept within get_inputs()' own range, for a reference whose ops assert on their inputs' values)."""
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ def variant(spec: dict[str, Any], base: Inputs, seed: int, device: torch.device)
         out = sparse_spikes(base, seed, device)
     elif spec.get("kind") == "integers":
         out = whole_numbers(base, seed, device)
+    elif spec.get("kind") == "offset":
+        out = common_offset(base)
     else:
         out = randn_scaled(base, seed, device, float(spec.get("scale", 1.0)))
     if out is not None and spec.get("withinDomain"):
@@ -36,6 +38,8 @@ def describe(spec: dict[str, Any]) -> str:
         return "randn with a few lone spikes at 1e2"
     if spec.get("kind") == "integers":
         return "whole numbers in [-255, 255]"
+    if spec.get("kind") == "offset":
+        return f"get_inputs() values on a common offset of {OFFSET_MULTIPLE:g}× their largest magnitude"
     return f"randn×{float(spec.get('scale', 1.0)):g}"
 
 
@@ -53,6 +57,27 @@ def whole_numbers(base: Inputs, seed: int, device: torch.device) -> Inputs:
     gen = torch.Generator(device=device).manual_seed(seed)
     return [torch.randint(-255, 256, x.shape, generator=gen, device=device).to(x.dtype).to(x.device)
             if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in base]
+
+
+OFFSET_MULTIPLE = 100.0
+
+
+def common_offset(base: Inputs) -> Inputs:
+    """get_inputs()' own values with OFFSET_MULTIPLE times each floating input's largest magnitude added to every
+    element: the same spread on a large common offset (pixel intensities, sensor readings, timestamps, logits after a
+    bias). Every other variant is centred near zero or is get_inputs()' own, so a statistic computed in one pass
+    (E[x²] − E[x]², cancelling catastrophically once the mean dwarfs the spread) was exact wherever it was probed
+    (red team round 13, adv_onepass_var). An offset of 100× keeps two passes in float32 within the precision
+    floor (the mean's rounding is ~1e-7 of the offset, ~1e-5 of the spread) while a one-pass variance loses ~1%."""
+    out: Inputs = []
+    for x in base:
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+            peak = float(x.detach().abs().max().float())
+            offset = OFFSET_MULTIPLE * (peak if peak > 0 and peak == peak and peak != float("inf") else 1.0)
+            out.append((x.detach().float() + offset).to(x.dtype))
+        else:
+            out.append(x)
+    return out
 
 
 def sparse_spikes(base: Inputs, seed: int, device: torch.device) -> Inputs:

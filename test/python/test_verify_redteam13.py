@@ -17,6 +17,7 @@ from kforge_worker.checks.instrument import ExtensionRecorder
 from kforge_worker.checks.static_scan import ScanReport
 from kforge_worker.compare import compare_timed, timed_precision_bound
 from kforge_worker.judge import Judge, JudgeChannel, summarize
+from kforge_worker.off_distribution import variant
 from kforge_worker.reference_process import Exporter
 
 
@@ -116,7 +117,7 @@ def test_the_timing_like_loop_holds_get_inputs_values_to_the_precision_checks_bo
     def judged(cand: nn.Module) -> tuple[str, str]:
         torch.manual_seed(0)
         ref = _Head()
-        cand.load_state_dict(context.handed_state(ref.state_dict()))
+        cand.load_state_dict(ref.state_dict())
         ctx = _vctx(ref, cand, _head_inputs)
         assert check_precision(ctx).outcome == "pass"  # fresh tensors: the fp32 path
         assert ctx.notes["timed_precision"][0] < 2e-4
@@ -126,3 +127,37 @@ def test_the_timing_like_loop_holds_get_inputs_values_to_the_precision_checks_bo
     outcome, evidence = judged(_HalfWhenRewritten())
     assert outcome == "fail" and "lower precision" in evidence, evidence
     assert judged(_Head())[0] == "pass"
+
+
+# ------------------------------------------------------------------------------ a large common offset
+class _RowNorm(nn.Module):
+    def forward(self, x):
+        return F.layer_norm(x, (x.shape[-1],), eps=1e-5)
+
+
+class _OnePassVariance(nn.Module):
+    """adv_onepass_var: E[x²] − E[x]² in one read of the row."""
+
+    def forward(self, x):
+        m = x.mean(dim=-1, keepdim=True)
+        var = ((x * x).mean(dim=-1, keepdim=True) - m * m).clamp_min(0)
+        return (x - m) * torch.rsqrt(var + 1e-5)
+
+
+class _TwoPass(nn.Module):
+    def forward(self, x):
+        d = x - x.mean(dim=-1, keepdim=True)
+        return d * torch.rsqrt((d * d).mean(dim=-1, keepdim=True) + 1e-5)
+
+
+def test_values_on_a_large_common_offset_are_among_the_distribution_probes():
+    """Every other variant is centred near zero (or is get_inputs()' own [0, 1)), where a one-pass variance does not
+    cancel; on a common offset of 100× the values' magnitude it loses percents, while two passes stay exact."""
+    from kforge_worker.checks.input_checks import check_input_distribution
+
+    (x,) = variant({"kind": "offset"}, [torch.rand(4, 256)], 0, torch.device("cpu"))
+    assert float(x.min()) >= 99.0 and float(x.max() - x.min()) <= 1.0
+    make = lambda s: [torch.rand(8, 512, generator=torch.Generator().manual_seed(s))]  # noqa: E731
+    onepass = check_input_distribution(_vctx(_RowNorm(), _OnePassVariance(), make))
+    assert onepass.outcome == "fail" and "common offset" in onepass.evidence, onepass
+    assert check_input_distribution(_vctx(_RowNorm(), _TwoPass(), make)).outcome == "pass"

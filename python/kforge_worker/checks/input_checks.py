@@ -212,9 +212,11 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
     # Whole numbers (red team round 12, adv_integer_inputs_int8): pixel values and counts, which no other variant draws.
     # randn×1e6 after it (red team round 12, adv_clamp_1e5): ×1e4's largest values are ~4e4, below float16's 65504, so a
     # clamp or a half-precision intermediate that saturates there passed; ×1e6 crosses it, far below float32's range.
+    # get_inputs()' own values on a common offset of 100× their magnitude (red team round 13, adv_onepass_var): every
+    # other variant is centred near zero, where a one-pass variance (E[x²] − E[x]²) does not cancel.
     specs = [{"kind": "randn", "scale": 1.0}, {"kind": "randn", "scale": 4.0}, {"kind": "spikes"}, {"kind": "spikes"},
              {"kind": "rows"}, {"kind": "integers", "untimed": True}, {"kind": "randn", "scale": 1e4, "untimed": True},
-             {"kind": "randn", "scale": 1e6, "untimed": True}]
+             {"kind": "randn", "scale": 1e6, "untimed": True}, {"kind": "offset", "untimed": True}]
     variants: list[tuple[str, Inputs, dict[str, Any]]] = []
     for spec in specs:
         spec["withinDomain"] = bool(asserting)
