@@ -631,7 +631,9 @@ def sync_parameters(ref: Any, new: Any, show: int = 4) -> dict[str, str]:
               if hasattr(v, "shape") and not is_lazy(new_sd[k]) and new_sd[k].shape != v.shape]
     if shapes:
         return {"mode": "seed", "detail": f"state_dict shapes differ — {few(shapes)}; parameters synced by seed only"}
-    new.load_state_dict(ref_sd, strict=True)
+    from .checks.context import handed_state
+
+    new.load_state_dict(handed_state(ref_sd), strict=True)  # copies: never the reference's own tensors
     if not ref_sd:
         return {"mode": "state_dict", "detail": "neither model has parameters or buffers"}
     return {"mode": "state_dict", "detail": f"{len(ref_sd)} tensors loaded from Model (strict)"}

@@ -161,3 +161,60 @@ def test_values_on_a_large_common_offset_are_among_the_distribution_probes():
     onepass = check_input_distribution(_vctx(_RowNorm(), _OnePassVariance(), make))
     assert onepass.outcome == "fail" and "common offset" in onepass.evidence, onepass
     assert check_input_distribution(_vctx(_RowNorm(), _TwoPass(), make)).outcome == "pass"
+
+
+# ------------------------------------------------------------------------------ what a loader is handed
+class _Lin(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gemm = nn.Linear(12, 8)
+
+    def forward(self, x):
+        return torch.relu(self.gemm(x))
+
+
+class _WritesBack(_Lin):
+    """adv_load_writes_back: weights folded at construction; every tensor a load hands it is kept, and its own
+    weights are written into all of them (the reference's parameters, when handed ref.state_dict() itself)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._w, self._b = self.gemm.weight.detach().clone(), self.gemm.bias.detach().clone()
+        self._held: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def _load_from_state_dict(self, state_dict, prefix, *args):
+        w, b = state_dict.get(prefix + "gemm.weight"), state_dict.get(prefix + "gemm.bias")
+        if w is not None and b is not None:
+            self._held.append((w, b))
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
+    def forward(self, x):
+        with torch.no_grad():
+            for w, b in self._held + [(self.gemm.weight, self.gemm.bias)]:
+                w.copy_(self._w)
+                b.copy_(self._b)
+        return torch.relu(F.linear(x, self._w, self._b))
+
+
+def test_a_loader_is_handed_copies_and_one_that_writes_them_back_fails_state_reload():
+    """sync_parameters handed ModelNew.load_state_dict the reference's own tensors (state_dict() shares their
+    storage): a loader that kept them wrote the reference's weights from then on, and one that wrote its folded weights
+    into state_reload's dict made the check compare the candidate with itself. The loader now gets copies, and a
+    load that writes what it was handed is said."""
+    from kforge_worker.checks.state_checks import check_state
+    from kforge_worker.pipeline import sync_parameters
+
+    torch.manual_seed(0)
+    ref = _Lin()
+    torch.manual_seed(0)
+    cand = _WritesBack()
+    sync_parameters(ref, cand)
+    held_w = cand._held[0][0]
+    assert held_w.untyped_storage().data_ptr() != ref.gemm.weight.untyped_storage().data_ptr()
+    make = lambda s: [torch.rand(6, 12, generator=torch.Generator().manual_seed(s))]  # noqa: E731
+    reload = {r.name: r for r in check_state(_vctx(ref, cand, make))}["state_reload"]
+    assert reload.outcome == "fail", reload
+    torch.manual_seed(0)
+    honest = _Lin()
+    sync_parameters(ref, honest)
+    assert {r.name: r for r in check_state(_vctx(ref, honest, make))}["state_reload"].outcome == "pass"

@@ -239,6 +239,22 @@ def detached_copy(value: Any) -> Any:
     return value
 
 
+def handed_state(state: Any) -> Any:
+    """A copy of a state_dict to hand to the candidate's load_state_dict: every tensor cloned, the version metadata
+    (``_metadata``, which BatchNorm's loader reads) kept. ``Model.state_dict()``'s tensors are the reference's own
+    parameters and buffers (the same storage), and a loader is the candidate's code: one that keeps what it is handed
+    can write the reference's weights from then on, or write its own weights back into a dict the harness compares
+    with (red team round 13, adv_load_writes_back)."""
+    from collections import OrderedDict
+
+    out = OrderedDict((k, torch.Tensor.clone(torch.Tensor.detach(v)) if isinstance(v, torch.Tensor) else v)
+                      for k, v in state.items())
+    metadata = getattr(state, "_metadata", None)
+    if metadata is not None:
+        out._metadata = OrderedDict((k, dict(v)) for k, v in metadata.items())  # type: ignore[attr-defined]
+    return out
+
+
 @contextlib.contextmanager
 def preserved_state(*models: nn.Module) -> Iterator[None]:
     saved = []

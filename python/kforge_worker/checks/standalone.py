@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from .result import CheckResult, verdict_from_checks
-from .context import clone_inputs, compare, run, sync, tensors
+from .context import clone_inputs, compare, handed_state, run, sync, tensors
 from .verifier import Verifier
 from ..loading import SourceOnlyLoader
 
@@ -94,7 +94,7 @@ def evaluate(problem_path: str, candidate_path: str, device_name: str, timing: b
         except Exception as exc:  # noqa: BLE001
             return _finish(result, verifier, "runtime_error", f"ModelNew(...): {type(exc).__name__}: {exc}", started)
         if set(ref.state_dict()) == set(cand.state_dict()):
-            cand.load_state_dict(ref.state_dict())
+            cand.load_state_dict(handed_state(ref.state_dict()))
         make_inputs = make_input_factory(problem, device)
         probe = make_inputs(secrets.randbits(31))
         atol, rtol = default_tolerance(problem, probe)

@@ -12,6 +12,7 @@ from ..compare import AS_ACCURATE_MULTIPLE
 from .context import (
     _equal,
     clone_inputs,
+    handed_state,
     has_dropout,
     mode_dependent,
     preserved_state,
@@ -129,9 +130,10 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                     fresh[k] = value.to(v.dtype).to(v.device)
                 else:
                     fresh[k] = v.clone()
+            handed = handed_state(fresh)  # the candidate's own copy: `fresh` stays what both were meant to load
             try:
                 ctx.ref.load_state_dict(fresh)
-                ctx.cand.load_state_dict(fresh, strict=same_keys)
+                ctx.cand.load_state_dict(handed, strict=same_keys)
             except Exception as exc:  # noqa: BLE001
                 results.append(failed("state_reload", f"load_state_dict failed: {type(exc).__name__}: {exc}"[:300],
                                       "incorrect"))
@@ -149,6 +151,11 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                                        run(ctx.ref, clone_inputs(inputs)))
                     if not c.ok:
                         bad.append(f"{mode}: {c.message}")
+                written = [k for k, v in fresh.items() if isinstance(v, torch.Tensor) and k in handed
+                           and not _same_bits(handed[k], v)]
+                if written:
+                    bad.append(f"load_state_dict wrote into the tensors it was handed ({', '.join(written[:4])}): a "
+                               "caller's checkpoint is changed by loading it")
                 if not bad:
                     rewritten = _parameters_rewritten(ctx, fresh)
                     if rewritten is not None:
@@ -174,7 +181,7 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
         with preserved_state(ctx.ref, ctx.cand):
             # training-mode calls under no_grad change buffers only: their starting values are all a float64 rerun needs
             start = {k: v.detach().clone() for k, v in ctx.ref.named_buffers()}
-            ctx.cand.load_state_dict(ctx.ref.state_dict(), strict=same_keys)
+            ctx.cand.load_state_dict(handed_state(ctx.ref.state_dict()), strict=same_keys)
             ctx.ref.train()
             ctx.cand.train()
             seeds = [ctx.seed() for _ in range(3)]
@@ -221,7 +228,7 @@ def _moved_in_eval(ctx: VerifyContext, buffers: list[str], same_keys: bool) -> s
     that moves them in eval by a small momentum answers right call by call (each output is right for the
     statistics it read) while a caller who only evaluates drifts away from what was loaded. None when they stay."""
     with preserved_state(ctx.ref, ctx.cand):
-        ctx.cand.load_state_dict(ctx.ref.state_dict(), strict=same_keys)
+        ctx.cand.load_state_dict(handed_state(ctx.ref.state_dict()), strict=same_keys)
         ctx.ref.eval()
         ctx.cand.eval()
         before = {k: v.detach().clone() for k, v in ctx.ref.named_buffers()}
