@@ -218,3 +218,23 @@ def test_a_loader_is_handed_copies_and_one_that_writes_them_back_fails_state_rel
     honest = _Lin()
     sync_parameters(ref, honest)
     assert {r.name: r for r in check_state(_vctx(ref, honest, make))}["state_reload"].outcome == "pass"
+
+
+# ------------------------------------------------------------------------------ autocast left entered
+def test_autocast_entered_and_left_behind_is_a_fingerprint_change():
+    """adv_autocast_left: autocast entered at import and never left puts the worker's copy of the reference in the
+    same low precision as the candidate (precision then measures against a reference as imprecise as itself); a
+    context the forward enters and leaves is not a change."""
+    from kforge_worker.checks.integrity import IntegritySnapshot
+
+    snap = IntegritySnapshot.take()
+    amp = torch.autocast("cpu", dtype=torch.bfloat16)
+    amp.__enter__()
+    try:
+        problems = snap.diff(thorough=False)
+    finally:
+        amp.__exit__(None, None, None)
+    assert any("torch.is_autocast_enabled('cpu') changed from False to True" in p for p in problems), problems
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        pass
+    assert snap.diff(thorough=False) == []

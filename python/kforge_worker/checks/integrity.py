@@ -157,6 +157,20 @@ def _process_flags() -> dict[str, Any]:
     _probe(flags, "floating-point environment (denormals, rounding)", lambda: _float_environment(torch))
     _probe(flags, "torch.backends.mkldnn.enabled", lambda: backends.mkldnn.enabled)
     _probe(flags, "torch.backends.opt_einsum.enabled", lambda: backends.opt_einsum.enabled)
+    _probe(flags, "torch.backends.opt_einsum.strategy", lambda: backends.opt_einsum.strategy)
+    # Autocast entered and never left (red team round 13, adv_autocast_left): every matmul of this thread — the
+    # worker's copy of the reference among them, which `precision` takes PyTorch's own error from — then runs in
+    # float16/bfloat16, so the candidate's lower precision is measured against a reference as imprecise as itself.
+    for device in ("cpu", "cuda"):
+        _probe(flags, f"torch.is_autocast_enabled({device!r})", lambda d=device: torch.is_autocast_enabled(d))
+        _probe(flags, f"torch.get_autocast_dtype({device!r})", lambda d=device: str(torch.get_autocast_dtype(d)))
+    _probe(flags, "torch.is_autocast_cache_enabled()", torch.is_autocast_cache_enabled)
+    # Backends the reference's operators are routed through (nn.MultiheadAttention's fast path, the BLAS/LAPACK
+    # library on CUDA): a switch flipped at import moves the worker's reference onto another kernel.
+    _probe(flags, "torch.backends.mha.get_fastpath_enabled()", lambda: backends.mha.get_fastpath_enabled())
+    _probe(flags, "torch.backends.cuda.preferred_blas_library()", lambda: str(backends.cuda.preferred_blas_library()))
+    _probe(flags, "torch.backends.cuda.preferred_linalg_library()",
+           lambda: str(backends.cuda.preferred_linalg_library()))
     try:
         flags["torch function modes"] = torch._C._len_torch_function_stack()
     except Exception:  # noqa: BLE001
