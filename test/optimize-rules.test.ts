@@ -480,6 +480,90 @@ const BN_PARAMS = {
   "bn.bias": [16],
 };
 
+test("an eval-mode dropout alone is no region (PyTorch's call launches nothing there); beside arithmetic it joins", () => {
+  // a model put in eval(): `x = x.view(n, -1); self.fc(self.dropout(x))`
+  const drop = (input: string) =>
+    node(
+      "drop",
+      "dropout",
+      { input: ref(input), p: num(0.5), training: bool(false), inplace: bool(false) },
+      X,
+      {
+        kind: "call_module",
+        target: "drop",
+        modeDependent: true,
+      },
+    );
+  const lone = graph([drop("x")], "drop");
+  lone.modules.drop = { type: "torch.nn.modules.dropout.Dropout", training: false, hyper: {} };
+  assert.deepEqual(
+    planGraph(canonicalGraph(lone)).regions,
+    [],
+    "a copy kernel where the reference launches none",
+  );
+  const tanh = node("tanh", "tanh", { input: ref("x") }, X);
+  const joined = graph([tanh, drop("tanh")], "drop");
+  joined.modules.drop = { type: "torch.nn.modules.dropout.Dropout", training: false, hyper: {} };
+  assert.deepEqual(
+    planGraph(canonicalGraph(joined)).regions.map((r) => regionNodes(r)),
+    [["tanh", "drop"]],
+  );
+});
+
+test("a training batch norm's running statistics are no kernel operands: RepVGG's dense + 1x1 + id → relu joins a norm", () => {
+  // id = bn_id(x); relu(bn_d(x) + bn_p(x) + id): each training BatchNorm has 5 parameters, of which its kernels
+  // read weight and bias (the statistics and counter are updated by a launch of their own)
+  const train = (id: string) =>
+    node(
+      id,
+      "batch_norm",
+      {
+        input: ref("x"),
+        running_mean: param(`${id}.running_mean`),
+        running_var: param(`${id}.running_var`),
+        weight: param(`${id}.weight`),
+        bias: param(`${id}.bias`),
+        training: bool(true),
+        momentum: num(0.1),
+        eps: num(1e-5),
+        num_batches_tracked: param(`${id}.num_batches_tracked`),
+      },
+      X,
+      { kind: "call_module", target: id, modeDependent: true },
+    );
+  const params = Object.fromEntries(
+    ["id", "d", "p"].flatMap((m) =>
+      ["running_mean", "running_var", "weight", "bias", "num_batches_tracked"].map((k) => [
+        `${m}.${k}`,
+        [16],
+      ]),
+    ),
+  );
+  const g = graph(
+    [
+      train("id"),
+      train("d"),
+      train("p"),
+      node("add", "add", { input: ref("d"), other: ref("p"), alpha: num(1) }, X),
+      node("add_1", "add", { input: ref("add"), other: ref("id"), alpha: num(1) }, X),
+      node("relu", "relu", { input: ref("add_1") }, X),
+    ],
+    "relu",
+    params,
+  );
+  for (const m of ["id", "d", "p"])
+    g.modules[m] = { type: "torch.nn.modules.batchnorm.BatchNorm2d", training: true, hyper: {} };
+  const plan = planGraph(g);
+  assert.deepEqual(
+    plan.regions.map((r) => [r.kind, regionNodes(r)]),
+    [
+      ["normalize", ["d"]],
+      ["normalize", ["p"]],
+      ["normalize", ["id", "add", "add_1", "relu"]],
+    ],
+  );
+});
+
 test("batch norm in eval mode is a pointwise per-channel affine of the running statistics; training mode normalises", () => {
   const bn = evalBatchNorm();
   const relu = node("r", "relu", { input: ref("bn") }, X);
@@ -1150,6 +1234,32 @@ test("nn.Identity's readers read its input: no copy region, and an in-place writ
   const write = node("relu_", "relu", { input: ref("ident") }, X, { inplace: true });
   const plan = planGraph(canonicalGraph(graph([ident, write], "relu_")));
   assert.match(plan.kept.find((k) => k.node === "relu_")?.reason ?? "", /writes in place/);
+});
+
+test("dropout with p a literal 0 reads as its input in either mode: no copy region, no mode guard", () => {
+  // nn.Dropout(0.0) after a Linear (timm's Mlp, `attn_drop=0.`): ATen returns the input itself, train or eval
+  const drop = (id: string, input: string, p: Arg, extra: Partial<GraphNode> = {}) =>
+    node(id, "dropout", { input: ref(input), p, training: bool(true), inplace: bool(false) }, X, {
+      kind: "call_module",
+      target: id,
+      modeDependent: true,
+      ...extra,
+    });
+  const lone = canonicalGraph(graph([drop("drop", "x", num(0))], "drop"));
+  assert.deepEqual(lone.output, ref("x"));
+  assert.deepEqual(planGraph(lone).regions, [], "a p=0 dropout alone launches nothing");
+  const tanh = node("tanh", "tanh", { input: ref("x") }, X);
+  const relu = node("relu", "relu", { input: ref("drop") }, X);
+  const mid = planGraph(canonicalGraph(graph([tanh, drop("drop", "tanh", num(0)), relu], "relu")));
+  assert.deepEqual(
+    mid.regions.map((r) => regionNodes(r)),
+    [["tanh", "relu"]],
+  );
+  // p read from an attribute may change after capture, and p > 0 in training draws: both stay
+  const attr = canonicalGraph(graph([tanh, drop("drop", "tanh", num(0, "p")), relu], "relu"));
+  assert.ok(attr.nodes.some((n) => n.id === "drop"));
+  const live = canonicalGraph(graph([tanh, drop("drop", "tanh", num(0.1), { rng: true }), relu], "relu"));
+  assert.ok(live.nodes.some((n) => n.id === "drop"));
 });
 
 test("an in-place write to a value read only before it (y.masked_fill_(y.abs() < t, 0)) fuses; a view read keeps it", () => {
