@@ -659,11 +659,21 @@ function uncoveredReason(node: GraphNode): string {
   return `no rule covers ${what}: PyTorch's own kernel`;
 }
 
+/** A batch norm on batch statistics updates its running statistics and step counter in a launch of their own
+ * (the emitted `_kf_batch_norm`): they are no operands of the region's kernels, which read the input, weight and
+ * bias. Counted as operands, a training-mode BatchNorm weighed 5 and its residual epilogue of two tensors (RepVGG's
+ * `dense + 1x1 + id`) went over MAX_REGION_OPERANDS into a pass of its own. In eval mode (`training=False`) the
+ * statistics are the per-channel affine's operands and count. */
+const UPDATED_STATS = new Set(["running_mean", "running_var", "num_batches_tracked"]);
+
 function operandParams(view: GraphView, nodes: string[]): number {
   let count = 0;
   for (const id of nodes) {
     const node = view.node(id);
-    for (const arg of Object.values(node.fn ?? {})) if (arg.t === "param") count += 1;
+    const training = node.fn?.training;
+    const updates = node.op === "batch_norm" && !(training?.t === "const" && training.value === false);
+    for (const [key, arg] of Object.entries(node.fn ?? {}))
+      if (arg.t === "param" && !(updates && UPDATED_STATS.has(key))) count += 1;
   }
   return count;
 }
