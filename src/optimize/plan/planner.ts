@@ -574,7 +574,10 @@ function reverseScans(view: GraphView, seeds: Region[], claimed: Set<string>): v
 }
 
 /** Pointwise ops that compute nothing from their input's values. */
-const NO_ARITHMETIC = new Set(["to", "zeros_like", "ones_like", "full_like"]);
+// A dropout is pointwise only where it draws nothing (eval mode): there PyTorch's call returns its input and
+// launches nothing, so a region of dropouts and casts alone (a classifier head's `self.dropout(x)` between a view
+// and a Linear, in a model put in eval()) would be a copy kernel the reference never runs.
+const NO_ARITHMETIC = new Set(["to", "zeros_like", "ones_like", "full_like", "dropout"]);
 
 /** Statistics take 3 more operands of a reduction that applies a normalisation in its prologue. */
 const NORM_STATS_OPERANDS = 3;
