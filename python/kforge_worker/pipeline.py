@@ -1071,8 +1071,9 @@ def time_models(ctx: EvalContext) -> None:
                 rng["cuda"] = torch.cuda.get_rng_state_all()
 
     remote = _remote_timing(ctx) if ctx.reference is not None and not paired else None
-    pool: Any = remote if remote is not None else FreshInputPool(ctx.make_inputs, secret_seed,
-                                                                 generation=input_generation(ctx))
+    pool: Any = remote if remote is not None else FreshInputPool(
+        ctx.make_inputs, secret_seed, generation=input_generation(ctx),
+        accepts=lambda given, rolled: _accepts_rolled(ctx, given, rolled))
     # after_pair runs before the next advance: the pool's `varied` is still the pair's own
     sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref, getattr(pool, "varied", False)))
     idle = IdleMeter()  # the candidate's process must be quiet while the reference process is timed
@@ -1329,6 +1330,16 @@ def _flat_or_none(out: Any) -> list[Any]:
         return flatten_outputs(out, "ModelNew output")
     except OutputStructureError:
         return []
+
+
+def _accepts_rolled(ctx: EvalContext, given: Any, rolled: Any) -> bool:
+    """reference_process.accepts_rolled for the worker's own reference (the timing in this process)."""
+    from .reference_process import accepts_rolled
+
+    torch = ctx.torch
+    devices = [torch.cuda.current_device()] if ctx.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):  # active dropout's paired streams stay where they were
+        return accepts_rolled(torch, ctx.ref_model, ctx.forward, given, rolled)
 
 
 def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any, varied: bool = False) -> tuple[bool, str | None]:

@@ -491,12 +491,14 @@ class _Reference:
             return int.from_bytes(os.urandom(4), "little") & 0x7FFFFFFF
 
         self.pool = FreshInputPool(self.make_inputs, seed, sets=int(req.get("sets") or 0), mirror=False,
-                                   generation=input_generation(self), vary=self._variant(req.get("vary"), seed))
+                                   generation=input_generation(self), vary=self._variant(req.get("vary"), seed),
+                                   accepts=lambda given, rolled: accepts_rolled(self.torch, self.model, self.forward,
+                                                                                given, rolled))
         if self.judge is not None:
             self.judge.timing_starts()
         self.clock = clock_for(self.device)
         return {"sets": self.pool.sets, "generation": self.pool.generation, "method": self.clock.method,
-                "flushBytes": int(self.clock.flush_bytes)}
+                "flushBytes": int(self.clock.flush_bytes), "repeats": self.pool.repeats, "rolled": self.pool.rolled}
 
     def _variant(self, spec: Any, seed: Callable[[], int]) -> Callable[[list[Any]], list[Any] | None] | None:
         """The timing's sets off the distribution, of the kind the worker's input_distribution judged (its
@@ -549,6 +551,25 @@ class _Reference:
 # What only something outside this process can do to it, counted here (the worker's process — the candidate's —
 # is its parent, same user: it may signal this process, trace it, write its memory through /proc/<pid>/mem).
 _OUTSIDE: dict[str, int] = {"continued": 0, "before_go": 0, "armed": 0}
+
+
+def accepts_rolled(torch: Any, model: Any, forward: Callable[[Any, list[Any]], Any], given: list[Any],
+                   rolled: list[Any]) -> bool:
+    """Whether `model` answers on `rolled` (timed_inputs.FreshInputPool._roll of `given`) as well as on `given`: no
+    raise, and finite wherever it is finite on `given` (its state restored: a probe, never a step of its
+    statistics)."""
+    from .checks.context import preserved_state
+    from .compare import flatten_outputs
+
+    try:
+        with torch.no_grad(), preserved_state(model):
+            a = flatten_outputs(forward(model, [x.clone() if isinstance(x, torch.Tensor) else x for x in given]))
+            b = flatten_outputs(forward(model, [x.clone() if isinstance(x, torch.Tensor) else x for x in rolled]))
+    except Exception:  # noqa: BLE001 — the reference refuses rolled values: they repeat
+        return False
+    return len(a) == len(b) and all(
+        not x.is_floating_point() or x.shape != y.shape or bool((torch.isfinite(y) | ~torch.isfinite(x)).all())
+        for x, y in zip(a, b))
 
 
 def tf32_in_use(problem_path: str) -> bool:
@@ -975,6 +996,8 @@ class RemoteTiming:
         self.generation = str(info["generation"])
         self.method = f"reference timed in its own process ({info['method']})"
         self.flush_bytes = int(info["flushBytes"])
+        self.repeats = [int(j) for j in info.get("repeats") or []]
+        self.rolled = bool(info.get("rolled"))
         self.cand: list[list[Any]] = [[] for _ in range(self.sets)]
         self.turn = -1
         self.refreshed = 0
@@ -1028,9 +1051,12 @@ class RemoteTiming:
         return decode_values(self.ref.request("last")["outputs"], self.ref.importer, copy_tensors=False)
 
     def describe(self) -> str:
+        from .timed_inputs import repeats_note
+
         return (f"fresh inputs every call: {self.sets} input sets per side rewritten in place from get_inputs() "
                 f"({'on the device' if self.generation == 'device' else 'on the host'}) in the reference process "
-                "and handed to the candidate's before each pair, outside the timed region")
+                "and handed to the candidate's before each pair, outside the timed region"
+                + repeats_note(self.repeats, self.rolled))
 
 
 if __name__ == "__main__":

@@ -238,3 +238,32 @@ def test_autocast_entered_and_left_behind_is_a_fingerprint_change():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         pass
     assert snap.diff(thorough=False) == []
+
+
+# ------------------------------------------------------------------------------ a get_inputs() that never varies
+def test_inputs_get_inputs_never_varies_are_rolled_afresh_for_every_timed_call():
+    """adv_content_memo_seeded: a get_inputs() that reseeds its own generator gave every timed call the same values,
+    and a memo confirmed element by element answered them all. Such inputs are now rolled by a secret offset at every
+    refill (the same values, a new arrangement) when the reference accepts them; inputs that vary are untouched."""
+    from kforge_worker.timed_inputs import FreshInputPool
+
+    seeds = iter(range(1000, 2000))
+
+    def fixed(_seed: int) -> list[torch.Tensor]:
+        return [torch.rand(8, 16, generator=torch.Generator().manual_seed(0)), torch.arange(4)]
+
+    pool = FreshInputPool(fixed, lambda: next(seeds), sets=2, accepts=lambda given, rolled: True)
+    assert pool.repeats == [0] and pool.rolled
+    seen = []
+    for _ in range(6):
+        pool.advance()
+        x = pool.ref_inputs()[0]
+        assert torch.equal(x.reshape(-1).sort().values, fixed(0)[0].reshape(-1).sort().values)  # the same values
+        assert torch.equal(pool.cand_inputs()[0], x) and torch.equal(pool.ref_inputs()[1], torch.arange(4))
+        seen.append(x.clone())
+    assert all(not torch.equal(a, b) for a, b in zip(seen, seen[1:]))
+    refused = FreshInputPool(fixed, lambda: next(seeds), sets=2, accepts=lambda given, rolled: False)
+    assert refused.repeats == [0] and not refused.rolled and "repeat" in refused.describe()
+    drawn = FreshInputPool(lambda s: [torch.rand(8, 16, generator=torch.Generator().manual_seed(s))],
+                           lambda: next(seeds), sets=2, accepts=lambda given, rolled: True)
+    assert drawn.repeats == [] and not drawn.rolled
