@@ -1078,12 +1078,10 @@ test("a widening cast read by a reduction and a pointwise op (y = x.float(); y -
     canon.nodes.map((n) => n.id),
     ["y_for_m", "y_for_d", "m", "d", "out"],
   );
+  // The mean, broadcast back into the subtract that reads the same cast, is one normalisation (reduce-broadcast.ts).
   assert.deepEqual(
     planGraph(canon).regions.map((r) => regionNodes(r)),
-    [
-      ["y_for_m", "m"],
-      ["y_for_d", "d", "out"],
-    ],
+    [["y_for_m", "m", "y_for_d", "d", "out"]],
     "no region writes the fp32 copy",
   );
   assert.deepEqual(
@@ -2165,7 +2163,8 @@ test("an expand read only by pointwise ops (x * s.sigmoid().expand_as(x)) goes: 
       output,
     );
   const kinds = (g: Graph) => planGraph(canonicalGraph(g)).regions.map((r) => regionNodes(r).join(" "));
-  assert.deepEqual(kinds(gate()), ["mean", "sig mul"]);
+  // The gate's mean, broadcast back into the multiply that reads x, is one normalisation (reduce-broadcast.ts).
+  assert.deepEqual(kinds(gate()), ["mean sig mul"]);
   const rewritten = canonicalGraph(gate());
   assert.ok(!rewritten.nodes.some((n) => n.op === "expand_as"));
   assert.deepEqual(rewritten.nodes.find((n) => n.id === "mul")?.args, [ref("x"), ref("sig")]);
@@ -2400,7 +2399,8 @@ test("a spelled-out op is not built from a model attribute's value (the referenc
   );
   assert.deepEqual(
     canonicalGraph(normalize(num(1))).nodes.map((n) => n.op),
-    ["vector_norm", "clamp", "div"],
+    ["reduce_broadcast_sum", "clamp", "div"],
+    "spelled out: the norm, broadcast back into the divide, is one normalisation",
   );
   const ce = (smoothing: Arg) => {
     const g = graph(
@@ -2909,18 +2909,30 @@ test("F.normalize of an order other than 2 is spelled out as its norm (a reducti
   const special = (s: "inf"): Arg => ({ t: "const", pytype: "float", value: null, special: s });
   const normalize = (p: Arg) =>
     graph([node("n", "normalize", { input: ref("x"), p, dim: num(1), eps: num(1e-12) }, X)], "n");
-  for (const p of [num(1), num(3.5), special("inf")] as Arg[]) {
+  // The norm is then a reduction broadcast back into the divide (reduce-broadcast.ts): one normalisation whose
+  // statistic is the norm's accumulator (a sum of |x|^p, or max |x| for inf), the clamp applied per element.
+  for (const [p, stat] of [
+    [num(1), "reduce_broadcast_sum"],
+    [num(3.5), "reduce_broadcast_sum"],
+    [special("inf"), "reduce_broadcast_max"],
+  ] as [Arg, string][]) {
     const g = canonicalGraph(normalize(p));
     assert.deepEqual(
       g.nodes.map((n) => n.op),
-      ["vector_norm", "clamp", "div"],
+      [stat, "clamp", "div"],
     );
     assert.deepEqual(g.nodes[0]?.fn?.ord, p);
-    assert.deepEqual(view4(g.nodes[0]), [8, 1, 32, 32]);
+    assert.deepEqual(g.nodes[0]?.fn?.reduction, { t: "const", pytype: "str", value: "vector_norm" });
+    assert.deepEqual(
+      g.nodes[0]?.written?.map((n) => n.op),
+      ["vector_norm"],
+    );
+    assert.deepEqual(view4(g.nodes[0]?.written?.[0]), [8, 1, 32, 32]);
+    assert.deepEqual(view4(g.nodes[0]), X, "the statistic at every element");
     assert.equal(g.nodes.at(-1)?.id, "n", "the divide keeps normalize's id: its readers are unchanged");
     assert.deepEqual(
       planGraph(g).regions.map((r) => r.kind),
-      ["reduce", "pointwise"],
+      ["normalize"],
     );
   }
   // p = 2 is the normalisation rule's, one kernel

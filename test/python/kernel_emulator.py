@@ -46,6 +46,7 @@ struct KfStats { float a; float b; float count; };
 struct KfScalars { float v[16]; };
 template <int K> struct KfSums { float v[K]; };
 struct KfAccResult { float value; float m2; int64_t index; float count; float part[4]; };
+struct KfStatResult { float value; float m2; float count; };
 """
 
 DTYPES = {"float": torch.float32, "__half": torch.float16, "__nv_bfloat16": torch.bfloat16,
@@ -377,6 +378,10 @@ class EmulatedExtension:
             out[:, 0], out[:, 1] = a, ((rows - a[:, None]) ** 2).sum(1)
         elif stat == "KfStatMeanSquare":
             out[:, 0] = (rows * rows).mean(1)
+        elif stat == "KfStatSum":
+            out[:, 0] = rows.sum(1)
+        elif stat in ("KfStatMax", "KfStatMin"):
+            out[:, 0] = rows.amax(1) if stat == "KfStatMax" else rows.amin(1)  # NaN propagates, as the kernel's
         else:
             raise AssertionError(stat)
         out[:, 2] = r

@@ -405,6 +405,23 @@ NORM_CASES = [
     ("batch_norm", {"eps": 1e-5, "training": True}, (LENGTH, 4), {"weight": (4,), "bias": (4,)},
      lambda x: x.t().contiguous(), lambda r: r.t(),
      lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True, eps=1e-5)),
+    # a reduction broadcast back over its rows (plan/reduce-broadcast.ts): the reduction's own prologue and epilogue
+    ("reduce_broadcast_sum", {"reduction": "mean", "dims": [1]}, (ROWS, LENGTH), {}, _rows_last, None,
+     lambda x: x.mean(1, keepdim=True).expand_as(x)),
+    ("reduce_broadcast_sum", {"reduction": "sum", "dims": [1]}, (ROWS, LENGTH), {}, _rows_last, None,
+     lambda x: x.sum(1, keepdim=True).expand_as(x)),
+    ("reduce_broadcast_sum", {"reduction": "vector_norm", "ord": 2.0, "dims": [1]}, (ROWS, LENGTH), {}, _rows_last,
+     None, lambda x: torch.linalg.vector_norm(x, 2, 1, keepdim=True).expand_as(x)),
+    ("reduce_broadcast_sum", {"reduction": "vector_norm", "ord": 3.5, "dims": [1]}, (ROWS, LENGTH), {}, _rows_last,
+     None, lambda x: torch.linalg.vector_norm(x, 3.5, 1, keepdim=True).expand_as(x)),
+    ("reduce_broadcast_max", {"reduction": "amax", "dims": [1]}, (ROWS, LENGTH), {}, _rows_last, None,
+     lambda x: x.amax(1, keepdim=True).expand_as(x)),
+    ("reduce_broadcast_min", {"reduction": "amin", "dims": [1]}, (ROWS, LENGTH), {}, _rows_last, None,
+     lambda x: x.amin(1, keepdim=True).expand_as(x)),
+    ("reduce_broadcast_welford", {"reduction": "var", "correction": 1, "dims": [1]}, (ROWS, LENGTH), {}, _rows_last,
+     None, lambda x: x.var(1, keepdim=True).expand_as(x)),
+    ("reduce_broadcast_welford", {"reduction": "std", "correction": 0, "dims": [1]}, (ROWS, LENGTH), {}, _rows_last,
+     None, lambda x: x.std(1, correction=0, keepdim=True).expand_as(x)),
 ]
 
 
@@ -429,7 +446,8 @@ def _reduce_json(op: str, params: dict, n_operands: int) -> dict:
 def _norm_json(op: str, params: dict, param_shapes: dict) -> dict:
     fn = {"input": node("x0")}
     fn.update({key: node(f"p{i}") for i, key in enumerate(param_shapes)})
-    fn.update({k: const(v) for k, v in params.items()})
+    fn.update({k: ({"t": "list", "kind": "list", "items": [const(d) for d in v]} if isinstance(v, list) else const(v))
+               for k, v in params.items()})
     return {"op": op, "kind": "normalize", "fn": fn}
 
 
@@ -457,6 +475,7 @@ struct KfStats { float a; float b; float count; };
 struct KfScalars { float v[1]; };
 template <int K> struct KfSums { float v[K]; };
 struct KfAccResult { float value; float m2; int64_t index; float count; float part[4]; };
+struct KfStatResult { float value; float m2; float count; };
 """
 
 
@@ -527,6 +546,11 @@ def _norm_body(i: int, case: dict) -> str:
                          "s.a = (float)m; s.b = (float)m2;",
         "KfStatMeanSquare": "double q = 0; for (long e = 0; e < len; ++e) q += vals[e] * vals[e];"
                             "s.a = (float)(q / len); s.b = 0.f;",
+        "KfStatSum": "double t = 0; for (long e = 0; e < len; ++e) t += vals[e]; s.a = (float)t; s.b = 0.f;",
+        "KfStatMax": "double m = vals[0]; for (long e = 1; e < len; ++e) m = vals[e] > m ? vals[e] : m;"
+                     "s.a = (float)m; s.b = 0.f;",
+        "KfStatMin": "double m = vals[0]; for (long e = 1; e < len; ++e) m = vals[e] < m ? vals[e] : m;"
+                     "s.a = (float)m; s.b = 0.f;",
     }[stat]
     return f"""
 extern "C" void case_{i}(const float* const* in, long rows, long len, float* out, double* vals) {{

@@ -26,7 +26,7 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
          "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
          "written_layernorm", "pool_prologues", "submodule_flags", "register_targets_apply10",
-         "register_targets_stats8", "pool_cl_any_window", "inplace_casts_unpack"]
+         "register_targets_stats8", "pool_cl_any_window", "inplace_casts_unpack", "reduce_broadcasts"]
 
 
 def _node() -> str | None:
@@ -343,10 +343,25 @@ def test_in_place_writes_of_a_cast_and_unpacked_pairs_are_fused(emitted: dict[st
     # The exact check above is their fallback; here: the regions take them, nothing is left to PyTorch for it.
     text = open(emitted["inplace_casts_unpack"]).read()
     doc = text[: text.index('"""', 3)]
-    assert "max_dim → getitem (reduce)" in doc, doc  # `m, _ = torch.max(x, 1)`: the indices are never read
-    assert "to → mean (reduce)" in doc and "to → sub → abs → to (pointwise)" in doc, doc  # the fp32 copy, twice
+    # `m, _ = torch.max(x, 1)`: the indices are never read; the values, broadcast back, are exp(x - m)'s statistic
+    assert "reduce_broadcast_max → sub → exp (normalize)" in doc, doc
+    assert "to → reduce_broadcast_sum → to → sub → abs → to (normalize)" in doc, doc  # the fp32 copy, twice
     assert "mul → relu → mul → mul → add (pointwise)" in doc, doc  # z.relu_(); w = z * 3; z.mul_(0.5)
     assert "Left to PyTorch" not in doc, doc
+
+
+def test_reductions_broadcast_back_are_one_normalisation_each(emitted: dict[str, str]) -> None:
+    # The exact check above is their fallback (the written reductions, their readers broadcasting them); here: what
+    # the planner made of each, and the one that must stay as written (a mean of a square matrix added back along
+    # the other dim broadcasts [9] as [1, 9]: no keepdim shape, so no statistic of sq's rows).
+    text = open(emitted["reduce_broadcasts"]).read()
+    doc = text[: text.index('"""', 3)]
+    for region in ["reduce_broadcast_sum → sub → relu (normalize)", "reduce_broadcast_sum → div → sub → tanh (normalize)",
+                   "abs → reduce_broadcast_max → add → div (normalize)", "reduce_broadcast_max → sub → exp (normalize)",
+                   "reduce_broadcast_sum → sigmoid → mul (normalize)", "mean (reduce)", "add (pointwise)",
+                   "to → reduce_broadcast_sum → to → sub → to (normalize)"]:
+        assert region in doc, (region, doc)
+    assert doc.count("(normalize)") == 10, doc
 
 
 def test_a_submodules_flag_is_guarded_like_the_models_own(emitted: dict[str, str]) -> None:

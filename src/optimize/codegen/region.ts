@@ -983,7 +983,14 @@ function normInPrologue(
   rounded: Map<string, string>,
 ) {
   const normNode = view.node(region.norm ?? "");
-  const { spec, input, dims, groups, table, anchor } = normSetup(view, region, normNode, nameOf, fn, rank);
+  const { spec, call, input, dims, groups, table, anchor } = normSetup(
+    view,
+    region,
+    normNode,
+    nameOf,
+    fn,
+    rank,
+  );
   // Running statistics to update: a training-mode batch norm with its buffers (none: nothing to update).
   const runningStats = !!spec.runningStats && hasRunningBuffers(normNode);
   // The statistics' launch reads the operands of the ops the norm's input needs, and only those: a prologue op
@@ -1000,7 +1007,7 @@ function normInPrologue(
     input.t === "node" && before.includes(input.id)
       ? `t_${input.id}`
       : (anchor.resolve(input) ?? table.tensor(input));
-  const vExpr = spec.value ? spec.value(xExpr) : xExpr;
+  const vExpr = spec.value ? spec.value(xExpr, paramReader(call, table.runtime)) : xExpr;
   const m = table.operands.length;
   const statsAt = [m, m + 1, m + 2];
   const stats = ["kf_st[..., 0]", "kf_st[..., 1]", "kf_st[..., 2]"].map((py) => table.raw(py, "float32"));
@@ -1090,7 +1097,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const inMeta = view.tensorOf(seed.fn?.input);
   if (!inMeta) throw new Error(`kforge internal: ${seed.op} is not a normalisation`);
   const rank = inMeta.shape.length;
-  const { spec, input, dims, groups, table, anchor } = normSetup(view, region, seed, nameOf, fn, rank);
+  const { spec, call, input, dims, groups, table, anchor } = normSetup(view, region, seed, nameOf, fn, rank);
   const rounded = regionRounding(view, region);
   const proLines = [
     ...anchor.lines,
@@ -1100,7 +1107,7 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
     input.t === "node" && region.prologue.includes(input.id)
       ? `t_${input.id}`
       : (anchor.resolve(input) ?? table.tensor(input));
-  const vExpr = spec.value ? spec.value(xExpr) : xExpr;
+  const vExpr = spec.value ? spec.value(xExpr, paramReader(call, table.runtime)) : xExpr;
   const applyExpr = normApplyExpr(seed, table);
   // `softmax(x) * x`: the epilogue's x is the value v the kernel holds (v = Pro(x) = x without a prologue);
   // read as x[0] it kept the row twice in registers (rows_resident_kernel spilled 56 bytes at 24 values).

@@ -2,8 +2,15 @@
 // per-element apply. `params` are the op's tensor arguments loaded per element and how they line up with
 // the input ("channel": dim 1, as BatchNorm's weight; "trailing": the last dims, as LayerNorm's).
 import type { ParamReader } from "./pointwise.ts";
+import { type Accumulator, REDUCTIONS } from "./reduce.ts";
 
-export type Statistic = "KfStatMaxSumExp" | "KfStatWelford" | "KfStatMeanSquare";
+export type Statistic =
+  | "KfStatMaxSumExp"
+  | "KfStatWelford"
+  | "KfStatMeanSquare"
+  | "KfStatSum"
+  | "KfStatMax"
+  | "KfStatMin";
 
 export interface NormParam {
   key: string;
@@ -16,7 +23,7 @@ export interface NormSpec {
   /** Dims reduced for an input of `rank`, or null when the call is not supported. */
   dims(rank: number, p: ParamReader): number[] | null;
   /** What the statistics are taken of, from the input's value x (softmin: -x); the input itself if absent. */
-  value?(x: string): string;
+  value?(x: string, p: ParamReader): string;
   /** The output from v (the value), s (KfStats) and the params' values (absent ones are ""). */
   apply(v: string, params: string[], p: ParamReader): string | null;
   /** Group norm reduces within channel groups: the input is viewed as [N, G, C/G, rest]. */
@@ -38,6 +45,20 @@ function softmaxDims(rank: number, p: ParamReader): number[] | null {
   const d = p.int("dim");
   if (d === null || rank === 0 || d >= rank || d < -rank) return null;
   return [d < 0 ? d + rank : d];
+}
+
+/** The statistic that stands for a reduction's accumulator where its result is broadcast back over its rows. */
+export const BROADCAST_STATISTICS: Partial<Record<Accumulator, Statistic>> = {
+  KfAccSum: "KfStatSum",
+  KfAccMax: "KfStatMax",
+  KfAccMin: "KfStatMin",
+  KfAccWelford: "KfStatWelford",
+};
+
+/** The normalisation op that a reduction with accumulator `acc` becomes when broadcast back (plan/reduce-broadcast.ts). */
+export function broadcastOp(acc: Accumulator): string | null {
+  const stat = BROADCAST_STATISTICS[acc];
+  return stat ? `reduce_broadcast_${stat.slice("KfStat".length).toLowerCase()}` : null;
 }
 
 export const NORMALIZATIONS: Record<string, NormSpec> = {
@@ -136,4 +157,29 @@ export const NORMALIZATIONS: Record<string, NormSpec> = {
     },
     runningStats: true,
   },
+  ...reducedBroadcasts(),
 };
+
+/** A reduction over `dims` whose result only pointwise ops read, broadcast back over the rows it reduced
+ * (`x - x.mean(d, keepdim=True)`, `e / e.sum(-1, keepdim=True)`): the node's `reduction` names the REDUCTIONS entry
+ * whose prologue is the value and whose epilogue is the apply (its `r` the statistics), `dims` the reduced dims. */
+function reducedBroadcasts(): Record<string, NormSpec> {
+  const entries = Object.entries(BROADCAST_STATISTICS).map(([acc, stat]) => {
+    const reduction = (p: ParamReader) => REDUCTIONS[p.str("reduction") ?? ""];
+    const spec: NormSpec = {
+      stat,
+      params: [],
+      dims: (rank, p) => {
+        const dims = p.ints("dims");
+        return dims?.every((d) => d >= 0 && d < rank) ? dims : null;
+      },
+      value: (x, p) => reduction(p)?.pro([x], p) ?? x,
+      apply: (_v, _params, p) => {
+        const epi = reduction(p)?.epi(p);
+        return epi ? `[&](const KfStatResult r) { return ${epi}; }(KfStatResult{s.a, s.b, s.count})` : null;
+      },
+    };
+    return [broadcastOp(acc as Accumulator) ?? "", spec] as const;
+  });
+  return Object.fromEntries(entries);
+}

@@ -3,7 +3,10 @@
 // or listed but with an argument combination `emit` declines (returns null), stays a PyTorch call.
 // Device helpers (kf_relu, kf_gelu, ...) live in codegen/cuda/kf_pointwise.cuh.
 import type { Arg } from "../graph.ts";
+import { floatLiteral } from "./float-literal.ts";
 import { REDUCTIONS, type ReduceSpec } from "./reduce.ts";
+
+export { floatLiteral };
 
 /** Reads the op's non-operand arguments as C++ float literals (or strings), null when absent/unusable. */
 export interface ParamReader {
@@ -15,6 +18,8 @@ export interface ParamReader {
   /** An integer argument's captured value, also when a module attribute holds it (dim=self.dim): structural
    * arguments (dims) are fixed when the kernel is planned, and the region guards the attribute at run time. */
   int(name: string): number | null;
+  /** An integer list argument's captured values (a single int as a list of one); null when absent or not ints. */
+  ints(name: string): number[] | null;
   /** The size of tensor argument `name` along `dim`, read at run time (a runtime scalar); null when absent. */
   size(name: string, dim: number): string | null;
 }
@@ -344,15 +349,6 @@ export const POINTWISE: Record<string, PointwiseSpec> = {
       .map(([op, spec]) => [op, elementwiseLoss(spec)]),
   ),
 };
-
-/** C++ float literal for a JSON number (keeps integers readable: 2 -> "2.f"). */
-export function floatLiteral(value: number): string {
-  if (Number.isNaN(value)) return "__int_as_float(0x7fffffff)";
-  if (value === Number.POSITIVE_INFINITY) return "__int_as_float(0x7f800000)";
-  if (value === Number.NEGATIVE_INFINITY) return "__int_as_float(0xff800000)";
-  const text = Number.isInteger(value) && Math.abs(value) < 1e15 ? `${value}.` : `${value}`;
-  return `${text.includes("e") && !text.includes(".") ? text.replace("e", ".e") : text}f`;
-}
 
 /** A scalar Arg's numeric value (inf/nan included), or null when it is not a number. */
 export function scalarValue(arg: Arg | undefined): number | null {

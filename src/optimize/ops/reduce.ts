@@ -1,7 +1,8 @@
 // Reductions the codegen fuses (kf_reduce.cuh): the accumulator, the per-element prologue (what is
 // reduced, e.g. |a - b| for an L1 loss) and the epilogue on the accumulated result (mean = sum / count).
 // `dims` says which dims of the first operand are reduced; null from it means "not this call" (PyTorch).
-import { floatLiteral, type ParamReader } from "./pointwise.ts";
+import { floatLiteral } from "./float-literal.ts";
+import type { ParamReader } from "./pointwise.ts";
 
 export type Accumulator =
   | "KfAccSum"

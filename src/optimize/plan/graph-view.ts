@@ -210,6 +210,10 @@ export function paramReader(
         ? arg.value
         : null;
     },
+    ints(name) {
+      const arg = get(name);
+      return arg ? intList(arg) : null;
+    },
     size(name, dim) {
       const arg = get(name);
       return arg ? sizeOf(arg, dim) : null;

@@ -471,6 +471,7 @@ export function planGraph(graph: Graph): Plan {
     absorbed.add(host);
   }
 
+  dropLoneBroadcasts(view, seeds, claimed, kept);
   const merged = mergeNormsIntoReductions(view, seeds);
 
   // Kernels read masks but store float types only: a region producing a mask is left to PyTorch.
@@ -517,6 +518,24 @@ export function planGraph(graph: Graph): Plan {
       kept.push({ node: node.id, op: node.op, reason: uncoveredReason(node) });
   }
   return { regions, kept };
+}
+
+/** A reduction broadcast back (reduce-broadcast.ts) is worth a region only with the pointwise op that reads it as
+ * its apply: alone, its region would write the statistic at every element of its input. Without that op the
+ * reduction's written nodes run as PyTorch's, and so do the prologue's ops. */
+function dropLoneBroadcasts(view: GraphView, seeds: Region[], claimed: Set<string>, kept: KeptNode[]) {
+  for (let i = seeds.length - 1; i >= 0; i--) {
+    const region = seeds[i];
+    const seed = region?.seed ? view.node(region.seed) : null;
+    if (!region || !seed?.op.startsWith("reduce_broadcast_") || region.epilogue.length > 0) continue;
+    seeds.splice(i, 1);
+    for (const id of [...region.prologue, seed.id]) claimed.delete(id);
+    kept.push({
+      node: seed.id,
+      op: seed.written?.[0]?.op ?? seed.op,
+      reason: "the op reading its result back over its rows could not join its region",
+    });
+  }
 }
 
 /** A region runs as one call where its output was: one that reads a value before an in-place write it

@@ -9,7 +9,8 @@
 // pointwise op reshaped only for reductions applied after the reshape (view-sink.ts); a per-channel arithmetic op
 // permuted only for pointwise ops applied after the permute (permute-sink.ts); a broadcasting pointwise op read
 // by several pointwise ops copied for each (recompute-broadcasts.ts); max pools in a row over tiling windows as
-// one pool (pool-compose.ts).
+// one pool (pool-compose.ts); a reduction broadcast back into a pointwise op that reads its rows as one
+// normalisation (reduce-broadcast.ts).
 //
 // A device read (`torch.tensor(0.0, device=x.device)` after `x = x + 1`): every op below leaves its result on
 // its input tensor's device, so the read moves to that input, and on up the chain to a value forward has
@@ -28,6 +29,7 @@ import { hoistPointwiseOverPermutes } from "./permute-hoist.ts";
 import { sinkArithmeticBelowPermutes } from "./permute-sink.ts";
 import { composeTilingMaxPools } from "./pool-compose.ts";
 import { recomputeBroadcasts } from "./recompute-broadcasts.ts";
+import { foldReducedBroadcasts } from "./reduce-broadcast.ts";
 import { resolveSizeReads } from "./size-reads.ts";
 import { spellOutOps } from "./spelled-out.ts";
 import { sinkPointwiseBelowReshapes } from "./view-sink.ts";
@@ -114,7 +116,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const copied = { ...hoisted, nodes: recomputeBroadcasts(hoisted.nodes, new GraphView(hoisted)) };
   const reshaped = { ...copied, nodes: sinkPointwiseBelowReshapes(copied.nodes, new GraphView(copied)) };
   const sunk = { ...reshaped, nodes: sinkArithmeticBelowPermutes(reshaped.nodes, new GraphView(reshaped)) };
-  const graph = { ...sunk, nodes: resolveSizeReads(sunk.nodes, new GraphView(sunk)) };
+  const sized = { ...sunk, nodes: resolveSizeReads(sunk.nodes, new GraphView(sunk)) };
+  const graph = { ...sized, nodes: foldReducedBroadcasts(sized.nodes, new GraphView(sized)) };
   const view = new GraphView(graph);
   const nodes = graph.nodes.map((node) => {
     const input = node.fn?.input;

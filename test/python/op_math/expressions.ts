@@ -47,7 +47,7 @@ const out = cases.map((c) => {
     return {
       op: c.op,
       stat: norm.stat,
-      value: norm.value ? norm.value("x[0]") : "x[0]",
+      value: norm.value ? norm.value("x[0]", reader) : "x[0]",
       apply: norm.apply("v", params, reader),
       inputs: k,
     };

@@ -13,6 +13,8 @@
 //   KfStatMaxSumExp   a = max v, b = sum exp(v - a)           (softmax: exp(v - a) / b; log_softmax: v - a - log b)
 //   KfStatWelford     a = mean v, b = M2 = sum (v - mean)^2   (var = b / count; Chan's merge across partials)
 //   KfStatMeanSquare  a = mean v*v, b = 0                      (rms norm: v * rsqrt(a + eps))
+//   KfStatSum         a = sum v, b = 0                         (a sum or mean broadcast back: x - x.mean(d))
+//   KfStatMax/Min     a = max / min v (NaN if any v is NaN)    (x / x.amax(d))
 //   s.count is always the number of reduced elements (as float).
 //
 //   size_t kf_normalize_workspace_bytes<Stat>(shape, reduce_mask)
@@ -170,6 +172,51 @@ struct KfStatMeanSquare {
   __device__ __forceinline__ static float r1_final(float acc, float count) { return acc / count; }
   __device__ __forceinline__ static float r2_term(float, float) { return 0.f; }
 };
+
+// A reduction's result broadcast back over its rows (x / x.sum(d), x - x.amax(d)): the reduction's own epilogue
+// reads these fields as kf_reduce.cuh's KfAccResult has them.
+struct KfStatResult {
+  float value;
+  float m2;
+  float count;
+};
+
+struct KfStatSum {
+  static constexpr bool kResidentSecondPass = false;
+  __device__ __forceinline__ static KfStats identity() { return {0.f, 0.f, 0.f}; }
+  __device__ __forceinline__ static void push(KfStats& s, float v) { s.count += 1.f; s.a += v; }
+  __device__ __forceinline__ static KfStats merge(const KfStats& s, const KfStats& t) {
+    return {s.a + t.a, 0.f, s.count + t.count};
+  }
+  __device__ __forceinline__ static void finalize(KfStats&) {}
+  __device__ __forceinline__ static float r1_init() { return 0.f; }
+  __device__ __forceinline__ static float r1_push(float acc, float v) { return acc + v; }
+  __device__ __forceinline__ static float r1_merge(float x, float y) { return x + y; }
+  __device__ __forceinline__ static float r1_final(float acc, float) { return acc; }
+  __device__ __forceinline__ static float r2_term(float, float) { return 0.f; }
+};
+
+// torch.amax / amin: a NaN anywhere in the row is the result (fmaxf would drop it).
+template <bool kMax>
+struct KfStatExtreme {
+  static constexpr bool kResidentSecondPass = false;
+  __device__ __forceinline__ static float pick(float acc, float v) {
+    return (v != v || (kMax ? v > acc : v < acc)) ? v : acc;
+  }
+  __device__ __forceinline__ static KfStats identity() { return {kMax ? -INFINITY : INFINITY, 0.f, 0.f}; }
+  __device__ __forceinline__ static void push(KfStats& s, float v) { s.count += 1.f; s.a = pick(s.a, v); }
+  __device__ __forceinline__ static KfStats merge(const KfStats& s, const KfStats& t) {
+    return {pick(s.a, t.a), 0.f, s.count + t.count};
+  }
+  __device__ __forceinline__ static void finalize(KfStats&) {}
+  __device__ __forceinline__ static float r1_init() { return kMax ? -INFINITY : INFINITY; }
+  __device__ __forceinline__ static float r1_push(float acc, float v) { return pick(acc, v); }
+  __device__ __forceinline__ static float r1_merge(float x, float y) { return pick(x, y); }
+  __device__ __forceinline__ static float r1_final(float acc, float) { return acc; }
+  __device__ __forceinline__ static float r2_term(float, float) { return 0.f; }
+};
+using KfStatMax = KfStatExtreme<true>;
+using KfStatMin = KfStatExtreme<false>;
 
 // ---------------------------------------------------------------------------------------------- canonical view
 namespace kf_norm {
