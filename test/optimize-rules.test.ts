@@ -510,6 +510,26 @@ test("an eval-mode dropout alone is no region (PyTorch's call launches nothing t
   );
 });
 
+test("a dropout that draws nothing returns its input: an in-place write through it writes that input", () => {
+  // a model put in eval(): `h = tanh(x); y = self.drop(h); y.add_(1); return h.sum(-1), y` — the sum sees the +1
+  const h = node("h", "tanh", { input: ref("x") }, X);
+  const drop = node(
+    "drop",
+    "dropout",
+    { input: ref("h"), p: num(0.3), training: bool(false), inplace: bool(false) },
+    X,
+    { kind: "call_module", target: "drop", modeDependent: true },
+  );
+  const add = node("add_", "add", { input: ref("drop"), other: num(1), alpha: num(1) }, X, { inplace: true });
+  const sum = node("s", "sum", { input: ref("h"), dim: ints(-1), keepdim: bool(false) }, X.slice(0, 3));
+  const g = graph([h, drop, add, sum], "s");
+  g.output = { t: "list", kind: "tuple", items: [ref("s"), ref("add_")] };
+  g.modules.drop = { type: "torch.nn.modules.dropout.Dropout", training: false, hyper: {} };
+  const plan = planGraph(canonicalGraph(g));
+  assert.match(plan.kept.find((k) => k.node === "add_")?.reason ?? "", /writes in place/);
+  assert.ok(!plan.regions.some((r) => regionNodes(r).includes("add_")));
+});
+
 test("a training batch norm's running statistics are no kernel operands: RepVGG's dense + 1x1 + id → relu joins a norm", () => {
   // id = bn_id(x); relu(bn_d(x) + bn_p(x) + id): each training BatchNorm has 5 parameters, of which its kernels
   // read weight and bias (the statistics and counter are updated by a launch of their own)

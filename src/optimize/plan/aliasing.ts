@@ -18,6 +18,9 @@ const CASTS = new Set(["to", "float", "type_as"]);
 /** Whether `node`'s output may share its input's storage: an aliasing op, except a cast that changes the dtype
  * (`x.half().float()`, fp16 `x.float()`: always a new tensor). */
 export function mayAlias(node: GraphNode, view: GraphView): boolean {
+  // A dropout that draws nothing (eval mode, or p = 0) returns its input itself: `y = self.drop(h); y.add_(1)`
+  // in a model put in eval() writes h, which a reader of h after it sees.
+  if (node.op === "dropout") return !node.rng;
   if (!ALIASING_OPS.has(node.op)) return false;
   if (!CASTS.has(node.op)) return true;
   const from = view.tensorOf(node.fn?.input ?? node.args[0])?.dtype;
