@@ -175,10 +175,13 @@ def test_running_statistics_in_a_reduction_prologue_are_updated_only_where_there
         emitted: dict[str, str]) -> None:
     source = Path(emitted["bn_reduce_prologue"]).read_text()
     updates = re.findall(r"^\s*_kf_running_stats\(_kf_ext\(\)\.(\w+)_running, ([^,]+), ([^,]+), ([^,]+),", source, re.M)
-    # F.batch_norm's buffers are updated (the device path asked even without a counter); the untracked batch
-    # norm has nothing to update, so neither the call nor its host function is emitted.
-    assert [(mean, var, counter) for _, mean, var, counter in updates] == [("self.mean", "self.var", "None")]
-    assert len(re.findall(r"^bool kf_r\d+_running\(", source, re.M)) == 1
+    # The module's buffers and counter and F.batch_norm's buffers are updated (the device path asked even without
+    # a counter); the untracked batch norm has nothing to update, so neither the call nor its host function is
+    # emitted. (The tracked module joins the sum only since its statistics stopped counting as kernel operands.)
+    assert [(mean, var, counter) for _, mean, var, counter in updates] == [
+        ("self.tracked.running_mean", "self.tracked.running_var", "self.tracked.num_batches_tracked"),
+        ("self.mean", "self.var", "None")]
+    assert len(re.findall(r"^bool kf_r\d+_running\(", source, re.M)) == 2
     assert "self.untracked" not in "".join(line for line in source.splitlines() if "_kf_running_stats(" in line)
 
 
