@@ -530,6 +530,30 @@ test("a dropout that draws nothing returns its input: an in-place write through 
   assert.ok(!plan.regions.some((r) => regionNodes(r).includes("add_")));
 });
 
+test("a tensor attribute that views it (h.data, h.T, h.mT): an in-place write through it writes h", () => {
+  // `h = x * 2; h.T.add_(1); return h.exp()`: the exp reads the written h
+  const write = (name: string) => {
+    const h = node("h", "mul", { input: ref("x"), other: num(2) }, X);
+    const attr = node(
+      "t",
+      "getattr",
+      { input: ref("h"), name: { t: "const", pytype: "str", value: name } },
+      X,
+      {
+        target: "getattr",
+      },
+    );
+    const add = node("add_", "add", { input: ref("t"), other: num(1), alpha: num(1) }, X, { inplace: true });
+    const exp = node("e", "exp", { input: ref("h") }, X);
+    return planGraph(canonicalGraph(graph([h, attr, add, exp], "e")));
+  };
+  for (const name of ["data", "T", "mT"]) {
+    const plan = write(name);
+    assert.match(plan.kept.find((k) => k.node === "add_")?.reason ?? "", /writes in place/, name);
+    assert.ok(!plan.regions.some((r) => regionNodes(r).includes("add_")), name);
+  }
+});
+
 test("a training batch norm's running statistics are no kernel operands: RepVGG's dense + 1x1 + id → relu joins a norm", () => {
   // id = bn_id(x); relu(bn_d(x) + bn_p(x) + id): each training BatchNorm has 5 parameters, of which its kernels
   // read weight and bias (the statistics and counter are updated by a launch of their own)

@@ -12,6 +12,9 @@ export const ALIASING_OPS = new Set([
   ...["type_as", "identity"],
 ]);
 
+/** Tensor attributes that are the tensor's storage or a view of it. */
+const VIEWING_ATTRS = new Set(["data", "T", "mT", "H", "mH", "real", "imag"]);
+
 /** Casts that return their input itself when its dtype is already the one asked for. */
 const CASTS = new Set(["to", "float", "type_as"]);
 
@@ -21,6 +24,12 @@ export function mayAlias(node: GraphNode, view: GraphView): boolean {
   // A dropout that draws nothing (eval mode, or p = 0) returns its input itself: `y = self.drop(h); y.add_(1)`
   // in a model put in eval() writes h, which a reader of h after it sees.
   if (node.op === "dropout") return !node.rng;
+  // A tensor's attributes that view it (`h.data`, `h.T`, `h.mT`): `h.T.add_(1)` writes h. (`.values` of
+  // max(dim)'s pair is a tensor of its own.)
+  if (node.op === "getattr") {
+    const name = node.fn?.name;
+    return name?.t === "const" && typeof name.value === "string" && VIEWING_ATTRS.has(name.value);
+  }
   if (!ALIASING_OPS.has(node.op)) return false;
   if (!CASTS.has(node.op)) return true;
   const from = view.tensorOf(node.fn?.input ?? node.args[0])?.dtype;
