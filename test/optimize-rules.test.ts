@@ -554,6 +554,25 @@ test("a tensor attribute that views it (h.data, h.T, h.mT): an in-place write th
   }
 });
 
+test("an op capture has no name for may return a view (x.swapdims, torch.broadcast_to): a write through it writes x", () => {
+  // `h = x * 2; h.swapdims(1, 2).add_(1); return h.exp()`, and Tensor.unfold (a view too)
+  const write = (op: string, target: string) => {
+    const h = node("h", "mul", { input: ref("x"), other: num(2) }, X);
+    const viewed = { ...node("v", op, {}, X, { kind: "call_method", target }), args: [ref("h")], fn: null };
+    const add = node("add_", "add", { input: ref("v"), other: num(1), alpha: num(1) }, X, { inplace: true });
+    const exp = node("e", "exp", { input: ref("h") }, X);
+    return planGraph(canonicalGraph(graph([h, viewed, add, exp], "e")));
+  };
+  for (const [op, target] of [
+    ["unknown", "swapdims"],
+    ["unfold", "unfold"],
+  ] as const) {
+    const plan = write(op, target);
+    assert.match(plan.kept.find((k) => k.node === "add_")?.reason ?? "", /writes in place/, target);
+    assert.ok(!plan.regions.some((r) => regionNodes(r).includes("add_")), target);
+  }
+});
+
 test("a training batch norm's running statistics are no kernel operands: RepVGG's dense + 1x1 + id → relu joins a norm", () => {
   // id = bn_id(x); relu(bn_d(x) + bn_p(x) + id): each training BatchNorm has 5 parameters, of which its kernels
   // read weight and bias (the statistics and counter are updated by a launch of their own)
