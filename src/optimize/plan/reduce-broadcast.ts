@@ -141,6 +141,15 @@ function pointwiseAncestry(view: GraphView, arg: Arg | undefined, depth = 3): Ar
   return [arg, ...from];
 }
 
+/** Whether pointwise op `reader` reads `other`'s value through pointwise ops (a few up). */
+function readsThrough(view: GraphView, reader: GraphNode, other: GraphNode): boolean {
+  const spec = POINTWISE[reader.op];
+  const operands = spec ? spec.operands.map((key) => reader.fn?.[key]) : [];
+  return operands.some((arg) =>
+    pointwiseAncestry(view, arg).some((a) => a.t === "node" && a.id === other.id),
+  );
+}
+
 function match(view: GraphView, reduction: GraphNode): Match | null {
   const stat = statisticOf(view, reduction);
   const input = reduction.fn?.input;
@@ -267,15 +276,20 @@ export function foldReducedBroadcasts(nodes: GraphNode[], view: GraphView): Grap
   const removed = new Set<string>();
   const replaced = new Map<string, GraphNode[]>();
   const rewire = new Map<string, [string, string]>();
+  const readers: GraphNode[] = [];
   for (const node of nodes) {
     const m = match(view, node);
     if (!m) continue;
     const ids = [m.reduction.id, ...m.chain.map((n) => n.id), ...m.statOps.map((n) => n.id)];
     if (ids.some((id) => removed.has(id) || replaced.has(id))) continue;
+    // Two statistics read in one pointwise chain (`(x - x.mean(0)) / x.std(0)`) would both want it as their apply:
+    // one region takes it, the other's would be left without it. The first is taken; the second stays a reduction.
+    if (readers.some((r) => readsThrough(view, m.reader, r) || readsThrough(view, r, m.reader))) continue;
     // The written nodes run where the last view was, the ops of the statistic after them: nothing between the
     // chain's first node and its last may write in place.
     const at = ids.map((id) => view.index.get(id) ?? -1);
     if (nodes.slice(Math.min(...at), Math.max(...at) + 1).some((n) => n.inplace)) continue;
+    readers.push(m.reader);
     for (const id of ids) removed.add(id);
     // Each op of the statistic reads the value before it (the new node for the first: it absorbed the views the
     // op read or was read through) and is computed at the input's shape; the reader reads the last of them.
