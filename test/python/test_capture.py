@@ -82,16 +82,19 @@ def test_every_form_of_an_activation_reads_the_same(tmp_path: Path, init: str, f
 @pytest.mark.parametrize(
     "init, forward, op, fn",
     [
-        ("self.a = nn.LeakyReLU(0.2)", "return self.a(x)", "leaky_relu", {"negative_slope": const(0.2)}),
+        # a module's float hyper-parameters name their attribute: ModelNew reads them at run time
+        ("self.a = nn.LeakyReLU(0.2)", "return self.a(x)", "leaky_relu", {"negative_slope": {**const(0.2), "attr": "a.negative_slope"}}),
         ("pass", "return F.leaky_relu(x)", "leaky_relu", {"negative_slope": const(0.01)}),
         ("self.a = nn.GELU(approximate='tanh')", "return self.a(x)", "gelu", {"approximate": const("tanh")}),
         ("pass", "return torch._C._nn.gelu(x)", "gelu", {"approximate": const("none")}),
-        ("self.a = nn.ReLU6()", "return self.a(x)", "hardtanh", {"min_val": const(0.0), "max_val": const(6.0)}),
+        ("self.a = nn.ReLU6()", "return self.a(x)", "hardtanh",
+         {"min_val": {**const(0.0), "attr": "a.min_val"}, "max_val": {**const(6.0), "attr": "a.max_val"}}),
         ("pass", "return F.relu6(x)", "hardtanh", {"min_val": const(0.0), "max_val": const(6.0)}),
         ("pass", "return torch.clamp(x, min=0.5)", "clamp", {"min": const(0.5), "max": const(None)}),
         ("pass", "return x.clip(-1, 1)", "clamp", {"min": const(-1), "max": const(1)}),
-        ("self.a = nn.Softplus(beta=2)", "return self.a(x)", "softplus", {"beta": const(2), "threshold": const(20.0)}),
-        ("self.a = nn.ELU(alpha=0.5)", "return self.a(x)", "elu", {"alpha": const(0.5)}),
+        ("self.a = nn.Softplus(beta=2)", "return self.a(x)", "softplus",
+         {"beta": const(2), "threshold": {**const(20.0), "attr": "a.threshold"}}),
+        ("self.a = nn.ELU(alpha=0.5)", "return self.a(x)", "elu", {"alpha": {**const(0.5), "attr": "a.alpha"}}),
         ("self.a = nn.Softmax(dim=-1)", "return self.a(x)", "softmax", {"dim": const(-1), "dtype": const(None)}),
         ("pass", "return x.softmax(1)", "softmax", {"dim": const(1), "dtype": const(None)}),
         ("pass", "return torch.log_softmax(x, dim=0)", "log_softmax", {"dim": const(0), "dtype": const(None)}),
@@ -520,8 +523,8 @@ def test_batch_norm_in_training_reads_buffers_and_num_batches_tracked(tmp_path: 
         "weight": ref("bn.weight"),
         "bias": ref("bn.bias"),
         "training": const(True),
-        "momentum": const(0.2),
-        "eps": const(0.001),
+        "momentum": {**const(0.2), "attr": "bn.momentum"},
+        "eps": {**const(0.001), "attr": "bn.eps"},
         "num_batches_tracked": ref("bn.num_batches_tracked"),
     }
     assert graph["params"]["bn.running_mean"] == {

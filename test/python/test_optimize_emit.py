@@ -26,7 +26,8 @@ CASES = ["conv_bn_chain", "norms_reduce_pool", "untraceable", "mode_names_casts"
          "inherited_model", "sequential_model", "register_targets_reduce32", "lazy_shape_reads",
          "register_targets_apply5", "bn_eval_affine", "scans", "triplet_losses", "cross_entropy_losses",
          "written_layernorm", "pool_prologues", "submodule_flags", "register_targets_apply10",
-         "register_targets_stats8", "pool_cl_any_window", "inplace_casts_unpack", "reduce_broadcasts"]
+         "register_targets_stats8", "pool_cl_any_window", "inplace_casts_unpack", "reduce_broadcasts",
+         "module_floats"]
 
 
 def _node() -> str | None:
@@ -367,6 +368,29 @@ def test_reductions_broadcast_back_are_one_normalisation_each(emitted: dict[str,
                    "to → reduce_broadcast_sum → to → sub → to (normalize)"]:
         assert region in doc, (region, doc)
     assert doc.count("(normalize)") == 10, doc
+
+
+def test_module_float_hyper_parameters_are_read_at_run_time(emitted: dict[str, str]) -> None:
+    """A ModelNew built with other float constructor arguments than get_init_inputs()'s computes with them: its
+    kernels (emulated on the CPU) take a LeakyReLU's slope, a GroupNorm's eps, an ELU's alpha and Hardtanh's bounds
+    from the modules at each call (they were the captured numbers, baked in)."""
+    from kernel_emulator import EmulatedExtension, enable_cpu_fast_paths
+
+    problem = _load(os.path.join(FIXTURES, "module_floats.py"), "p_module_floats")
+    cand = _load(emitted["module_floats"], "c_module_floats")
+    text = Path(emitted["module_floats"]).read_text()
+    assert "self.act.negative_slope" in text and "self.norm.eps" in text and "self.clip.max_val" in text
+    ext = EmulatedExtension(cand)
+    enable_cpu_fast_paths(cand, ext)
+    torch.manual_seed(0)
+    for args in ([6, 0.2, 1e-5, 1.0, 0.75], [6, 0.05, 0.5, 0.3, 0.2]):
+        ref, new = problem.Model(*args), cand.ModelNew(*args)
+        new.load_state_dict(ref.state_dict())
+        (x,) = problem.get_inputs()
+        with torch.no_grad():
+            torch.testing.assert_close(new(x), ref(x), rtol=1e-5, atol=1e-5)
+    regions = [f for f in cand._KF_FUNCTIONS if re.fullmatch(r"kf_r\d+", f)]
+    assert regions and all(ext.calls.get(f) for f in regions), (regions, ext.calls)
 
 
 def test_a_submodules_flag_is_guarded_like_the_models_own(emitted: dict[str, str]) -> None:

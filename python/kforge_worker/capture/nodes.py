@@ -49,11 +49,17 @@ def encode_fn(spec: OpSpec, bound: Bound | None, enc: ArgEncoder) -> dict[str, A
     if bound is None:
         return None
     sig = SIGNATURES.get(spec.signature)
-    return {
+    fn = {
         name: enc(value, explicit)
         for name, (value, explicit) in bound.items()
         if sig is None or sig.reported(name) or name not in sig.names
     }
+    # A module's float hyper-parameter still holding the module's value (no fix-up replaced it) names its attribute.
+    for name, (path, value) in getattr(bound, "module_attrs", {}).items():
+        arg = fn.get(name)
+        if arg is not None and arg.get("t") == "const" and arg.get("pytype") == "float" and arg.get("value") == value:
+            arg["attr"] = path
+    return fn
 
 
 def make_node(

@@ -259,6 +259,10 @@ def normalise_call(spec: OpSpec, args: list[Any], kwargs: dict[str, Any], facts:
     return finish(spec, bound, facts)
 
 
+#: Ops whose float hyper-parameter decides what is planned (a dropout of p = 0 is no op): its captured value stays.
+_PLANNED_FLOATS = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
+
+
 def _module_attr(module: nn.Module, path: str, name: str) -> Any:
     if name in module._parameters or name in module._buffers:
         tensor = module._parameters.get(name, module._buffers.get(name))
@@ -312,6 +316,10 @@ def normalise_module(
             attr = _module_attr(module, path, name)
             if attr is not _MISSING:
                 bound[name] = (attr, False)
+                if isinstance(attr, float) and spec.op not in _PLANNED_FLOATS:
+                    # A float hyper-parameter (LeakyReLU's slope, an eps) is read from the module at run time: a
+                    # ModelNew built with other constructor arguments computes with its own (encode_fn).
+                    bound.module_attrs[name] = (f"{path}.{name}" if path else name, attr)
             elif name in sig.defaults:
                 bound[name] = (sig.defaults[name], False)
             else:
