@@ -3324,3 +3324,112 @@ test("a pool reading a conv through the ops in front of it takes it channels-las
     "the conv's output, made as the reference makes it, is the stream",
   );
 });
+
+test("a reduction broadcast back into a pointwise op that reads its rows is one normalisation; misaligned, read twice or of other rows it is not", () => {
+  const S = [8, 16, 32, 1];
+  const plan = (nodes: GraphNode[], out: string) => {
+    const g = canonicalGraph(graph(nodes, out));
+    return { g, regions: planGraph(g).regions.map((r) => `${r.kind}: ${regionNodes(r).join(" ")}`) };
+  };
+  // keepdim: the mean becomes the node, the subtract and the relu its apply; PyTorch runs the written mean
+  const centred = plan(
+    [
+      node("m", "mean", { input: ref("x"), dim: ints(-1), keepdim: bool(true), dtype: none }, S),
+      node("d", "sub", { input: ref("x"), other: ref("m"), alpha: num(1) }, X),
+      node("out", "relu", { input: ref("d") }, X),
+    ],
+    "out",
+  );
+  const m = centred.g.nodes.find((n) => n.id === "m");
+  assert.equal(m?.op, "reduce_broadcast_sum");
+  assert.deepEqual(m?.fn?.dims, ints(3));
+  assert.deepEqual(
+    m?.written?.map((n) => n.op),
+    ["mean"],
+  );
+  assert.deepEqual(normDims(m as GraphNode, new GraphView(centred.g)), [3]);
+  assert.deepEqual(centred.regions, ["normalize: m d out"]);
+  // keepdim=False read back through unsqueeze after an op of the statistic and a number: the op moves after the node
+  const viewed = plan(
+    [
+      node("s", "sum", { input: ref("x"), dim: ints(1), keepdim: bool(false), dtype: none }, [8, 32, 32]),
+      node("q", "div", { input: ref("s"), other: num(16) }, [8, 32, 32]),
+      node("u", "unsqueeze", { input: ref("q"), dim: num(1) }, [8, 1, 32, 32]),
+      node("out", "sub", { input: ref("x"), other: ref("u"), alpha: num(1) }, X),
+    ],
+    "out",
+  );
+  assert.deepEqual(
+    viewed.g.nodes.map((n) => `${n.id}:${n.op}`),
+    ["u:reduce_broadcast_sum", "q:div", "out:sub"],
+  );
+  assert.deepEqual(viewed.g.nodes[1]?.fn?.input, ref("u"), "the divide reads the node");
+  assert.deepEqual(viewed.g.nodes[2]?.fn?.other, ref("q"), "the subtract reads the divide");
+  assert.deepEqual(
+    viewed.g.nodes[0]?.written?.map((n) => `${n.op}(${JSON.stringify(n.fn?.input)})`),
+    ['sum({"t":"node","id":"x"})', 'unsqueeze({"t":"node","id":"s"})'],
+    "PyTorch runs the sum and its view, the divide after them",
+  );
+  assert.deepEqual(viewed.regions, ["normalize: u q out"]);
+  // a statistic that only a reduction's prologue reads joins that reduction (exp(x - amax) summed)
+  const summed = plan(
+    [
+      node("mx", "amax", { input: ref("x"), dim: ints(-1), keepdim: bool(true) }, S),
+      node("d", "sub", { input: ref("x"), other: ref("mx"), alpha: num(1) }, X),
+      node("e", "exp", { input: ref("d") }, X),
+      node("out", "sum", { input: ref("e"), dim: ints(-1), keepdim: bool(false), dtype: none }, [8, 16, 32]),
+    ],
+    "out",
+  );
+  assert.deepEqual(summed.regions, ["reduce: mx d e out"]);
+  // must not: keepdim=False over the last dim of a square tensor broadcasts along the other dim
+  const square = graph(
+    [
+      node("m", "mean", { input: ref("x"), dim: ints(1), keepdim: bool(false), dtype: none }, [9]),
+      node("out", "add", { input: ref("x"), other: ref("m"), alpha: num(1) }, [9, 9]),
+    ],
+    "out",
+  );
+  square.inputs = [{ name: "x", meta: f32([9, 9]), value: null }];
+  assert.deepEqual(
+    canonicalGraph(square).nodes.map((n) => n.op),
+    ["mean", "add"],
+  );
+  // must not: the statistic read twice, or read with rows it was not taken of, or taken with a dtype
+  const twice = plan(
+    [
+      node("m", "mean", { input: ref("x"), dim: ints(-1), keepdim: bool(true), dtype: none }, S),
+      node("d", "sub", { input: ref("x"), other: ref("m"), alpha: num(1) }, X),
+      node("n", "mul", { input: ref("m"), other: num(2) }, S),
+      node("out", "add", { input: ref("d"), other: ref("n"), alpha: num(1) }, X),
+    ],
+    "out",
+  );
+  assert.ok(!twice.g.nodes.some((n) => n.op.startsWith("reduce_broadcast_")), "read twice");
+  const other = plan(
+    [
+      node("m", "mean", { input: ref("x"), dim: ints(-1), keepdim: bool(true), dtype: none }, S),
+      node("out", "sub", { input: param("w"), other: ref("m"), alpha: num(1) }, X),
+    ],
+    "out",
+  );
+  assert.ok(!other.g.nodes.some((n) => n.op.startsWith("reduce_broadcast_")), "another tensor's rows");
+  const typed = plan(
+    [
+      node(
+        "m",
+        "mean",
+        {
+          input: ref("x"),
+          dim: ints(-1),
+          keepdim: bool(true),
+          dtype: { t: "const", pytype: "dtype", value: "float32" },
+        },
+        S,
+      ),
+      node("out", "sub", { input: ref("x"), other: ref("m"), alpha: num(1) }, X),
+    ],
+    "out",
+  );
+  assert.ok(!typed.g.nodes.some((n) => n.op.startsWith("reduce_broadcast_")), "dtype=");
+});

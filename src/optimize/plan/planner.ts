@@ -471,8 +471,8 @@ export function planGraph(graph: Graph): Plan {
     absorbed.add(host);
   }
 
-  dropLoneBroadcasts(view, seeds, claimed, kept);
   const merged = mergeNormsIntoReductions(view, seeds);
+  dropLoneBroadcasts(view, seeds, merged, claimed, kept);
 
   // Kernels read masks but store float types only: a region producing a mask is left to PyTorch.
   const boolBound = (region: Region) => view.outMeta(view.node(region.output))?.dtype === "bool";
@@ -521,13 +521,21 @@ export function planGraph(graph: Graph): Plan {
 }
 
 /** A reduction broadcast back (reduce-broadcast.ts) is worth a region only with the pointwise op that reads it as
- * its apply: alone, its region would write the statistic at every element of its input. Without that op the
- * reduction's written nodes run as PyTorch's, and so do the prologue's ops. */
-function dropLoneBroadcasts(view: GraphView, seeds: Region[], claimed: Set<string>, kept: KeptNode[]) {
+ * its apply, or inside the reduction whose prologue reads it (`exp(x - x.amax(-1, True)).sum(-1)`: its statistics
+ * first, the apply in that prologue): alone, its region would write the statistic at every element of its input.
+ * Without either, the reduction's written nodes run as PyTorch's, and so do the prologue's ops. */
+function dropLoneBroadcasts(
+  view: GraphView,
+  seeds: Region[],
+  merged: Set<Region>,
+  claimed: Set<string>,
+  kept: KeptNode[],
+) {
   for (let i = seeds.length - 1; i >= 0; i--) {
     const region = seeds[i];
     const seed = region?.seed ? view.node(region.seed) : null;
-    if (!region || !seed?.op.startsWith("reduce_broadcast_") || region.epilogue.length > 0) continue;
+    if (!region || merged.has(region)) continue;
+    if (!seed?.op.startsWith("reduce_broadcast_") || region.epilogue.length > 0) continue;
     seeds.splice(i, 1);
     for (const id of [...region.prologue, seed.id]) claimed.delete(id);
     kept.push({
