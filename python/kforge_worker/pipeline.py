@@ -263,20 +263,31 @@ class EvalContext:
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
 
-    def build_pair(self, seed: int) -> tuple[Any, Any]:
+    def build_pair(self, seed: int, init_inputs: list[Any] | None = None) -> tuple[Any, Any]:
         """Model and ModelNew built from `seed`, placed and synced exactly as build_models builds the pair the checks
-        judge (state_instances: other instances of the candidate, other weights, made the same way). The candidate's
-        constructor raising here is a plain exception for the check to report."""
+        judge (state_instances: other instances of the candidate, other weights, made the same way), from
+        `init_inputs` instead of get_init_inputs()' when given (init_constants: other constructor arguments; the
+        reference refusing them raises checks.context.ReferenceRejected). The candidate's constructor raising here is
+        a plain exception for the check to report."""
+        from .checks.context import ReferenceRejected
+
         torch, problem, candidate = self.torch, self.problem, self.candidate
-        ref = seeded_build(torch, problem.Model, copy.deepcopy(self.init_inputs), seed, example=problem.get_inputs)
-        new = seeded_build(torch, candidate.ModelNew, copy.deepcopy(self.init_inputs), seed,
-                           example=problem.get_inputs, lazy_may_stay=True)
+        args = self.init_inputs if init_inputs is None else init_inputs
+        try:
+            ref = seeded_build(torch, problem.Model, copy.deepcopy(args), seed, example=problem.get_inputs)
+            ref = _place(self, ref)
+        except Exception as exc:  # noqa: BLE001 — other arguments the problem does not take: the check skips them
+            if init_inputs is None:
+                raise
+            raise ReferenceRejected(f"raised {type(exc).__name__}: {str(exc)[:120]}") from None
+        new = seeded_build(torch, candidate.ModelNew, copy.deepcopy(args), seed, example=problem.get_inputs,
+                           lazy_may_stay=True)
         if frame_hook.take is not None and frame_hook.take(None) is not None:
-            frame_hook.left.append("after ModelNew(...) (state_instances)")
-        ref, new = _place(self, ref), _place(self, new)
+            frame_hook.left.append("after ModelNew(...) (another instance)")
+        new = _place(self, new)
         sync_parameters(ref, new)
         if frame_hook.take is not None and frame_hook.take(None) is not None:
-            frame_hook.left.append("after ModelNew.to/load_state_dict (state_instances)")
+            frame_hook.left.append("after ModelNew.to/load_state_dict (another instance)")
         return ref, new
 
     # -- calling foreign code ------------------------------------------------------------------

@@ -89,6 +89,7 @@ def _run(ctx: Any, trials_passed: bool) -> Verifier:
         verifier.out_of_memory_blame = lambda exc: _oom_blame(ctx, exc)
         if verifier.rebuild is None and callable(getattr(ctx, "build_pair", None)):
             verifier.rebuild = ctx.build_pair
+            verifier.init_inputs = list(getattr(ctx, "init_inputs", None) or [])
         verifier.run_checks(ctx.ref_model, ctx.new_model, ctx.make_inputs, ctx.atol, ctx.rtol, trials_passed)
     return verifier
 

@@ -51,14 +51,23 @@ class VerifyContext:
     # Filled by the checks for later ones (tolerance tightening, ops seen).
     notes: dict[str, Any] = field(default_factory=dict)
     # rebuild(seed) -> (Model, ModelNew) built, placed and synced from that seed exactly as the pipeline builds the
-    # pair it checks (None: not available, e.g. the standalone checks): other instances, for state_instances.
-    rebuild: Callable[[int], tuple[nn.Module, nn.Module]] | None = None
+    # pair it checks (None: not available): other instances, for state_instances.
+    # rebuild(seed, init_inputs) with other constructor arguments (init_constants): raises ReferenceRejected when the
+    # reference itself cannot be built with them.
+    rebuild: Callable[..., tuple[nn.Module, nn.Module]] | None = None
+    # get_init_inputs() as the pair was built from (None: not known here): what init_constants varies.
+    init_inputs: list[Any] | None = None
 
     def __post_init__(self) -> None:
         sealed.register_reference(self.ref)
 
     def seed(self) -> int:
         return self.rng.randrange(1, 2**31 - 1)
+
+
+class ReferenceRejected(Exception):
+    """The reference cannot be built with the arguments a check asked a rebuild for: the values are not valid ones
+    for the problem (the check skips them), whatever the candidate does with them."""
 
 
 # --------------------------------------------------------------------------------------------- helpers

@@ -13,6 +13,7 @@ The result carries the protocol's `verdict`, `reason` and `checks` fields.
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.util
 import json
 import os
@@ -25,7 +26,7 @@ from typing import Any
 import torch
 
 from .result import CheckResult, verdict_from_checks
-from .context import clone_inputs, compare, handed_state, run, sync, tensors
+from .context import ReferenceRejected, clone_inputs, compare, handed_state, run, sync, tensors
 from .verifier import Verifier
 from ..loading import SourceOnlyLoader
 
@@ -95,6 +96,8 @@ def evaluate(problem_path: str, candidate_path: str, device_name: str, timing: b
             return _finish(result, verifier, "runtime_error", f"ModelNew(...): {type(exc).__name__}: {exc}", started)
         if set(ref.state_dict()) == set(cand.state_dict()):
             cand.load_state_dict(handed_state(ref.state_dict()))
+        verifier.rebuild = _rebuilder(problem, module, init, device)
+        verifier.init_inputs = list(init)
         make_inputs = make_input_factory(problem, device)
         probe = make_inputs(secrets.randbits(31))
         atol, rtol = default_tolerance(problem, probe)
@@ -131,6 +134,27 @@ def evaluate(problem_path: str, candidate_path: str, device_name: str, timing: b
                        + traceback.format_exc()[-1500:], started)
     finally:
         verifier.close()
+
+
+def _rebuilder(problem: Any, module: Any, init: Any, device: torch.device):
+    """rebuild(seed[, init_inputs]) -> (Model, ModelNew) built as above (state_instances, init_constants)."""
+
+    def rebuild(seed: int, init_inputs: list[Any] | None = None) -> tuple[Any, Any]:
+        args = list(init) if init_inputs is None else init_inputs
+        _seed(seed)
+        try:
+            ref = problem.Model(*copy.deepcopy(args)).to(device)
+        except Exception as exc:  # noqa: BLE001
+            if init_inputs is None:
+                raise
+            raise ReferenceRejected(f"raised {type(exc).__name__}: {str(exc)[:120]}") from None
+        _seed(seed)
+        cand = module.ModelNew(*copy.deepcopy(args)).to(device)
+        if set(ref.state_dict()) == set(cand.state_dict()):
+            cand.load_state_dict(handed_state(ref.state_dict()))
+        return ref, cand
+
+    return rebuild
 
 
 def _time(ref: Any, cand: Any, make_inputs: Any, device: torch.device, result: dict[str, Any]) -> float | None:

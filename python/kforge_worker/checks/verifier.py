@@ -28,7 +28,8 @@ import torch
 from torch import nn
 
 from .. import frame_hook
-from . import context, execution_checks, harness_checks, input_checks, mode_checks, output_checks, state_checks
+from . import (constant_checks, context, execution_checks, harness_checks, input_checks, mode_checks, output_checks,
+               state_checks)
 from .instrument import ExtensionRecorder
 from .integrity import (AuditMonitor, IntegritySnapshot, ThreadCount, lingering_threads, native_threads,
                         open_descriptors)
@@ -49,6 +50,10 @@ RUNTIME_CHECKS = (
     # replay check's repeat, NaN on large rows before) then meets them on its everyday path.
     "distribution",  # input_distribution, input_layouts, grad_modes (the caller's autograd mode), caller_threads
     "shapes",  # extra_shapes: odd sizes below and above the problem's
+    # Other values of the problem's constants (red team round 13): float constructor arguments (init_constants, one
+    # more build of each model) and Python floats among the inputs (scalar_inputs), varied — with the probes off the
+    # benchmark's distribution, before any call an honest caller never makes.
+    "constants",
     "output_contract",  # output_type, output_aliasing, input_mutation, degenerate_output
     "settled",  # output_settled: outputs unchanged a while after forward returned; no thread left running
     "ops",  # banned_ops (library ops disclosed; failed under strict), custom_kernel_used, silent_fallback
@@ -106,8 +111,10 @@ class Verifier:
         self.context: context.VerifyContext | None = None
         self._fds_before: dict[int, bool] = {}
         self.peaks_override = peaks_from_env(os.environ.get("KFORGE_PEAKS"))
-        # rebuild(seed) -> (Model, ModelNew) as the pipeline builds them (set by the pipeline's hook; state_instances)
-        self.rebuild: Callable[[int], tuple[nn.Module, nn.Module]] | None = None
+        # rebuild(seed[, init_inputs]) -> (Model, ModelNew) as the pipeline builds them (set by the pipeline's hook;
+        # state_instances, init_constants), and the get_init_inputs() values the pair was built from
+        self.rebuild: Callable[..., tuple[nn.Module, nn.Module]] | None = None
+        self.init_inputs: list[Any] | None = None
         self.workload: Workload | None = None  # counted on the reference after timing (roofline)
         # progress(detail, fraction): a line as each runtime check group starts (the pipeline's "verify" stage),
         # so a long checks phase — float64 passes of a large problem on a CPU take minutes — is never silent.
@@ -179,7 +186,7 @@ class Verifier:
             ref=ref, cand=cand, make_inputs=make_inputs, device=self.device, atol=atol, rtol=rtol, scan=self.scan,
             extensions=self.extensions, audit=self.audit, snapshot=self.snapshot, rng=self.rng,
             ref_families=self.ref_families, threads_before=self.threads_before, strict=self.strict,
-            rebuild=self.rebuild,
+            rebuild=self.rebuild, init_inputs=self.init_inputs,
         )
         ctx.notes["trials_passed"] = trials_passed
         self.context = ctx
@@ -194,6 +201,7 @@ class Verifier:
             "distribution": lambda: [input_checks.check_input_distribution(ctx), input_checks.check_input_layouts(ctx),
                                      mode_checks.check_grad_modes(ctx), mode_checks.check_caller_threads(ctx)],
             "shapes": lambda: input_checks.check_extra_shapes(ctx),
+            "constants": lambda: [constant_checks.check_init_constants(ctx), constant_checks.check_scalar_inputs(ctx)],
             "timed": lambda: input_checks.check_timed_outputs(ctx),
             "precision": lambda: output_checks.check_precision(ctx),
             "state": lambda: [*state_checks.check_state(ctx), state_checks.check_parameters(ctx),
