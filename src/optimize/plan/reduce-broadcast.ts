@@ -18,7 +18,8 @@
 // Taken only where the normalisation rule takes it and its region gains: a float input of 16 or 32 bits, the
 // result in the input's dtype (no dtype=), a single-operand reduction whose accumulator a statistic stands for
 // (sums and means, p-norms, max / min, var / std), each op of the chain read by the next alone, and the broadcast
-// value read by one pointwise op, of x's shape, that reads x itself (so the apply reads the row the kernel holds).
+// value read by one pointwise op, of x's shape, that reads x's rows (x, the same ops of x computed again, or what x
+// is computed from: the apply reads what the kernel loads), and no other statistic folded into the same chain.
 import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { broadcastOp, NORMALIZATIONS } from "../ops/normalize.ts";
 import { POINTWISE } from "../ops/pointwise.ts";
