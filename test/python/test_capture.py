@@ -82,7 +82,8 @@ def test_every_form_of_an_activation_reads_the_same(tmp_path: Path, init: str, f
 @pytest.mark.parametrize(
     "init, forward, op, fn",
     [
-        # a module's float hyper-parameters name their attribute: ModelNew reads them at run time
+        # a module's int and float hyper-parameters name their attribute: ModelNew reads floats at run time and
+    # guards ints (a dim, num_groups)
         ("self.a = nn.LeakyReLU(0.2)", "return self.a(x)", "leaky_relu", {"negative_slope": {**const(0.2), "attr": "a.negative_slope"}}),
         ("pass", "return F.leaky_relu(x)", "leaky_relu", {"negative_slope": const(0.01)}),
         ("self.a = nn.GELU(approximate='tanh')", "return self.a(x)", "gelu", {"approximate": const("tanh")}),
@@ -93,9 +94,9 @@ def test_every_form_of_an_activation_reads_the_same(tmp_path: Path, init: str, f
         ("pass", "return torch.clamp(x, min=0.5)", "clamp", {"min": const(0.5), "max": const(None)}),
         ("pass", "return x.clip(-1, 1)", "clamp", {"min": const(-1), "max": const(1)}),
         ("self.a = nn.Softplus(beta=2)", "return self.a(x)", "softplus",
-         {"beta": const(2), "threshold": {**const(20.0), "attr": "a.threshold"}}),
+         {"beta": {**const(2), "attr": "a.beta"}, "threshold": {**const(20.0), "attr": "a.threshold"}}),
         ("self.a = nn.ELU(alpha=0.5)", "return self.a(x)", "elu", {"alpha": {**const(0.5), "attr": "a.alpha"}}),
-        ("self.a = nn.Softmax(dim=-1)", "return self.a(x)", "softmax", {"dim": const(-1), "dtype": const(None)}),
+        ("self.a = nn.Softmax(dim=-1)", "return self.a(x)", "softmax", {"dim": {**const(-1), "attr": "a.dim"}, "dtype": const(None)}),
         ("pass", "return x.softmax(1)", "softmax", {"dim": const(1), "dtype": const(None)}),
         ("pass", "return torch.log_softmax(x, dim=0)", "log_softmax", {"dim": const(0), "dtype": const(None)}),
         ("pass", "return torch.add(x, x, alpha=2)", "add", {"other": {"t": "node", "id": "x"}, "alpha": const(2)}),
@@ -320,8 +321,9 @@ def test_lp_pool_modules_are_named_and_bound_like_the_functional_form(tmp_path: 
         inputs="[torch.rand(2, 4, 9, 9)]",
     )
     module, functional = [n for n in graph["nodes"] if n["op"] == "lp_pool2d"]
-    assert module["kind"] == "call_module" and module["fn"]["norm_type"] == const(2)
-    assert module["fn"]["kernel_size"] == const(3) and module["fn"]["stride"] == const(2)
+    assert module["kind"] == "call_module" and module["fn"]["norm_type"] == {**const(2), "attr": "pool.norm_type"}
+    assert module["fn"]["kernel_size"] == {**const(3), "attr": "pool.kernel_size"}
+    assert module["fn"]["stride"] == {**const(2), "attr": "pool.stride"}
     assert functional["fn"]["norm_type"] == const(3) and functional["fn"]["stride"] == const(None)
 
 
@@ -557,12 +559,12 @@ def test_conv_chain_with_pool_and_norms(tmp_path: Path) -> None:
     assert graph["captured"] == "fx"
     conv = node(graph, "conv2d")
     assert conv["fn"]["stride"] == ints(2, 2) and conv["fn"]["padding"] == ints(1, 1)
-    assert conv["fn"]["bias"] == const(None) and conv["fn"]["groups"] == const(1)
+    assert conv["fn"]["bias"] == const(None) and conv["fn"]["groups"] == {**const(1), "attr": "conv.groups"}
     assert conv["out"]["meta"] == {"shape": [2, 8, 16, 16], "dtype": "float32", "stride": [2048, 256, 16, 1]}
     pool = node(graph, "max_pool2d")
     assert pool["fn"]["kernel_size"] == ints(2, 2) and pool["fn"]["stride"] == ints(2, 2)
     assert pool["fn"]["ceil_mode"] == const(False) and pool["fn"]["return_indices"] == const(False)
-    assert node(graph, "group_norm")["fn"]["num_groups"] == const(2)
+    assert node(graph, "group_norm")["fn"]["num_groups"] == {**const(2), "attr": "gn.num_groups"}
     assert node(graph, "instance_norm")["fn"]["use_input_stats"] == const(True)
     assert not node(graph, "instance_norm")["modeDependent"]
     convt = node(graph, "conv_transpose2d")

@@ -57,7 +57,7 @@ def encode_fn(spec: OpSpec, bound: Bound | None, enc: ArgEncoder) -> dict[str, A
     # A module's float hyper-parameter still holding the module's value (no fix-up replaced it) names its attribute.
     for name, (path, value) in getattr(bound, "module_attrs", {}).items():
         arg = fn.get(name)
-        if arg is not None and arg.get("t") == "const" and arg.get("pytype") == "float" and arg.get("value") == value:
+        if arg is not None and arg.get("t") == "const" and arg.get("pytype") in ("int", "float") and arg.get("value") == value:
             arg["attr"] = path
     return fn
 

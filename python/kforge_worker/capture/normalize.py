@@ -316,7 +316,7 @@ def normalise_module(
             attr = _module_attr(module, path, name)
             if attr is not _MISSING:
                 bound[name] = (attr, False)
-                if isinstance(attr, float) and spec.op not in _PLANNED_FLOATS:
+                if isinstance(attr, (int, float)) and not isinstance(attr, bool) and spec.op not in _PLANNED_FLOATS:
                     # A float hyper-parameter (LeakyReLU's slope, an eps) is read from the module at run time: a
                     # ModelNew built with other constructor arguments computes with its own (encode_fn).
                     bound.module_attrs[name] = (f"{path}.{name}" if path else name, attr)

@@ -421,9 +421,11 @@ function structuralAttrGuards(view: GraphView, ids: string[]): string {
     else if (arg.t === "const" && arg.attr && (arg.pytype === "int" || arg.pytype === "bool"))
       captured.set(arg.attr, pyScalar(arg, false));
   };
+  // A module call's hyper-parameters are in its normalised call only (`self.softmax(x)`: dim is nn.Softmax's).
   for (const id of ids) {
     const node = view.node(id);
-    for (const arg of [...node.args, ...Object.values(node.kwargs)]) visit(arg);
+    for (const arg of [...node.args, ...Object.values(node.kwargs), ...Object.values(node.fn ?? {})])
+      visit(arg);
   }
   return [...captured].map(([attr, value]) => ` and ${selfPath(attr)} == ${value}`).join("");
 }
