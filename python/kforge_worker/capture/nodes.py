@@ -54,7 +54,8 @@ def encode_fn(spec: OpSpec, bound: Bound | None, enc: ArgEncoder) -> dict[str, A
         for name, (value, explicit) in bound.items()
         if sig is None or sig.reported(name) or name not in sig.names
     }
-    # A module's float hyper-parameter still holding the module's value (no fix-up replaced it) names its attribute.
+    # A module's int or float hyper-parameter still holding the module's value (no fix-up replaced it) names its
+    # attribute.
     for name, (path, value) in getattr(bound, "module_attrs", {}).items():
         arg = fn.get(name)
         if arg is not None and arg.get("t") == "const" and arg.get("pytype") in ("int", "float") and arg.get("value") == value:

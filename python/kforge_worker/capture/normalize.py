@@ -317,8 +317,9 @@ def normalise_module(
             if attr is not _MISSING:
                 bound[name] = (attr, False)
                 if isinstance(attr, (int, float)) and not isinstance(attr, bool) and spec.op not in _PLANNED_FLOATS:
-                    # A float hyper-parameter (LeakyReLU's slope, an eps) is read from the module at run time: a
-                    # ModelNew built with other constructor arguments computes with its own (encode_fn).
+                    # A hyper-parameter names its attribute (encode_fn): a float (LeakyReLU's slope, an eps) is read
+                    # from the module at run time, an int (a dim, num_groups) guarded, so a ModelNew built with other
+                    # constructor arguments computes with its own.
                     bound.module_attrs[name] = (f"{path}.{name}" if path else name, attr)
             elif name in sig.defaults:
                 bound[name] = (sig.defaults[name], False)

@@ -275,7 +275,7 @@ SIGNATURES: dict[str, Signature] = {s.name: s for s in map(parse_signature, _SOU
 
 class Bound(dict):
     """name → (value, explicit): explicit when the call itself passed the value (not a default). `module_attrs`:
-    name → (attribute path, value) for the float hyper-parameters a module call reads from its module."""
+    name → (attribute path, value) for the int and float hyper-parameters a module call reads from its module."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
