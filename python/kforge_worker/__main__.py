@@ -37,6 +37,7 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
 def _capture(problem: str, out: str | None) -> int:
     """Graph JSON to --out or stdout, logs to stderr; 2 with one line on stderr for a bad problem file."""
     from .capture import ProblemError, capture_problem
+    from .capture.local_sources import local_sources
 
     # The problem's own prints must not land in the JSON on stdout: fd 1 points at stderr meanwhile.
     sys.stdout.flush()
@@ -44,6 +45,7 @@ def _capture(problem: str, out: str | None) -> int:
     os.dup2(2, 1)
     try:
         graph = capture_problem(problem)
+        graph["sources"] = local_sources(problem)
     except ProblemError as exc:
         print(f"kforge_worker: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -66,16 +68,20 @@ def _capture_batch(list_path: str, out_dir: str) -> int:
     Graphs are written as they are made, so a batch cut short (a crash, a hang killed by the caller) leaves
     the finished ones for the caller, which captures the rest one per process."""
     from .capture import ProblemError, capture_problem
+    from .capture.local_sources import forget_local_modules, local_sources
 
     with open(list_path, encoding="utf-8") as f:
         paths = [line.rstrip("\n") for line in f if line.strip()]
     os.makedirs(out_dir, exist_ok=True)
     sys.stdout.flush()
     os.dup2(2, 1)  # problems' prints go to stderr; results go to files only
+    before_problems = set(sys.modules)
     for index, path in enumerate(paths):
         target = os.path.join(out_dir, f"{index}.json")
+        forget_local_modules(before_problems)
         try:
             graph = capture_problem(path)
+            graph["sources"] = local_sources(path)
         except ProblemError as exc:
             with open(os.path.join(out_dir, f"{index}.err"), "w", encoding="utf-8") as f:
                 f.write(f"{exc}\n")

@@ -7,6 +7,13 @@ import { join } from "node:path";
 import { execa } from "execa";
 import { UsageError } from "../errors.ts";
 import { choosePython, workerEnv } from "../worker/python.ts";
+import {
+  type CaptureSlot,
+  cachedCapture,
+  captureSlot,
+  pythonIdentity,
+  storeCapture,
+} from "./capture-cache.ts";
 import { Graph } from "./graph.ts";
 
 export interface CaptureOptions {
@@ -14,6 +21,15 @@ export interface CaptureOptions {
   python?: string;
   /** Wall-clock limit; RNN-heavy models can take a minute on a slow CPU. */
   timeoutMs?: number;
+  /** kforge's cache folder: graphs captured before from the same sources by the same Python are reused, fresh
+   * ones kept (capture-cache.ts). Without it every problem is captured. */
+  cacheDir?: string;
+}
+
+/** Each path's cache slot (null: uncached), when a cache folder is given and the Python can say who it is. */
+async function slotsFor(paths: string[], python: string, cacheDir?: string): Promise<(CaptureSlot | null)[]> {
+  const identity = cacheDir ? await pythonIdentity(python) : null;
+  return paths.map((path) => (cacheDir && identity ? captureSlot(cacheDir, path, identity) : null));
 }
 
 /** The worker's exit status for a problem file it cannot use (python/kforge_worker/__main__.py). */
@@ -50,6 +66,27 @@ export async function captureProblems(
   opts: CaptureOptions = {},
 ): Promise<(Graph | Error)[]> {
   const python = choosePython(opts.python);
+  const slots = await slotsFor(paths, python.executable, opts.cacheDir);
+  const cached = slots.map((slot) => (slot ? cachedCapture(slot) : null));
+  const missing = paths.filter((_, index) => cached[index] === null);
+  const fresh = missing.length > 0 ? await captureBatch(missing, python.executable, opts) : [];
+  let next = 0;
+  return paths.map((_, index) => {
+    const hit = cached[index];
+    if (hit) return hit;
+    const result = fresh[next++] as Graph | Error;
+    const slot = slots[index];
+    if (slot && !(result instanceof Error)) storeCapture(slot, result);
+    return result;
+  });
+}
+
+async function captureBatch(
+  paths: string[],
+  executable: string,
+  opts: CaptureOptions,
+): Promise<(Graph | Error)[]> {
+  const python = { executable };
   const dir = mkdtempSync(join(tmpdir(), "kforge-capture-"));
   try {
     const list = join(dir, "problems.txt");
@@ -66,7 +103,7 @@ export async function captureProblems(
       try {
         if (existsSync(graphFile)) results.push(parseGraph(path, readFileSync(graphFile, "utf8")));
         else if (existsSync(errFile)) results.push(new UsageError(readFileSync(errFile, "utf8").trim()));
-        else results.push(await captureProblem(path, opts));
+        else results.push(await captureProblem(path, { ...opts, cacheDir: undefined }));
       } catch (error) {
         results.push(error as Error);
       }
@@ -79,6 +116,19 @@ export async function captureProblems(
 
 export async function captureProblem(problemPath: string, opts: CaptureOptions = {}): Promise<Graph> {
   const python = choosePython(opts.python);
+  const [slot] = await slotsFor([problemPath], python.executable, opts.cacheDir);
+  const hit = slot ? cachedCapture(slot) : null;
+  if (hit) return hit;
+  const graph = await captureFresh(problemPath, python, opts);
+  if (slot) storeCapture(slot, graph);
+  return graph;
+}
+
+async function captureFresh(
+  problemPath: string,
+  python: { executable: string; source?: string },
+  opts: CaptureOptions,
+): Promise<Graph> {
   const run = await execa(python.executable, ["-m", "kforge_worker", "--capture", problemPath], {
     env: workerEnv(),
     timeout: opts.timeoutMs ?? 300_000,

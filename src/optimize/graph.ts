@@ -142,6 +142,9 @@ export const Graph = z.object({
   lazyTensors: z.array(z.string()).optional(),
   /** Scalar (int/float/bool) attributes of the model and its submodules, by path. */
   scalarAttrs: z.record(z.string(), z.union([z.number(), z.boolean()])),
+  /** Absolute paths of the problem file and of every module it imported from outside Python's installation
+   * (its own helpers): a cached capture holds while these are unchanged (capture-cache.ts). */
+  sources: z.array(z.string()).optional(),
   /** The problem's source split for the emitter (from Python's ast on the problem file). */
   source: z.object({
     /** Top-level statements before and after class Model, without Model, get_inputs, get_init_inputs. */

@@ -184,7 +184,10 @@ export function registerOptimizeCommand(program: Command): void {
       // The Python the probe checks (requireWorkerProbe picks the same one): work that needs no GPU answer starts
       // beside the probe, which is one more process importing torch.
       const python = choosePython(flags.python).executable;
+      const startedAt = performance.now();
+      const since = () => Math.round(performance.now() - startedAt) / 1000;
       const options: OptimizeOptions = {
+        startedAt,
         python,
         cacheDir: cacheDir(),
         verify: flags.verify,
@@ -207,10 +210,10 @@ export function registerOptimizeCommand(program: Command): void {
         todo.length > 1
           ? captureProblems(
               todo.map((p) => p.path),
-              { python },
+              { python, cacheDir: options.cacheDir },
             )
           : todo.length === 1 && todo[0]
-            ? captureProblem(todo[0].path, { python }).then(
+            ? captureProblem(todo[0].path, { python, cacheDir: options.cacheDir }).then(
                 (graph) => [graph],
                 (error: unknown) => [error instanceof Error ? error : new Error(String(error))],
               )
@@ -230,9 +233,11 @@ export function registerOptimizeCommand(program: Command): void {
         early?.bench.close();
         early?.eval.cancel();
       };
+      const commandMarks: Record<string, number> = {};
       let probe: Awaited<ReturnType<typeof requireWorkerProbe>>["probe"] | undefined;
       try {
         probe = flags.verify ? (await requireWorkerProbe(flags.python, flags.device)).probe : undefined;
+        if (probe) commandMarks.probed = since();
       } catch (error) {
         callOffEarly();
         throw error;
@@ -244,12 +249,15 @@ export function registerOptimizeCommand(program: Command): void {
       const started = performance.now();
       const prepared: Prepared[] = [];
       const graphs = await capturing;
+      commandMarks.captured = since();
       for (const [index, problem] of todo.entries()) {
         const output = outputOf(problem);
         try {
           const graph = graphs[index];
           if (graph instanceof Error) throw graph;
-          prepared.push(await prepareProblem(problem, output, options, graph));
+          const item = await prepareProblem(problem, output, options, graph);
+          item.result.seconds.timeline = { ...commandMarks, prepared: since() };
+          prepared.push(item);
         } catch (error) {
           if (error instanceof UsageError && problems.length === 1) {
             callOffEarly();
