@@ -132,6 +132,8 @@ export const OptimizeResult = z.object({
     benchRuns: z.array(BenchRun).optional(),
     /** benchRuns' phases summed. */
     benchPhases: BenchPhaseTotals.optional(),
+    /** Seconds from the command's start to each milestone (probed, captured, eval go/done, each bench's end). */
+    timeline: z.record(z.string(), z.number()).optional(),
   }),
   eval: EvalResult.nullable(),
   /** The eval's verdict on the file with its kernels, when it was not `correct` and the file was re-emitted
@@ -180,6 +182,18 @@ export interface OptimizeOptions {
   /** This problem's eval worker, started ahead and waiting for the file (startEvalAhead with verifyEvalOptions):
    * the first eval goes there. */
   evalAhead?: EvalAhead;
+  /** performance.now() when the command started: milestones of the problem are recorded against it
+   * (`seconds.timeline`). */
+  startedAt?: number;
+}
+
+/** Seconds since `startedAt` at each named milestone of a problem (where a warm run's wall time goes). */
+export function markTimeline(result: OptimizeResult, startedAt: number | undefined, name: string): void {
+  if (startedAt === undefined) return;
+  result.seconds.timeline = {
+    ...result.seconds.timeline,
+    [name]: Math.round(performance.now() - startedAt) / 1000,
+  };
 }
 
 /** The eval of an emitted file: every check of `kforge eval`; the timing is the bench's (eager / torch.compile /
@@ -338,7 +352,9 @@ export async function prepareProblem(
 ): Promise<Prepared> {
   const log = options.log ?? (() => {});
   const t0 = performance.now();
-  const graph = canonicalGraph(captured ?? (await captureProblem(problem.path, { python: options.python })));
+  const graph = canonicalGraph(
+    captured ?? (await captureProblem(problem.path, { python: options.python, cacheDir: options.cacheDir })),
+  );
   const t1 = performance.now();
   const plan = planGraph(graph);
   const emitted = emitTo(graph, plan, problem, output, replayTrial(options));
@@ -458,12 +474,16 @@ async function verifyWithBench(
   const emit = (p: Plan, replay: GraphReplay = replayTrial(options)) =>
     emitTo(graph, p, problem, output, replay);
   const runs: BenchRun[] = [];
+  const mark = (name: string) => markTimeline(result, options.startedAt, name);
   let compileWait = 0;
   const rawBench = options.benchFile ?? (session ? sessionBench(session) : runBench);
   const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile = true) => {
     const waitStart = performance.now();
     const ahead = await session?.takeAheadRun();
-    if (ahead) runs.push({ kind: "prepare", reused: false, ...ahead });
+    if (ahead) {
+      runs.push({ kind: "prepare", reused: false, ...ahead });
+      mark("benchPrepared");
+    }
     compileWait += (performance.now() - waitStart) / 1000;
     const servedBefore = session?.served ?? 0;
     const start = performance.now();
@@ -471,6 +491,7 @@ async function verifyWithBench(
     const kind = !timeFile ? "regions" : regions.length > 0 ? "regions+file" : "file";
     const reused = (session?.served ?? 0) > servedBefore;
     runs.push({ kind, wall: (performance.now() - start) / 1000, reused, phases: run.phases ?? null });
+    mark(`bench${runs.length}:${kind}`);
     return run;
   };
   const t3 = performance.now();
@@ -502,7 +523,9 @@ async function verifyWithBench(
     const source = readFileSync(output);
     const started = performance.now();
     options.onEvaluate?.();
+    mark("evalGo");
     const evaluated = await options.evalAhead.run();
+    mark("evalDone");
     early = { result: evaluated, source, seconds: (performance.now() - started) / 1000 };
   }
   if (plan.regions.length > 0) {
@@ -604,13 +627,19 @@ async function verifyWithBench(
   } else freshForFinal = session !== null;
   const t4 = performance.now();
   const evalOptions = verifyEvalOptions(options);
-  const evaluateFile = options.evaluateFile ?? evaluate;
+  const evaluateWith = options.evaluateFile ?? evaluate;
+  let evals = 0;
+  const evaluateFile: typeof evaluate = async (...args) => {
+    const evaluated = await evaluateWith(...args);
+    mark(`eval${++evals}Done`);
+    return evaluated;
+  };
   const onSameGpu = { slots: [{ id: "gpu", env: options.env ?? {} }] };
   if (!early) options.onEvaluate?.();
   let [evalResult] = early?.source.equals(readFileSync(output))
     ? [early.result]
     : options.evalAhead && !early
-      ? [await options.evalAhead.run()]
+      ? [await options.evalAhead.run().finally(() => mark("evalDone"))]
       : await evaluateFile(problem, [output], evalOptions, {}, onSameGpu);
   const failed = (r: EvalResult | undefined): r is EvalResult => r !== undefined && r.verdict !== "correct";
   // The layouts were chosen by timings with TF32 allowed. cuDNN's full-precision kernels are another set: an
@@ -856,6 +885,12 @@ async function verifyWithBench(
   result.seconds.benchRuns = runs;
   result.seconds.benchPhases = benchPhaseTotals(runs);
   if (runs.length > 0) log(`${problem.name}: ${describeBenchTime(runs)}`);
+  mark("verified");
+  const timeline = Object.entries(result.seconds.timeline ?? {});
+  if (timeline.length > 0)
+    log(
+      `${problem.name}: timeline (s) ${timeline.map(([name, at]) => `${name} ${at.toFixed(1)}`).join(" · ")}`,
+    );
   return result;
 }
 
