@@ -29,9 +29,23 @@ from .timing import Clock, clock_for, gc_paused
 
 
 def _inputs(module: Any, device: Any) -> list[Any]:
+    """get_inputs() for timing. On a GPU its tensors are made there, from the device's generator (the same
+    distributions): made on the CPU and copied, as KernelBench's harness does, a large problem's inputs take seconds
+    of a warm run's critical path. A get_inputs() the device cannot run (numpy, values read back) runs on the CPU."""
     import torch
 
-    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    raw = None
+    if device.type == "cuda":
+        from .capture.build import FactoriesOn
+
+        try:
+            with FactoriesOn(device.type):
+                raw = module.get_inputs()
+        except Exception:  # noqa: BLE001 — needs the CPU: made there and copied
+            raw = None
+    if raw is None:
+        raw = module.get_inputs()
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
 
 
 def _median_rotating(clock: Clock, fns: dict[str, Any], iters: int) -> dict[str, float]:

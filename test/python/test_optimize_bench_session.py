@@ -8,6 +8,7 @@ import io
 import json
 import os
 
+import pytest
 import torch
 
 from kforge_worker import optimize_bench
@@ -155,3 +156,40 @@ def test_fast_forwards_are_timed_in_more_rounds_up_to_a_cap() -> None:
     assert scaled(50, 0.0003) == 1667, "0.3 ms rounds fill the minimum timing time"
     assert scaled(50, 0.00001) == optimize_bench.MAX_ITERS
     assert scaled(3000, 0.0001) == 3000, "never fewer than requested while within the budget"
+
+
+NUMPY_INPUTS = '''
+import numpy as np
+import torch
+
+def get_inputs():
+    return [torch.from_numpy(np.ones((4, 4), dtype=np.float32)), torch.randn(3).numpy().sum()]
+'''
+
+DEVICE_INPUTS = '''
+import torch
+
+def get_inputs():
+    return [torch.randn(64, 8) * 3, torch.randint(0, 5, (4,)).cuda(), torch.zeros(2).to("cpu"), 7]
+'''
+
+
+def _module(tmp_path, name: str, text: str):
+    from kforge_worker.loading import import_path
+
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    return import_path(str(path), "problem")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_bench_inputs_are_made_on_the_gpu_and_fall_back_to_the_cpu(tmp_path):
+    device = torch.device("cuda")
+    made = optimize_bench._inputs(_module(tmp_path, "device_inputs", DEVICE_INPUTS), device)
+    assert [x.device.type for x in made[:3]] == ["cuda"] * 3 and made[3] == 7
+    assert made[0].shape == (64, 8) and 1.5 < float(made[0].std()) < 4.5
+    assert made[1].dtype == torch.int64 and int(made[1].max()) < 5
+    # numpy needs CPU tensors: the whole get_inputs() runs on the CPU and its tensors are copied
+    fallback = optimize_bench._inputs(_module(tmp_path, "numpy_inputs", NUMPY_INPUTS), device)
+    assert fallback[0].device.type == "cuda" and float(fallback[0].sum()) == 16.0
+    assert not isinstance(fallback[1], torch.Tensor)
