@@ -179,7 +179,10 @@ __device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, 
 }
 
 // The unmasked case with a positive scale (every block of the seed shape): each row's max of the raw S, in
-// log2 units afterwards, with S left unscaled for exp2(S * scale - m) as one FFMA. With the mask merged in
+// log2 units afterwards, with S left unscaled for exp2(S * scale - m) as one FFMA. The FFMA subtracts m from the
+// exact product while m is the rounded one: half an ulp of m above 0 at the row's max, +32 at scores of ~1e9
+// (inputs of ~1e4), where exp2 overflowed the 16-bit P. So m is taken one ulp above the rounded max (a row's one
+// reference point for its exp2s, its sum and its rescaling: the softmax is unchanged). With the mask merged in
 // (scale_mask_rowmax with a run-time need_mask), ptxas if-converts the masking of all 128 elements: ~600 of the
 // block's ~1900 softmax instructions become predicates and selects for a mask not in force.
 template <bool kScaleInPlace = false>
@@ -194,7 +197,11 @@ __device__ __forceinline__ void rowmax_unmasked(float* acc, float scale_log2, fl
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    if (!kScaleInPlace) mx[r] *= scale_log2;  // scale > 0: the max of the scaled values, rounded the same way
+    if (!kScaleInPlace) {
+      mx[r] *= scale_log2;  // scale > 0: the max of the scaled values
+      const float ulp_or_more = fabsf(mx[r]) * 0x1p-23f;
+      if (ulp_or_more < INFINITY) mx[r] += ulp_or_more;  // not for +-inf or NaN, which stay as they are
+    }
   }
 }
 
