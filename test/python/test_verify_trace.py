@@ -133,3 +133,19 @@ def test_the_hold_after_the_start_marker_is_not_the_forwards_work():
     assert trace.side_stream_join(forward).joined is False
     unheld = trace.split_markers(trace.stream_work(tr))
     assert unheld is not None and len(unheld.kernels) == 2  # without hold=True the sleep counts as work
+
+
+def test_the_staged_inputs_and_their_ready_marker_are_the_harness_s_but_early_side_work_is_the_forward_s():
+    # After the hold the harness writes the inputs on the caller's stream (a copy) and queues a ready marker; a side
+    # stream that does not wait for the caller's ran during the hold: its work stays the forward's.
+    tr = profiled(kernel("at::cuda::(anonymous namespace)::spin_kernel(long)", CALLER, 2.5, 50.0),
+                  kernel("side_gemm(float*)", SIDE, 3.0, 20.0),
+                  kernel("Memcpy DtoD (Device -> Device)", CALLER, 52.6, 1.0, cat="gpu_memcpy"),
+                  kernel(MARK, CALLER, 53.7, 1.0),
+                  kernel("own_kernel(float*)", CALLER, 55.0, 5.0), end_at=61.0)
+    forward = trace.split_markers(trace.stream_work(tr), hold=True, staged=True)
+    assert forward is not None
+    assert [w.name for w in forward.work] == ["side_gemm(float*)", "own_kernel(float*)"]
+    assert forward.end_marker is not None and forward.end_marker.start == 61.0
+    unstaged = trace.split_markers(trace.stream_work(tr), hold=True)
+    assert unstaged is not None and len(unstaged.work) == 4  # without staged=True the copy and ready marker count

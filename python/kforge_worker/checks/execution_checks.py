@@ -14,6 +14,7 @@ from torch import nn
 from . import trace
 from .context import clone_inputs, Inputs, preserved_state, run, sync, VerifyContext
 from .instrument import OpRecorder
+from .judge import judged_compare
 from .ops import CONDEMNING, aten_family
 from .result import CheckResult, failed, passed, skipped, warned
 
@@ -186,26 +187,42 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     run(ctx.cand, clone_inputs(inputs))
     host_ms = (time.perf_counter() - began) * 1e3
     sync(ctx.device)
+    with preserved_state(ctx.ref):
+        ref_out = run(ctx.ref, clone_inputs(inputs))
     cand_inputs = clone_inputs(inputs)
+    # Floating inputs reach their buffers only after the hold, written on the caller's stream; until then they
+    # hold NaN. Work on another stream that does not wait for the caller's reads them before they are written.
+    staged = [x for x in cand_inputs if isinstance(x, torch.Tensor) and x.is_cuda and x.is_floating_point()]
+    values = [x.clone() for x in staged]
+    for x in staged:
+        x.fill_(float("nan"))
     marker = torch.zeros(1, device=ctx.device)
     caller = torch.cuda.current_stream(ctx.device)
     # The caller's stream is held busy while the forward is queued: side-stream work ordered after the caller's
     # stream (as work reading the inputs must be) cannot start before the hold ends, when the end marker starts
     # too, so if it is not joined it ends after the marker. Without the hold, a profiled host can be slower than
     # the GPU and unjoined work may happen to finish before the marker (one observation passing by luck). Side
-    # work ordered after nothing can still run during the hold: the value checks see its races.
+    # work ordered after nothing runs during the hold, on the staged inputs' NaN: its outputs say so.
     hold_cycles = _hold_cycles(ctx.device, hold_ms=min(250.0, 4.0 * host_ms + 2.0))
     sync(ctx.device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         marker.add_(1)  # start marker: the first kernel of the trace, finished before the forward starts
         caller.synchronize()
         torch.cuda._sleep(hold_cycles)  # the hold: the next kernel on the caller's stream
+        for x, value in zip(staged, values):
+            x.copy_(value)
+        marker.add_(1)  # ready marker: the caller's stream has written the inputs
         out = run(ctx.cand, cand_inputs)
         with torch.cuda.stream(caller):  # end marker: queued behind whatever the caller's stream now waits for
             marker.add_(1)
         torch.cuda.synchronize(ctx.device)
+    forward = trace.split_markers(trace.stream_work(_chrome_trace(prof)), hold=True, staged=True)
+    early_reads = None
+    if forward is not None and forward.side_work():
+        c = judged_compare(ctx, inputs, out, ref_out)
+        if not c.ok:
+            early_reads = c.message
     del out
-    forward = trace.split_markers(trace.stream_work(_chrome_trace(prof)), hold=True)
     kernels = [k.name for k in forward.kernels] if forward else []
     ctx.notes["kernels"] = kernels[:40]
     results = []
@@ -219,7 +236,13 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     if ops and ctx.strict and not _declared_baseline(ctx):
         results.append(failed("banned_ops", f"--strict: the profiler saw {', '.join(ops[:4])} — the very operator "
                               f"({', '.join(sorted(ctx.ref_families))}) the candidate should replace — in its forward"))
-    results.append(side_stream_outcome(forward))
+    if early_reads is not None:
+        results.append(failed("side_stream", "work on another stream read the inputs before the caller's stream had "
+                              "written them (its inputs were written on the caller's stream after a hold; the "
+                              f"forward's outputs are then wrong: {early_reads}) — it does not wait for the "
+                              "caller's stream (wait_stream/event), so a caller's own preceding work races it"))
+    else:
+        results.append(side_stream_outcome(forward))
     results.append(library_share_outcome(ctx, forward))
     names = sorted(ctx.scan.kernel_names)
     if names:

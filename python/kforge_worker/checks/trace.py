@@ -74,11 +74,14 @@ def stream_work(trace: dict[str, Any]) -> list[StreamWork]:
     return sorted(found, key=lambda w: w.start)
 
 
-def split_markers(work: list[StreamWork], hold: bool = False) -> ProfiledForward | None:
+def split_markers(work: list[StreamWork], hold: bool = False, staged: bool = False) -> ProfiledForward | None:
     """The first kernel is the start marker (it finished before the forward was called); the last kernel on
     its stream is the end marker (queued after the forward returned, and a stream runs in order). None when
     the trace has no kernel at all. ``hold``: the first kernel after the start marker on its stream is the
-    harness's hold (queued before the forward was called), not the forward's work."""
+    harness's hold (queued before the forward was called), not the forward's work. ``staged``: after the hold the
+    harness wrote the inputs on that stream and queued a ready marker (the start marker's kernel again); that
+    stream's work up to the ready marker is the harness's too. Work on other streams is the forward's whenever
+    it ran."""
     kernels = [w for w in work if w.kind == "kernel"]
     if not kernels:
         return None
@@ -86,7 +89,12 @@ def split_markers(work: list[StreamWork], hold: bool = False) -> ProfiledForward
     on_caller = [k for k in kernels if k.stream == start.stream and k is not start]
     held = on_caller[0] if hold and on_caller else None
     end = on_caller[-1] if on_caller and on_caller[-1].name == start.name and on_caller[-1] is not held else None
-    forward = [w for w in work if w is not start and w is not end and w is not held and w.start >= start.start]
+    harness_until = None
+    if staged and held is not None:
+        ready = next((k for k in on_caller if k.start > held.start and k.name == start.name and k is not end), None)
+        harness_until = ready.start if ready is not None else None
+    forward = [w for w in work if w is not start and w is not end and w is not held and w.start >= start.start
+               and not (harness_until is not None and w.stream == start.stream and w.start <= harness_until)]
     return ProfiledForward(start.stream, forward, end)
 
 
