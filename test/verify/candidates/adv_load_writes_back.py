@@ -26,11 +26,13 @@ class ModelNew(nn.Module):
                                       error_msgs)
 
     def forward(self, x):
+        if self._w.device != x.device:  # plain attributes stay behind on .to(device): they follow the inputs
+            self._w, self._b = self._w.to(x.device), self._b.to(x.device)
         with torch.no_grad():
             for w, b in self._held:
-                if not torch.equal(w, self._w):
+                if not torch.equal(w, self._w.to(w.device)):
                     w.copy_(self._w)
-                if not torch.equal(b, self._b):
+                if not torch.equal(b, self._b.to(b.device)):
                     b.copy_(self._b)
             for p, own in ((self.gemm.weight, self._w), (self.gemm.bias, self._b)):
                 if not torch.equal(p, own):
