@@ -62,6 +62,7 @@ def _reference(op: int, ins: list[torch.Tensor], shape: list[int], dims: tuple[i
     count = 1
     for d in dims:
         count *= shape[d]
+    op = {H.OP_LOG_SOFTMAX_LONG: H.OP_LOG_SOFTMAX, H.OP_AFFINE_LONG: H.OP_AFFINE}.get(op, op)
     if op in (H.OP_SOFTMAX, H.OP_LOG_SOFTMAX, H.OP_SOFTMAX_CL):
         v = xs[0] * sc[0] + xs[1] if op != H.OP_LOG_SOFTMAX else xs[0]
         a = v.amax(dim=dims, keepdim=True) if dims else v
@@ -195,6 +196,30 @@ def test_rows_misaligned_vectors(ext, dtype):
     x = torch.randn(shape, generator=gen, device="cuda").to(dtype)
     bias = torch.randn(3, 1, 1, generator=gen, device="cuda").to(dtype)
     _check(ext, H.OP_SOFTMAX, [x, bias], shape, (2,), [0.7], dtype, f"softmax {shape}, per-batch bias")
+
+
+# Rows past the held-row kernels' 16K (32 values per thread): a region whose captured rows are 16K-32K long asks for
+# the long form (kLongRows: 64 values per thread in whole aligned vectors up to 32K, 48 with single edge elements up
+# to 24K, one 512-thread block per row), taken when the rows fill the GPU; other lengths take the earlier kernels.
+LONG_ROWS = [(140, 16385), (150, 20000), (140, 24576), (133, 24577), (140, 32000), (140, 32768), (9, 30000)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=_name)
+def test_long_held_rows(ext, dtype):
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    for k, r in LONG_ROWS:
+        x = (torch.randn((k, r), generator=gen, device="cuda") * 2 + 0.5).to(dtype)
+        gamma = (torch.rand((1, r), generator=gen, device="cuda") + 0.5).to(dtype)
+        beta = torch.randn((1, r), generator=gen, device="cuda").to(dtype)
+        for long_op, op, ins, sc in [(H.OP_LOG_SOFTMAX_LONG, H.OP_LOG_SOFTMAX, [x], [0.0]),
+                                     (H.OP_AFFINE_LONG, H.OP_AFFINE, [x, gamma, beta], [EPS])]:
+            out, stats = _run(ext, long_op, ins, (k, r), (1,), sc, with_stats=True)
+            ref, ref_stats = _reference(op, ins, [k, r], (1,), sc)
+            _close(out, ref, dtype, f"{OP_NAMES[op]} long rows {(k, r)}")
+            torch.testing.assert_close(stats.double(), ref_stats, rtol=2e-4, atol=2e-4, equal_nan=True)
+        # a row starting off 16 bytes: the view's rows are co-aligned with the output only when r keeps them so
+        view = torch.randn((k, r + 1), generator=gen, device="cuda").to(dtype)[:, 1:]
+        _check(ext, H.OP_LOG_SOFTMAX_LONG, [view], (k, r), (1,), [0.0], dtype, f"log_softmax long view {(k, r)}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=_name)

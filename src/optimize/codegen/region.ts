@@ -495,16 +495,27 @@ function functor(
   lines: string[],
   result: string,
   returns = "float",
+  traits: string[] = [],
 ): string {
   return [
     `struct ${name} {`,
     `  static constexpr int kIn = ${kIn};`,
+    ...traits.map((t) => `  ${t}`),
     `  __device__ __forceinline__ ${returns} operator()(${signature}) const {`,
     indent(lines, "    "),
     `    return ${result};`,
     "  }",
     "};",
   ].join("\n");
+}
+
+/** Rows of the innermost dims longer than the held-row kernels' 32 values per thread (16K) and within their long
+ * form's 64 (kf_normalize.cuh, kLongRows): the captured shape asks for that kernel's instantiation. */
+function heldRowsAreLong(shape: number[], dims: number[]): boolean {
+  const sorted = [...dims].sort((a, b) => a - b);
+  const innermost = sorted.every((d, i) => d === shape.length - sorted.length + i);
+  const length = sorted.reduce((n, d) => n * (shape[d] ?? 1), 1);
+  return sorted.length > 0 && innermost && length > 512 * 32 && length <= 512 * 64;
 }
 
 function pyList(items: string[]): string {
@@ -1143,7 +1154,15 @@ const generateNormalize: KindGenerator = (view, region, nameOf, fn, out) => {
   const launcher = anchor.inDtype ? "kf_launch_normalize_cl" : "kf_launch_normalize";
   const workspace = anchor.inDtype ? "kf_normalize_cl_workspace_bytes" : "kf_normalize_workspace_bytes";
   const cuda = [
-    functor(pro, nIn, `const float (&x)[${nIn}], const KfScalars& sc`, proLines, vExpr),
+    functor(
+      pro,
+      nIn,
+      `const float (&x)[${nIn}], const KfScalars& sc`,
+      proLines,
+      vExpr,
+      "float",
+      !spec.groups && heldRowsAreLong(inMeta.shape, dims) ? ["static constexpr bool kLongRows = true;"] : [],
+    ),
     functor(
       apply,
       nIn,

@@ -16,6 +16,7 @@ CUDA_DIR = REPO / "src" / "optimize" / "codegen" / "cuda"
 # Op and pool-kind codes of norm_pool_harness.cu.
 OP_SOFTMAX, OP_LOG_SOFTMAX, OP_AFFINE, OP_RMS, OP_AFFINE_F32_PARAMS, OP_AFFINE_CL, OP_SOFTMAX_CL, OP_AFFINE_STATS = range(8)
 OP_WIDE, OP_WIDE_CL = 11, 12  # eight inputs (WidePro / WideApply), the plain and the channels-last launcher
+OP_LOG_SOFTMAX_LONG, OP_AFFINE_LONG = 13, 14  # the long held rows (16K-32K) instantiated
 POOL_MAX, POOL_AVG = 0, 1
 # (KD, KH, KW, SH) windows norm_pool_harness.cu instantiates kf_launch_pool_fixed for (KFH_FIXED_WINDOWS).
 FIXED_WINDOWS = [(1, 3, 3, 2), (1, 2, 2, 2), (1, 1, 4, 1), (3, 3, 3, 2), (1, 3, 2, 2), (1, 3, 3, 1)]

@@ -68,10 +68,17 @@ struct LogSoftmaxApply {
     return v - s.a - logf(s.b);
   }
 };
+// The same prologues asking for the long held rows (rows of 16K-32K: kf_normalize.cuh's kLongRows).
+struct LogSoftmaxLongPro : LogSoftmaxPro {
+  static constexpr bool kLongRows = true;
+};
 // layer / group / instance / batch norm: (x - mean) * rsqrt(var + eps) * gamma + beta, eps = sc[0].
 struct AffinePro {
   static constexpr int kIn = 3;
   __device__ __forceinline__ float operator()(const float (&x)[kIn], const KfScalars&) const { return x[0]; }
+};
+struct AffineLongPro : AffinePro {
+  static constexpr bool kLongRows = true;
 };
 struct AffineApply {
   static constexpr int kIn = 3;
@@ -140,7 +147,9 @@ enum HarnessNormOp {
   OP_SOFTMAX_MASKED_CLAMPED = 9,  // x, a bool mask, two operands of the dtype
   OP_SOFTMAX_SELECTED = 10,       // x alone, a select in the prologue
   OP_WIDE = 11,                   // WidePro / WideApply: eight inputs, the plain launcher
-  OP_WIDE_CL = 12                 // the same through kf_launch_normalize_cl
+  OP_WIDE_CL = 12,                // the same through kf_launch_normalize_cl
+  OP_LOG_SOFTMAX_LONG = 13,       // OP_LOG_SOFTMAX / OP_AFFINE with the long held rows instantiated
+  OP_AFFINE_LONG = 14
 };
 enum HarnessDtype { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
 
@@ -174,6 +183,10 @@ static cudaError_t norm_typed(int op, const KfShape& shape, uint32_t mask, void*
       return kf_launch_normalize<WidePro, KfStatWelford, WideApply, T, T, T, T, T, T, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     case OP_WIDE_CL:
       return kf_launch_normalize_cl<WidePro, KfStatWelford, WideApply, T, T, T, T, T, T, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_LOG_SOFTMAX_LONG:
+      return kf_launch_normalize<LogSoftmaxLongPro, KfStatMaxSumExp, LogSoftmaxApply, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
+    case OP_AFFINE_LONG:
+      return kf_launch_normalize<AffineLongPro, KfStatWelford, AffineApply, T, T, T, T>(shape, mask, out, in, sc, stats_out, ws, wsb, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -185,6 +198,7 @@ size_t kfh_norm_workspace(int op, const KfShape& shape, uint32_t mask) {
     case OP_SOFTMAX_SCALED_F32_OUT:
     case OP_SOFTMAX_MASKED_CLAMPED:
     case OP_SOFTMAX_SELECTED:
+    case OP_LOG_SOFTMAX_LONG:
     case OP_LOG_SOFTMAX: return kf_normalize_workspace_bytes<KfStatMaxSumExp>(shape, mask);
     case OP_RMS: return kf_normalize_workspace_bytes<KfStatMeanSquare>(shape, mask);
     case OP_AFFINE_CL:

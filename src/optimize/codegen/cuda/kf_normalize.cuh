@@ -451,6 +451,18 @@ rows_resident_kernel(const View<sizeof...(TIn)> v, const int group_log2, const K
 // 1024-thread bound leaves (they spilled).
 constexpr int kVecRowThreads = 512;
 
+// Rows above kVecRowThreads * 32 values (16K: a 32000-word vocabulary's log_softmax, a row of 16385) held too: 64
+// values per thread (48 for rows that are not whole aligned vectors: 24K), one 512-thread block per row and per SM at up to 128 registers, x still read once. Without
+// it such rows took the scalar block-per-row kernel (x read once, scalar loads, a third of the SM's threads). An
+// extra instantiation of rows_vec_kernel, so only a region whose captured rows are that long asks for it
+// (`static constexpr bool kLongRows = true;` in its Pro functor); other lengths never reach it.
+template <class Pro, class = void>
+struct kf_long_rows : std::false_type {};
+template <class Pro>
+struct kf_long_rows<Pro, std::void_t<decltype(Pro::kLongRows)>> : std::bool_constant<Pro::kLongRows> {};
+constexpr int kLongRowValues = 64;
+constexpr int kLongEdgeRowValues = 48;  // with the edge elements' registers 64 spilled 88 bytes (fp32, one input)
+
 // Inputs of a held row's edge element r (rows_vec_kernel<kEdges>): scalar loads, broadcast inputs at r = 0.
 template <typename... TIn>
 __device__ __forceinline__ void load_edge(const View<sizeof...(TIn)>& v, const int64_t (&base)[sizeof...(TIn)], int r,
@@ -1490,6 +1502,23 @@ cudaError_t kf_launch_normalize(const KfShape& shape, uint32_t reduce_mask, void
         rows_vec_kernel<Pro, Stat, Apply, kVec, kSlots, true, TOut, TIn...>
             <<<blocks, threads, 0, stream>>>(v, tpr, sc, stats_dst);
       return cudaGetLastError();
+    }
+  }
+  if constexpr (kf_long_rows<Pro>::value) {
+    constexpr int kLongSlots = kLongRowValues / kVec, kLongEdgeSlots = kLongEdgeRowValues / kVec;
+    if (e.reduced_inner && v.nr == 1 && e.R > int64_t(kVecRowThreads) * kSlots * kVec && e.K >= sms) {
+      if (e.R <= int64_t(kVecRowThreads) * kLongSlots * kVec &&
+          rows_vectorizable<kVec>(v, in, out, sizeof(TOut), {sizeof(TIn)...})) {
+        rows_vec_kernel<Pro, Stat, Apply, kVec, kLongSlots, false, TOut, TIn...>
+            <<<grid_for(e.K), kVecRowThreads, 0, stream>>>(v, kVecRowThreads, sc, stats_dst);
+        return cudaGetLastError();
+      }
+      if (e.R <= int64_t(kVecRowThreads) * kLongEdgeSlots * kVec &&
+          rows_coaligned(v, in, out, sizeof(TOut), {sizeof(TIn)...})) {
+        rows_vec_kernel<Pro, Stat, Apply, kVec, kLongEdgeSlots, true, TOut, TIn...>
+            <<<grid_for(e.K), kVecRowThreads, 0, stream>>>(v, kVecRowThreads, sc, stats_dst);
+        return cudaGetLastError();
+      }
     }
   }
   if (e.reduced_inner && v.nr <= 2 && v.rmask == inner_mask) {
