@@ -162,7 +162,7 @@ __device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, 
   for (int jn = 0; jn < 32; ++jn) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = acc[4 * jn + e] * scale_log2;
+      float x = __fmul_rn(acc[4 * jn + e], scale_log2);  // rounded: the max and exp2(x - m) see one value
       if (need_mask) {
         const int key = key_t + jn * 8 + (e & 1);
         if (key >= key_end || (causal && key > row + (e >> 1) * 8)) x = -INFINITY;
@@ -179,10 +179,7 @@ __device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, 
 }
 
 // The unmasked case with a positive scale (every block of the seed shape): each row's max of the raw S, in
-// log2 units afterwards, with S left unscaled for exp2(S * scale - m) as one FFMA. The FFMA subtracts m from the
-// exact product while m is the rounded one: half an ulp of m above 0 at the row's max, +32 at scores of ~1e9
-// (inputs of ~1e4), where exp2 overflowed the 16-bit P. So m is taken one ulp above the rounded max (a row's one
-// reference point for its exp2s, its sum and its rescaling: the softmax is unchanged). With the mask merged in
+// log2 units afterwards, with S left unscaled for exp2(S * scale - m) as one FFMA. With the mask merged in
 // (scale_mask_rowmax with a run-time need_mask), ptxas if-converts the masking of all 128 elements: ~600 of the
 // block's ~1900 softmax instructions become predicates and selects for a mask not in force.
 template <bool kScaleInPlace = false>
@@ -190,19 +187,24 @@ __device__ __forceinline__ void rowmax_unmasked(float* acc, float scale_log2, fl
   mx[0] = mx[1] = -INFINITY;
 #pragma unroll
   for (int i = 0; i < 128; ++i) {
-    if (kScaleInPlace) acc[i] *= scale_log2;
+    if (kScaleInPlace) acc[i] = __fmul_rn(acc[i], scale_log2);  // rounded here: never contracted into exp2's FADD
     mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], acc[i]);
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    if (!kScaleInPlace) {
-      mx[r] *= scale_log2;  // scale > 0: the max of the scaled values
-      const float ulp_or_more = fabsf(mx[r]) * 0x1p-23f;
-      if (ulp_or_more < INFINITY) mx[r] += ulp_or_more;  // not for +-inf or NaN, which stay as they are
-    }
+    if (!kScaleInPlace) mx[r] = __fmul_rd(mx[r], scale_log2);  // scale > 0; rounded down for exp2_arg_ffma
   }
+}
+
+// exp2's argument for a raw score s against m, the row's max of the scaled scores rounded DOWN (rowmax_unmasked),
+// as one FFMA: the product is not rounded, so at the max element it exceeds m by up to an ulp of m — nothing at
+// ordinary scores, but 64 at scores of ~1e9 (inputs of ~1e4), where exp2 then overflowed the 16-bit P. Rounded down,
+// m is never above the exact product at the max: clamped at 0, the max element's weight is exactly 1 and no weight
+// exceeds it (scores within an ulp of the max weigh 1, as they would in fp32 arithmetic at that magnitude).
+__device__ __forceinline__ float exp2_arg_ffma(float s, float scale_log2, float m) {
+  return fminf(fmaf(s, scale_log2, -m), 0.f);
 }
 
 // Masking for rowmax_unmasked's callers: keys >= key_end and (causal) keys after the row set to -inf in the raw
@@ -1384,7 +1386,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // 12-16 bytes at its register limit); the multicast kernel keeps S raw.
     float mx[2];
     rowmax_unmasked<KSPLIT == 2>(acc, p.scale_log2, mx);
-    auto exp_arg = [&](float s, float m) { return KSPLIT == 2 ? s - m : fmaf(s, p.scale_log2, -m); };
     float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -1398,12 +1399,15 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // Accumulator element 4 jn + e is (row g + 8 (e >> 1), key 8 jn + 2t + (e & 1)); the A fragment of key
     // step kk is {row g keys 2t.., row g+8 keys 2t.., row g keys 2t+8.., row g+8 keys 2t+8..}: element
     // pairs (4 jn, 4 jn + 1) and (4 jn + 2, 4 jn + 3) become registers 2 jn and 2 jn + 1.
+    // exp2's argument: the scaled scores less the max (KSPLIT == 2: both rounded, so <= 0) or the raw scores through
+    // one FFMA against the max rounded down (exp2_arg_ffma).
+    auto arg = [&](float s, float m) { return KSPLIT == 2 ? s - m : exp2_arg_ffma(s, p.scale_log2, m); };
 #pragma unroll
     for (int jn = 0; jn < 32; ++jn) {
-      const float p0 = fast_exp2(exp_arg(acc[4 * jn + 0], m_use[0]));
-      const float p1 = fast_exp2(exp_arg(acc[4 * jn + 1], m_use[0]));
-      const float p2 = fast_exp2(exp_arg(acc[4 * jn + 2], m_use[1]));
-      const float p3 = fast_exp2(exp_arg(acc[4 * jn + 3], m_use[1]));
+      const float p0 = fast_exp2(arg(acc[4 * jn + 0], m_use[0]));
+      const float p1 = fast_exp2(arg(acc[4 * jn + 1], m_use[0]));
+      const float p2 = fast_exp2(arg(acc[4 * jn + 2], m_use[1]));
+      const float p3 = fast_exp2(arg(acc[4 * jn + 3], m_use[1]));
       l_run[0] += p0 + p1;
       l_run[1] += p2 + p3;
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
@@ -1744,7 +1748,7 @@ __global__ void __launch_bounds__(kDecThreads, MAX_PAIRS <= 4 ? 2 : 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int key = n0 + nt * 8 + 2 * t + e;
-          float x = (e ? sum.y : sum.x) * p.scale_log2;
+          float x = __fmul_rn(e ? sum.y : sum.x, p.scale_log2);  // rounded: the max and exp2(x - m) see one value
           if (key >= key_end || (p.causal && key > q_row[r])) x = -INFINITY;
           s[nt][2 * r + e] = x;
           mx[r] = fmaxf(mx[r], x);

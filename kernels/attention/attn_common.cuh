@@ -91,7 +91,7 @@ __device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, 
   for (int jn = 0; jn < 32; ++jn) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      float x = acc[4 * jn + e] * scale_log2;
+      float x = __fmul_rn(acc[4 * jn + e], scale_log2);  // rounded: the max and exp2(x - m) see one value
       if (need_mask) {
         const int key = key_t + jn * 8 + (e & 1);
         if (key >= key_end || (causal && key > row + (e >> 1) * 8)) x = -INFINITY;
@@ -108,10 +108,7 @@ __device__ __forceinline__ void scale_mask_rowmax(float* acc, float scale_log2, 
 }
 
 // The unmasked case with a positive scale (every block of the seed shape): each row's max of the raw S, in
-// log2 units afterwards, with S left unscaled for exp2(S * scale - m) as one FFMA. The FFMA subtracts m from the
-// exact product while m is the rounded one: half an ulp of m above 0 at the row's max, +32 at scores of ~1e9
-// (inputs of ~1e4), where exp2 overflowed the 16-bit P. So m is taken one ulp above the rounded max (a row's one
-// reference point for its exp2s, its sum and its rescaling: the softmax is unchanged). With the mask merged in
+// log2 units afterwards, with S left unscaled for exp2(S * scale - m) as one FFMA. With the mask merged in
 // (scale_mask_rowmax with a run-time need_mask), ptxas if-converts the masking of all 128 elements: ~600 of the
 // block's ~1900 softmax instructions become predicates and selects for a mask not in force.
 template <bool kScaleInPlace = false>
@@ -119,19 +116,24 @@ __device__ __forceinline__ void rowmax_unmasked(float* acc, float scale_log2, fl
   mx[0] = mx[1] = -INFINITY;
 #pragma unroll
   for (int i = 0; i < 128; ++i) {
-    if (kScaleInPlace) acc[i] *= scale_log2;
+    if (kScaleInPlace) acc[i] = __fmul_rn(acc[i], scale_log2);  // rounded here: never contracted into exp2's FADD
     mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], acc[i]);
   }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
     mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    if (!kScaleInPlace) {
-      mx[r] *= scale_log2;  // scale > 0: the max of the scaled values
-      const float ulp_or_more = fabsf(mx[r]) * 0x1p-23f;
-      if (ulp_or_more < INFINITY) mx[r] += ulp_or_more;  // not for +-inf or NaN, which stay as they are
-    }
+    if (!kScaleInPlace) mx[r] = __fmul_rd(mx[r], scale_log2);  // scale > 0; rounded down for exp2_arg_ffma
   }
+}
+
+// exp2's argument for a raw score s against m, the row's max of the scaled scores rounded DOWN (rowmax_unmasked),
+// as one FFMA: the product is not rounded, so at the max element it exceeds m by up to an ulp of m — nothing at
+// ordinary scores, but 64 at scores of ~1e9 (inputs of ~1e4), where exp2 then overflowed the 16-bit P. Rounded down,
+// m is never above the exact product at the max: clamped at 0, the max element's weight is exactly 1 and no weight
+// exceeds it (scores within an ulp of the max weigh 1, as they would in fp32 arithmetic at that magnitude).
+__device__ __forceinline__ float exp2_arg_ffma(float s, float scale_log2, float m) {
+  return fminf(fmaf(s, scale_log2, -m), 0.f);
 }
 
 // Masking for rowmax_unmasked's callers: keys >= key_end and (causal) keys after the row set to -inf in the raw

@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(kDecThreads, MAX_PAIRS <= 4 ? 2 : 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int key = n0 + nt * 8 + 2 * t + e;
-          float x = (e ? sum.y : sum.x) * p.scale_log2;
+          float x = __fmul_rn(e ? sum.y : sum.x, p.scale_log2);  // rounded: the max and exp2(x - m) see one value
           if (key >= key_end || (p.causal && key > q_row[r])) x = -INFINITY;
           s[nt][2 * r + e] = x;
           mx[r] = fmaxf(mx[r], x);

@@ -363,7 +363,6 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // 12-16 bytes at its register limit); the multicast kernel keeps S raw.
     float mx[2];
     rowmax_unmasked<KSPLIT == 2>(acc, p.scale_log2, mx);
-    auto exp_arg = [&](float s, float m) { return KSPLIT == 2 ? s - m : fmaf(s, p.scale_log2, -m); };
     float m_use[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -377,12 +376,15 @@ __device__ __forceinline__ void consume_tile(const AttnParams& p, const RpTile<C
     // Accumulator element 4 jn + e is (row g + 8 (e >> 1), key 8 jn + 2t + (e & 1)); the A fragment of key
     // step kk is {row g keys 2t.., row g+8 keys 2t.., row g keys 2t+8.., row g+8 keys 2t+8..}: element
     // pairs (4 jn, 4 jn + 1) and (4 jn + 2, 4 jn + 3) become registers 2 jn and 2 jn + 1.
+    // exp2's argument: the scaled scores less the max (KSPLIT == 2: both rounded, so <= 0) or the raw scores through
+    // one FFMA against the max rounded down (exp2_arg_ffma).
+    auto arg = [&](float s, float m) { return KSPLIT == 2 ? s - m : exp2_arg_ffma(s, p.scale_log2, m); };
 #pragma unroll
     for (int jn = 0; jn < 32; ++jn) {
-      const float p0 = fast_exp2(exp_arg(acc[4 * jn + 0], m_use[0]));
-      const float p1 = fast_exp2(exp_arg(acc[4 * jn + 1], m_use[0]));
-      const float p2 = fast_exp2(exp_arg(acc[4 * jn + 2], m_use[1]));
-      const float p3 = fast_exp2(exp_arg(acc[4 * jn + 3], m_use[1]));
+      const float p0 = fast_exp2(arg(acc[4 * jn + 0], m_use[0]));
+      const float p1 = fast_exp2(arg(acc[4 * jn + 1], m_use[0]));
+      const float p2 = fast_exp2(arg(acc[4 * jn + 2], m_use[1]));
+      const float p3 = fast_exp2(arg(acc[4 * jn + 3], m_use[1]));
       l_run[0] += p0 + p1;
       l_run[1] += p2 + p3;
       pr[kb][2 * jn] = Pack2<T>::from_floats(p0, p1);
