@@ -149,3 +149,13 @@ def test_the_staged_inputs_and_their_ready_marker_are_the_harness_s_but_early_si
     assert forward.end_marker is not None and forward.end_marker.start == 61.0
     unstaged = trace.split_markers(trace.stream_work(tr), hold=True)
     assert unstaged is not None and len(unstaged.work) == 4  # without staged=True the copy and ready marker count
+
+
+def test_a_hold_by_stream_wait_has_no_kernel_and_the_ready_marker_still_ends_the_harness_work():
+    tr = profiled(kernel("side_gemm(float*)", SIDE, 1.0, 20.0),
+                  kernel("Memcpy DtoD (Device -> Device)", CALLER, 40.0, 1.0, cat="gpu_memcpy"),
+                  kernel(MARK, CALLER, 41.5, 1.0),
+                  kernel("own_kernel(float*)", CALLER, 43.0, 5.0), end_at=49.0)
+    forward = trace.split_markers(trace.stream_work(tr), hold=False, staged=True)
+    assert forward is not None
+    assert [w.name for w in forward.work] == ["side_gemm(float*)", "own_kernel(float*)"]

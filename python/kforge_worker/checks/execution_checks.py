@@ -12,11 +12,12 @@ import torch
 from torch import nn
 
 from . import trace
-from .context import clone_inputs, Inputs, preserved_state, run, sync, VerifyContext
+from .context import _PAIRED_RNG, clone_inputs, Inputs, preserved_state, run, sync, VerifyContext
 from .instrument import OpRecorder
 from .judge import judged_compare
 from .ops import CONDEMNING, aten_family
 from .result import CheckResult, failed, passed, skipped, warned
+from .stream_gate import StreamGate
 
 
 def _condemned(ctx: VerifyContext) -> frozenset[str]:
@@ -203,20 +204,29 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     # too, so if it is not joined it ends after the marker. Without the hold, a profiled host can be slower than
     # the GPU and unjoined work may happen to finish before the marker (one observation passing by luck). Side
     # work ordered after nothing runs during the hold, on the staged inputs' NaN: its outputs say so.
+    # The hold is the driver's wait on a word the host sets once the forward has returned (stream_gate.py); where
+    # the driver cannot, a sleep kernel sized from the forward's host time.
+    gate = StreamGate(ctx.device)
     hold_cycles = _hold_cycles(ctx.device, hold_ms=min(250.0, 4.0 * host_ms + 2.0))
     sync(ctx.device)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         marker.add_(1)  # start marker: the first kernel of the trace, finished before the forward starts
         caller.synchronize()
-        torch.cuda._sleep(hold_cycles)  # the hold: the next kernel on the caller's stream
+        # (Not while calls are seeded from their inputs: reading them waits for the held stream.)
+        gated = not _PAIRED_RNG["on"] and gate.hold(caller)
+        if not gated:
+            torch.cuda._sleep(hold_cycles)  # the hold: the next kernel on the caller's stream
         for x, value in zip(staged, values):
             x.copy_(value)
         marker.add_(1)  # ready marker: the caller's stream has written the inputs
-        out = run(ctx.cand, cand_inputs)
-        with torch.cuda.stream(caller):  # end marker: queued behind whatever the caller's stream now waits for
-            marker.add_(1)
+        try:
+            out = run(ctx.cand, cand_inputs)
+        finally:
+            with torch.cuda.stream(caller):  # end marker: queued behind whatever the caller's stream now waits for
+                marker.add_(1)
+            gate.release()
         torch.cuda.synchronize(ctx.device)
-    forward = trace.split_markers(trace.stream_work(_chrome_trace(prof)), hold=True, staged=True)
+    forward = trace.split_markers(trace.stream_work(_chrome_trace(prof)), hold=not gated, staged=True)
     early_reads = None
     if forward is not None and forward.side_work():
         c = judged_compare(ctx, inputs, out, ref_out)

@@ -78,8 +78,8 @@ def split_markers(work: list[StreamWork], hold: bool = False, staged: bool = Fal
     """The first kernel is the start marker (it finished before the forward was called); the last kernel on
     its stream is the end marker (queued after the forward returned, and a stream runs in order). None when
     the trace has no kernel at all. ``hold``: the first kernel after the start marker on its stream is the
-    harness's hold (queued before the forward was called), not the forward's work. ``staged``: after the hold the
-    harness wrote the inputs on that stream and queued a ready marker (the start marker's kernel again); that
+    harness's hold (queued before the forward was called), not the forward's work (a hold by a stream wait is no
+    kernel: hold=False). ``staged``: after the hold the harness wrote the inputs on that stream and queued a ready marker (the start marker's kernel again); that
     stream's work up to the ready marker is the harness's too. Work on other streams is the forward's whenever
     it ran."""
     kernels = [w for w in work if w.kind == "kernel"]
@@ -90,8 +90,9 @@ def split_markers(work: list[StreamWork], hold: bool = False, staged: bool = Fal
     held = on_caller[0] if hold and on_caller else None
     end = on_caller[-1] if on_caller and on_caller[-1].name == start.name and on_caller[-1] is not held else None
     harness_until = None
-    if staged and held is not None:
-        ready = next((k for k in on_caller if k.start > held.start and k.name == start.name and k is not end), None)
+    if staged:
+        after = held.start if held is not None else start.start
+        ready = next((k for k in on_caller if k.start > after and k.name == start.name and k is not end), None)
         harness_until = ready.start if ready is not None else None
     forward = [w for w in work if w is not start and w is not end and w is not held and w.start >= start.start
                and not (harness_until is not None and w.stream == start.stream and w.start <= harness_until)]
