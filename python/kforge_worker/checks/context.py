@@ -97,10 +97,14 @@ def _modes() -> tuple[bool, bool]:
     return torch.is_grad_enabled(), torch.is_inference_mode_enabled()
 
 
-def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad") -> Any:
+def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad",
+        bracket: tuple[Callable[[], None], Callable[[], None]] | None = None) -> Any:
     """One forward call, under `mode` ("no_grad", the harness's way; "grad": grad mode on, a plain call's;
     "inference": torch.inference_mode()). The reference's outputs are sealed across the candidate's later calls, and
-    a candidate call may leave no code set to run after it (sealed.py), nor the thread's autograd modes changed."""
+    a candidate call may leave no code set to run after it (sealed.py), nor the thread's autograd modes changed.
+    ``bracket``: (right before, right after) the model's call itself, nothing of the harness's between — the
+    checksums and seeds read device values, which waits for whatever the caller's stream holds (check_cuda_profile
+    holds it across the call)."""
     if _PAIRED_RNG["on"]:
         seed_for_inputs(inputs)
     reference = sealed.is_reference(model)
@@ -108,11 +112,15 @@ def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad") -> Any:
     hooks = None if reference else hook_state(tools=False)
     with _GRAD_MODES[mode]():
         modes = _modes()
+        if bracket is not None:
+            bracket[0]()
         try:
             out = model(*inputs)
         finally:  # a frame-evaluation hook the call left is taken before any harness frame runs (frame_hook.py)
             if frame_hook.take is not None and frame_hook.take(None) is not None:
                 frame_hook.left.append("a forward call")
+            if bracket is not None:
+                bracket[1]()
             if not reference and _modes() != modes:
                 now = _modes()
                 modes_left.append(f"a forward call left grad mode {modes[0]} -> {now[0]}, inference mode "

@@ -193,39 +193,43 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     cand_inputs = clone_inputs(inputs)
     # Floating inputs reach their buffers only after the hold, written on the caller's stream; until then they
     # hold NaN. Work on another stream that does not wait for the caller's reads them before they are written.
-    staged = [x for x in cand_inputs if isinstance(x, torch.Tensor) and x.is_cuda and x.is_floating_point()]
+    # (Not while calls are seeded from their inputs, active dropout: the seed is read from the inputs as given.)
+    staged = [] if _PAIRED_RNG["on"] else [x for x in cand_inputs
+                                            if isinstance(x, torch.Tensor) and x.is_cuda and x.is_floating_point()]
     values = [x.clone() for x in staged]
     for x in staged:
         x.fill_(float("nan"))
     marker = torch.zeros(1, device=ctx.device)
     caller = torch.cuda.current_stream(ctx.device)
-    # The caller's stream is held busy while the forward is queued: side-stream work ordered after the caller's
-    # stream (as work reading the inputs must be) cannot start before the hold ends, when the end marker starts
-    # too, so if it is not joined it ends after the marker. Without the hold, a profiled host can be slower than
-    # the GPU and unjoined work may happen to finish before the marker (one observation passing by luck). Side
-    # work ordered after nothing runs during the hold, on the staged inputs' NaN: its outputs say so.
-    # The hold is the driver's wait on a word the host sets once the forward has returned (stream_gate.py); where
-    # the driver cannot, a sleep kernel sized from the forward's host time.
+    # The caller's stream is held while the forward is queued — by the driver's wait on a word the host sets once
+    # the forward has returned (stream_gate.py), else a sleep kernel sized from the forward's host time. Side work
+    # ordered after the caller's stream (as work reading the inputs must be) then starts with the end marker, so
+    # if it is not joined it ends after the marker; side work ordered after nothing runs during the hold, on the
+    # staged inputs' NaN, and its outputs say so.
     gate = StreamGate(ctx.device)
     hold_cycles = _hold_cycles(ctx.device, hold_ms=min(250.0, 4.0 * host_ms + 2.0))
-    sync(ctx.device)
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        marker.add_(1)  # start marker: the first kernel of the trace, finished before the forward starts
-        caller.synchronize()
-        # (Not while calls are seeded from their inputs: reading them waits for the held stream.)
-        gated = not _PAIRED_RNG["on"] and gate.hold(caller)
-        if not gated:
+    held = {"gated": False}
+
+    def hold() -> None:  # right before the call: nothing of run()'s that reads device values comes after it
+        held["gated"] = gate.hold(caller)
+        if not held["gated"]:
             torch.cuda._sleep(hold_cycles)  # the hold: the next kernel on the caller's stream
         for x, value in zip(staged, values):
             x.copy_(value)
         marker.add_(1)  # ready marker: the caller's stream has written the inputs
-        try:
-            out = run(ctx.cand, cand_inputs)
-        finally:
-            with torch.cuda.stream(caller):  # end marker: queued behind whatever the caller's stream now waits for
-                marker.add_(1)
-            gate.release()
+
+    def end() -> None:  # right after the call returns (or raises)
+        with torch.cuda.stream(caller):  # end marker: queued behind whatever the caller's stream now waits for
+            marker.add_(1)
+        gate.release()
+
+    sync(ctx.device)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        marker.add_(1)  # start marker: the first kernel of the trace, finished before the forward starts
+        caller.synchronize()
+        out = run(ctx.cand, cand_inputs, bracket=(hold, end))
         torch.cuda.synchronize(ctx.device)
+    gated = held["gated"]
     forward = trace.split_markers(trace.stream_work(_chrome_trace(prof)), hold=not gated, staged=True)
     early_reads = None
     if forward is not None and forward.side_work():

@@ -10,7 +10,7 @@ class ModelNew(nn.Module):
         self.gemm = nn.Linear(in_features, out_features)
 
     def forward(self, x):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(7)
+        with torch.random.fork_rng(devices=[]):  # the CPU generator only: torch.manual_seed would reseed CUDA's too
+            torch.default_generator.manual_seed(7)
             _ = torch.rand(4)
         return torch.relu(torch.addmm(self.gemm.bias, x, self.gemm.weight.t()))
