@@ -159,3 +159,17 @@ def test_a_hold_by_stream_wait_has_no_kernel_and_the_ready_marker_still_ends_the
     forward = trace.split_markers(trace.stream_work(tr), hold=False, staged=True)
     assert forward is not None
     assert [w.name for w in forward.work] == ["side_gemm(float*)", "own_kernel(float*)"]
+
+
+def test_the_harness_s_work_after_the_end_marker_is_not_the_forward_s_and_does_not_hide_the_marker():
+    # run() reads checksums of held outputs after the call (int64 kernels on the caller's stream after the end
+    # marker): the marker is still found, and an unjoined side GEMM still ends after it.
+    tr = profiled(kernel("Memcpy DtoD (Device -> Device)", CALLER, 40.0, 1.0, cat="gpu_memcpy"),
+                  kernel(MARK, CALLER, 41.5, 1.0),
+                  kernel("side_gemm(float*)", SIDE, 42.0, 30.0),
+                  kernel("void at::native::reduce_kernel<512, 1, ReduceOp<long>>(long*)", CALLER, 45.0, 2.0),
+                  end_at=43.0)
+    forward = trace.split_markers(trace.stream_work(tr), hold=False, staged=True)
+    assert forward is not None and forward.end_marker is not None and forward.end_marker.start == 43.0
+    assert [w.name for w in forward.work] == ["side_gemm(float*)"]
+    assert trace.side_stream_join(forward).joined is False

@@ -75,27 +75,28 @@ def stream_work(trace: dict[str, Any]) -> list[StreamWork]:
 
 
 def split_markers(work: list[StreamWork], hold: bool = False, staged: bool = False) -> ProfiledForward | None:
-    """The first kernel is the start marker (it finished before the forward was called); the last kernel on
-    its stream is the end marker (queued after the forward returned, and a stream runs in order). None when
-    the trace has no kernel at all. ``hold``: the first kernel after the start marker on its stream is the
-    harness's hold (queued before the forward was called), not the forward's work (a hold by a stream wait is no
-    kernel: hold=False). ``staged``: after the hold the harness wrote the inputs on that stream and queued a ready marker (the start marker's kernel again); that
-    stream's work up to the ready marker is the harness's too. Work on other streams is the forward's whenever
-    it ran."""
+    """The first kernel is the start marker (it finished before the forward was called); the last run of the same
+    kernel on its stream is the end marker (queued after the forward returned, and a stream runs in order; what
+    follows it there is the harness's). None when the trace has no kernel at all. ``hold``: the first kernel after
+    the start marker on its stream is the harness's hold (queued before the forward was called), not the forward's
+    work (a hold by a stream wait is no kernel: hold=False). ``staged``: after the hold the harness wrote the inputs
+    on that stream and queued a ready marker (the marker's kernel again); that stream's work up to it is the
+    harness's too. Work on other streams is the forward's whenever it ran."""
     kernels = [w for w in work if w.kind == "kernel"]
     if not kernels:
         return None
     start = kernels[0]
     on_caller = [k for k in kernels if k.stream == start.stream and k is not start]
     held = on_caller[0] if hold and on_caller else None
-    end = on_caller[-1] if on_caller and on_caller[-1].name == start.name and on_caller[-1] is not held else None
-    harness_until = None
-    if staged:
-        after = held.start if held is not None else start.start
-        ready = next((k for k in on_caller if k.start > after and k.name == start.name and k is not end), None)
-        harness_until = ready.start if ready is not None else None
+    # The markers are the start marker's kernel again; the end marker is the last of them (the harness's own work
+    # may follow it on the stream: run()'s checksums of held outputs come after the call), the ready marker the
+    # first after the hold.
+    named = [k for k in on_caller if k.name == start.name and k is not held]
+    end = named[-1] if len(named) >= (2 if staged else 1) else None
+    harness_until = named[0].start if staged and end is not None else None
     forward = [w for w in work if w is not start and w is not end and w is not held and w.start >= start.start
-               and not (harness_until is not None and w.stream == start.stream and w.start <= harness_until)]
+               and not (w.stream == start.stream and harness_until is not None and w.start <= harness_until)
+               and not (w.stream == start.stream and end is not None and w.start > end.start)]
     return ProfiledForward(start.stream, forward, end)
 
 
