@@ -29,6 +29,7 @@ import dataclasses
 import inspect
 import math
 import random
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -140,11 +141,95 @@ def _tight_atol(ctx: VerifyContext) -> float:
     return min(ctx.atol, ctx.notes.get("tight_atol", ctx.atol))
 
 
+# ---------------------------------------------------------------------------------------- one shape, two channels
+class _Refused(Exception):
+    """The reference does not take these values (the message says why)."""
+
+
+class _CandidateRaised(Exception):
+    """The candidate raised on values the reference takes: `where` is "" (its constructor) or " in forward"."""
+
+    def __init__(self, where: str, exc: BaseException) -> None:
+        super().__init__(f"{type(exc).__name__}{where}: {str(exc)[:200]}")
+
+
+@dataclasses.dataclass
+class _Channel:
+    """One way a model is handed constants: the check's name and words, the benchmark's values, and how to get the
+    reference's output for other values (`reference`: values -> (output, state), raising _Refused or
+    _CandidateRaised) and then the candidate's (`candidate`: (state, values) -> (output, the context that judges
+    it, the inputs both were called on), raising _CandidateRaised)."""
+
+    check: str
+    what: str  # "argument" / "input": how describe() names a varied value
+    verb: str  # "built" / "called"
+    values: list[Any]
+    names: list[str]
+    reference: Callable[[list[Any]], tuple[Any, Any]]
+    candidate: Callable[[Any, list[Any]], tuple[Any, VerifyContext, list[Any]]]
+    missed: str  # what a miss means, after the numbers
+
+
+def _vary(ctx: VerifyContext, ch: _Channel, paths: list[Path], base: Any) -> CheckResult:
+    """The channel's floats varied (a second, shrinking set when the reference refuses the first); a miss is
+    `incorrect`, with which values alone the candidate misses on when several were varied."""
+    why_not = []
+    for ranges in (_SPREAD, _SHRINK):
+        values, changes = varied(ch.values, paths, ctx.rng, ranges)
+        said = describe(changes, ch.names, ch.what)
+        try:
+            ref_out, state = ch.reference(values)
+            rejected = _rejects(ref_out, base)
+            if rejected is not None:
+                raise _Refused(rejected)
+            out, judged, seen = ch.candidate(state, values)
+        except _Refused as exc:
+            why_not.append(f"{said}: {exc}")
+            continue
+        except _CandidateRaised as exc:
+            return warned(ch.check, f"ModelNew {ch.verb} with {said} (the reference takes them) raised {exc} — "
+                          "specialised to the benchmark's constants, but not wrong", "incorrect")
+        c = judged_compare(judged, seen, out, ref_out, _tight_atol(ctx))
+        del state, judged
+        if not c.ok:
+            alone = _alone(ctx, ch, changes) if len(changes) > 1 else ""
+            return failed(ch.check, f"ModelNew {ch.verb} with other floats than the benchmark's ({said}): "
+                          f"{c.message}{alone} — {ch.missed}", "incorrect")
+        return passed(ch.check, f"{ch.verb} with {said}: {c.message}", "incorrect")
+    return skipped(ch.check, "the reference does not take other values: " + "; ".join(why_not), "incorrect")
+
+
+def _alone(ctx: VerifyContext, ch: _Channel, changes: dict[Path, tuple[float, float]], most: int = 4) -> str:
+    """After a miss with several values varied: which of them, varied alone, the candidate misses on (the first
+    `most`; only on the way to a failure)."""
+    wrong, right = [], []
+    for path, (_, new) in list(changes.items())[:most]:
+        said = describe({path: changes[path]}, ch.names, ch.what)
+        values = _replaced(list(ch.values), path, type(_get(ch.values, path))(new))
+        try:
+            ref_out, state = ch.reference(values)
+            out, judged, seen = ch.candidate(state, values)
+        except Exception:  # noqa: BLE001 — the attribution is a courtesy; the miss stands
+            continue
+        (right if judged_compare(judged, seen, out, ref_out, _tight_atol(ctx)).ok else wrong).append(said)
+    if not wrong:
+        return ""
+    return f"; varied alone, wrong with {', '.join(wrong)}" + (f", right with {', '.join(right)}" if right else "")
+
+
+def _eval_like(ctx: VerifyContext, ref_v: torch.nn.Module, cand_v: torch.nn.Module) -> None:
+    if not ctx.ref.training:
+        ref_v.eval()
+    if not ctx.cand.training:
+        cand_v.eval()
+
+
 # ---------------------------------------------------------------------------------------- init_constants
 def check_init_constants(ctx: VerifyContext) -> CheckResult:
     name = "init_constants"
     init = ctx.init_inputs
-    if init is None or ctx.rebuild is None:
+    rebuild = ctx.rebuild
+    if init is None or rebuild is None:
         return skipped(name, "no way to build other instances here", "incorrect")
     paths = float_paths(list(init))
     if not paths:
@@ -157,86 +242,43 @@ def check_init_constants(ctx: VerifyContext) -> CheckResult:
     if 2 * ref_bytes > budget.allowance:
         return skipped(name, f"another instance of each model ({2 * ref_bytes / 2**20:.0f} MiB) is beyond the check "
                        "budget", "incorrect")
-    names = _names(type(ctx.ref).__init__, skip_self=True)
     with preserved_state(ctx.ref):
         base = run(ctx.ref, clone_inputs(x))
     ref_shapes = {k: tuple(v.shape) for k, v in ctx.ref.state_dict().items() if isinstance(v, torch.Tensor)}
-    why_not = []
-    for ranges in (_SPREAD, _SHRINK):
-        args, changes = varied(list(init), paths, ctx.rng, ranges)
-        said = describe(changes, names, "argument")
+
+    def reference(args: list[Any]) -> tuple[Any, Any]:
         try:
-            pair = ctx.rebuild(ctx.seed(), args)
+            ref_v, cand_v = rebuild(ctx.seed(), args)
         except ReferenceRejected as exc:
-            why_not.append(f"{said}: the reference {exc}")
-            continue
-        except Exception as exc:  # noqa: BLE001 — the candidate's constructor: a value it cannot take is said
-            return warned(name, f"ModelNew built with {said} (the reference takes them) raised "
-                          f"{type(exc).__name__}: {str(exc)[:200]} — specialised to the benchmark's constants, but "
-                          "not wrong", "incorrect")
-        ref_v, cand_v = pair
+            raise _Refused(f"the reference {exc}") from None
+        except Exception as exc:  # noqa: BLE001 — the candidate's constructor
+            raise _CandidateRaised("", exc) from None
         shapes = {k: tuple(v.shape) for k, v in ref_v.state_dict().items() if isinstance(v, torch.Tensor)}
         if shapes != ref_shapes:
-            why_not.append(f"{said}: the reference's state changes names or shapes (the float sizes the model)")
-            continue
-        if not ctx.ref.training:
-            ref_v.eval()
-        if not ctx.cand.training:
-            cand_v.eval()
-        # The rebuilt reference registered as one (context.run seals its outputs across the candidate's calls), and a
-        # miss judged against it (its float64 evaluation, not the benchmark's reference's).
-        judged = dataclasses.replace(ctx, ref=ref_v, cand=cand_v)
+            raise _Refused("the reference's state changes names or shapes (the float sizes the model)")
+        _eval_like(ctx, ref_v, cand_v)
         try:
             ref_out = run(ref_v, clone_inputs(x))
             sync(ctx.device)
         except Exception as exc:  # noqa: BLE001 — the reference does not run with these values
-            why_not.append(f"{said}: the reference raised {type(exc).__name__}: {str(exc)[:120]}")
-            continue
-        rejected = _rejects(ref_out, base)
-        if rejected is not None:
-            why_not.append(f"{said}: {rejected}")
-            continue
+            raise _Refused(f"the reference raised {type(exc).__name__}: {str(exc)[:120]}") from None
+        return ref_out, (ref_v, cand_v)
+
+    def candidate(pair: Any, _args: list[Any]) -> tuple[Any, VerifyContext, list[Any]]:
+        ref_v, cand_v = pair
         try:
             out = run(cand_v, clone_inputs(x))
             sync(ctx.device)
         except Exception as exc:  # noqa: BLE001
-            return warned(name, f"ModelNew built with {said} (the reference takes them) raised {type(exc).__name__} "
-                          f"in forward: {str(exc)[:200]} — specialised to the benchmark's constants, but not wrong",
-                          "incorrect")
-        c = judged_compare(judged, x, out, ref_out, _tight_atol(ctx))
-        del ref_v, cand_v, judged, pair
-        if not c.ok:
-            alone = _each_alone(ctx, init, changes, names, x) if len(changes) > 1 else ""
-            return failed(name, f"Model and ModelNew built with other float arguments than get_init_inputs()' "
-                          f"({said}): {c.message}{alone} — ModelNew answers as if built with the benchmark's values "
-                          "(a constructor argument baked into the code)", "incorrect")
-        return passed(name, f"built with {said}: {c.message}", "incorrect")
-    return skipped(name, "the reference does not take other values: " + "; ".join(why_not), "incorrect")
+            raise _CandidateRaised(" in forward", exc) from None
+        # The rebuilt reference registered as one (context.run seals its outputs across the candidate's calls), and
+        # a miss judged against it (its float64 evaluation, not the benchmark's reference's).
+        return out, dataclasses.replace(ctx, ref=ref_v, cand=cand_v), x
 
-
-def _each_alone(ctx: VerifyContext, init: list[Any], changes: dict[Path, tuple[float, float]], names: list[str],
-                x: list[Any], most: int = 4) -> str:
-    """After a miss with several arguments varied: which of them, varied alone, the candidate misses on (one more
-    build of each model per argument, the first `most`; only on the way to a failure)."""
-    wrong, right = [], []
-    for path, (_, new) in list(changes.items())[:most]:
-        said = describe({path: changes[path]}, names, "argument")
-        try:
-            ref_v, cand_v = ctx.rebuild(ctx.seed(), _replaced(list(init), path, type(_get(init, path))(new)))
-            if not ctx.ref.training:
-                ref_v.eval()
-            if not ctx.cand.training:
-                cand_v.eval()
-            judged = dataclasses.replace(ctx, ref=ref_v, cand=cand_v)
-            ref_out = run(ref_v, clone_inputs(x))
-            out = run(cand_v, clone_inputs(x))
-            sync(ctx.device)
-        except Exception:  # noqa: BLE001 — the attribution is a courtesy; the miss above stands
-            continue
-        (right if judged_compare(judged, x, out, ref_out, _tight_atol(ctx)).ok else wrong).append(said)
-    if not wrong:
-        return ""
-    return f"; varied alone, wrong with {', '.join(wrong)}" + (f", right with {', '.join(right)}" if right else "")
+    channel = _Channel(name, "argument", "built", list(init), _names(type(ctx.ref).__init__, skip_self=True),
+                       reference, candidate, "it answers as if built with the benchmark's values (a constructor "
+                       "argument baked into the code)")
+    return _vary(ctx, channel, paths, base)
 
 
 # ---------------------------------------------------------------------------------------- scalar_inputs
@@ -246,58 +288,28 @@ def check_scalar_inputs(ctx: VerifyContext) -> CheckResult:
     paths = float_paths(list(x), integral_too=True)
     if not paths:
         return skipped(name, "no Python float among get_inputs()' values", "incorrect")
-    names = _names(ctx.ref.forward, skip_self=False)
     with preserved_state(ctx.ref):
         base = run(ctx.ref, clone_inputs(x))
-    why_not = []
-    for ranges in (_SPREAD, _SHRINK):
-        xv, changes = varied(list(x), paths, ctx.rng, ranges)
-        said = describe(changes, names, "input")
+
+    def reference(xv: list[Any]) -> tuple[Any, Any]:
         try:
             with preserved_state(ctx.ref):
                 ref_out = run(ctx.ref, clone_inputs(xv))
             sync(ctx.device)
         except Exception as exc:  # noqa: BLE001 — the reference does not take these values
-            why_not.append(f"{said}: the reference raised {type(exc).__name__}: {str(exc)[:120]}")
-            continue
-        rejected = _rejects(ref_out, base)
-        if rejected is not None:
-            why_not.append(f"{said}: {rejected}")
-            continue
+            raise _Refused(f"the reference raised {type(exc).__name__}: {str(exc)[:120]}") from None
+        return ref_out, None
+
+    def candidate(_state: Any, xv: list[Any]) -> tuple[Any, VerifyContext, list[Any]]:
         try:
             with preserved_state(ctx.cand):
                 out = run(ctx.cand, clone_inputs(xv))
             sync(ctx.device)
         except Exception as exc:  # noqa: BLE001
-            return warned(name, f"ModelNew called with {said} (the reference takes them) raised "
-                          f"{type(exc).__name__}: {str(exc)[:200]} — specialised to get_inputs()' constants, but not "
-                          "wrong", "incorrect")
-        c = judged_compare(ctx, xv, out, ref_out, _tight_atol(ctx))
-        if not c.ok:
-            alone = _inputs_alone(ctx, x, changes, names) if len(changes) > 1 else ""
-            return failed(name, f"called with other Python floats than get_inputs() hands ({said}): "
-                          f"{c.message}{alone} — ModelNew answers as if called with the benchmark's values (a "
-                          "forward argument baked into the code)", "incorrect")
-        return passed(name, f"called with {said}: {c.message}", "incorrect")
-    return skipped(name, "the reference does not take other values: " + "; ".join(why_not), "incorrect")
+            raise _CandidateRaised("", exc) from None
+        return out, ctx, xv
 
-
-def _inputs_alone(ctx: VerifyContext, x: list[Any], changes: dict[Path, tuple[float, float]], names: list[str],
-                  most: int = 4) -> str:
-    """After a miss with several inputs varied: which of them, varied alone, the candidate misses on."""
-    wrong, right = [], []
-    for path, (_, new) in list(changes.items())[:most]:
-        said = describe({path: changes[path]}, names, "input")
-        xv = _replaced(list(x), path, type(_get(x, path))(new))
-        try:
-            with preserved_state(ctx.ref):
-                ref_out = run(ctx.ref, clone_inputs(xv))
-            with preserved_state(ctx.cand):
-                out = run(ctx.cand, clone_inputs(xv))
-            sync(ctx.device)
-        except Exception:  # noqa: BLE001 — the attribution is a courtesy; the miss above stands
-            continue
-        (right if judged_compare(ctx, xv, out, ref_out, _tight_atol(ctx)).ok else wrong).append(said)
-    if not wrong:
-        return ""
-    return f"; varied alone, wrong with {', '.join(wrong)}" + (f", right with {', '.join(right)}" if right else "")
+    channel = _Channel(name, "input", "called", list(x), _names(ctx.ref.forward, skip_self=False), reference,
+                       candidate, "it answers as if called with the benchmark's values (a forward argument baked "
+                       "into the code)")
+    return _vary(ctx, channel, paths, base)
