@@ -142,6 +142,11 @@ def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad",
 _PAIRED_RNG: dict[str, Any] = {"on": False, "salt": random.Random().randrange(1, 2**31 - 1)}
 
 
+def random_streams_paired() -> bool:
+    """Whether forwards are seeded from their inputs now (pair_random_streams)."""
+    return bool(_PAIRED_RNG["on"])
+
+
 def pair_random_streams(on: bool) -> None:
     """Seed every forward from its inputs (`run`, and the pipeline's trials) while `on`."""
     _PAIRED_RNG["on"] = bool(on)

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from . import trace
-from .context import _PAIRED_RNG, clone_inputs, Inputs, preserved_state, run, sync, VerifyContext
+from .context import clone_inputs, Inputs, preserved_state, random_streams_paired, run, sync, VerifyContext
 from .instrument import OpRecorder
 from .judge import judged_compare
 from .ops import CONDEMNING, aten_family
@@ -194,7 +194,7 @@ def check_cuda_profile(ctx: VerifyContext) -> list[CheckResult]:
     # Floating inputs reach their buffers only after the hold, written on the caller's stream; until then they
     # hold NaN. Work on another stream that does not wait for the caller's reads them before they are written.
     # (Not while calls are seeded from their inputs, active dropout: the seed is read from the inputs as given.)
-    staged = [] if _PAIRED_RNG["on"] else [x for x in cand_inputs
+    staged = [] if random_streams_paired() else [x for x in cand_inputs
                                             if isinstance(x, torch.Tensor) and x.is_cuda and x.is_floating_point()]
     values = [x.clone() for x in staged]
     for x in staged:
