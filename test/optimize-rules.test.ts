@@ -3433,3 +3433,25 @@ test("a reduction broadcast back into a pointwise op that reads its rows is one 
   );
   assert.ok(!typed.g.nodes.some((n) => n.op.startsWith("reduce_broadcast_")), "dtype=");
 });
+
+test("many rows longer than the held rows stay a reduction and a pointwise region; few long rows fold", () => {
+  const divided = (shape: number[], dims: number[]) => {
+    const kept = shape.map((n, d) => (dims.includes(d) ? 1 : n));
+    const g = graph(
+      [
+        node("n", "sum", { input: ref("x"), dim: ints(...dims), keepdim: bool(true), dtype: none }, kept),
+        node("out", "div", { input: ref("x"), other: ref("n") }, shape),
+      ],
+      "out",
+    );
+    g.inputs = [{ name: "x", meta: f32(shape), value: null }];
+    return canonicalGraph(g).nodes.map((n) => n.op);
+  };
+  // 8192 rows of 16385 (l2_normalize_rows): the folded region lost to PyTorch's two kernels, the two regions won
+  assert.deepEqual(divided([8192, 16385], [1]), ["sum", "div"]);
+  // rows the normalize kernels hold (16384), or few long rows (the split statistics): one normalisation
+  assert.deepEqual(divided([8192, 16384], [1]), ["reduce_broadcast_sum", "div"]);
+  assert.deepEqual(divided([64, 100000], [1]), ["reduce_broadcast_sum", "div"]);
+  // not rows: a long reduction over the leading dim (columns) folds whatever its length
+  assert.deepEqual(divided([20000, 512], [0]), ["reduce_broadcast_sum", "div"]);
+});

@@ -151,11 +151,27 @@ function readsThrough(view: GraphView, reader: GraphNode, other: GraphNode): boo
   );
 }
 
+// Many rows longer than the normalize kernels hold in registers at 32 values a thread stay a reduction and a
+// pointwise region: measured on 8192 rows of 16385 (l2_normalize_rows), the folded region ran at 0.81x (scalar block
+// per row) and 0.93x (the long held rows) of PyTorch's two kernels, while the two regions ran 1.085x
+// (bench/optimize/NOTES.md). Few long rows (a whole-tensor norm: frobenius_normalize, 1.28x folded) take the split
+// statistics instead, and fold.
+const HELD_ROW_MAX = 16384;
+const ROWS_FILLING_THE_GPU = 128; // about one row per multiprocessor (132 on an H100 / H200)
+
+function longRowsFillingTheGpu(shape: number[], dims: number[]): boolean {
+  const reduced = new Set(dims.map((d) => (d < 0 ? d + shape.length : d)));
+  const innermost = reduced.size > 0 && [...reduced].every((d) => d >= shape.length - reduced.size);
+  const count = (keep: boolean) => shape.reduce((n, size, d) => (reduced.has(d) === keep ? n : n * size), 1);
+  return innermost && count(false) > HELD_ROW_MAX && count(true) >= ROWS_FILLING_THE_GPU;
+}
+
 function match(view: GraphView, reduction: GraphNode): Match | null {
   const stat = statisticOf(view, reduction);
   const input = reduction.fn?.input;
   const inputMeta = view.tensorOf(input);
   if (!stat || !input || !inputMeta || !FLOATS.has(inputMeta.dtype)) return null;
+  if (longRowsFillingTheGpu(inputMeta.shape, stat.dims)) return null;
   const kept = keptShape(inputMeta.shape, stat.dims);
   const reducedMeta =
     view.outMeta(reduction) ?? view.outMeta(view.node(pairProjection(reduction, view)?.id ?? ""));
