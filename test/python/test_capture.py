@@ -1074,6 +1074,15 @@ def test_a_function_checking_its_input_values_gets_its_shape_on_the_cpu(tmp_path
         propagate_shapes(gm, [torch.rand(4, 8, device="meta")])
 
 
+def test_a_parameter_an_op_is_not_differentiable_in_captures(tmp_path: Path) -> None:
+    # binary_cross_entropy_with_logits refuses a pos_weight that requires grad; the harness calls the reference
+    # under no_grad, where it runs. Shape propagation with grad on failed, export too: the file ran the reference.
+    forward = "return F.binary_cross_entropy_with_logits(x, (x > 0.5).float(), pos_weight=self.pw, reduction='sum')"
+    graph = capture_text(tmp_path, model(forward, init="self.pw = nn.Parameter(torch.rand(8))"))
+    assert graph["captured"] == "fx", graph["failure"]
+    assert node(graph, "binary_cross_entropy_with_logits")["out"]["meta"]["shape"] == []
+
+
 def test_an_augmented_assignment_is_recorded_in_place(tmp_path: Path) -> None:
     # fx's Proxy has no __iadd__: `x += y` traced as `x = x + y`, and the emitted forward left the caller's x as it was.
     source = """

@@ -344,7 +344,10 @@ _CPU_RETRY_BYTES = 1 << 28
 
 
 def propagate_shapes(gm: torch.fx.GraphModule, runtime: list[Any]) -> None:
-    with FactoriesOn("meta"):
+    """Under no_grad, as the harness calls the reference: some ops refuse a parameter that requires grad as
+    an argument they are not differentiable in (binary_cross_entropy_with_logits' pos_weight), which no value
+    of the forward depends on."""
+    with FactoriesOn("meta"), torch.no_grad():
         _SizesProp(gm).propagate(*runtime)
 
 
