@@ -195,6 +195,9 @@ XY = {"input": {"t": "node", "id": "x"}, "target": {"t": "node", "id": "y"}}
         # modules fold the legacy keywords in __init__ and keep only `reduction`
         ("self.loss = nn.MSELoss(reduce=False)", "return self.loss(x, y)", "mse_loss", {"reduction": const("none")}),
         ("self.loss = nn.L1Loss(size_average=False)", "return self.loss(x, y)", "l1_loss", {"reduction": const("sum")}),
+        # forward(log_input, target): its first argument is named as poisson_nll_loss' bool, not its input
+        ("self.loss = nn.PoissonNLLLoss(log_input=False, full=True)", "return self.loss(x, y)", "poisson_nll_loss",
+         {"reduction": const("mean"), "log_input": const(False), "full": const(True), "eps": {**const(1e-08), "attr": "loss.eps"}}),
     ],
 )
 def test_losses_normalise_to_input_target_reduction(tmp_path: Path, init: str, forward: str, op: str, fn: dict) -> None:

@@ -263,6 +263,17 @@ def normalise_call(spec: OpSpec, args: list[Any], kwargs: dict[str, Any], facts:
 _PLANNED_FLOATS = frozenset({"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout"})
 
 
+def _renames_first_input(module: nn.Module, path: str, sig: Any, call: dict[str, Any], first: str) -> bool:
+    """Whether the forward's first argument is the functional's first positional under another name: a name the
+    functional lacks (`forward(self, x)`), or one it gives a hyper-parameter while its input is bound by nothing
+    else (PoissonNLLLoss' `forward(self, log_input, target)` beside poisson_nll_loss' bool `log_input`)."""
+    if first == sig.positional[0]:
+        return False
+    if first not in sig.names:
+        return True
+    return sig.positional[0] not in call and _module_attr(module, path, sig.positional[0]) is _MISSING
+
+
 def _module_attr(module: nn.Module, path: str, name: str) -> Any:
     if name in module._parameters or name in module._buffers:
         tensor = module._parameters.get(name, module._buffers.get(name))
@@ -301,7 +312,7 @@ def normalise_module(
         return spec, None
     call = dict(call)
     first_forward = next(iter(call), None)
-    if first_forward is not None and first_forward not in sig.names and sig.positional:
+    if first_forward is not None and sig.positional and _renames_first_input(module, path, sig, call, first_forward):
         call[sig.positional[0]] = call.pop(first_forward)
     overrides = _module_overrides(module, path, spec.op)
     bound = Bound()
