@@ -230,6 +230,8 @@ POINTWISE_CASES = [
      ["any", "unit", "pos"], lambda x, t, pw: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw, reduction="none")),
     ("poisson_nll_loss", {"reduction": "none", "log_input": True, "full": False, "eps": 1e-8}, ["any", "pos"],
      lambda x, t: F.poisson_nll_loss(x, t, reduction="none")),
+    ("poisson_nll_loss", {"reduction": "none", "log_input": True, "full": True, "eps": 1e-8}, ["any", "pos"],
+     lambda x, t: F.poisson_nll_loss(x, t, full=True, reduction="none")),
     ("hinge_embedding_loss", {"reduction": "none", "margin": 0.7}, ["any", "sign"],
      lambda x, t: F.hinge_embedding_loss(x, t, margin=0.7, reduction="none")),
     ("margin_ranking_loss", {"reduction": "none", "margin": 0.3}, ["any", "any", "sign"],
@@ -315,6 +317,8 @@ REDUCE_CASES = [
      F.poisson_nll_loss),
     ("poisson_nll_loss", {"reduction": "sum", "log_input": False, "full": False, "eps": 1e-3}, ["pos", "pos"],
      lambda x, t: F.poisson_nll_loss(x, t, log_input=False, eps=1e-3, reduction="sum")),
+    ("poisson_nll_loss", {"reduction": "mean", "log_input": False, "full": True, "eps": 1e-8}, ["pos", "pos"],
+     lambda x, t: F.poisson_nll_loss(x, t, log_input=False, full=True)),
     ("argmax", {"dim": 1}, ["any"], None),  # an index: the accumulator's, checked on the GPU
     ("argmin", {"dim": 1}, ["any"], None),
     ("logsumexp", {"dim": [1]}, ["any"], lambda x: torch.logsumexp(x, 1)),

@@ -266,12 +266,17 @@ export const REDUCTIONS: Record<string, ReduceSpec> = {
       rowwiseNone: true,
     },
   ),
-  // torch: exp(x) - t x of a log input, else x - t log(x + eps); full=True adds Stirling's term (PyTorch's).
+  // torch: exp(x) - t x of a log input, else x - t log(x + eps); full=True adds Stirling's term
+  // t log(t) - t + log(2 pi t) / 2 where t > 1 (PyTorch's masked_fill(t <= 1, 0)).
   poisson_nll_loss: loss(([x, t], p) => {
     const logInput = p.bool("log_input");
+    const full = p.bool("full");
     const eps = p.num("eps", 1e-8);
-    if (p.bool("full") !== false || logInput === null || eps === null) return null;
-    return logInput ? `expf(${x}) - (${t}) * (${x})` : `(${x}) - (${t}) * logf((${x}) + ${eps})`;
+    if (full === null || logInput === null || eps === null) return null;
+    const nll = logInput ? `expf(${x}) - (${t}) * (${x})` : `(${x}) - (${t}) * logf((${x}) + ${eps})`;
+    if (!full) return nll;
+    const stirling = `(${t}) * logf(${t}) - (${t}) + 0.5f * logf(6.283185307179586f * (${t}))`;
+    return `${nll} + ((${t}) > 1.f ? ${stirling} : 0.f)`;
   }),
   // torch: where(t != 1, clamp_min(margin - x, 0), 0) + where(t != -1, x, 0).
   hinge_embedding_loss: loss(([x, t], p) => {
