@@ -84,6 +84,8 @@ _RENAMED: dict[str, OpSpec] = {
     **{f"torch.arc{name[1:]}": OpSpec(name) for name in ("asin", "acos", "atan", "asinh", "acosh", "atanh")},
     **{f"torch.{alias}": OpSpec(op) for alias, op in _COMPARISON_ALIASES.items()},
     "torch.fix": OpSpec("trunc"),
+    "torch.swapaxes": OpSpec("transpose"),
+    "torch.swapdims": OpSpec("transpose"),
     "torch.floor_divide": OpSpec("div", "div", {"rounding_mode": "floor"}),
     "torch.special.expit": OpSpec("sigmoid"),
     "torch.nn.functional.silu": OpSpec("silu"),
@@ -175,6 +177,9 @@ _METHODS: dict[str, OpSpec] = {
     **{f"arc{name[1:]}": OpSpec(name) for name in ("asin", "acos", "atan", "asinh", "acosh", "atanh")},
     **{alias: OpSpec(op) for alias, op in _COMPARISON_ALIASES.items()},
     "fix": OpSpec("trunc"),
+    # NumPy's names of transpose: a view like it, which the permute rules and the aliasing of writes know
+    "swapaxes": OpSpec("transpose"),
+    "swapdims": OpSpec("transpose"),
     # x.type(dtype) is x.to(dtype); x.type() (a type name) and x.type("torch.HalfTensor") bind no dtype the
     # cast rule reads, and stay PyTorch's calls.
     "type": OpSpec("to", "type"),

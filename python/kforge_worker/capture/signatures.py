@@ -226,7 +226,10 @@ _SOURCES = [
 _DROPPED = frozenset({"_stacklevel", "out", "inplace", "size_average", "reduce", "unbiased", "pin_memory"})
 #: Ops whose inplace argument is part of their meaning (kept in fn).
 _KEEPS_INPLACE = frozenset({"dropout", "alpha_dropout", "feature_alpha_dropout", "dropout1d", "dropout2d", "dropout3d"})
-_ALIASES = {"self": "input", "axis": "dim", "keepdims": "keepdim", "x": "input", "a": "input", "A": "input"}
+_ALIASES = {
+    "self": "input", "axis": "dim", "keepdims": "keepdim", "x": "input", "a": "input", "A": "input",
+    "axis0": "dim0", "axis1": "dim1",  # swapaxes' names for transpose's dims
+}
 
 _MISSING = object()
 

@@ -10,7 +10,7 @@ export const ALIASING_OPS = new Set([
   ...["squeeze", "expand", "expand_as", "view_as", "reshape_as", "getitem", "slice", "select", "narrow"],
   ...["detach", "split", "chunk", "unbind", "movedim", "swapaxes", "diagonal", "as_strided", "to", "float"],
   ...["type_as", "identity", "broadcast_tensors", "unfold"],
-  // An op capture has no name for (op "unknown") may return a view: x.swapdims, x.moveaxis, torch.broadcast_to,
+  // An op capture has no name for (op "unknown") may return a view: x.moveaxis, torch.broadcast_to,
   // x.ravel(), torch.atleast_2d, x.adjoint() — an in-place write through one fused as its out-of-place form and
   // the readers of x after it missed the write. Likewise Tensor.unfold (a view; F.unfold's im2col copies).
   "unknown",
