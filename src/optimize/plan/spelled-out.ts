@@ -408,8 +408,9 @@ function crossEntropySpelledOut(node: GraphNode, view: GraphView, taken: Set<str
   ];
 }
 
-/** triplet_margin_loss without swap as the calls ATen makes of it: `clamp_min(margin + pairwise_distance(a, p) -
- * pairwise_distance(a, n), 0)` then the reduction, bit for bit in the inputs' dtype. The two distances are then
+/** triplet_margin_loss as the calls ATen makes of it: `clamp_min(margin + pairwise_distance(a, p) -
+ * pairwise_distance(a, n), 0)` then the reduction (with swap, `minimum(pairwise_distance(a, n),
+ * pairwise_distance(p, n))` for the negative's distance), bit for bit in the inputs' dtype. The two distances are then
  * reductions reading the inputs once each (ATen writes a - p + eps out first), the rest one reduction after them. */
 function tripletSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>): GraphNode[] | null {
   const fn = node.fn;
@@ -424,7 +425,8 @@ function tripletSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>)
   };
   if (!same(positive) || !same(negative)) return null;
   if (!isNone(fn.size_average) || !isNone(fn.reduce)) return null;
-  if (fn.swap && !(fn.swap.t === "const" && fn.swap.value === false)) return null;
+  if (fn.swap && !(fn.swap.t === "const" && typeof fn.swap.value === "boolean")) return null;
+  const swap = fn.swap?.t === "const" && fn.swap.value === true;
   const reduction = fn.reduction?.t === "const" ? fn.reduction.value : "mean";
   if (reduction !== "mean" && reduction !== "sum" && reduction !== "none") return null;
   const margin = fn.margin ?? { t: "const", pytype: "float", value: 1.0 };
@@ -433,20 +435,34 @@ function tripletSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>)
   const none: Arg = { t: "const", pytype: "none", value: null };
   const rowShape = meta.shape.slice(0, -1);
   const rowMeta: TensorMeta = { ...meta, shape: rowShape, stride: contiguousStride(rowShape) };
-  const ids = ["dist_pos", "dist_neg", "shifted", "gap", "hinged"].map((s) =>
+  const ids = ["dist_pos", "dist_neg", "shifted", "gap", "hinged", "dist_swap", "dist_min"].map((s) =>
     freshId(`${node.id}_${s}`, taken),
   );
-  const [dPos, dNeg, shifted, gap, hinged] = ids.map((id) => ({ t: "node", id }) as Arg);
-  const distance = (id: string, x2: Arg) =>
+  const [dPos, dAnchorNeg, shifted, gap, hinged, dSwap, dMin] = ids.map((id) => ({ t: "node", id }) as Arg);
+  // With swap, ATen takes the nearer of the negative's distances to the anchor and to the positive.
+  const dNeg = swap ? dMin : dAnchorNeg;
+  const distance = (id: string, x1: Arg, x2: Arg) =>
     plainNode(id, {
       kind: "call_function",
       target: "torch.nn.functional.pairwise_distance",
-      args: [anchor, x2],
+      args: [x1, x2],
       kwargs: { p, eps },
       op: "pairwise_distance",
-      fn: { x1: anchor, x2, p, eps, keepdim: { t: "const", pytype: "bool", value: false } },
+      fn: { x1, x2, p, eps, keepdim: { t: "const", pytype: "bool", value: false } },
       out: { t: "tensor", meta: rowMeta },
     });
+  const swapped = [
+    distance(ids[5] ?? "", positive, negative),
+    plainNode(ids[6] ?? "", {
+      kind: "call_function",
+      target: "torch.minimum",
+      args: [dAnchorNeg as Arg, dSwap as Arg],
+      kwargs: {},
+      op: "minimum",
+      fn: { input: dAnchorNeg as Arg, other: dSwap as Arg },
+      out: { t: "tensor", meta: rowMeta },
+    }),
+  ];
   const binary = (id: string, op: "add" | "sub", input: Arg, other: Arg) =>
     plainNode(id, {
       kind: "call_function",
@@ -459,8 +475,9 @@ function tripletSpelledOut(node: GraphNode, view: GraphView, taken: Set<string>)
     });
   const zero: Arg = { t: "const", pytype: "float", value: 0.0 };
   const nodes = [
-    distance(ids[0] ?? "", positive),
-    distance(ids[1] ?? "", negative),
+    distance(ids[0] ?? "", anchor, positive),
+    distance(ids[1] ?? "", anchor, negative),
+    ...(swap ? swapped : []),
     binary(ids[2] ?? "", "add", dPos as Arg, margin),
     binary(ids[3] ?? "", "sub", shifted as Arg, dNeg as Arg),
     plainNode(reduction === "none" ? node.id : (ids[4] ?? ""), {
