@@ -284,6 +284,9 @@ def test_exported_losses_read_their_reduction_enum_as_a_string(tmp_path: Path) -
         ("return torch.aminmax(x, dim=1).max", "aminmax", {"dim": const(1), "keepdim": const(False)}),
         ("return x.swapaxes(0, 1)", "transpose", {"dim0": const(0), "dim1": const(1)}),
         ("return torch.swapaxes(x, axis0=1, axis1=0)", "transpose", {"dim0": const(1), "dim1": const(0)}),
+        # the Frobenius matrix norm is ATen's vector norm of order 2 over the matrix dims
+        ("return torch.linalg.matrix_norm(x)", "vector_norm",
+         {"ord": const(2), "dim": ints(-2, -1), "keepdim": const(False), "dtype": const(None)}),
         ("return torch.swapdims(x, 0, -1)", "transpose", {"dim0": const(0), "dim1": const(-1)}),
         ("return F.poisson_nll_loss(x, x)", "poisson_nll_loss",
          {"target": {"t": "node", "id": "x"}, "log_input": const(True), "full": const(False), "eps": const(1e-8),

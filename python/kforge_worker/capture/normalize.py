@@ -232,6 +232,10 @@ def finish(spec: OpSpec, bound: Bound | None, facts: Facts) -> tuple[OpSpec, Bou
             bound[name] = (value, False)
     if spec.op == "vector_norm" and spec.sig in ("norm", "linalg_norm"):
         spec, bound = _norm_to_vector_norm(spec, bound, facts)
+    if spec.op == "matrix_norm" and _value(bound, "ord") == "fro":
+        # ATen computes the Frobenius matrix norm as linalg_vector_norm(A, 2, dim, keepdim, dtype)
+        bound["ord"] = (2, False)
+        spec = OpSpec("vector_norm", "vector_norm")
     if "reduction" in bound and not _loss_reduction(bound):
         return spec, None
     fix = _FIXES.get(spec.op)
