@@ -23,6 +23,7 @@ import {
 } from "../src/optimize/optimize.ts";
 import { resolveProblem } from "../src/problem/problems.ts";
 import { compileCheckNote } from "../src/report/compile-check-note.ts";
+import { EvalResult } from "../src/worker/protocol.ts";
 import { cpuOptimizeOptions } from "./helpers/optimize-options.ts";
 
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
@@ -31,6 +32,30 @@ const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
 const layoutProblem = resolveProblem("test/fixtures/optimize/conv_layernorm_chain.py");
 
 const options = cpuOptimizeOptions;
+
+// Stand-ins for the GPU side where a test asserts only which files were timed: a bench that reports the given
+// region kernel times against 1.5 ms of PyTorch's ops (eager and ours at 1 ms), and an eval that passes any file.
+const passingEval = EvalResult.parse(
+  JSON.parse(readFileSync("test/fixtures/results/gemm_bn_scale_softmax.json", "utf8"))[0],
+);
+const evaluatePasses: typeof evaluate = async () => [{ ...passingEval, verdict: "correct" }];
+function benchReporting(
+  timed: { regions: string[]; source: string }[],
+  kernelMs: (id: string) => number,
+): typeof runBench {
+  return async (_p, candidate, regions) => {
+    if (regions.length > 0) timed.push({ regions, source: readFileSync(candidate, "utf8") });
+    return {
+      device: "cpu",
+      eagerMs: 1,
+      compiledMs: null,
+      oursMs: 1,
+      compileSeconds: null,
+      error: null,
+      regions: regions.map((id) => ({ id, kernelMs: kernelMs(id), torchMs: 1.5, note: null })),
+    };
+  };
+}
 
 test("a region ships only when it beats PyTorch's ops by the margin; a tie or an untimed region is not a loser", () => {
   const t = (id: string, kernelMs: number | null, torchMs: number | null) => ({
@@ -228,23 +253,17 @@ test("the file a re-timing emits when every anchored region lost is the one whos
   const [likely] = likelyRetimedPlans(prepared.graph, prepared.plan);
   assert.ok(likely, "the fixture's chain is anchored on its conv");
   const built = emitModelFile(prepared.graph, likely, problem.name).source;
-  const timed: string[] = [];
-  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
-    const run = await runBench(p, candidate, regions, opts, compile);
-    if (regions.length > 0) timed.push(readFileSync(candidate, "utf8"));
-    const first = timed.length === 1;
-    return {
-      ...run,
-      regions: run.regions.map((r) =>
-        first ? { ...r, kernelMs: 2, torchMs: 1 } : { ...r, kernelMs: 1, torchMs: 2 },
-      ),
-    };
-  };
-  await optimizeProblem(problem, join(dir, "new.py"), options(dir, { benchFile: bench, regionWinMargin: 1 }));
+  const timed: { regions: string[]; source: string }[] = [];
+  const bench = benchReporting(timed, () => (timed.length === 1 ? 2 : 1));
+  await optimizeProblem(
+    problem,
+    join(dir, "new.py"),
+    options(dir, { benchFile: bench, evaluateFile: evaluatePasses, regionWinMargin: 1 }),
+  );
   assert.ok(timed.length >= 2, "the anchored regions were timed again");
-  assert.notEqual(timed[0], built);
+  assert.notEqual(timed[0]?.source, built);
   assert.equal(
-    timed[1],
+    timed[1]?.source,
     built,
     "the re-timed file is byte for byte the one built ahead (the build folder's key)",
   );
@@ -253,6 +272,46 @@ test("the file a re-timing emits when every anchored region lost is the one whos
     kept: prepared.plan.kept,
   };
   assert.deepEqual(likelyRetimedPlans(prepared.graph, plain), [], "nothing anchored: nothing to build ahead");
+});
+
+test("a later re-timing round times its regions from the file built ahead that plans them alike", {
+  timeout: 300_000,
+}, async () => {
+  const twoBlocks = resolveProblem("test/fixtures/optimize/conv_two_blocks.py");
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const prepared = await prepareProblem(twoBlocks, join(dir, "ahead.py"), options(dir));
+  const ahead = likelyRetimedPlans(prepared.graph, prepared.plan);
+  assert.deepEqual(
+    ahead.map((p) => p.regions.map((r) => r.anchorLayout ?? "none")),
+    [
+      ["native", "native"],
+      ["none", "none"],
+    ],
+    "each round relaxes every anchor one step",
+  );
+  const unanchored = emitModelFile(prepared.graph, ahead[1] ?? prepared.plan, twoBlocks.name).source;
+  const timed: { regions: string[]; source: string }[] = [];
+  // Both regions lose the first bench; in the reference's layout r0 wins and r1 loses again; without its anchor
+  // r1 wins.
+  const loses = (id: string) => timed.length === 1 || (timed.length === 2 && id === "r1");
+  const bench = benchReporting(timed, (id) => (loses(id) ? 2 : 1));
+  const output = join(dir, "new.py");
+  const result = await optimizeProblem(
+    twoBlocks,
+    output,
+    options(dir, { benchFile: bench, evaluateFile: evaluatePasses, regionWinMargin: 1 }),
+  );
+  assert.deepEqual(
+    timed.map((t) => t.regions),
+    [["r0", "r1"], ["r0", "r1"], ["r1"]],
+  );
+  assert.equal(timed[2]?.source, unanchored, "r1 alone timed from the file with no anchor, built ahead");
+  assert.notEqual(readFileSync(output, "utf8"), unanchored, "the shipped file keeps r0's anchor");
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.deepEqual(
+    result.regions.map((r) => r.status),
+    ["fused", "fused"],
+  );
 });
 
 // The conv_bn_chain fixture's chain runs its conv channels-last; each bench reports the layout it timed.

@@ -185,15 +185,22 @@ export interface OptimizeOptions {
   /** performance.now() when the command started: milestones of the problem are recorded against it
    * (`seconds.timeline`). */
   startedAt?: number;
+  /** Told of each milestone as it is reached (a single problem's progress, so that a long or cut-short run
+   * still shows where its time went). */
+  onMilestone?: (name: string, seconds: number) => void;
 }
 
 /** Seconds since `startedAt` at each named milestone of a problem (where a warm run's wall time goes). */
-export function markTimeline(result: OptimizeResult, startedAt: number | undefined, name: string): void {
+export function markTimeline(
+  result: OptimizeResult,
+  startedAt: number | undefined,
+  name: string,
+  onMilestone?: (name: string, seconds: number) => void,
+): void {
   if (startedAt === undefined) return;
-  result.seconds.timeline = {
-    ...result.seconds.timeline,
-    [name]: Math.round(performance.now() - startedAt) / 1000,
-  };
+  const seconds = Math.round(performance.now() - startedAt) / 1000;
+  result.seconds.timeline = { ...result.seconds.timeline, [name]: seconds };
+  onMilestone?.(name, seconds);
 }
 
 /** The eval of an emitted file: every check of `kforge eval`; the timing is the bench's (eager / torch.compile /
@@ -416,37 +423,72 @@ export async function prebuild(
   }
 }
 
-/** The plan the first re-timing emits when every anchored region loses, as a launch-bound problem's
- * channels-last convolution usually does; none when no region has an anchor. */
+/** The plans the re-timings emit when every anchored region loses each round, as a launch-bound problem's
+ * channels-last convolutions usually do: each anchor one step simpler per round (channels-last -> the
+ * reference's layout -> the library call made as the reference makes it), at most RETIME_ROUNDS of them. None
+ * when no region has an anchor. A round that does not relax every anchor still times its regions from one of
+ * these files where they are planned alike there (uniformRetimeFile). */
 export function likelyRetimedPlans(graph: Graph, plan: Plan): Plan[] {
-  const anchored = new Set(plan.regions.filter((r) => r.anchor).map((r) => r.id));
-  if (anchored.size === 0) return [];
-  const relaxed = relaxLosers(graph, plan, anchored);
-  return relaxed.retimed.length > 0 ? [relaxed.plan] : [];
+  const plans: Plan[] = [];
+  let current = plan;
+  for (let round = 0; round < RETIME_ROUNDS; round++) {
+    const anchored = new Set(current.regions.filter((r) => r.anchor).map((r) => r.id));
+    if (anchored.size === 0) break;
+    const relaxed = relaxLosers(graph, current, anchored);
+    if (relaxed.retimed.length === 0) break;
+    plans.push(relaxed.plan);
+    current = relaxed.plan;
+  }
+  return plans;
 }
 
-/** Builds the extensions of likelyRetimedPlans' files on the CPU while the GPU times the first file, so a
- * re-timing finds its build done (the build folder is keyed by the file's content, and the file by the plan).
- * The files are emitted under the cache folder, never at the output. A failed build is left to the bench that
- * needs the file, which reports it. */
+const RETIME_ROUNDS = 3;
+
+function retimeAheadPath(options: OptimizeOptions, problem: Problem): string {
+  // A folder of its own: two problems of one name (model.py in two folders) build side by side.
+  mkdirSync(join(options.cacheDir, "retime-ahead"), { recursive: true });
+  const folder = mkdtempSync(join(options.cacheDir, "retime-ahead", `${problem.name}-`));
+  return join(folder, `${problem.name}.py`);
+}
+
+/** Builds the extensions of likelyRetimedPlans' files on the CPU, side by side, while the GPU times the first
+ * file, so a re-timing finds its build done (the build folder is keyed by the file's content, and the file by
+ * the plan). The files are emitted under the cache folder, never at the output. A failed build is left to the
+ * bench that needs the file, which reports it. */
 export async function prebuildLikelyRetimes(
   prepared: Prepared,
   options: OptimizeOptions,
   cancelSignal?: AbortSignal,
 ): Promise<void> {
   const { graph, problem } = prepared;
-  for (const plan of likelyRetimedPlans(graph, prepared.plan)) {
-    // A folder of its own: two problems of one name (model.py in two folders) build side by side.
-    mkdirSync(join(options.cacheDir, "retime-ahead"), { recursive: true });
-    const folder = mkdtempSync(join(options.cacheDir, "retime-ahead", `${problem.name}-`));
-    const path = join(folder, `${problem.name}.py`);
-    emitTo(graph, plan, problem, path, replayTrial(options));
-    try {
-      await prebuild({ ...prepared, output: path, plan }, options, cancelSignal);
-    } finally {
-      rmSync(folder, { recursive: true, force: true });
-    }
-  }
+  await Promise.all(
+    likelyRetimedPlans(graph, prepared.plan).map(async (plan) => {
+      const path = retimeAheadPath(options, problem);
+      emitTo(graph, plan, problem, path, replayTrial(options));
+      try {
+        await prebuild({ ...prepared, output: path, plan }, options, cancelSignal);
+      } finally {
+        rmSync(dirname(path), { recursive: true, force: true });
+      }
+    }),
+  );
+}
+
+/** Where a re-timing round can time `ids` without a build of its own: the one of likelyRetimedPlans' files
+ * (built ahead) that plans the regions `ids` exactly as `plan` does. A region's timing reads only its own kernel
+ * and the tensors its first call is given, so that file times them as `plan`'s would, provided both feed every
+ * region in the reference's layout: no channels-last anchor left in either. Null otherwise. */
+function uniformRetimePlan(ahead: Plan[], plan: Plan, ids: string[]): Plan | null {
+  const referenceLayout = (p: Plan) => p.regions.every((r) => r.anchorLayout !== "channels_last");
+  if (!referenceLayout(plan)) return null;
+  const key = (p: Plan, id: string) => {
+    const region = p.regions.find((r) => r.id === id);
+    return region ? JSON.stringify(region) : null;
+  };
+  const alike = (candidate: Plan) =>
+    referenceLayout(candidate) &&
+    ids.every((id) => key(plan, id) !== null && key(candidate, id) === key(plan, id));
+  return ahead.find(alike) ?? null;
 }
 
 /** On the GPU: regions timed against PyTorch's ops (losers dropped and the file re-emitted), the full eval,
@@ -474,7 +516,7 @@ async function verifyWithBench(
   const emit = (p: Plan, replay: GraphReplay = replayTrial(options)) =>
     emitTo(graph, p, problem, output, replay);
   const runs: BenchRun[] = [];
-  const mark = (name: string) => markTimeline(result, options.startedAt, name);
+  const mark = (name: string) => markTimeline(result, options.startedAt, name, options.onMilestone);
   let compileWait = 0;
   const rawBench = options.benchFile ?? (session ? sessionBench(session) : runBench);
   const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile = true) => {
@@ -558,7 +600,8 @@ async function verifyWithBench(
         .map((r) => r.id),
     );
     let revertedToChannelsLast = false;
-    for (let round = 0; round < 3; round++) {
+    const retimesAhead = likelyRetimedPlans(graph, plan);
+    for (let round = 0; round < RETIME_ROUNDS; round++) {
       const anchored = new Set(plan.regions.filter((r) => r.anchor && losers.has(r.id)).map((r) => r.id));
       if (anchored.size === 0 && tryNative.size === 0) break;
       const before = plan;
@@ -573,7 +616,13 @@ async function verifyWithBench(
         );
       emit(plan);
       freshForFinal = false;
-      const againRun = await bench(problem, output, retimed, options, false, false);
+      // A file built ahead when it plans the re-timed regions as this round does: no build waits on the GPU.
+      const uniform = uniformRetimePlan(retimesAhead, plan, retimed);
+      const timedFile = uniform ? retimeAheadPath(options, problem) : output;
+      if (uniform) emitTo(graph, uniform, problem, timedFile, replayTrial(options));
+      const againRun = await bench(problem, timedFile, retimed, options, false, false).finally(() => {
+        if (timedFile !== output) rmSync(dirname(timedFile), { recursive: true, force: true });
+      });
       const again = losingRegions(againRun.regions, options.regionWinMargin);
       const nativeFaster = (id: string) => {
         const native = kernelMs(againRun, id);

@@ -222,6 +222,12 @@ export function registerOptimizeCommand(program: Command): void {
       // reference process started, then waiting for the file) start now too, beside its capture: they are
       // what a warm run waits for. A chosen --gpus decides the GPU later, so then they start at its turn.
       const single = todo.length === 1 ? todo[0] : undefined;
+      // A single problem's milestones are printed as they come (a suite has its progress lines and ETA).
+      const milestone = single
+        ? (name: string, seconds: number) =>
+            process.stderr.write(`${single.name}: ${seconds.toFixed(1)} s ${name}\n`)
+        : undefined;
+      options.onMilestone = milestone;
       const early =
         single && flags.verify && flags.device === "cuda" && flags.gpus === undefined
           ? {
@@ -237,7 +243,10 @@ export function registerOptimizeCommand(program: Command): void {
       let probe: Awaited<ReturnType<typeof requireWorkerProbe>>["probe"] | undefined;
       try {
         probe = flags.verify ? (await requireWorkerProbe(flags.python, flags.device)).probe : undefined;
-        if (probe) commandMarks.probed = since();
+        if (probe) {
+          commandMarks.probed = since();
+          milestone?.("probed", commandMarks.probed);
+        }
       } catch (error) {
         callOffEarly();
         throw error;
@@ -250,6 +259,7 @@ export function registerOptimizeCommand(program: Command): void {
       const prepared: Prepared[] = [];
       const graphs = await capturing;
       commandMarks.captured = since();
+      milestone?.("captured", commandMarks.captured);
       for (const [index, problem] of todo.entries()) {
         const output = outputOf(problem);
         try {
