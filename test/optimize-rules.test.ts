@@ -3455,3 +3455,69 @@ test("many rows longer than the held rows stay a reduction and a pointwise regio
   // not rows: a long reduction over the leading dim (columns) folds whatever its length
   assert.deepEqual(divided([20000, 512], [0]), ["reduce_broadcast_sum", "div"]);
 });
+
+test("a reduction over size-1 dims it keeps is the pointwise identity it is (x + 0, x * 1) and joins the reduction before it", () => {
+  // KernelBench level 2's `mean(dim=1, keepdim=True)` then `logsumexp(dim=1, keepdim=True)` then GELU
+  const R = [8, 1, 32, 32];
+  const chain = (second: GraphNode) =>
+    canonicalGraph(
+      graph(
+        [
+          node("m", "mean", { input: ref("x"), dim: ints(1), keepdim: bool(true), dtype: none }, R),
+          second,
+          node("g", "gelu", { input: ref("l"), approximate: { t: "const", pytype: "str", value: "none" } }, [
+            ...(second.out.t === "tensor" ? second.out.meta.shape : []),
+          ]),
+        ],
+        "g",
+      ),
+    );
+  const lse = (dim: Arg, keepdim: boolean, shape: number[]) =>
+    node("l", "logsumexp", { input: ref("m"), dim, keepdim: bool(keepdim) }, shape);
+  const kept = chain(lse(ints(-3), true, R));
+  const l = kept.nodes.find((n) => n.id === "l");
+  assert.equal(l?.op, "add");
+  assert.deepEqual(l?.fn?.other, { t: "const", pytype: "float", value: 0 });
+  assert.deepEqual(planGraph(kept).regions.map(regionNodes), [["m", "l", "g"]]);
+  const amax = canonicalGraph(
+    graph([node("l", "amax", { input: ref("x"), dim: ints(1), keepdim: bool(true) }, [8, 1, 32, 32])], "l"),
+  );
+  assert.equal(amax.nodes[0]?.op, "amax", "a dim of size 16 is reduced");
+  // dropped dims change the shape; a model attribute's dim may change after capture
+  assert.equal(chain(lse(ints(1), false, [8, 32, 32])).nodes[1]?.op, "logsumexp");
+  assert.equal(chain(lse(num(1, "dim"), true, R)).nodes[1]?.op, "logsumexp");
+  // a size-1 dim of a view (or of a graph input) may be wider at other input sizes, which the forward serves
+  const viewed = canonicalGraph(
+    graph(
+      [
+        node("v", "view", { input: ref("x"), size: ints(8, 1, -1) }, [8, 1, 16384]),
+        node("s", "sum", { input: ref("v"), dim: ints(1), keepdim: bool(true), dtype: none }, [8, 1, 16384]),
+      ],
+      "s",
+    ),
+  );
+  assert.equal(viewed.nodes[1]?.op, "sum");
+  const prod = canonicalGraph(
+    graph(
+      [
+        node("m", "amax", { input: ref("x"), dim: ints(1), keepdim: bool(true) }, R),
+        node("p", "prod", { input: ref("m"), dim: num(1), keepdim: bool(true), dtype: none }, R),
+      ],
+      "p",
+    ),
+  );
+  assert.equal(prod.nodes[1]?.op, "mul", "a product of one element is x * 1 (it keeps -0)");
+  // through the values of a (values, indices) reduction that kept the dim (KernelBench level 2's 18)
+  const pair = { t: "tuple" as const, items: [f32(R), { ...f32(R), dtype: "int64" }] };
+  const values = canonicalGraph(
+    graph(
+      [
+        node("mx", "max_dim", { input: ref("x"), dim: num(1), keepdim: bool(true) }, R, { out: pair }),
+        node("v", "getitem", { input: ref("mx"), index: num(0) }, R),
+        node("m", "mean", { input: ref("v"), dim: ints(1), keepdim: bool(true), dtype: none }, R),
+      ],
+      "m",
+    ),
+  );
+  assert.equal(values.nodes[2]?.op, "add");
+});

@@ -3,7 +3,8 @@
 // statements threaded through their results (inplace-threads.ts); nll_loss of a log_softmax as the cross_entropy it
 // is (nll-of-log-softmax.ts); glu and prelu spelled out as the ops the
 // rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts,
-// written-logsumexp.ts); a written LayerNorm as one layer_norm op that keeps its written ops for PyTorch to run
+// written-logsumexp.ts); a reduction over size-1 dims it keeps as the pointwise identity it is (unit-reductions.ts);
+// a written LayerNorm as one layer_norm op that keeps its written ops for PyTorch to run
 // (written-layernorm.ts: F.layer_norm is not bit-equal to them); casts to a dtype read at run time as casts to the dtype captured, guarded
 // (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
 // pointwise op reshaped only for reductions applied after the reshape (view-sink.ts); a per-channel arithmetic op
@@ -32,6 +33,7 @@ import { recomputeBroadcasts } from "./recompute-broadcasts.ts";
 import { foldReducedBroadcasts } from "./reduce-broadcast.ts";
 import { resolveSizeReads } from "./size-reads.ts";
 import { spellOutOps } from "./spelled-out.ts";
+import { unitReductionsAsPointwise } from "./unit-reductions.ts";
 import { sinkPointwiseBelowReshapes } from "./view-sink.ts";
 import { foldWrittenLayerNorms } from "./written-layernorm.ts";
 import { foldWrittenLogSumExps } from "./written-logsumexp.ts";
@@ -110,7 +112,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const layered = { ...pooled, nodes: foldWrittenLayerNorms(pooled.nodes, new GraphView(pooled)) };
   const normed = { ...layered, nodes: foldWrittenRmsNorms(layered.nodes, new GraphView(layered)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
-  const typed = { ...folded, nodes: resolveDtypeReads(folded.nodes, new GraphView(folded)) };
+  const unit = { ...folded, nodes: unitReductionsAsPointwise(folded.nodes, new GraphView(folded)) };
+  const typed = { ...unit, nodes: resolveDtypeReads(unit.nodes, new GraphView(unit)) };
   const expanded = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
   const hoisted = { ...expanded, nodes: hoistPointwiseOverPermutes(expanded.nodes, new GraphView(expanded)) };
   const copied = { ...hoisted, nodes: recomputeBroadcasts(hoisted.nodes, new GraphView(hoisted)) };
