@@ -3521,3 +3521,34 @@ test("a reduction over size-1 dims it keeps is the pointwise identity it is (x +
   );
   assert.equal(values.nodes[2]?.op, "add");
 });
+
+test("a written softmax (exp(x - max) / sum) is one softmax that keeps its written ops for PyTorch", () => {
+  const R = [8, 16, 32, 1];
+  const written = (sumDim: number, extraReader = false) =>
+    canonicalGraph(
+      graph(
+        [
+          node("m", "amax", { input: ref("x"), dim: ints(-1), keepdim: bool(true) }, R),
+          node("c", "sub", { input: ref("x"), other: ref("m"), alpha: num(1) }, X),
+          node("e", "exp", { input: ref("c") }, X),
+          node("s", "sum", { input: ref("e"), dim: ints(sumDim), keepdim: bool(true), dtype: none }, R),
+          node("d", "div", { input: ref("e"), other: ref("s"), rounding_mode: none }, X),
+          ...(extraReader ? [node("t", "tanh", { input: ref("e") }, X)] : []),
+          node("o", "mul", { input: ref("d"), other: num(2) }, X),
+        ],
+        "o",
+      ),
+    );
+  const folded = written(3);
+  const softmax = folded.nodes.find((n) => n.id === "d");
+  assert.equal(softmax?.op, "softmax");
+  assert.deepEqual(softmax?.fn?.dim, num(3));
+  assert.deepEqual(
+    softmax?.written?.map((n) => n.op),
+    ["amax", "sub", "exp", "sum", "div"],
+  );
+  assert.deepEqual(planGraph(folded).regions.map(regionNodes), [["d", "o"]]);
+  // e read outside the chain, or a sum over another dim than the max: no softmax
+  assert.ok(written(3, true).nodes.some((n) => n.op === "exp"));
+  assert.ok(written(1).nodes.every((n) => n.op !== "softmax"));
+});

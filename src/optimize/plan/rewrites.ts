@@ -3,7 +3,7 @@
 // statements threaded through their results (inplace-threads.ts); nll_loss of a log_softmax as the cross_entropy it
 // is (nll-of-log-softmax.ts); glu and prelu spelled out as the ops the
 // rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts,
-// written-logsumexp.ts); a reduction over size-1 dims it keeps as the pointwise identity it is (unit-reductions.ts);
+// written-logsumexp.ts) and each written softmax as one softmax (written-softmax.ts); a reduction over size-1 dims it keeps as the pointwise identity it is (unit-reductions.ts);
 // a written LayerNorm as one layer_norm op that keeps its written ops for PyTorch to run
 // (written-layernorm.ts: F.layer_norm is not bit-equal to them); casts to a dtype read at run time as casts to the dtype captured, guarded
 // (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
@@ -38,6 +38,7 @@ import { sinkPointwiseBelowReshapes } from "./view-sink.ts";
 import { foldWrittenLayerNorms } from "./written-layernorm.ts";
 import { foldWrittenLogSumExps } from "./written-logsumexp.ts";
 import { foldWrittenRmsNorms, plain } from "./written-norms.ts";
+import { foldWrittenSoftmaxes } from "./written-softmax.ts";
 
 /** Ops whose result is on the device of their `input` tensor (never a device move such as `.to()`). */
 const SAME_DEVICE = new Set([
@@ -112,7 +113,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const layered = { ...pooled, nodes: foldWrittenLayerNorms(pooled.nodes, new GraphView(pooled)) };
   const normed = { ...layered, nodes: foldWrittenRmsNorms(layered.nodes, new GraphView(layered)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
-  const unit = { ...folded, nodes: unitReductionsAsPointwise(folded.nodes, new GraphView(folded)) };
+  const softmaxed = { ...folded, nodes: foldWrittenSoftmaxes(folded.nodes, new GraphView(folded)) };
+  const unit = { ...softmaxed, nodes: unitReductionsAsPointwise(softmaxed.nodes, new GraphView(softmaxed)) };
   const typed = { ...unit, nodes: resolveDtypeReads(unit.nodes, new GraphView(unit)) };
   const expanded = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
   const hoisted = { ...expanded, nodes: hoistPointwiseOverPermutes(expanded.nodes, new GraphView(expanded)) };
