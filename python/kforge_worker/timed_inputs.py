@@ -74,7 +74,9 @@ def refill(dst: Inputs, src: Inputs) -> Inputs:
 
     out = list(dst)
     for i, value in enumerate(src):
-        if i < len(out) and isinstance(value, torch.Tensor) and _same_layout(out[i], value):
+        # A tensor the candidate re-typed (tensor_classes.py) is replaced, never written: its copy_ would run its code
+        if (i < len(out) and isinstance(value, torch.Tensor) and type(out[i]) is type(value)
+                and _same_layout(out[i], value)):
             with torch.no_grad():
                 out[i].copy_(value)
         else:
@@ -206,6 +208,10 @@ def written_inputs(now: Inputs, given: Inputs) -> str | None:
 
     from .checks.context import same_values  # its torch.equal bound before the candidate was imported
 
+    retyped = [j for j, (x, g) in enumerate(zip(now, given)) if isinstance(g, torch.Tensor) and type(x) is not type(g)]
+    if retyped:  # nothing is called on them: their class may be the candidate's (tensor_classes.py)
+        return (f"the timed call changed the class of its input(s) {retyped}: the caller's later operations on them "
+                "(the next refill's copy_) would run the candidate's code")
     written = []
     for j, (x, g) in enumerate(zip(now, given)):
         if not isinstance(x, torch.Tensor) or not isinstance(g, torch.Tensor):

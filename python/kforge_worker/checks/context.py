@@ -19,6 +19,7 @@ from torch import nn
 
 from .. import frame_hook
 from ..interference import hook_change, hook_state
+from ..tensor_classes import classes_of, put_back
 from . import sealed
 from .instrument import ExtensionRecorder
 from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount
@@ -89,6 +90,9 @@ def clone_inputs(inputs: Inputs) -> Inputs:
 # caller's own no_grad block would run on with graphs built. Put back at once and named here; the integrity
 # fingerprint (integrity._process_flags) lists them, so the group's integrity check fails.
 modes_left: list[str] = []
+# Inputs a candidate call re-typed (tensor_classes.py): their class is put back before the harness touches them,
+# and named here for the integrity fingerprint, like modes_left.
+inputs_retyped: list[str] = []
 
 _GRAD_MODES = {"no_grad": torch.no_grad, "grad": torch.enable_grad, "inference": torch.inference_mode}
 
@@ -110,6 +114,7 @@ def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad",
     reference = sealed.is_reference(model)
     before = None if reference else sealed.checksums()
     hooks = None if reference else hook_state(tools=False)
+    handed = None if reference else classes_of(inputs)
     with _GRAD_MODES[mode]():
         modes = _modes()
         if bracket is not None:
@@ -119,6 +124,10 @@ def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad",
         finally:  # a frame-evaluation hook the call left is taken before any harness frame runs (frame_hook.py)
             if frame_hook.take is not None and frame_hook.take(None) is not None:
                 frame_hook.left.append("a forward call")
+            changed = put_back(inputs, handed) if handed is not None else []
+            if changed and len(inputs_retyped) < 4:
+                inputs_retyped.append(f"a forward call changed the class of its input(s) {changed} (put back): every "
+                                      "torch operation the caller then made on them would have run its code")
             if bracket is not None:
                 bracket[1]()
             if not reference and _modes() != modes:
