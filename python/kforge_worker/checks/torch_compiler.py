@@ -4,7 +4,8 @@ A candidate may compile its own code with torch.compile (dynamo + inductor): hon
 What torch's compiler does on the candidate's behalf would otherwise read as the candidate's own tampering:
 
 - dynamo wraps ``nn.Module.__init__``/``__setstate__`` the first time it compiles anything
-  (``mutation_guard.install_generation_tagging_init``). The harness installs that wrapper itself, before the
+  (``mutation_guard.install_generation_tagging_init``), and rebinds ``torch.jit.trace`` & co. and the optimizers'
+  fused steps (``TorchPatcher.patch``). The harness installs that wrapper itself, before the
   fingerprint is taken, when the candidate's source reaches the compiler (``prepare``): the wrapper is then part
   of the baseline and watched like everything else — nothing is excused afterwards. The class whose methods the
   wrapper calls at every module construction (``GenerationTracker``) joins the watched classes.
@@ -66,6 +67,14 @@ def prepare() -> bool:
     except Exception:  # noqa: BLE001 — an old or trimmed torch: nothing to prepare
         return False
     install_generation_tagging_init()
+    # The first compile also wraps torch.jit.trace & co. and the optimizers' fused steps in dynamo's `disable`
+    # (TorchPatcher.patch, once per process): done now, those rebindings are part of the baseline too.
+    try:
+        from torch._dynamo.eval_frame import TorchPatcher
+
+        TorchPatcher.patch()
+    except Exception:  # noqa: BLE001 — a torch without it rebinds nothing at the first compile
+        pass
     global _CACHE_ROOT
     try:
         from torch._inductor.runtime.cache_dir_utils import cache_dir

@@ -11,9 +11,12 @@ trials and the isolation probes on get_inputs()' own inputs still agree.
 
 Recorded, by identity (objects are held, so an identity cannot be reused by a new object):
 - every module-valued global of every loaded `torch` module (`torch.nn.modules.linear.F`, `torch.nn.functional.torch`);
-- every callable global of the modules under `torch.nn` (the helpers layers call: `_pair`, `_reverse_repeat_tuple`)
-  and of torch's C submodules its Python calls through (`torch._C._nn.leaky_relu`, reached by `F.leaky_relu`);
-- for every Python function among those and among the fingerprint's functions (given by the caller): its
+- every callable global of every loaded `torch` module (the helpers layers call: `_pair`, `_reverse_repeat_tuple`;
+  `torch.linalg.vector_norm`, which the harness's own row comparison calls; `torch.special.erf`, which a reference
+  calls — red team round 14 replaced both through `setattr` on the module, unseen by the fixed list of watched
+  modules) and of torch's C submodules its Python calls through (`torch._C._nn.leaky_relu`, reached by
+  `F.leaky_relu`);
+- for every Python function among those of `torch.nn` and among the fingerprint's functions (given by the caller): its
   `__code__`, `__defaults__`, `__kwdefaults__`, and the callable contents of its closure cells (a
   `boolean_dispatch` closes over the two functions it picks from).
 
@@ -88,8 +91,8 @@ def wiring(functions: dict[str, Any] | None = None) -> dict[str, tuple[str, Any,
         for attr, value in items:
             if _is_module(value):
                 out[f"{name}.{attr}"] = ("module", value, None)
-            elif deep and callable(value):
-                out[f"{name}.{attr}"] = ("callable", value, code_print(value))
+            elif callable(value):
+                out[f"{name}.{attr}"] = ("callable", value, code_print(value) if deep else None)
     # torch's C submodules that its Python looks up at call time (F.leaky_relu calls torch._C._nn.leaky_relu,
     # F.elu torch._C._nn.elu): their functions are rebindable module attributes like any other.
     core = sys.modules.get("torch._C")
