@@ -155,6 +155,7 @@ def _process_flags() -> dict[str, Any]:
     _probe(flags, "torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()",
            backends.cuda.fp16_bf16_reduction_math_sdp_allowed)
     _probe(flags, "floating-point environment (denormals, rounding)", lambda: _float_environment(torch))
+    _probe(flags, "this process's scheduling (lowest niceness, policies of its threads)", _own_scheduling)
     _probe(flags, "torch.backends.mkldnn.enabled", lambda: backends.mkldnn.enabled)
     _probe(flags, "torch.backends.opt_einsum.enabled", lambda: backends.opt_einsum.enabled)
     _probe(flags, "torch.backends.opt_einsum.strategy", lambda: backends.opt_einsum.strategy)
@@ -208,6 +209,17 @@ def _process_flags() -> dict[str, Any]:
     flags["inputs re-typed by a candidate's forward (put back)"] = list(context.inputs_retyped)
     _resolve_fp32_precision(flags)
     return flags
+
+
+def _own_scheduling() -> tuple[int, tuple[int, ...]]:
+    """The worker's own threads' priority: the lowest niceness among them and their scheduling policies. The
+    reference is timed in its own process at the priority it started with (interference.scheduling_change); a
+    candidate that makes its own threads more urgent (niceness below the start's, a real-time policy: root may) is
+    served first wherever the host runs anything else, and its timed calls look faster than they are."""
+    from ..interference import scheduling
+
+    threads = scheduling(os.getpid()).values()
+    return (min((s[1] for s in threads), default=0), tuple(sorted({s[2] for s in threads if len(s) > 2})))
 
 
 def _float_environment(torch: Any) -> tuple[float, ...]:
