@@ -52,6 +52,41 @@ def _written_in_place(ctx: VerifyContext, gen: torch.Generator) -> str | None:
                               f"writes them; no load_state_dict): {c.message}")
 
 
+# Parameters moved one at a time by _written_in_part (the largest first): each costs a forward pair.
+PARTIAL_WRITES = 4
+
+
+def _written_in_part(ctx: VerifyContext, gen: torch.Generator) -> str | None:
+    """One element of a parameter both models share by name moved in place (at a secret position, by a few times the
+    parameter's spread), as a pruning mask, a fine-tuned row or a sparse update changes some weights and leaves the
+    rest; why the candidate's output is then wrong, or None. Every other write the checks make replaces all values,
+    so a cache keyed on a sample of the values (red team round 14, adv_weight_sample_key) always saw its sample move;
+    a cache keyed on the version counter follows a write of any size. One parameter at a time (up to PARTIAL_WRITES,
+    the largest first): a cache refreshed when any sampled element moves would be refreshed by the luck of one
+    parameter's draw if all moved at once."""
+    cand_state = ctx.cand.state_dict()
+    ref_state = ctx.ref.state_dict()
+    names = [k for k, _ in ctx.ref.named_parameters() if k in cand_state]
+    names = [k for k in names if ref_state[k].is_floating_point() and ref_state[k].numel() > 0
+             and ref_state[k].shape == cand_state[k].shape and ref_state[k].dtype == cand_state[k].dtype
+             and ref_state[k].is_contiguous() and cand_state[k].is_contiguous()]
+    names.sort(key=lambda k: -ref_state[k].numel())
+    for k in names[:PARTIAL_WRITES]:
+        r, c = ref_state[k], cand_state[k]
+        with torch.no_grad():
+            at = int(torch.randint(r.numel(), (1,), generator=gen))
+            spread = float(r.float().std()) if r.numel() > 1 else 0.0
+            value = (r.reshape(-1)[at].float() + 4.0 * (spread if spread > 0 else 0.5)).to(r.dtype)
+            r.view(-1)[at] = value
+            c.view(-1)[at] = value.to(c.device)
+        inputs = ctx.make_inputs(ctx.seed())
+        cmp = judged_compare(ctx, inputs, run(ctx.cand, clone_inputs(inputs)), run(ctx.ref, clone_inputs(inputs)))
+        if not cmp.ok:
+            return (f"after one element of {k} was changed in place (as a pruning mask or a sparse update changes "
+                    f"some weights): {cmp.message}")
+    return None
+
+
 def _parameters_rewritten(ctx: VerifyContext, loaded: dict[str, torch.Tensor]) -> str | None:
     """After forwards on the parameters just loaded into both models: the candidate's parameters must still hold what
     was loaded wherever the reference's do. A forward that rewrites its own weights in place (relaid into another
@@ -161,7 +196,7 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                     if rewritten is not None:
                         bad.append(rewritten)
                 if not bad:
-                    inplace = _written_in_place(ctx, gen)
+                    inplace = _written_in_place(ctx, gen) or _written_in_part(ctx, gen)
                     if inplace is not None:
                         bad.append(inplace)
                 if bad:
