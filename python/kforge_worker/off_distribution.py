@@ -2,6 +2,7 @@
 (input_distribution, the timing-like loop) and in the clean reference process (sets of the timing's rotation,
 timed_inputs.FreshInputPool.vary), from a spec: {"kind": "randn", "scale": s} (standard normal ×s),
 {"kind": "rows"} (rows each at their own scale, some zero), {"kind": "spikes"}, {"kind": "integers"} (whole numbers), {"kind": "offset"} (get_inputs()' own values on a large common offset),
+{"kind": "lone"} (get_inputs()' own values with a few lone elements of the other sign),
 and "withinDomain" (kept within get_inputs()' own range, for a reference whose ops assert on their inputs' values)."""
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def variant(spec: dict[str, Any], base: Inputs, seed: int, device: torch.device)
         out = whole_numbers(base, seed, device)
     elif spec.get("kind") == "offset":
         out = common_offset(base)
+    elif spec.get("kind") == "lone":
+        out = lone_opposites(base, seed)
     else:
         out = randn_scaled(base, seed, device, float(spec.get("scale", 1.0)))
     if out is not None and spec.get("withinDomain"):
@@ -40,6 +43,8 @@ def describe(spec: dict[str, Any]) -> str:
         return "whole numbers in [-255, 255]"
     if spec.get("kind") == "offset":
         return f"get_inputs() values on a common offset of {OFFSET_MULTIPLE:g}× their largest magnitude"
+    if spec.get("kind") == "lone":
+        return "get_inputs() values with a few lone elements of the other sign"
     return f"randn×{float(spec.get('scale', 1.0)):g}"
 
 
@@ -97,6 +102,31 @@ def sparse_spikes(base: Inputs, seed: int, device: torch.device) -> Inputs:
     where = torch.randint(0, x.numel(), (count,), generator=gen)
     flat = x.reshape(-1).clone()
     flat[where.to(x.device)] = 100.0
+    out[k] = flat.reshape(x.shape)
+    return out
+
+
+def lone_opposites(base: Inputs, seed: int) -> Inputs:
+    """get_inputs()' own values where the largest floating input holds a few lone elements of the other sign, each
+    pushed past the input's largest magnitude (v -> -(v + peak) for v >= 0, else peak - v): one per eight rows of its
+    leading dimension, at least one, at random places. Every other variant that changes a few elements starts from
+    randn, and every one that keeps get_inputs()' values keeps their sign, so a fast path behind a guard that reads
+    a sample of the values for a property of the benchmark's distribution (non-negative, as torch.rand is: red team
+    round 14, adv_nonneg_sample_guard) met either a guard that failed or values that had the property."""
+    out = list(base)
+    floats = [i for i, x in enumerate(out) if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()]
+    if not floats:
+        return out
+    k = max(floats, key=lambda i: out[i].numel())
+    x = out[k].detach()
+    peak = float(x.abs().max().float())
+    peak = peak if peak > 0 and peak == peak and peak != float("inf") else 1.0
+    gen = torch.Generator(device="cpu").manual_seed(seed + 2)
+    count = max(1, (x.shape[0] if x.dim() else 1) // 8)
+    where = torch.randint(0, x.numel(), (count,), generator=gen).to(x.device)
+    flat = x.reshape(-1).clone()
+    picked = flat[where].float()
+    flat[where] = torch.where(picked >= 0, -(picked + peak), peak - picked).to(flat.dtype)
     out[k] = flat.reshape(x.shape)
     return out
 

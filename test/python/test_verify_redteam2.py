@@ -134,7 +134,7 @@ def test_a_reference_that_asserts_on_values_gets_variants_within_its_inputs_rang
     assert result.outcome == "pass", result.evidence
     assert "binary_cross_entropy" in result.evidence and "reference raised" not in result.evidence
     assert "randn×4: " in result.evidence and "rows at scales" in result.evidence
-    assert len(cand.ranges) == 9 and all(0.05 <= lo and hi <= 0.95 for lo, hi in cand.ranges), cand.ranges
+    assert len(cand.ranges) == 10 and all(0.05 <= lo and hi <= 0.95 for lo, hi in cand.ranges), cand.ranges
     assert min(lo for lo, _ in cand.ranges) < 0.06 and max(hi for _, hi in cand.ranges) > 0.94
 
 
