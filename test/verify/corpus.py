@@ -18,6 +18,9 @@ first catching check depends on something outside the harness's control, e.g. wh
 hands a fresh input (adv_cpp_static_cache): it passes when it is rejected (never `correct`) with one of the
 listed verdicts and that pair's check failed. Only for such entries; the `strict` variant does not inherit it.
 
+An entry with `"heavy": true` runs only in the corpus test's heavy set (`-m heavy`, with the entries that build or
+time): a regression guard whose defence also has a unit test, kept out of CI's default run for its time.
+
 Entries run through the real worker: `python -m kforge_worker` per entry (via="worker"), or the same worker
 forked from a fork server that imported torch once (via="fork", the CPU test's way: fork_server.py), or
 the standalone checks (via="standalone").
