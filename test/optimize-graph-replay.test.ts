@@ -224,6 +224,65 @@ assert torch.equal(a(x), b(x))`,
   assert.match(verbatim, /def forward\(self, x\):\n {8}return self\.fc\(x\)/);
 });
 
+test("a file changed after a first bench that timed the replay faster is evaluated replaying: one eval when the final comparison agrees, the launched file evaluated where not", {
+  timeout: 300_000,
+}, async () => {
+  const twoBlocks = resolveProblem("test/fixtures/optimize/conv_two_blocks.py");
+  const dir = mkdtempSync(join(tmpdir(), "kforge-graph-"));
+  // r1 loses every timing (dropped after its anchor's rounds), r0 wins: the file changes after the first bench.
+  const benchGraphed = (graphed: (bench: number) => number, seen: string[]): typeof runBench => {
+    return async (_p, candidate, regions, _opts, _compile, timeFile = true) => {
+      if (timeFile) seen.push(/^_KF_GRAPH = True$/m.test(readFileSync(candidate, "utf8")) ? "on" : "off");
+      return {
+        device: "cpu",
+        eagerMs: 1.5,
+        compiledMs: null,
+        oursMs: 1,
+        graphedMs: timeFile ? graphed(seen.length) : undefined,
+        compileSeconds: null,
+        regions: regions.map((id) => ({ id, kernelMs: id === "r1" ? 2 : 1, torchMs: 1.5, note: null })),
+        error: null,
+      };
+    };
+  };
+  const evaluatedAs = (states: string[]): typeof evaluate => {
+    return async (p, candidates, opts, hooks, slots) => {
+      states.push(/^_KF_GRAPH = True$/m.test(readFileSync(candidates[0] ?? "", "utf8")) ? "on" : "off");
+      return evaluateOnce(p, candidates, opts, hooks, slots);
+    };
+  };
+  const evaluated: string[] = [];
+  const agreed = await optimizeProblem(
+    twoBlocks,
+    join(dir, "agreed.py"),
+    options(dir, { benchFile: benchGraphed(() => 0.5, []), evaluateFile: evaluatedAs(evaluated) }),
+  );
+  assert.equal(agreed.verdict, "correct", agreed.reason ?? "");
+  assert.deepEqual(evaluated, ["on"], "the changed file evaluated once, replaying");
+  assert.equal(agreed.graphed, true);
+  assert.equal(agreed.oursMs, 0.5);
+  assert.deepEqual(
+    agreed.regions.map((r) => r.status),
+    ["fused", "dropped"],
+  );
+  assert.match(readFileSync(join(dir, "agreed.py"), "utf8"), /^_KF_GRAPH = True$/m);
+
+  const evaluatedAgain: string[] = [];
+  const disagreed = await optimizeProblem(
+    twoBlocks,
+    join(dir, "disagreed.py"),
+    options(dir, {
+      benchFile: benchGraphed((bench) => (bench === 1 ? 0.5 : 1), []),
+      evaluateFile: evaluatedAs(evaluatedAgain),
+    }),
+  );
+  assert.equal(disagreed.verdict, "correct", disagreed.reason ?? "");
+  assert.deepEqual(evaluatedAgain, ["on", "off"], "the final comparison did not confirm the replay");
+  assert.equal(disagreed.graphed, false);
+  assert.equal(disagreed.oursMs, 1);
+  assert.match(readFileSync(join(dir, "disagreed.py"), "utf8"), /^_KF_GRAPH = False$/m);
+});
+
 test("a graph replays only what a replay reproduces: random ops, host syncs, inputs written in place, functions of the problem's own", {
   timeout: 120_000,
 }, async () => {
