@@ -3552,3 +3552,41 @@ test("a written softmax (exp(x - max) / sum) is one softmax that keeps its writt
   assert.ok(written(3, true).nodes.some((n) => n.op === "exp"));
   assert.ok(written(1).nodes.every((n) => n.op !== "softmax"));
 });
+
+test("a gather of each row's target from a log_softmax is minus the row's cross entropy, and its mean one reduction after it", () => {
+  // `-F.log_softmax(x, 1).gather(1, t.unsqueeze(1)).squeeze(1).mean()` over (N, C) scores
+  const [N, C] = [64, 1000];
+  const i64 = (shape: number[]) => ({ t: "tensor" as const, meta: { ...f32(shape), dtype: "int64" } });
+  const g = graph(
+    [
+      node("scores", "view", { input: ref("x"), size: ints(N, C) }, [N, C]),
+      node("t", "argmax", { input: ref("x"), dim: num(-1), keepdim: bool(false) }, [N], { out: i64([N]) }),
+      node("lsm", "log_softmax", { input: ref("scores"), dim: num(1), dtype: none }, [N, C]),
+      node("idx", "unsqueeze", { input: ref("t"), dim: num(1) }, [N, 1], { out: i64([N, 1]) }),
+      node("picked", "gather", { input: ref("lsm"), dim: num(1), index: ref("idx") }, [N, 1]),
+      node("sq", "squeeze", { input: ref("picked"), dim: num(1) }, [N]),
+      node("m", "mean", { input: ref("sq"), dim: none, keepdim: bool(false), dtype: none }, []),
+      node("loss", "neg", { input: ref("m") }, []),
+    ],
+    "loss",
+  );
+  const rewritten = canonicalGraph(g);
+  const ops = rewritten.nodes.map((n) => n.op);
+  assert.ok(!ops.includes("gather") && !ops.includes("log_softmax"), ops.join());
+  const ce = rewritten.nodes.find((n) => n.op === "cross_entropy");
+  assert.deepEqual(ce?.fn?.reduction, { t: "const", pytype: "str", value: "none" });
+  assert.deepEqual(ce?.fn?.target, ref("t"));
+  const plan = planGraph(rewritten);
+  const kinds = plan.regions.map((r) =>
+    regionNodes(r).map((id) => rewritten.nodes.find((n) => n.id === id)?.op),
+  );
+  // the negation sinks below the squeeze into the mean's prologue
+  assert.deepEqual(kinds.slice(-2), [["cross_entropy"], ["neg", "mean", "neg"]]);
+  // the log-probabilities read by anything else stay a log_softmax and a gather
+  const twice = canonicalGraph({
+    ...g,
+    nodes: [...g.nodes, node("e", "exp", { input: ref("lsm") }, [N, C])],
+    output: ref("e"),
+  });
+  assert.ok(twice.nodes.some((n) => n.op === "gather"));
+});

@@ -1,7 +1,8 @@
 // Graph rewrites before planning: equivalences that free a value from a use that reads none of its data, so
 // the value can stay inside a fused region (the region's method computes it; forward never sees it); in-place
 // statements threaded through their results (inplace-threads.ts); nll_loss of a log_softmax as the cross_entropy it
-// is (nll-of-log-softmax.ts); glu and prelu spelled out as the ops the
+// is (nll-of-log-softmax.ts), and a gather of each row's target from a log_softmax minus its cross entropy
+// (gather-of-log-softmax.ts); glu and prelu spelled out as the ops the
 // rules take (spelled-out.ts); written-out ops folded into the one op they spell (written-norms.ts,
 // written-logsumexp.ts) and each written softmax as one softmax (written-softmax.ts); a reduction over size-1 dims it keeps as the pointwise identity it is (unit-reductions.ts);
 // a written LayerNorm as one layer_norm op that keeps its written ops for PyTorch to run
@@ -22,6 +23,7 @@ import { POINTWISE } from "../ops/pointwise.ts";
 import { REDUCTIONS } from "../ops/reduce.ts";
 import { resolveDtypeReads } from "./dtype-reads.ts";
 import { dropPointwiseExpands } from "./expand-reads.ts";
+import { gathersOfLogSoftmaxAsCrossEntropy } from "./gather-of-log-softmax.ts";
 import { GraphView } from "./graph-view.ts";
 import { dropIdentities, dropUnreadProjections } from "./identity-reads.ts";
 import { threadInplaceWrites } from "./inplace-threads.ts";
@@ -108,7 +110,11 @@ export function canonicalGraph(captured: Graph): Graph {
   const direct = { ...captured, ...dropIdentities(dropUnreadProjections(captured)) };
   const threaded = { ...direct, ...threadInplaceWrites(new GraphView(direct)) };
   const paired = { ...threaded, nodes: foldNllOfLogSoftmax(threaded.nodes, new GraphView(threaded)) };
-  const spelled = { ...paired, nodes: spellOutOps(paired.nodes, new GraphView(paired)) };
+  const gathered = {
+    ...paired,
+    nodes: gathersOfLogSoftmaxAsCrossEntropy(paired.nodes, new GraphView(paired)),
+  };
+  const spelled = { ...gathered, nodes: spellOutOps(gathered.nodes, new GraphView(gathered)) };
   const pooled = { ...spelled, nodes: composeTilingMaxPools(spelled.nodes, new GraphView(spelled)) };
   const layered = { ...pooled, nodes: foldWrittenLayerNorms(pooled.nodes, new GraphView(pooled)) };
   const normed = { ...layered, nodes: foldWrittenRmsNorms(layered.nodes, new GraphView(layered)) };

@@ -13,8 +13,8 @@ import { contiguousStride, sameShape, withInput } from "./graph-edit.ts";
 import { GraphView } from "./graph-view.ts";
 import { plain } from "./written-norms.ts";
 
-/** Views that only reshape a contiguous tensor. */
-const RESHAPES = new Set(["view", "reshape", "flatten", "unflatten"]);
+/** Views that only reshape a contiguous tensor (squeeze and unsqueeze add or drop size-1 dims). */
+const RESHAPES = new Set(["view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze"]);
 
 /** Ops that take a pointwise prologue: the readers a sunk op joins. */
 const TAKERS = new Set([...Object.keys(REDUCTIONS), ...Object.keys(NORMALIZATIONS)]);
