@@ -158,6 +158,13 @@ def test_fast_forwards_are_timed_in_more_rounds_up_to_a_cap() -> None:
     assert scaled(3000, 0.0001) == 3000, "never fewer than requested while within the budget"
 
 
+def test_region_timings_take_fewer_rounds_than_a_fast_whole_forward() -> None:
+    rounds = optimize_bench.region_rounds
+    assert rounds(25, 0.00002) == optimize_bench.REGION_MAX_ROUNDS, "a 20 µs region: capped"
+    assert rounds(25, 0.1) == optimize_bench.scaled_iters(25, 0.1), "a slow region: the forward's own budget"
+    assert rounds(1000, 0.00002) == 1000, "never fewer than requested"
+
+
 NUMPY_INPUTS = '''
 import numpy as np
 import torch
