@@ -3590,3 +3590,45 @@ test("a gather of each row's target from a log_softmax is minus the row's cross 
   });
   assert.ok(twice.nodes.some((n) => n.op === "gather"));
 });
+
+test("cosine_embedding_loss is spelled out as ATen computes it: three row sums, then one reduction of the hinge", () => {
+  const [N, D] = [128, 128];
+  const i64 = (shape: number[]) => ({ t: "tensor" as const, meta: { ...f32(shape), dtype: "int64" } });
+  const loss = (reduction: string, rank2 = true) =>
+    canonicalGraph(
+      graph(
+        [
+          node("a", "view", { input: ref("x"), size: ints(N, D) }, [N, D]),
+          node("b", "mul", { input: ref("a"), other: num(2) }, [N, D]),
+          node("t", "argmax", { input: ref("a"), dim: num(1), keepdim: bool(false) }, [N], { out: i64([N]) }),
+          node(
+            "l",
+            "cosine_embedding_loss",
+            {
+              input1: rank2 ? ref("a") : ref("x"),
+              input2: rank2 ? ref("b") : ref("x"),
+              target: ref("t"),
+              margin: num(0.25),
+              reduction: { t: "const", pytype: "str", value: reduction },
+            },
+            reduction === "none" ? [N] : [],
+          ),
+        ],
+        "l",
+      ),
+    );
+  const mean = loss("mean");
+  assert.equal(mean.nodes.filter((n) => n.op === "sum").length, 3);
+  assert.equal(mean.nodes.at(-1)?.id, "l");
+  assert.equal(mean.nodes.at(-1)?.op, "mean");
+  const regions = planGraph(mean).regions.map((r) =>
+    regionNodes(r).map((id) => mean.nodes.find((n) => n.id === id)?.op),
+  );
+  assert.equal(regions.filter((ops) => ops.join() === "mul,sum").length, 3, JSON.stringify(regions));
+  assert.ok(regions.some((ops) => ops.at(-1) === "mean" && ops.includes("where") && ops.includes("sqrt")));
+  assert.equal(loss("none").nodes.at(-1)?.op, "add");
+  assert.ok(
+    loss("mean", false).nodes.some((n) => n.op === "cosine_embedding_loss"),
+    "4-d inputs stay PyTorch's",
+  );
+});

@@ -13,12 +13,15 @@
 // - an einsum that sums nothing (`'bchw,c->bchw'`, a per-channel scale): the broadcast multiply it computes.
 // - cross_entropy with class indices where the reduction rule's one-pass kernel does not take it (a class
 //   weight): log_softmax then nll_loss, as ATen computes it (crossEntropySpelledOut).
+// - triplet_margin_loss and cosine_embedding_loss (cosine-embedding-spelled-out.ts): the distances or row sums
+//   and the hinge ATen computes them from.
 //
 // Each only where the spelled-out ops equal the op exactly on the CPU (the fallback's check): glu in float32 /
 // float64 (glu rounds half precision once, the spelled-out ops twice) along an even size; prelu in any float
 // dtype with its weight of the input's dtype (the same products and selects).
 import type { Arg, GraphNode, TensorMeta } from "../graph.ts";
 import { scalarValue } from "../ops/pointwise.ts";
+import { cosineEmbeddingSpelledOut } from "./cosine-embedding-spelled-out.ts";
 import { contiguousStride } from "./graph-edit.ts";
 import { FLOAT_DTYPES, type GraphView } from "./graph-view.ts";
 import { SEED_RULES } from "./rules.ts";
@@ -520,6 +523,7 @@ const SPELLED_OUT: Record<string, SpellOut> = {
   einsum: einsumSpelledOut,
   cross_entropy: crossEntropySpelledOut,
   triplet_margin_loss: tripletSpelledOut,
+  cosine_embedding_loss: cosineEmbeddingSpelledOut,
   ...Object.fromEntries(
     [1, 2, 3]
       .flatMap((n) => [`adaptive_avg_pool${n}d`, `adaptive_max_pool${n}d`])
