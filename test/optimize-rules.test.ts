@@ -3632,3 +3632,28 @@ test("cosine_embedding_loss is spelled out as ATen computes it: three row sums, 
     "4-d inputs stay PyTorch's",
   );
 });
+
+test("average pools in a row over tiling windows are one pool that keeps the written pools for PyTorch", () => {
+  const avg = (id: string, input: string, shape: number[], extra: Record<string, Arg> = {}) =>
+    node(
+      id,
+      "avg_pool2d",
+      { input: ref(input), kernel_size: ints(2), stride: none, padding: num(0), ...extra },
+      shape,
+    );
+  const composed = canonicalGraph(
+    graph([avg("p1", "x", [8, 16, 16, 16]), avg("p2", "p1", [8, 16, 8, 8])], "p2"),
+  );
+  assert.equal(composed.nodes.length, 1);
+  const pool = composed.nodes[0];
+  assert.deepEqual(pool?.fn?.kernel_size, ints(4, 4));
+  assert.deepEqual(
+    pool?.written?.map((n) => n.id),
+    ["p1", "p2"],
+  );
+  const divisor = { divisor_override: num(3) };
+  const kept = canonicalGraph(
+    graph([avg("p1", "x", [8, 16, 16, 16], divisor), avg("p2", "p1", [8, 16, 8, 8])], "p2"),
+  );
+  assert.equal(kept.nodes.length, 2, "a divisor of its own is no mean of the window");
+});

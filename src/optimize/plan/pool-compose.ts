@@ -2,11 +2,16 @@
 // mode), are one max pool over the product windows: floor(floor(n / a) / b) = floor(n / ab) outputs along each dim,
 // each the max of the same elements — bit for bit, as a max rounds nothing and NaN propagates either way. The
 // intermediate (an eighth of the input for 2 x 2 x 2 windows) is then neither written nor read back, and one
-// launch goes. (Average pools compose too, but their rounding would differ from the reference's two divisions.)
+// launch goes. Average pools compose the same way (the mean of the product window is the mean of the means, each
+// window the same size), but not bit for bit: the kernel rounds one sum and one division where the reference
+// rounds two of each. So a composed average pool keeps the pools as written (`written`, as written-layernorm.ts
+// does), which the emitter writes wherever PyTorch runs it: the file's fallback stays the reference's ops.
 import type { Arg, GraphNode } from "../graph.ts";
 import { GraphView, intList } from "./graph-view.ts";
 
 const MAX_POOLS: Record<string, number> = { max_pool1d: 1, max_pool2d: 2, max_pool3d: 3 };
+const AVG_POOLS: Record<string, number> = { avg_pool1d: 1, avg_pool2d: 2, avg_pool3d: 3 };
+const POOL_DIMS: Record<string, number> = { ...MAX_POOLS, ...AVG_POOLS };
 
 const int = (value: number): Arg => ({ t: "const", pytype: "int", value });
 const bool = (value: boolean): Arg => ({ t: "const", pytype: "bool", value });
@@ -25,9 +30,9 @@ const isNoneOrEmpty = (arg: Arg | undefined) =>
   (arg.t === "const" && arg.pytype === "none") ||
   (arg.t === "list" && arg.items.length === 0);
 
-/** The windows of a max pool whose windows tile its input, per dim; null for any other pool. */
+/** The windows of a max or average pool whose windows tile its input, per dim; null for any other pool. */
 function tilingWindows(node: GraphNode): number[] | null {
-  const nd = MAX_POOLS[node.op];
+  const nd = POOL_DIMS[node.op];
   const fn = node.fn;
   if (!nd || !fn || node.inplace) return null;
   const kernel = perDim(fn.kernel_size, nd);
@@ -38,6 +43,8 @@ function tilingWindows(node: GraphNode): number[] | null {
   if (!stride || !padding || !dilation) return null;
   if (stride.some((s, d) => s !== kernel[d]) || padding.some((p) => p !== 0) || dilation.some((x) => x !== 1))
     return null;
+  // an average over the window's own size: no divisor given (with no padding, count_include_pad counts nothing)
+  if (node.op in AVG_POOLS && !isNoneOrEmpty(fn.divisor_override)) return null;
   return isFalse(fn.ceil_mode) && isFalse(fn.return_indices) ? kernel : null;
 }
 
@@ -51,8 +58,27 @@ function composed(outer: GraphNode, view: GraphView): { node: GraphNode; inner: 
   const source = inner.fn?.input;
   if (!a || !b || !source) return null;
   const windows = ints(a.map((k, d) => k * (b[d] ?? 1)));
-  const rest = { padding: ints(a.map(() => 0)), dilation: ints(a.map(() => 1)), ceil_mode: bool(false) };
-  const kwargs = { kernel_size: windows, stride: windows, ...rest, return_indices: bool(false) };
+  const padding = ints(a.map(() => 0));
+  const average = outer.op in AVG_POOLS;
+  const kwargs: Record<string, Arg> = average
+    ? {
+        kernel_size: windows,
+        stride: windows,
+        padding,
+        ceil_mode: bool(false),
+        count_include_pad: bool(true),
+        ...(outer.op === "avg_pool1d"
+          ? {}
+          : { divisor_override: { t: "const", pytype: "none", value: null } }),
+      }
+    : {
+        kernel_size: windows,
+        stride: windows,
+        padding,
+        dilation: ints(a.map(() => 1)),
+        ceil_mode: bool(false),
+      };
+  if (!average) kwargs.return_indices = bool(false);
   const node: GraphNode = {
     ...outer,
     kind: "call_function",
@@ -60,19 +86,20 @@ function composed(outer: GraphNode, view: GraphView): { node: GraphNode; inner: 
     args: [source],
     kwargs,
     fn: { input: source, ...kwargs },
+    ...(average ? { written: [...(inner.written ?? [inner]), ...(outer.written ?? [outer])] } : {}),
   };
   return { node, inner: inner.id };
 }
 
-/** The nodes with each run of tiling max pools as one pool. */
-export function composeTilingMaxPools(nodes: GraphNode[], view: GraphView): GraphNode[] {
+/** The nodes with each run of tiling max (or average) pools as one pool. */
+export function composeTilingPools(nodes: GraphNode[], view: GraphView): GraphNode[] {
   let current = nodes;
   let currentView = view;
   for (let round = 0; round < nodes.length; round++) {
     const replaced = new Map<string, GraphNode>();
     const dropped = new Set<string>();
     for (const node of current) {
-      if (!(node.op in MAX_POOLS) || dropped.has(node.id)) continue;
+      if (!(node.op in POOL_DIMS) || dropped.has(node.id)) continue;
       const result = composed(node, currentView);
       if (!result || replaced.has(result.inner)) continue;
       replaced.set(node.id, result.node);

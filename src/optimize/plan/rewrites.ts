@@ -10,7 +10,7 @@
 // (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
 // pointwise op reshaped only for reductions applied after the reshape (view-sink.ts); a per-channel arithmetic op
 // permuted only for pointwise ops applied after the permute (permute-sink.ts); a broadcasting pointwise op read
-// by several pointwise ops copied for each (recompute-broadcasts.ts); max pools in a row over tiling windows as
+// by several pointwise ops copied for each (recompute-broadcasts.ts); max or average pools in a row over tiling windows as
 // one pool (pool-compose.ts); a reduction broadcast back into a pointwise op that reads its rows as one
 // normalisation (reduce-broadcast.ts).
 //
@@ -30,7 +30,7 @@ import { threadInplaceWrites } from "./inplace-threads.ts";
 import { foldNllOfLogSoftmax } from "./nll-of-log-softmax.ts";
 import { hoistPointwiseOverPermutes } from "./permute-hoist.ts";
 import { sinkArithmeticBelowPermutes } from "./permute-sink.ts";
-import { composeTilingMaxPools } from "./pool-compose.ts";
+import { composeTilingPools } from "./pool-compose.ts";
 import { recomputeBroadcasts } from "./recompute-broadcasts.ts";
 import { foldReducedBroadcasts } from "./reduce-broadcast.ts";
 import { resolveSizeReads } from "./size-reads.ts";
@@ -115,7 +115,7 @@ export function canonicalGraph(captured: Graph): Graph {
     nodes: gathersOfLogSoftmaxAsCrossEntropy(paired.nodes, new GraphView(paired)),
   };
   const spelled = { ...gathered, nodes: spellOutOps(gathered.nodes, new GraphView(gathered)) };
-  const pooled = { ...spelled, nodes: composeTilingMaxPools(spelled.nodes, new GraphView(spelled)) };
+  const pooled = { ...spelled, nodes: composeTilingPools(spelled.nodes, new GraphView(spelled)) };
   const layered = { ...pooled, nodes: foldWrittenLayerNorms(pooled.nodes, new GraphView(pooled)) };
   const normed = { ...layered, nodes: foldWrittenRmsNorms(layered.nodes, new GraphView(layered)) };
   const folded = { ...normed, nodes: foldWrittenLogSumExps(normed.nodes, new GraphView(normed)) };
