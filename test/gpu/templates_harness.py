@@ -177,6 +177,7 @@ def cuda_units() -> dict[str, str]:
 
 
 HOST = r"""
+#include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <map>

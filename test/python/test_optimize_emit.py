@@ -461,7 +461,8 @@ _CUSOLVER_STUBS = {
 
 def test_emitted_host_sources_compile_against_torch_headers(emitted: dict[str, str], tmp_path) -> None:
     """The generated host (.cpp) unit — every region's host function and its helpers (a batch norm's `_bn`, a
-    channels-last anchor's `_cl`), against torch/extension.h — which the CUDA-only compile checks never see.
+    channels-last anchor's `_cl`) and the bindings load_inline adds, against the unit's own torch includes (no
+    torch/extension.h) — which the CUDA-only compile checks never see.
     conv_bn_chain has the batch-norm and anchor helpers beside the host function every kind shares (hostFunction);
     KFORGE_ALL_HOST_UNITS=1 adds norms_reduce_pool (the reduce, normalize and pool kinds' launch calls) and scans."""
     import glob
@@ -487,7 +488,11 @@ def test_emitted_host_sources_compile_against_torch_headers(emitted: dict[str, s
     procs = []
     for case in ("conv_bn_chain",) + (("norms_reduce_pool", "scans") if os.environ.get("KFORGE_ALL_HOST_UNITS") else ()):
         source = tmp_path / f"{case}.cpp"
-        source.write_text(_load(emitted[case], f"host_{case}")._KF_CPP_SOURCE, encoding="utf8")
+        module = _load(emitted[case], f"host_{case}")
+        # As load_inline builds it with no_implicit_headers: the unit's own includes, then the bindings it writes.
+        bindings = "".join(f'm.def("{f}", torch::wrap_pybind_function({f}), "{f}");\n' for f in module._KF_FUNCTIONS)
+        source.write_text(f"{module._KF_CPP_SOURCE}\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{\n{bindings}}}\n",
+                          encoding="utf8")
         cmd = [gxx, "-std=c++17", "-fsyntax-only", "-w", str(source), "-DTORCH_EXTENSION_NAME=kf_host_check",
                "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", *[f"-I{d}" for d in dirs]]
         procs.append((case, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))

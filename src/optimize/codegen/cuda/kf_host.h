@@ -16,7 +16,9 @@
 // from std::string and std::to_string only: on the device host, ostream insertion of numbers into a
 // TORCH_CHECK message crashed the process. Host API as in PyTorch 2.1 / CUDA 12.1.
 #pragma once
-#include <torch/extension.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/Exception.h>
 #include <cuda_runtime_api.h>
 #include <initializer_list>
 #include <string>

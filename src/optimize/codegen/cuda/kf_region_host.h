@@ -1,9 +1,14 @@
 // Host-side helpers every generated region function uses (the .cpp unit, torch headers): input checks
 // with one-line messages, runtime scalars, and the stream/device plumbing.
+// The headers are the few this unit uses, not torch/extension.h (the whole C++ frontend: about two thirds of
+// the unit's compile time); the emitted file asks load_inline not to prepend it where load_inline can.
 #pragma once
-#include <torch/extension.h>
-#include <ATen/cuda/CUDAContext.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/Exceptions.h>    // torch::wrap_pybind_function, which load_inline's bindings call
+#include <torch/csrc/utils/pybind.h>  // pybind11 with torch's casters (tensors, vectors of them)
 #include <string>
 #include <vector>
 #include "kf_types.h"
@@ -67,7 +72,7 @@ inline bool kf_running_stats(const at::Tensor& stats, const at::Tensor& mean, co
   kf_check_cuda(kf_launch_running_stats(stats.data_ptr<float>(), channels, mean.data_ptr(), var.data_ptr(), elem,
                                         batches.numel() ? batches.data_ptr<int64_t>() : nullptr, cumulative,
                                         static_cast<float>(momentum),
-                                        static_cast<float>(count), at::cuda::getCurrentCUDAStream()),
+                                        static_cast<float>(count), c10::cuda::getCurrentCUDAStream()),
                 name);
   return true;
 }
