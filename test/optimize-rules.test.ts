@@ -3657,3 +3657,29 @@ test("average pools in a row over tiling windows are one pool that keeps the wri
   );
   assert.equal(kept.nodes.length, 2, "a divisor of its own is no mean of the window");
 });
+
+test("an arithmetic op of a reshaped value and an operand along the kept dims moves before the reshape into its region", () => {
+  // `softmax(x.view(B, C, -1), -1).view(B, C, H, W) * scale` with a (1, C, 1, 1) scale (KernelBench L2 38)
+  const flat = [8, 16, 1024];
+  const chain = (scale: number[]) =>
+    canonicalGraph(
+      graph(
+        [
+          node("flat", "view", { input: ref("x"), size: ints(8, 16, -1) }, flat),
+          node("sm", "softmax", { input: ref("flat"), dim: num(-1), dtype: none }, flat),
+          node("back", "view", { input: ref("sm"), size: ints(8, 16, 32, 32) }, X),
+          node("out", "mul", { input: ref("back"), other: param("scale") }, X),
+        ],
+        "out",
+        { scale },
+      ),
+    );
+  const moved = chain([1, 16, 1, 1]);
+  const out = moved.nodes.find((n) => n.id === "out");
+  assert.equal(out?.op, "view", "the reshape follows the op, under its id");
+  const operand = moved.nodes.find((n) => n.op === "reshape");
+  assert.deepEqual(operand?.fn?.shape, ints(1, 16, 1));
+  assert.deepEqual(planGraph(moved).regions.map(regionNodes), [["sm", "out_unreshaped"]]);
+  // an operand varying along the merged dims stays after the reshape
+  assert.equal(chain([1, 1, 32, 32]).nodes.find((n) => n.id === "out")?.op, "mul");
+});

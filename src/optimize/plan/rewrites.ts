@@ -7,7 +7,8 @@
 // written-logsumexp.ts) and each written softmax as one softmax (written-softmax.ts); a reduction over size-1 dims it keeps as the pointwise identity it is (unit-reductions.ts);
 // a written LayerNorm as one layer_norm op that keeps its written ops for PyTorch to run
 // (written-layernorm.ts: F.layer_norm is not bit-equal to them); casts to a dtype read at run time as casts to the dtype captured, guarded
-// (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts); a
+// (dtype-reads.ts); a pointwise op of one permuted tensor applied before the permute (permute-hoist.ts), and an
+// arithmetic op of a reshaped value and an operand along its kept dims before the reshape (reshape-hoist.ts); a
 // pointwise op reshaped only for reductions applied after the reshape (view-sink.ts); a per-channel arithmetic op
 // permuted only for pointwise ops applied after the permute (permute-sink.ts); a broadcasting pointwise op read
 // by several pointwise ops copied for each (recompute-broadcasts.ts); max or average pools in a row over tiling windows as
@@ -33,6 +34,7 @@ import { sinkArithmeticBelowPermutes } from "./permute-sink.ts";
 import { composeTilingPools } from "./pool-compose.ts";
 import { recomputeBroadcasts } from "./recompute-broadcasts.ts";
 import { foldReducedBroadcasts } from "./reduce-broadcast.ts";
+import { hoistArithmeticAboveReshapes } from "./reshape-hoist.ts";
 import { resolveSizeReads } from "./size-reads.ts";
 import { spellOutOps } from "./spelled-out.ts";
 import { unitReductionsAsPointwise } from "./unit-reductions.ts";
@@ -124,7 +126,8 @@ export function canonicalGraph(captured: Graph): Graph {
   const typed = { ...unit, nodes: resolveDtypeReads(unit.nodes, new GraphView(unit)) };
   const expanded = { ...typed, nodes: dropPointwiseExpands(typed.nodes, new GraphView(typed)) };
   const hoisted = { ...expanded, nodes: hoistPointwiseOverPermutes(expanded.nodes, new GraphView(expanded)) };
-  const copied = { ...hoisted, nodes: recomputeBroadcasts(hoisted.nodes, new GraphView(hoisted)) };
+  const lifted = { ...hoisted, nodes: hoistArithmeticAboveReshapes(hoisted.nodes, new GraphView(hoisted)) };
+  const copied = { ...lifted, nodes: recomputeBroadcasts(lifted.nodes, new GraphView(lifted)) };
   const reshaped = { ...copied, nodes: sinkPointwiseBelowReshapes(copied.nodes, new GraphView(copied)) };
   const sunk = { ...reshaped, nodes: sinkArithmeticBelowPermutes(reshaped.nodes, new GraphView(reshaped)) };
   const sized = { ...sunk, nodes: resolveSizeReads(sunk.nodes, new GraphView(sunk)) };
