@@ -1,4 +1,4 @@
-"""The tensors handed to a candidate keep the class they were handed with.
+"""The tensors handed to a candidate, and those it hands back, keep their class.
 
 A forward may re-type a tensor object it is given (`x.__class__ = Sub`, a torch.Tensor subclass with
 `__torch_function__`): values, storage and strides stay as they were, so no value comparison sees it, but every
@@ -7,11 +7,19 @@ input sets in place between calls (`copy_`), outside the timed region: a re-type
 right there, and the timed call only hands it back (red team round 14, adv_input_class_precompute: 59× on
 cpu_linear). The harness's comparisons on such an object (`torch.equal`) could be answered by it too.
 
+The same holds for what the candidate returned: a caller that keeps earlier results (the checks' timing-like loop
+holds its outputs to find a buffer handed out twice) asks them where they live; an output re-typed during a later
+call answered with a subclass's untyped_storage() that raised, and a ring of kept buffers went unseen (red team
+round 14, adv_output_ring_retype).
+
 So the class of every tensor handed over is taken before the call and put back right after it, before any
-harness operation on the object; the caller is told which ones were changed."""
+harness operation on the object; the outputs of earlier calls (`Returned`, held weakly) get theirs back after each
+later call; the caller is told which ones were changed."""
 
 from __future__ import annotations
 
+import weakref
+from collections import deque
 from typing import Any
 
 # object's own __class__ setter, bound before any candidate exists: a subclass may define `__class__` as a property
@@ -50,3 +58,31 @@ def put_back(values: Any, classes: list[type]) -> list[int]:
         except TypeError:  # a class the layout cannot take back; named all the same
             pass
     return changed
+
+
+class Returned:
+    """The tensors earlier candidate calls returned, held weakly with the class each had when returned (the last
+    `limit`): `put_back` after every later call gives a re-typed one its class back, and says how many were."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.items: deque[tuple[Any, type]] = deque(maxlen=limit)
+
+    def add(self, outputs: list[Any]) -> None:
+        for t in outputs:
+            try:
+                self.items.append((weakref.ref(t), type(t)))
+            except TypeError:  # not weakly referable: nothing to hold
+                pass
+
+    def put_back(self) -> int:
+        changed = 0
+        for ref, cls in self.items:
+            value = ref()
+            if value is None or type(value) is cls:
+                continue
+            changed += 1
+            try:
+                _set_class(value, cls)
+            except TypeError:
+                pass
+        return changed

@@ -62,18 +62,58 @@ def test_an_input_the_candidate_retyped_gets_its_class_back_before_the_harness_t
     ref, cand = _Ref(), _Retyping()
     cand.load_state_dict(ref.state_dict())
     x = torch.rand(6, 12)
-    before = list(context.inputs_retyped)
+    before = list(context.retyped)
     try:
         context.run(cand, [x])
         assert type(x) is torch.Tensor
-        assert len(context.inputs_retyped) == len(before) + 1 and "[0]" in context.inputs_retyped[-1]
+        assert len(context.retyped) == len(before) + 1 and "[0]" in context.retyped[-1]
         _CALLS.clear()
         x.copy_(torch.rand(6, 12))
         assert _CALLS == []
         context.run(ref, [x])
-        assert len(context.inputs_retyped) == len(before) + 1
+        assert len(context.retyped) == len(before) + 1
     finally:
-        context.inputs_retyped[:] = before
+        context.retyped[:] = before
+
+
+class _RingRetyping(_Ref):
+    """adv_output_ring_retype: a ring of two kept buffers, each output a new view of one; earlier outputs re-typed
+    to a subclass whose untyped_storage() raises."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ring, self.turn, self.given = [torch.empty(6, 8), torch.empty(6, 8)], 0, []
+
+    def forward(self, x):
+        for out in self.given:
+            object.__dict__["__class__"].__set__(out, _Opaque)
+        buf = self.ring[self.turn % 2]
+        self.turn += 1
+        buf.copy_(super().forward(x))
+        out = buf.view(buf.shape)
+        self.given = [out]
+        return out
+
+
+class _Opaque(torch.Tensor):
+    def untyped_storage(self):
+        raise RuntimeError("no storage")
+
+
+def test_outputs_of_earlier_calls_retyped_later_get_their_class_back():
+    """The outputs a caller keeps are asked where they live (the timing-like loop's held outputs): a later call that
+    re-types them is put back, and named."""
+    torch.manual_seed(0)
+    ref, cand = _Ref(), _RingRetyping()
+    cand.load_state_dict(ref.state_dict())
+    before = list(context.retyped)
+    try:
+        first = context.run(cand, [torch.rand(6, 12)])
+        context.run(cand, [torch.rand(6, 12)])
+        assert type(first) is torch.Tensor and first.untyped_storage().data_ptr() == cand.ring[0].data_ptr()
+        assert len(context.retyped) == len(before) + 1 and "earlier calls had returned" in context.retyped[-1]
+    finally:
+        context.retyped[:] = before
 
 
 class _Stubborn(_Watched):

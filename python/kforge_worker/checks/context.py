@@ -19,7 +19,7 @@ from torch import nn
 
 from .. import frame_hook
 from ..interference import hook_change, hook_state
-from ..tensor_classes import classes_of, put_back
+from ..tensor_classes import Returned, classes_of, put_back
 from . import sealed
 from .instrument import ExtensionRecorder
 from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount
@@ -90,9 +90,11 @@ def clone_inputs(inputs: Inputs) -> Inputs:
 # caller's own no_grad block would run on with graphs built. Put back at once and named here; the integrity
 # fingerprint (integrity._process_flags) lists them, so the group's integrity check fails.
 modes_left: list[str] = []
-# Inputs a candidate call re-typed (tensor_classes.py): their class is put back before the harness touches them,
-# and named here for the integrity fingerprint, like modes_left.
-inputs_retyped: list[str] = []
+# Inputs a candidate call re-typed, and outputs of earlier calls re-typed since they were returned
+# (tensor_classes.py): their class is put back before the harness touches them again, and named here for the
+# integrity fingerprint, like modes_left.
+retyped: list[str] = []
+_returned = Returned()
 
 _GRAD_MODES = {"no_grad": torch.no_grad, "grad": torch.enable_grad, "inference": torch.inference_mode}
 
@@ -125,9 +127,13 @@ def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad",
             if frame_hook.take is not None and frame_hook.take(None) is not None:
                 frame_hook.left.append("a forward call")
             changed = put_back(inputs, handed) if handed is not None else []
-            if changed and len(inputs_retyped) < 4:
-                inputs_retyped.append(f"a forward call changed the class of its input(s) {changed} (put back): every "
-                                      "torch operation the caller then made on them would have run its code")
+            if changed and len(retyped) < 4:
+                retyped.append(f"a forward call changed the class of its input(s) {changed} (put back): every torch "
+                               "operation the caller then made on them would have run its code")
+            earlier = _returned.put_back() if handed is not None else 0
+            if earlier and len(retyped) < 4:
+                retyped.append(f"a forward call changed the class of {earlier} output(s) earlier calls had returned "
+                               "(put back): a caller keeping its results would have run its code asking them anything")
             if bracket is not None:
                 bracket[1]()
             if not reference and _modes() != modes:
@@ -142,6 +148,8 @@ def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad",
                 sealed.note(left and f"a candidate call {left}, where the check compares it with the reference")
     if reference:
         sealed.hold(tensors(out))
+    else:
+        _returned.add(tensors(out))
     return out
 
 

@@ -206,7 +206,7 @@ def _process_flags() -> dict[str, Any]:
     from . import context
 
     flags["autograd modes left changed by a candidate's forward (put back)"] = list(context.modes_left)
-    flags["inputs re-typed by a candidate's forward (put back)"] = list(context.inputs_retyped)
+    flags["tensors re-typed by a candidate's forward (put back)"] = list(context.retyped)
     _resolve_fp32_precision(flags)
     return flags
 
