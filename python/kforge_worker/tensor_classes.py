@@ -13,8 +13,9 @@ call answered with a subclass's untyped_storage() that raised, and a ring of kep
 round 14, adv_output_ring_retype).
 
 So the class of every tensor handed over is taken before the call and put back right after it, before any
-harness operation on the object; the outputs of earlier calls (`Returned`, held weakly) get theirs back after each
-later call; the caller is told which ones were changed."""
+harness operation on the object; the inputs and outputs of earlier calls (`HandedOver`, held weakly) get theirs back
+after each later call — a set of inputs the caller writes again later (a rotating timing set) is one of them; the
+caller is told which ones were changed."""
 
 from __future__ import annotations
 
@@ -60,15 +61,15 @@ def put_back(values: Any, classes: list[type]) -> list[int]:
     return changed
 
 
-class Returned:
-    """The tensors earlier candidate calls returned, held weakly with the class each had when returned (the last
-    `limit`): `put_back` after every later call gives a re-typed one its class back, and says how many were."""
+class HandedOver:
+    """The tensors earlier candidate calls were handed or returned, held weakly with the class each had then (the
+    last `limit`): `put_back` after every later call gives a re-typed one its class back, and says how many were."""
 
-    def __init__(self, limit: int = 64) -> None:
+    def __init__(self, limit: int = 128) -> None:
         self.items: deque[tuple[Any, type]] = deque(maxlen=limit)
 
-    def add(self, outputs: list[Any]) -> None:
-        for t in outputs:
+    def add(self, values: list[Any]) -> None:
+        for t in _slots(values):
             try:
                 self.items.append((weakref.ref(t), type(t)))
             except TypeError:  # not weakly referable: nothing to hold

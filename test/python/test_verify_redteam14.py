@@ -111,7 +111,39 @@ def test_outputs_of_earlier_calls_retyped_later_get_their_class_back():
         first = context.run(cand, [torch.rand(6, 12)])
         context.run(cand, [torch.rand(6, 12)])
         assert type(first) is torch.Tensor and first.untyped_storage().data_ptr() == cand.ring[0].data_ptr()
-        assert len(context.retyped) == len(before) + 1 and "earlier calls had returned" in context.retyped[-1]
+        assert len(context.retyped) == len(before) + 1 and "had returned" in context.retyped[-1]
+    finally:
+        context.retyped[:] = before
+
+
+class _RetypesLastInputs(_Ref):
+    """Re-types the inputs of its previous call (a rotating set the caller will write again) during the next one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: list[torch.Tensor] = []
+
+    def forward(self, x):
+        for t in self.last:
+            object.__dict__["__class__"].__set__(t, _Watched)
+        self.last = [x]
+        return super().forward(x)
+
+
+def test_inputs_of_an_earlier_call_retyped_later_get_their_class_back():
+    torch.manual_seed(0)
+    ref, cand = _Ref(), _RetypesLastInputs()
+    cand.load_state_dict(ref.state_dict())
+    sets = [torch.rand(6, 12), torch.rand(6, 12)]
+    before = list(context.retyped)
+    try:
+        context.run(cand, [sets[0]])
+        context.run(cand, [sets[1]])
+        assert all(type(t) is torch.Tensor for t in sets)
+        assert len(context.retyped) == len(before) + 1
+        _CALLS.clear()
+        sets[0].copy_(torch.rand(6, 12))
+        assert _CALLS == []
     finally:
         context.retyped[:] = before
 

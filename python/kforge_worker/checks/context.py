@@ -19,7 +19,7 @@ from torch import nn
 
 from .. import frame_hook
 from ..interference import hook_change, hook_state
-from ..tensor_classes import Returned, classes_of, put_back
+from ..tensor_classes import HandedOver, classes_of, put_back
 from . import sealed
 from .instrument import ExtensionRecorder
 from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount
@@ -90,11 +90,11 @@ def clone_inputs(inputs: Inputs) -> Inputs:
 # caller's own no_grad block would run on with graphs built. Put back at once and named here; the integrity
 # fingerprint (integrity._process_flags) lists them, so the group's integrity check fails.
 modes_left: list[str] = []
-# Inputs a candidate call re-typed, and outputs of earlier calls re-typed since they were returned
-# (tensor_classes.py): their class is put back before the harness touches them again, and named here for the
-# integrity fingerprint, like modes_left.
+# Inputs a candidate call re-typed, and inputs and outputs of earlier calls re-typed since (tensor_classes.py): their
+# class is put back before the harness touches them again, and named here for the integrity fingerprint, like
+# modes_left.
 retyped: list[str] = []
-_returned = Returned()
+_handed_over = HandedOver()
 
 _GRAD_MODES = {"no_grad": torch.no_grad, "grad": torch.enable_grad, "inference": torch.inference_mode}
 
@@ -130,10 +130,11 @@ def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad",
             if changed and len(retyped) < 4:
                 retyped.append(f"a forward call changed the class of its input(s) {changed} (put back): every torch "
                                "operation the caller then made on them would have run its code")
-            earlier = _returned.put_back() if handed is not None else 0
+            earlier = _handed_over.put_back() if handed is not None else 0
             if earlier and len(retyped) < 4:
-                retyped.append(f"a forward call changed the class of {earlier} output(s) earlier calls had returned "
-                               "(put back): a caller keeping its results would have run its code asking them anything")
+                retyped.append(f"a forward call changed the class of {earlier} tensor(s) earlier calls were handed or "
+                               "had returned (put back): a caller keeping its results or writing its inputs again "
+                               "would have run its code")
             if bracket is not None:
                 bracket[1]()
             if not reference and _modes() != modes:
@@ -149,7 +150,7 @@ def run(model: nn.Module, inputs: Inputs, mode: str = "no_grad",
     if reference:
         sealed.hold(tensors(out))
     else:
-        _returned.add(tensors(out))
+        _handed_over.add(list(inputs) + tensors(out))
     return out
 
 
