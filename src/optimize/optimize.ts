@@ -14,7 +14,7 @@ import { BenchSession, failedBench } from "./bench-session.ts";
 import { captureProblem } from "./capture.ts";
 import type { GraphReplay } from "./codegen/graph-replay.ts";
 import { emitModelFile } from "./codegen/model-file.ts";
-import type { EvalAhead } from "./eval-ahead.ts";
+import { type EvalAhead, startEvalAhead } from "./eval-ahead.ts";
 import type { Graph } from "./graph.ts";
 import { GraphView } from "./plan/graph-view.ts";
 import {
@@ -505,11 +505,13 @@ export async function verifyProblem(prepared: Prepared, options: OptimizeOptions
   const session = options.benchFile
     ? null
     : (options.benchAhead ?? new BenchSession(options.python, options.timeoutSeconds, options.env));
+  const laterEvals: EvalAhead[] = [];
   try {
-    return await verifyWithBench(prepared, options, session);
+    return await verifyWithBench(prepared, options, session, laterEvals);
   } finally {
     session?.close();
     options.evalAhead?.cancel(); // not needed (no-op once it was let go)
+    for (const ahead of laterEvals) ahead.cancel();
   }
 }
 
@@ -517,9 +519,20 @@ async function verifyWithBench(
   prepared: Prepared,
   options: OptimizeOptions,
   session: BenchSession | null,
+  laterEvals: EvalAhead[],
 ): Promise<OptimizeResult> {
   const { problem, output, graph, result } = prepared;
   let { plan } = prepared;
+  // Where the first eval had a worker started ahead and already judged the file the benches then change, the
+  // next eval gets one too, started as the first bench finds that the file changes: its start (torch, the
+  // problem, the reference process — ~15 s of a deep network's) overlaps the re-timings, and it waits, doing
+  // nothing on the GPU, until the file is let go.
+  let nextEval: EvalAhead | null = null;
+  const startNextEval = () => {
+    if (nextEval || !options.evalAhead || options.evaluateFile) return;
+    nextEval = startEvalAhead(problem, output, verifyEvalOptions(options), options.env ?? {});
+    laterEvals.push(nextEval);
+  };
   const log = options.log ?? (() => {});
   // The replay switch files are emitted with: "off" (the bench times both ways) until the first whole-file bench
   // has timed the replay faster, then "on" for a file that needs an eval anyway, until the final comparison
@@ -603,6 +616,7 @@ async function verifyWithBench(
     );
     wholeFile = { run, source };
     losers = applyRegionTimings(run);
+    if (early && losers.size > 0) startNextEval();
     // An anchored region that lost is timed again with its anchor one step simpler (channels-last -> the
     // reference's layout -> the library call made as the reference makes it; a lost layout region's conv goes
     // to the reduction or normalisation reading it), at most three rounds. The first round also times every
@@ -708,7 +722,11 @@ async function verifyWithBench(
   const evaluateWith = options.evaluateFile ?? evaluate;
   let evals = 0;
   const evaluateFile: typeof evaluate = async (p, candidates, opts, hooks, slots) => {
-    const evaluated = await evaluateWith(p, candidates, opts, { ...hooks, progress: evalProgress }, slots);
+    const ahead = candidates.length === 1 && candidates[0] === output ? nextEval : null;
+    nextEval = null;
+    const evaluated = ahead
+      ? [await ahead.run({ onProgress: evalProgress })]
+      : await evaluateWith(p, candidates, opts, { ...hooks, progress: evalProgress }, slots);
     mark(`eval${++evals}Done`);
     return evaluated;
   };
