@@ -435,7 +435,7 @@ export async function prebuild(
  * channels-last convolutions usually do: each anchor one step simpler per round (channels-last -> the
  * reference's layout -> the library call made as the reference makes it), at most RETIME_ROUNDS of them. None
  * when no region has an anchor. A round that does not relax every anchor still times its regions from one of
- * these files where they are planned alike there (uniformRetimeFile). */
+ * these files where they are planned alike there (uniformRetimePlan). */
 export function likelyRetimedPlans(graph: Graph, plan: Plan): Plan[] {
   const plans: Plan[] = [];
   let current = plan;
