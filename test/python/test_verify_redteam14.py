@@ -336,3 +336,19 @@ def test_get_inputs_values_with_lone_elements_of_the_other_sign_are_among_the_di
     assert guarded.outcome == "fail" and "lone elements of the other sign" in guarded.evidence, guarded.evidence
     torch.manual_seed(0)
     assert check_input_distribution(_ctx(_AbsLinear(), _AbsLinear())).outcome == "pass"
+
+
+def test_trace_and_profile_functions_for_later_threads_are_in_the_fingerprint():
+    import threading
+
+    from kforge_worker.checks.integrity import IntegritySnapshot
+
+    snap = IntegritySnapshot.take()
+    for setter, name in ((threading.settrace, "gettrace"), (threading.setprofile, "getprofile")):
+        setter(lambda *a: None)
+        try:
+            problems = snap.diff(thorough=False)
+        finally:
+            setter(None)
+        assert any(f"threading.{name}()" in p for p in problems), problems
+    assert snap.diff(thorough=False) == []

@@ -143,6 +143,7 @@ def _perturbed(inputs: Inputs, rng: random.Random, integers: bool = True) -> Inp
 _ORDER_READING_STEMS = frozenset({
     "embedding_bag", "_embedding_bag", "_embedding_bag_forward_only", "repeat_interleave", "segment_reduce",
     "_segment_reduce", "bucketize", "searchsorted", "_sparse_csr_tensor_unsafe", "sparse_csr_tensor",
+    "ctc_loss", "_ctc_loss", "_cudnn_ctc_loss",  # per-sample lengths beside per-sample inputs
 })
 
 

@@ -195,6 +195,9 @@ def _process_flags() -> dict[str, Any]:
     flags["len(gc.callbacks)"] = len(gc.callbacks)
     flags["sys.gettrace()"] = repr(sys.gettrace())
     flags["sys.getprofile()"] = repr(sys.getprofile())
+    # ... and the ones threading gives every thread started later (the harness's caller_threads thread among them)
+    _probe(flags, "threading.gettrace()", lambda: repr(threading.gettrace()))
+    _probe(flags, "threading.getprofile()", lambda: repr(threading.getprofile()))
     # dynamo's frame-evaluation hook (a C setter, no audit event): whatever is installed is shown every Python
     # frame this thread enters, with its arguments — the reference's forward and the harness's own functions.
     # torch.compile installs it only for the span of a compiled call; between calls it is empty.
