@@ -21,7 +21,7 @@ Recorded, by identity (objects are held, so an identity cannot be reused by a ne
   `boolean_dispatch` closes over the two functions it picks from).
 
 Only entries present in both the snapshot and now are compared: torch imports modules lazily, and a name it
-adds later is not a change. ~15 ms over ~800 modules.
+adds later is not a change. ~0.1 s to take over ~800 modules (~20,000 entries), ~10 ms to compare.
 """
 
 from __future__ import annotations
