@@ -10,7 +10,7 @@ import { execa } from "execa";
 import type { OptimizeResult } from "../src/optimize/optimize.ts";
 import { escapeHtml, renderHtmlReport } from "../src/report/html.ts";
 import { loadResultsFile, loadResultsFiles, ResultsFileError } from "../src/report/load.ts";
-import { geomean, summarizeOptimize } from "../src/report/optimize-summary.ts";
+import { geomean, regionStatusText, summarizeOptimize } from "../src/report/optimize-summary.ts";
 import { formatOptimizeTable } from "../src/report/optimize-table.ts";
 import { createProgress } from "../src/report/progress.ts";
 import { ceilingsFor, effectivePrecision, floorMs, rooflineEntry } from "../src/report/roofline.ts";
@@ -665,6 +665,35 @@ describe("kforge optimize results", () => {
     assert.equal(geomean([2, 8]), 4);
   });
 
+  test("a dropped region reads as a loser, or as a winner alone given up with a file not faster than eager", () => {
+    const region = (
+      kernelMs: number | null,
+      torchMs: number | null,
+      status: "fused" | "dropped" | "rejected",
+    ) => ({
+      id: "r0",
+      kind: "normalize",
+      ops: ["softmax"],
+      summary: "softmax (normalize)",
+      kernelMs,
+      torchMs,
+      status,
+    });
+    assert.equal(regionStatusText(region(1, 2, "fused")), "fused");
+    assert.match(regionStatusText(region(1.2, 0.78, "dropped")), /its kernel was not faster/);
+    assert.match(
+      regionStatusText(region(1, 1.01, "dropped")),
+      /its kernel was not faster/,
+      "a tie within the margin",
+    );
+    assert.match(regionStatusText(region(null, null, "dropped")), /its kernel was not faster/);
+    assert.match(
+      regionStatusText(region(0.03, 0.05, "dropped")),
+      /faster alone, but the file with it was not faster/,
+    );
+    assert.match(regionStatusText(region(1, 2, "rejected")), /failed the eval/);
+  });
+
   test("terminal table: a row per problem with both speedups, and the geomeans, within the width", () => {
     for (const width of [100, 80, 60]) {
       for (const color of [false, true]) {
@@ -707,7 +736,7 @@ describe("kforge optimize results", () => {
     assert.match(conv.slice(0, conv.indexOf("</tr>")), /2\.35.*1\.28.*1\.94.*1\.21×.*0\.66×/s);
     assert.match(
       page,
-      /data-region="r0" data-status="dropped">\s*<td>r0<\/td><td>softmax \(normalize\)<\/td><td>normalize<\/td><td><span class="status dropped">left to PyTorch \(its kernel was slower\)<\/span><\/td>\s*<td class="num">1\.20<\/td><td class="num">0\.783<\/td>\s*<td class="num"><span class="speedup slower">0\.65×<\/span>/,
+      /data-region="r0" data-status="dropped">\s*<td>r0<\/td><td>softmax \(normalize\)<\/td><td>normalize<\/td><td><span class="status dropped">left to PyTorch \(its kernel was not faster\)<\/span><\/td>\s*<td class="num">1\.20<\/td><td class="num">0\.783<\/td>\s*<td class="num"><span class="speedup slower">0\.65×<\/span>/,
     );
     assert.match(
       rejectedPage,

@@ -36,8 +36,9 @@ export const RegionReport = z.object({
   summary: z.string(),
   kernelMs: z.number().nullable(),
   torchMs: z.number().nullable(),
-  /** "fused": shipped as a kernel; "dropped": not faster than PyTorch's ops (REGION_WIN_MARGIN), left to
-   * PyTorch; "rejected": the file with it failed the eval, so it was left to PyTorch (see `rejected`). */
+  /** "fused": shipped as a kernel; "dropped": left to PyTorch, not faster than its ops (REGION_WIN_MARGIN) or
+   * given up with a file not faster than eager as a whole; "rejected": the file with it failed the eval, so it was
+   * left to PyTorch (see `rejected`). */
   status: z.enum(["fused", "dropped", "rejected"]),
 });
 

@@ -12,8 +12,8 @@ import { optimizeSpeedupChart } from "./optimize-chart.ts";
 import {
   countsAsTimed,
   EVEN_MARGIN,
-  REGION_STATUS_TEXT,
   regionGain,
+  regionStatusText,
   regionsText,
   speedupTrend,
   summarizeOptimize,
@@ -94,7 +94,7 @@ function regionsTable(r: OptimizeResult): Raw {
     (g) => {
       const gain = regionGain(g);
       return html`<tr class="region-row status-${g.status}" data-region="${g.id}" data-status="${g.status}">
-<td>${g.id}</td><td>${g.summary || g.ops.join(" → ")}</td><td>${g.kind}</td><td><span class="status ${g.status}">${REGION_STATUS_TEXT[g.status]}</span></td>
+<td>${g.id}</td><td>${g.summary || g.ops.join(" → ")}</td><td>${g.kind}</td><td><span class="status ${g.status}">${regionStatusText(g)}</span></td>
 <td class="num">${formatMs(g.kernelMs)}</td><td class="num">${formatMs(g.torchMs)}</td>
 <td class="num">${gain === null ? "–" : html`<span class="speedup ${speedupTrend(gain)}">${formatSpeedup(gain)}</span>`}</td></tr>`;
     },

@@ -1,6 +1,6 @@
 // Numbers derived from `kforge optimize` results that the terminal table and the HTML report show the same
 // way: per-region gains, the suite's counts and its geometric-mean speedups.
-import type { OptimizeResult } from "../optimize/optimize.ts";
+import { type OptimizeResult, REGION_WIN_MARGIN } from "../optimize/optimize.ts";
 
 type Region = OptimizeResult["regions"][number];
 
@@ -16,12 +16,16 @@ export function regionGain(region: Region): number | null {
   return region.kernelMs && region.torchMs ? region.torchMs / region.kernelMs : null;
 }
 
-/** How each region ended, as people read it. */
-export const REGION_STATUS_TEXT: Record<Region["status"], string> = {
-  fused: "fused",
-  dropped: "left to PyTorch (its kernel was slower)",
-  rejected: "left to PyTorch (the file with the kernels failed the eval)",
-};
+/** How a region ended, as people read it. A dropped region either lost to its ops, or won alone and went with a
+ * file that as a whole was not faster than eager (a host-bound forward steps down to PyTorch's ops). */
+export function regionStatusText(region: Region): string {
+  if (region.status === "fused") return "fused";
+  if (region.status === "rejected") return "left to PyTorch (the file with the kernels failed the eval)";
+  const gain = regionGain(region);
+  return gain !== null && gain > REGION_WIN_MARGIN
+    ? "left to PyTorch (faster alone, but the file with it was not faster than eager)"
+    : "left to PyTorch (its kernel was not faster)";
+}
 
 /**
  * A speedup counts only for a file that passed the full eval: a wrong file's time is no speedup, as in the

@@ -26,6 +26,7 @@ import { compileCheckNote } from "../../report/compile-check-note.ts";
 import { graphReplayNote } from "../../report/graph-replay-note.ts";
 import { writeHtmlReport } from "../../report/html.ts";
 import { loadResultsFile } from "../../report/load.ts";
+import { regionStatusText } from "../../report/optimize-summary.ts";
 import { formatOptimizeTable } from "../../report/optimize-table.ts";
 import { useColor } from "../../report/table.ts";
 import { type GpuRequest, gpuSlots, parseGpus } from "../../suite/gpus.ts";
@@ -98,12 +99,7 @@ function describe(result: OptimizeResult): string {
   if (replay) lines.push(`  ${replay}`);
   for (const region of result.regions) {
     const gain = region.kernelMs && region.torchMs ? ` ${fmt(region.torchMs / region.kernelMs, 2, "×")}` : "";
-    const mark = {
-      fused: "fused",
-      dropped: "left to PyTorch (not faster)",
-      rejected: "left to PyTorch (the file with the kernels failed the eval)",
-    }[region.status];
-    lines.push(`  ${region.id} ${region.summary}: ${mark}${gain}`);
+    lines.push(`  ${region.id} ${region.summary}: ${regionStatusText(region)}${gain}`);
   }
   if (result.rejected)
     lines.push(
