@@ -21,6 +21,7 @@
 // every intermediate read by the chain alone (none an output, none written in place), and no in-place op
 // between the chain's first node and its result (the written nodes run where the result was).
 import type { Arg, GraphNode, Scalar } from "../graph.ts";
+import { foldIdioms } from "./graph-edit.ts";
 import { argNodeIds, type GraphView, intList } from "./graph-view.ts";
 import {
   EXACT_DTYPES,
@@ -185,14 +186,8 @@ function layerNormNode(m: WrittenLn, view: GraphView): GraphNode {
 /** The graph's nodes with each written LayerNorm as one layer_norm node (under its result's id) that keeps the
  * written nodes for PyTorch to run. */
 export function foldWrittenLayerNorms(nodes: GraphNode[], view: GraphView): GraphNode[] {
-  const removed = new Set<string>();
-  const replaced = new Map<string, GraphNode>();
-  for (const node of nodes) {
+  return foldIdioms(nodes, (node) => {
     const match = matchFromResult(view, node);
-    if (!match || [...match.removed, node.id].some((id) => removed.has(id) || replaced.has(id))) continue;
-    for (const id of match.removed) removed.add(id);
-    replaced.set(node.id, layerNormNode(match, view));
-  }
-  if (!replaced.size) return nodes;
-  return nodes.filter((n) => !removed.has(n.id)).map((n) => replaced.get(n.id) ?? n);
+    return match ? { removed: match.removed, node: layerNormNode(match, view) } : null;
+  });
 }

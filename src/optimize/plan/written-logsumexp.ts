@@ -9,6 +9,7 @@
 // adds 0 in its place, so a row of -inf gives -inf where the written ops give NaN (inf - inf); finite inputs
 // agree bit for bit. Every intermediate is read by the next op alone (none is an output or written in place).
 import type { Arg, GraphNode } from "../graph.ts";
+import { foldIdioms } from "./graph-edit.ts";
 import { type GraphView, intList } from "./graph-view.ts";
 import { pairProjection } from "./rules.ts";
 import {
@@ -118,15 +119,8 @@ function logsumexpNode(m: WrittenLse): GraphNode {
 
 /** The graph's nodes with each written logsumexp as one logsumexp node (under the final add's id). */
 export function foldWrittenLogSumExps(nodes: GraphNode[], view: GraphView): GraphNode[] {
-  const removed = new Set<string>();
-  const replaced = new Map<string, GraphNode>();
-  for (const node of nodes) {
-    if (removed.has(node.id)) continue;
+  return foldIdioms(nodes, (node) => {
     const match = matchFromMax(view, node);
-    if (!match || match.removed.some((id) => removed.has(id))) continue;
-    for (const id of match.removed) removed.add(id);
-    replaced.set(match.total.id, logsumexpNode(match));
-  }
-  if (!replaced.size) return nodes;
-  return nodes.filter((n) => !removed.has(n.id)).map((n) => replaced.get(n.id) ?? n);
+    return match ? { removed: match.removed, node: logsumexpNode(match) } : null;
+  });
 }

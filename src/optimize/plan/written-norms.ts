@@ -9,6 +9,7 @@
 // written form does not), the mean over trailing dims with keepdim and no dtype, `+ eps` a Python number, and
 // every intermediate read by the next op alone (none is an output, none written in place).
 import type { Arg, GraphNode, Scalar } from "../graph.ts";
+import { foldIdioms } from "./graph-edit.ts";
 import { type GraphView, intList } from "./graph-view.ts";
 
 export const EXACT_DTYPES = new Set(["float32", "float64"]);
@@ -138,15 +139,8 @@ function rmsNormNode(m: WrittenRms): GraphNode {
 
 /** The graph's nodes with each written RMSNorm as one rms_norm node (under the final multiply's id). */
 export function foldWrittenRmsNorms(nodes: GraphNode[], view: GraphView): GraphNode[] {
-  const removed = new Set<string>();
-  const replaced = new Map<string, GraphNode>();
-  for (const node of nodes) {
-    if (removed.has(node.id)) continue;
+  return foldIdioms(nodes, (node) => {
     const match = matchFromSquare(view, node);
-    if (!match || match.removed.some((id) => removed.has(id))) continue;
-    for (const id of match.removed) removed.add(id);
-    replaced.set(match.product.id, rmsNormNode(match));
-  }
-  if (!replaced.size) return nodes;
-  return nodes.filter((n) => !removed.has(n.id)).map((n) => replaced.get(n.id) ?? n);
+    return match ? { removed: match.removed, node: rmsNormNode(match) } : null;
+  });
 }

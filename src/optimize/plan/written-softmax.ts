@@ -12,6 +12,7 @@
 // every intermediate read by the chain alone, and no in-place op between the chain's first node and its result.
 // Without the max (`exp(x) / exp(x).sum(...)`) it is no softmax: exp overflows where softmax does not.
 import type { Arg, GraphNode } from "../graph.ts";
+import { foldIdioms } from "./graph-edit.ts";
 import { argNodeIds, type GraphView, intList } from "./graph-view.ts";
 import { isConstNumber, plain, sameArg } from "./written-norms.ts";
 
@@ -124,14 +125,8 @@ function softmaxNode(m: WrittenSoftmax, view: GraphView): GraphNode {
 /** The graph's nodes with each written softmax as one softmax node (under its result's id) that keeps the
  * written nodes for PyTorch to run. */
 export function foldWrittenSoftmaxes(nodes: GraphNode[], view: GraphView): GraphNode[] {
-  const removed = new Set<string>();
-  const replaced = new Map<string, GraphNode>();
-  for (const node of nodes) {
+  return foldIdioms(nodes, (node) => {
     const match = matchFromResult(view, node);
-    if (!match || [...match.removed, node.id].some((id) => removed.has(id) || replaced.has(id))) continue;
-    for (const id of match.removed) removed.add(id);
-    replaced.set(node.id, softmaxNode(match, view));
-  }
-  if (!replaced.size) return nodes;
-  return nodes.filter((n) => !removed.has(n.id)).map((n) => replaced.get(n.id) ?? n);
+    return match ? { removed: match.removed, node: softmaxNode(match, view) } : null;
+  });
 }
