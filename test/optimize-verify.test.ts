@@ -11,6 +11,7 @@ import { emitModelFile } from "../src/optimize/codegen/model-file.ts";
 import { startEvalAhead } from "../src/optimize/eval-ahead.ts";
 import {
   describeBenchTime,
+  finalPlanIfRetimesLose,
   likelyRetimedPlans,
   losingRegions,
   OptimizeResult,
@@ -312,6 +313,50 @@ test("a later re-timing round times its regions from the file built ahead that p
     result.regions.map((r) => r.status),
     ["fused", "fused"],
   );
+});
+
+test("the file built ahead as the first bench finds losers is the one shipped when nothing timed again wins", {
+  timeout: 300_000,
+}, async () => {
+  const twoBlocks = resolveProblem("test/fixtures/optimize/conv_two_blocks.py");
+  for (const layoutTrial of [false, true]) {
+    const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+    const prepared = await prepareProblem(twoBlocks, join(dir, "ahead.py"), options(dir));
+    // r0 loses every bench it is in; r1 wins at 1 ms whatever its layout (so the layout trial puts it back).
+    const guess = finalPlanIfRetimesLose(
+      prepared.graph,
+      prepared.plan,
+      new Set(["r0"]),
+      new Set(layoutTrial ? ["r1"] : []),
+    );
+    assert.deepEqual(
+      guess.regions.map((r) => [r.id, r.anchorLayout]),
+      [["r1", "channels_last"]],
+    );
+    const timed: { regions: string[]; source: string }[] = [];
+    const output = join(dir, "new.py");
+    const result = await optimizeProblem(
+      twoBlocks,
+      output,
+      options(dir, {
+        benchFile: benchReporting(timed, (id) => (id === "r0" ? 2 : 1)),
+        evaluateFile: evaluatePasses,
+        regionWinMargin: 1,
+        layoutTrial,
+      }),
+    );
+    assert.ok(timed.length >= 2, "r0 was timed again");
+    if (layoutTrial) assert.ok(timed[1]?.regions.includes("r1"), "r1 was tried in the reference's layout");
+    assert.equal(
+      readFileSync(output, "utf8"),
+      emitModelFile(prepared.graph, guess, twoBlocks.name).source,
+      `the shipped file is byte for byte the guess (layout trial ${layoutTrial})`,
+    );
+    assert.deepEqual(
+      result.regions.map((r) => r.status),
+      ["dropped", "fused"],
+    );
+  }
 });
 
 // The conv_bn_chain fixture's chain runs its conv channels-last; each bench reports the layout it timed.

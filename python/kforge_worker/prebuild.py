@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 
@@ -38,7 +39,14 @@ def build(path: str, cache_dir: str) -> dict:
                 "error": f"{type(exc).__name__}: {' | '.join(lines[-4:])}"[:600]}
 
 
+def _exit_on_terminate(signum: int, _frame: object) -> None:
+    # Unwinds through torch's build, whose `finally` removes the build folder's lock: killed outright, the lock
+    # stays, and every later build of the same file waits on it for ever.
+    raise SystemExit(128 + signum)
+
+
 def main(path: str, cache_dir: str) -> int:
+    signal.signal(signal.SIGTERM, _exit_on_terminate)
     real_stdout = os.dup(1)
     os.dup2(2, 1)  # compiler chatter to stderr; the JSON line alone on stdout
     try:

@@ -483,6 +483,59 @@ export async function prebuildLikelyRetimes(
   );
 }
 
+/** The plan the re-timing rounds of verifyWithBench end with when every region they time again loses again and
+ * no anchor tried in the reference's layout is faster there: the rounds' own steps (relaxLosers, the layout
+ * trial put back) with those outcomes, then the losers left out. Mirrors that loop; a test holds the two to the
+ * same file. */
+export function finalPlanIfRetimesLose(
+  graph: Graph,
+  plan: Plan,
+  losers: ReadonlySet<string>,
+  tryNative: ReadonlySet<string>,
+): Plan {
+  let current = plan;
+  const lost = new Set(losers);
+  let native = new Set(tryNative);
+  for (let round = 0; round < RETIME_ROUNDS; round++) {
+    const anchored = current.regions.filter((r) => r.anchor && lost.has(r.id)).map((r) => r.id);
+    if (anchored.length === 0 && native.size === 0) break;
+    const before = current;
+    const relaxed = relaxLosers(graph, current, new Set([...anchored, ...native]));
+    current = relaxed.plan;
+    if (relaxed.retimed.length === 0) break;
+    const putBack = native;
+    current = {
+      regions: current.regions.map((r) =>
+        putBack.has(r.id) ? (before.regions.find((b) => b.id === r.id) ?? r) : r,
+      ),
+      kept: current.kept,
+    };
+    for (const id of relaxed.handed) lost.add(id);
+    native = new Set();
+  }
+  return { regions: current.regions.filter((r) => !lost.has(r.id)), kept: current.kept };
+}
+
+/** A build of the file a problem's benches will most likely ship, started as the first bench finds losers: the
+ * re-timing rounds (a deep network's ~10 s) and the build (~20 s) then overlap. The build folder is keyed by the
+ * file's content, so the eval of the shipped file finds it built (or waits for it) when the guess was right. */
+function startFinalGuessBuild(
+  prepared: Prepared,
+  plan: Plan,
+  replay: GraphReplay,
+  options: OptimizeOptions,
+): string | null {
+  if (plan.regions.length === 0) return null;
+  const path = retimeAheadPath(options, prepared.problem);
+  const { source } = emitTo(prepared.graph, plan, prepared.problem, path, replay);
+  // Not awaited, not cancelled: a build killed mid-way would leave its folder's lock behind. A failed guess is
+  // the shipped file's eval's to report, when it is that file.
+  prebuild({ ...prepared, output: path, plan }, options)
+    .catch(() => null)
+    .finally(() => rmSync(dirname(path), { recursive: true, force: true }));
+  return source;
+}
+
 /** Where a re-timing round can time `ids` without a build of its own: the one of likelyRetimedPlans' files
  * (built ahead) that plans the regions `ids` exactly as `plan` does. A region's timing reads only its own kernel
  * and the tensors its first call is given, so that file times them as `plan`'s would, provided both feed every
@@ -588,6 +641,7 @@ async function verifyWithBench(
   let timedPlan: Plan = plan;
   let losers = new Set<string>();
   let wholeFile: { run: OptimizeBenchResult; source: Buffer } | null = null;
+  let finalGuess: string | null = null;
   // While the bench worker is still compiling the reference (CPU work; a warm single problem's longest wait),
   // nothing is timed on the GPU: the eval started ahead judges the file then. A region that loses the bench
   // changes the file, which is then evaluated again.
@@ -631,6 +685,13 @@ async function verifyWithBench(
         .filter((r) => !losers.has(r.id))
         .map((r) => r.id),
     );
+    // The file the rounds ship if nothing they time again wins, built while they run (the replay on where this
+    // bench timed it faster, as the file shipped after a change is).
+    if (losers.size > 0 && options.device === "cuda" && !options.benchFile) {
+      const guessReplay = replay === "off" && replayWins(run) ? "on" : replay;
+      const guessPlan = finalPlanIfRetimesLose(graph, plan, losers, tryNative);
+      finalGuess = startFinalGuessBuild(prepared, guessPlan, guessReplay, options);
+    }
     let revertedToChannelsLast = false;
     const retimesAhead = likelyRetimedPlans(graph, plan);
     for (let round = 0; round < RETIME_ROUNDS; round++) {
@@ -712,6 +773,7 @@ async function verifyWithBench(
     replay = "on";
     emit(plan);
   }
+  if (finalGuess !== null) mark(finalGuess === readFileSync(output, "utf8") ? "guessBuilt" : "guessMissed");
   if (wholeFile?.source.equals(readFileSync(output))) session?.close();
   else if (session && wholeFile) {
     session.close();
