@@ -492,11 +492,12 @@ export function finalPlanIfRetimesLose(
   plan: Plan,
   losers: ReadonlySet<string>,
   tryNative: ReadonlySet<string>,
+  rounds = RETIME_ROUNDS,
 ): Plan {
   let current = plan;
   const lost = new Set(losers);
   let native = new Set(tryNative);
-  for (let round = 0; round < RETIME_ROUNDS; round++) {
+  for (let round = 0; round < rounds; round++) {
     const anchored = current.regions.filter((r) => r.anchor && lost.has(r.id)).map((r) => r.id);
     if (anchored.length === 0 && native.size === 0) break;
     const before = current;
@@ -524,16 +525,19 @@ function startFinalGuessBuild(
   plan: Plan,
   replay: GraphReplay,
   options: OptimizeOptions,
-): string | null {
-  if (plan.regions.length === 0) return null;
+  started: Set<string>,
+): void {
+  if (plan.regions.length === 0) return;
+  const { source } = emitModelFile(prepared.graph, plan, prepared.problem.name, replay);
+  if (started.has(source)) return;
+  started.add(source);
   const path = retimeAheadPath(options, prepared.problem);
-  const { source } = emitTo(prepared.graph, plan, prepared.problem, path, replay);
+  emitTo(prepared.graph, plan, prepared.problem, path, replay);
   // Not awaited, not cancelled: a build killed mid-way would leave its folder's lock behind. A failed guess is
   // the shipped file's eval's to report, when it is that file.
   prebuild({ ...prepared, output: path, plan }, options)
     .catch(() => null)
     .finally(() => rmSync(dirname(path), { recursive: true, force: true }));
-  return source;
 }
 
 /** Where a re-timing round can time `ids` without a build of its own: the one of likelyRetimedPlans' files
@@ -641,7 +645,7 @@ async function verifyWithBench(
   let timedPlan: Plan = plan;
   let losers = new Set<string>();
   let wholeFile: { run: OptimizeBenchResult; source: Buffer } | null = null;
-  let finalGuess: string | null = null;
+  const guesses = new Set<string>();
   // While the bench worker is still compiling the reference (CPU work; a warm single problem's longest wait),
   // nothing is timed on the GPU: the eval started ahead judges the file then. A region that loses the bench
   // changes the file, which is then evaluated again.
@@ -686,12 +690,15 @@ async function verifyWithBench(
         .map((r) => r.id),
     );
     // The file the rounds ship if nothing they time again wins, built while they run (the replay on where this
-    // bench timed it faster, as the file shipped after a change is).
-    if (losers.size > 0 && options.device === "cuda" && !options.benchFile) {
+    // bench timed it faster, as the file shipped after a change is); guessed again after each round that leaves
+    // a round to run.
+    const guessFinal = (roundsLeft: number) => {
+      if (losers.size === 0 || options.device !== "cuda" || options.benchFile) return;
       const guessReplay = replay === "off" && replayWins(run) ? "on" : replay;
-      const guessPlan = finalPlanIfRetimesLose(graph, plan, losers, tryNative);
-      finalGuess = startFinalGuessBuild(prepared, guessPlan, guessReplay, options);
-    }
+      const guessPlan = finalPlanIfRetimesLose(graph, plan, losers, tryNative, roundsLeft);
+      startFinalGuessBuild(prepared, guessPlan, guessReplay, options, guesses);
+    };
+    guessFinal(RETIME_ROUNDS);
     let revertedToChannelsLast = false;
     const retimesAhead = likelyRetimedPlans(graph, plan);
     for (let round = 0; round < RETIME_ROUNDS; round++) {
@@ -744,6 +751,7 @@ async function verifyWithBench(
       losers = new Set([...losers].filter((id) => !retimed.includes(id) || again.has(id)));
       for (const id of relaxed.handed) if (again.has(id)) losers.add(id);
       tryNative = new Set();
+      if (plan.regions.some((r) => r.anchor && losers.has(r.id))) guessFinal(RETIME_ROUNDS - round - 1);
     }
     if (revertedToChannelsLast) emit(plan);
     const ops = regionOps(graph, plan);
@@ -773,7 +781,7 @@ async function verifyWithBench(
     replay = "on";
     emit(plan);
   }
-  if (finalGuess !== null) mark(finalGuess === readFileSync(output, "utf8") ? "guessBuilt" : "guessMissed");
+  if (guesses.size > 0) mark(guesses.has(readFileSync(output, "utf8")) ? "guessBuilt" : "guessMissed");
   if (wholeFile?.source.equals(readFileSync(output))) session?.close();
   else if (session && wholeFile) {
     session.close();

@@ -1114,3 +1114,32 @@ def get_init_inputs():
     assert graph["captured"] == "fx", graph["failure"]
     writes = [(n["op"], n["inplace"]) for n in graph["nodes"] if n["op"] in ("add", "mul")]
     assert writes == [("add", True), ("mul", True)], graph["nodes"]
+
+
+def test_random_initialisers_on_meta_leave_the_compiler_unimported() -> None:
+    """An __init__'s random fills (nn.init.normal_, kaiming_normal_, Tensor.normal_) on the meta device write no
+    values; their meta versions would import torch._dynamo (seconds of a capture), so capture answers them with
+    the tensor itself, same shape and dtype."""
+    import subprocess
+    import sys
+
+    script = textwrap.dedent("""
+        import sys, torch, torch.nn as nn
+        from kforge_worker.capture.build import meta_model
+
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(10, 6)
+                self.conv = nn.Conv2d(3, 4, 3)
+                nn.init.normal_(self.emb.weight, 0, 0.02)
+                nn.init.kaiming_normal_(self.conv.weight, mode="fan_out")
+                self.extra = nn.Parameter(torch.empty(5, 2).normal_().exponential_())
+
+        model, how = meta_model(Model, [], print)
+        shapes = {n: (tuple(p.shape), p.is_meta) for n, p in model.named_parameters()}
+        print(how, shapes["emb.weight"], shapes["conv.weight"], shapes["extra"], "torch._dynamo" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=REPO / "python").stdout.strip().splitlines()[-1]
+    assert out == "meta ((10, 6), True) ((4, 3, 3, 3), True) ((5, 2), True) False"

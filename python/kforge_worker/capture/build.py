@@ -28,6 +28,23 @@ def _constructors() -> set[Any]:
 
 _CONSTRUCTORS = _constructors()
 _IDENTITY_METHODS = {torch.Tensor.cuda, torch.Tensor.cpu, torch.Tensor.pin_memory}
+# In-place random fills whose meta version runs through torch's Python references, whose first call imports
+# torch._dynamo (seconds of a capture: a CNN's normal_ / kaiming_normal_ init). On meta, where a fill has no
+# values to write, they only return the tensor; so do torch.nn.init's in-place initialisers, which dispatch to
+# this mode themselves (and their own fill would then run with the mode off).
+_META_FILLS = {getattr(torch.Tensor, n) for n in ("normal_", "exponential_", "log_normal_", "cauchy_", "geometric_")
+               if hasattr(torch.Tensor, n)}
+
+
+def _meta_fill_target(func: Any, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """The meta tensor an in-place random fill or torch.nn.init initialiser is called on, else None."""
+    if func in _META_FILLS:
+        target = args[0] if args else None
+    elif getattr(func, "__module__", None) == "torch.nn.init" and getattr(func, "__name__", "").endswith("_"):
+        target = kwargs.get("tensor", args[0] if args else None)
+    else:
+        return None
+    return target if isinstance(target, torch.Tensor) and target.is_meta else None
 
 
 def _is_device(value: Any) -> bool:
@@ -52,6 +69,8 @@ class FactoriesOn(TorchFunctionMode):
         if func in _CONSTRUCTORS:
             kwargs["device"] = self.device
             kwargs.pop("pin_memory", None)
+        elif self.device == "meta" and (target := _meta_fill_target(func, args, kwargs)) is not None:
+            return target
         elif func in _IDENTITY_METHODS:  # a move: to this device (a literal fx built on the CPU, say)
             return args[0].to(self.device) if self._foreign(args[0]) else args[0]
         elif func is torch.Tensor.to:
