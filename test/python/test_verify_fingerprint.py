@@ -276,3 +276,36 @@ def test_larger_sizes_respect_the_footprint_budget():
     assert result.outcome == "pass" and "64->81" in result.evidence and "64->97" not in result.evidence
     tight = check_extra_shapes(_context(_Relu(), _Relu(), square), budget=1.01)
     assert tight.outcome == "warn" and "footprint budget" in tight.evidence and "64->49" in tight.evidence
+
+
+def test_torch_importing_its_compiler_after_the_snapshot_is_no_change_but_a_forged_wrapper_is():
+    """torch imports dynamo lazily (a Python reference's first call, mid-eval), and dynamo's import wraps
+    torch.manual_seed in its `disable`: torch's own wrapper around the same function, not tampering. The same
+    wrapper around another function, claiming the original through `__wrapped__`, is."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys, torch
+        from kforge_worker.checks.integrity import IntegritySnapshot
+        assert "torch._dynamo" not in sys.modules, "this interpreter imported dynamo already"
+        snap = IntegritySnapshot.take()
+        original = torch.manual_seed
+        import torch._dynamo
+        assert torch.manual_seed is not original, "dynamo's import no longer wraps manual_seed"
+        print("lazy:", snap.diff(thorough=False))
+        snap = IntegritySnapshot.take()
+        original = torch.manual_seed
+
+        def evil(seed):
+            return original(seed + 1)
+
+        forged = torch._disable_dynamo(evil)
+        forged.__wrapped__ = original
+        torch.manual_seed = forged
+        print("forged:", any("manual_seed" in p for p in snap.diff(thorough=False)))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         cwd=os.path.join(os.path.dirname(__file__), "..", "..", "python")).stdout.splitlines()
+    assert out == ["lazy: []", "forged: True"], out

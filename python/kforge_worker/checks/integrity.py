@@ -442,7 +442,7 @@ class IntegritySnapshot:
                 continue
             if now is _MISSING:
                 problems.append(f"{qual} was deleted")
-            elif now is not value and not _torch_own_wrapper(now, value):
+            elif now is not value and not torch_own_wrapper(now, value):
                 problems.append(f"{qual} was replaced by {_describe(now)}")
         for name, ident in self.modules.items():
             module = current_modules.get(name)
@@ -492,7 +492,7 @@ class IntegritySnapshot:
             owner = _resolve(owner_name, current_modules)
             try:
                 now = vars(owner).get(attr, _MISSING) if owner is not None else value
-                if now is not value and not _torch_own_wrapper(now, value):
+                if now is not value and not torch_own_wrapper(now, value):
                     setattr(owner, attr, value)
             except (TypeError, AttributeError):
                 continue  # a built-in type's attribute: it cannot have been replaced either
@@ -521,22 +521,25 @@ class IntegritySnapshot:
 _MISSING = object()
 
 
-def _torch_own_wrapper(now: Any, original: Any) -> bool:
-    """torch wraps some functions lazily on first use (e.g. dynamo's disable wrapper around manual_seed):
-    allowed when the new function's code lives in torch's own package and it wraps the original."""
+def torch_own_wrapper(now: Any, original: Any) -> bool:
+    """torch wraps some functions lazily on first use (dynamo's import wraps torch.manual_seed in its `disable`):
+    allowed when the new function's code lives in torch's own package, it names the original as the function it
+    wraps, and it closes over the original itself — a wrapper of torch's around the very function it replaces.
+    (`__wrapped__` alone is an attribute anyone can set on a wrapper of something else.)"""
     import torch
 
     torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
     code = getattr(now, "__code__", None)
     if code is None or not os.path.abspath(code.co_filename).startswith(torch_dir + os.sep):
         return False
-    seen = 0
-    probe = now
-    while probe is not None and seen < 8:
-        if probe is original:
-            return True
-        probe = getattr(probe, "__wrapped__", None)
-        seen += 1
+    if getattr(now, "__wrapped__", None) is not original:
+        return False
+    for cell in getattr(now, "__closure__", None) or ():
+        try:
+            if cell.cell_contents is original:
+                return True
+        except ValueError:  # an empty cell
+            continue
     return False
 
 

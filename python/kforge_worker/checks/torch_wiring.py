@@ -30,6 +30,8 @@ import sys
 from types import ModuleType
 from typing import Any
 
+from .integrity import torch_own_wrapper
+
 _MISSING = object()
 _C_SUBMODULES = ("_nn", "_special", "_linalg", "_fft", "_nested", "_sparse")
 
@@ -131,7 +133,7 @@ def wiring_changes(before: dict[str, tuple[str, Any, Any]]) -> list[str]:
             continue
         if now is _MISSING:
             continue
-        if now is not value:
+        if now is not value and not torch_own_wrapper(now, value):
             shown = type(now).__name__ if not _is_module(now) else f"module {getattr(now, '__name__', '?')!r}"
             problems.append(f"{qual} was rebound to {shown} (it was {'a module' if kind == 'module' else 'a callable'})")
             continue
