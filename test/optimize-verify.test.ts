@@ -656,6 +656,42 @@ test("an eval worker started ahead and called off judges nothing", { timeout: 30
   assert.deepEqual(result.trials, []);
 });
 
+test("when the first bench changes a file the eval started ahead judged, the next eval's worker is started then", {
+  timeout: 300_000,
+}, async () => {
+  // No anchor (no re-timing round) and no region that can win by this margin: the bench drops them all, so the
+  // shipped file is not the one judged first.
+  const floats = resolveProblem("test/fixtures/optimize/module_floats.py");
+  const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
+  const output = join(dir, "new.py");
+  const opts = options(dir, { regionWinMargin: 1e9 });
+  const order: string[] = [];
+  const session = startBenchAhead(floats, opts);
+  // Held as if the reference were still compiling, however fast this machine prepares (only the choice of the
+  // first eval reads it).
+  Object.defineProperty(session, "preparing", { get: () => true, set: () => {} });
+  const watched = (name: string, ahead: ReturnType<typeof startEvalAhead>) => ({
+    ...ahead,
+    run: (...args: Parameters<typeof ahead.run>) => {
+      order.push(name);
+      return ahead.run(...args);
+    },
+  });
+  const result = await optimizeProblem(floats, output, {
+    ...opts,
+    benchAhead: session,
+    evalAhead: watched("first eval", startEvalAhead(floats, output, verifyEvalOptions(opts))),
+    startEvalAhead: (...args) => {
+      order.push("next started");
+      return watched("next eval", startEvalAhead(...args));
+    },
+  });
+  assert.equal(result.verdict, "correct", result.reason ?? "");
+  assert.deepEqual(order, ["first eval", "next started", "next eval"]);
+  assert.ok(result.regions.length > 0 && result.regions.every((r) => r.status === "dropped"));
+  assert.doesNotMatch(readFileSync(output, "utf8"), /def _kf_r0/, "the file shipped has no region left");
+});
+
 test("while the bench worker still compiles the reference, the eval started ahead judges the file first", {
   timeout: 300_000,
 }, async () => {

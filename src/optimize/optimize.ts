@@ -183,6 +183,9 @@ export interface OptimizeOptions {
   /** This problem's eval worker, started ahead and waiting for the file (startEvalAhead with verifyEvalOptions):
    * the first eval goes there. */
   evalAhead?: EvalAhead;
+  /** How the next eval's worker is started ahead when the first bench changes a file the eval started ahead
+   * judged (tests count them); startEvalAhead by default. */
+  startEvalAhead?: typeof startEvalAhead;
   /** performance.now() when the command started: milestones of the problem are recorded against it
    * (`seconds.timeline`). */
   startedAt?: number;
@@ -588,7 +591,12 @@ async function verifyWithBench(
   let nextEval: EvalAhead | null = null;
   const startNextEval = () => {
     if (nextEval || !options.evalAhead || options.evaluateFile) return;
-    nextEval = startEvalAhead(problem, output, verifyEvalOptions(options), options.env ?? {});
+    nextEval = (options.startEvalAhead ?? startEvalAhead)(
+      problem,
+      output,
+      verifyEvalOptions(options),
+      options.env ?? {},
+    );
     laterEvals.push(nextEval);
   };
   const log = options.log ?? (() => {});
