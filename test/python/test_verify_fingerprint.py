@@ -86,15 +86,56 @@ def test_fingerprint_sees_problem_globals_code_and_methods():
     problem.Model.forward = lambda self, x: x
     problem.get_inputs.__code__ = (lambda: [torch.ones(48, 8)]).__code__
     problem.BATCH = 12
-    problem.EXTRA = 1
+    problem.max = lambda *a: 0  # a builtin the module's code could read, shadowed
     problems = snap.diff()
     assert "problem.Model.forward was replaced" in problems
     assert "problem.get_inputs.__code__ was replaced" in problems
     assert "problem.BATCH changed from 48 to 12" in problems
-    assert "problem.EXTRA was added" in problems
+    assert "problem.max was added" in problems
     problem.Model.forward, problem.get_inputs.__code__, problem.BATCH = original_forward, original_code, 48
-    del problem.EXTRA
+    del problem.max
     assert snap.diff() == []
+
+
+def test_globals_torch_compile_adds_to_a_problem_are_no_change_but_readable_ones_are():
+    """torch.compile of a reference's helper installs its compiled graphs as new globals of the problem module, at
+    any recompile (sixth session's sweep: `problem.__compiled_fn_7_… was added`, cheating for the identity). A name
+    none of the problem's code reads changes nothing it computes; a name it reads (guarded), a builtin it would
+    shadow, a KFORGE_ setting the harness reads or a module `__getattr__` (which answers the harness's getattr) is
+    still a change."""
+    problem = types.ModuleType("kforge_problem_added_globals_test")
+    exec(
+        "import torch\nfrom torch import nn\n"
+        "class Model(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        try:\n            return FAST(x)\n        except NameError:\n            return _act(x)\n"
+        "@torch.compile(backend='eager')\ndef _act(x):\n    return torch.relu(x) * 2\n"
+        "def get_inputs():\n    return [torch.rand(4, 8)]\n"
+        "def get_init_inputs():\n    return []\n",
+        problem.__dict__,
+    )
+    from kforge_worker.checks.torch_compiler import prepare
+
+    prepare()  # the worker's own step when a source reaches the compiler: dynamo's first-compile wrappers now
+    snap = IntegritySnapshot.take(problem=problem)
+    problem.Model()(*problem.get_inputs())  # dynamo compiles _act now: its globals land in the module
+    assert any(name.startswith("__compiled_fn") for name in vars(problem)), "dynamo no longer installs globals"
+    assert snap.diff(thorough=False) == []
+    problem.FAST = torch.zeros_like  # read by forward's guarded lookup
+    problem.sorted = lambda *a: []  # shadows a builtin
+    problem.KFORGE_ATOL = 1.0
+    problem.__getattr__ = lambda name: 1.0
+    problems = snap.diff(thorough=False)
+    for name in ("FAST", "sorted", "KFORGE_ATOL", "__getattr__"):
+        assert f"problem.{name} was added" in problems, (name, problems)
+
+
+def test_every_added_global_counts_where_the_problem_reads_globals_by_computed_names():
+    problem = types.ModuleType("kforge_problem_computed_names_test")
+    exec("def helper(name):\n    return globals()[name]\n", problem.__dict__)
+    snap = IntegritySnapshot.take(problem=problem)
+    problem.anything = 1
+    assert "problem.anything was added" in snap.diff(thorough=False)
 
 
 def test_fingerprint_sees_methods_added_to_torch_classes_and_global_hooks():

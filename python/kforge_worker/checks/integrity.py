@@ -308,17 +308,75 @@ def _value_print(value: Any) -> Any:
     return ("object", id(value))
 
 
+# Module dunders that change what reading the module's attributes answers (PEP 562): a `__getattr__` added to the
+# problem answers the harness's `getattr(problem, "KFORGE_ATOL", None)`.
+_MODULE_HOOKS = frozenset({"__getattr__", "__dir__"})
+
+# The prefix of the problem attributes the harness itself reads (KFORGE_ATOL, KFORGE_SKIP_FP64…): always readable.
+_HARNESS_READ_PREFIX = "KFORGE_"
+
+
 def module_fingerprint(module: ModuleType) -> dict[str, Any]:
     """The problem module's globals (dunders aside) -> what identifies each value (`_value_print`)."""
     out: dict[str, Any] = {}
     for name, value in list(vars(module).items()):
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__") and name not in _MODULE_HOOKS:
             continue
         try:
             out[name] = _value_print(value)
         except Exception:  # noqa: BLE001 — an exotic global: identity only
             out[name] = ("object", id(value))
     return out
+
+
+# Builtins through which code reads globals by a name it computes: a module whose code calls one of them can
+# read any global, so every global added to it counts.
+_NAME_READERS = frozenset({"globals", "vars", "eval", "exec", "locals", "__dict__"})
+
+
+def _codes_of(value: Any, module_name: str, seen: set[int]) -> list[Any]:
+    """The code objects whose global lookups resolve in the module called `module_name`, reachable from one of
+    its globals: functions (through `__wrapped__`, which torch.compile's and functools' wrappers keep),
+    the methods, properties and nested classes of classes defined there, and every code nested in those."""
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    out: list[Any] = []
+    inner = getattr(value, "__func__", None)  # staticmethod, classmethod, bound method
+    if inner is not None:
+        out += _codes_of(inner, module_name, seen)
+    if isinstance(value, property):
+        for accessor in (value.fget, value.fset, value.fdel):
+            if accessor is not None:
+                out += _codes_of(accessor, module_name, seen)
+    code = getattr(value, "__code__", None) if type(value).__name__ == "function" else None
+    if code is not None and getattr(value, "__module__", None) == module_name:
+        out.append(code)
+    wrapped = getattr(value, "__wrapped__", None) if code is not None else None
+    if wrapped is not None:
+        out += _codes_of(wrapped, module_name, seen)
+    if isinstance(value, type) and getattr(value, "__module__", None) == module_name:
+        for member in list(vars(value).values()):
+            out += _codes_of(member, module_name, seen)
+    return out
+
+
+def problem_readable_names(module: ModuleType) -> frozenset[str] | None:
+    """Every name the module's own code can look up as a global (each code's `co_names`, nested codes included,
+    and every builtin name, which a global added would shadow); None when its code reads globals by computed
+    names (`globals()`, `eval`…): then any name is readable."""
+    import builtins
+
+    read: set[str] = set()
+    seen: set[int] = set()
+    stack = [c for value in list(vars(module).values()) for c in _codes_of(value, module.__name__, seen)]
+    while stack:
+        code = stack.pop()
+        read.update(code.co_names)
+        stack += [c for c in code.co_consts if type(c) is type(code)]
+    if read & _NAME_READERS:
+        return None
+    return frozenset(read | set(vars(builtins)) | _MODULE_HOOKS)
 
 
 def _explain_global(prefix: str, name: str, before: Any, after: Any) -> str:
@@ -470,7 +528,16 @@ class IntegritySnapshot:
 
             problems += harness_changes(self.harness_globals)
         if self.problem is not None:
-            problems += keyed_changes(self.problem_globals, module_fingerprint(self.problem),
+            now_globals = module_fingerprint(self.problem)
+            # A global added that none of the problem's code can read is no change to what the reference
+            # computes: torch.compile installs its compiled graphs and imports as new globals of the module
+            # whose frame it compiled (`__compiled_fn_7_…`, `__import_torch_dot__dynamo_dot_utils`), at a
+            # recompile as late as a check's call. A name the reference's code reads, or a builtin it might
+            # read, stays a change (a shadowing `len`, a guarded lookup that now finds something).
+            readable = problem_readable_names(self.problem)
+            now_globals = {k: v for k, v in now_globals.items() if k in self.problem_globals or readable is None
+                           or k in readable or k.startswith(_HARNESS_READ_PREFIX)}
+            problems += keyed_changes(self.problem_globals, now_globals,
                                       lambda name, _: f"problem.{name} was added",
                                       lambda name, _: f"problem.{name} was deleted",
                                       lambda name, was, now: _explain_global("problem", name, was, now))

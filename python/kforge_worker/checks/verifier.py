@@ -144,7 +144,9 @@ class Verifier:
         self.audit.active = True
         _warm_thread_pools(self.device)
         frame_hook.bind()  # the C setter, bound before the candidate exists (the pipeline binds it earlier too)
-        if uses_torch_compiler(candidate_source):
+        # The reference's own compiles too: a compiled helper of the problem's, first called mid-checks, would
+        # otherwise wrap nn.Module.__init__ and torch.jit.trace after the baseline.
+        if uses_torch_compiler(candidate_source) or uses_torch_compiler(problem_source):
             prepare_torch_compiler()  # torch's own wrapping at the first compile, done before the baseline
         self.snapshot = IntegritySnapshot.take(problem=problem, allow_tf32=self.allow_tf32,
                                                files=(self.problem_path, self.candidate_path))
