@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
 import { evaluate } from "../src/eval.ts";
+import type { OptimizeBenchResult } from "../src/optimize/bench-protocol.ts";
 import { emitModelFile } from "../src/optimize/codegen/model-file.ts";
 import { startEvalAhead } from "../src/optimize/eval-ahead.ts";
 import {
@@ -18,7 +19,7 @@ import {
   optimizeProblem,
   prepareProblem,
   reusableResult,
-  runBench,
+  type runBench,
   startBenchAhead,
   verifyEvalOptions,
 } from "../src/optimize/optimize.ts";
@@ -40,21 +41,27 @@ const passingEval = EvalResult.parse(
   JSON.parse(readFileSync("test/fixtures/results/gemm_bn_scale_softmax.json", "utf8"))[0],
 );
 const evaluatePasses: typeof evaluate = async () => [{ ...passingEval, verdict: "correct" }];
+// A bench's result without a bench worker (each test sets the times it is about): the orchestration under test
+// reads only these numbers, and a worker process per bench is seconds of CI each.
+function benchBase(regions: string[]): OptimizeBenchResult {
+  return {
+    device: "cpu",
+    eagerMs: 1,
+    compiledMs: null,
+    oursMs: 1,
+    compileSeconds: null,
+    error: null,
+    regions: regions.map((id) => ({ id, kernelMs: null, torchMs: null, note: null })),
+  };
+}
 function benchReporting(
   timed: { regions: string[]; source: string }[],
   kernelMs: (id: string) => number,
 ): typeof runBench {
   return async (_p, candidate, regions) => {
     if (regions.length > 0) timed.push({ regions, source: readFileSync(candidate, "utf8") });
-    return {
-      device: "cpu",
-      eagerMs: 1,
-      compiledMs: null,
-      oursMs: 1,
-      compileSeconds: null,
-      error: null,
-      regions: regions.map((id) => ({ id, kernelMs: kernelMs(id), torchMs: 1.5, note: null })),
-    };
+    const run = benchBase(regions);
+    return { ...run, regions: run.regions.map((r) => ({ ...r, kernelMs: kernelMs(r.id), torchMs: 1.5 })) };
   };
 }
 
@@ -222,8 +229,8 @@ test("a region that lost reading a rejected anchor's output is timed again in th
   // The chain (r1) reads the channels-last conv of the layout region (r0): it loses there, wins once the conv
   // is the reference's own call again.
   const timed: string[][] = [];
-  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
-    const run = await runBench(p, candidate, regions, opts, compile);
+  const bench: typeof runBench = async (_p, _candidate, regions) => {
+    const run = benchBase(regions);
     if (regions.length > 0) timed.push(regions);
     const chainLoses = timed.length === 1;
     return {
@@ -364,8 +371,8 @@ async function layoutTrial(nativeKernelMs: number) {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
   const output = join(dir, "new.py");
   const timed: { layout: string; file: boolean; source: string }[] = [];
-  const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile = true) => {
-    const run = await runBench(p, candidate, regions, opts, compile, timeFile);
+  const bench: typeof runBench = async (_p, candidate, regions, _opts, _compile, timeFile = true) => {
+    const run = benchBase(regions);
     const source = readFileSync(candidate, "utf8");
     const layout = /_kf_conv_anchor\(self\.\w+, \w+, "kf_r\d+_cl"/.test(source) ? "channels_last" : "native";
     timed.push({ layout, file: timeFile, source });
@@ -427,8 +434,8 @@ test("a file verified only without TF32 times its exact channels-last anchors in
   const { wrapped, seen } = failingFirst(1);
   // With TF32 the channels-last conv wins (the first layout trial keeps it); without, the native one is faster.
   const timed: { layout: string; exact: boolean }[] = [];
-  const bench: typeof runBench = async (p, candidate, regions, opts, compile, timeFile = true) => {
-    const run = await runBench(p, candidate, regions, opts, compile, timeFile);
+  const bench: typeof runBench = async (_p, candidate, regions) => {
+    const run = benchBase(regions);
     const source = readFileSync(candidate, "utf8");
     const layout = /_kf_conv_anchor\(self\.\w+, \w+, "kf_r\d+_cl"/.test(source) ? "channels_last" : "native";
     const exact = /exact=True\)/.test(source);
@@ -472,8 +479,8 @@ test("a file slower than eager as a whole is timed again without anchors and kee
   const wholeFile: string[] = [];
   // Every bench times the whole file (the first one its regions too, and it is the final comparison while
   // the file stays as it was).
-  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
-    const run = await runBench(p, candidate, regions, opts, compile);
+  const bench: typeof runBench = async (_p, candidate, regions) => {
+    const run = benchBase(regions);
     const anchored = /_kf_conv_anchor\(self/.test(readFileSync(candidate, "utf8"));
     wholeFile.push(anchored ? "anchored" : "plain");
     const timed = run.regions.map((r) => ({ ...r, kernelMs: 1, torchMs: 2 }));
@@ -500,8 +507,8 @@ test("a simpler file that is not faster is not kept; the reference's own forward
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
   const output = join(dir, "new.py");
   const timed: string[] = [];
-  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
-    const run = await runBench(p, candidate, regions, opts, compile);
+  const bench: typeof runBench = async (_p, candidate, regions) => {
+    const run = benchBase(regions);
     const source = readFileSync(candidate, "utf8");
     timed.push(
       /_kf_conv_anchor\(self/.test(source) ? "anchored" : /def _kf_r0/.test(source) ? "plain" : "reference",
@@ -533,9 +540,9 @@ test("a file verified as first timed needs no second bench", {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
   const output = join(dir, "new.py");
   const calls: { regions: number; compile: boolean }[] = [];
-  const bench: typeof runBench = async (p, candidate, regions, opts, compile) => {
+  const bench: typeof runBench = async (_p, _candidate, regions, _opts, compile) => {
     calls.push({ regions: regions.length, compile });
-    const run = await runBench(p, candidate, regions, opts, false); // CPU: no real torch.compile in a test
+    const run = benchBase(regions);
     return {
       ...run,
       eagerMs: 2,
@@ -558,8 +565,8 @@ test("a torch.compile baseline that fails the file's check is named, with its ti
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
-  const bench: typeof runBench = async (p, candidate, regions, opts) => {
-    const run = await runBench(p, candidate, regions, opts, false);
+  const bench: typeof runBench = async (_p, _candidate, regions) => {
+    const run = benchBase(regions);
     return {
       ...run,
       eagerMs: 4,
