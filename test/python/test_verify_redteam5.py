@@ -374,3 +374,27 @@ def test_writing_a_backend_switch_is_judged_by_its_value_not_by_the_assignment()
         assert any("cudnn.benchmark" in c for c in snap.diff(False))
     finally:
         torch.backends.cudnn.benchmark = saved
+
+
+def test_torch_compiling_on_its_own_after_the_baseline_is_no_change(tmp_path):
+    """Sixth session's sweep: a reference calling flex_attention (whose eager path torch compiles on its first
+    call) had every candidate `cheating` — nn.Module.__init__ wrapped by dynamo's first compile after the baseline —
+    though neither source spells torch.compile. The verifier now prepares the compiler for every pair."""
+    problem, candidate = tmp_path / "problem.py", tmp_path / "candidate.py"
+    problem.write_text("import torch\nfrom torch import nn\nclass Model(nn.Module):\n"
+                       "    def forward(self, x):\n        return torch.relu(x)\n")
+    candidate.write_text(problem.read_text().replace("class Model", "class ModelNew"))
+    script = textwrap.dedent(f"""
+        import torch
+        from kforge_worker.checks.verifier import Verifier
+        verifier = Verifier({str(problem)!r}, {str(candidate)!r}, "cpu")
+        verifier.before_import()
+        verifier.audit.active = False
+        # what torch does on its own at its first compile, neither source asking for it
+        getattr(torch, "compile")(lambda x: x + 1, backend="eager")(torch.ones(2))
+        print(verifier.snapshot.diff(thorough=False))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]

@@ -6,7 +6,8 @@ What torch's compiler does on the candidate's behalf would otherwise read as the
 - dynamo wraps ``nn.Module.__init__``/``__setstate__`` the first time it compiles anything
   (``mutation_guard.install_generation_tagging_init``), and rebinds ``torch.jit.trace`` & co. and the optimizers'
   fused steps (``TorchPatcher.patch``). The harness installs that wrapper itself, before the
-  fingerprint is taken, when the candidate's source reaches the compiler (``prepare``): the wrapper is then part
+  fingerprint is taken, for every pair (``prepare``; torch itself may compile without any source saying so:
+  flex_attention's eager path): the wrapper is then part
   of the baseline and watched like everything else — nothing is excused afterwards. The class whose methods the
   wrapper calls at every module construction (``GenerationTracker``) joins the watched classes.
 - inductor runs the C++ compiler (and ``python -c`` probes) in subprocesses, as ``load_inline`` runs ninja. The

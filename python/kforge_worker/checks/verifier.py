@@ -37,7 +37,6 @@ from .result import CheckResult, failed, passed, verdict_from_checks, warned
 from .roofline import Workload, check_roofline, floor_for, measure_workload, peaks_from_env
 from .static_scan import ScanReport, reference_info, scan_source, static_checks
 from .torch_compiler import prepare as prepare_torch_compiler
-from .torch_compiler import uses_torch_compiler
 
 _empty_cache = torch.cuda.empty_cache  # bound before the candidate is imported
 
@@ -144,10 +143,11 @@ class Verifier:
         self.audit.active = True
         _warm_thread_pools(self.device)
         frame_hook.bind()  # the C setter, bound before the candidate exists (the pipeline binds it earlier too)
-        # The reference's own compiles too: a compiled helper of the problem's, first called mid-checks, would
-        # otherwise wrap nn.Module.__init__ and torch.jit.trace after the baseline.
-        if uses_torch_compiler(candidate_source) or uses_torch_compiler(problem_source):
-            prepare_torch_compiler()  # torch's own wrapping at the first compile, done before the baseline
+        # torch's own wrapping at the first compile (nn.Module.__init__, torch.jit.trace), done before the baseline
+        # for every pair: the first compile may come from the candidate, from a compiled helper of the reference's,
+        # or from torch itself without any source spelling it (flex_attention compiles its eager path on its first
+        # call: the sixth session's sweep had every candidate of such a reference `cheating`).
+        prepare_torch_compiler()
         self.snapshot = IntegritySnapshot.take(problem=problem, allow_tf32=self.allow_tf32,
                                                files=(self.problem_path, self.candidate_path))
         self.threads_before = ThreadCount.now()
