@@ -1,0 +1,22 @@
+"""Reparametrised layers: weight_norm and orthogonal parametrizations (torch.nn.utils.parametrizations)."""
+import torch
+import torch.nn as nn
+from torch.nn.utils import parametrizations as P
+
+
+class Model(nn.Module):
+    def __init__(self, features):
+        super().__init__()
+        self.a = P.weight_norm(nn.Linear(features, features))
+        self.b = P.orthogonal(nn.Linear(features, features))
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def get_inputs():
+    return [torch.randn(8, 16)]
+
+
+def get_init_inputs():
+    return [16]
