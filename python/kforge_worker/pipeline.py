@@ -1431,6 +1431,12 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
 
         bind_primitives()  # the clocks' primitives, bound before any candidate code exists in this process
         frame_hook.bind()
+        if use_checks:
+            # The verifier prepares torch's compiler before its baseline (checks/torch_compiler.py); done here
+            # first, a worker started ahead imports dynamo (seconds) while it waits for its go, not after.
+            from .checks.torch_compiler import prepare as prepare_torch_compiler
+
+            prepare_torch_compiler()
         result["environment"] = describe(request.device)
         if request.device == "cuda" and not torch.cuda.is_available():
             raise StageFailure(
