@@ -322,7 +322,8 @@ def test_larger_sizes_respect_the_footprint_budget():
 def test_torch_importing_its_compiler_after_the_snapshot_is_no_change_but_a_forged_wrapper_is():
     """torch imports dynamo lazily (a Python reference's first call, mid-eval), and dynamo's import wraps
     torch.manual_seed in its `disable`: torch's own wrapper around the same function, not tampering. The same
-    wrapper around another function, claiming the original through `__wrapped__`, is."""
+    wrapper around another function, claiming the original through `__wrapped__`, is; so is torch's wrapper code
+    run with globals of one's own."""
     import subprocess
     import sys
     import textwrap
@@ -346,7 +347,16 @@ def test_torch_importing_its_compiler_after_the_snapshot_is_no_change_but_a_forg
         forged.__wrapped__ = original
         torch.manual_seed = forged
         print("forged:", any("manual_seed" in p for p in snap.diff(thorough=False)))
+        torch.manual_seed = original
+        snap = IntegritySnapshot.take()
+        import types
+        own = torch._disable_dynamo(original)  # torch's wrapper code, closing over the original...
+        scope = dict(vars(sys.modules["torch._compile"]))  # ...run with a dict of one's own
+        rebuilt = types.FunctionType(own.__code__, scope, own.__name__, own.__defaults__, own.__closure__)
+        rebuilt.__wrapped__ = original
+        torch.manual_seed = rebuilt
+        print("globals:", any("manual_seed" in p for p in snap.diff(thorough=False)))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
                          cwd=os.path.join(os.path.dirname(__file__), "..", "..", "python")).stdout.splitlines()
-    assert out == ["lazy: []", "forged: True"], out
+    assert out == ["lazy: []", "forged: True", "globals: True"], out

@@ -601,6 +601,13 @@ def torch_own_wrapper(now: Any, original: Any) -> bool:
         return False
     if getattr(now, "__wrapped__", None) is not original:
         return False
+    # The globals it runs with are those of the torch module its code is from (a function built from torch's
+    # code object with a dict of one's own would resolve its names, builtins included, wherever that dict says).
+    scope = getattr(now, "__globals__", None)
+    home = sys.modules.get(scope.get("__name__", "")) if isinstance(scope, dict) else None
+    if home is None or vars(home) is not scope or \
+            os.path.abspath(getattr(home, "__file__", None) or "") != os.path.abspath(code.co_filename):
+        return False
     for cell in getattr(now, "__closure__", None) or ():
         try:
             if cell.cell_contents is original:
