@@ -352,3 +352,38 @@ def test_trace_and_profile_functions_for_later_threads_are_in_the_fingerprint():
             setter(None)
         assert any(f"threading.{name}()" in p for p in problems), problems
     assert snap.diff(thorough=False) == []
+
+
+# ------------------------------------------------------------------------------ a reference that answers by its history
+class _Counted(nn.Module):
+    """Its output moves with the number of calls it has answered (a buffer it writes), as an EMA or spectral_norm's
+    power iteration in training mode does."""
+
+    def __init__(self, stop: int | None = None) -> None:
+        super().__init__()
+        self.gemm = nn.Linear(12, 8)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+        self.stop = stop  # a copy that stops following its history after this many calls
+
+    def forward(self, x):
+        if x.dtype != torch.float32:  # no float64 view of it: the loop's plain comparison decides, unforgiven
+            raise TypeError("float32 only")
+        if self.stop is None or int(self.calls) < self.stop:
+            self.calls += 1
+        return self.gemm(x) * (1.0 + 0.01 * self.calls.float())
+
+
+def test_the_timing_like_loop_judges_a_history_dependent_reference_call_for_call():
+    """False-flag sweep: spectral_norm's identity was `cheating` by timed_outputs now and then — its 25th call was
+    judged against the reference's 5th. The reference's calls are now made beside the candidate's, from the same
+    start; a copy that stops following the history is still wrong there."""
+    from kforge_worker.checks.input_checks import check_timed_outputs
+
+    def judged(cand: nn.Module):
+        torch.manual_seed(0)
+        return check_timed_outputs(_ctx(_Counted(), cand), iters=12)
+
+    honest = judged(_Counted())
+    assert honest.outcome == "pass", honest.evidence
+    stale = judged(_Counted(stop=3))
+    assert stale.outcome == "fail", stale.evidence
