@@ -15,7 +15,7 @@ from . import trace
 from .context import clone_inputs, Inputs, preserved_state, random_streams_paired, run, sync, VerifyContext
 from .instrument import OpRecorder
 from .judge import judged_compare
-from .ops import CONDEMNING, aten_family
+from .ops import CONDEMNING, aten_family, op_family
 from .result import CheckResult, failed, passed, skipped, warned
 from .stream_gate import StreamGate
 
@@ -44,7 +44,7 @@ def _library_ops(ctx: VerifyContext, ops: dict[str, int], ref_ops: dict[str, int
     condemned = _condemned(ctx)
     by_family: dict[str, list[str]] = {}
     for op, n in ops.items():
-        fam = aten_family(op) if op.startswith("aten::") else None
+        fam = op_family(op)
         if fam:
             by_family.setdefault(fam, []).append(f"{op}×{n}")
     ctx.notes["ops"] = dict(ops)
@@ -57,7 +57,7 @@ def _library_ops(ctx: VerifyContext, ops: dict[str, int], ref_ops: dict[str, int
         # A baseline runs the reference's own operators: the declaration exempts those, not any library call of
         # the condemned family (another GEMM, SDPA where the reference writes attention out).
         foreign = sorted(op for fam in condemned for op in ops
-                         if op.startswith("aten::") and aten_family(op) == fam and op not in ref_ops)
+                         if op_family(op) == fam and op not in ref_ops)
         if foreign and device_is_real:
             return failed("banned_ops", f"--strict: declared a PyTorch baseline (KFORGE_BASELINE = True) but executed "
                           f"{', '.join(foreign)}, which the reference does not run on these inputs "

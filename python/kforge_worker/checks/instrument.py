@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 import types
 from collections import Counter
 from collections.abc import Iterator
@@ -113,24 +114,109 @@ try:
     from torch.utils._python_dispatch import TorchDispatchMode
 except ImportError:  # pragma: no cover — very old torch
     TorchDispatchMode = object  # type: ignore[assignment,misc]
+try:
+    from torch._ops import HigherOrderOperator as _HigherOrderOperator
+except ImportError:  # pragma: no cover — very old torch
+    _HigherOrderOperator = ()  # type: ignore[assignment,misc]
 
-_BASE_NAMESPACES = {"aten", "prim", "prims", "_c10d_functional", "profiler", "c10d"}
+# torch's own namespaces: an op there is never the candidate's compiled code (`custom_ops`). "higher_order" is how
+# the recorder names a higher-order operator (flex_attention, cond, ...); "inductor" holds the helpers that
+# torch.compile's generated code calls.
+_BASE_NAMESPACES = {"aten", "prim", "prims", "_c10d_functional", "profiler", "c10d", "higher_order", "inductor"}
+
+
+# Where torch compiles a wrapper of its own HOP at every eager call: (module, function, the wrapper's name).
+_OWN_COMPILE_SITES = (("torch.nn.attention.flex_attention", "flex_attention", "_flex_attention_hop_wrapper"),
+                      ("torch._higher_order_ops.cond", "cond", "_cond_op_wrapper"))
+
+
+@functools.cache
+def _torch_own_compiles() -> frozenset:
+    """The code objects of the wrappers torch compiles around its own HOPs when they are called eagerly (by
+    identity: a candidate's function cannot be one of them, whatever it names itself)."""
+    import importlib
+
+    found: set = set()
+    for module_name, function, wrapper in _OWN_COMPILE_SITES:
+        try:
+            stack = [getattr(importlib.import_module(module_name), function).__code__]
+        except (ImportError, AttributeError):
+            continue
+        while stack:
+            code = stack.pop()
+            for const in code.co_consts:
+                if isinstance(const, types.CodeType):
+                    if const.co_name == wrapper:
+                        found.add(const)
+                    stack.append(const)
+    return frozenset(found)
+
+
+def _frame_being_compiled() -> types.CodeType | None:
+    """The code dynamo is deciding whether to compile, read from its convert-frame callback's `frame` (the
+    caller of `ignore_compile_internals`, a few frames up); None anywhere else or where torch lays it out otherwise
+    (then the recorder is the plain mode it always was)."""
+    f = sys._getframe(2)
+    for _ in range(6):
+        if f is None:
+            return None
+        if f.f_code.co_name == "__call__" and f.f_code.co_filename.endswith("convert_frame.py"):
+            code = getattr(f.f_locals.get("frame"), "f_code", None)
+            return code if isinstance(code, types.CodeType) else None
+        f = f.f_back
+    return None
 
 
 class OpRecorder(TorchDispatchMode):  # type: ignore[misc]
-    """Records the ATen (and custom) ops executed inside the block."""
+    """Records the ATen (and custom) ops executed inside the block.
+
+    Two things let it watch a forward whose torch call compiles by itself — eager `flex_attention` and `torch.cond`
+    compile a wrapper of their higher-order operator (HOP) with dynamo, fullgraph, at every call:
+    * `ignore_compile_internals`, for those wrappers alone (`_torch_own_compiles`): dynamo otherwise refuses to compile
+      while a dispatch mode is on the stack ("non-infra torch dispatch mode present"), and with fullgraph=True that
+      refusal raises (cond's tolerates it) and leaves the frames marked skipped, so every later plain call of the
+      same code fails too. Dynamo compiles the wrapper with the recorder off (torch's own eager backend) and runs it with the recorder
+      on. Everything else — a candidate's own `torch.compile` included — still runs eagerly under the recorder, as
+      before: the record holds the ops of the eager forward, never only the outside of an inductor kernel.
+    * `supports_higher_order_operators`: a HOP that reaches the recorder is recorded as `higher_order::<name>` and
+      run through its dense kernel (CompositeExplicitAutograd, what eager execution of the HOP runs) with the
+      recorder on, so the ATen ops inside it are recorded as if the forward had called them (cond: the branch its
+      predicate picks, as its dense kernel does, which refuses any mode). A HOP without a dense kernel, or whose
+      kernel refuses the recorder, raises: its work is never run unrecorded.
+    """
+
+    supports_higher_order_operators = True
 
     def __init__(self) -> None:
         super().__init__()
         self.ops: Counter = Counter()
 
+    def ignore_compile_internals(self) -> bool:  # torch calls it on the instance (an instance method on purpose)
+        return _frame_being_compiled() in _torch_own_compiles()
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if isinstance(func, _HigherOrderOperator):
+            return self._higher_order(func, args, kwargs or {})
         try:
             name = func.name()  # 'aten::mm' (older torch: 'aten::mm.default')
         except Exception:  # noqa: BLE001
             name = str(func)
         self.ops[name.split(".")[0] if "::" in name else name] += 1
         return func(*args, **(kwargs or {}))
+
+    def _higher_order(self, func: Any, args: Any, kwargs: dict) -> Any:
+        self.ops[f"higher_order::{func.name()}"] += 1
+        if func.name() == "cond" and not kwargs and len(args) == 4:
+            # cond's dense kernel refuses any mode on the stack; it calls the branch the predicate picks, as here
+            pred, true_fn, false_fn, operands = args
+            with self:
+                return (true_fn if pred else false_fn)(*operands)
+        dense = func.py_kernels.get(torch._C.DispatchKey.CompositeExplicitAutograd)
+        if dense is None:
+            raise NotImplementedError(f"the op recorder cannot run the higher-order operator {func.name()} (it has "
+                                      "no CompositeExplicitAutograd kernel)")
+        with self:  # torch popped the recorder to call this; its dense kernel's ops are the forward's ops
+            return dense(*args, **kwargs)
 
     def custom_ops(self) -> Counter:
         return Counter({k: v for k, v in self.ops.items() if k.split("::")[0] not in _BASE_NAMESPACES})

@@ -142,6 +142,21 @@ def aten_family(op_name: str) -> str | None:
     return None
 
 
+# Higher-order operators in the dispatch record (instrument.OpRecorder names them `higher_order::<name>`): flex_attention
+# is the attention operator itself, whatever ATen ops its dense kernel runs inside (matmul, softmax).
+HOP_FAMILIES: dict[str, str] = {
+    "higher_order::flex_attention": "attention",
+    "higher_order::flex_attention_backward": "attention",
+}
+
+
+def op_family(op_name: str) -> str | None:
+    """A name of the dispatch record ('aten::mm', 'higher_order::flex_attention') -> its family, if any."""
+    if op_name.startswith("aten::"):
+        return aten_family(op_name)
+    return HOP_FAMILIES.get(op_name)
+
+
 def py_family(dotted: str) -> str | None:
     for family, names in PY_FAMILIES.items():
         if dotted in names:
