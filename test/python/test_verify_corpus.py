@@ -215,3 +215,17 @@ def test_strict_condemns_only_the_replaced_family(outcomes):
     strict = outcomes["honest_attention_decomposed@strict"]
     assert strict.verdict == "correct"
     assert _check(strict, "banned_ops")["outcome"] == "warn"
+
+
+@pytest.mark.heavy
+def test_speed_and_robustness_switches_are_disclosed_in_the_json(timed_outcomes):
+    """Issue 15: the two honest lines are `correct` with their warning in the result, not silently accepted."""
+    benchmark = timed_outcomes["honest_cudnn_benchmark"]
+    suppress = timed_outcomes["honest_dynamo_suppress_errors"]
+    assert benchmark.verdict == suppress.verdict == "correct"
+    for outcome, line in ((benchmark, "torch.backends.cudnn.benchmark = True"),
+                          (suppress, "torch._dynamo.config.suppress_errors = True")):
+        tamper = _check(outcome, "static_tamper")
+        assert tamper["outcome"] == "warn" and line in tamper["evidence"], tamper
+    integrity = _check(benchmark, "harness_integrity")
+    assert integrity["outcome"] == "warn" and "torch.backends.cudnn.benchmark changed" in integrity["evidence"], integrity

@@ -182,6 +182,32 @@ def test_declared_tf32_lets_the_tf32_switches_change_and_nothing_else():
         torch.set_float32_matmul_precision(before[1])
 
 
+def test_cudnn_benchmark_is_disclosed_and_the_precision_switches_still_fail():
+    """Issue 15: the process fingerprint agrees with the static scan (static_scan.DISCLOSED_SWITCHES): a flipped
+    cudnn.benchmark is disclosed (harness_integrity warns), a flipped cudnn.deterministic or TF32 switch fails."""
+    from kforge_worker.checks.harness_checks import check_integrity
+
+    cudnn = torch.backends.cudnn
+    before = (cudnn.benchmark, cudnn.deterministic, torch.backends.cuda.matmul.allow_tf32)
+    snap = IntegritySnapshot.take()
+    ctx = types.SimpleNamespace(snapshot=snap, audit=None, threads_before=None)
+    try:
+        cudnn.benchmark = not before[0]
+        assert snap.diff() == [] and snap.disclosed == [f"torch.backends.cudnn.benchmark changed from {before[0]!r} "
+                                                        f"to {not before[0]!r}"]
+        [result] = check_integrity(ctx, "the import")
+        assert result.outcome == "warn" and "cudnn.benchmark" in result.evidence, result
+        cudnn.deterministic = not before[1]
+        torch.backends.cuda.matmul.allow_tf32 = not before[2]
+        problems = snap.diff()
+        assert any("cudnn.deterministic" in p for p in problems) and any("allow_tf32" in p for p in problems)
+        [result] = check_integrity(ctx, "the import")
+        assert result.outcome == "fail" and result.fail_verdict == "cheating", result
+    finally:
+        cudnn.benchmark, cudnn.deterministic, torch.backends.cuda.matmul.allow_tf32 = before
+    assert snap.diff() == [] and snap.disclosed == []
+
+
 # ------------------------------------------------------------------------------ outputs and threads
 def _context(ref: nn.Module, cand: nn.Module, make_inputs) -> context.VerifyContext:
     return context.VerifyContext(ref=ref, cand=cand, make_inputs=make_inputs, device=torch.device("cpu"),

@@ -123,6 +123,46 @@ def test_a_scoped_switch_is_disclosed_and_an_assigned_one_fails():
     assert ("tamper", 10) in rules(report, "fail")
 
 
+def test_speed_and_robustness_switches_are_disclosed_and_precision_switches_still_fail():
+    """Issue 15: `cudnn.benchmark = True` and `torch._dynamo.config.suppress_errors = True` are common honest lines
+    that move only the candidate's own process (the reference is timed in its own): a warning that names them. The
+    precision switches beside them (set to a value other than the one they have), and anything else done to those
+    two, stay failed."""
+    report = scan(
+        """
+        import torch
+        import torch._dynamo as dynamo
+        from torch._dynamo import config as dynamo_config
+        torch.backends.cudnn.benchmark = True
+        cudnn = torch.backends.cudnn
+        cudnn.benchmark = not cudnn.deterministic
+        torch._dynamo.config.suppress_errors = True
+        dynamo.config.suppress_errors = True
+        dynamo_config.suppress_errors = True
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = not True
+        torch.backends.cudnn.deterministic = True
+        torch.backends.cudnn.benchmark_limit = 0
+        del torch.backends.cudnn.benchmark
+        torch._dynamo.config.cache_size_limit = 1
+        """
+    )
+    warned_lines = {line for rule, line in rules(report, "warn") if rule == "tamper"}
+    failed_lines = {line for rule, line in rules(report, "fail") if rule == "tamper"}
+    assert {5, 7, 8, 9, 10} <= warned_lines and not {5, 7, 8, 9, 10} & failed_lines, (warned_lines, failed_lines)
+    assert {11, 12, 13, 14, 15, 16} <= failed_lines, failed_lines
+    evidence = " ".join(f.message for f in report.findings if f.line in (5, 8))
+    assert "torch.backends.cudnn.benchmark = True" in evidence and "suppress_errors = True" in evidence
+    alone = scan(
+        """
+        import torch
+        torch.backends.cudnn.benchmark = True
+        torch._dynamo.config.suppress_errors = True
+        """
+    )
+    assert outcome(alone, "static_tamper").outcome == "warn"
+
+
 def test_try_except_fallback_around_a_custom_kernel():
     report = scan(
         """

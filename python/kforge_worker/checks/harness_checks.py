@@ -10,7 +10,7 @@ import torch
 
 from .context import clone_inputs, compare, preserved_state, run, sync, VerifyContext
 from .integrity import ThreadCount
-from .result import CheckResult, failed, passed
+from .result import CheckResult, failed, passed, warned
 
 
 def check_integrity(ctx: VerifyContext, stage: str, thorough: bool = True, probe: bool = False) -> list[CheckResult]:
@@ -19,9 +19,14 @@ def check_integrity(ctx: VerifyContext, stage: str, thorough: bool = True, probe
     results = []
     if ctx.snapshot is not None:
         changes = ctx.snapshot.diff(thorough)
+        disclosed = list(ctx.snapshot.disclosed)
         if changes:
             results.append(failed("harness_integrity", f"after {stage}: " + "; ".join(changes[:6])
                                   + (f" (+{len(changes) - 6} more)" if len(changes) > 6 else "")))
+        elif disclosed:
+            results.append(warned("harness_integrity", f"after {stage}: disclosed: {'; '.join(disclosed)} (a speed "
+                                  "switch of this process only: the reference is timed in its own); functions, "
+                                  "sys.modules and precision flags otherwise unchanged"))
         else:
             results.append(passed("harness_integrity", f"after {stage}: torch/timer/compare functions, sys.modules "
                                   f"and precision flags unchanged ({len(ctx.snapshot.functions)} functions watched)"))

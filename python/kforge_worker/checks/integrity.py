@@ -96,6 +96,9 @@ _TF32_FLAGS = {"torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.al
                "torch.backends.cuda.matmul.fp32_precision", "torch.backends.cudnn.fp32_precision",
                "torch.backends.cudnn.conv.fp32_precision", "torch.backends.cudnn.rnn.fp32_precision"}
 _TF32_VALUES = {True, False, "high", "highest", "tf32", "ieee", "none"}
+# Switches that move only the speed of the process that sets them, never a result's precision: a change is disclosed
+# (`harness_integrity` warns), not failed — the static scan's rule for the same lines (static_scan.DISCLOSED_SWITCHES).
+DISCLOSED_FLAGS = {"torch.backends.cudnn.benchmark"}
 # Environment variables the harness sets itself, or torch sets on the harness's behalf when its instruments
 # load (the profiler's CUPTI switches; inductor's cache directories, set when the dispatch-recording and
 # FLOP-counting checks import torch's compile machinery). None of them changes how eager PyTorch computes.
@@ -417,6 +420,7 @@ class IntegritySnapshot:
     problem_globals: dict[str, Any] = field(default_factory=dict)
     harness_globals: dict[str, Any] = field(default_factory=dict)  # the worker's own module state (harness_globals.py)
     tf32_declared: bool = False  # --allow-tf32: the TF32 switches are the user's to set
+    disclosed: list[str] = field(default_factory=list)  # DISCLOSED_FLAGS changes the last diff() saw
     imports: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # finders and path hooks (process_hooks.py)
     dispatcher: dict[str, str] = field(default_factory=dict)  # aten kernels by dispatch key
     wiring: dict[str, Any] = field(default_factory=dict)  # torch's module-valued globals, code objects (torch_wiring.py)
@@ -511,10 +515,14 @@ class IntegritySnapshot:
             elif id(module) != ident and _important_module(name):
                 problems.append(f"sys.modules[{name!r}] was replaced by {_describe(module)}")
         now_flags = _process_flags()
+        self.disclosed = []
         for key, before in self.flags.items():
             after = now_flags.get(key)
             if after != before:
                 if self.tf32_declared and key in _TF32_FLAGS and after in _TF32_VALUES:
+                    continue
+                if key in DISCLOSED_FLAGS and isinstance(after, bool):
+                    self.disclosed.append(f"{key} changed from {before!r} to {after!r}")
                     continue
                 problems.append(f"{key} changed from {before!r} to {after!r}")
         problems += self._environ_changes()

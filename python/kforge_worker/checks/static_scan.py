@@ -132,6 +132,18 @@ _TAMPER_CALLS = {
 _FINGERPRINTED_CALLS = {"torch.set_num_threads", "torch.set_flush_denormal", "torch.set_default_dtype",
                         "torch.backends.cudnn.flags",
                         "torch.backends.cuda.sdp_kernel", "torch.nn.attention.sdpa_kernel"}
+# Switches an honest answer often sets that move only the speed or the error handling of the process that sets them,
+# never how precisely anything computes (issue 15): assigned, they are disclosed (`tamper` warn), not failed. The
+# reference is timed and judged in its own clean process; in the candidate's, the worker's copy of the reference runs
+# with them too, which helps the reference if anything. The precision switches (TF32, reduced-precision reductions,
+# determinism, the default dtype) stay failed above and below. torch.backends.cudnn.benchmark is also in the process
+# fingerprint (integrity.DISCLOSED_FLAGS), which discloses it the same way.
+DISCLOSED_SWITCHES = {
+    "torch.backends.cudnn.benchmark": "cuDNN times its convolution algorithms and keeps the fastest (speed; TF32 and "
+                                      "determinism have switches of their own)",
+    "torch._dynamo.config.suppress_errors": "torch.compile falls back to eager code where it cannot compile "
+                                            "(robustness)",
+}
 # Attributes that lead from any object to the whole process: every class (the harness's), a module's namespace,
 # a function's cells or code, the builtins.
 _INTERNAL_NAMES = {"__builtins__", "__subclasses__", "__globals__", "__closure__", "__code__"}
@@ -408,6 +420,12 @@ class _Scanner(ast.NodeVisitor):
             return
         if isinstance(target, ast.Attribute):
             dotted = self.resolve(target)
+            if dotted in DISCLOSED_SWITCHES and isinstance(node, ast.Assign):
+                value = node.value
+                shown = repr(value.value) if isinstance(value, ast.Constant) else "<an expression>"
+                self.add("tamper", "warn", node, f"sets {dotted} = {shown}: {DISCLOSED_SWITCHES[dotted]}; this "
+                         "process only (the reference is timed in its own), disclosed")
+                return
             if dotted and dotted.split(".")[0] in _PROTECTED_ROOTS and "." in dotted:
                 if "allow_tf32" in dotted or "allow_fp16" in dotted or "allow_bf16" in dotted or (
                     dotted.startswith("torch.backends.")
