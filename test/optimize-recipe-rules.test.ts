@@ -127,6 +127,14 @@ test("attention: fp16/bf16 rank-4 SDPA with a large head dim is one recipe regio
     }),
     sdpaGraph({ shape: [2, 8, 128, 512], kShape: [2, 2, 128, 512], fn: { enable_gqa: bool(true) } }),
     sdpaGraph({ shape: [2, 8, 1, 1024], kShape: [2, 1, 8192, 1024], fn: { enable_gqa: bool(true) } }),
+    // float32: the split-fp16 kernel, up to 512 keys, more than 16 query rows.
+    sdpaGraph({ dtype: "float32", shape: [32, 32, 512, 1024] }),
+    sdpaGraph({
+      dtype: "float32",
+      shape: [2, 8, 17, 512],
+      kShape: [2, 2, 512, 512],
+      fn: { enable_gqa: bool(true) },
+    }),
   ];
   for (const g of taken) {
     const verdict = attentionVerdict(g);
@@ -136,7 +144,12 @@ test("attention: fp16/bf16 rank-4 SDPA with a large head dim is one recipe regio
 
 test("attention: what the recipe's host code does not take stays PyTorch's, with the reason", () => {
   const cases: [Graph, RegExp][] = [
-    [sdpaGraph({ dtype: "float32" }), /float32 query/],
+    [sdpaGraph({ dtype: "float32", kShape: [2, 4, 513, 512] }), /float32 with 513 keys/],
+    [
+      sdpaGraph({ dtype: "float32", shape: [2, 4, 16, 512], kShape: [2, 4, 128, 512] }),
+      /float32 with 16 query rows/,
+    ],
+    [sdpaGraph({ dtype: "float64" }), /float64 query/],
     [sdpaGraph({ shape: [2, 4, 128, 64] }), /head dim 64 <= 256/],
     [sdpaGraph({ shape: [2, 4, 128, 1032] }), /head dims 1032/],
     [sdpaGraph({ shape: [2, 4, 128, 300] }), /head dims 300/],

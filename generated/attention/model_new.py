@@ -5,7 +5,7 @@
 Drop-in for the reference Model (no parameters; forward(Q, K, V) -> softmax(Q K^T / sqrt(D)) V).
 The module-level `scaled_dot_product_attention` has torch.nn.functional's signature and can replace it.
 
-Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistics):
+Kernels (compiled for sm_90a; fp16/bf16 with fp32 accumulation and softmax statistics, and float32 below):
   wgmma     S_k <= 1024: exact softmax over the whole key row, P = exp(S - max) never leaves the SM (the
             S x S matrix never reaches HBM): S_k <= 512 keeps P in registers and all shared memory for loads
             in flight, O in 128-wide head-dim chunks, 2-CTA clusters sharing K/V loads; S_k <= 1024 splits
@@ -19,14 +19,17 @@ Kernels (fp16/bf16, compiled for sm_90a, fp32 accumulation and softmax statistic
             kernel (causal: the diagonal chunk with the mask, the rows below it without), every row's chunk
             outputs merged by their log-sum-exp in fp32. Scratch: every chunk's output rows, at most 1 GiB
             at a time (batches, K/V head groups and blocks of query rows run one after another).
+  float32   S_k <= 512 with more than 16 query rows: every fp32 operand split into fp16 hi/lo (x = hi + lo * 2^-11)
+            and multiplied as hi*hi + hi*lo + lo*hi on the tensor cores, the hi*hi sums of P.V added per 64-key
+            tile in fp32 registers: PyTorch's fp32 accuracy. Inputs fp16 cannot hold (|x| > 65504) are detected
+            per tile and those tiles recomputed in plain fp32 on the GPU.
 All: any S_q / S_k, S_q != S_k, head dims (Q/K and V may differ) any multiple of 8 up to 1024,
 arbitrary batch/head/sequence strides (e.g. a (B, S, H, D) tensor transposed to (B, H, S, D)),
 is_causal (top-left, as SDPA), any scale, batch and heads of any size, enable_gqa (K/V heads dividing the
 query heads).
 
 PyTorch runs instead - same result, never a wrong answer - for: head dims <= 256 (PyTorch's
-flash/cuDNN kernels are faster there, measured), attn_mask, dropout_p > 0, CPU tensors, float32 (PyTorch's own fp32 path; its error vs float64 is in
-bench/attention/NOTES.md), head dims not a multiple of 8 or above 1024, misaligned or non-unit-stride head
+flash/cuDNN kernels are faster there, measured), attn_mask, dropout_p > 0, CPU tensors, float32 with more than 512 keys or at most 16 query rows, head dims not a multiple of 8 or above 1024, misaligned or non-unit-stride head
 dims, inputs requiring grad while autograd records, GPUs other than sm_90, and empty sequences.
 
 One function decides, per call, all of the above: `dispatch` (PyTorch's reason from `fallback_reason`, else the
@@ -58,6 +61,7 @@ _KF_ATTN_CUDA_SOURCE = r"""
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -553,6 +557,29 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_bf16(float* d, const uint32_
         "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
         "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1), "n"(TRANS_B));
+}
+
+// Both operands from shared memory; scale_d = 0 starts a new sum (the accumulator's old values are not read): the
+// fp32 kernel's promoted partial sums (attn_hopper_f32.cu).
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_m64n128k16_ss_f16(float* d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "%64, %65, p, 1, 1, 0, %67;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TRANS_B));
 }
 
 template <typename T> struct Wgmma;
@@ -1955,6 +1982,510 @@ __global__ void __launch_bounds__(kMergeWarps * 32, 4)
 
 }  // namespace kforge_attn
 // ---- end attn_chunked.cu ----
+// ---- begin attn_hopper_f32.cu ----
+// Fused attention forward for float32 inputs on Hopper's 16-bit tensor cores (sm_90a wgmma), for key rows up to
+// 512 and large head dims, as accurate as PyTorch's own fp32 SDPA (bench/attention/NOTES.md, "fp32 on 16-bit tensor
+// cores"). Every fp32 operand x is split into hi = fp16(x) and lo = fp16((x - hi) * 2^11): x = hi + lo * 2^-11 to
+// 22 bits, lo scaled so that it stays a normal fp16 for the values that matter. A product of two operands is
+// hi*hi + (hi*lo + lo*hi) * 2^-11 (lo*lo is below fp32's resolution): three MMAs, the cross terms in their own
+// accumulator, so that their 2^11 scale never meets the hi*hi sum's.
+//
+//   phase 1  for each 128-key block kb:  S = Q K_kb^T over Dqk in 32-wide chunks (m64n128k16, two accumulators);
+//            row max/sum; P_kb = exp2(S - m_kb), split into hi/lo panels in shared memory.
+//   phase 2  for each 128-wide output chunk dc:  O_dc = sum_kt P_kt V_kt[:, dc] over 64-key V tiles. The tensor
+//            cores' fp32 accumulation truncates, and P.V sums hundreds of same-signed terms: the hi*hi sum is
+//            taken per V tile (a fresh MMA chain) and added into an fp32 register sum ("promotion", as FP8 GEMMs
+//            do), so the truncation never compounds over the whole row. The cross terms are 2^-11 smaller and
+//            keep one chain. Rescaled by r = exp2(m_kb - m_kb+1) where a key block ends, by 1/l at the end.
+//
+// Roles: one consumer warpgroup (64 query rows: the MMAs and the softmax) and one loader warpgroup, which reads
+// the fp32 tiles from global memory into registers (two items in flight per thread), splits them and stores the
+// hi/lo halves in the swizzled layouts wgmma reads, into a ring of 3 slots (full/empty mbarriers). The split
+// happens once per tile load, on the loader's time, not the consumer's.
+//
+// Inputs fp16 cannot hold (|x| > 65504, inf, NaN): the loader flags its tile, and attn_f32_fixup recomputes the
+// flagged tiles' rows in plain fp32 arithmetic after the kernel, on the same stream (no host round trip).
+// (already inlined: attn_common.cuh)
+// (already inlined: attn_wgmma.cuh)
+
+namespace kforge_attn {
+
+constexpr int kF32Rows = 64;          // query rows per CTA: one consumer warpgroup
+constexpr int kF32KeyBlock = 128;     // keys per QK^T block: two m64n128 accumulators (hi*hi, cross)
+constexpr int kF32QkChunk = 32;       // head-dim columns per phase-1 item (fp16 rows of 64 bytes, 64B swizzle)
+constexpr int kF32KeyTile = 64;       // keys per P.V item (one P panel)
+constexpr int kF32DvChunk = 128;      // output columns per P.V pass: one m64n128 accumulator
+constexpr int kF32MaxKeys = 512;
+constexpr int kF32Blocks = kF32MaxKeys / kF32KeyBlock;
+constexpr int kF32Stages = 3;
+constexpr float kF32LoScale = 2048.f; // lo = (x - hi) * 2^11
+constexpr float kF32LoUnscale = 1.f / 2048.f;
+constexpr float kF32Fp16Max = 65504.f;
+
+constexpr int kF32Panel = 64 * 128;                       // [64 rows x 64] fp16, 128B swizzle
+constexpr int kF32PHalf = kF32MaxKeys / 64 * kF32Panel;   // hi (or lo) panels of P for the whole key row
+constexpr int kF32QHalf = kF32Rows * kF32QkChunk * 2;     // Q chunk, one half
+constexpr int kF32KHalf = kF32KeyBlock * kF32QkChunk * 2; // K chunk, one half
+constexpr int kF32VHalf = kF32KeyTile * kF32DvChunk * 2;  // V tile, one half (two [64 x 64] panels)
+constexpr int kF32Slot = 2 * kF32VHalf;
+static_assert(2 * (kF32QHalf + kF32KHalf) <= kF32Slot, "a phase-1 item fits a slot");
+constexpr int kF32StatsBytes = kF32Rows * kF32Blocks * 4;  // (kF32Blocks - 1) block ratios + 1/l per row
+constexpr int kF32SmemBytes = 1024 + 2 * kF32PHalf + kF32Stages * kF32Slot + kF32StatsBytes + 2 * kF32Stages * 8;
+static_assert(kF32SmemBytes <= 232448, "shared memory budget of one H100 SM exceeded");
+
+// Float4s per loader thread: a V tile [64 keys x 128 cols] is 2048 of them (16 a thread); a phase-1 item is Q [64 x 32]
+// (4 a thread) and K [128 x 32] (8). A loader moves an item in two parts of at most 8 (phase 1: Q + 4 of K, then 4 of
+// K). Two loader warpgroups take alternate items: splitting costs ~20 instructions a float4, more than one warp per
+// scheduler issues in the MMAs' time.
+constexpr int kF32PartVecs = 8;
+constexpr int kF32PartsAhead = 2;  // parts in flight per loader thread while it stores one
+constexpr int kF32Loaders = 2;
+constexpr int kF32Threads = 128 * (1 + kF32Loaders);
+// setmaxnreg moves registers within the CTA's launch allocation (65536 / 384 threads, rounded down to 8: 168 each);
+// asking for more than it holds blocks the consumer's setmaxnreg.inc forever.
+constexpr int kF32ConsumerRegs = 216, kF32LoaderRegs = 144;
+static_assert(128 * (kF32ConsumerRegs + kF32Loaders * kF32LoaderRegs) <= 65536 / kF32Threads / 8 * 8 * kF32Threads,
+              "register reallocation beyond the CTA's allocation");
+constexpr int kF32QVecs = kF32Rows * kF32QkChunk / 4 / 128;
+constexpr int kF32KVecs = kF32KeyBlock * kF32QkChunk / 4 / 128;
+constexpr int kF32VVecs = kF32KeyTile * kF32DvChunk / 4 / 128;
+static_assert(kF32QVecs == 4 && kF32KVecs == 8 && kF32VVecs == 16, "the loader's parts assume these");
+
+struct F32Shape {
+  int m0, h, hk, b, k_end, n_kb, n_c, n_kt, n_dc, n1, n_items;
+};
+
+__device__ __forceinline__ F32Shape f32_shape(const AttnParams& p) {
+  F32Shape s;
+  s.m0 = blockIdx.x * kF32Rows;
+  s.h = blockIdx.y, s.b = blockIdx.z, s.hk = s.h / p.kv_group;
+  s.k_end = p.causal ? min(p.Sk, s.m0 + kF32Rows) : p.Sk;  // causal: no key past the tile's last row is visible
+  s.n_kb = (s.k_end + kF32KeyBlock - 1) / kF32KeyBlock;
+  s.n_c = (p.Dqk + kF32QkChunk - 1) / kF32QkChunk;
+  s.n_kt = (s.k_end + kF32KeyTile - 1) / kF32KeyTile;
+  s.n_dc = (p.Dv + kF32DvChunk - 1) / kF32DvChunk;
+  s.n1 = s.n_kb * s.n_c;
+  s.n_items = s.n1 + s.n_dc * s.n_kt;
+  return s;
+}
+
+// ---------------- loader ----------------
+// Byte offset of 16-bit element (row, col) in rows of 32 elements (64 bytes), 64B swizzle: the 16-byte chunk index
+// XOR-ed with bits 7-8 of the address, i.e. (row / 2) % 4. Tiles start on 1024-byte boundaries.
+__device__ __forceinline__ int f32_sw64(int row, int col) {
+  return row * 64 + (((col >> 3) ^ ((row >> 1) & 3)) << 4) + (col & 7) * 2;
+}
+// The same in 128-byte rows of 64 elements (128B swizzle), panels of 64 rows.
+__device__ __forceinline__ int f32_sw128(int row, int col) {
+  return row * 128 + (((col >> 3) ^ (row & 7)) << 4) + (col & 7) * 2;
+}
+
+// x -> (hi, lo) as two packed fp16 pairs each; amax tracks the largest magnitude (fp16 cannot hold above 65504).
+__device__ __forceinline__ void f32_split4(float4 x, uint2& hi, uint2& lo, float& amax) {
+  amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
+  const __half2 h01 = __floats2half2_rn(x.x, x.y), h23 = __floats2half2_rn(x.z, x.w);
+  const float2 f01 = __half22float2(h01), f23 = __half22float2(h23);
+  const __half2 l01 = __floats2half2_rn((x.x - f01.x) * kF32LoScale, (x.y - f01.y) * kF32LoScale);
+  const __half2 l23 = __floats2half2_rn((x.z - f23.x) * kF32LoScale, (x.w - f23.y) * kF32LoScale);
+  hi = make_uint2(*reinterpret_cast<const uint32_t*>(&h01), *reinterpret_cast<const uint32_t*>(&h23));
+  lo = make_uint2(*reinterpret_cast<const uint32_t*>(&l01), *reinterpret_cast<const uint32_t*>(&l23));
+}
+
+__device__ __forceinline__ float4 f32_ld(const float* src, bool ok) {
+  return ok ? __ldg(reinterpret_cast<const float4*>(src)) : make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// One loader thread's view of the items. Phase-1 item (kb, c): Q rows of the tile and K rows of key block kb, head-dim
+// columns [32c, 32c + 32); the thread's vectors are rows r1 + 16 j at column c1 (8 threads a 128-byte row). Phase-2
+// item (dc, kt): V rows of tile kt, columns of chunk dc; rows r2 + 4 j at column c2 (32 threads a row).
+struct F32Loader {
+  const AttnParams& p;
+  const F32Shape& s;
+  int r1, c1, r2, c2;
+
+  __device__ __forceinline__ F32Loader(const AttnParams& p_, const F32Shape& s_, int lt)
+      : p(p_), s(s_), r1(lt / 8), c1((lt % 8) * 4), r2(lt / 32), c2((lt % 32) * 4) {}
+
+  // Part `part` of item i into r (phase 1: part 0 = Q's 4 vectors + K's first 4, part 1 = K's last 4).
+  __device__ __forceinline__ void load(int i, int part, float4 (&r)[kF32PartVecs]) const {
+    if (i >= s.n_items) return;
+    if (i < s.n1) {
+      const int kb = i / s.n_c, c = i - kb * s.n_c, col = c * kF32QkChunk + c1;
+      const bool col_ok = col < p.Dqk;
+      const int krow = kb * kF32KeyBlock + r1 + 64 * part;
+      const float* k = static_cast<const float*>(p.k) + s.b * p.k_sb + s.hk * p.k_sh + (int64_t)krow * p.k_ss + col;
+      const int64_t kstep = 16 * p.k_ss;
+      if (part == 0) {
+        const int qrow = s.m0 + r1;
+        const float* q = static_cast<const float*>(p.q) + s.b * p.q_sb + s.h * p.q_sh + (int64_t)qrow * p.q_ss + col;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) r[j] = f32_ld(q + j * 16 * p.q_ss, col_ok && qrow + 16 * j < p.Sq);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) r[4 + j] = f32_ld(k + j * kstep, col_ok && krow + 16 * j < s.k_end);
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) r[j] = f32_ld(k + j * kstep, col_ok && krow + 16 * j < s.k_end);
+      }
+    } else {
+      const int j2 = i - s.n1, dc = j2 / s.n_kt, kt = j2 - dc * s.n_kt, col = dc * kF32DvChunk + c2;
+      const int vrow = kt * kF32KeyTile + r2 + 32 * part;
+      const float* v = static_cast<const float*>(p.v) + s.b * p.v_sb + s.hk * p.v_sh + (int64_t)vrow * p.v_ss + col;
+      const bool col_ok = col < p.Dv;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) r[j] = f32_ld(v + j * 4 * p.v_ss, col_ok && vrow + 4 * j < s.k_end);
+    }
+  }
+
+  // Part `part` of item i from r into its slot, split into the hi and lo halves of each tensor's tile.
+  __device__ __forceinline__ void store(int i, int part, const float4 (&r)[kF32PartVecs], unsigned char* slot,
+                                        float& amax) const {
+    uint2 hi, lo;
+    if (i < s.n1) {
+      const int q_off = f32_sw64(r1, c1), k_off = 2 * kF32QHalf + q_off + part * 4096;  // K rows + 64 in part 1
+      if (part == 0) {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          f32_split4(r[j], hi, lo, amax);
+          *reinterpret_cast<uint2*>(slot + q_off + 1024 * j) = hi;
+          *reinterpret_cast<uint2*>(slot + q_off + 1024 * j + kF32QHalf) = lo;
+        }
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          f32_split4(r[4 + j], hi, lo, amax);
+          *reinterpret_cast<uint2*>(slot + k_off + 1024 * j) = hi;
+          *reinterpret_cast<uint2*>(slot + k_off + 1024 * j + kF32KHalf) = lo;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          f32_split4(r[j], hi, lo, amax);
+          *reinterpret_cast<uint2*>(slot + k_off + 1024 * j) = hi;
+          *reinterpret_cast<uint2*>(slot + k_off + 1024 * j + kF32KHalf) = lo;
+        }
+      }
+    } else {
+      const int base = (c2 / 64) * kF32Panel;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int off = base + f32_sw128(r2 + 32 * part + 4 * j, c2 % 64);
+        f32_split4(r[j], hi, lo, amax);
+        *reinterpret_cast<uint2*>(slot + off) = hi;
+        *reinterpret_cast<uint2*>(slot + off + kF32VHalf) = lo;
+      }
+    }
+  }
+};
+
+// Loader warpgroup wl: items wl, wl + kF32Loaders, ...; part x of its sequence is part x % 2 of its item x / 2.
+__device__ __forceinline__ void f32_load_items(const AttnParams& p, const F32Shape& s, int wl, int lt,
+                                               unsigned char* ring, uint64_t* full, uint64_t* empty, int* bad_tile) {
+  const F32Loader ld(p, s, lt);
+  float amax = 0.f;
+  auto item = [&](int x) { return wl + kF32Loaders * (x >> 1); };
+  auto put = [&](int x, const float4 (&r)[kF32PartVecs]) {
+    const int i = item(x), part = x & 1;
+    if (i >= s.n_items) return;
+    const int slot = i % kF32Stages, use = i / kF32Stages;
+    if (part == 0 && use > 0) mbar_wait(&empty[slot], (use - 1) & 1);
+    ld.store(i, part, r, ring + slot * kF32Slot, amax);
+    if (part == 1) {
+      fence_proxy_async();  // generic-proxy stores read by wgmma (the async proxy)
+      mbar_arrive(&full[slot]);
+    }
+  };
+  // While part x is split and stored, parts x + 1 .. x + kF32PartsAhead are being loaded.
+  float4 r[kF32PartsAhead + 1][kF32PartVecs];
+  const int n_parts = 2 * ((s.n_items - wl + kF32Loaders - 1) / kF32Loaders);
+#pragma unroll
+  for (int u = 0; u < kF32PartsAhead; ++u) ld.load(item(u), u & 1, r[u]);
+  for (int x = 0; x < n_parts; x += kF32PartsAhead + 1) {
+#pragma unroll
+    for (int u = 0; u <= kF32PartsAhead; ++u) {
+      const int xa = x + u + kF32PartsAhead;
+      ld.load(item(xa), xa & 1, r[(u + kF32PartsAhead) % (kF32PartsAhead + 1)]);
+      put(x + u, r[u]);
+    }
+  }
+  if (amax > kF32Fp16Max) *bad_tile = 1;  // (NaN is never the max: NaN inputs give NaN rows, as in PyTorch)
+}
+
+// ---------------- consumer ----------------
+// The rows this thread holds in an m64n128 accumulator: g and g + 8 of its warp; element 4 jn + e is row
+// g + 8 (e >> 1), column 8 jn + 2t + (e & 1).
+__device__ __forceinline__ void f32_softmax_block(float (&s_hh)[64], const float (&s_x)[64], float scale_log2,
+                                                  int key0, int key_end, bool causal, int row, bool need_mask,
+                                                  float (&mx)[2]) {
+  mx[0] = mx[1] = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    float x = __fmul_rn(fmaf(s_x[i], kF32LoUnscale, s_hh[i]), scale_log2);
+    if (need_mask) {
+      const int key = key0 + (i >> 2) * 8 + (i & 1);
+      if (key >= key_end || (causal && key > row + ((i >> 1) & 1) * 8)) x = -INFINITY;
+    }
+    s_hh[i] = x;
+    mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], x);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+  }
+}
+
+__device__ __forceinline__ void f32_consume(const AttnParams& p, const F32Shape& s, unsigned char* sPh,
+                                            unsigned char* sPl, unsigned char* ring, float* sRatio, float* sInvL,
+                                            uint64_t* full, uint64_t* empty) {
+  const int tid = threadIdx.x;
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int row_in_tile = warp * 16 + g;  // and + 8
+  const int row_glob = s.m0 + row_in_tile;
+  auto release = [&](int slot) {
+    if (lane == 0) mbar_arrive(&empty[slot]);
+  };
+
+  float a[64], b[64], c[64];  // hi*hi sum (fp32 adds), cross-term sum, one chunk's or tile's hi*hi sum
+  float m_run[2] = {-INFINITY, -INFINITY};
+  float l_run[2] = {0.f, 0.f};
+
+  // ---------------- phase 1 ----------------
+  for (int kb = 0; kb < s.n_kb; ++kb) {
+#pragma unroll
+    for (int e = 0; e < 64; ++e) a[e] = 0.f, b[e] = 0.f;
+    int pending = -1;
+    for (int cc = 0; cc < s.n_c; ++cc) {
+      const int i = kb * s.n_c + cc, slot = i % kF32Stages;
+      mbar_wait(&full[slot], (i / kF32Stages) & 1);
+      const uint32_t qh = smem_u32(ring + slot * kF32Slot), ql = qh + kF32QHalf, kh = ql + kF32QHalf,
+                     kl = kh + kF32KHalf;
+      wgmma_fence();
+      // The chunk's hi*hi sum as a fresh chain (c), added into a while the cross terms (b) run: as in phase 2, the
+      // tensor cores' truncating accumulation never spans more than one chunk of the large terms.
+#pragma unroll
+      for (int kk = 0; kk < kF32QkChunk / 16; ++kk) {
+        wgmma_m64n128k16_ss_f16<0>(c, sw64_desc(qh + kk * 32, 512), sw64_desc(kh + kk * 32, 512), kk > 0);
+      }
+      wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < kF32QkChunk / 16; ++kk) {
+        wgmma_m64n128k16_ss_f16<0>(b, sw64_desc(qh + kk * 32, 512), sw64_desc(kl + kk * 32, 512), 1);
+        wgmma_m64n128k16_ss_f16<0>(b, sw64_desc(ql + kk * 32, 512), sw64_desc(kh + kk * 32, 512), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // c of this chunk and everything of the previous one retired
+      if (pending >= 0) release(pending);
+      reg_fence<64>(c);
+#pragma unroll
+      for (int e = 0; e < 64; ++e) a[e] += c[e];
+      pending = slot;
+    }
+    wgmma_wait<0>();
+    reg_fence<64>(b);
+    release(pending);
+
+    const int key0 = kb * kF32KeyBlock + 2 * t;
+    const bool need_mask = (kb + 1) * kF32KeyBlock > s.k_end || (p.causal && (kb + 1) * kF32KeyBlock - 1 > s.m0);
+    float mx[2];
+    f32_softmax_block(a, b, p.scale_log2, key0, s.k_end, p.causal, row_glob, need_mask, mx);
+    float m_use[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_new = fmaxf(m_run[r], mx[r]);
+      m_use[r] = (m_new == -INFINITY) ? 0.f : m_new;  // no visible key yet: keep exp2 at 0, not NaN
+      const float alpha = exp2f(m_run[r] - m_use[r]);
+      if (kb > 0 && t == 0) sRatio[(kb - 1) * kF32Rows + row_in_tile + r * 8] = alpha;
+      m_run[r] = m_new;
+      l_run[r] *= alpha;
+    }
+    // P's two 64-key panels of this block, hi and lo (row % 8 == g for both rows of the thread).
+    const int rows0 = row_in_tile * 128 + t * 4;
+#pragma unroll
+    for (int jn = 0; jn < 16; ++jn) {
+      float pv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pv[e] = exp2f(a[4 * jn + e] - m_use[e >> 1]);
+      l_run[0] += pv[0] + pv[1];
+      l_run[1] += pv[2] + pv[3];
+      const int off = (2 * kb + jn / 8) * kF32Panel + rows0 + (((jn % 8) ^ g) << 4);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const __half2 h = __floats2half2_rn(pv[2 * r], pv[2 * r + 1]);
+        const float2 hf = __half22float2(h);
+        const __half2 l = __floats2half2_rn((pv[2 * r] - hf.x) * kF32LoScale, (pv[2 * r + 1] - hf.y) * kF32LoScale);
+        *reinterpret_cast<__half2*>(sPh + off + r * 8 * 128) = h;
+        *reinterpret_cast<__half2*>(sPl + off + r * 8 * 128) = l;
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (t == 0) sInvL[row_in_tile + r * 8] = l > 0.f ? 1.f / l : 0.f;
+  }
+  fence_proxy_async();  // P's stores are read by wgmma
+  warpgroup_bar(0);
+
+  // ---------------- phase 2 ----------------
+  float* o = static_cast<float*>(p.o) + s.b * p.o_sb + s.h * p.o_sh;
+  const uint32_t ph0 = smem_u32(sPh), pl0 = smem_u32(sPl);
+  for (int dc = 0; dc < s.n_dc; ++dc) {
+#pragma unroll
+    for (int e = 0; e < 64; ++e) a[e] = 0.f, b[e] = 0.f;
+    int pending = -1;  // slot of the previous tile: released once its cross-term MMAs retired
+    for (int kt = 0; kt < s.n_kt; ++kt) {
+      const int j = s.n1 + dc * s.n_kt + kt, slot = j % kF32Stages;
+      if (kt > 0 && kt % (kF32KeyBlock / kF32KeyTile) == 0) {
+        // Entering key block kb: the cross terms drained, then both sums brought from max m_{kb-1} to m_kb.
+        wgmma_wait<0>();
+        reg_fence<64>(b);
+        release(pending);
+        pending = -1;
+        const int kb = kt / (kF32KeyBlock / kF32KeyTile);
+        const float r0 = sRatio[(kb - 1) * kF32Rows + row_in_tile];
+        const float r1 = sRatio[(kb - 1) * kF32Rows + row_in_tile + 8];
+#pragma unroll
+        for (int e = 0; e < 64; ++e) {
+          const float r = (e >> 1) & 1 ? r1 : r0;
+          a[e] *= r;
+          b[e] *= r;
+        }
+      }
+      mbar_wait(&full[slot], (j / kF32Stages) & 1);
+      const uint32_t vh = smem_u32(ring + slot * kF32Slot), vl = vh + kF32VHalf;
+      const uint32_t ph = ph0 + kt * kF32Panel, pl = pl0 + kt * kF32Panel;
+      wgmma_fence();
+      // A = P (keys contiguous), B = V tile (N-major: head dim contiguous), 16 keys per step. The tile's hi*hi sum
+      // first, as a fresh chain (c), then the cross terms (b), which run while c is added into a.
+#pragma unroll
+      for (int kk = 0; kk < kF32KeyTile / 16; ++kk) {
+        wgmma_m64n128k16_ss_f16<1>(c, sw128_desc(ph + kk * 32, 16, 1024), sw128_desc(vh + kk * 16 * 128, kF32Panel, 1024),
+                                   kk > 0);
+      }
+      wgmma_commit();
+#pragma unroll
+      for (int kk = 0; kk < kF32KeyTile / 16; ++kk) {
+        wgmma_m64n128k16_ss_f16<1>(b, sw128_desc(ph + kk * 32, 16, 1024), sw128_desc(vl + kk * 16 * 128, kF32Panel, 1024), 1);
+        wgmma_m64n128k16_ss_f16<1>(b, sw128_desc(pl + kk * 32, 16, 1024), sw128_desc(vh + kk * 16 * 128, kF32Panel, 1024), 1);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // c of this tile and everything of the previous one retired
+      if (pending >= 0) release(pending);
+      reg_fence<64>(c);
+#pragma unroll
+      for (int e = 0; e < 64; ++e) a[e] += c[e];
+      pending = slot;
+    }
+    wgmma_wait<0>();
+    reg_fence<64>(b);
+    release(pending);
+
+    const float il0 = sInvL[row_in_tile], il1 = sInvL[row_in_tile + 8];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row_glob + 8 * r;
+      if (row >= p.Sq) continue;
+      const float il = r ? il1 : il0;
+      float* orow = o + (int64_t)row * p.o_ss + dc * kF32DvChunk + 2 * t;
+#pragma unroll
+      for (int jn = 0; jn < 16; ++jn) {
+        if (dc * kF32DvChunk + 8 * jn + 2 * t < p.Dv) {
+          const int e = 4 * jn + 2 * r;
+          *reinterpret_cast<float2*>(orow + 8 * jn) =
+              make_float2(fmaf(b[e], kF32LoUnscale, a[e]) * il, fmaf(b[e + 1], kF32LoUnscale, a[e + 1]) * il);
+        }
+      }
+    }
+  }
+}
+
+// One CTA per 64 query rows of one (batch, head). `bad_tiles[tile]` (tile = (b * H + h) * tiles + x) is set when
+// the tile met an input fp16 cannot hold; attn_f32_fixup then recomputes its rows.
+__global__ void __launch_bounds__(kF32Threads, 1)
+    attn_hopper_f32_kernel(const __grid_constant__ AttnParams p, int* bad_tiles) {
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  unsigned char* sPh = smem;
+  unsigned char* sPl = sPh + kF32PHalf;
+  unsigned char* ring = sPl + kF32PHalf;
+  float* sRatio = reinterpret_cast<float*>(ring + kF32Stages * kF32Slot);  // [kF32Blocks - 1][kF32Rows]
+  float* sInvL = sRatio + (kF32Blocks - 1) * kF32Rows;
+  uint64_t* full = reinterpret_cast<uint64_t*>(sInvL + kF32Rows);
+  uint64_t* empty = full + kF32Stages;
+  const F32Shape s = f32_shape(p);
+
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kF32Stages; ++i) mbar_init(&full[i], 128), mbar_init(&empty[i], 4);
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= 128) {
+    setmaxnreg_dec<kF32LoaderRegs>();
+    f32_load_items(p, s, threadIdx.x / 128 - 1, threadIdx.x % 128, ring, full, empty,
+                   &bad_tiles[((int64_t)s.b * p.H + s.h) * gridDim.x + blockIdx.x]);
+  } else {
+    setmaxnreg_inc<kF32ConsumerRegs>();
+    f32_consume(p, s, sPh, sPl, ring, sRatio, sInvL, full, empty);
+  }
+}
+
+// Rows of the tiles attn_hopper_f32_kernel flagged, in fp32 arithmetic (no tensor cores): one CTA per tile, rows one
+// after another; each row's scores (one warp per key, lanes over the head dim), its softmax, then O (threads over
+// the output columns). Slow, and run only for inputs the split cannot represent.
+constexpr int kF32FixThreads = 256;
+__global__ void __launch_bounds__(kF32FixThreads)
+    attn_f32_fixup(const __grid_constant__ AttnParams p, const int* bad_tiles, float scale) {
+  if (bad_tiles[((int64_t)blockIdx.z * p.H + blockIdx.y) * gridDim.x + blockIdx.x] == 0) return;
+  __shared__ float sc[kF32MaxKeys];
+  __shared__ float red[kF32FixThreads / 32];
+  const int b = blockIdx.z, h = blockIdx.y, hk = h / p.kv_group;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const float* kbase = static_cast<const float*>(p.k) + b * p.k_sb + hk * p.k_sh;
+  const float* vbase = static_cast<const float*>(p.v) + b * p.v_sb + hk * p.v_sh;
+  for (int row = blockIdx.x * kF32Rows; row < min(p.Sq, (int)(blockIdx.x + 1) * kF32Rows); ++row) {
+    const float* q = static_cast<const float*>(p.q) + b * p.q_sb + h * p.q_sh + (int64_t)row * p.q_ss;
+    const int n_keys = p.causal ? min(p.Sk, row + 1) : p.Sk;
+    for (int j = warp; j < n_keys; j += kF32FixThreads / 32) {
+      const float* k = kbase + (int64_t)j * p.k_ss;
+      float acc = 0.f;
+      for (int d = lane; d < p.Dqk; d += 32) acc = fmaf(q[d], k[d], acc);
+      for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+      if (lane == 0) sc[j] = acc * scale;
+    }
+    __syncthreads();
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < n_keys; j += kF32FixThreads) m = fmaxf(m, sc[j]);
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < kF32FixThreads / 32; ++w) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float l = 0.f;
+    for (int j = threadIdx.x; j < n_keys; j += kF32FixThreads) {
+      const float e = (m == -INFINITY) ? 0.f : expf(sc[j] - m);
+      sc[j] = e;
+      l += e;
+    }
+    for (int off = 16; off > 0; off >>= 1) l += __shfl_xor_sync(0xffffffffu, l, off);
+    if (lane == 0) red[warp] = l;
+    __syncthreads();
+    l = 0.f;
+    for (int w = 0; w < kF32FixThreads / 32; ++w) l += red[w];
+    float* o = static_cast<float*>(p.o) + b * p.o_sb + h * p.o_sh + (int64_t)row * p.o_ss;
+    for (int d = threadIdx.x; d < p.Dv; d += kF32FixThreads) {
+      float acc = 0.f;
+      for (int j = 0; j < n_keys; ++j) acc = fmaf(sc[j], vbase[(int64_t)j * p.v_ss + d], acc);
+      o[d] = acc / l;
+    }
+    __syncthreads();  // sc and red are rewritten by the next row
+  }
+}
+
+}  // namespace kforge_attn
+// ---- end attn_hopper_f32.cu ----
 
 namespace kforge_attn {
 
@@ -1964,6 +2495,7 @@ namespace kforge_attn {
 // shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
 // Decode = few query rows per head against any number of keys, the keys split over CTAs (attn_decode.cu).
+// F32Split = float32 inputs split into fp16 hi/lo pairs on the tensor cores, S_k <= 512 (attn_hopper_f32.cu).
 // Longer key rows run in chunks on Wide, Long or WideRegPSplit (forward_chunked). 1 (the mma.sync kernel that
 // held any key row, slower than PyTorch) and 4-7 are withdrawn (bench/attention/NOTES.md) and stay unused, so
 // that a path means the same kernel in older generated files, which benchmarks build side by side with this one.
@@ -1972,7 +2504,8 @@ enum Path : int64_t {
   kHopperLong = 3,
   kHopperWideRegPMc = 8,
   kHopperWideRegPSplit = 9,
-  kDecode = 10
+  kDecode = 10,
+  kF32Split = 12
 };
 
 constexpr int kMaxHeadDim = 1024;
@@ -2013,12 +2546,18 @@ struct View4 {
   int64_t used_stride(int d) const { return size[d] > 1 ? stride[d] : 0; }
 };
 
-static void check_operand(const at::Tensor& t, const char* name) {
+// float32 operands only for the fp32 kernel (f32), float16/bfloat16 for every other.
+static void check_operand(const at::Tensor& t, const char* name, bool f32) {
   TORCH_CHECK(t.is_cuda(), "kforge attention: ", name, " must be a CUDA tensor, got ", t.device());
   TORCH_CHECK(t.dim() == 4, "kforge attention: ", name, " must be 4-D (batch, heads, seq, head_dim), got ", txt(t.dim()),
               "-D");
-  TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16,
-              "kforge attention: ", name, " must be float16 or bfloat16, got ", t.scalar_type());
+  if (f32) {
+    TORCH_CHECK(t.scalar_type() == at::kFloat, "kforge attention: ", name,
+                " must be float32 for kernel path 12, got ", t.scalar_type());
+  } else {
+    TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16, "kforge attention: ", name,
+                " must be float16 or bfloat16 (float32: kernel path 12), got ", t.scalar_type());
+  }
   TORCH_CHECK(t.size(3) % 8 == 0 && t.size(3) >= 8 && t.size(3) <= kMaxHeadDim, "kforge attention: ", name,
               " head dim must be a multiple of 8 in [8, 1024], got ", txt(t.size(3)));
   TORCH_CHECK(t.size(3) == 1 || t.stride(3) == 1, "kforge attention: ", name,
@@ -2277,13 +2816,28 @@ static void launch(const AttnParams& p, int64_t path, const View4& q, const View
 
 static bool is_path(int64_t path) {
   return path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc || path == kHopperWideRegPSplit ||
-         path == kDecode;
+         path == kDecode || path == kF32Split;
 }
 
-static void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  check_operand(q, "query");
-  check_operand(k, "key");
-  check_operand(v, "value");
+// The fp32 kernel, then the fix-up of the tiles it flagged (inputs fp16 cannot hold): both on the stream, the flags
+// in a zeroed scratch from PyTorch's caching allocator.
+static void launch_f32(const AttnParams& p, double scale, int device, cudaStream_t stream) {
+  TORCH_CHECK(p.Sk <= kF32MaxKeys, "kforge attention: the fp32 kernel holds at most ", txt(kF32MaxKeys),
+              " keys per row, got S_k=", txt(p.Sk));
+  const int tiles = (p.Sq + kF32Rows - 1) / kF32Rows;
+  const at::Tensor bad = at::zeros({(int64_t)tiles * p.H * p.B}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA, device));
+  allow_smem<attn_hopper_f32_kernel>(kF32SmemBytes, device);
+  const dim3 grid(tiles, p.H, p.B);
+  attn_hopper_f32_kernel<<<grid, kF32Threads, kF32SmemBytes, stream>>>(p, bad.data_ptr<int>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  attn_f32_fixup<<<grid, kF32FixThreads, 0, stream>>>(p, bad.data_ptr<int>(), (float)scale);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+static void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool f32 = false) {
+  check_operand(q, "query", f32);
+  check_operand(k, "key", f32);
+  check_operand(v, "value", f32);
   TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), "kforge attention: query, key and value must be on one device");
   TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
               "kforge attention: query, key and value must share one dtype");
@@ -2327,15 +2881,19 @@ static void launch_path(const View4& q, const View4& k, const View4& v, const Vi
 // out = softmax(q k^T * scale [+ causal mask]) v for q (B,H,Sq,Dqk), k (B,H,Sk,Dqk), v (B,H,Sk,Dv).
 at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
                    int64_t path) {
-  check_inputs(q, k, v);
   TORCH_CHECK(is_path(path), "kforge attention: unknown kernel path ", txt(path),
-              " (2, 3 P in shared memory; 8, 9 P in registers; 10 decode: the caller chooses, see runtime.py)");
+              " (2, 3 P in shared memory; 8, 9 P in registers; 10 decode; 12 float32: the caller chooses, see runtime.py)");
+  check_inputs(q, k, v, path == kF32Split);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
   if (out.numel() == 0) return out;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
   const View4 qv = View4::of(q), kv = View4::of(k), vv = View4::of(v), ov = View4::of(out);
+  if (path == kF32Split) {
+    launch_f32(make_params(qv, kv, vv, ov, is_causal, scale), scale, q.get_device(), stream);
+    return out;
+  }
   if (q.scalar_type() == at::kHalf) launch_path<__half>(qv, kv, vv, ov, is_causal, scale, path, stream);
   else launch_path<__nv_bfloat16>(qv, kv, vv, ov, is_causal, scale, path, stream);
   return out;
@@ -2505,6 +3063,9 @@ _KF_ATTN_REGP_MAX_KEYS = 512
 # Up to this many query rows per head the split-key decode kernel runs, at any key length: the other kernels
 # work on 64-128-row query tiles, and with fewer rows most of each tile's MMAs and loads would be padding.
 _KF_ATTN_DECODE_MAX_QUERIES = 16
+# float32 runs on the fp32 kernel (fp16 hi/lo splits on the tensor cores) for key rows up to this long; longer rows
+# and decode-sized query counts stay PyTorch's.
+_KF_ATTN_F32_MAX_KEYS = 512
 
 # Kernel paths: the extension's `path` argument (`Path` in attention.cu; 1 and 4-7 were withdrawn kernels and
 # are not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
@@ -2517,6 +3078,7 @@ _KF_ATTN_PATH_DECODE = 10  # mma.sync, S_q <= 16 per head, any S_k: the keys spl
 # Not one kernel: S_k > 1024 in key chunks, each run by a wgmma kernel (_kf_attn_chunk_plan), merged by the rows'
 # log-sum-exp (the extension's kforge_attention_forward_chunked).
 _KF_ATTN_PATH_CHUNKED = 11
+_KF_ATTN_PATH_F32_SPLIT = 12  # float32: wgmma on fp16 hi/lo splits, P in shared memory: S_k <= 512
 # float(kLog2e) of the kernels, as a double: the kernels work with scale_log2 = fp32(scale * _KF_ATTN_LOG2E_F32).
 _KF_ATTN_LOG2E_F32 = 1.4426950216293335
 
@@ -2581,7 +3143,7 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
         return "not all on one CUDA device"
     if not query.dtype == key.dtype == value.dtype:
         return "mixed dtypes"
-    if query.dtype not in (torch.float16, torch.bfloat16):
+    if query.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return f"dtype {query.dtype}"
     if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
         return "autograd"
@@ -2601,6 +3163,11 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
         return "empty"
     if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
         return "grid limits"
+    if query.dtype == torch.float32:
+        if ks[-2] > _KF_ATTN_F32_MAX_KEYS:
+            return f"float32 with more than {_KF_ATTN_F32_MAX_KEYS} keys"
+        if qs[-2] <= _KF_ATTN_DECODE_MAX_QUERIES:
+            return f"float32 with at most {_KF_ATTN_DECODE_MAX_QUERIES} query rows"
     if not (_kf_attn_layout_ok(query) and _kf_attn_layout_ok(key) and _kf_attn_layout_ok(value)):
         return "layout"
     if not _kf_attn_is_sm90(query.device):
@@ -2629,14 +3196,17 @@ def _kf_attn_chunk_plan(key_len, is_causal, scale):
     return chunk, _kf_attn_kernel_path(chunk, False, scale), _kf_attn_kernel_path(chunk, True, scale)
 
 
-def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
+def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None, dtype=None):
     """Which kernel runs a call the recipe takes (S_k keys, S_q queries per head, scale already resolved): the
     fastest measured. Up to 16 query rows: the decode kernel, at any key length and scale. Above 1024 keys: key
     chunks (_KF_ATTN_PATH_CHUNKED), each on the kernel this function picks for the chunk.
 
     The register-P kernels take each row's max of the unscaled S, so they need a scale that is positive after
     rounding to fp32 (x rounds to a nonzero fp32 exactly when x > 2^-150); other scales go to the kernels with P
-    in shared memory."""
+    in shared memory. float32 has one kernel (the 16-bit kernels' arithmetic on hi/lo splits), which
+    _kf_attn_fallback_reason lets through only within its limits."""
+    if dtype == torch.float32:
+        return _KF_ATTN_PATH_F32_SPLIT
     if query_len is not None and query_len <= _KF_ATTN_DECODE_MAX_QUERIES:
         return _KF_ATTN_PATH_DECODE
     if key_len > _KF_ATTN_WGMMA_MAX_KEYS:
@@ -2658,17 +3228,17 @@ def _kf_attn_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causa
     if reason is not None:
         return None, reason
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    return _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2]), None
+    return _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2], query.dtype), None
 
 
 def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_ATTN_PATH_AUTO):
-    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors;
+    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16/fp32 CUDA tensors;
     key/value may have fewer heads than query when they divide its count (grouped-query attention, as SDPA's
     enable_gqa). path: a _KF_ATTN_PATH_* kernel, or AUTO for _kf_attn_kernel_path's choice; the extension checks
     that the kernel can take the inputs and raises otherwise."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     if path == _KF_ATTN_PATH_AUTO:
-        path = _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2])
+        path = _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2], query.dtype)
     squeeze = query.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
@@ -2712,6 +3282,7 @@ PATH_WGMMA_512, PATH_WGMMA_1024 = _KF_ATTN_PATH_WGMMA_512, _KF_ATTN_PATH_WGMMA_1
 PATH_WGMMA_512_REGP_MC = _KF_ATTN_PATH_WGMMA_512_REGP_MC
 PATH_WGMMA_1024_REGP_SPLIT = _KF_ATTN_PATH_WGMMA_1024_REGP_SPLIT
 PATH_DECODE = _KF_ATTN_PATH_DECODE
+PATH_F32_SPLIT = _KF_ATTN_PATH_F32_SPLIT
 
 
 class ModelNew(nn.Module):

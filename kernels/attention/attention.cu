@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -22,6 +23,7 @@
 #include "attn_hopper_regp.cu"
 #include "attn_decode.cu"
 #include "attn_chunked.cu"
+#include "attn_hopper_f32.cu"
 
 namespace kforge_attn {
 
@@ -31,6 +33,7 @@ namespace kforge_attn {
 // shared memory; WideRegPMc = 2 consumer warpgroups with P in registers, clusters of two CTAs multicasting K/V
 // tiles; WideRegPSplit = the same with the two CTAs of a cluster taking one half of the keys each.
 // Decode = few query rows per head against any number of keys, the keys split over CTAs (attn_decode.cu).
+// F32Split = float32 inputs split into fp16 hi/lo pairs on the tensor cores, S_k <= 512 (attn_hopper_f32.cu).
 // Longer key rows run in chunks on Wide, Long or WideRegPSplit (forward_chunked). 1 (the mma.sync kernel that
 // held any key row, slower than PyTorch) and 4-7 are withdrawn (bench/attention/NOTES.md) and stay unused, so
 // that a path means the same kernel in older generated files, which benchmarks build side by side with this one.
@@ -39,7 +42,8 @@ enum Path : int64_t {
   kHopperLong = 3,
   kHopperWideRegPMc = 8,
   kHopperWideRegPSplit = 9,
-  kDecode = 10
+  kDecode = 10,
+  kF32Split = 12
 };
 
 constexpr int kMaxHeadDim = 1024;
@@ -80,12 +84,18 @@ struct View4 {
   int64_t used_stride(int d) const { return size[d] > 1 ? stride[d] : 0; }
 };
 
-static void check_operand(const at::Tensor& t, const char* name) {
+// float32 operands only for the fp32 kernel (f32), float16/bfloat16 for every other.
+static void check_operand(const at::Tensor& t, const char* name, bool f32) {
   TORCH_CHECK(t.is_cuda(), "kforge attention: ", name, " must be a CUDA tensor, got ", t.device());
   TORCH_CHECK(t.dim() == 4, "kforge attention: ", name, " must be 4-D (batch, heads, seq, head_dim), got ", txt(t.dim()),
               "-D");
-  TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16,
-              "kforge attention: ", name, " must be float16 or bfloat16, got ", t.scalar_type());
+  if (f32) {
+    TORCH_CHECK(t.scalar_type() == at::kFloat, "kforge attention: ", name,
+                " must be float32 for kernel path 12, got ", t.scalar_type());
+  } else {
+    TORCH_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16, "kforge attention: ", name,
+                " must be float16 or bfloat16 (float32: kernel path 12), got ", t.scalar_type());
+  }
   TORCH_CHECK(t.size(3) % 8 == 0 && t.size(3) >= 8 && t.size(3) <= kMaxHeadDim, "kforge attention: ", name,
               " head dim must be a multiple of 8 in [8, 1024], got ", txt(t.size(3)));
   TORCH_CHECK(t.size(3) == 1 || t.stride(3) == 1, "kforge attention: ", name,
@@ -344,13 +354,28 @@ static void launch(const AttnParams& p, int64_t path, const View4& q, const View
 
 static bool is_path(int64_t path) {
   return path == kHopperWide || path == kHopperLong || path == kHopperWideRegPMc || path == kHopperWideRegPSplit ||
-         path == kDecode;
+         path == kDecode || path == kF32Split;
 }
 
-static void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  check_operand(q, "query");
-  check_operand(k, "key");
-  check_operand(v, "value");
+// The fp32 kernel, then the fix-up of the tiles it flagged (inputs fp16 cannot hold): both on the stream, the flags
+// in a zeroed scratch from PyTorch's caching allocator.
+static void launch_f32(const AttnParams& p, double scale, int device, cudaStream_t stream) {
+  TORCH_CHECK(p.Sk <= kF32MaxKeys, "kforge attention: the fp32 kernel holds at most ", txt(kF32MaxKeys),
+              " keys per row, got S_k=", txt(p.Sk));
+  const int tiles = (p.Sq + kF32Rows - 1) / kF32Rows;
+  const at::Tensor bad = at::zeros({(int64_t)tiles * p.H * p.B}, at::TensorOptions().dtype(at::kInt).device(at::kCUDA, device));
+  allow_smem<attn_hopper_f32_kernel>(kF32SmemBytes, device);
+  const dim3 grid(tiles, p.H, p.B);
+  attn_hopper_f32_kernel<<<grid, kF32Threads, kF32SmemBytes, stream>>>(p, bad.data_ptr<int>());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  attn_f32_fixup<<<grid, kF32FixThreads, 0, stream>>>(p, bad.data_ptr<int>(), (float)scale);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+static void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool f32 = false) {
+  check_operand(q, "query", f32);
+  check_operand(k, "key", f32);
+  check_operand(v, "value", f32);
   TORCH_CHECK(k.device() == q.device() && v.device() == q.device(), "kforge attention: query, key and value must be on one device");
   TORCH_CHECK(k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type(),
               "kforge attention: query, key and value must share one dtype");
@@ -394,15 +419,19 @@ static void launch_path(const View4& q, const View4& k, const View4& v, const Vi
 // out = softmax(q k^T * scale [+ causal mask]) v for q (B,H,Sq,Dqk), k (B,H,Sk,Dqk), v (B,H,Sk,Dv).
 at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool is_causal, double scale,
                    int64_t path) {
-  check_inputs(q, k, v);
   TORCH_CHECK(is_path(path), "kforge attention: unknown kernel path ", txt(path),
-              " (2, 3 P in shared memory; 8, 9 P in registers; 10 decode: the caller chooses, see runtime.py)");
+              " (2, 3 P in shared memory; 8, 9 P in registers; 10 decode; 12 float32: the caller chooses, see runtime.py)");
+  check_inputs(q, k, v, path == kF32Split);
 
   const c10::cuda::CUDAGuard guard(q.device());
   auto out = at::empty({q.size(0), q.size(1), q.size(2), v.size(3)}, q.options());
   if (out.numel() == 0) return out;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(q.get_device()).stream();
   const View4 qv = View4::of(q), kv = View4::of(k), vv = View4::of(v), ov = View4::of(out);
+  if (path == kF32Split) {
+    launch_f32(make_params(qv, kv, vv, ov, is_causal, scale), scale, q.get_device(), stream);
+    return out;
+  }
   if (q.scalar_type() == at::kHalf) launch_path<__half>(qv, kv, vv, ov, is_causal, scale, path, stream);
   else launch_path<__nv_bfloat16>(qv, kv, vv, ov, is_causal, scale, path, stream);
   return out;

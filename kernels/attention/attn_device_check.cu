@@ -7,6 +7,7 @@
 #include "attn_hopper_regp.cu"
 #include "attn_decode.cu"
 #include "attn_chunked.cu"
+#include "attn_hopper_f32.cu"
 
 namespace kforge_attn {
 // Every (dtype x variant) the host dispatcher can launch (attention.cu's Path), nothing else.
@@ -35,4 +36,5 @@ namespace kforge_attn {
   template __global__ void attn_merge_chunks<T>(const T*, const float*, const MergeOut<T>, int64_t, int, int);
 KFORGE_ALL_VARIANTS(__half)
 KFORGE_ALL_VARIANTS(__nv_bfloat16)
+// float32 (not templated: instantiated by their definitions above): attn_hopper_f32_kernel, attn_f32_fixup.
 }  // namespace kforge_attn

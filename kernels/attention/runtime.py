@@ -26,6 +26,9 @@ _KF_ATTN_REGP_MAX_KEYS = 512
 # Up to this many query rows per head the split-key decode kernel runs, at any key length: the other kernels
 # work on 64-128-row query tiles, and with fewer rows most of each tile's MMAs and loads would be padding.
 _KF_ATTN_DECODE_MAX_QUERIES = 16
+# float32 runs on the fp32 kernel (fp16 hi/lo splits on the tensor cores) for key rows up to this long; longer rows
+# and decode-sized query counts stay PyTorch's.
+_KF_ATTN_F32_MAX_KEYS = 512
 
 # Kernel paths: the extension's `path` argument (`Path` in attention.cu; 1 and 4-7 were withdrawn kernels and
 # are not reused). _KF_ATTN_PATH_AUTO is not a kernel: _kf_attn_forward then asks _kf_attn_kernel_path.
@@ -38,6 +41,7 @@ _KF_ATTN_PATH_DECODE = 10  # mma.sync, S_q <= 16 per head, any S_k: the keys spl
 # Not one kernel: S_k > 1024 in key chunks, each run by a wgmma kernel (_kf_attn_chunk_plan), merged by the rows'
 # log-sum-exp (the extension's kforge_attention_forward_chunked).
 _KF_ATTN_PATH_CHUNKED = 11
+_KF_ATTN_PATH_F32_SPLIT = 12  # float32: wgmma on fp16 hi/lo splits, P in shared memory: S_k <= 512
 # float(kLog2e) of the kernels, as a double: the kernels work with scale_log2 = fp32(scale * _KF_ATTN_LOG2E_F32).
 _KF_ATTN_LOG2E_F32 = 1.4426950216293335
 
@@ -102,7 +106,7 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
         return "not all on one CUDA device"
     if not query.dtype == key.dtype == value.dtype:
         return "mixed dtypes"
-    if query.dtype not in (torch.float16, torch.bfloat16):
+    if query.dtype not in (torch.float16, torch.bfloat16, torch.float32):
         return f"dtype {query.dtype}"
     if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad or value.requires_grad):
         return "autograd"
@@ -122,6 +126,11 @@ def _kf_attn_fallback_reason(query, key, value, attn_mask=None, dropout_p=0.0, i
         return "empty"
     if len(qs) == 4 and (qs[0] > 65535 or qs[1] > 65535):
         return "grid limits"
+    if query.dtype == torch.float32:
+        if ks[-2] > _KF_ATTN_F32_MAX_KEYS:
+            return f"float32 with more than {_KF_ATTN_F32_MAX_KEYS} keys"
+        if qs[-2] <= _KF_ATTN_DECODE_MAX_QUERIES:
+            return f"float32 with at most {_KF_ATTN_DECODE_MAX_QUERIES} query rows"
     if not (_kf_attn_layout_ok(query) and _kf_attn_layout_ok(key) and _kf_attn_layout_ok(value)):
         return "layout"
     if not _kf_attn_is_sm90(query.device):
@@ -150,14 +159,17 @@ def _kf_attn_chunk_plan(key_len, is_causal, scale):
     return chunk, _kf_attn_kernel_path(chunk, False, scale), _kf_attn_kernel_path(chunk, True, scale)
 
 
-def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None):
+def _kf_attn_kernel_path(key_len, is_causal, scale, query_len=None, dtype=None):
     """Which kernel runs a call the recipe takes (S_k keys, S_q queries per head, scale already resolved): the
     fastest measured. Up to 16 query rows: the decode kernel, at any key length and scale. Above 1024 keys: key
     chunks (_KF_ATTN_PATH_CHUNKED), each on the kernel this function picks for the chunk.
 
     The register-P kernels take each row's max of the unscaled S, so they need a scale that is positive after
     rounding to fp32 (x rounds to a nonzero fp32 exactly when x > 2^-150); other scales go to the kernels with P
-    in shared memory."""
+    in shared memory. float32 has one kernel (the 16-bit kernels' arithmetic on hi/lo splits), which
+    _kf_attn_fallback_reason lets through only within its limits."""
+    if dtype == torch.float32:
+        return _KF_ATTN_PATH_F32_SPLIT
     if query_len is not None and query_len <= _KF_ATTN_DECODE_MAX_QUERIES:
         return _KF_ATTN_PATH_DECODE
     if key_len > _KF_ATTN_WGMMA_MAX_KEYS:
@@ -179,17 +191,17 @@ def _kf_attn_dispatch(query, key, value, attn_mask=None, dropout_p=0.0, is_causa
     if reason is not None:
         return None, reason
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    return _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2]), None
+    return _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2], query.dtype), None
 
 
 def _kf_attn_forward(query, key, value, is_causal=False, scale=None, path=_KF_ATTN_PATH_AUTO):
-    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16 CUDA tensors;
+    """Runs a kforge kernel directly (no fallback): 3-D (N, L, E) or 4-D (B, H, L, E) fp16/bf16/fp32 CUDA tensors;
     key/value may have fewer heads than query when they divide its count (grouped-query attention, as SDPA's
     enable_gqa). path: a _KF_ATTN_PATH_* kernel, or AUTO for _kf_attn_kernel_path's choice; the extension checks
     that the kernel can take the inputs and raises otherwise."""
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     if path == _KF_ATTN_PATH_AUTO:
-        path = _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2])
+        path = _kf_attn_kernel_path(key.shape[-2], is_causal, scale, query.shape[-2], query.dtype)
     squeeze = query.dim() == 3
     if squeeze:
         query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)

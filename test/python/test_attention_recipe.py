@@ -91,6 +91,10 @@ def test_kernel_path_is_the_fastest_kernel_that_holds_the_keys(generated):
     for keys, causal, scale in ((1, False, s), (512, False, s), (4096, True, s), (32768, False, 0.0)):
         assert kp(keys, causal, scale, 1) == kp(keys, causal, scale, 16) == m.PATH_DECODE
     assert kp(512, False, s, 17) == m.PATH_WGMMA_512_REGP_MC and kp(4096, False, s, 17) == m.PATH_CHUNKED
+    # float32 has one kernel, whatever the mask or scale (fallback_reason keeps it within 512 keys and 17+ rows).
+    for keys, causal, scale in ((1, False, s), (512, True, 0.0), (300, False, -1.0)):
+        assert kp(keys, causal, scale, 64, torch.float32) == m.PATH_F32_SPLIT
+    assert kp(512, False, s, 64, torch.float16) == m.PATH_WGMMA_512_REGP_MC
 
 
 @pytest.mark.parametrize("keys", [1025, 1088, 1500, 2048, 2049, 4096, 8191, 8192, 16385, 32768, 131072])
@@ -185,16 +189,19 @@ def test_kernels_compile_for_sm90a_without_spills(tmp_path):
     hopper = {k: v for k, v in report.items() if "attn_hopper_kernel" in k or "attn_hopper_regp_kernel" in k}
     decode = {k: v for k, v in report.items() if "attn_decode" in k}
     merge = {k: v for k, v in report.items() if "attn_merge_chunks" in k}
+    f32 = {k: v for k, v in report.items() if "attn_hopper_f32_kernel" in k or "attn_f32_fixup" in k}
     # {fp16,bf16} x ({512,1024 keys} with P in shared memory + P in registers x {K/V multicast, split keys};
-    # decode x {16, 32}-key stages x {4, 8} column pairs a warp + its combine; the key chunks' merge): the
+    # decode x {16, 32}-key stages x {4, 8} column pairs a warp + its combine; the key chunks' merge; float32: the
+    # split kernel and its fix-up): the
     # kernels the dispatcher can choose, nothing else
-    assert len(hopper) == 8 and len(decode) == 10 and len(merge) == 2, report
-    assert len(report) == len(hopper) + len(decode) + len(merge), report
+    assert len(hopper) == 8 and len(decode) == 10 and len(merge) == 2 and len(f32) == 2, report
+    assert len(report) == len(hopper) + len(decode) + len(merge) + len(f32), report
     for name, (regs, spill, stack) in report.items():
         assert spill == 0 and stack == 0, f"{name}: {spill} B spilled, {stack} B stack"
         assert regs <= 255, name
     # The wgmma kernels run 1 CTA/SM with up to 2 warpgroups; stay clear of the 255 cap with room for edits.
     assert all(regs <= 240 for regs, _, _ in hopper.values()), hopper
+    assert all(regs <= 240 for regs, _, _ in f32.values()), f32
 
 
 def _torch_cuda_include_dirs(shim: Path) -> list[str]:

@@ -122,6 +122,9 @@ export const ATTENTION_LIMITS = {
   pytorchFasterUpTo: 256,
   maxHeadDim: 1024,
   maxGrid: 65535,
+  /** float32 runs on the split-fp16 kernel: key rows up to this long, more query rows than a decode step. */
+  f32MaxKeys: 512,
+  decodeMaxQueries: 16,
 };
 
 const attentionShapes: Check = (node, ctx) => {
@@ -142,6 +145,9 @@ const attentionShapes: Check = (node, ctx) => {
     return `head dims ${e}/${ev} (the recipe takes multiples of 8 up to ${L.maxHeadDim})`;
   if (sq === 0 || sk === 0) return "empty sequence";
   if (b > L.maxGrid || h > L.maxGrid) return "batch or heads above the grid limit";
+  if (q.dtype === "float32" && sk > L.f32MaxKeys)
+    return `float32 with ${sk} keys (the fp32 kernel holds ${L.f32MaxKeys})`;
+  if (q.dtype === "float32" && sq <= L.decodeMaxQueries) return `float32 with ${sq} query rows`;
   return null;
 };
 
@@ -195,9 +201,9 @@ export const RECIPE_RULES: RecipeRule[] = [
         op: "scaled_dot_product_attention",
         checks: [
           plain,
-          tensor("query", HALF, 4),
-          tensor("key", HALF, 4),
-          tensor("value", HALF, 4),
+          tensor("query", FLOAT, 4),
+          tensor("key", FLOAT, 4),
+          tensor("value", FLOAT, 4),
           absent("attn_mask"),
           constIn("dropout_p", [0], 0),
           constIn("enable_gqa", [false, true], false),
