@@ -398,3 +398,18 @@ def test_torch_compiling_on_its_own_after_the_baseline_is_no_change(tmp_path):
                          cwd=os.path.join(os.path.dirname(__file__), "..", "..", "python"))
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]
+
+
+def test_prepare_imports_filelock_so_its_audit_hook_predates_the_candidate():
+    """torch's compile caches import filelock lazily, and on Python >= 3.12 filelock adds an audit hook when it is
+    first imported: inside a candidate's torch.compile that read as the candidate's own hook (runtime_audit,
+    `cheating` for an honest torch.compile on the H200). prepare() imports it first, in a fresh process here."""
+    pytest.importorskip("filelock")
+    code = ("import sys, torch\n"
+            "from kforge_worker.checks.torch_compiler import prepare\n"
+            "assert 'filelock' not in sys.modules\n"
+            "prepare()\n"
+            "assert 'filelock' in sys.modules\n")
+    env = {**os.environ, "PYTHONPATH": os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "python")}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]

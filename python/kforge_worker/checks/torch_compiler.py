@@ -68,6 +68,13 @@ def prepare() -> bool:
     except Exception:  # noqa: BLE001 — an old or trimmed torch: nothing to prepare
         return False
     install_generation_tagging_init()
+    # torch's compile caches lock files with filelock, which on Python >= 3.12 adds an audit hook of its own when it
+    # is first imported (its fork-safety hook): imported now, that hook predates the candidate, whose own audit
+    # hooks are refused — imported inside the candidate's torch.compile it read as the candidate's (device run 156).
+    try:
+        import filelock  # noqa: F401
+    except ImportError:
+        pass
     # The first compile also wraps torch.jit.trace & co. and the optimizers' fused steps in dynamo's `disable`
     # (TorchPatcher.patch, once per process): done now, those rebindings are part of the baseline too.
     try:

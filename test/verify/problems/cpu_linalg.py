@@ -9,7 +9,7 @@ class Model(nn.Module):
         self.n = n
 
     def forward(self, a, b):
-        spd = a @ a.transpose(-1, -2) + self.n * torch.eye(self.n)
+        spd = a @ a.transpose(-1, -2) + self.n * torch.eye(self.n, dtype=a.dtype, device=a.device)
         x = torch.linalg.solve(spd, b)
         r = torch.linalg.qr(spd).R.diagonal(dim1=-2, dim2=-1).abs()
         w = torch.linalg.eigvalsh(spd)
