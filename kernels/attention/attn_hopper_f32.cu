@@ -262,6 +262,23 @@ __device__ __forceinline__ void f32_consume(const AttnParams& p, const F32Shape&
   float a[64], b[64], c[64];  // hi*hi sum (fp32 adds), cross-term sum, one chunk's or tile's hi*hi sum
   float m_run[2] = {-INFINITY, -INFINITY};
   float l_run[2] = {0.f, 0.f};
+  // After a chunk's (tile's) two MMA groups, hi*hi (c) then cross terms (b), are committed: once c retired (and with
+  // it everything of the previous item, whose slot is then released), c is added into the fp32 sum a while b runs.
+  auto promote = [&](int& pending, int slot) {
+    wgmma_commit();
+    wgmma_wait<1>();
+    if (pending >= 0) release(pending);
+    reg_fence<64>(c);
+#pragma unroll
+    for (int e = 0; e < 64; ++e) a[e] += c[e];
+    pending = slot;
+  };
+  // After the last item: the cross terms drained, the last slot released.
+  auto drain = [&](int pending) {
+    wgmma_wait<0>();
+    reg_fence<64>(b);
+    release(pending);
+  };
 
   // ---------------- phase 1 ----------------
   for (int kb = 0; kb < s.n_kb; ++kb) {
@@ -286,17 +303,9 @@ __device__ __forceinline__ void f32_consume(const AttnParams& p, const F32Shape&
         wgmma_m64n128k16_ss_f16<0>(b, sw64_desc(qh + kk * 32, 512), sw64_desc(kl + kk * 32, 512), 1);
         wgmma_m64n128k16_ss_f16<0>(b, sw64_desc(ql + kk * 32, 512), sw64_desc(kh + kk * 32, 512), 1);
       }
-      wgmma_commit();
-      wgmma_wait<1>();  // c of this chunk and everything of the previous one retired
-      if (pending >= 0) release(pending);
-      reg_fence<64>(c);
-#pragma unroll
-      for (int e = 0; e < 64; ++e) a[e] += c[e];
-      pending = slot;
+      promote(pending, slot);
     }
-    wgmma_wait<0>();
-    reg_fence<64>(b);
-    release(pending);
+    drain(pending);
 
     const int key0 = kb * kF32KeyBlock + 2 * t;
     const bool need_mask = (kb + 1) * kF32KeyBlock > s.k_end || (p.causal && (kb + 1) * kF32KeyBlock - 1 > s.m0);
@@ -384,17 +393,9 @@ __device__ __forceinline__ void f32_consume(const AttnParams& p, const F32Shape&
         wgmma_m64n128k16_ss_f16<1>(b, sw128_desc(ph + kk * 32, 16, 1024), sw128_desc(vl + kk * 16 * 128, kF32Panel, 1024), 1);
         wgmma_m64n128k16_ss_f16<1>(b, sw128_desc(pl + kk * 32, 16, 1024), sw128_desc(vh + kk * 16 * 128, kF32Panel, 1024), 1);
       }
-      wgmma_commit();
-      wgmma_wait<1>();  // c of this tile and everything of the previous one retired
-      if (pending >= 0) release(pending);
-      reg_fence<64>(c);
-#pragma unroll
-      for (int e = 0; e < 64; ++e) a[e] += c[e];
-      pending = slot;
+      promote(pending, slot);
     }
-    wgmma_wait<0>();
-    reg_fence<64>(b);
-    release(pending);
+    drain(pending);
 
     const float il0 = sInvL[row_in_tile], il1 = sInvL[row_in_tile + 8];
 #pragma unroll
