@@ -202,7 +202,29 @@ class OpRecorder(TorchDispatchMode):  # type: ignore[misc]
         except Exception:  # noqa: BLE001
             name = str(func)
         self.ops[name.split(".")[0] if "::" in name else name] += 1
+        if "::" in name and name.split("::")[0] not in _BASE_NAMESPACES:
+            return self._custom(func, args, kwargs or {})
         return func(*args, **(kwargs or {}))
+
+    def _custom(self, func: Any, args: Any, kwargs: dict) -> Any:
+        """An operator outside torch's namespaces (a candidate's torch.library op, an extension's TORCH_LIBRARY op):
+        its kernel runs with the recorder on, so what the kernel itself dispatches (a PyTorch GEMM inside the op's
+        body, at::mm from its C++) is recorded as the forward's, as it would be had the forward called it. torch pops
+        the recorder before handing an op to it, so `func(*args)` would run the whole body unrecorded — a pure-PyTorch
+        answer wrapped in an op of its own read as "no library op ran, a compiled kernel was called". The kernel is
+        reached by redispatch below the Python key (the one the recorder sits on: calling the op again with the
+        recorder pushed would come straight back here), for the backend of its tensor arguments (the CPU slot when it
+        has none, where the dispatcher falls back on a composite kernel)."""
+        from torch.utils._pytree import tree_leaves
+
+        below = torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+        keys = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+        for leaf in tree_leaves((args, kwargs)):
+            if isinstance(leaf, torch.Tensor):  # a tensor always has a backend key below Python
+                keys = torch._C._dispatch_keys(leaf) & below
+                break
+        with self:  # torch popped the recorder to call this; the op's body is the forward's code
+            return func.redispatch(keys, *args, **kwargs)
 
     def _higher_order(self, func: Any, args: Any, kwargs: dict) -> Any:
         self.ops[f"higher_order::{func.name()}"] += 1

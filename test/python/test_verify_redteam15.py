@@ -1,0 +1,51 @@
+"""Red team round 15 (2026-11-30, CPU, by a helper): defences, each with a test that fails on the tree before it.
+
+See bench/verify/NOTES.md, "Session 2026-11-30 (seventh): red team round 15".
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kforge_worker.checks.instrument import OpRecorder
+from kforge_worker.checks.ops import op_family
+
+# Operators of namespaces of this test's own, made once per process (a namespace can be defined only once).
+_LIB = torch.library.Library("rt15_test_ops", "DEF")
+_LIB.define("linear_relu(Tensor x, Tensor w, Tensor b) -> Tensor")
+_LIB.impl("linear_relu", lambda x, w, b: F.relu(torch.addmm(b, x, w.t())), "CompositeExplicitAutograd")
+_LIB.define("mm_cpu(Tensor a, Tensor b) -> Tensor")
+_LIB.impl("mm_cpu", lambda a, b: torch.mm(a, b), "CPU")
+
+
+@torch.library.custom_op("rt15_test_custom::linear_relu", mutates_args=())
+def _custom_linear_relu(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.relu(F.linear(x, w, b))
+
+
+@_custom_linear_relu.register_fake
+def _(x, w, b):
+    return x.new_empty(x.shape[0], w.shape[0])
+
+
+def _gemm_ops(recorder: OpRecorder) -> list[str]:
+    return sorted(op for op in recorder.ops if op_family(op) == "gemm")
+
+
+def test_a_library_gemm_inside_an_operator_of_the_candidates_own_is_recorded():
+    """torch pops a dispatch mode before handing it an op, so an op of the candidate's own namespace ran its body
+    unrecorded: a PyTorch GEMM wrapped in torch.library.custom_op (or a TORCH_LIBRARY op whose C++ calls at::addmm)
+    read as "no gemm op executed" under --strict and "the forward called its compiled code"."""
+    x, w, b = torch.rand(6, 8), torch.rand(5, 8), torch.rand(5)
+    expected = F.relu(F.linear(x, w, b))
+    for call in (lambda: _custom_linear_relu(x, w, b),
+                 lambda: torch.ops.rt15_test_ops.linear_relu(x, w, b),
+                 lambda: torch.ops.rt15_test_ops.mm_cpu(x, w.t()).add(b).relu()):
+        recorder = OpRecorder()
+        with recorder:
+            out = call()
+        torch.testing.assert_close(out, expected)
+        assert recorder.custom_ops(), recorder.ops  # still named as the candidate's own operator
+        assert _gemm_ops(recorder), dict(recorder.ops)  # and the GEMM inside it is in the record
+        torch.testing.assert_close(call(), expected)  # nothing left behind: a plain call still runs
