@@ -48,7 +48,12 @@ export const DEFAULT_TIMING: TimingOptions = {
 
 export function buildRequest(
   problem: Problem,
-  candidate: { label: string; codePath: string; origin: EvalRequest["candidate"]["origin"] },
+  candidate: {
+    label: string;
+    codePath: string;
+    origin: EvalRequest["candidate"]["origin"];
+    source?: string | null;
+  },
   options: EvalOptions,
 ): EvalRequest {
   return {
@@ -60,7 +65,12 @@ export function buildRequest(
       atol: options.atol ?? null,
       rtol: options.rtol ?? null,
     },
-    candidate: { path: candidate.codePath, label: candidate.label, origin: candidate.origin },
+    candidate: {
+      path: candidate.codePath,
+      label: candidate.label,
+      origin: candidate.origin,
+      ...(typeof candidate.source === "string" ? { source: candidate.source } : {}),
+    },
     options: {
       trials: options.trials,
       seed: options.seed ?? randomInt(0, 2 ** 31 - 1),

@@ -62,13 +62,29 @@ class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
         return self.source_to_code(self.get_data(self.path), self.path)
 
 
-def import_path(path: str, role: str) -> ModuleType:
-    """Executes the file as a new module, compiled from its source (SourceOnlyLoader); exceptions from its top-level
-    code propagate unchanged."""
+class GivenSourceLoader(SourceOnlyLoader):
+    """Compiles the text it was given under the file's path (``__file__``, tracebacks and ``inspect`` name the file;
+    sibling files resolve from its folder), never what the file holds now: the CLI read the candidate's code when the
+    suite was set up, and an earlier candidate of the same suite could have rewritten the file since (red team
+    round 15, adv_suite_sibling_rewrite)."""
+
+    def __init__(self, fullname: str, path: str, source: str) -> None:
+        super().__init__(fullname, path)
+        self._source = source
+
+    def get_data(self, path: str) -> bytes:
+        if os.path.abspath(path) == os.path.abspath(self.path):
+            return self._source.encode("utf-8")
+        return super().get_data(path)
+
+
+def import_path(path: str, role: str, source: str | None = None) -> ModuleType:
+    """Executes the file as a new module, compiled from its source (SourceOnlyLoader) — ``source`` when given, the
+    text to judge in the file's place (GivenSourceLoader); exceptions from its top-level code propagate unchanged."""
     path = os.path.abspath(path)
     digest = hashlib.sha1(path.encode()).hexdigest()[:8]
     name = f"kforge_{role}_{digest}_{next(_counter)}"
-    loader = SourceOnlyLoader(name, path)
+    loader = SourceOnlyLoader(name, path) if source is None else GivenSourceLoader(name, path, source)
     spec = importlib.util.spec_from_loader(name, loader, origin=path)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)

@@ -523,18 +523,25 @@ def await_go(ctx: EvalContext) -> None:
 def load_candidate(ctx: EvalContext) -> None:
     path = ctx.request.candidate_path
     torch = ctx.torch
+    # The code the CLI read when the suite was set up, when it sent it: what the file holds now may be another
+    # candidate's doing (an earlier one of the suite rewrote it); judged in the file's place, under its path.
+    given = ctx.request.candidate_source
     # Extensions are cached by the candidate's bytes, read here: a worker started ahead (await_go) had no file.
     os.environ["TORCH_EXTENSIONS_DIR"] = extension_dir(
-        ctx.request.cache_dir, _read_bytes(path), torch.__version__, torch.version.cuda
+        ctx.request.cache_dir, _read_bytes(path) if given is None else given.encode("utf-8"), torch.__version__,
+        torch.version.cuda
     )
     ctx.progress("import", f"importing candidate {ctx.request.candidate_label}")
-    ctx.candidate_source = _loading(lambda: read_source(path, "candidate"))
+    ctx.candidate_source = given if given is not None else _loading(lambda: read_source(path, "candidate"))
+    if given is not None and not os.path.isfile(path):
+        raise StageFailure("import_error", f"candidate file not found: {path}")
     if not has_code(ctx.candidate_source):
         raise StageFailure("no_code", f"candidate {os.path.basename(path)} has no code (empty, or only comments)")
     call_checks(ctx, "before_import")
     judge_channel_closed(ctx)
     ctx.candidate = ctx.guard_candidate(
-        f"candidate {os.path.basename(path)} failed to import", lambda: import_path(path, "candidate"), "import_error"
+        f"candidate {os.path.basename(path)} failed to import", lambda: import_path(path, "candidate", given),
+        "import_error"
     )
     call_checks(ctx, "after_import")
     _loading(lambda: check_candidate(ctx.candidate, path))

@@ -54,6 +54,10 @@ class EvalRequest:
     # The CLI's socket for the judge's records (judge.py): handed to the reference process, closed here before the
     # candidate is imported. None: no judge channel (hand-written requests, callers without one).
     judge_fd: int | None = None
+    # The candidate's code as the CLI read it when the suite was set up (request.candidate.source): judged instead of
+    # what the file holds when this worker starts — an earlier candidate of the suite could have rewritten it.
+    # None: the file is read (hand-written requests).
+    candidate_source: str | None = None
 
     @property
     def reference_in_own_process(self) -> bool:
@@ -166,4 +170,5 @@ def parse_request(data: Any) -> EvalRequest:
         reference_process=_optional_flag(options, "referenceProcess") if "referenceProcess" in options else None,
         wait_for_go=_optional_flag(options, "waitForGo"),
         judge_fd=_int(options, "judgeFd", "request.options", 0) if options.get("judgeFd") is not None else None,
+        candidate_source=_str(candidate, "source", "request.candidate") if candidate.get("source") is not None else None,
     )

@@ -13,6 +13,9 @@ export interface LoadedCandidate {
   /** The .py file the worker imports (the file itself, or the extracted block written to the cache). */
   codePath: string | null;
   origin: CandidateOrigin;
+  /** The code as read here, when the suite was set up: the worker judges this text, not whatever the file holds by
+   * the time its turn comes (an earlier candidate of the same suite could have rewritten it). */
+  source: string | null;
 }
 
 function looksBinary(bytes: Buffer): boolean {
@@ -34,14 +37,16 @@ export function checkCandidateArg(arg: string): string {
 
 export function loadCandidate(arg: string, cacheRoot: string): LoadedCandidate {
   const path = checkCandidateArg(arg);
-  const { code, origin } = extractCandidate(path, readFileSync(path, "utf8"));
+  const text = readFileSync(path, "utf8");
+  const { code, origin } = extractCandidate(path, text);
   const label = basename(path);
-  if (code === null) return { label, codePath: null, origin };
-  if (origin.kind === "file") return { label, codePath: path, origin };
+  if (code === null) return { label, codePath: null, origin, source: null };
+  if (origin.kind === "file") return { label, codePath: path, origin, source: text };
   const digest = createHash("sha256").update(code).digest("hex").slice(0, 16);
   const dir = join(cacheRoot, "candidates");
   mkdirSync(dir, { recursive: true });
   const codePath = join(dir, `${basename(path, extname(path))}_block${origin.blockIndex}_${digest}.py`);
-  writeFileSync(codePath, code.endsWith("\n") ? code : `${code}\n`);
-  return { label, codePath, origin };
+  const source = code.endsWith("\n") ? code : `${code}\n`;
+  writeFileSync(codePath, source);
+  return { label, codePath, origin, source };
 }

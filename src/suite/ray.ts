@@ -29,7 +29,8 @@ export function rayTask(task: EvalTask, secret: string, timeoutMs: number): RayT
     id: String(task.index),
     request: task.request,
     problemSource: readFileSync(task.problem.path, "utf8"),
-    candidateSource: task.codePath === null ? "" : readFileSync(task.codePath, "utf8"),
+    candidateSource:
+      task.request.candidate.source ?? (task.codePath === null ? "" : readFileSync(task.codePath, "utf8")),
     timeoutSeconds: timeoutMs / 1000,
     secret,
   };

@@ -64,6 +64,10 @@ export const EvalRequest = z.object({
     path: z.string(),
     label: z.string(),
     origin: CandidateOrigin,
+    /** The code as the CLI read it when the suite was set up. The worker judges this text (imported under `path`,
+     * so sibling files resolve as before), not the file as it is when the worker starts: in a suite, an earlier
+     * candidate's code could have rewritten a later one's file. Absent: the file is read (hand-written requests). */
+    source: z.string().optional(),
   }),
   options: z.object({
     trials: z.number().int().positive(),

@@ -49,3 +49,32 @@ def test_a_library_gemm_inside_an_operator_of_the_candidates_own_is_recorded():
         assert recorder.custom_ops(), recorder.ops  # still named as the candidate's own operator
         assert _gemm_ops(recorder), dict(recorder.ops)  # and the GEMM inside it is in the record
         torch.testing.assert_close(call(), expected)  # nothing left behind: a plain call still runs
+
+
+def test_the_worker_judges_the_candidate_text_the_cli_read_not_the_file_as_it_is_now(cache_dir, tmp_path):
+    """In a suite, an earlier candidate's code (at import or in forward) could rewrite a later candidate's file before
+    its turn: that one was judged on the writer's choice of code (adv_suite_sibling_rewrite left its sibling an
+    ImportError while itself passing as correct). The CLI now sends the text it read when the suite was set up, and
+    the worker imports that under the file's path (GivenSourceLoader): the static scan reads it too."""
+    from conftest import candidate, evaluate, make_request, problem
+
+    path = tmp_path / "victim.py"
+    path.write_text("raise ImportError('rewritten by another candidate')\n")  # what the file holds when its turn comes
+    request = make_request(problem("tiny_linear"), str(path), cache_dir, trials=2)
+    request["candidate"]["source"] = open(candidate("linear_correct")).read()  # what the CLI read at the start
+    result, _ = evaluate(request)
+    assert result["verdict"] == "correct", (result["verdict"], result.get("reason"))
+
+    # A request without the text (hand-written) reads the file, as before.
+    result, _ = evaluate(make_request(problem("tiny_linear"), str(path), cache_dir, trials=2))
+    assert result["verdict"] == "import_error" and "rewritten by another candidate" in result["reason"]
+
+
+def test_a_module_imported_from_given_text_keeps_the_files_path(tmp_path):
+    from kforge_worker.loading import import_path
+
+    (tmp_path / "helper_rt15.py").write_text("VALUE = 7\n")
+    path = tmp_path / "cand.py"
+    path.write_text("WHICH = 'disk'\n")
+    module = import_path(str(path), "candidate", "import os, helper_rt15\nWHICH = 'given'\nHERE = os.path.dirname(__file__)\n")
+    assert module.WHICH == "given" and module.HERE == str(tmp_path) and module.helper_rt15.VALUE == 7

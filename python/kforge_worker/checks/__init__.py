@@ -54,13 +54,13 @@ def _verifier(ctx: Any) -> Verifier:
 
 
 def before_import(ctx: Any) -> None:
-    _verifier(ctx).before_import(getattr(ctx, "problem", None))
+    _verifier(ctx).before_import(getattr(ctx, "problem", None), getattr(ctx, "candidate_source", None))
 
 
 def after_import(ctx: Any) -> None:
     verifier = _verifier(ctx)
     if verifier.scan is None:
-        verifier.before_import(getattr(ctx, "problem", None))
+        verifier.before_import(getattr(ctx, "problem", None), getattr(ctx, "candidate_source", None))
     verifier.after_import()
 
 
@@ -81,7 +81,7 @@ def _oom_blame(ctx: Any, exc: BaseException) -> str | None:
 def _run(ctx: Any, trials_passed: bool) -> Verifier:
     verifier = _verifier(ctx)
     if verifier.scan is None:  # hooks before import not wired: the static scan still runs
-        verifier.before_import()
+        verifier.before_import(None, getattr(ctx, "candidate_source", None))
     if ctx.ref_model is not None and ctx.new_model is not None and not getattr(ctx, "kforge_checks_ran", False):
         ctx.kforge_checks_ran = True
         if callable(getattr(ctx, "progress", None)):

@@ -123,12 +123,14 @@ class Verifier:
         self.out_of_memory_blame: Callable[[BaseException], str | None] | None = None
 
     # ------------------------------------------------------------------------------------ stage hooks
-    def before_import(self, problem: ModuleType | None = None) -> None:
-        """problem: the imported problem module, whose globals join the fingerprint (None: not watched)."""
+    def before_import(self, problem: ModuleType | None = None, candidate_source: str | None = None) -> None:
+        """problem: the imported problem module, whose globals join the fingerprint (None: not watched);
+        candidate_source: the text the worker imports as the candidate (None: the candidate file's)."""
         with open(self.problem_path, encoding="utf-8", errors="replace") as f:
             problem_source = f.read()
-        with open(self.candidate_path, encoding="utf-8", errors="replace") as f:
-            candidate_source = f.read()
+        if candidate_source is None:  # the text the worker imports (pipeline.load_candidate), else the file's
+            with open(self.candidate_path, encoding="utf-8", errors="replace") as f:
+                candidate_source = f.read()
         try:
             self.ref_families, reference_names = reference_info(problem_source)
         except SyntaxError:
