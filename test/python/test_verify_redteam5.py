@@ -355,23 +355,30 @@ def test_importing_gc_or_inspect_is_not_a_failure_but_the_walks_and_the_collecto
 
 def test_writing_a_backend_switch_is_judged_by_its_value_not_by_the_assignment():
     """`torch.backends.cuda.matmul.allow_tf32 = False` written with the value the switch already has (a common line
-    in honest answers) is harmless: the static scan warns; a real change still fails it, and the fingerprint."""
+    in honest answers) is harmless: the static scan warns; a real change of a precision switch still fails it, and
+    the fingerprint lists the change."""
     from kforge_worker.checks.integrity import IntegritySnapshot
     from kforge_worker.checks.static_scan import scan_source
 
     report = scan_source("import torch\ntorch.backends.cuda.matmul.allow_tf32 = False\n"
                          "torch.backends.cudnn.benchmark = False\n", "c.py", frozenset(), {"Model"})
     assert not [f for f in report.findings if f.severity == "fail"], report.findings
-    flipped = scan_source(f"import torch\ntorch.backends.cudnn.benchmark = {not torch.backends.cudnn.benchmark}\n",
-                          "c.py", frozenset(), {"Model"})
+    flipped = scan_source(f"import torch\ntorch.backends.cuda.matmul.allow_tf32 = "
+                          f"{not torch.backends.cuda.matmul.allow_tf32}\n", "c.py", frozenset(), {"Model"})
     assert [f for f in flipped.findings if f.severity == "fail"], flipped.findings  # a real change, spelled out
+    # cudnn.benchmark is a speed switch of the candidate's own process (the reference is timed in its own): a change
+    # is disclosed, not failed (seventh session's policy)
+    bench = scan_source(f"import torch\ntorch.backends.cudnn.benchmark = {not torch.backends.cudnn.benchmark}\n",
+                        "c.py", frozenset(), {"Model"})
+    assert bench.findings and not [f for f in bench.findings if f.severity == "fail"], bench.findings
     snap = IntegritySnapshot.take()
     saved = torch.backends.cudnn.benchmark
     try:
         torch.backends.cudnn.benchmark = saved  # the value it has
         assert not [c for c in snap.diff(False) if "cudnn.benchmark" in c]
-        torch.backends.cudnn.benchmark = not saved
-        assert any("cudnn.benchmark" in c for c in snap.diff(False))
+        torch.backends.cudnn.benchmark = not saved  # disclosed by the fingerprint, not a change that fails
+        assert not [c for c in snap.diff(False) if "cudnn.benchmark" in c]
+        assert any("cudnn.benchmark" in d for d in snap.disclosed), snap.disclosed
     finally:
         torch.backends.cudnn.benchmark = saved
 
