@@ -30,8 +30,9 @@ run_pytest() {
 
 if [ "$#" -eq 0 ] && "$PY" -c 'import xdist' 2>/dev/null; then
   first=0
-  run_pytest -n 2 --dist loadfile -m "parallel and not heavy" || first=$?
-  run_pytest -m "not parallel and not heavy" || exit $?
+  # --durations: CI's log names the slowest tests of each pass (CI has a 20-minute budget to keep)
+  run_pytest -n 2 --dist loadfile -m "parallel and not heavy" --durations=15 || first=$?
+  run_pytest -m "not parallel and not heavy" --durations=15 || exit $?
   exit "$first"
 fi
 run_pytest "$@"
