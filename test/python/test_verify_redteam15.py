@@ -78,3 +78,41 @@ def test_a_module_imported_from_given_text_keeps_the_files_path(tmp_path):
     path.write_text("WHICH = 'disk'\n")
     module = import_path(str(path), "candidate", "import os, helper_rt15\nWHICH = 'given'\nHERE = os.path.dirname(__file__)\n")
     assert module.WHICH == "given" and module.HERE == str(tmp_path) and module.helper_rt15.VALUE == 7
+
+
+_RENAMED = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.inner = nn.Linear(*args)  # registered under another name: the harness syncs the pair by seed
+        self._w = self.inner.weight.detach().clone()
+        self._b = self.inner.bias.detach().clone()
+
+    def forward(self, x):
+        return torch.relu({forward})
+'''
+
+
+def test_weights_under_names_of_its_own_are_paired_by_value_and_must_be_followed(cache_dir, tmp_path):
+    """Renamed state_dict keys skipped state_reload ("parameters cannot be swapped"): weights folded at __init__ into
+    plain attributes passed as correct. The reference's entries are now paired with the candidate's by their values
+    (both built from one seed), and the reload checks write the candidate's own names."""
+    from conftest import evaluate, make_request, problem
+
+    def judged(forward):
+        path = tmp_path / f"cand_{abs(hash(forward))}.py"
+        path.write_text(_RENAMED.replace("{forward}", forward))
+        request = make_request(problem("tiny_linear"), str(path), cache_dir, trials=2, checks=["state"])
+        request["options"]["referenceProcess"] = False
+        result, _ = evaluate(request, use_checks=True)
+        return result["verdict"], next(c for c in result["checks"] if c["name"] == "state_reload")
+
+    verdict, reload = judged("torch.addmm(self._b, x, self._w.t())")  # folded at __init__: never follows a load
+    assert verdict == "incorrect" and reload["outcome"] == "fail", (verdict, reload)
+    assert "inner.weight for fc.weight" in reload["evidence"], reload
+    verdict, reload = judged("self.inner(x)")  # reads its (renamed) parameters: follows
+    assert verdict == "correct" and reload["outcome"] == "pass", (verdict, reload)

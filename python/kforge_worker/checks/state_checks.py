@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 import random
 
+from typing import Any
+
 import torch
+import torch.nn as nn
 
 from ..compare import AS_ACCURATE_MULTIPLE
 
@@ -25,12 +28,13 @@ from .judge import judged_compare
 from .result import CheckResult, failed, passed, skipped, warned
 
 
-def _written_in_place(ctx: VerifyContext, gen: torch.Generator) -> str | None:
+def _written_in_place(ctx: VerifyContext, gen: torch.Generator, pairs: dict[str, str] | None = None) -> str | None:
     """The parameters both models share by name written in place (``copy_`` into the state_dict's tensors, which
     are the parameters' own storage and version counter), as an optimizer's step or a user's ``p.copy_`` changes
     them without load_state_dict; why the candidate's output is then wrong, or None. Red team round 8
     (adv_load_hook_cache): a weight copy refreshed only by a load_state_dict hook passed every round trip."""
-    cand_state = ctx.cand.state_dict()
+    pairs = pairs or {}
+    cand_state = _renamed_back(ctx.cand.state_dict(), pairs)
     names = [k for k, _ in ctx.ref.named_parameters() if k in cand_state]
     ref_state = ctx.ref.state_dict()
     written = 0
@@ -56,7 +60,14 @@ def _written_in_place(ctx: VerifyContext, gen: torch.Generator) -> str | None:
 PARTIAL_WRITES = 4
 
 
-def _written_in_part(ctx: VerifyContext, gen: torch.Generator) -> str | None:
+def _renamed_back(cand_state: dict[str, Any], pairs: dict[str, str]) -> dict[str, Any]:
+    """The candidate's state_dict with its entries paired to the reference's (paired_keys) under the reference's names
+    (the tensors themselves: writes into them are writes into the candidate's parameters)."""
+    back = {c: k for k, c in pairs.items()}
+    return {back.get(k, k): v for k, v in cand_state.items()}
+
+
+def _written_in_part(ctx: VerifyContext, gen: torch.Generator, pairs: dict[str, str] | None = None) -> str | None:
     """One element of a parameter both models share by name moved in place (at a secret position, by a few times the
     parameter's spread), as a pruning mask, a fine-tuned row or a sparse update changes some weights and leaves the
     rest; why the candidate's output is then wrong, or None. Every other write the checks make replaces all values,
@@ -64,7 +75,7 @@ def _written_in_part(ctx: VerifyContext, gen: torch.Generator) -> str | None:
     a cache keyed on the version counter follows a write of any size. One parameter at a time (up to PARTIAL_WRITES,
     the largest first): a cache refreshed when any sampled element moves would be refreshed by the luck of one
     parameter's draw if all moved at once."""
-    cand_state = ctx.cand.state_dict()
+    cand_state = _renamed_back(ctx.cand.state_dict(), pairs or {})
     ref_state = ctx.ref.state_dict()
     names = [k for k, _ in ctx.ref.named_parameters() if k in cand_state]
     names = [k for k in names if ref_state[k].is_floating_point() and ref_state[k].numel() > 0
@@ -87,13 +98,14 @@ def _written_in_part(ctx: VerifyContext, gen: torch.Generator) -> str | None:
     return None
 
 
-def _parameters_rewritten(ctx: VerifyContext, loaded: dict[str, torch.Tensor]) -> str | None:
+def _parameters_rewritten(ctx: VerifyContext, loaded: dict[str, torch.Tensor],
+                          pairs: dict[str, str] | None = None) -> str | None:
     """After forwards on the parameters just loaded into both models: the candidate's parameters must still hold what
     was loaded wherever the reference's do. A forward that rewrites its own weights in place (relaid into another
     layout, folded, pre-scaled) answers right and leaves a state_dict a user's checkpoint saves as garbage (red team
     round 10, adv_param_relayout). Bitwise (NaN equal to NaN): a parameter is data, not a result."""
     ref_params = dict(ctx.ref.named_parameters())
-    cand_state = ctx.cand.state_dict()
+    cand_state = _renamed_back(ctx.cand.state_dict(), pairs or {})
     moved = []
     for k, value in loaded.items():
         r, c = ref_params.get(k), cand_state.get(k)
@@ -111,6 +123,40 @@ def _parameters_rewritten(ctx: VerifyContext, loaded: dict[str, torch.Tensor]) -
             "it is wrong)")
 
 
+def paired_keys(ref: nn.Module, cand: nn.Module) -> dict[str, str]:
+    """The reference's state_dict keys mapped to the candidate's entries that hold them: the same name, else — for a
+    candidate that registers the weights under names of its own (the harness then syncs the pair by seed, both built
+    from it) — the one entry of the candidate's, under no reference name, holding bitwise the same values (shape,
+    dtype). A value several entries hold on either side is left unpaired (two zero biases, say). Red team round 15
+    (adv_renamed_folded): renamed weights, folded at __init__ into plain attributes, skipped every reload check ("keys
+    differ, parameters cannot be swapped"), so a checkpoint loaded into ModelNew or a training step changed nothing."""
+    ref_state = ref.state_dict()
+    cand_state = cand.state_dict()
+    pairs = {k: k for k in ref_state if k in cand_state}
+    left = [k for k in cand_state if k not in ref_state and isinstance(cand_state[k], torch.Tensor)]
+    found: dict[str, list[str]] = {}
+    for k, r in ref_state.items():
+        if k in pairs or not isinstance(r, torch.Tensor):
+            continue
+        found[k] = [c for c in left if cand_state[c].shape == r.shape and cand_state[c].dtype == r.dtype
+                    and same_values(cand_state[c].detach().to(r.device), r.detach())]
+    claimed: dict[str, int] = {}
+    for matches in found.values():
+        for c in matches:
+            claimed[c] = claimed.get(c, 0) + 1
+    for k, matches in found.items():
+        if len(matches) == 1 and claimed[matches[0]] == 1:
+            pairs[k] = matches[0]
+    return pairs
+
+
+def _renamed(state: dict[str, Any], pairs: dict[str, str]) -> dict[str, Any]:
+    """A state_dict of the reference's keys under the candidate's names for them (paired_keys)."""
+    from collections import OrderedDict
+
+    return OrderedDict((pairs.get(k, k), v) for k, v in state.items())
+
+
 def check_state(ctx: VerifyContext) -> list[CheckResult]:
     results: list[CheckResult] = []
     ref_keys = set(ctx.ref.state_dict().keys())
@@ -120,7 +166,14 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
     # buffer): the reference's entries can still be loaded into it, as a user's load_state_dict(strict=False) would,
     # and what it derived from them must follow. One extra buffer used to skip these checks altogether.
     shared_keys = bool(ref_keys) and ref_keys <= cand_keys
-    extra = sorted(cand_keys - ref_keys)
+    # Every reference entry has a candidate entry that holds it, by name or by value (paired_keys): its parameters can
+    # be swapped (state_reload) under the candidate's own names.
+    pairs = paired_keys(ctx.ref, ctx.cand) if ref_keys else {}
+    reloadable = bool(ref_keys) and set(pairs) == ref_keys
+    renamed = {k: c for k, c in pairs.items() if k != c}
+    renamed_note = (f" (the candidate's own names for {len(renamed)} of them, paired by their values: "
+                    f"{', '.join(f'{c} for {k}' for k, c in list(renamed.items())[:3])})") if renamed else ""
+    extra = sorted(cand_keys - ref_keys - set(pairs.values()))
     extra_note = (f" (the candidate's own {len(extra)} extra state_dict entr{'y' if len(extra) == 1 else 'ies'} "
                   f"{', '.join(extra[:3])} left as they are)") if extra else ""
     dependent = mode_dependent(ctx.ref)
@@ -146,9 +199,10 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
         results.append(passed("state_train_eval", f"train and eval mode both match ({layers})", "incorrect"))
 
     # load_state_dict with fresh random parameters
-    if not shared_keys:
-        results.append(skipped("state_reload", "state_dict keys differ from the reference's: parameters cannot be "
-                               "swapped", "incorrect"))
+    if not reloadable:
+        results.append(skipped("state_reload", "state_dict keys differ from the reference's (and not every entry of "
+                               "the reference's is held by one of the candidate's): parameters cannot be swapped",
+                               "incorrect"))
     else:
         with preserved_state(ctx.ref, ctx.cand):
             gen = torch.Generator(device="cpu").manual_seed(ctx.seed())
@@ -165,7 +219,8 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                     fresh[k] = value.to(v.dtype).to(v.device)
                 else:
                     fresh[k] = v.clone()
-            handed = handed_state(fresh)  # the candidate's own copy: `fresh` stays what both were meant to load
+            # the candidate's own copy, under its names: `fresh` stays what both were meant to load
+            handed = handed_state(_renamed(fresh, pairs))
             try:
                 ctx.ref.load_state_dict(fresh)
                 ctx.cand.load_state_dict(handed, strict=same_keys)
@@ -186,26 +241,27 @@ def check_state(ctx: VerifyContext) -> list[CheckResult]:
                                        run(ctx.ref, clone_inputs(inputs)))
                     if not c.ok:
                         bad.append(f"{mode}: {c.message}")
-                written = [k for k, v in fresh.items() if isinstance(v, torch.Tensor) and k in handed
-                           and not _same_bits(handed[k], v)]
+                written = [pairs[k] for k, v in fresh.items() if isinstance(v, torch.Tensor) and pairs[k] in handed
+                           and not _same_bits(handed[pairs[k]], v)]
                 if written:
                     bad.append(f"load_state_dict wrote into the tensors it was handed ({', '.join(written[:4])}): a "
                                "caller's checkpoint is changed by loading it")
                 if not bad:
-                    rewritten = _parameters_rewritten(ctx, fresh)
+                    rewritten = _parameters_rewritten(ctx, fresh, pairs)
                     if rewritten is not None:
                         bad.append(rewritten)
                 if not bad:
-                    inplace = _written_in_place(ctx, gen) or _written_in_part(ctx, gen)
+                    inplace = _written_in_place(ctx, gen, pairs) or _written_in_part(ctx, gen, pairs)
                     if inplace is not None:
                         bad.append(inplace)
                 if bad:
                     results.append(failed("state_reload", "after load_state_dict with fresh random parameters the "
                                           "output is wrong (parameters folded or cached at __init__): " + "; ".join(bad)
-                                          + extra_note, "incorrect"))
+                                          + extra_note + renamed_note, "incorrect"))
                 else:
                     results.append(passed("state_reload", "matches after load_state_dict with fresh random parameters"
-                                          " and after parameters written in place" + extra_note, "incorrect"))
+                                          " and after parameters written in place" + extra_note + renamed_note,
+                                          "incorrect"))
 
     # buffers after a sequence of training-mode calls
     buffers = [k for k, _ in ctx.ref.named_buffers()]
