@@ -116,3 +116,49 @@ def test_weights_under_names_of_its_own_are_paired_by_value_and_must_be_followed
     assert "inner.weight for fc.weight" in reload["evidence"], reload
     verdict, reload = judged("self.inner(x)")  # reads its (renamed) parameters: follows
     assert verdict == "correct" and reload["outcome"] == "pass", (verdict, reload)
+
+
+def test_ops_kept_from_the_python_dispatch_key_are_seen_by_the_profiler_witness(cache_dir, tmp_path):
+    """A dispatch mode sees only ops that reach the Python dispatch key: a GEMM run under
+    torch._C._ExcludeDispatchKeyGuard over that key never reached the op record, and --strict read "no gemm op
+    executed". check_ops now records the same forward with torch's profiler too (RecordFunction, at the dispatcher's
+    entry) and judges the families it saw that the record has none of."""
+    from conftest import evaluate, make_request
+
+    from kforge_worker.checks.execution_checks import _profiler_witness
+
+    x, w, b = torch.rand(6, 8), torch.rand(5, 8), torch.rand(5)
+    recorder = OpRecorder()
+    with _profiler_witness() as seen, recorder:
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)):
+            F.linear(x, w, b)
+    assert not _gemm_ops(recorder), dict(recorder.ops)  # the dispatch record is blind to it
+    assert any(op_family(op) == "gemm" for op in seen), seen  # the profiler is not
+
+    candidate = tmp_path / "exclude_python_key.py"
+    candidate.write_text('''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, *args):
+        super().__init__()
+        self.fc = nn.Linear(*args)
+
+    def forward(self, x):
+        with torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python)):
+            return torch.relu(F.linear(x, self.fc.weight, self.fc.bias))
+''')
+    import os
+
+    problem = os.path.join(os.path.dirname(__file__), "..", "verify", "problems", "tiny_linear_relu.py")
+    for strict, outcome in ((True, "fail"), (False, "warn")):
+        request = make_request(os.path.abspath(problem), str(candidate), cache_dir, trials=2, checks=["ops"])
+        request["options"]["referenceProcess"] = False
+        request["options"]["strict"] = strict
+        result, _ = evaluate(request, use_checks=True)
+        banned = next(c for c in result["checks"] if c["name"] == "banned_ops")
+        assert banned["outcome"] == outcome and "profiler saw" in banned["evidence"], banned
+        assert result["verdict"] == ("cheating" if strict else "correct"), result["verdict"]
