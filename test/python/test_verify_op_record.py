@@ -91,6 +91,31 @@ def test_a_candidates_own_torch_compile_still_runs_eagerly_under_the_recorder():
     assert recorder.ops["aten::mm"] == 2, recorder.ops
 
 
+def test_a_fullgraph_compile_runs_eagerly_under_the_recorder_instead_of_raising():
+    """`torch.compile(..., fullgraph=True)` is common in LLM answers. Under a dispatch mode dynamo refuses to compile
+    and fullgraph turns the refusal into an error: the honest answer came out `runtime_error` (the ops check). The
+    recorder runs every compile directive eagerly (force_eager), so the forward runs and its ops are recorded."""
+    if not hasattr(torch.compiler, "set_stance"):
+        pytest.skip("this torch has no compiler stances")
+    runs = []
+
+    def backend(gm, example_inputs):
+        def compiled(*args):
+            runs.append(1)
+            return gm.forward(*args)
+
+        return compiled
+
+    w = torch.randn(8, 16)
+    fn = torch.compile(lambda x: torch.relu(x @ w.t()), backend=backend, fullgraph=True)
+    recorder = OpRecorder()
+    with recorder:
+        out = fn(torch.randn(4, 16))  # a first compile, under the recorder
+    assert out.shape == (4, 8) and not runs and recorder.ops["aten::mm"] == 1, (runs, recorder.ops)
+    fn(torch.randn(4, 16))  # outside: compiled as usual, and the stance is back to the default
+    assert len(runs) == 1
+
+
 def test_a_function_named_like_torchs_wrapper_is_not_compiled_through():
     """The wrappers are known by their code objects; a candidate's function of the same name (and file) is not one."""
     source = "def _flex_attention_hop_wrapper(x):\n    return torch.relu(x) + 1\n"

@@ -167,6 +167,18 @@ def _frame_being_compiled() -> types.CodeType | None:
     return None
 
 
+def _force_eager() -> Any:
+    """A context in which torch.compile'd functions run eagerly (torch >= 2.6's `set_stance("force_eager")`); a
+    no-op context on an older torch."""
+    set_stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
+    if set_stance is None:
+        return contextlib.nullcontext()
+    try:
+        return set_stance("force_eager")
+    except Exception:  # noqa: BLE001 — a torch whose stances differ: the recorder as it was
+        return contextlib.nullcontext()
+
+
 class OpRecorder(TorchDispatchMode):  # type: ignore[misc]
     """Records the ATen (and custom) ops executed inside the block.
 
@@ -190,6 +202,27 @@ class OpRecorder(TorchDispatchMode):  # type: ignore[misc]
     def __init__(self) -> None:
         super().__init__()
         self.ops: Counter = Counter()
+        self._stances: list[Any] = []
+
+    # Inside the block every torch.compile directive runs its function eagerly (`force_eager`, where this torch has
+    # it): a candidate's `torch.compile(..., fullgraph=True)` would otherwise raise — dynamo refuses to compile under a
+    # dispatch mode, and fullgraph turns the refusal into an error (an honest answer judged `runtime_error`). Without
+    # fullgraph the refusal already fell back to eager; the record is the eager forward's either way.
+    def __enter__(self) -> OpRecorder:
+        stance = _force_eager()
+        stance.__enter__()
+        self._stances.append(stance)
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._stances.pop().__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._stances.pop().__exit__(None, None, None)
 
     def ignore_compile_internals(self) -> bool:  # torch calls it on the instance (an instance method on purpose)
         return _frame_being_compiled() in _torch_own_compiles()
