@@ -162,3 +162,34 @@ class ModelNew(nn.Module):
         banned = next(c for c in result["checks"] if c["name"] == "banned_ops")
         assert banned["outcome"] == outcome and "profiler saw" in banned["evidence"], banned
         assert result["verdict"] == ("cheating" if strict else "correct"), result["verdict"]
+
+
+def test_library_operators_linked_past_the_dispatcher_are_read_from_the_extensions_symbols(tmp_path, monkeypatch):
+    """adv_cpp_native_gemm: a load_inline extension calling at::cpu::addmm (ATen's CPU kernel, entered directly) ran
+    the GEMM with no dispatcher op, so neither the dispatch-mode record nor the profiler saw it. The libraries the
+    candidate built are read for the library entry points they link (nm -DC --undefined-only), by op family."""
+    import os
+    import types
+
+    from kforge_worker.checks import execution_checks
+
+    listing = "\n".join([
+        "                 U at::cpu::addmm(at::Tensor const&, at::Tensor const&, at::Tensor const&, c10::Scalar const&, c10::Scalar const&)",
+        "                 U at::_ops::t::call(at::Tensor const&)",
+        "                 U at::_ops::mm::redispatch(c10::DispatchKeySet, at::Tensor const&, at::Tensor const&)",
+        "                 U at::native::resize_output(at::Tensor const&, c10::ArrayRef<long>)",
+        "                 U cublasSgemm_v2@libcublas.so.12",
+        "                 U at::cpu::convolution(at::Tensor const&)",
+    ])
+    fake = tmp_path / "nm"
+    fake.write_text(f"#!/bin/sh\ncat <<'X'\n{listing}\nX\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    library = tmp_path / "ext.so"
+    library.write_bytes(b"")
+    monkeypatch.setattr(execution_checks, "_extension_libraries", lambda ctx: [str(library)])
+    ctx = types.SimpleNamespace(ref_families=frozenset({"gemm"}))
+    assert execution_checks._linked_family_entries(ctx) == ["at::_ops::mm::redispatch", "at::cpu::addmm",
+                                                            "cublasSgemm_v2"]
+    ctx = types.SimpleNamespace(ref_families=frozenset({"conv"}))
+    assert execution_checks._linked_family_entries(ctx) == ["at::cpu::convolution"]
