@@ -193,3 +193,22 @@ def test_library_operators_linked_past_the_dispatcher_are_read_from_the_extensio
                                                             "cublasSgemm_v2"]
     ctx = types.SimpleNamespace(ref_families=frozenset({"conv"}))
     assert execution_checks._linked_family_entries(ctx) == ["at::cpu::convolution"]
+
+
+def test_integer_outputs_compare_exactly_in_the_pass_mark():
+    """adv_counts_partial: per-row counts near 100,000 over all but the last 8 columns passed every trial — the pass
+    mark's relative band (1e-4 x |count| = 10) applied to integer outputs as to floating ones. Integers and bools
+    have no rounding for a band to absorb (the checks' own comparison was already exact)."""
+    from kforge_worker.compare import compare_output, compare_timed
+
+    ref = torch.tensor([100163, 99950, 100020], dtype=torch.int64)
+    off = ref - torch.tensor([7, 0, 3])
+    verdict = compare_output(0, off, ref, None, 1e-4, 1e-4)
+    assert not verdict.passed and "compare exactly" in verdict.message, verdict.message
+    assert compare_output(0, ref.clone(), ref, None, 1e-4, 1e-4).passed
+    assert not compare_timed(0, off, ref, 1e-4, 1e-4)[0]
+    mask = torch.tensor([True, False, True])
+    assert not compare_output(0, ~mask, mask, None, 1e-2, 1e-2).passed
+    assert compare_output(0, mask.clone(), mask, None, 1e-2, 1e-2).passed
+    floats = torch.tensor([100163.0, 99950.0])  # floating outputs keep the band
+    assert compare_output(0, floats + 5, floats, None, 1e-4, 1e-4).passed
