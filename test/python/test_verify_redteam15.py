@@ -212,3 +212,35 @@ def test_integer_outputs_compare_exactly_in_the_pass_mark():
     assert compare_output(0, mask.clone(), mask, None, 1e-2, 1e-2).passed
     floats = torch.tensor([100163.0, 99950.0])  # floating outputs keep the band
     assert compare_output(0, floats + 5, floats, None, 1e-4, 1e-4).passed
+
+
+def test_the_kernel_tables_of_higher_order_operators_are_in_the_fingerprint():
+    """adv_hop_kernel_mirror: flex_attention's CompositeExplicitAutograd kernel replaced at import (a Python dict on
+    the HOP, which no dispatcher or module fingerprint read), so the worker's copy of a flex reference made the
+    candidate's mistake at the shapes the checks vary. The HOPs' kernel tables are now in the wiring fingerprint: a
+    replaced kernel, or one added from outside torch, is a change; unchanged tables are none."""
+    import torch._ops
+    from torch._C import DispatchKey
+
+    from kforge_worker.checks.torch_wiring import wiring, wiring_changes
+
+    hop = torch._ops._higher_order_ops["cond"]
+    table = hop.py_kernels
+    before = wiring()
+    assert not wiring_changes(before)
+    original = table[DispatchKey.CompositeExplicitAutograd]
+    try:
+        table[DispatchKey.CompositeExplicitAutograd] = lambda *args, **kwargs: original(*args, **kwargs)
+        changes = wiring_changes(before)
+        assert any("higher_order::cond.py_kernels[CompositeExplicitAutograd] was replaced" in c for c in changes), changes
+    finally:
+        table[DispatchKey.CompositeExplicitAutograd] = original
+    assert not wiring_changes(before)
+    key = next(k for k in (DispatchKey.CPU, DispatchKey.CUDA, DispatchKey.Meta) if k not in table)
+    try:
+        table[key] = lambda *args, **kwargs: None
+        changes = wiring_changes(before)
+        assert any(f"higher_order::cond.py_kernels[{key.name}] was added" in c for c in changes), changes
+    finally:
+        table.pop(key, None)
+    assert not wiring_changes(before)

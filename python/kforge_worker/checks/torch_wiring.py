@@ -20,6 +20,13 @@ Recorded, by identity (objects are held, so an identity cannot be reused by a ne
   `__code__`, `__defaults__`, `__kwdefaults__`, and the callable contents of its closure cells (a
   `boolean_dispatch` closes over the two functions it picks from).
 
+- every kernel in the Python tables of torch's higher-order operators (`py_kernels` by dispatch key,
+  `python_key_table` by mode, `functorch_table` by transform): a HOP runs its work from these tables, not from the
+  C++ dispatcher the dispatcher fingerprint reads — red team round 15 (adv_hop_kernel_mirror) replaced
+  flex_attention's CompositeExplicitAutograd kernel at import, so the worker's copy of the reference made the
+  candidate's mistake at the shapes the checks vary. A kernel torch adds later to a table is accepted when its code
+  is torch's own (its file inside torch's package); one of any other origin, or a replaced one, is a change.
+
 Only entries present in both the snapshot and now are compared: torch imports modules lazily, and a name it
 adds later is not a change. ~0.1 s to take over ~800 modules (~20,000 entries), ~10 ms to compare.
 """
@@ -79,6 +86,33 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> str | None:
     return None
 
 
+_HOP_TABLES = ("py_kernels", "python_key_table", "functorch_table")
+
+
+def _higher_order_tables() -> dict[str, tuple[Any, str]]:
+    """'higher_order::<name>.<table>' -> (the HOP, the table's attribute name), for every registered HOP."""
+    ops = getattr(sys.modules.get("torch._ops"), "_higher_order_ops", None)
+    out: dict[str, tuple[Any, str]] = {}
+    for name, op in list((ops or {}).items()):
+        for table in _HOP_TABLES:
+            if isinstance(getattr(op, table, None), dict):
+                out[f"higher_order::{name}.{table}"] = (op, table)
+    return out
+
+
+def _torch_code(value: Any) -> bool:
+    """Whether a kernel's code lives in torch's package (torch registers HOP kernels lazily as its modules load)."""
+    import os
+
+    torch_dir = os.path.dirname(getattr(sys.modules.get("torch"), "__file__", "") or "") + os.sep
+    target = getattr(value, "__func__", value)
+    target = getattr(target, "func", target)  # functools.partial
+    code = getattr(target, "__code__", None)
+    filename = getattr(code, "co_filename", None) if code is not None else getattr(sys.modules.get(
+        getattr(type(target), "__module__", "") or ""), "__file__", None)
+    return bool(filename) and os.path.abspath(filename).startswith(torch_dir)
+
+
 def wiring(functions: dict[str, Any] | None = None) -> dict[str, tuple[str, Any, Any]]:
     """qualified name -> (kind, object, code print). kind: "module" (a module-valued global), "callable"."""
     out: dict[str, tuple[str, Any, Any]] = {}
@@ -109,6 +143,8 @@ def wiring(functions: dict[str, Any] | None = None) -> dict[str, tuple[str, Any,
         prints = code_print(value)
         if prints is not None:
             out.setdefault(f"{qual} (code)", ("code", value, prints))
+    for qual, (op, table) in _higher_order_tables().items():
+        out[qual] = ("kernels", op, dict(getattr(op, table)))
     return out
 
 
@@ -117,6 +153,20 @@ def wiring_changes(before: dict[str, tuple[str, Any, Any]]) -> list[str]:
     problems: list[str] = []
     modules = dict(sys.modules)
     for qual, (kind, value, prints) in before.items():
+        if kind == "kernels":
+            table = getattr(value, qual.rsplit(".", 1)[1], None)
+            if not isinstance(table, dict):
+                continue
+            for key, kernel in list(table.items()):
+                was = prints.get(key, _MISSING)
+                if was is _MISSING:
+                    if not _torch_code(kernel):
+                        problems.append(f"{qual}[{getattr(key, 'name', key)}] was added ({type(kernel).__name__} "
+                                        "from outside torch): the higher-order operator would run it")
+                elif kernel is not was and not torch_own_wrapper(kernel, was):
+                    problems.append(f"{qual}[{getattr(key, 'name', key)}] was replaced: the higher-order operator "
+                                    "(and the worker's copy of a reference that calls it) runs another kernel")
+            continue
         if kind == "code":
             now_prints = code_print(value)
             what = _same(prints, now_prints) if now_prints is not None else "__code__"
