@@ -244,3 +244,45 @@ def test_the_kernel_tables_of_higher_order_operators_are_in_the_fingerprint():
     finally:
         table.pop(key, None)
     assert not wiring_changes(before)
+
+
+def test_another_processs_proc_entry_is_a_sensitive_path(tmp_path):
+    """adv_read_reference_memory: the clean reference process is the worker's child, so the candidate's code could
+    read its memory through /proc/<pid>/mem (only /proc/self and the worker's own pid were sensitive). Any other
+    process's /proc entry is now, also through a symlink or a relative path; the worker's own threads are its own."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from kforge_worker.checks.integrity import _other_process
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert _other_process(f"/proc/{child.pid}/mem")
+        assert _other_process(f"/proc/{child.pid}")
+        link = tmp_path / "there"
+        link.symlink_to(f"/proc/{child.pid}")
+        assert _other_process(str(link / "maps"))
+        assert _other_process(os.fsdecode(os.fsencode(f"/proc/./{child.pid}/environ")))
+    finally:
+        child.kill()
+        child.wait()
+    assert not _other_process("/proc/cpuinfo") and not _other_process("/proc/self/status")
+    assert not _other_process(str(tmp_path)) and not _other_process("3")
+    release = threading.Event()
+    ids = {}
+
+    def wait():
+        ids["tid"] = threading.get_native_id()
+        release.wait(10)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    try:
+        while "tid" not in ids:
+            pass
+        assert not _other_process(f"/proc/{ids['tid']}/comm")  # a live thread of this process: its own
+    finally:
+        release.set()
+        thread.join()

@@ -686,6 +686,29 @@ _SENSITIVE_PATHS = ("/proc/self/environ", "/proc/self/fd", "/proc/self/mem", "/p
                     "/proc/self/task", "/dev/stdout", "/proc/" + str(os.getpid()))
 
 
+def _other_process(path: str) -> bool:
+    """Whether a path, symlinks resolved, lies under another process's /proc entry (its memory, maps, descriptors,
+    environment, threads). The clean reference process is the worker's child, so under Yama's default ptrace scope the
+    candidate's code could read its memory (/proc/<pid>/mem) — the reference's outputs included (red team round 15,
+    adv_read_reference_memory). The worker's own threads' entries are its own."""
+    if not path or path.isdigit():  # a descriptor number (os.fdopen's event), not a path
+        return False
+    try:
+        real = os.path.realpath(path)  # relative to the working directory too (a chdir into /proc/<pid>)
+    except (OSError, ValueError):
+        real = path
+    parts = real.split("/")
+    if len(parts) < 3 or parts[1] != "proc" or not parts[2].isdigit():
+        return False
+    pid = int(parts[2])
+    if pid == os.getpid():
+        return False  # the worker's own entries: _SENSITIVE_PATHS' rules, as before
+    try:
+        return str(pid) not in os.listdir(f"/proc/{os.getpid()}/task")
+    except OSError:
+        return True
+
+
 class WalkRefused(RuntimeError):
     """Raised into the candidate's code by the audit hook when it walks frames or the collector's objects."""
 
@@ -841,8 +864,9 @@ class AuditMonitor:
             where, immediate, builder = self._caller()
             return bool(where and immediate and not builder)
         if event in ("open", "os.listdir", "os.scandir"):
-            path = str(args[0]) if args else ""
-            if not any(path.startswith(p) for p in _SENSITIVE_PATHS):
+            path = os.fsdecode(args[0]) if args and isinstance(args[0], (str, bytes, os.PathLike)) else \
+                (str(args[0]) if args else "")
+            if not any(path.startswith(p) for p in _SENSITIVE_PATHS) and not _other_process(path):
                 return
             where, _, builder = self._caller()
             if where and not builder:
