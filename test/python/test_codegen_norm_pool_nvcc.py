@@ -21,6 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 TEMPLATES = REPO / "src" / "optimize" / "codegen" / "cuda"
 HARNESS = REPO / "test" / "gpu" / "harness" / "norm_pool_harness.cu"
 
+# One nvcc run of every instantiation (~70 s alone, ~165 s beside the parallel pass's other compiles): under -m heavy,
+# CI's default run keeps the emitted files' register-target compiles (test_optimize_emit.py), which build these
+# templates' held-row kernels. CI had reached 20 min 24 s at 714ff7c.
+pytestmark = pytest.mark.heavy
+
 # finalize_kernel depends on the Stat policy only (no element type): checked per policy below.
 KERNELS = ("rows_resident_kernel", "row_partial_kernel", "row_partial_vec_kernel", "columns_kernel", "apply_kernel",
            "apply_vec_kernel", "pool_kernel")
