@@ -33,6 +33,19 @@ def _flex(q, k, v):
         return flex_module.flex_attention(q, k, v, score_mod=_causal)
 
 
+def _counting_backend(runs: list[int]):
+    """A torch.compile backend that runs the captured graph and counts the compiled code's runs in `runs`."""
+
+    def backend(gm, example_inputs):
+        def compiled(*args):
+            runs.append(1)
+            return gm.forward(*args)
+
+        return compiled
+
+    return backend
+
+
 def test_eager_flex_attention_is_recorded_and_later_plain_calls_still_run():
     q, k, v = (torch.randn(1, 2, 16, 8) for _ in range(3))
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -70,14 +83,8 @@ def test_torch_cond_is_recorded_by_the_branch_it_takes():
 def test_a_candidates_own_torch_compile_still_runs_eagerly_under_the_recorder():
     """Only torch's own wrappers are compiled through: a forward the candidate compiled runs its eager ops under the
     recorder (a backend's kernels, inductor's say, would otherwise hide the operators from the record)."""
-    runs = []
-
-    def backend(gm, example_inputs):
-        def compiled(*args):
-            runs.append(1)
-            return gm.forward(*args)
-
-        return compiled
+    runs: list[int] = []
+    backend = _counting_backend(runs)
 
     w = torch.randn(8, 16)
     fn = torch.compile(lambda x: torch.relu(x @ w.t()), backend=backend)
@@ -97,14 +104,8 @@ def test_a_fullgraph_compile_runs_eagerly_under_the_recorder_instead_of_raising(
     recorder runs every compile directive eagerly (force_eager), so the forward runs and its ops are recorded."""
     if not hasattr(torch.compiler, "set_stance"):
         pytest.skip("this torch has no compiler stances")
-    runs = []
-
-    def backend(gm, example_inputs):
-        def compiled(*args):
-            runs.append(1)
-            return gm.forward(*args)
-
-        return compiled
+    runs: list[int] = []
+    backend = _counting_backend(runs)
 
     w = torch.randn(8, 16)
     fn = torch.compile(lambda x: torch.relu(x @ w.t()), backend=backend, fullgraph=True)
@@ -122,14 +123,8 @@ def test_a_function_named_like_torchs_wrapper_is_not_compiled_through():
     code = compile(source, flex_module.__file__, "exec")
     namespace: dict = {"torch": torch}
     exec(code, namespace)  # noqa: S102 — the impersonation under test
-    runs = []
-
-    def backend(gm, example_inputs):
-        def compiled(*args):
-            runs.append(1)
-            return gm.forward(*args)
-
-        return compiled
+    runs: list[int] = []
+    backend = _counting_backend(runs)
 
     fn = torch.compile(namespace["_flex_attention_hop_wrapper"], backend=backend)
     recorder = OpRecorder()
