@@ -194,11 +194,12 @@ class Judge:
         return min(1.0, max(SAMPLE_C / (pair + 1), SAMPLE_FLOOR))
 
     def commit(self, items: Any, last: list[Any] | None, device: Any, cand_ms: Any = None,
-               varied: bool = False) -> None:
+               varied: bool = False, float64: Callable[[], Any] | None = None) -> None:
         """The candidate's outputs of the pair just run (and its time, in a timed pair): copied first, then the draw,
         then (maybe) the comparison with the judge's own last output for the same inputs. A pair whose inputs were
-        off the distribution (varied) is always compared, for rows far off (compare.compare_timed)."""
-        from .compare import compare_timed, timed_precision_bound
+        off the distribution (varied) is always compared, for rows far off (compare.compare_timed), those judged
+        against ``float64()`` (this process's float64 evaluation of the pair's inputs, made only on such a miss)."""
+        from .compare import compare_timed, rounding_against, timed_precision_bound
 
         pair = self.calls - 1
         if self.calls == 0 or last is None:
@@ -223,9 +224,10 @@ class Judge:
         ok, message = problem is None, problem
         atol, rtol = float(self.atol or 1e-4), float(self.rtol or 1e-4)
         if cands is not None:
+            rounding = rounding_against(float64) if varied and float64 is not None else None
             for k, (c, r) in enumerate(zip(cands, last)):
                 bound = timed_precision_bound(self.reference_error.get(k), r.dtype, self.tf32)
-                passed, why = compare_timed(k, c, r, atol, rtol, varied, bound)
+                passed, why = compare_timed(k, c, r, atol, rtol, varied, bound, rounding)
                 if not passed:
                     ok, message = False, why
                     break

@@ -1093,7 +1093,8 @@ def time_models(ctx: EvalContext) -> None:
         ctx.make_inputs, secret_seed, generation=input_generation(ctx),
         accepts=lambda given, rolled: _accepts_rolled(ctx, given, rolled))
     # after_pair runs before the next advance: the pool's `varied` is still the pair's own
-    sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref, getattr(pool, "varied", False)))
+    sampler = OutputSampler(lambda cand, ref: _sampled_compare(ctx, cand, ref, getattr(pool, "varied", False),
+                                                               getattr(pool, "cand_inputs", None)))
     idle = IdleMeter()  # the candidate's process must be quiet while the reference process is timed
     hooks_before = hook_state()
     ref_aliases, sampler.reference_overlaps = _reference_aliases_inputs(ctx)
@@ -1360,10 +1361,13 @@ def _accepts_rolled(ctx: EvalContext, given: Any, rolled: Any) -> bool:
         return accepts_rolled(torch, ctx.ref_model, ctx.forward, given, rolled)
 
 
-def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any, varied: bool = False) -> tuple[bool, str | None]:
+def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any, varied: bool = False,
+                     inputs: Callable[[], Any] | None = None) -> tuple[bool, str | None]:
     """The trials' pass mark on one pair of timed outputs (ref_out: the output, or how to fetch it); for a pair whose
-    inputs were off the distribution, no row far off (compare.compare_timed)."""
-    from .compare import OutputStructureError, compare_timed, flatten_outputs
+    inputs were off the distribution, no row far off (compare.compare_timed) — far-off rows judged against the
+    float64 evaluation of the pair's ``inputs()`` (the candidate's, unchanged: inputs_written) before they are
+    charged."""
+    from .compare import OutputStructureError, compare_timed, flatten_outputs, rounding_against
 
     refs = flatten_outputs(ref_out() if callable(ref_out) else ref_out, "reference output")
     try:
@@ -1372,11 +1376,26 @@ def _sampled_compare(ctx: EvalContext, cand_out: Any, ref_out: Any, varied: bool
         return False, str(exc)
     if len(cands) != len(refs):
         return False, f"ModelNew returned {len(cands)} output tensor(s), Model {len(refs)}"
+    rounding = rounding_against(lambda: _pair_float64(ctx, inputs(), refs)) if varied and inputs else None
     for k, (c, r) in enumerate(zip(cands, refs)):
-        passed, why = compare_timed(k, c, r, ctx.atol, ctx.rtol, varied, ctx.timed_precision.get(k))
+        passed, why = compare_timed(k, c, r, ctx.atol, ctx.rtol, varied, ctx.timed_precision.get(k), rounding)
         if not passed:
             return False, why
     return True, None
+
+
+def _pair_float64(ctx: EvalContext, inputs: Any, refs: list[Any]) -> Any:
+    """The float64 evaluation of a timed pair's inputs by the worker's reference, in the memory the device has free
+    (checks/float64.for_check, as the judge of a check's miss makes it); None without the checks' context."""
+    from .checks.float64 import for_check
+
+    verify_ctx = getattr(ctx.checks, "context", None)
+    if verify_ctx is None or inputs is None:
+        return None
+    try:
+        return for_check(verify_ctx, list(inputs), refs, free_memory=True)
+    except Exception:  # noqa: BLE001 — no float64 view: the plain comparison stands
+        return None
 
 
 STAGES: list[Callable[[EvalContext], None]] = [

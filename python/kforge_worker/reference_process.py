@@ -443,8 +443,11 @@ class _Reference:
             last = flatten_outputs(self.last, "reference output") if self.last is not None else None
         except OutputStructureError:
             last = None
-        self.judge.commit(req.get("outputs"), last, self.device, req.get("candMs"),
-                          varied=self.pool is not None and self.pool.varied)
+        varied = self.pool is not None and self.pool.varied
+        pair_inputs = self.pool.ref_inputs() if varied else None
+        self.judge.commit(req.get("outputs"), last, self.device, req.get("candMs"), varied=varied,
+                          float64=None if self.float64 is None or last is None
+                          else lambda: self.float64.evaluate_once(pair_inputs, last))
         return {}
 
     def _release_cache(self, outs: list[Any]) -> None:

@@ -326,6 +326,23 @@ class LockstepFloat64:
             return None
         return view
 
+    def evaluate_once(self, inputs: list[Any], ref_outputs: list[torch.Tensor]) -> Float64Eval | None:
+        """A float64 evaluation outside the trials (the judge of a timed pair's miss), in the memory the device has
+        free (an operator's KFORGE_CHECK_MEMORY still rules); None when there is none. It never ends the copy."""
+        if self.model64 is None:
+            return None
+        try:
+            budget = Budget.for_problem(self.device, inputs, self.model, ref_outputs)
+            if budget.cap is None and budget.available is not None:
+                budget = replace(budget, cap=budget.available)
+            view = evaluate_float64(self.model, inputs, ref_outputs, budget=budget, forward=self.forward,
+                                    model64=self.model64, rng=self.rng)
+        except Exception:  # noqa: BLE001 — no float64 view: the plain comparison stands
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            return None
+        return view if view.outputs is not None else None
+
     def give_up(self, note: str) -> None:
         self.model64 = None
         self.note = note
