@@ -22,7 +22,7 @@ test("only files that build an extension get a prebuild", () => {
 test("a prebuilt extension is loaded, not rebuilt, by the worker that evaluates the candidate", async () => {
   const cacheDir = mkdtempSync(join(tmpdir(), "kforge-prebuild-"));
   const started = performance.now();
-  const error = await prebuildCandidate(candidate, { python, cacheDir, timeoutMs: 300_000, env: {} });
+  const { error } = await prebuildCandidate(candidate, { python, cacheDir, timeoutMs: 300_000, env: {} });
   const prebuildSeconds = (performance.now() - started) / 1000;
   assert.equal(error, null);
 

@@ -31,6 +31,9 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
                         help="serve --bench-optimize requests, one JSON line each on stdin, a result line each on stdout")
     parser.add_argument("--build", metavar="FILE", help="compile an emitted ModelNew's extension (with --cache-dir)")
     parser.add_argument("--cache-dir", metavar="DIR", help="with --build / --bench-optimize: kforge's cache folder")
+    parser.add_argument("--source-stdin", action="store_true", help="with --build: build the code read from stdin")
+    parser.add_argument("--since", metavar="MS", type=float,
+                        help="with --build: when the suite started (ms since the epoch): see extension_cache.py")
     return parser.parse_args(argv)
 
 
@@ -104,7 +107,8 @@ def main(argv: list[str]) -> int:
     if args.build:
         from .prebuild import main as build_main
 
-        return build_main(args.build, args.cache_dir or os.path.expanduser("~/.cache/kforge"))
+        return build_main(args.build, args.cache_dir or os.path.expanduser("~/.cache/kforge"), args.source_stdin,
+                          args.since)
     if args.bench_optimize:
         from .optimize_bench import main as bench_main
 

@@ -20,16 +20,17 @@ import copy
 import gc
 import hashlib
 import importlib
+import json
 import math
 import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
-from . import PROTOCOL_VERSION, frame_hook
+from . import PROTOCOL_VERSION, extension_cache, frame_hook
 from .channel import Channel
 from .compile_capture import CompileCall, CompileRecorder, extension_dir
 from .errors import exception_headline, summarize_exception
@@ -46,7 +47,7 @@ from .interference import (
     scheduling_change,
 )
 from .loading import LoadError, check_candidate, check_problem, has_code, import_path, read_source
-from .request import EvalRequest
+from .request import EvalRequest, parse_extension_cache
 
 # Verdicts after which the checks may still name a cheat (on_failure): the candidate ran but was wrong.
 CORRECTNESS_FAILURES = ("incorrect", "shape_mismatch", "runtime_error")
@@ -259,6 +260,8 @@ class EvalContext:
     # Child processes that existed before the candidate could run (an in-process caller's own, zombies included):
     # not the candidate's work, never interference.
     children_before: set = field(default_factory=set)
+    # The shared extension folder the candidate's builds used; None when extension_cache.guard gave it a fresh one.
+    extension_dir: str | None = None
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
@@ -513,6 +516,11 @@ def await_go(ctx: EvalContext) -> None:
     ctx.progress("ready", "waiting for the candidate file")
     if sys.stdin.readline().strip() != "go":
         raise StageFailure("runtime_error", "the evaluation was called off before its candidate was ready")
+    # What the suite knows of the candidate's extension builds once its prebuild is done (extension_cache.py): one JSON
+    # line after the go, or nothing (the CLI has closed stdin).
+    extensions = sys.stdin.readline().strip()
+    if extensions:
+        ctx.request = replace(ctx.request, extension_cache=parse_extension_cache(json.loads(extensions)))
     if ctx.reference is not None:
         # A suite stops a worker started ahead while its GPU times another candidate: those stops came before
         # this candidate existed, and are not counted against it (reference_process.arm_outside).
@@ -527,10 +535,18 @@ def load_candidate(ctx: EvalContext) -> None:
     # candidate's doing (an earlier one of the suite rewrote it); judged in the file's place, under its path.
     given = ctx.request.candidate_source
     # Extensions are cached by the candidate's bytes, read here: a worker started ahead (await_go) had no file.
-    os.environ["TORCH_EXTENSIONS_DIR"] = extension_dir(
+    shared_dir = extension_dir(
         ctx.request.cache_dir, _read_bytes(path) if given is None else given.encode("utf-8"), torch.__version__,
         torch.version.cuda
     )
+    # What another candidate (or run) left in that shared folder is not loaded: a fresh folder instead, said here.
+    build_dir, found = extension_cache.guard(shared_dir, ctx.request.extension_cache)
+    os.environ["TORCH_EXTENSIONS_DIR"] = build_dir
+    if found:
+        ctx.result["checks"].append({"name": "extension_cache", "outcome": "warn", "failVerdict": None,
+                                     "evidence": extension_cache.evidence(shared_dir, build_dir, found)})
+    else:
+        ctx.extension_dir = shared_dir
     ctx.progress("import", f"importing candidate {ctx.request.candidate_label}")
     ctx.candidate_source = given if given is not None else _loading(lambda: read_source(path, "candidate"))
     if given is not None and not os.path.isfile(path):
@@ -1522,6 +1538,9 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
             end_descendants(children_before)
         if installed:
             recorder.uninstall()
+        if ctx.extension_dir is not None and ctx.request.extension_cache is not None:
+            # What this code's builds left in the shared folder, for the suite's later candidates of the same code.
+            result["extensionLibraries"] = extension_cache.manifest(ctx.extension_dir)
         if saved_ext_dir is None:
             os.environ.pop("TORCH_EXTENSIONS_DIR", None)
         else:

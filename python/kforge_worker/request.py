@@ -58,6 +58,9 @@ class EvalRequest:
     # what the file holds when this worker starts — an earlier candidate of the suite could have rewritten it.
     # None: the file is read (hand-written requests).
     candidate_source: str | None = None
+    # What the suite knows of the extension cache (request.extensionCache; extension_cache.py): {"since": ms,
+    # "libraries": {relative path: sha256} | None}. None: the cache is used as found (hand-written requests, Ray tasks).
+    extension_cache: dict[str, Any] | None = None
 
     @property
     def reference_in_own_process(self) -> bool:
@@ -128,6 +131,18 @@ def _optional_flag(options: Any, key: str) -> bool:
     return value
 
 
+def parse_extension_cache(value: Any, where: str = "request.extensionCache") -> dict[str, Any]:
+    """{"since": ms since the epoch, "libraries": {relative path: sha256 hex} | None}, checked."""
+    since = _get(value, "since", where)
+    if isinstance(since, bool) or not isinstance(since, (int, float)) or since < 0:
+        raise RequestError(f"{where}.since: expected a non-negative number")
+    libraries = value.get("libraries")
+    strings = isinstance(libraries, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in libraries.items())
+    if libraries is not None and not strings:
+        raise RequestError(f"{where}.libraries: expected an object of strings or null")
+    return {"since": float(since), "libraries": libraries}
+
+
 def parse_request(data: Any) -> EvalRequest:
     """Validates a decoded EvalRequest and returns it typed; raises RequestError naming the field."""
     protocol = _get(data, "protocol", "request")
@@ -171,4 +186,7 @@ def parse_request(data: Any) -> EvalRequest:
         wait_for_go=_optional_flag(options, "waitForGo"),
         judge_fd=_int(options, "judgeFd", "request.options", 0) if options.get("judgeFd") is not None else None,
         candidate_source=_str(candidate, "source", "request.candidate") if candidate.get("source") is not None else None,
+        extension_cache=(
+            parse_extension_cache(data["extensionCache"]) if data.get("extensionCache") is not None else None
+        ),
     )

@@ -9,6 +9,7 @@ import { startWorkerAhead } from "../worker/ahead.ts";
 import type { EvalRequest, EvalResult, ProgressMessage } from "../worker/protocol.ts";
 import { failedResult } from "../worker/results.ts";
 import { runWorker } from "../worker/run.ts";
+import { ExtensionLedger } from "./extension-cache.ts";
 import { appendJournal, readJournal, taskKey } from "./journal.ts";
 import { needsPrebuild, prebuildCandidate } from "./prebuild.ts";
 import { type RayOptions, runOnRay } from "./ray.ts";
@@ -103,6 +104,7 @@ export async function evaluateSuite(
   hooks: SuiteHooks = {},
 ): Promise<EvalResult[]> {
   const tasks = suiteTasks(items, options);
+  const ledger = new ExtensionLedger(); // before any candidate's code runs
   const results = new Array<EvalResult>(tasks.length);
   const counts: SuiteCounts = { done: 0, total: tasks.length, ranHere: 0 };
 
@@ -160,14 +162,23 @@ export async function evaluateSuite(
       slots,
       prepareConcurrency: suite.prebuildJobs ?? 0,
       prepare: async (task) => {
-        if (task.codePath === null || !needsPrebuild(task.codePath)) return;
-        const error = await prebuildCandidate(task.codePath, {
-          python: options.python,
-          cacheDir: options.cacheDir,
-          timeoutMs,
-          env: suite.buildEnv ?? {},
-        });
-        if (error) hooks.note?.(`${task.label}: prebuild: ${error.split("\n")[0]} (the worker builds it)`);
+        const codePath = task.codePath;
+        if (codePath === null || !needsPrebuild(codePath)) return;
+        const source = task.request.candidate.source;
+        const prebuild = async () => {
+          const built = await prebuildCandidate(codePath, {
+            python: options.python,
+            cacheDir: options.cacheDir,
+            timeoutMs,
+            env: suite.buildEnv ?? {},
+            source,
+            since: source === undefined ? undefined : ledger.since,
+          });
+          ledger.record(source, built.libraries);
+          if (built.error)
+            hooks.note?.(`${task.label}: prebuild: ${built.error.split("\n")[0]} (the worker builds it)`);
+        };
+        await (source === undefined ? prebuild() : ledger.prebuildOnce(source, prebuild));
       },
       startAhead: suite.workersAhead
         ? (task, slot) => startWorkerAhead(task.request, { python: options.python, timeoutMs, env: slot.env })
@@ -181,11 +192,13 @@ export async function evaluateSuite(
           },
           onLog: hooks.log ? (line: string) => hooks.log?.(task, slot.id, line) : undefined,
         };
+        // Checked by the worker before the import: what the suite's builds left in the candidate's extension folder.
+        const extensionCache = ledger.expectation(task.request.candidate.source);
         let result: EvalResult;
         try {
           result = turn.ahead
-            ? await turn.ahead.run(workerHooks)
-            : await runWorker(task.request, {
+            ? await turn.ahead.run(workerHooks, extensionCache)
+            : await runWorker(extensionCache ? { ...task.request, extensionCache } : task.request, {
                 python: options.python,
                 timeoutMs,
                 env: slot.env,
@@ -194,6 +207,7 @@ export async function evaluateSuite(
         } finally {
           turn.next?.resume();
         }
+        ledger.record(task.request.candidate.source, result.extensionLibraries);
         if (slots.length > 1 && gpuLost(result)) throw new SlotError(result.reason ?? "GPU lost");
         return result;
       },

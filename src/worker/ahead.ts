@@ -2,15 +2,19 @@
 // device, loads the problem and starts its clean reference process while something else uses the GPU, then
 // waits for `run()`. It reads the candidate file only then, so what is judged is the file on disk at that time.
 // `pause()` stops its whole process group (SIGSTOP) so nothing of it competes with a measurement in progress.
-import type { EvalRequest, EvalResult, ProgressMessage } from "./protocol.ts";
+import type { EvalRequest, EvalResult, ExtensionCache, ProgressMessage } from "./protocol.ts";
 import { type RunWorkerOptions, runWorker } from "./run.ts";
 
 export interface WorkerAhead {
   /** Settles once the worker waits for its go (or has ended): nothing of it runs on the device after. */
   ready: Promise<void>;
   /** Lets the worker read its candidate and judge it; the same result on every call. Progress and log lines
-   * are passed to `hooks` from the go on (the set-up before it is nobody's business). */
-  run(hooks?: Pick<RunWorkerOptions, "onProgress" | "onLog">): Promise<EvalResult>;
+   * are passed to `hooks` from the go on (the set-up before it is nobody's business). `extensionCache` follows
+   * the go line (known only once the candidate's prebuild is done). */
+  run(
+    hooks?: Pick<RunWorkerOptions, "onProgress" | "onLog">,
+    extensionCache?: ExtensionCache,
+  ): Promise<EvalResult>;
   /** Ends a worker whose eval is not needed (it reports without judging anything). */
   cancel(): void;
   pause(): void;
@@ -22,9 +26,9 @@ export function startWorkerAhead(
   options: Omit<RunWorkerOptions, "go" | "onProgress" | "onLog" | "onSpawn">,
 ): WorkerAhead {
   const gated: EvalRequest = { ...request, options: { ...request.options, waitForGo: true } };
-  let letGo = () => {};
+  let letGo: (extensionCache?: ExtensionCache) => void = () => {};
   let callOff = () => {};
-  const go = new Promise<void>((resolve, reject) => {
+  const go = new Promise<ExtensionCache | undefined>((resolve, reject) => {
     letGo = resolve;
     callOff = () => reject(new Error("called off"));
   });
@@ -64,10 +68,10 @@ export function startWorkerAhead(
   };
   return {
     ready,
-    run: (runHooks = {}) => {
+    run: (runHooks = {}, extensionCache = undefined) => {
       hooks = runHooks;
       resume();
-      letGo();
+      letGo(extensionCache);
       return result;
     },
     cancel: () => {

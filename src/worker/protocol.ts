@@ -48,6 +48,22 @@ export const TimingOptions = z.object({
 });
 export type TimingOptions = z.infer<typeof TimingOptions>;
 
+/** sha256 (hex) of each file the builds of one candidate's code left in its extension folder, by path relative to
+ * the folder (python/kforge_worker/extension_cache.py). */
+export const ExtensionLibraries = z.record(z.string(), z.string());
+export type ExtensionLibraries = z.infer<typeof ExtensionLibraries>;
+
+/** What a suite knows of the content-keyed extension cache its candidates share (src/suite/extension-cache.ts): the
+ * worker checks the candidate's folder against it before the import and builds afresh where it does not hold. */
+export const ExtensionCache = z.object({
+  /** When the suite started (ms since the epoch), before any candidate's code ran: a cached file changed after it
+   * (its ctime) that no build of the suite recorded is not trusted. */
+  since: z.number().nonnegative(),
+  /** What this suite's own build of the same code left; null: none recorded yet. */
+  libraries: ExtensionLibraries.nullable(),
+});
+export type ExtensionCache = z.infer<typeof ExtensionCache>;
+
 export const EvalRequest = z.object({
   protocol: z.literal(PROTOCOL_VERSION),
   /** Random per run; the worker stamps every message with it, so a line forged by the candidate (which
@@ -98,6 +114,9 @@ export const EvalRequest = z.object({
      * judge channel (hand-written requests, Ray tasks). */
     judgeFd: z.number().int().nonnegative().optional(),
   }),
+  /** Absent: the extension cache is used as found (hand-written requests, Ray tasks). A worker started ahead gets it
+   * instead as one JSON line after its go line (stdin then closes), once the candidate's prebuild is done. */
+  extensionCache: ExtensionCache.optional(),
 });
 export type EvalRequest = z.infer<typeof EvalRequest>;
 
@@ -297,6 +316,9 @@ export const EvalResult = z.object({
   /** The clean reference process's own judgement, added by the CLI (never by the worker): absent without a judge
    * channel (--reference-process off, Ray). */
   judge: JudgeRecord.optional(),
+  /** What the candidate's builds left in the shared extension folder, when the request carried extensionCache and the
+   * worker built there (not in a fresh folder): the suite checks later candidates of the same code against it. */
+  extensionLibraries: ExtensionLibraries.optional(),
 });
 export type EvalResult = z.infer<typeof EvalResult>;
 

@@ -5,7 +5,13 @@ import { createInterface } from "node:readline";
 import type { Duplex } from "node:stream";
 import { execa } from "execa";
 import { reconcileJudge } from "./judge.ts";
-import { type EvalRequest, type EvalResult, type ProgressMessage, WorkerMessage } from "./protocol.ts";
+import {
+  type EvalRequest,
+  type EvalResult,
+  type ExtensionCache,
+  type ProgressMessage,
+  WorkerMessage,
+} from "./protocol.ts";
 import { workerEnv } from "./python.ts";
 import { failedResult } from "./results.ts";
 
@@ -19,8 +25,8 @@ export interface RunWorkerOptions {
   env?: Record<string, string>;
   /** A worker started ahead of its candidate (request.options.waitForGo): it reads the candidate once this
    * settles (resolved: go; rejected: called off, the worker then reports without judging anything). The time
-   * limit counts from then. */
-  go?: Promise<void>;
+   * limit counts from then. A resolved value follows the go line, on a line of its own (request.extensionCache). */
+  go?: Promise<ExtensionCache | undefined>;
   /** Called with the worker's pid (its process group's id) as soon as it is spawned. */
   onSpawn?: (pid: number) => void;
 }
@@ -249,8 +255,8 @@ export async function runWorker(givenRequest: EvalRequest, options: RunWorkerOpt
     stdin.on("error", () => {}); // a worker that died early closed its end: its exit says why
     stdin.write(`${JSON.stringify(request)}\n`);
     options.go.then(
-      () => {
-        stdin.end("go\n");
+      (extensionCache) => {
+        stdin.end(extensionCache ? `go\n${JSON.stringify(extensionCache)}\n` : "go\n");
         startClock();
       },
       () => {
