@@ -41,7 +41,7 @@ PARALLEL_FILES = {
     "test_attention_recipe.py", "test_attention_records.py", "test_attention_wgmma_header.py", "test_capture.py",
     "test_check_budget.py", "test_codegen_norm_pool_nvcc.py", "test_codegen_templates_nvcc.py",
     "test_linear_bn_softmax_cpu.py", "test_linear_bn_softmax_nvcc.py", "test_op_math.py", "test_optimize_builtin.py",
-    "test_optimize_emit.py", "test_optimize_recipes.py", "test_optimize_runtime.py",
+    "test_extension_cache.py", "test_optimize_emit.py", "test_optimize_recipes.py", "test_optimize_runtime.py",
     "test_probe_arch_list.py", "test_problems.py", "test_ray_task.py", "test_state_buffers.py",
     "test_suite_contract.py", "test_verify_constants.py",
     "test_verify_input_sensitivity.py", "test_verify_static.py", "test_verify_tight_tolerance.py",
