@@ -152,8 +152,7 @@ const recordAhead =
 
 test("each slot starts its next task ahead; that task's turn gets the same handle, and every task runs once", async () => {
   const started: FakeAhead[] = [];
-  const runs: { task: number; slot: string; ahead: FakeAhead | undefined; next: FakeAhead | undefined }[] =
-    [];
+  const runs: { task: number; slot: string; ahead: FakeAhead | undefined; next: FakeAhead[] }[] = [];
   const results = await schedule<number, number, FakeAhead>([0, 1, 2, 3, 4, 5, 6], {
     slots: slots(2),
     startAhead: recordAhead(started),
@@ -169,12 +168,43 @@ test("each slot starts its next task ahead; that task's turn gets the same handl
   for (const run of runs) {
     // A task started ahead runs on the slot that started it, with its own handle.
     if (run.ahead) assert.deepEqual([run.ahead.task, run.ahead.slot], [run.task, run.slot]);
-    if (run.next) assert.equal(run.next.slot, run.slot);
+    for (const next of run.next) assert.equal(next.slot, run.slot);
+    assert.ok(run.next.length <= 1, "one task started ahead per slot by default");
   }
   // The first task of each slot starts cold; after that the slots' next tasks were started ahead.
   assert.ok(runs.filter((r) => r.ahead).length >= 4, JSON.stringify(runs.map((r) => [r.task, !!r.ahead])));
   // Nothing started ahead was thrown away: no slot idled while another held work.
   assert.ok(started.every((a) => !a.cancelled));
+});
+
+test("with aheadDepth 2 a slot keeps its next two tasks started ahead, run in the order they were started", async () => {
+  const started: FakeAhead[] = [];
+  const runs: { task: number; ahead: FakeAhead | undefined; next: number[] }[] = [];
+  const results = await schedule<number, number, FakeAhead>([0, 1, 2, 3, 4, 5], {
+    slots: slots(1),
+    aheadDepth: 2,
+    startAhead: recordAhead(started),
+    run: async (task, _slot, turn) => {
+      runs.push({ task, ahead: turn.ahead, next: turn.next.map((a) => a.task) });
+      await sleep(5);
+      return task;
+    },
+    giveUp: () => -1,
+  });
+  assert.deepEqual(results, [0, 1, 2, 3, 4, 5]);
+  assert.deepEqual(
+    runs.map((r) => [r.task, r.next]),
+    [
+      [0, [1, 2]],
+      [1, [2, 3]],
+      [2, [3, 4]],
+      [3, [4, 5]],
+      [4, [5]],
+      [5, []],
+    ],
+  );
+  assert.ok(runs.slice(1).every((r) => r.ahead?.task === r.task && !r.ahead.cancelled));
+  assert.equal(started.length, 5);
 });
 
 test("an idle slot takes another slot's task started ahead (cancelled there) rather than wait behind it", async () => {

@@ -1,7 +1,7 @@
 // Which slots a suite gets (GPU ids, their environment), the suite options' one-line errors, and the ETA.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { defaultPrebuildJobs, setupSuite, workersAhead } from "../src/cli/suite-flags.ts";
+import { aheadDepth, defaultPrebuildJobs, setupSuite, workersAhead } from "../src/cli/suite-flags.ts";
 import { UsageError } from "../src/errors.ts";
 import type { EvalTask } from "../src/suite/eval-suite.ts";
 import { buildEnv, gpuSlots, parseGpus, visibleGpuIds } from "../src/suite/gpus.ts";
@@ -107,4 +107,8 @@ test("workers start ahead only with 4+ cores per GPU, and never with --no-ahead"
   assert.equal(workersAhead(undefined, 1, 2), false); // a small box: the import would slow the timed candidate
   assert.equal(workersAhead(undefined, 8, 16), false);
   assert.equal(workersAhead(false, 1, 64), false);
+  // Two ahead where a GPU has 8+ cores (one start-up outlasts a candidate's untimed part), else one.
+  assert.equal(aheadDepth(1, 16), 2);
+  assert.equal(aheadDepth(2, 12), 1);
+  assert.equal(aheadDepth(4, 64), 2);
 });

@@ -55,6 +55,12 @@ export function workersAhead(
   return flag !== false && cores >= 4 * slots;
 }
 
+/** Workers kept started ahead per slot: a start-up (torch, the device, the reference process: ~8-10 s on a busy
+ * host) outlasts the untimed part of a typical candidate (~5 s), so with cores to spare the slot starts two. */
+export function aheadDepth(slots: number, cores = availableParallelism()): number {
+  return cores >= 8 * slots ? 2 : 1;
+}
+
 /** Extension builds at once beside `slots` busy workers: half the cores left over, at least one. */
 export function defaultPrebuildJobs(slots: number, cores = availableParallelism()): number {
   return Math.max(1, Math.floor((cores - slots) / 2));
@@ -94,6 +100,7 @@ export async function setupSuite(flags: SuiteFlags, device: "cuda" | "cpu"): Pro
       prebuildJobs: flags.jobs ?? defaultPrebuildJobs(slots.length),
       buildEnv: buildEnv(probe),
       workersAhead: workersAhead(flags.ahead, slots.length),
+      aheadDepth: aheadDepth(slots.length),
       ...journal,
     },
     parallel: slots.length > 1,

@@ -37,6 +37,9 @@ export interface SuiteOptions {
    * paused while the current one is timed: the next eval's start-up (torch, the device, the reference
    * process) is then off the GPU's critical path. */
   workersAhead?: boolean;
+  /** How many workers each slot keeps started ahead (default 1): two when one start-up outlasts the untimed
+   * part of a candidate (the ones ahead are paused while it is timed). */
+  aheadDepth?: number;
 }
 
 export interface EvalTask {
@@ -180,6 +183,7 @@ export async function evaluateSuite(
         };
         await (source === undefined ? prebuild() : ledger.prebuildOnce(source, prebuild));
       },
+      aheadDepth: suite.aheadDepth,
       startAhead: suite.workersAhead
         ? (task, slot) => startWorkerAhead(task.request, { python: options.python, timeoutMs, env: slot.env })
         : undefined,
@@ -187,7 +191,7 @@ export async function evaluateSuite(
         const workerHooks = {
           onProgress: (message: ProgressMessage) => {
             // The next candidate's set-up never overlaps this one's timing.
-            if (message.stage === "time") turn.next?.pause();
+            if (message.stage === "time") for (const next of turn.next) next.pause();
             hooks.progress?.(task, slot.id, message);
           },
           onLog: hooks.log ? (line: string) => hooks.log?.(task, slot.id, line) : undefined,
@@ -205,7 +209,7 @@ export async function evaluateSuite(
                 ...workerHooks,
               });
         } finally {
-          turn.next?.resume();
+          for (const next of turn.next) next.resume();
         }
         ledger.record(task.request.candidate.source, result.extensionLibraries);
         if (slots.length > 1 && gpuLost(result)) throw new SlotError(result.reason ?? "GPU lost");

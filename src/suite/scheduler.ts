@@ -20,17 +20,20 @@ export interface Ahead {
   cancel(): void;
 }
 
-/** What `run` gets besides the task: its own ahead start, and the next task's (running beside it). */
+/** What `run` gets besides the task: its own ahead start, and the slot's next tasks' (running beside it,
+ * the first to run first). */
 export interface Turn<A extends Ahead> {
   ahead?: A;
-  next?: A;
+  next: A[];
 }
 
 export interface ScheduleOptions<T, R, A extends Ahead = Ahead> {
   slots: Slot[];
   run: (task: T, slot: Slot, turn: Turn<A>) => Promise<R>;
-  /** When given, each slot keeps its next task started ahead while the current one runs. */
+  /** When given, each slot keeps its next tasks started ahead while the current one runs. */
   startAhead?: (task: T, slot: Slot) => A;
+  /** How many tasks each slot keeps started ahead (default 1): more when one start-up outlasts a task. */
+  aheadDepth?: number;
   /** Work that needs no slot and must finish before the task runs (compiles); its failure is not the
    * task's: the run still happens and reports its own verdict. */
   prepare?: (task: T) => Promise<void>;
@@ -107,8 +110,10 @@ export async function schedule<T, R, A extends Ahead = Ahead>(
     }
   };
 
-  // Each slot's next task, started ahead (options.startAhead); out of `pending` but counted in inFlight.
-  const reserved = new Map<string, { entry: Entry<T>; ahead: A }>();
+  // Each slot's next tasks, started ahead (options.startAhead), in the order they will run; out of `pending`
+  // but counted in inFlight.
+  const aheadDepth = Math.max(1, options.aheadDepth ?? 1);
+  const reserved = new Map<string, { entry: Entry<T>; ahead: A }[]>();
   const takeFromPending = (slot: Slot): Entry<T> | null => {
     const at = pending.findIndex((e) => !e.failedOn.has(slot.id));
     if (at < 0) return null;
@@ -116,40 +121,43 @@ export async function schedule<T, R, A extends Ahead = Ahead>(
     inFlight += 1;
     return entry;
   };
-  /** The slot's own reservation, else the queue's next task, else another slot's reservation (it would wait
-   * behind that slot's current task while this one idles: a cold start here is sooner). */
+  /** The slot's own first reservation, else the queue's next task, else the last of another slot's reservations
+   * (it would wait behind that slot's current task while this one idles: a cold start here is sooner). */
   const take = (slot: Slot): { entry: Entry<T>; ahead?: A } | null => {
-    const mine = reserved.get(slot.id);
-    if (mine) {
-      reserved.delete(slot.id);
-      return mine;
-    }
+    const mine = reserved.get(slot.id)?.shift();
+    if (mine) return mine;
     const entry = takeFromPending(slot);
     if (entry) return { entry };
-    for (const [id, other] of reserved) {
-      if (other.entry.failedOn.has(slot.id)) continue;
-      reserved.delete(id);
-      other.ahead.cancel();
-      return { entry: other.entry };
+    for (const others of reserved.values()) {
+      for (let at = others.length - 1; at >= 0; at--) {
+        const [other] = others.slice(at, at + 1) as [{ entry: Entry<T>; ahead: A }];
+        if (other.entry.failedOn.has(slot.id)) continue;
+        others.splice(at, 1);
+        other.ahead.cancel();
+        return { entry: other.entry };
+      }
     }
     return null;
   };
-  const reserveNext = (slot: Slot): A | undefined => {
-    if (!options.startAhead) return undefined;
-    const entry = takeFromPending(slot);
-    if (!entry) return undefined;
-    const ahead = options.startAhead(entry.task, slot);
-    reserved.set(slot.id, { entry, ahead });
-    return ahead;
+  /** Tops the slot's reservations up to aheadDepth from the queue; returns them, the first to run first. */
+  const reserveNext = (slot: Slot): A[] => {
+    if (!options.startAhead) return [];
+    const mine = reserved.get(slot.id) ?? [];
+    reserved.set(slot.id, mine);
+    while (mine.length < aheadDepth) {
+      const entry = takeFromPending(slot);
+      if (!entry) break;
+      mine.push({ entry, ahead: options.startAhead(entry.task, slot) });
+    }
+    return mine.map((r) => r.ahead);
   };
-  /** A slot that failed or stops gives its reservation back to the queue. */
+  /** A slot that failed or stops gives its reservations back to the queue, in their order. */
   const release = (slot: Slot) => {
-    const mine = reserved.get(slot.id);
-    if (!mine) return;
+    const mine = reserved.get(slot.id) ?? [];
     reserved.delete(slot.id);
-    mine.ahead.cancel();
-    pending.unshift(mine.entry);
-    inFlight -= 1;
+    for (const r of mine) r.ahead.cancel();
+    pending.unshift(...mine.map((r) => r.entry));
+    inFlight -= mine.length;
   };
 
   const slotLoop = async (slot: Slot) => {

@@ -348,7 +348,7 @@ export function registerOptimizeCommand(program: Command): void {
                   // The next problems' workers start while this one's eval runs: their torch.compile's first
                   // call then lands on a GPU that is not being timed.
                   onEvaluate: () => {
-                    turn.next?.start();
+                    turn.next[0]?.start();
                     for (let next = 1; next <= WARM_COMPILES; next++) startAhead(index - first + next);
                   },
                 })
