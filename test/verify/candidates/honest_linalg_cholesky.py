@@ -10,7 +10,7 @@ class ModelNew(nn.Module):
         self.n = n
 
     def forward(self, a, b):
-        spd = a @ a.transpose(-1, -2) + self.n * torch.eye(self.n)
+        spd = a @ a.transpose(-1, -2) + self.n * torch.eye(self.n, dtype=a.dtype, device=a.device)
         chol = torch.linalg.cholesky(spd)
         x = torch.cholesky_solve(b, chol)
         diag = chol.diagonal(dim1=-2, dim2=-1)
