@@ -14,7 +14,7 @@ fi
 PARALLEL="test/capture.test.ts test/cli.test.ts test/emit.test.ts test/extract.test.ts test/format-doctor.test.ts
   test/inputs.test.ts test/interrupt.test.ts test/optimize-codegen.test.ts test/optimize-recipe-rules.test.ts
   test/optimize-graph-replay.test.ts test/optimize-new-ops.test.ts test/optimize-rules.test.ts test/problem-device.test.ts test/report-browser.test.ts test/report-messages.test.ts
-  test/report.test.ts test/suite-extension-cache.test.ts test/suite-prebuild.test.ts test/suite-setup.test.ts"
+  test/report.test.ts test/stack-dump.test.ts test/suite-extension-cache.test.ts test/suite-prebuild.test.ts test/suite-setup.test.ts"
 parallel=""
 serial=""
 for file in test/*.test.ts; do

@@ -61,6 +61,30 @@ test("a worker past its time limit is killed and reported as a timeout", async (
   assert.ok(Date.now() - started < 10_000, "killed promptly");
 });
 
+test("a worker past its time limit is asked where it was before the kill, and the timeout says whose code ran", async () => {
+  // A stand-in that registers the stack dump as the real worker does (python/kforge_worker/__main__.py) and spins in
+  // a function of a file that plays the candidate.
+  const candidate = join(dir, "spinning_candidate.py");
+  writeFileSync(
+    candidate,
+    "import time\ndef forward_that_never_returns():\n    while True:\n        time.sleep(0.01)\n",
+  );
+  const program = [
+    "import faulthandler, signal, sys, runpy",
+    "faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)",
+    `runpy.run_path(${JSON.stringify(candidate)})["forward_that_never_returns"]()`,
+  ].join("\n");
+  const python = fakeWorker("spins.sh", `exec python3 -c '${program}'`);
+  const spinning = { ...request, candidate: { ...request.candidate, path: candidate } };
+  const result = await runWorker(spinning, { python, timeoutMs: 1_500 });
+  assert.equal(result.verdict, "timeout");
+  assert.match(
+    result.reason ?? "",
+    /killed after 1\.5 s without finishing; it was in the candidate's code: /,
+  );
+  assert.match(result.reason ?? "", /spinning_candidate\.py:4 in forward_that_never_returns/);
+});
+
 test("a correct result with processes left behind becomes cheating with a failed process_leftovers check", async () => {
   const python = fakeWorker("leaves.sh", `(sleep 60 >/dev/null 2>&1 &)\necho '${resultLine}'`);
   const result = await runWorker(request, { python, timeoutMs: 10_000 });

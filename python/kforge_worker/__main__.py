@@ -95,7 +95,18 @@ def _capture_batch(list_path: str, out_dir: str) -> int:
     return 0
 
 
+def dump_stacks_on_request() -> None:
+    """SIGUSR1 writes every thread's Python stack to stderr, from the signal handler (faulthandler: also while native
+    code holds the GIL). The CLI sends it before it kills a worker past its time limit and reports where the main
+    thread was (src/worker/stack-dump.ts): whose code a timeout was spent in."""
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+
+
 def main(argv: list[str]) -> int:
+    dump_stacks_on_request()
     args = _parse_args(argv)
     if args.capture:
         return _capture(args.capture, args.out)

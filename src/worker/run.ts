@@ -14,6 +14,7 @@ import {
 } from "./protocol.ts";
 import { workerEnv } from "./python.ts";
 import { failedResult } from "./results.ts";
+import { STACK_DUMP_GRACE_MS, STACK_DUMP_SIGNAL, whereItWas } from "./stack-dump.ts";
 
 export interface RunWorkerOptions {
   python: string;
@@ -90,6 +91,8 @@ export class WorkerOutput {
   private readonly protocolErrors: string[] = [];
   private readonly stderrTail: string[] = [];
   private readonly judgeLines: string[] = [];
+  /** stderr from the moment the runner asked for a stack dump (stack-dump.ts): null until then. */
+  private dumpLines: string[] | null = null;
 
   /** judgeNonce: the judge's channel was given to this worker (the first line written into it); its records are
    * reconciled with the worker's result in finish(). */
@@ -128,7 +131,13 @@ export class WorkerOutput {
     }
   }
 
+  /** The runner has asked the worker for its stacks: the stderr lines from now on are read as the dump. */
+  expectStackDump(): void {
+    this.dumpLines ??= [];
+  }
+
   stderrLine(line: string): void {
+    if (this.dumpLines !== null && this.dumpLines.length < 2000) this.dumpLines.push(line);
     this.stderrTail.push(line);
     if (this.stderrTail.length > STDERR_TAIL_LINES) this.stderrTail.shift();
     this.hooks.onLog?.(line);
@@ -137,10 +146,11 @@ export class WorkerOutput {
   finish(exit: WorkerExit, timeoutMs: number): EvalResult {
     const request = this.request;
     if (exit.timedOut) {
+      const where = whereItWas(this.dumpLines ?? [], request.candidate.path);
       return failedResult(
         request,
         "timeout",
-        `killed after ${timeoutMs / 1000} s without finishing`,
+        `killed after ${timeoutMs / 1000} s without finishing${where ? `; ${where}` : ""}`,
         exit.seconds,
       );
     }
@@ -247,7 +257,14 @@ export async function runWorker(givenRequest: EvalRequest, options: RunWorkerOpt
     if (exited) return;
     timer = setTimeout(() => {
       timedOut = true;
-      killGroup(child.pid);
+      // Where it was first (stack-dump.ts), then the kill; a worker that ignores the signal is killed all the same.
+      output.expectStackDump();
+      try {
+        if (child.pid !== undefined) process.kill(child.pid, STACK_DUMP_SIGNAL);
+      } catch {
+        // already gone
+      }
+      setTimeout(() => killGroup(child.pid), STACK_DUMP_GRACE_MS).unref();
     }, options.timeoutMs);
   };
   if (options.go && child.stdin) {
