@@ -154,17 +154,44 @@ def run_entry_worker(entry: dict[str, Any], device: str = "cpu", timeout: float 
     env.update(entry.get("env", {}) if device == "cpu" else {})
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kforge-verify-") as tmp:
+        proc = subprocess.Popen([python, "-m", "kforge_worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=tmp, env=env, text=True, start_new_session=True,
+                                pass_fds=(judge.child_fd,) if judge is not None else ())
         try:
-            proc = subprocess.run([python, "-m", "kforge_worker"], input=json.dumps(request), cwd=tmp, env=env,
-                                  capture_output=True, text=True, timeout=timeout, start_new_session=True,
-                                  pass_fds=(judge.child_fd,) if judge is not None else ())
+            stdout, stderr = proc.communicate(json.dumps(request), timeout=timeout)
         except subprocess.TimeoutExpired:
+            where = _stack_before_kill(proc)
             if judge is not None:
                 judge.finish(0)
-            return Outcome(entry, "timeout", [], f"no result within {timeout}s", timeout, None)
+            return Outcome(entry, "timeout", [], f"no result within {timeout}s{where}", timeout, None)
     lines = {"nonce": judge.nonce, "lines": judge.finish()} if judge is not None else None
-    return _outcome_from_stdout(entry, proc.stdout, proc.stderr, proc.returncode, started, lines,
+    return _outcome_from_stdout(entry, stdout, stderr, proc.returncode, started, lines,
                                 request["options"]["timing"]["warmupIters"])
+
+
+def _stack_before_kill(proc: subprocess.Popen) -> str:
+    """Asks a worker past its time limit for its stacks (SIGUSR1: kforge_worker.__main__.dump_stacks_on_request), kills
+    its group, and returns where its main thread was ("; at FILE:LINE in FN <- ...", innermost first), or ""."""
+    import re
+    import signal
+
+    try:
+        proc.send_signal(signal.SIGUSR1)
+        time.sleep(1.5)
+    except OSError:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        return ""
+    blocks = re.split(r"^(?:Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):$", stderr or "", flags=re.M)[1:]
+    main = next((b for b in blocks if "kforge_worker/__main__.py" in b), blocks[0] if blocks else "")
+    frames = re.findall(r'^\s+File "(.+)", line (\d+) in (.+)$', main, flags=re.M)[:3]
+    return "; at " + " <- ".join(f"{os.path.basename(f)}:{line} in {fn}" for f, line, fn in frames) if frames else ""
 
 
 def _judge_channel() -> Any:
