@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
-from . import PROTOCOL_VERSION, extension_cache, frame_hook
+from . import PROTOCOL_VERSION, compiler_cache, extension_cache, frame_hook
 from .channel import Channel
 from .compile_capture import CompileCall, CompileRecorder, extension_dir
 from .errors import exception_headline, summarize_exception
@@ -262,6 +262,7 @@ class EvalContext:
     children_before: set = field(default_factory=set)
     # The shared extension folder the candidate's builds used; None when extension_cache.guard gave it a fresh one.
     extension_dir: str | None = None
+    compiler_dir: str | None = None  # torch.compile's private cache directory (compiler_cache.py)
 
     def progress(self, stage: str, detail: str, fraction: float | None = None) -> None:
         self.channel.progress(stage, detail, fraction)
@@ -526,6 +527,18 @@ def await_go(ctx: EvalContext) -> None:
         # this candidate existed, and are not counted against it (reference_process.arm_outside).
         with contextlib.suppress(Exception):  # a reference that failed to start says so where it is needed
             ctx.reference.request("arm")
+
+
+def private_compiler_cache(ctx: EvalContext) -> None:
+    """torch.compile's caches (inductor's, Triton's) in a directory of this evaluation's own, made now — after the go,
+    when the suite's earlier candidates are done — and removed at its end (compiler_cache.py: a shared one is read by
+    path and trusted, and any candidate can write it)."""
+    ctx.compiler_dir = compiler_cache.make_private()
+    compiler_cache.forget_loaded()
+    if ctx.checks is not None:
+        from .checks.torch_compiler import trust_cache_root
+
+        trust_cache_root(ctx.compiler_dir)
 
 
 def load_candidate(ctx: EvalContext) -> None:
@@ -1419,6 +1432,7 @@ STAGES: list[Callable[[EvalContext], None]] = [
     check_fit,
     start_reference,
     await_go,
+    private_compiler_cache,
     load_candidate,
     build_models,
     check_correctness,
@@ -1444,6 +1458,7 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
     )
     ctx = EvalContext(request=request, channel=channel, recorder=recorder, result=result)
     saved_ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR")
+    saved_compiler_env = {name: os.environ.get(name) for name in compiler_cache.VARIABLES}
     installed = False
     if request.reference_in_own_process and "torch" not in sys.modules:
         # Both processes of a split run wait passively between parallel regions: an OpenMP team left spinning
@@ -1541,6 +1556,13 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
         if ctx.extension_dir is not None and ctx.request.extension_cache is not None:
             # What this code's builds left in the shared folder, for the suite's later candidates of the same code.
             result["extensionLibraries"] = extension_cache.manifest(ctx.extension_dir)
+        if ctx.compiler_dir is not None:
+            compiler_cache.remove(ctx.compiler_dir)
+            for name, value in saved_compiler_env.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         if saved_ext_dir is None:
             os.environ.pop("TORCH_EXTENSIONS_DIR", None)
         else:

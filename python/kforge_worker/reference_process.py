@@ -800,6 +800,13 @@ class ReferenceProcess:
         # The seal's time (import_seal.py), stamped before the candidate exists: the child refuses any module
         # written since, installed before its first import of its own (torch's submodules load while it starts).
         env[ENV_SEAL] = str(time.time_ns())
+        # torch.compile in the problem (a helper compiled by inductor) loads its compiled code by path, outside the
+        # import system the seal vets: this process compiles into a directory of its own, never one the candidate's
+        # process was pointed at (compiler_cache.py; runtime_audit names a candidate's path into it).
+        from . import compiler_cache
+
+        self.compiler_dir: str | None = compiler_cache.make_directory()
+        env.update(compiler_cache.environment(self.compiler_dir))
         self.proc = subprocess.Popen(
             [python, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=None, env=env, text=True, bufsize=1, close_fds=True,
@@ -985,6 +992,11 @@ class ReferenceProcess:
             self.handover.buffers.clear()
             shutil.rmtree(self.handover.directory, ignore_errors=True)
             self.handover = None
+        if self.compiler_dir is not None:
+            from . import compiler_cache
+
+            compiler_cache.remove(self.compiler_dir)
+            self.compiler_dir = None
 
 
 class RemoteTiming:

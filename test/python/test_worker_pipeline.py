@@ -32,8 +32,9 @@ def test_correct_candidate_with_state_dict_sync(cache_dir: str) -> None:
     stages = [m["stage"] for m in messages if m["type"] == "progress"]
     assert stages[0] == "import" and "check" in stages
     # Where an eval's time goes: every stage that ran, in order, each timed.
-    assert list(result["stageSeconds"])[:7] == ["load_problem", "check_fit", "start_reference", "await_go",
-                                                "load_candidate", "build_models", "check_correctness"]
+    assert list(result["stageSeconds"])[:8] == ["load_problem", "check_fit", "start_reference", "await_go",
+                                                "private_compiler_cache", "load_candidate", "build_models",
+                                                "check_correctness"]
     assert all(s >= 0 for s in result["stageSeconds"].values())
     assert sum(result["stageSeconds"].values()) <= result["seconds"]
     for message in messages:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
+from .. import compiler_cache
 from .diffs import keyed_changes
 
 try:
@@ -686,6 +687,13 @@ _SENSITIVE_PATHS = ("/proc/self/environ", "/proc/self/fd", "/proc/self/mem", "/p
                     "/proc/self/task", "/dev/stdout", "/proc/" + str(os.getpid()))
 
 
+_READ_EVENTS = ("open", "os.listdir", "os.scandir")
+# Events naming paths that are checked against the private compiler caches of other processes (compiler_cache.py):
+# reading, listing, entering, writing, linking or renaming into one.
+_PATH_EVENTS = _READ_EVENTS + ("os.chdir", "os.symlink", "os.link", "os.rename", "os.mkdir", "os.remove",
+                               "os.rmdir", "os.truncate", "os.utime", "os.chmod")
+
+
 def _other_process(path: str) -> bool:
     """Whether a path, symlinks resolved, lies under another process's /proc entry (its memory, maps, descriptors,
     environment, threads). The clean reference process is the worker's child, so under Yama's default ptrace scope the
@@ -773,7 +781,7 @@ class AuditMonitor:
         if not (self.active or walk) or getattr(self._busy, "on", False):
             return
         if event not in _CALLER_EVENTS and event not in _PROCESS_EVENTS and event not in _CODE_EVENTS and \
-                event not in ("open", "os.listdir", "os.scandir"):
+                event not in _PATH_EVENTS:
             if not (frame_getter or event.startswith("os.exec") or event.startswith("os.spawn")):
                 return
         self._busy.on = True
@@ -863,14 +871,19 @@ class AuditMonitor:
         if walk and not self.active:
             where, immediate, builder = self._caller()
             return bool(where and immediate and not builder)
-        if event in ("open", "os.listdir", "os.scandir"):
-            path = os.fsdecode(args[0]) if args and isinstance(args[0], (str, bytes, os.PathLike)) else \
-                (str(args[0]) if args else "")
-            if not any(path.startswith(p) for p in _SENSITIVE_PATHS) and not _other_process(path):
-                return
+        if event in _PATH_EVENTS:
+            paths = [os.fsdecode(a) for a in args[:2] if isinstance(a, (str, bytes, os.PathLike))]
+            path = paths[0] if paths else (str(args[0]) if args else "")
+            sensitive = event in _READ_EVENTS and (any(path.startswith(p) for p in _SENSITIVE_PATHS) or
+                                                   _other_process(path))
+            foreign = [p for p in paths if compiler_cache.is_foreign(p)]
+            if not sensitive and not foreign:
+                return False
             where, _, builder = self._caller()
             if where and not builder:
-                self.events.append(AuditEvent("tamper", event, where, path))
+                self.events.append(AuditEvent("tamper", event, where, path if not foreign else (
+                    f"{foreign[0]} (a private compiler cache of another process: the clean reference process "
+                    "loads the code compiled there)")))
             return False
         process = event in _PROCESS_EVENTS or event.startswith(("os.exec", "os.spawn"))
         where, immediate, builder = self._caller(process or event in _CODE_EVENTS)

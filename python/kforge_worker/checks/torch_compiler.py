@@ -98,6 +98,13 @@ def prepare() -> bool:
 _CACHE_ROOT: str | None = None
 
 
+def trust_cache_root(directory: str) -> None:
+    """The evaluation's private cache directory (compiler_cache.py), made after prepare and before the candidate:
+    inductor's modules are generated there from now on, and nothing of the shared one is trusted."""
+    global _CACHE_ROOT
+    _CACHE_ROOT = os.path.abspath(directory) + os.sep
+
+
 def _trusted_roots() -> tuple[str, ...]:
     roots = []
     for name in ("torch", "triton"):
