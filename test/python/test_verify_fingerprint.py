@@ -345,6 +345,17 @@ def test_larger_sizes_respect_the_footprint_budget():
     assert tight.outcome == "warn" and "footprint budget" in tight.evidence and "64->49" in tight.evidence
 
 
+def test_a_larger_size_whose_copies_exceed_the_budget_is_tried_with_another_size_shrunk(monkeypatch):
+    """A large problem: the 1.5× step's copies (the variant, the candidate's copy, both outputs) would not fit the
+    check budget, so the rows grow while the columns shrink, the inputs within the problem's bytes — a kernel wrong
+    above the benchmark's row count is still caught, and the check holds no more than the budget."""
+    monkeypatch.setenv("KFORGE_CHECK_MEMORY", str(48 * 8 * 4 * 6))
+    caught = check_extra_shapes(_context(_Relu(), _RowsUpTo64(), _rows))
+    assert caught.outcome == "fail" and "48->73 (with 8->5: the inputs within the problem's bytes)" in caught.evidence
+    honest = check_extra_shapes(_context(_Relu(), _Relu(), _rows))
+    assert honest.outcome == "pass" and "(with 8->5" in honest.evidence and "48->37: ok" in honest.evidence
+
+
 def test_torch_importing_its_compiler_after_the_snapshot_is_no_change_but_a_forged_wrapper_is():
     """torch imports dynamo lazily (a Python reference's first call, mid-eval), and dynamo's import wraps
     torch.manual_seed in its `disable`: torch's own wrapper around the same function, not tampering. The same
