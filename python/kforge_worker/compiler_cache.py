@@ -1,21 +1,26 @@
-"""torch's compiler caches, private to one evaluation.
+"""torch's compiler caches, private to each process of one evaluation.
 
 inductor (torch.compile's default backend) keeps what it generates in one directory per user,
-``/tmp/torchinductor_<user>`` (TORCHINDUCTOR_CACHE_DIR), and Triton in ``~/.triton/cache`` (TRITON_CACHE_DIR) —
-read by every later process of that user: the graphs' output code (``<hash>.py``, loaded by path whenever the file
-exists, whatever it holds now), the C++ kernels' ``.so`` files, the FX graph and AOT autograd caches, Triton's
-compiled kernels. Keyed by content, never checked against it. Red team round 16 (adv_suite_inductor_poison): a
-candidate of a suite rewrote every output-code module there at import (its ``call`` returning 3× its outputs, mtimes
-put back); the next candidate, an honest ``torch.compile`` of the same kind of graph, loaded the rewritten module and
-was judged ``incorrect`` — the writer's code ran as the victim's (it could as well answer wrong only when timed, or
-run anything). The same write reaches a later run of any torch.compile candidate, and the ``torch.compile`` baseline
-of ``kforge optimize``.
+``/tmp/torchinductor_<user>`` (TORCHINDUCTOR_CACHE_DIR); Triton in ``~/.triton/cache`` (TRITON_CACHE_DIR); PyTorch's
+jiterator (CUDA only) in ``~/.cache/torch/kernels`` (PYTORCH_KERNEL_CACHE_PATH). Every later process of that user
+reads them: the graphs' output code (``<hash>.py``, loaded by path whenever the file exists, whatever it holds now —
+exec of the file, outside the import system the reference process's seal vets), the C++ kernels' ``.so`` files, the
+FX graph and AOT autograd caches, compiled kernels. Keyed by content or by name, never checked against what the file
+holds. Red team round 16: a suite's candidate rewrote every output-code module there at import (``call`` returning
+3× its outputs, mtimes put back) and the next candidate's honest ``torch.compile`` ran it (``incorrect``:
+adv_suite_inductor_poison); a candidate compiled a reference's ``torch.compile``'d helper into the shared directory
+and rewrote it to sleep 3 ms a call, and the clean reference process loaded it (``correct`` at 15.5×, honestly
+1.54×: adv_inductor_reference_poison).
 
-So each evaluation compiles into a directory of its own, made after the CLI's ``go`` (a worker started ahead
-waits while earlier candidates of its suite run; it has no directory they could find until they are done) and
-removed at its end: what a candidate's compiled code is, is what this process compiled. The cost is the cache across
-runs (a torch.compile candidate compiles afresh in every evaluation). An operator's own TORCHINDUCTOR_CACHE_DIR or
-TRITON_CACHE_DIR is replaced as well: it is as writable by the candidates as the default one.
+So the worker compiles into a directory of its own, made after the CLI's ``go`` (a worker started ahead waits while
+earlier candidates of its suite run: it has no directory they could find until they are done), and the clean
+reference process into another, made before the candidate exists and passed in its environment; both are removed at
+the end. A candidate's path into a private directory not its own process's is a runtime_audit event (is_foreign).
+What a compiled function runs is what its own process compiled. The cost is the cache across runs (a torch.compile
+candidate, or a reference that compiles, compiles afresh in every evaluation). An operator's own
+TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR or PYTORCH_KERNEL_CACHE_PATH is replaced as well: it is as writable by the
+candidates as the default. Not covered: ``kforge optimize``'s own processes (its torch.compile baseline reads the
+shared directory, which candidates can still write).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import shutil
 import tempfile
 
 PREFIX = "kforge-compile-"
-VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYTORCH_KERNEL_CACHE_PATH")
 
 
 # This process's own private directory (make_private): every other directory of ours (the clean reference process's,
@@ -35,13 +40,17 @@ OWN: str | None = None
 
 def make_directory() -> str:
     """A fresh directory (mode 0700) for one process's compiler caches."""
-    return os.path.realpath(tempfile.mkdtemp(prefix=PREFIX))
+    directory = os.path.realpath(tempfile.mkdtemp(prefix=PREFIX))
+    os.makedirs(os.path.join(directory, "torch_kernels"), exist_ok=True)  # PyTorch creates no base folder itself
+    return directory
 
 
 def environment(directory: str) -> dict[str, str]:
-    """The variables that point inductor (it reads TORCHINDUCTOR_CACHE_DIR at every use) and Triton at
-    ``directory``."""
-    return {"TORCHINDUCTOR_CACHE_DIR": directory, "TRITON_CACHE_DIR": os.path.join(directory, "triton")}
+    """The variables that point inductor (it reads TORCHINDUCTOR_CACHE_DIR at every use), Triton and PyTorch's own
+    CUDA kernel cache (the jiterator's NVRTC cubins, read back by a file name made from the kernel's source, not from
+    its contents: ~/.cache/torch/kernels by default — GPU only, unexercised on this CPU round) at ``directory``."""
+    return {"TORCHINDUCTOR_CACHE_DIR": directory, "TRITON_CACHE_DIR": os.path.join(directory, "triton"),
+            "PYTORCH_KERNEL_CACHE_PATH": os.path.join(directory, "torch_kernels")}
 
 
 def make_private() -> str:

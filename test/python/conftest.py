@@ -44,7 +44,8 @@ PARALLEL_FILES = {
     "test_extension_cache.py", "test_optimize_emit.py", "test_optimize_recipes.py", "test_optimize_runtime.py",
     "test_probe_arch_list.py", "test_problems.py", "test_ray_task.py", "test_state_buffers.py",
     "test_stack_dump.py", "test_suite_contract.py", "test_timed_row_rounding.py", "test_verify_constants.py",
-    "test_verify_input_sensitivity.py", "test_verify_static.py", "test_verify_tight_tolerance.py",
+    "test_verify_input_sensitivity.py", "test_verify_redteam16.py", "test_verify_static.py",
+    "test_verify_tight_tolerance.py",
     "test_verify_units.py", "test_worker_compare.py", "test_worker_compile.py", "test_worker_loading.py",
     "test_worker_request.py", "test_worker_stats.py",
 }

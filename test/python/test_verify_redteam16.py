@@ -36,7 +36,7 @@ def test_compiled_code_is_what_this_process_compiled_not_a_file_planted_in_the_s
 
     from kforge_worker import compiler_cache, pipeline
 
-    names = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+    names = compiler_cache.VARIABLES
     saved = {name: os.environ.get(name) for name in names}
     shared = tmp_path / "torchinductor_shared"
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(shared)
@@ -52,6 +52,8 @@ def test_compiled_code_is_what_this_process_compiled_not_a_file_planted_in_the_s
         assert ctx.compiler_dir and os.path.isdir(ctx.compiler_dir)
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == ctx.compiler_dir
         assert os.environ["TRITON_CACHE_DIR"].startswith(ctx.compiler_dir + os.sep)
+        assert os.path.isdir(os.environ["PYTORCH_KERNEL_CACHE_PATH"])
+        assert os.environ["PYTORCH_KERNEL_CACHE_PATH"].startswith(ctx.compiler_dir + os.sep)
         assert not str(ctx.compiler_dir).startswith(str(shared))
         assert PyCodeCache.load(source).call(None) == ("compiled here",)
         assert not compiler_cache.is_foreign(os.path.join(ctx.compiler_dir, "ab", "x.py"))  # its own
@@ -92,6 +94,7 @@ def test_the_clean_reference_process_compiles_into_a_directory_of_its_own(monkey
         assert directory and os.path.isdir(directory)
         assert env["TORCHINDUCTOR_CACHE_DIR"] == directory
         assert env["TRITON_CACHE_DIR"].startswith(directory + os.sep)
+        assert env["PYTORCH_KERNEL_CACHE_PATH"].startswith(directory + os.sep)
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/torchinductor_shared_for_the_test"  # the worker's own
         assert compiler_cache.is_foreign(os.path.join(directory, "xy", "output.py"))
     finally:
@@ -217,3 +220,23 @@ def test_a_shared_cache_poisoned_by_a_sibling_is_not_read_by_the_next_process(tm
     assert run("shared") == "planted"  # what every process read before
     assert run("private") == "own"
 
+
+
+def test_a_pth_created_in_a_user_site_folder_that_did_not_exist_is_a_file_change(tmp_path, monkeypatch):
+    """adv_user_site_startup: where the interpreter enables the user site and its folder does not exist yet, it is on
+    no sys.path, so the fingerprint of the sys.path folders missed a .pth created there — code every later process of
+    the user runs at start-up (the next evaluation's reference process computed relu × 1.5, and a wrong candidate
+    was judged correct by it). The folders site reads at start-up are watched whether they exist or not."""
+    import site
+
+    from kforge_worker.checks.process_hooks import file_changes, watched_files
+
+    user_site = tmp_path / "home" / ".local" / "lib" / "python3.x" / "site-packages"
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(user_site))
+    before = watched_files()
+    user_site.mkdir(parents=True)
+    (user_site / "startup.pth").write_text("import sys\n")
+    changes = file_changes(before)
+    assert any("startup.pth was created" in c for c in changes), changes
+    honest = watched_files()
+    assert not [c for c in file_changes(honest) if "site-packages" in c]  # nothing written since: no change

@@ -110,8 +110,12 @@ def watched_files(paths: tuple[str, ...] = ()) -> dict[str, tuple[int, int, int]
         cache = _cache_of(path)
         if cache is not None:
             out[cache] = _stat(cache)
-    # the problem's and the candidate's folders join sys.path when they are imported (sibling imports)
-    for entry in dict.fromkeys(list(sys.path) + [os.path.dirname(os.path.abspath(p)) for p in paths]):
+    # the problem's and the candidate's folders join sys.path when they are imported (sibling imports); and the
+    # folders site reads at every start, on sys.path or not: a user site folder that does not exist yet is on no
+    # sys.path, but a .pth created there runs in every later process of this user — the next evaluation's clean
+    # reference process included (red team round 16, adv_user_site_startup)
+    for entry in dict.fromkeys(list(sys.path) + [os.path.dirname(os.path.abspath(p)) for p in paths]
+                               + _startup_folders()):
         directory = os.path.abspath(entry or os.getcwd())
         if not os.path.isdir(directory) or directory.startswith(_HARNESS_ROOT + os.sep):
             continue
@@ -123,6 +127,21 @@ def watched_files(paths: tuple[str, ...] = ()) -> dict[str, tuple[int, int, int]
         for name in names:
             out[os.path.join(directory, name)] = _stat(os.path.join(directory, name))
     return out
+
+
+def _startup_folders() -> list[str]:
+    """The site-packages folders site processes at an interpreter's start (.pth files, sitecustomize,
+    usercustomize), the user's whether it exists or not."""
+    import site
+
+    folders: list[str] = []
+    for get in (getattr(site, "getsitepackages", None), getattr(site, "getusersitepackages", None)):
+        try:
+            found = get() if get is not None else []
+        except Exception:  # noqa: BLE001 — an embedded or trimmed site module: sys.path stands alone
+            continue
+        folders.extend([found] if isinstance(found, str) else list(found))
+    return folders
 
 
 def _cache_of(path: str) -> str | None:
