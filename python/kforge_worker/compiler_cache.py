@@ -39,8 +39,11 @@ OWN: str | None = None
 
 
 def make_directory() -> str:
-    """A fresh directory (mode 0700) for one process's compiler caches."""
-    directory = os.path.realpath(tempfile.mkdtemp(prefix=PREFIX))
+    """A fresh directory (mode 0700) for one process's compiler caches, named after this process (its pid: the one
+    whose end leaves it to be removed), the directories of processes no longer alive removed first (a worker killed
+    at its deadline removes nothing)."""
+    sweep()
+    directory = os.path.realpath(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
     os.makedirs(os.path.join(directory, "torch_kernels"), exist_ok=True)  # PyTorch creates no base folder itself
     return directory
 
@@ -90,6 +93,30 @@ def forget_loaded() -> None:
         clear_caches()
     except Exception:  # noqa: BLE001 — an old torch: nothing cached to drop
         pass
+
+
+def sweep() -> None:
+    """Removes the private directories (in the temporary directory) whose maker is no longer alive."""
+    root = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
 
 
 def remove(directory: str | None) -> None:

@@ -240,3 +240,27 @@ def test_a_pth_created_in_a_user_site_folder_that_did_not_exist_is_a_file_change
     assert any("startup.pth was created" in c for c in changes), changes
     honest = watched_files()
     assert not [c for c in file_changes(honest) if "site-packages" in c]  # nothing written since: no change
+
+
+def test_directories_of_processes_no_longer_alive_are_swept(tmp_path, monkeypatch):
+    """A worker or reference process killed at its deadline removes nothing: the next directory made removes those
+    whose maker (the pid in the name) is gone, and no other."""
+    import tempfile
+
+    from kforge_worker import compiler_cache
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"{compiler_cache.PREFIX}{dead.pid}-abc"
+    (stale / "xy").mkdir(parents=True)
+    alive = tmp_path / f"{compiler_cache.PREFIX}{os.getpid()}-def"
+    alive.mkdir()
+    unnamed = tmp_path / f"{compiler_cache.PREFIX}legacy"
+    unnamed.mkdir()
+    made = compiler_cache.make_directory()
+    try:
+        assert not stale.exists() and alive.exists() and unnamed.exists()
+        assert os.path.basename(made).startswith(f"{compiler_cache.PREFIX}{os.getpid()}-")
+    finally:
+        compiler_cache.remove(made)
