@@ -204,6 +204,10 @@ export const Check = z.object({
   evidence: z.string(),
   /** Wall time of the check group that produced it (absent for static checks and older workers). */
   seconds: z.number().optional(),
+  /** The most host memory (resident set) the worker held while that group ran, in bytes (Linux; absent elsewhere). */
+  peakHostBytes: z.number().optional(),
+  /** The most device memory the CUDA allocator reserved in the worker while that group ran (GPU runs). */
+  peakDeviceBytes: z.number().optional(),
 });
 export type Check = z.infer<typeof Check>;
 

@@ -39,7 +39,7 @@ if str(PYTHON_DIR) not in sys.path:
 # CI's two cores with a third process. A new file runs with the rest until it is listed here.
 PARALLEL_FILES = {
     "test_attention_recipe.py", "test_attention_records.py", "test_attention_wgmma_header.py", "test_capture.py",
-    "test_check_budget.py", "test_codegen_norm_pool_nvcc.py", "test_codegen_templates_nvcc.py",
+    "test_check_budget.py", "test_check_peaks.py", "test_codegen_norm_pool_nvcc.py", "test_codegen_templates_nvcc.py",
     "test_linear_bn_softmax_cpu.py", "test_linear_bn_softmax_nvcc.py", "test_op_math.py", "test_optimize_builtin.py",
     "test_extension_cache.py", "test_optimize_emit.py", "test_optimize_recipes.py", "test_optimize_runtime.py",
     "test_probe_arch_list.py", "test_problems.py", "test_ray_task.py", "test_state_buffers.py",

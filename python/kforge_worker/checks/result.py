@@ -22,6 +22,8 @@ class CheckResult:
     fail_verdict: str | None
     evidence: str
     seconds: float | None = None  # wall time of the check group that produced it
+    peak_host_bytes: int | None = None  # the most host memory the worker held while that group ran (peaks.py)
+    peak_device_bytes: int | None = None  # ... and device memory (the CUDA allocator's reserved peak)
 
     def to_json(self) -> dict:
         found = {
@@ -32,6 +34,10 @@ class CheckResult:
         }
         if self.seconds is not None:
             found["seconds"] = self.seconds
+        if self.peak_host_bytes is not None:
+            found["peakHostBytes"] = self.peak_host_bytes
+        if self.peak_device_bytes is not None:
+            found["peakDeviceBytes"] = self.peak_device_bytes
         return found
 
 

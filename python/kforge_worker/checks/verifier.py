@@ -33,6 +33,7 @@ from . import (constant_checks, context, execution_checks, harness_checks, input
 from .instrument import ExtensionRecorder
 from .integrity import (AuditMonitor, IntegritySnapshot, ThreadCount, lingering_threads, native_threads,
                         open_descriptors)
+from .peaks import GroupPeak
 from .result import CheckResult, failed, passed, verdict_from_checks, warned
 from .roofline import Workload, check_roofline, floor_for, measure_workload, peaks_from_env
 from .static_scan import ScanReport, reference_info, scan_source, static_checks
@@ -226,7 +227,7 @@ class Verifier:
             if self.progress is not None:
                 self.progress(f"{name} ({ran + 1}/{len(groups)})", ran / len(groups))
             began = time.perf_counter()
-            with context.preserved_state(ref, cand):
+            with GroupPeak(self.device) as peak, context.preserved_state(ref, cand):
                 try:
                     produced = steps[name]()
                 except BaseException as exc:  # noqa: BLE001 — a candidate's sys.exit too; classified below
@@ -241,6 +242,7 @@ class Verifier:
             for item in produced if isinstance(produced, list) else [produced]:
                 if item is not None:
                     item.seconds = elapsed
+                    item.peak_host_bytes, item.peak_device_bytes = peak.host, peak.device
                     self.checks.append(item)
             # The fingerprint after every group: a patch made for one group and undone before the next
             # snapshot has a window of one group, not the whole stage.
