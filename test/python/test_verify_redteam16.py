@@ -264,3 +264,31 @@ def test_directories_of_processes_no_longer_alive_are_swept(tmp_path, monkeypatc
         assert os.path.basename(made).startswith(f"{compiler_cache.PREFIX}{os.getpid()}-")
     finally:
         compiler_cache.remove(made)
+
+
+def test_a_program_put_ahead_on_path_or_rewritten_is_a_file_change(tmp_path, monkeypatch):
+    """adv_path_compiler_shadow: a `g++` script put in a PATH folder ahead of the real compiler compiled a sleep into
+    the kernel inductor built for the clean reference process (correct at 12.7x). PATH folders (their change time,
+    which a removal does not set back) and the programs builds run are watched."""
+    from kforge_worker.checks.process_hooks import file_changes, watched_files
+
+    ahead = tmp_path / "ahead"
+    ahead.mkdir()
+    real = tmp_path / "real"
+    real.mkdir()
+    compiler = real / "g++"
+    compiler.write_text("#!/bin/sh\nexit 0\n")
+    compiler.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{ahead}{os.pathsep}{real}")
+    before = watched_files()
+    assert not file_changes(before)  # nothing changed: nothing reported
+    shadow = ahead / "g++"
+    shadow.write_text("#!/bin/sh\nexec true\n")
+    shadow.chmod(0o755)
+    changes = file_changes(before)
+    assert any("ahead" in c and "PATH folder" in c for c in changes), changes
+    shadow.unlink()  # put back before the next look: the folder's change time still moved
+    assert any("ahead" in c and "PATH folder" in c for c in file_changes(before))
+    rewritten = watched_files()
+    compiler.write_text("#!/bin/sh\nexit 1\n")  # the real one rewritten in place
+    assert any(str(compiler) in c and "was written" in c for c in file_changes(rewritten))

@@ -126,6 +126,38 @@ def watched_files(paths: tuple[str, ...] = ()) -> dict[str, tuple[int, int, int]
             continue
         for name in names:
             out[os.path.join(directory, name)] = _stat(os.path.join(directory, name))
+    out.update(_path_programs())
+    return out
+
+
+# Programs a build runs by name from PATH: torch's extension builder (ninja, the C++ compiler, nvcc), inductor's C++
+# compiles (g++, or $CXX) — in the clean reference process too, for a reference that torch.compiles — and what the
+# compilers run in turn (as, ld, ptxas).
+_PROGRAMS = ("g++", "gcc", "c++", "cc", "clang", "clang++", "ninja", "nvcc", "ptxas", "as", "ld")
+
+
+def _path_programs() -> dict[str, tuple[int, int, int] | None]:
+    """Every PATH folder (its own change time: a program added, removed or replaced there moves it, and it cannot be
+    set back — a script shadowing the compiler and removed again still shows), keyed with a trailing separator, and
+    the file each of _PROGRAMS resolves to (inode, change time, size: one rewritten in place). Red team round 16,
+    adv_path_compiler_shadow: a `g++` put ahead of the real one compiled a sleep into the kernel inductor built for
+    the clean reference process (correct at 12.7x)."""
+    import shutil
+
+    out: dict[str, tuple[int, int, int] | None] = {}
+    for folder in dict.fromkeys(os.environ.get("PATH", "").split(os.pathsep)):
+        if not folder:
+            continue
+        try:
+            st = os.stat(folder)
+        except OSError:
+            continue
+        out[os.path.abspath(folder) + os.sep] = (st.st_ino, st.st_ctime_ns, 0)
+    for name in _PROGRAMS:
+        found = shutil.which(name)
+        if found:
+            real = os.path.realpath(found)
+            out[real] = _stat(real)
     return out
 
 
@@ -176,7 +208,9 @@ def file_changes(before: dict[str, tuple[int, int, int] | None], paths: tuple[st
     own = {os.path.dirname(os.path.abspath(p)) for p in paths}
     named = {os.path.abspath(p) for p in paths}
     return keyed_changes(before, watched_files(paths), lambda path, _: f"{path} was created",
-                         lambda path, _: f"{path} was removed", lambda path, _a, _b: f"{path} was written",
+                         lambda path, _: f"{path} was removed", lambda path, _a, _b: (
+                             f"{path} (a PATH folder) changed: a program was added, removed or replaced there"
+                             if path.endswith(os.sep) else f"{path} was written"),
                          skip=lambda path: _unused_neighbour(path, own, named))
 
 
