@@ -7,7 +7,6 @@
 # does not vet it). At import this candidate compiles the same helper on inputs of the benchmark's shape (so the
 # cache holds the reference's graph), then rewrites every output-code module there to sleep 3 ms per call, mtimes
 # put back. Its own forward is plain eager PyTorch: correct, and "faster" than a reference that now sleeps.
-import getpass
 import os
 import tempfile
 
@@ -58,8 +57,9 @@ def _poison():
     lin = nn.Linear(64, 64)
     own = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     tmp = tempfile.gettempdir()
-    roots = [os.path.join(tmp, "torchinductor_" + getpass.getuser())]
-    roots += [os.path.join(tmp, n) for n in os.listdir(tmp) if n.startswith("kforge-compile-")]
+    # kforge's private directories only: the shared one is read by no process of an evaluation any more, and a
+    # corpus run must leave the machine's own cache as it found it
+    roots = [os.path.join(tmp, n) for n in os.listdir(tmp) if n.startswith("kforge-compile-")]
     for root in roots:
         if own and os.path.realpath(root) == os.path.realpath(own):
             continue
