@@ -257,13 +257,7 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
              {"kind": "rows"}, {"kind": "integers", "untimed": True}, {"kind": "randn", "scale": 1e4, "untimed": True},
              {"kind": "randn", "scale": 1e6, "untimed": True}, {"kind": "offset", "untimed": True},
              {"kind": "lone", "untimed": True}]
-    variants: list[tuple[str, Inputs, dict[str, Any]]] = []
-    for spec in specs:
-        spec["withinDomain"] = bool(asserting)
-        variant = off_distribution.variant(spec, base, ctx.seed(), ctx.device)
-        if variant is not None:
-            variants.append((off_distribution.describe(spec), variant, spec))
-    judged: list[tuple[str, Inputs, dict[str, Any]]] = []
+    last_timed: tuple[str, Inputs, dict[str, Any]] | None = None  # the one variant's inputs kept past its turn
     # A reference already non-finite on get_inputs()' own values (log of signed inputs: NaN by definition) is judged
     # on every variant as the trials judge it — NaN and ±inf where the reference has them, the rest by value. Skipping
     # non-finite references skipped every probe for such problems (red team round 12, adv_log_clamp_large).
@@ -271,7 +265,14 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
     if nan_by_definition:
         results.append("the reference is not finite on get_inputs()' values: variants judged with their non-finite "
                        "values")
-    for name, variant, spec in variants:
+    for spec in specs:
+        # Made one at a time and dropped after its turn: ten sets of a large problem's inputs held at once were
+        # the check's peak (issue 17).
+        spec["withinDomain"] = bool(asserting)
+        variant = off_distribution.variant(spec, base, ctx.seed(), ctx.device)
+        if variant is None:
+            continue
+        name = off_distribution.describe(spec)
         try:
             ref_out = run(ctx.ref, clone_inputs(variant))
         except Exception as exc:  # noqa: BLE001 — the reference does not accept this distribution
@@ -291,14 +292,15 @@ def check_input_distribution(ctx: VerifyContext) -> CheckResult:
                           f"inputs of the same shapes (skipped/specialised work, or rows that lean on the rest "
                           f"of the batch): {c.message}", "incorrect")
         results.append(f"{name}: {c.message}")
-        judged.append((name, variant, spec))
-    judged = [j for j in judged if not j[2].get("untimed")]
-    if judged:
+        if not spec.get("untimed"):
+            last_timed = (name, variant, spec)
+        del variant, ref_out, out
+    if last_timed is not None:
         # The last variant judged right on fresh tensors joins the timing-like loop's rotation (timed_outputs), and
         # its kind the timing's own (the reference process draws sets of it: timed_inputs.FreshInputPool.vary): a
         # path taken only when timed must meet values off the benchmark's distribution too.
-        ctx.notes["timed_variant"] = judged[-1][:2]
-        ctx.notes["timed_variant_spec"] = judged[-1][2]
+        ctx.notes["timed_variant"] = last_timed[:2]
+        ctx.notes["timed_variant_spec"] = last_timed[2]
     return passed("input_distribution", "; ".join(results), "incorrect")
 
 
@@ -839,9 +841,18 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
     from ..timed_inputs import internal_overlaps, pool_size as timing_pool_size
     from ..timing import gc_paused
 
+    from .budget import Budget, nbytes
+
     seeds: list[int | None] = [ctx.seed()]
     cand_pool = [ctx.make_inputs(seeds[0])]
     size = pool_size or timing_pool_size(cand_pool[0])
+    if pool_size is None:
+        # Each set is held with the reference's outputs for it (about as many bytes, taken alike): no more sets than
+        # the check budget holds, two at least (the rotation). Four sets of a large problem were the check's peak.
+        per_set = 2 * nbytes(cand_pool[0])
+        allowance = Budget.for_problem(ctx.device, cand_pool[0], ctx.ref).allowance
+        while size > 2 and size * per_set > allowance:
+            size -= 1
     seeds += [ctx.seed() for _ in range(size - 1)]
     cand_pool += [ctx.make_inputs(s) for s in seeds[1:]]
     variant = ctx.notes.get("timed_variant")
@@ -877,8 +888,6 @@ def check_timed_outputs(ctx: VerifyContext, pool_size: int | None = None, iters:
     # input_mutation hands fresh tensors only): each set as it was before its call, kept while the reference does not
     # write its own. And every output in storage of its own, across the whole loop (a ring of more kept buffers than
     # output_aliasing's few held calls: adv_output_ring6): outputs are held while the check budget allows.
-    from .budget import Budget, nbytes
-
     budget = Budget.for_problem(ctx.device, cand_pool[0], refs[0])
     held_now = nbytes(cand_pool) + nbytes(refs)
     # The copies are held only where the check budget allows them beside the pool (a 6 GB input's pool is not
