@@ -206,6 +206,8 @@ export const Check = z.object({
   seconds: z.number().optional(),
   /** The most host memory (resident set) the worker held while that group ran, in bytes (Linux; absent elsewhere). */
   peakHostBytes: z.number().optional(),
+  /** The worker's resident set when that group started, in bytes: peakHostBytes less this is what the group held. */
+  startHostBytes: z.number().optional(),
   /** The most device memory the CUDA allocator reserved in the worker while that group ran (GPU runs). */
   peakDeviceBytes: z.number().optional(),
 });

@@ -27,7 +27,10 @@ from typing import Any
 import torch
 from torch import nn
 
-FACTOR = 2.0  # extra memory a check may hold, in multiples of the problem's own footprint
+# Extra memory a check may hold beside the call in flight, in multiples of the problem's own footprint: with the
+# call's own inputs, outputs and temporaries, a check then stays within 2.5x what the problem's forward needs alone
+# (issue 17's bound).
+FACTOR = 1.5
 FLOOR = 256 << 20  # ... but at least this much: below it, bounding a check costs more than it saves
 HEADROOM = 0.8  # never more than this share of what is free now (the allocator, other processes, fragmentation)
 CHECK_MEMORY_ENV = "KFORGE_CHECK_MEMORY"

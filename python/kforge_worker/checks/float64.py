@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..compare import CHUNK
 from .budget import Budget, float64_model_bytes, nbytes, tensors_in, widened_bytes
 
 # A sampled window covers at least this many output elements (or the whole batch): the statistical power of
@@ -42,7 +43,7 @@ MIN_SAMPLE_ELEMENTS = 1 << 16
 SAMPLE_ELEMENTS = 1 << 18
 # Rows of this many elements are compared in float64 a chunk at a time (a float64 copy of a whole output, and the
 # temporaries of the comparison, would be the largest allocation of the check).
-_CHUNK_ELEMENTS = 1 << 24
+_CHUNK_ELEMENTS = CHUNK
 # How far the reference's output on a window may be from the same rows of its output on the whole batch and
 # still count as the same computation: another batch size may pick another kernel (another summation order,
 # TF32 or not), which rounds differently by about the dtype's precision floor; batch dependence (batch

@@ -104,19 +104,18 @@ def _layout_differences(out: Any, ref_out: Any) -> list[str]:
 def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
     """output_type, output_aliasing, input_mutation, degenerate_output on one fresh input set.
 
-    Each copy of the inputs is dropped as soon as its comparison is made: at most three sets are alive at once
-    (the fresh set, the candidate's, and the one the candidate's second call takes), where six were, which on a
-    problem with 6 GB of inputs ran the GPU out of memory beside the reference process."""
+    The fresh set is never handed to either model: each gets a clone, and the set itself is what a call's inputs
+    are compared with afterwards (no pristine copy of its own). Each copy is dropped as soon as its comparison is
+    made, the reference's output and the candidate's inputs before the later calls of the ring: beyond the call in
+    flight the check holds one input set and one output (issue 17: a problem's checks within 2.5x its own)."""
     inputs = ctx.make_inputs(ctx.seed())
     ref_in = clone_inputs(inputs)
-    before_ref = clone_inputs(ref_in)
     ref_out = run(ctx.ref, ref_in)
-    ref_mutates = not all(_same_bits(a, b) for a, b in zip(ref_in, before_ref) if isinstance(a, torch.Tensor))
+    ref_mutates = not all(_same_bits(a, b) for a, b in zip(ref_in, inputs) if isinstance(a, torch.Tensor))
     ref_alias_inputs = any(_overlaps(_storage_span(r), _storage_span(x)) for r in tensors(ref_out)
                            for x in ref_in if isinstance(x, torch.Tensor))
-    del ref_in, before_ref
+    del ref_in
     cand_in = clone_inputs(inputs)
-    pristine = clone_inputs(cand_in)
     layout = [(x.data_ptr(), tuple(x.shape), x.stride(), x.dtype) if isinstance(x, torch.Tensor) else None
               for x in cand_in]
     out = run(ctx.cand, cand_in)
@@ -147,9 +146,9 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
         results.append(passed("output_type", f"{len(tensors(out))} plain torch.Tensor output(s)"))
 
     # input_mutation (reported after output_aliasing): the candidate's inputs are bitwise unchanged (unless the
-    # reference mutates its own). Decided now, so that the pristine copy is gone before the second call.
+    # reference mutates its own), compared with the fresh set neither model was given.
     changed = []
-    for j, (x, before, lay) in enumerate(zip(cand_in, pristine, layout)):
+    for j, (x, before, lay) in enumerate(zip(cand_in, inputs, layout)):
         if not isinstance(x, torch.Tensor):
             continue
         now = (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype)
@@ -158,7 +157,6 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
         elif not _same_bits(x, before):
             n = int((x != before).sum())
             changed.append(f"input {j}: {n}/{x.numel()} elements overwritten")
-    del pristine
     if changed and not ref_mutates:
         mutation = failed("input_mutation", "; ".join(changed))
     elif changed:
@@ -180,30 +178,33 @@ def check_output_contract(ctx: VerifyContext) -> list[CheckResult]:
         for r in tensors(ref_out):
             if _overlaps(span, _storage_span(r)):
                 problems.append(f"output {i} is the reference's own output")
+    degenerate = _degenerate(out, ref_out, cand_in, ctx)
+    del cand_in, ref_out, out
     # Later calls must not hand back storage an earlier result (still alive) holds. Several calls, all kept:
     # a ring of kept buffers rotated call by call hands back the first one only on its n-th call.
-    problems += _reused_storage(ctx, inputs, outs, ref_out)
+    problems += _reused_storage(ctx, inputs, outs)
     if problems:
         results.append(failed("output_aliasing", "; ".join(sorted(set(problems)))))
     else:
         results.append(passed("output_aliasing", "outputs own their storage (no input, parameter, buffer, "
                                                  "reference-output or cross-call aliasing)"))
     results.append(mutation)
-    results.append(_degenerate(out, ref_out, cand_in, ctx))
+    results.append(degenerate)
     return results
 
 
 RING_CALLS = 4  # later calls whose outputs are kept alive together (a ring of up to this many buffers is seen)
 
 
-def _reused_storage(ctx: VerifyContext, inputs: Inputs, outs: list[torch.Tensor], ref_out: Any) -> list[str]:
+def _reused_storage(ctx: VerifyContext, inputs: Inputs, outs: list[torch.Tensor]) -> list[str]:
     """Findings for outputs of later calls that share storage with an earlier call's output, all held alive;
-    as many later calls as the check budget lets it hold (at least one)."""
+    as many later calls as the check budget lets it hold beside the input set and the first output (at least one)."""
     from .budget import Budget, nbytes
 
-    out_bytes = nbytes(outs)
-    budget = Budget.for_problem(ctx.device, inputs, ref_out)
-    calls = max(1, min(RING_CALLS, budget.allowance // max(out_bytes, 1) - 1))
+    out_bytes = max(nbytes(outs), 1)
+    budget = Budget.for_problem(ctx.device, inputs, outs)
+    room = budget.allowance - nbytes(inputs) - out_bytes
+    calls = max(1, min(RING_CALLS, room // out_bytes))
     held: list[list[torch.Tensor]] = [outs]
     found: list[str] = []
     for call in range(1, calls + 1):

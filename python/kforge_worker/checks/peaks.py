@@ -19,11 +19,11 @@ def _reset_host() -> bool:
         return False
 
 
-def _host_peak() -> int | None:
+def _status_bytes(field: str) -> int | None:
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmHWM:"):
+                if line.startswith(field):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
@@ -37,10 +37,12 @@ class GroupPeak:
         self.cuda = device.type == "cuda" and torch.cuda.is_available()
         self.host: int | None = None
         self.device: int | None = None
+        self.host_start: int | None = None  # the resident set at the start: host - host_start is the group's own
         self._host_reset = False
 
     def __enter__(self) -> GroupPeak:
         self._host_reset = _reset_host()
+        self.host_start = _status_bytes("VmRSS:") if self._host_reset else None
         if self.cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -48,7 +50,7 @@ class GroupPeak:
 
     def __exit__(self, *exc: Any) -> None:
         if self._host_reset:
-            self.host = _host_peak()
+            self.host = _status_bytes("VmHWM:")
         if self.cuda:
             try:
                 torch.cuda.synchronize()

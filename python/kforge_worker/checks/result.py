@@ -24,6 +24,7 @@ class CheckResult:
     seconds: float | None = None  # wall time of the check group that produced it
     peak_host_bytes: int | None = None  # the most host memory the worker held while that group ran (peaks.py)
     peak_device_bytes: int | None = None  # ... and device memory (the CUDA allocator's reserved peak)
+    start_host_bytes: int | None = None  # the worker's resident set when that group started
 
     def to_json(self) -> dict:
         found = {
@@ -38,6 +39,8 @@ class CheckResult:
             found["peakHostBytes"] = self.peak_host_bytes
         if self.peak_device_bytes is not None:
             found["peakDeviceBytes"] = self.peak_device_bytes
+        if self.start_host_bytes is not None:
+            found["startHostBytes"] = self.start_host_bytes
         return found
 
 

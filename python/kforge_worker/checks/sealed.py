@@ -21,7 +21,9 @@ from typing import Any
 
 import torch
 
-_CHUNK = 1 << 24  # int64 temporaries of 128 MB at most
+from ..compare import CHUNK
+
+_CHUNK = CHUNK  # int64 temporaries of 8 MB at most
 _KEY = (int.from_bytes(os.urandom(4), "little") | 1, int.from_bytes(os.urandom(4), "little"))
 _INTEGER_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -84,7 +86,9 @@ def take_broken() -> list[str]:
     return found
 
 
-def _checksum(t: torch.Tensor) -> int | None:
+def _checksum(t: torch.Tensor, offset: int = 0) -> int | None:
+    """``offset``: where ``t``'s first element sits in a larger flat tensor checksummed a part at a time (the parts'
+    checksums then add up to the whole's, modulo 2**64)."""
     try:
         flat = t.detach().reshape(-1)
         view = _INTEGER_VIEW.get(flat.element_size())
@@ -97,7 +101,8 @@ def _checksum(t: torch.Tensor) -> int | None:
         total = torch.zeros((), dtype=torch.int64, device=bits.device)  # int64 arithmetic wraps: a hash, not a sum
         for start in range(0, bits.numel(), _CHUNK):
             chunk = bits[start:start + _CHUNK].to(torch.int64)
-            index = torch.arange(start, start + chunk.numel(), device=chunk.device, dtype=torch.int64)
+            index = torch.arange(offset + start, offset + start + chunk.numel(), device=chunk.device,
+                                 dtype=torch.int64)
             total += (chunk * (index * _KEY[0] + _KEY[1])).sum()
         return int(total)
     except Exception:  # noqa: BLE001 — an output that cannot be read this way is not sealed

@@ -243,6 +243,7 @@ class Verifier:
                 if item is not None:
                     item.seconds = elapsed
                     item.peak_host_bytes, item.peak_device_bytes = peak.host, peak.device
+                    item.start_host_bytes = peak.host_start
                     self.checks.append(item)
             # The fingerprint after every group: a patch made for one group and undone before the next
             # snapshot has a window of one group, not the whole stage.
