@@ -83,6 +83,9 @@ class Judge:
         self.failures: list[str] = []
         self.mode = "process"
         self.why: str | None = None
+        self.marks: Any = None  # clock_marks.Reader: kernel-stamped marks around each timed candidate call
+        self.windows: list[float] = []
+        self.marked_ms: list[float] = []
         self.ended = False
         self._cuda: dict[tuple[str, int], Any] = {}
         # At once, before this process imports torch or the problem (the worker imports torch, then the candidate,
@@ -109,6 +112,14 @@ class Judge:
         if self.mode == "process":
             self.mode, self.why = "in_worker", why
             self.record("declined", why=why)
+
+    def clock_marks(self, fd: int) -> None:
+        from .clock_marks import Reader
+
+        try:
+            self.marks = Reader(fd)
+        except OSError:
+            self.marks = None
 
     def fail(self, what: str) -> None:
         if len(self.failures) < 20:
@@ -253,6 +264,15 @@ class Judge:
             self.fail(f"pair {pair}: the candidate's time handed over is not a duration ({str(ms)[:40]})")
             return
         self.cand_ms.append(float(ms))
+        if self.marks is not None:
+            from .clock_marks import window_ms
+
+            window, why = window_ms(self.marks.drain())
+            if why is not None:
+                self.fail(f"pair {pair}: {why}")
+            elif window is not None:
+                self.windows.append(window)
+                self.marked_ms.append(float(ms))
 
     # -- the end -------------------------------------------------------------------------------
     def end(self, last_findings: Callable[[], list[str]] | None = None) -> None:
@@ -270,6 +290,12 @@ class Judge:
         lingering = order_effect(self.timed_ms, self.after_candidate)
         if lingering is not None:
             self.fail(lingering)
+        if self.marks is not None:
+            from .clock_marks import clock_finding
+
+            slow = clock_finding(self.windows, self.marked_ms)
+            if slow is not None:
+                self.fail(slow)
         median = cand_median = speedup = None
         if self.timed_ms:
             from .stats import speedup as timing_speedup

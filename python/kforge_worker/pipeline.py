@@ -250,6 +250,7 @@ class EvalContext:
     checks: ModuleType | None = None  # kforge_worker.checks, when present and enabled
     reference: Any = None  # reference_process.ReferenceProcess: the clean reference, when it runs on its own
     reference_start_error: str | None = None  # why the reference process could not be spawned
+    memory_before: dict[str, Any] | None = None  # memory_capacity.snapshot() before the candidate exists
     reference_noise: float | None = None  # compare.py's allowance as the trials measured it (guarded)
     # Per output, the relative L2 distance from the reference a timed output of get_inputs() values may have
     # (compare.timed_precision_bound, from the reference's own error vs float64 in the trials); absent: no bound.
@@ -326,6 +327,9 @@ class EvalContext:
         if call is not None:
             return StageFailure("compile_error", self.recorder.reason_for(call))
         if _out_of_memory(exc):
+            constrained = self.memory_constrained(exc)
+            if constrained is not None:
+                return constrained
             from .checks.budget import out_of_memory_not_the_candidates
 
             why = out_of_memory_not_the_candidates(self.forward_peaks)
@@ -339,12 +343,27 @@ class EvalContext:
         process, which never imports the candidate, ran the same code: then the candidate's import broke
         this process (descriptors written over, the CUDA context damaged). Running out of memory stays the
         problem's (a problem that does not fit the machine)."""
+        if verdict == "problem_error" and _out_of_memory(exc):
+            constrained = self.memory_constrained(exc)
+            if constrained is not None:
+                return constrained
         if (verdict == "problem_error" and self.candidate is not None and self.reference is not None
                 and not _out_of_memory(exc) and self._reference_started()):
             return StageFailure("runtime_error", f"the problem's {what} failed in the candidate's process after "
                                                  "the candidate was imported, while the clean reference process "
                                                  f"ran it: {summarize_exception(exc)}")
         return StageFailure(verdict, f"problem {what}: {summarize_exception(exc)}")
+
+    def memory_constrained(self, exc: BaseException) -> StageFailure | None:
+        """Out of memory after the candidate shrank what this process may use (memory_capacity.py): cheating, not
+        the problem's size; None otherwise."""
+        from .memory_capacity import finding
+
+        check = finding(self, exc)
+        if check is None:
+            return None
+        self.result["checks"] = [c for c in self.result["checks"] if c.get("name") != check["name"]] + [check]
+        return StageFailure("cheating", f"memory_capacity: {check['evidence']}")
 
     def _reference_started(self) -> bool:
         """Whether the reference process loaded the problem and built Model (waiting for it if needed)."""
@@ -1078,6 +1097,7 @@ def time_models(ctx: EvalContext) -> None:
 
     measured = clock_for(ctx.device)
     cand_ms: dict[str, float] = {}
+    mark = getattr(ctx.reference, "mark", None) if ctx.reference is not None else None
 
     class HandedClock:
         """The candidate's clock; each timed call's time is kept for the judge's hand-over after the pair, with no
@@ -1088,7 +1108,12 @@ def time_models(ctx: EvalContext) -> None:
         flush_bytes = measured.flush_bytes
 
         def time_ms(self, fn: Callable[[], Any]) -> float:
-            ms = measured.time_ms(fn)
+            if mark is not None:  # kernel-stamped marks around the call, for the judge (clock_marks.py)
+                mark(b"s")
+                ms = measured.time_ms(fn)
+                mark(b"e")
+            else:
+                ms = measured.time_ms(fn)
             cand_ms["last"] = ms
             if idle.deferred is None:  # code set to run later must still be installed when the call returns
                 left = hook_change(hooks_before)
@@ -1129,14 +1154,15 @@ def time_models(ctx: EvalContext) -> None:
     ref_aliases, sampler.reference_overlaps = _reference_aliases_inputs(ctx)
     inputs_kept = None if _reference_writes_inputs(ctx) else getattr(pool, "inputs_written", None)
 
-    def ref_fn() -> None:
+    def ref_fn() -> Any:
         side["now"] = "Model"
         same_stream()
         if remote is not None:
             remote.call(timed=False)
             outputs["Model"] = remote.last_outputs  # fetched from the reference process only when sampled
-        else:
-            outputs["Model"] = ctx.ref_model(*pool.ref_inputs())
+            return None
+        outputs["Model"] = ctx.ref_model(*pool.ref_inputs())
+        return outputs["Model"]  # the CPU clock reads a byte of each of its pages before it stops (timing.page_reader)
 
     class RemoteClock:
         """The reference's calls, timed by the reference process's own clock (the same kind as ours)."""
@@ -1157,12 +1183,13 @@ def time_models(ctx: EvalContext) -> None:
             side["now"] = "inputs"
             remote.take_inputs()
 
-    def cand_fn() -> None:
+    def cand_fn() -> Any:
         side["now"] = "ModelNew"
         same_stream()
         outputs["ModelNew"] = ctx.new_model(*pool.cand_inputs())
         if frame_hook.take is not None and frame_hook.take(None) is not None:
             frame_hook.left.append("ModelNew.forward (timed)")
+        return outputs["ModelNew"]  # the CPU clock reads a byte of each of its pages before it stops
 
     def between(pair: int, more: bool) -> None:
         # Outside every timed region: the previous pair's outputs (maybe) checked, then fresh inputs.
@@ -1473,6 +1500,9 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
     # import's and the timing's checks can see them (interference.children_change) and the end of the run can end
     # them (nothing the candidate starts serves a later run from outside its process).
     ctx.adopting = adopt_orphans()
+    from .memory_capacity import snapshot as memory_snapshot
+
+    ctx.memory_before = memory_snapshot()  # what this process may use before the candidate exists
     children_before: set[int] | None = set(foreign_children(set(), zombies=True))
     ctx.children_before = set(children_before)
     try:
@@ -1531,7 +1561,10 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
                 or failure.verdict == "import_error"):  # an import that raised: a refused walk, say
             _checks_after_failure(ctx, failure)
     except BaseException as exc:  # noqa: BLE001 — a worker bug still yields a result line
-        if _out_of_memory(exc):
+        constrained = ctx.memory_constrained(exc) if _out_of_memory(exc) else None
+        if constrained is not None:  # the candidate shrank what this process may use: not the problem's size
+            result["verdict"], result["reason"] = constrained.verdict, constrained.reason
+        elif _out_of_memory(exc):
             # kforge's own work on the problem's tensors (copies of its inputs, comparisons) ran out of memory:
             # the problem does not fit this machine; neither the candidate's failure nor a kforge bug.
             result["verdict"] = "problem_error"

@@ -523,8 +523,9 @@ class _Reference:
     def call(self, req: dict[str, Any]) -> dict[str, Any]:
         inputs = self.pool.ref_inputs()
 
-        def run() -> None:
+        def run() -> Any:
             self.last = self.model(*inputs)
+            return self.last  # the CPU clock reads a byte of each output page before it stops, as the worker's
 
         with self.torch.no_grad():
             if req.get("timed"):
@@ -696,6 +697,8 @@ def serve() -> int:
         with contextlib.suppress(OSError):
             os.set_inheritable(spec["judgeFd"], False)  # nothing this process starts gets it
         judge = Judge(spec["judgeFd"], directory)
+        if isinstance(spec.get("marksFd"), int):
+            judge.clock_marks(spec["marksFd"])
         from .import_seal import report_to
 
         report_to(judge.fail)  # code written while the candidate could run, refused: the judgement fails
@@ -803,15 +806,28 @@ class ReferenceProcess:
         # torch.compile in the problem (a helper compiled by inductor) loads its compiled code by path, outside the
         # import system the seal vets: this process compiles into a directory of its own, never one the candidate's
         # process was pointed at (compiler_cache.py; runtime_audit names a candidate's path into it).
-        from . import compiler_cache
+        from . import clock_marks, compiler_cache
 
         self.compiler_dir: str | None = compiler_cache.make_directory()
         env.update(compiler_cache.environment(self.compiler_dir))
-        self.proc = subprocess.Popen(
-            [python, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=None, env=env, text=True, bufsize=1, close_fds=True,
-            pass_fds=(judge_fd,) if self.judging else (),
-        )
+        # Marks around each of the candidate's timed calls, stamped by the kernel (clock_marks.py): the judge holds
+        # the candidate's times to a clock no code in this process can reach. CPU only (a GPU call's event time is
+        # not its host window).
+        self.marks, child_marks = clock_marks.pair() if self.judging and spec.get("device") == "cpu" else (None, None)
+        self.mark = clock_marks.sender(self.marks)  # bound now, before the candidate exists
+        if child_marks is not None:
+            spec = {**spec, "marksFd": child_marks.fileno()}
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-c", _BOOT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=None, env=env, text=True, bufsize=1, close_fds=True,
+                pass_fds=tuple(fd for fd in (judge_fd if self.judging else None,
+                                             child_marks.fileno() if child_marks is not None else None)
+                               if fd is not None),
+            )
+        finally:
+            if child_marks is not None:
+                child_marks.close()
         self.importer = Importer()
         self.handover: Exporter | None = None  # the candidate's outputs, handed to the judge (judge_trial, commit)
         self.sequence = 0
@@ -997,6 +1013,9 @@ class ReferenceProcess:
 
             compiler_cache.remove(self.compiler_dir)
             self.compiler_dir = None
+        if self.marks is not None:
+            self.marks.close()
+            self.marks = None
 
 
 class RemoteTiming:
