@@ -12,6 +12,10 @@ the address space it has reserved (mappings a process reserves cost no memory: 1
 leaves no room for any later mapping), and how many mappings it holds against the system's cap (each mmap past the
 cap fails). Any of these moved against the process since the candidate was imported means the failure says nothing
 about the problem's size. An honest candidate changes none of them.
+
+The clean reference process is the worker's child, so the candidate's native code may lower that process's limits
+from outside (prlimit(2): `adv_ref_rlimit_launder`, problem_error for a wrong GELU); its soft limits are read from
+/proc/<pid>/limits when it is spawned and again when the problem's code fails there (reference_finding).
 """
 
 from __future__ import annotations
@@ -66,6 +70,42 @@ def snapshot() -> dict[str, Any]:
     return {"limits": limits, "vm": _vm_size()}
 
 
+_PROC_NAMES = {"Max address space": "RLIMIT_AS", "Max data size": "RLIMIT_DATA", "Max resident set": "RLIMIT_RSS",
+               "Max locked memory": "RLIMIT_MEMLOCK", "Max stack size": "RLIMIT_STACK"}
+
+
+def limits_of(pid: int) -> dict[str, int] | None:
+    """Another process's soft memory limits, read from /proc/<pid>/limits (what prlimit(2) from outside changes), or
+    None where unreadable."""
+    infinity = _resource.RLIM_INFINITY if _resource is not None else -1
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    out: dict[str, int] = {}
+    for line in lines:
+        for label, name in _PROC_NAMES.items():
+            if line.startswith(label):
+                soft = line[len(label):].split()[0]
+                out[name] = infinity if soft == "unlimited" else int(soft)
+    return out
+
+
+def limits_lowered(before: dict[str, int] | None, now: dict[str, int] | None, whose: str) -> str | None:
+    """The first soft memory limit lowered from ``before`` to ``now``, said of ``whose`` process, or None."""
+    if not before or not now:
+        return None
+    infinity = _resource.RLIM_INFINITY if _resource is not None else -1
+    for name, old in before.items():
+        new = now.get(name)
+        if new is None or new == old:
+            continue
+        if old == infinity or (new != infinity and new < old):
+            return f"{name} of {whose} was lowered from {_show(old)} to {_show(new)} after the candidate was imported"
+    return None
+
+
 def _show(value: int) -> str:
     if _resource is not None and value == _resource.RLIM_INFINITY:
         return "unlimited"
@@ -77,14 +117,9 @@ def shrunk(before: dict[str, Any] | None) -> str | None:
     if not before:
         return None
     now = snapshot()
-    infinity = _resource.RLIM_INFINITY if _resource is not None else -1
-    for name, old in (before.get("limits") or {}).items():
-        new = now["limits"].get(name)
-        if new is None or new == old:
-            continue
-        if old == infinity or (new != infinity and new < old):
-            return (f"{name} of the candidate's process was lowered from {_show(old)} to {_show(new)} after the "
-                    "candidate was imported")
+    lowered = limits_lowered(before.get("limits"), now["limits"], "the candidate's process")
+    if lowered is not None:
+        return lowered
     vm_before, vm_now = before.get("vm"), now.get("vm")
     if vm_before is not None and vm_now is not None and vm_now - vm_before > RESERVED_BYTES:
         return (f"the candidate's process reserved {(vm_now - vm_before) / (1 << 40):.1f} TiB of address space after "
@@ -93,6 +128,21 @@ def shrunk(before: dict[str, Any] | None) -> str | None:
     if count is not None and cap and count >= MAP_SHARE * cap:
         return f"the candidate's process holds {count} memory mappings, near the system's cap of {cap}"
     return None
+
+
+def reference_finding(ctx: Any) -> dict[str, Any] | None:
+    """The check record for the problem's failure in the clean reference process after the candidate lowered that
+    process's memory limits from outside (prlimit(2) on its child), else None."""
+    reference = getattr(ctx, "reference", None)
+    if getattr(ctx, "candidate", None) is None or reference is None:
+        return None
+    lowered = limits_lowered(getattr(reference, "memory_limits", None), limits_of(reference.proc.pid),
+                             "the clean reference process")
+    if lowered is None:
+        return None
+    evidence = (f"the problem's code failed in the clean reference process after {lowered}: the failure says nothing "
+                "about the problem (a problem_error would excuse the candidate)")
+    return {"name": "memory_capacity", "outcome": "fail", "failVerdict": "cheating", "evidence": evidence}
 
 
 def finding(ctx: Any, exc: BaseException) -> dict[str, Any] | None:

@@ -858,7 +858,7 @@ def _judge(ctx: EvalContext, fn: Callable[[], None]) -> None:
     try:
         fn()
     except BaseException as exc:  # noqa: BLE001
-        _raise_if_remote(exc)
+        _raise_if_remote(exc, ctx)
         raise
 
 
@@ -965,7 +965,7 @@ def _remote_trial(ctx: EvalContext, seed: int, probe: bool = False) -> tuple[lis
             _float64_here(ctx)
         return None
     except BaseException as exc:  # noqa: BLE001
-        _raise_if_remote(exc)
+        _raise_if_remote(exc, ctx)
         raise
 
 
@@ -1232,7 +1232,7 @@ def time_models(ctx: EvalContext) -> None:
             raise ctx.candidate_failure("ModelNew.forward during timing", failure) from None
         raise
     except BaseException as exc:  # noqa: BLE001 — attributed to whichever side was running
-        _raise_if_remote(exc)
+        _raise_if_remote(exc, ctx)
         if side["now"] == "Model":
             raise ctx.reference_failure("Model.forward during timing", exc) from None
         if side["now"] == "inputs":
@@ -1372,7 +1372,7 @@ def _reference_ready(ctx: EvalContext) -> None:
     try:
         ctx.reference.info  # noqa: B018
     except BaseException as exc:  # noqa: BLE001
-        _raise_if_remote(exc)
+        _raise_if_remote(exc, ctx)
         raise
 
 
@@ -1382,14 +1382,22 @@ def _remote_timing(ctx: EvalContext) -> Any:
     try:
         return RemoteTiming(ctx.reference, vary=call_checks(ctx, "timed_variant"))
     except BaseException as exc:  # noqa: BLE001
-        _raise_if_remote(exc)
+        _raise_if_remote(exc, ctx)
         raise
 
 
-def _raise_if_remote(exc: BaseException) -> None:
-    """A failure reported by the reference process: the problem's (problem_error) or the harness's."""
+def _raise_if_remote(exc: BaseException, ctx: EvalContext | None = None) -> None:
+    """A failure reported by the reference process: the problem's (problem_error) or the harness's — unless the
+    candidate lowered that process's memory limits from outside (memory_capacity.reference_finding): cheating."""
     from .reference_process import ProblemFailure, ReferenceProcessError
 
+    if isinstance(exc, ProblemFailure) and ctx is not None:
+        from .memory_capacity import reference_finding
+
+        check = reference_finding(ctx)
+        if check is not None:
+            ctx.result["checks"] = [c for c in ctx.result["checks"] if c.get("name") != check["name"]] + [check]
+            raise StageFailure("cheating", f"memory_capacity: {check['evidence']}") from None
     if isinstance(exc, ProblemFailure):
         raise StageFailure("problem_error", f"problem {exc.what}: {exc.reason} (in the reference process)") from None
     if isinstance(exc, ReferenceProcessError):

@@ -836,6 +836,9 @@ class ReferenceProcess:
 
         self.scheduling = scheduling(self.proc.pid).get(self.proc.pid)
         self.cgroup = cgroup(self.proc.pid)
+        from .memory_capacity import limits_of
+
+        self.memory_limits = limits_of(self.proc.pid)  # lowered from outside later: memory_capacity.reference_finding
         # The spec is written now, before the candidate is imported; its reply (the problem loaded, Model
         # built) is read when the reference is first needed, so the child's start overlaps the candidate's
         # import and build instead of delaying them.

@@ -130,3 +130,22 @@ def test_an_out_of_memory_without_a_shrunk_capacity_stays_the_problems():
     assert finding(Ctx(), MemoryError()) is None
     Ctx.candidate = None
     assert finding(Ctx(), MemoryError()) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prlimit")
+def test_another_processs_memory_limit_lowered_from_outside_is_read_from_proc():
+    import resource
+
+    from kforge_worker.memory_capacity import limits_lowered, limits_of
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        before = limits_of(child.pid)
+        assert before is not None and "RLIMIT_AS" in before
+        assert limits_lowered(before, limits_of(child.pid), "the child") is None
+        resource.prlimit(child.pid, resource.RLIMIT_AS, (1 << 34, resource.getrlimit(resource.RLIMIT_AS)[1]))
+        lowered = limits_lowered(before, limits_of(child.pid), "the child")
+        assert lowered is not None and "RLIMIT_AS of the child" in lowered
+    finally:
+        child.kill()
+        child.wait()
