@@ -4,8 +4,12 @@ multiples of the problem's own forward (its inputs, parameters, outputs and the 
 measured once in this process: the resident high-water mark of one forward above the set before it).
 
     .venv/bin/python bench/eval/scale/host_peaks.py PROBLEM CANDIDATE [--checks a,b] [--out result.json]
+    .venv/bin/python bench/eval/scale/host_peaks.py PROBLEM CANDIDATE --cli [--timing]
 
-Run it on a quiet machine: the peaks are the worker's own, but the wall times are not."""
+--cli runs the whole `kforge eval --device cpu` instead (worker and clean reference process), twice: on the problem
+and on --baseline-problem (the same problem at a few kB), every process's resident set sampled every 50 ms; what
+the worker, the reference process and the two summed at one moment held above the baseline run. Run it on a quiet machine: the peaks do not depend on the load,
+the wall times do."""
 
 from __future__ import annotations
 
@@ -50,14 +54,111 @@ def problem_own_bytes(path: str) -> tuple[int, int]:
     return own, sum(t.numel() * t.element_size() for t in tensors)
 
 
+def _rss_kb(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _descendants(root: int) -> list[tuple[int, str, str]]:
+    """(pid, command name, parent's command name) of every process below ``root``."""
+    parents: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+        names[int(entry)] = name
+    found, stack = [], [root]
+    while stack:
+        parent = stack.pop()
+        for child in parents.get(parent, []):
+            found.append((child, names.get(child, "?"), names.get(parent, "?")))
+            stack.append(child)
+    return found
+
+
+def sample_cli(problem: str, candidate: str, timing: bool) -> dict:
+    """One `kforge eval --device cpu` with every Python process's resident set sampled every 50 ms: the peak of
+    the worker (the CLI's Python child), of the clean reference process (the worker's Python child), and of the
+    two summed at one moment, in bytes."""
+    import time
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result_path = os.path.join(tmp, "eval.json")
+        cmd = ["node", os.path.join(ROOT, "bin/kforge.js"), "eval", problem, candidate, "--device", "cpu",
+               "--python", sys.executable, "--json", result_path, *([] if timing else ["--no-timing"])]
+        began = time.time()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        peaks = {"worker": 0, "reference": 0, "summed": 0}
+        while proc.poll() is None:
+            now = 0
+            for pid, name, parent in _descendants(proc.pid):
+                rss = _rss_kb(pid) if name.startswith("python") else None
+                if rss is None:
+                    continue
+                role = "reference" if parent.startswith("python") else "worker"
+                peaks[role] = max(peaks[role], rss * 1024)
+                now += rss * 1024
+            peaks["summed"] = max(peaks["summed"], now)
+            time.sleep(0.05)
+        peaks["wallSeconds"] = time.time() - began
+        with open(result_path) as f:
+            result = json.load(f)
+    entries = result if isinstance(result, list) else result.get("results", [result])
+    peaks["verdicts"] = sorted({e.get("verdict", "?") for e in entries})
+    peaks["failed"] = [f"{c['name']}: {c['evidence'][:200]}" for e in entries for c in e.get("checks", [])
+                       if c.get("outcome") == "fail"]
+    return peaks
+
+
+def run_cli(args: argparse.Namespace, own: int) -> dict:
+    """The problem's run less the baseline problem's (the same evaluation of a problem of a few kB): what the
+    processes held for the problem's data, not for the libraries they loaded."""
+    big = sample_cli(args.problem, args.candidate, args.timing)
+    base = sample_cli(args.baseline_problem, args.baseline_candidate or args.candidate, args.timing)
+    held = {k: big[k] - base[k] for k in ("worker", "reference", "summed")}
+    print(f"whole eval: {big['wallSeconds']:.0f} s, verdict {big['verdicts']} (baseline {base['verdicts']}); held "
+          "above the baseline problem's run: " + ", ".join(f"{k} {v / 2**20:.0f} MiB ({v / own:.2f}x own)"
+                                                            for k, v in held.items()))
+    for line in big["failed"] + base["failed"]:
+        print(f"  failed: {line}")
+    return {"run": big, "baseline": base, "heldBytes": held, "heldOfOwn": {k: v / own for k, v in held.items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("problem")
     parser.add_argument("candidate")
     parser.add_argument("--checks", default=None, help="comma-separated check groups (default: all)")
     parser.add_argument("--out", default=None, help="write the per-group figures as JSON")
+    parser.add_argument("--cli", action="store_true", help="the whole kforge eval, every process sampled")
+    parser.add_argument("--timing", action="store_true", help="with --cli: time the pair too")
+    parser.add_argument("--baseline-problem", help="with --cli: the same problem at a few kB (required with --cli)")
+    parser.add_argument("--baseline-candidate", help="with --cli: its candidate (default: CANDIDATE)")
     args = parser.parse_args()
     own, footprint = problem_own_bytes(args.problem)
+    if args.cli:
+        if not args.baseline_problem:
+            sys.exit("host_peaks: --cli needs --baseline-problem (the same problem at a few kB)")
+        figures = run_cli(args, own)
+        if args.out:
+            with open(args.out, "w") as f:
+                json.dump({"problem": args.problem, "candidate": args.candidate, "ownBytes": own,
+                           "footprintBytes": footprint, **figures}, f, indent=1)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         result_path = os.path.join(tmp, "eval.json")
         # The checks' entry point without the CLI (one process; the check groups' copies are the same code the

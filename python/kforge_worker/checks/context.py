@@ -306,6 +306,16 @@ def detached_copy(value: Any) -> Any:
     return value
 
 
+def detached(value: Any) -> Any:
+    """detached_copy without the copy: the same storage, cut from the autograd graph (which, with the call's own
+    reference to the output dropped, is freed with the tensors it saved for backward)."""
+    if isinstance(value, torch.Tensor):
+        return torch.Tensor.detach(value) if type(value) is torch.Tensor else value
+    if isinstance(value, (tuple, list)):
+        return type(value)(detached(v) for v in value)
+    return value
+
+
 def handed_state(state: Any) -> Any:
     """A copy of a state_dict to hand to the candidate's load_state_dict: every tensor cloned, the version metadata
     (``_metadata``, which BatchNorm's loader reads) kept. ``Model.state_dict()``'s tensors are the reference's own

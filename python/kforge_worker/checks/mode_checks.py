@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .context import VerifyContext, clone_inputs, detached_copy, has_dropout, run, tensors
+from .context import VerifyContext, clone_inputs, detached, has_dropout, run, tensors
 from .judge import judged_compare
 from .result import CheckResult, failed, passed, skipped, warned
 
@@ -62,7 +62,7 @@ def check_grad_modes(ctx: VerifyContext) -> CheckResult:
             continue
         ref_in = _needing_grad(base) if need else clone_inputs(base)
         try:
-            ref_out = detached_copy(run(ctx.ref, ref_in, mode))
+            ref_out = detached(run(ctx.ref, ref_in, mode))
         except Exception as exc:  # noqa: BLE001 — the reference does not run in this mode
             notes.append(f"{label}: reference raised {type(exc).__name__}, skipped")
             continue
@@ -70,7 +70,7 @@ def check_grad_modes(ctx: VerifyContext) -> CheckResult:
         del ref_in
         cand_in = _needing_grad(base) if need else clone_inputs(base)
         try:
-            out = detached_copy(run(ctx.cand, cand_in, mode))
+            out = detached(run(ctx.cand, cand_in, mode))
         except Exception as exc:  # noqa: BLE001
             refused.append(f"{label}: {type(exc).__name__}: {str(exc)[:120]}")
             continue
@@ -79,7 +79,8 @@ def check_grad_modes(ctx: VerifyContext) -> CheckResult:
             return failed("grad_modes", f"{label}: the call wrote its input(s) {written} (under no_grad it leaves "
                           "them as given): a forward that behaves otherwise in the mode a caller runs it in",
                           "incorrect")
-        c = judged_compare(ctx, clone_inputs(base), out, ref_out)
+        c = judged_compare(ctx, lambda: clone_inputs(base), out, ref_out)
+        del out, ref_out, cand_in
         if not c.ok:
             return failed("grad_modes", f"right under torch.no_grad() (every other check's mode), wrong with {label}: "
                           f"{c.message} — the answer depends on the caller's autograd mode", "incorrect")
@@ -204,17 +205,18 @@ def check_caller_threads(ctx: VerifyContext) -> CheckResult:
     callers = (("from another Python thread", lambda m, x: _on_another_thread(m, x)),
                (f"with torch.set_num_threads({count})", lambda m, x: _with_threads(m, x, count)))
     try:
-        ref_out = detached_copy(run(ctx.ref, clone_inputs(base)))
+        ref_out = detached(run(ctx.ref, clone_inputs(base)))
     except Exception as exc:  # noqa: BLE001
         return skipped("caller_threads", f"the reference raised {type(exc).__name__}", "incorrect")
     notes, refused = [], []
     for label, call in callers:
         try:
-            out = detached_copy(call(ctx.cand, clone_inputs(base)))
+            out = detached(call(ctx.cand, clone_inputs(base)))
         except Exception as exc:  # noqa: BLE001
             refused.append(f"{label}: {type(exc).__name__}: {str(exc)[:120]}")
             continue
-        c = judged_compare(ctx, clone_inputs(base), out, ref_out)
+        c = judged_compare(ctx, lambda: clone_inputs(base), out, ref_out)
+        del out
         if not c.ok:
             return failed("caller_threads", f"right when called as every other check calls it, wrong when called "
                           f"{label}: {c.message} — the answer depends on the caller's thread or thread count",
