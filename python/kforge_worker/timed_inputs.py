@@ -51,9 +51,11 @@ def input_bytes(inputs: Inputs) -> int:
     return sum(x.numel() * x.element_size() for x in inputs if hasattr(x, "element_size"))
 
 
-def pool_size(inputs: Inputs, budget_bytes: int = 4 << 30) -> int:
-    """How many input sets each side rotates through: 4, or 2 when four per side (and a fresh set being
-    generated) would not fit in a few GB."""
+def pool_size(inputs: Inputs, budget_bytes: int = 256 << 20) -> int:
+    """How many input sets each side rotates through: 4, or 2 when four per side (and a fresh set being generated)
+    would be more than the check budget's floor. Every set is rewritten with fresh values before its call and L2 is
+    flushed, so two sets of a large problem time it as four would; four held a large problem's inputs nine times over
+    (issue 17: a run within 2.5x the problem's own memory)."""
     return 4 if 9 * input_bytes(inputs) <= budget_bytes else 2
 
 
