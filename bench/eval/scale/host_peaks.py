@@ -121,6 +121,9 @@ def sample_cli(problem: str, candidate: str, timing: bool) -> dict:
     peaks["verdicts"] = sorted({e.get("verdict", "?") for e in entries})
     peaks["failed"] = [f"{c['name']}: {c['evidence'][:200]}" for e in entries for c in e.get("checks", [])
                        if c.get("outcome") == "fail"]
+    timing = entries[0].get("timing") or {} if entries else {}
+    peaks["timing"] = {"ref_ms": (timing.get("ref") or {}).get("medianMs"),
+                       "ours_ms": (timing.get("cand") or {}).get("medianMs"), "speedup": timing.get("speedup")}
     return peaks
 
 
@@ -155,9 +158,17 @@ def main() -> None:
             sys.exit("host_peaks: --cli needs --baseline-problem (the same problem at a few kB)")
         figures = run_cli(args, own)
         if args.out:
+            import datetime
+            import platform
+
+            run = figures["run"]
+            record = {"device": f"cpu ({platform.node()}, {os.cpu_count()} cores)",
+                      "date": datetime.date.today().isoformat(), "problem": args.problem,
+                      "variant": f"kforge eval --device cpu, {os.path.basename(args.candidate)}: memory held",
+                      **run["timing"], "correct": run["verdicts"] == ["correct"], "ownBytes": own,
+                      "footprintBytes": footprint, **figures}
             with open(args.out, "w") as f:
-                json.dump({"problem": args.problem, "candidate": args.candidate, "ownBytes": own,
-                           "footprintBytes": footprint, **figures}, f, indent=1)
+                json.dump(record, f, indent=1)
         return
     with tempfile.TemporaryDirectory() as tmp:
         result_path = os.path.join(tmp, "eval.json")
