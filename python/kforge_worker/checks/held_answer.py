@@ -26,17 +26,17 @@ class HeldAnswer:
     ``sampled_pairs(out)`` gives the candidate's and the reference's values at the kept positions."""
 
     def __init__(self, whole: Any, positions: list[torch.Tensor | None], values: list[torch.Tensor],
-                 remake: Callable[[], Any]) -> None:
+                 shapes: list[tuple[tuple[int, ...], torch.dtype]], remake: Callable[[], Any]) -> None:
         self.whole = whole
         self._positions = positions  # per output tensor: flat indices, or None where the tensor is kept whole
         self._values = values
-        self._shapes = [None if whole is not None else tuple(v.shape) for v in values]
+        self._shapes = shapes  # per output tensor: its shape and dtype
         self.remake = remake
 
     @classmethod
     def keep(cls, out: Any, sampled: bool, rng: random.Random, remake: Callable[[], Any]) -> HeldAnswer:
         if not sampled:
-            return cls(detached_copy(out), [], [], remake)
+            return cls(detached_copy(out), [], [], [], remake)
         positions: list[torch.Tensor | None] = []
         values: list[torch.Tensor] = []
         shapes = []
@@ -52,9 +52,7 @@ class HeldAnswer:
             index = torch.randint(0, flat.numel(), (SAMPLE_ELEMENTS,), generator=gen, device=flat.device)
             positions.append(index)
             values.append(flat[index].clone())
-        held = cls(None, positions, values, remake)
-        held._shapes = shapes
-        return held
+        return cls(None, positions, values, shapes, remake)
 
     def sampled_pairs(self, out: Any) -> tuple[list[torch.Tensor], list[torch.Tensor]] | None:
         """(the candidate's values, the reference's) at the kept positions; None where the candidate's outputs do
