@@ -69,28 +69,31 @@ def _name(entry: Any) -> str:
 
 
 def dispatcher_fingerprint() -> dict[str, str]:
-    """Each aten operator's kernels for the computing keys, as the dispatcher describes them."""
-    out: dict[str, str] = {}
-    for op in torch._C._dispatch_get_all_op_names():
-        if not op.startswith("aten::"):
-            continue
-        lines = [line for line in torch._C._dispatch_dump(op).splitlines()
-                 if line.split(":", 1)[0].split(" (", 1)[0] in _COMPUTING_KEYS]
-        out[op] = "\n".join(lines)
-    return out
+    """Each aten operator's dispatcher description, whole: comparing the raw text is cheap, and only an operator
+    whose text changed is filtered to the computing keys (`_computing_kernels`)."""
+    dump = torch._C._dispatch_dump
+    return {op: dump(op) for op in torch._C._dispatch_get_all_op_names() if op.startswith("aten::")}
+
+
+def _computing_kernels(dump: str) -> list[str]:
+    return [line for line in dump.splitlines() if line.split(":", 1)[0].split(" (", 1)[0] in _COMPUTING_KEYS]
 
 
 def dispatcher_changes(before: dict[str, str]) -> list[str]:
     now = dispatcher_fingerprint()
     changes = []
-    for op, kernels in before.items():
+    for op, dump in before.items():
         after = now.get(op)
-        if after is not None and after != kernels:
-            new = [line for line in after.splitlines() if line not in kernels.splitlines()]
-            where = new[0].split(": registered at ", 1)[-1].split(" :: ")[0] if new else "?"
-            key = new[0].split(":", 1)[0] if new else "?"
-            changes.append(f"a kernel was registered over {op} for {key} (at {where}): the worker's copy of the "
-                           "reference would run it")
+        if after is None or after == dump:
+            continue
+        kernels = _computing_kernels(dump)
+        new = [line for line in _computing_kernels(after) if line not in kernels]
+        if not new and len(_computing_kernels(after)) == len(kernels):
+            continue
+        where = new[0].split(": registered at ", 1)[-1].split(" :: ")[0] if new else "?"
+        key = new[0].split(":", 1)[0] if new else "?"
+        changes.append(f"a kernel was registered over {op} for {key} (at {where}): the worker's copy of the "
+                       "reference would run it")
     return changes
 
 
