@@ -31,8 +31,8 @@ run_pytest() {
 if [ "$#" -eq 0 ] && "$PY" -c 'import xdist' 2>/dev/null; then
   first=0
   # --durations: CI's log names the slowest tests of each pass (CI has a 20-minute budget to keep)
-  run_pytest -n 2 --dist loadfile -m "parallel and not heavy" --durations=15 || first=$?
-  run_pytest -m "not parallel and not heavy" --durations=15 || exit $?
+  run_pytest -n 2 --dist loadfile -m "parallel and not heavy" --durations=30 || first=$?
+  run_pytest -m "not parallel and not heavy" --durations=30 || exit $?
   exit "$first"
 fi
 run_pytest "$@"

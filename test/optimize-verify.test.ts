@@ -27,6 +27,7 @@ import { resolveProblem } from "../src/problem/problems.ts";
 import { compileCheckNote } from "../src/report/compile-check-note.ts";
 import { EvalResult } from "../src/worker/protocol.ts";
 import { cpuOptimizeOptions } from "./helpers/optimize-options.ts";
+import { heavy } from "./helpers/tier.ts";
 
 const problem = resolveProblem("test/fixtures/optimize/conv_bn_chain.py");
 // Pooling cannot read a conv channels-last: the conv runs in a layout region of its own (r0), the pool
@@ -140,15 +141,15 @@ test("optimize --device cpu verifies the emitted file and times it against eager
   assert.equal(reusableResult(result, problem.path, output, options(dir)), null);
 });
 
-/** `evaluate`, with the first `failures` results turned `incorrect`; counts the calls. */
+/** `evaluate` whose first `failures` calls answer `incorrect` without running (the orchestration under test
+ * reads only the verdict; a real evaluation is seconds of CI each) and whose later calls run; counts the calls. */
 function failingFirst(failures: number) {
   const seen = { calls: 0 };
   const wrapped: typeof evaluate = async (p, candidates, opts, hooks) => {
-    const results = await evaluate(p, candidates, opts, hooks);
     seen.calls += 1;
-    if (seen.calls > failures) return results;
-    return results.map((r) => ({
-      ...r,
+    if (seen.calls > failures) return evaluate(p, candidates, opts, hooks);
+    return candidates.map(() => ({
+      ...passingEval,
       verdict: "incorrect" as const,
       reason: "injected: output 0 differs",
     }));
@@ -196,7 +197,10 @@ test("a file whose kernels fail the eval is evaluated without TF32, without anch
   assert.match(source, /class ModelNew/);
 });
 
-test("a file rejected only with its anchors keeps its other kernels", { timeout: 300_000 }, async () => {
+test("a file rejected only with its anchors keeps its other kernels", {
+  ...heavy,
+  timeout: 300_000,
+}, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
   const output = join(dir, "new.py");
   const { wrapped, seen } = failingFirst(1);
@@ -221,6 +225,7 @@ test("a file rejected only with its anchors keeps its other kernels", { timeout:
 });
 
 test("a region that lost reading a rejected anchor's output is timed again in the reference's layout", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
@@ -388,6 +393,7 @@ async function layoutTrial(nativeKernelMs: number) {
 }
 
 test("a channels-last anchor that won is timed in the reference's layout too, which stays where it is faster", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const { result, timed, emitted } = await layoutTrial(0.5);
@@ -410,6 +416,7 @@ test("a channels-last anchor that won is timed in the reference's layout too, wh
 });
 
 test("a channels-last anchor no slower than its native layout keeps channels-last: the file first timed ships", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const { result, timed, emitted } = await layoutTrial(1);
@@ -427,6 +434,7 @@ test("a channels-last anchor no slower than its native layout keeps channels-las
 });
 
 test("a file verified only without TF32 times its exact channels-last anchors in the reference's layout too and keeps the faster", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
@@ -471,6 +479,7 @@ test("a file verified only without TF32 times its exact channels-last anchors in
 });
 
 test("a file slower than eager as a whole is timed again without anchors and keeps the faster", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
@@ -502,6 +511,7 @@ test("a file slower than eager as a whole is timed again without anchors and kee
 });
 
 test("a simpler file that is not faster is not kept; the reference's own forward always is", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
@@ -562,6 +572,7 @@ test("a file verified as first timed needs no second bench", {
 });
 
 test("a torch.compile baseline that fails the file's check is named, with its time at full precision", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
@@ -594,6 +605,7 @@ test("a torch.compile baseline that fails the file's check is named, with its ti
 });
 
 test("a bench worker started ahead has the reference compiled when the problem's turn comes", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
@@ -630,6 +642,7 @@ test("a bench worker started ahead has the reference compiled when the problem's
 });
 
 test("an eval worker started before the file exists judges the file as it is when the eval is due", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
@@ -664,6 +677,7 @@ test("an eval worker started ahead and called off judges nothing", { timeout: 30
 });
 
 test("when the first bench changes a file the eval started ahead judged, the next eval's worker is started then", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   // No anchor (no re-timing round) and no region that can win by this margin: the bench drops them all, so the
@@ -700,6 +714,7 @@ test("when the first bench changes a file the eval started ahead judged, the nex
 });
 
 test("while the bench worker still compiles the reference, the eval started ahead judges the file first", {
+  ...heavy,
   timeout: 300_000,
 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), "kforge-opt-"));
