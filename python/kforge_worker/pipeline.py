@@ -663,6 +663,12 @@ class _PeakMeter:
         return ForwardPeaks(reference=self.peaks["reference"], candidate=self.peaks["candidate"])
 
 
+def _stage_memory(peak: Any) -> dict[str, int]:
+    """A stage's peaks, the keys a check's peaks have (absent where unknown: not Linux, not a GPU run)."""
+    named = {"peakHostBytes": peak.host, "startHostBytes": peak.host_start, "peakDeviceBytes": peak.device}
+    return {key: int(value) for key, value in named.items() if value is not None}
+
+
 def _out_of_memory(exc: BaseException) -> bool:
     from .checks.budget import is_out_of_memory
 
@@ -1554,12 +1560,16 @@ def evaluate(request: EvalRequest, channel: Channel, use_checks: bool = True,
             from .checks import integrity
 
             integrity._AUDIT_SINK = ctx.reference.audit_note  # before the snapshot: the fingerprint watches it
+        from .checks.peaks import GroupPeak
+
         for stage in STAGES:
             began = time.perf_counter()
             try:
-                stage(ctx)
+                with GroupPeak(ctx.device) as peak:
+                    stage(ctx)
             finally:
                 result.setdefault("stageSeconds", {})[stage.__name__] = time.perf_counter() - began
+                result.setdefault("stageMemory", {})[stage.__name__] = _stage_memory(peak)
         _audit_reconciled(ctx)
         result["verdict"], result["reason"] = "correct", None
     except StageFailure as failure:

@@ -319,6 +319,17 @@ export const EvalResult = z.object({
   seconds: z.number(),
   /** Wall time of each pipeline stage that ran, in order (absent in results of older workers). */
   stageSeconds: z.record(z.string(), z.number()).optional(),
+  /** The memory each stage that ran held, as a check's peaks say it (the verify stage spans its check groups). */
+  stageMemory: z
+    .record(
+      z.string(),
+      z.object({
+        peakHostBytes: z.number().optional(),
+        startHostBytes: z.number().optional(),
+        peakDeviceBytes: z.number().optional(),
+      }),
+    )
+    .optional(),
   /** The clean reference process's own judgement, added by the CLI (never by the worker): absent without a judge
    * channel (--reference-process off, Ray). */
   judge: JudgeRecord.optional(),

@@ -36,3 +36,34 @@ def test_a_group_that_allocates_reports_it_and_the_next_group_starts_from_its_ow
     big, small, big_device, small_device = json.loads(out.strip().splitlines()[-1])
     assert big - small >= 48 << 20, (big, small)
     assert big_device is None and small_device is None  # no GPU run
+
+
+_NESTED = """
+import json, mmap
+import torch
+from kforge_worker.checks.peaks import GroupPeak
+
+def touch(mib):
+    block = mmap.mmap(-1, mib << 20)
+    block.write(b"x" * (mib << 20))
+    block.close()
+
+with GroupPeak(torch.device("cpu")) as stage:
+    touch(64)  # before any group: the stage alone sees it, and an inner reset must not lose it
+    with GroupPeak(torch.device("cpu")) as first:
+        touch(2)
+    with GroupPeak(torch.device("cpu")) as second:
+        touch(32)
+    touch(1)
+print(json.dumps([stage.host, first.host, second.host]))
+"""
+
+
+def test_a_stage_spans_the_groups_inside_it_and_what_came_before_their_resets():
+    """The verify stage's peak (stageMemory) is measured around the check groups, each of which resets the same mark."""
+    out = subprocess.run([sys.executable, "-c", _NESTED], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": PYTHON_DIR}, check=True).stdout
+    stage, first, second = json.loads(out.strip().splitlines()[-1])
+    assert stage - first >= 48 << 20, (stage, first)  # the 64 MiB before the first group's reset
+    assert second - first >= 24 << 20, (second, first)
+    assert stage >= second

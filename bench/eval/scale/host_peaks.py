@@ -54,15 +54,17 @@ def problem_own_bytes(path: str) -> tuple[int, int]:
     return own, sum(t.numel() * t.element_size() for t in tensors)
 
 
-def _rss_kb(pid: int) -> int | None:
+def _rss_kb(pid: int) -> tuple[int, int] | None:
+    """(resident set, its shared-memory part: the /dev/shm files both processes map), kB."""
+    found: dict[str, int] = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
+                if line.startswith(("VmRSS:", "RssShmem:")):
+                    found[line.split(":")[0]] = int(line.split()[1])
     except OSError:
         return None
-    return None
+    return (found["VmRSS"], found.get("RssShmem", 0)) if "VmRSS" in found else None
 
 
 def _descendants(root: int) -> list[tuple[int, str, str]]:
@@ -102,22 +104,28 @@ def sample_cli(problem: str, candidate: str, timing: bool) -> dict:
                "--python", sys.executable, "--json", result_path, *([] if timing else ["--no-timing"])]
         began = time.time()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        peaks = {"worker": 0, "reference": 0, "summed": 0}
+        peaks = {"worker": 0, "reference": 0, "summed": 0, "summedShmOnce": 0}
         while proc.poll() is None:
-            now = 0
+            now, private, shared = 0, 0, 0
             for pid, name, parent in _descendants(proc.pid):
                 rss = _rss_kb(pid) if name.startswith("python") else None
                 if rss is None:
                     continue
                 role = "reference" if parent.startswith("python") else "worker"
-                peaks[role] = max(peaks[role], rss * 1024)
-                now += rss * 1024
+                peaks[role] = max(peaks[role], rss[0] * 1024)
+                now += rss[0] * 1024
+                private += (rss[0] - rss[1]) * 1024
+                shared = max(shared, rss[1] * 1024)
             peaks["summed"] = max(peaks["summed"], now)
+            # The shared files counted once: the reference writes its outputs there and the worker maps the same
+            # pages (the larger of the two mappings; neither maps shared memory of its own otherwise).
+            peaks["summedShmOnce"] = max(peaks["summedShmOnce"], private + shared)
             time.sleep(0.05)
         peaks["wallSeconds"] = time.time() - began
         with open(result_path) as f:
             result = json.load(f)
     entries = result if isinstance(result, list) else result.get("results", [result])
+    peaks["stageMemory"] = entries[0].get("stageMemory", {}) if entries else {}
     peaks["verdicts"] = sorted({e.get("verdict", "?") for e in entries})
     peaks["failed"] = [f"{c['name']}: {c['evidence'][:200]}" for e in entries for c in e.get("checks", [])
                        if c.get("outcome") == "fail"]
@@ -132,13 +140,24 @@ def run_cli(args: argparse.Namespace, own: int) -> dict:
     processes held for the problem's data, not for the libraries they loaded."""
     big = sample_cli(args.problem, args.candidate, args.timing)
     base = sample_cli(args.baseline_problem, args.baseline_candidate or args.candidate, args.timing)
-    held = {k: big[k] - base[k] for k in ("worker", "reference", "summed")}
+    held = {k: big[k] - base[k] for k in ("worker", "reference", "summed", "summedShmOnce")}
     print(f"whole eval: {big['wallSeconds']:.0f} s, verdict {big['verdicts']} (baseline {base['verdicts']}); held "
           "above the baseline problem's run: " + ", ".join(f"{k} {v / 2**20:.0f} MiB ({v / own:.2f}x own)"
                                                             for k, v in held.items()))
+    # The worker's stages, each peak above the baseline run's peak in the same stage (stageMemory).
+    stages = {}
+    for stage, mem in big["stageMemory"].items():
+        base_peak = base["stageMemory"].get(stage, {}).get("peakHostBytes")
+        if mem.get("peakHostBytes") is not None and base_peak is not None:
+            stages[stage] = mem["peakHostBytes"] - base_peak
+    for stage, v in sorted(stages.items(), key=lambda kv: -kv[1]):
+        print(f"  worker stage {stage}: {v / 2**20:.0f} MiB ({v / own:.2f}x own)")
+    held["stages"] = stages
     for line in big["failed"] + base["failed"]:
         print(f"  failed: {line}")
-    return {"run": big, "baseline": base, "heldBytes": held, "heldOfOwn": {k: v / own for k, v in held.items()}}
+    return {"run": big, "baseline": base, "heldBytes": held,
+            "heldOfOwn": {k: v / own for k, v in held.items() if not isinstance(v, dict)},
+            "stagesOfOwn": {k: v / own for k, v in stages.items()}}
 
 
 def main() -> None:

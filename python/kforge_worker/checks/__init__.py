@@ -90,6 +90,13 @@ def _run(ctx: Any, trials_passed: bool) -> Verifier:
         if verifier.rebuild is None and callable(getattr(ctx, "build_pair", None)):
             verifier.rebuild = ctx.build_pair
             verifier.init_inputs = list(getattr(ctx, "init_inputs", None) or [])
+        if verifier.disguise is None and getattr(ctx, "candidate_source", None) is not None:
+            from .disguised import Disguise
+
+            request = ctx.request
+            verifier.disguise = Disguise(request.problem_path, request.candidate_path, ctx.candidate_source,
+                                         request.seed, list(getattr(ctx, "init_inputs", None) or []),
+                                         getattr(ctx, "dtype", None), bool(getattr(request, "allow_tf32", False)))
         verifier.run_checks(ctx.ref_model, ctx.new_model, ctx.make_inputs, ctx.atol, ctx.rtol, trials_passed)
     return verifier
 

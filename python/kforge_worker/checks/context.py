@@ -59,6 +59,8 @@ class VerifyContext:
     rebuild: Callable[..., tuple[nn.Module, nn.Module]] | None = None
     # get_init_inputs() as the pair was built from (None: not known here): what init_constants varies.
     init_inputs: list[Any] | None = None
+    # How to build the candidate again in a plain process (disguised.Disguise; None: no candidate file, as in unit runs).
+    disguise: Any = None
 
     def __post_init__(self) -> None:
         sealed.register_reference(self.ref)

@@ -37,6 +37,8 @@ _OWN_STATE = {
     ("kforge_worker.checks.sealed", "_held"),
     ("kforge_worker.checks.sealed", "_references"),
     ("kforge_worker.checks.sealed", "broken"),
+    # the memory peaks open around the running stage and check group (evidence for the budget, never a verdict)
+    ("kforge_worker.checks.peaks", "_OPEN"),
 }
 _SIMPLE = (bool, int, float, complex, str, bytes, type(None))
 _MAX_ITEMS = 256

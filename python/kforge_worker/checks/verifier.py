@@ -30,6 +30,7 @@ from torch import nn
 from .. import frame_hook
 from . import (constant_checks, context, execution_checks, harness_checks, input_checks, mode_checks, output_checks,
                state_checks)
+from .disguised import check_disguised_run, prepare as prepare_disguised_run
 from .instrument import ExtensionRecorder
 from .integrity import (AuditMonitor, IntegritySnapshot, ThreadCount, lingering_threads, native_threads,
                         open_descriptors)
@@ -67,6 +68,8 @@ RUNTIME_CHECKS = (
     "timed",
     "cuda_profile",  # side_stream (join rule), kernel_launch, library_share
     "timing_cross",
+    # Last: the candidate once more in a fresh process of its own that shows nothing of the evaluator's (disguised.py)
+    "disguised",
 )
 
 
@@ -115,6 +118,7 @@ class Verifier:
         # state_instances, init_constants), and the get_init_inputs() values the pair was built from
         self.rebuild: Callable[..., tuple[nn.Module, nn.Module]] | None = None
         self.init_inputs: list[Any] | None = None
+        self.disguise: Any = None  # disguised.Disguise, set by the pipeline
         self.workload: Workload | None = None  # counted on the reference after timing (roofline)
         # progress(detail, fraction): a line as each runtime check group starts (the pipeline's "verify" stage),
         # so a long checks phase — float64 passes of a large problem on a CPU take minutes — is never silent.
@@ -151,6 +155,7 @@ class Verifier:
         # or from torch itself without any source spelling it (flex_attention compiles its eager path on its first
         # call: the sixth session's sweep had every candidate of such a reference `cheating`).
         prepare_torch_compiler()
+        prepare_disguised_run()
         self.snapshot = IntegritySnapshot.take(problem=problem, allow_tf32=self.allow_tf32,
                                                files=(self.problem_path, self.candidate_path))
         self.threads_before = ThreadCount.now()
@@ -191,7 +196,7 @@ class Verifier:
             ref=ref, cand=cand, make_inputs=make_inputs, device=self.device, atol=atol, rtol=rtol, scan=self.scan,
             extensions=self.extensions, audit=self.audit, snapshot=self.snapshot, rng=self.rng,
             ref_families=self.ref_families, threads_before=self.threads_before, strict=self.strict,
-            rebuild=self.rebuild, init_inputs=self.init_inputs,
+            rebuild=self.rebuild, init_inputs=self.init_inputs, disguise=self.disguise,
         )
         ctx.notes["trials_passed"] = trials_passed
         self.context = ctx
@@ -213,6 +218,7 @@ class Verifier:
                               state_checks.check_instances(ctx), mode_checks.check_global_rng(ctx)],
             "cuda_profile": lambda: execution_checks.check_cuda_profile(ctx),
             "timing_cross": lambda: execution_checks.check_timing_cross(ctx),
+            "disguised": lambda: check_disguised_run(ctx),
         }
         context.pair_random_streams(context.has_dropout(ref))
         try:

@@ -1,0 +1,93 @@
+"""disguised_run (checks/disguised.py): the candidate run once more as a plain script in a fresh process — what that
+process shows of the evaluator, and that what it returns is the candidate's own answer there."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from kforge_worker.checks.disguised import Disguise, plain_environment, run_plain
+
+_PROBLEM = """
+import torch
+from torch import nn
+
+class Model(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        return torch.relu(self.lin(x))
+
+def get_inputs():
+    return [torch.rand(3, 4)]
+
+def get_init_inputs():
+    return [4]
+"""
+
+# Answers with what it can see of an evaluator: modules and environment keys named like it, its own module's name.
+_SPYING = """
+import os, sys
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        modules = sum(1 for m in sys.modules if "kforge" in m.lower())
+        keys = sum(1 for k in os.environ if "kforge" in k.lower())
+        extensions = "kforge" in os.environ.get("TORCH_EXTENSIONS_DIR", "").lower()
+        plain_name = __name__ == os.path.splitext(os.path.basename(__file__))[0]
+        return [torch.relu(self.lin(x)), torch.tensor([modules, keys, int(extensions), int(plain_name)])]
+"""
+
+
+def _spec(tmp_path, source: str) -> Disguise:
+    problem = tmp_path / "problem.py"
+    problem.write_text(_PROBLEM)
+    return Disguise(str(problem), str(tmp_path / "model_new.py"), source, 1234, [4], None, False)
+
+
+def test_the_plain_process_shows_no_evaluator_and_answers_with_the_references_weights(tmp_path, monkeypatch):
+    ext = tmp_path / "kforge-cache" / "extensions"
+    ext.mkdir(parents=True)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(ext))
+    monkeypatch.setenv("KFORGE_SOMETHING", "1")
+    torch.manual_seed(1234)
+    from torch import nn
+
+    ref = nn.Linear(4, 4)
+    with torch.no_grad():
+        ref.weight.mul_(-1)  # not what the seed makes: the answer must come from the weights handed over
+    state = {f"lin.{k}": v.clone() for k, v in ref.state_dict().items()}
+    x = torch.rand(3, 4)
+    outs, why = run_plain(_spec(tmp_path, _SPYING), state, [x], torch.device("cpu"))
+    assert outs is not None, why
+    answer, seen = outs
+    assert torch.allclose(answer, torch.relu(ref(x)), atol=1e-6)
+    modules, keys, extensions, plain_name = seen.tolist()
+    assert (modules, keys, extensions, plain_name) == (0, 0, 0, 1)
+
+
+def test_a_candidate_that_fails_there_is_said_with_its_last_words(tmp_path):
+    outs, why = run_plain(_spec(tmp_path, "raise RuntimeError('no GPU here')\n"), {}, [torch.rand(3, 4)],
+                          torch.device("cpu"))
+    assert outs is None and "no GPU here" in why
+
+
+def test_the_environment_loses_kforges_keys_and_package_path_and_keeps_the_rest(tmp_path, monkeypatch):
+    kforge_python = os.path.dirname(os.path.dirname(os.path.abspath(__import__("kforge_worker").__file__)))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([kforge_python, "/opt/user/lib"]))
+    monkeypatch.setenv("KFORGE_CACHE_DIR", "/somewhere")
+    monkeypatch.setenv("USER_SETTING", "kept")
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    env = plain_environment(str(tmp_path))
+    assert not [k for k in env if k.upper().startswith("KFORGE")]
+    assert env["PYTHONPATH"] == "/opt/user/lib" and env["USER_SETTING"] == "kept"
+    assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
