@@ -7,26 +7,8 @@ import os
 
 import torch
 
+from conftest import problem
 from kforge_worker.checks.disguised import Disguise, plain_environment, run_plain
-
-_PROBLEM = """
-import torch
-from torch import nn
-
-class Model(nn.Module):
-    def __init__(self, n):
-        super().__init__()
-        self.lin = nn.Linear(n, n)
-
-    def forward(self, x):
-        return torch.relu(self.lin(x))
-
-def get_inputs():
-    return [torch.rand(3, 4)]
-
-def get_init_inputs():
-    return [4]
-"""
 
 # Answers with what it can see of an evaluator: modules and environment keys named like it, its own module's name.
 _SPYING = """
@@ -35,23 +17,21 @@ import torch
 from torch import nn
 
 class ModelNew(nn.Module):
-    def __init__(self, n):
+    def __init__(self, in_features, out_features):
         super().__init__()
-        self.lin = nn.Linear(n, n)
+        self.fc = nn.Linear(in_features, out_features)
 
     def forward(self, x):
         modules = sum(1 for m in sys.modules if "kforge" in m.lower())
         keys = sum(1 for k in os.environ if "kforge" in k.lower())
         extensions = "kforge" in os.environ.get("TORCH_EXTENSIONS_DIR", "").lower()
         plain_name = __name__ == os.path.splitext(os.path.basename(__file__))[0]
-        return [torch.relu(self.lin(x)), torch.tensor([modules, keys, int(extensions), int(plain_name)])]
+        return [torch.relu(self.fc(x)), torch.tensor([modules, keys, int(extensions), int(plain_name)])]
 """
 
 
 def _spec(tmp_path, source: str) -> Disguise:
-    problem = tmp_path / "problem.py"
-    problem.write_text(_PROBLEM)
-    return Disguise(str(problem), str(tmp_path / "model_new.py"), source, 1234, [4], None, False)
+    return Disguise(problem("tiny_linear"), str(tmp_path / "model_new.py"), source, 1234, [16, 8], None, False)
 
 
 def test_the_plain_process_shows_no_evaluator_and_answers_with_the_references_weights(tmp_path, monkeypatch):
@@ -62,11 +42,11 @@ def test_the_plain_process_shows_no_evaluator_and_answers_with_the_references_we
     torch.manual_seed(1234)
     from torch import nn
 
-    ref = nn.Linear(4, 4)
+    ref = nn.Linear(16, 8)
     with torch.no_grad():
         ref.weight.mul_(-1)  # not what the seed makes: the answer must come from the weights handed over
-    state = {f"lin.{k}": v.clone() for k, v in ref.state_dict().items()}
-    x = torch.rand(3, 4)
+    state = {f"fc.{k}": v.clone() for k, v in ref.state_dict().items()}
+    x = torch.rand(4, 16)
     outs, why = run_plain(_spec(tmp_path, _SPYING), state, [x], torch.device("cpu"))
     assert outs is not None, why
     answer, seen = outs
@@ -76,7 +56,7 @@ def test_the_plain_process_shows_no_evaluator_and_answers_with_the_references_we
 
 
 def test_a_candidate_that_fails_there_is_said_with_its_last_words(tmp_path):
-    outs, why = run_plain(_spec(tmp_path, "raise RuntimeError('no GPU here')\n"), {}, [torch.rand(3, 4)],
+    outs, why = run_plain(_spec(tmp_path, "raise RuntimeError('no GPU here')\n"), {}, [torch.rand(4, 16)],
                           torch.device("cpu"))
     assert outs is None and "no GPU here" in why
 
