@@ -49,7 +49,9 @@ class GroupPeak:
     Nests: a stage's peak spans the check groups measured inside it."""
 
     def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda" and torch.cuda.is_available()
+        # Never the first CUDA call of the process: a stage before the models exist (a worker started ahead, waiting
+        # for its go) must not make a context on the GPU for a reading of nothing.
+        self.cuda = device.type == "cuda" and torch.cuda.is_available() and torch.cuda.is_initialized()
         self.host: int | None = None
         self.device: int | None = None
         self.host_start: int | None = None  # the resident set at the start: host - host_start is the group's own
