@@ -62,9 +62,11 @@ def prepare() -> None:
 
 
 def plain_environment(scratch: str) -> dict[str, str]:
-    """The worker's environment less what kforge put there: its keys, its package on PYTHONPATH, its private compiler
-    folders (fresh ones in the scratch folder), its extension folder (a link in the scratch folder to it)."""
-    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("KFORGE")}
+    """The worker's environment less what kforge put there: keys that name it (its own, and npm's for a CLI started by
+    npm or npx: npm_package_bin_kforge), npm's run-script keys, its package on PYTHONPATH, its private compiler folders
+    (fresh ones in the scratch folder), its extension folder (a link in the scratch folder to it)."""
+    env = {k: v for k, v in os.environ.items()
+           if "kforge" not in k.lower() and not k.lower().startswith("npm_") and k != "INIT_CWD"}
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
              if p and os.path.realpath(p) != os.path.realpath(_KFORGE_PYTHON)]
     if paths:
