@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from .. import compiler_cache
-from .context import clone_inputs, has_dropout, preserved_state, run, tensors, VerifyContext
+from .context import clone_inputs, compare, has_dropout, preserved_state, run, tensors, VerifyContext
 from .judge import judged_compare
 from .result import CheckResult, failed, passed, warned
 
@@ -160,7 +160,12 @@ def check_disguised_run(ctx: VerifyContext) -> CheckResult:
         return failed(NAME, f"run as a plain script in a fresh process (no evaluator module loaded, kforge's "
                       f"environment keys removed) its outputs are {shown}, not the reference's: it answers "
                       "differently where it is not watched", "cheating")
-    c = judged_compare(ctx, inputs, outs, ref_out)
+    # The same call inside the worker is the control: an answer that differs only as the candidate's own answers do
+    # (its precision, its rounding) is the same behaviour; one that differs and misses the reference is not.
+    with preserved_state(ctx.cand):
+        watched = run(ctx.cand, clone_inputs(inputs))
+    same = compare(outs, watched, ctx.atol, ctx.rtol)
+    c = same if same.ok else judged_compare(ctx, inputs, outs, ref_out)
     if not c.ok:
         return failed(NAME, f"run as a plain script in a fresh process (no evaluator module loaded, kforge's "
                       f"environment keys removed) it is wrong: {c.message} — right only while it is evaluated",
