@@ -105,7 +105,6 @@ def run_plain(spec: Disguise, state: dict[str, Any], inputs: list[Any], device: 
             try:
                 code = proc.wait(LIMIT_S)
             except subprocess.TimeoutExpired:
-                _end(proc)
                 return None, f"it did not finish within {LIMIT_S:.0f} s"
             finally:
                 _end(proc)  # whatever it started goes with it
