@@ -26,10 +26,19 @@ from typing import Any
 
 import torch
 
-# Elements compared at a time. A chunk's float64 copies and the comparison's temporaries (five or six of them) live
-# together: at 16M elements that was ~0.7 GB beside the problem, more than a 128 MB problem's own tensors; at 1M it
-# is ~50 MB, and the loop's overhead stays small beside the arithmetic.
+# Elements compared at a time, at least. A chunk's float64 copies and the comparison's temporaries (five or six of
+# them) live together: at 16M elements that was ~0.7 GB beside the problem, more than a 128 MB problem's own tensors;
+# at 1M it is ~50 MB. See chunk_elements for larger tensors.
 CHUNK = 1 << 20
+CHUNKS_AT_MOST = 64
+
+
+def chunk_elements(numel: int) -> int:
+    """Elements per step for a pass over ``numel`` elements: CHUNK, or 1/CHUNKS_AT_MOST of them when that is more.
+    Each step costs a few kernel launches and host reads: a billion-element output in 1M steps was a thousand of
+    them per comparison (seconds on a GPU, where the arithmetic takes milliseconds), and a timing loop compares
+    dozens of such outputs. A 64th keeps the step's float64 temporaries under a fifth of a float32 output's size."""
+    return max(CHUNK, -(-numel // CHUNKS_AT_MOST))
 DEFAULT_TOLERANCE = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
 FP32_TOLERANCE = 1e-4
 PRECISION_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -148,9 +157,10 @@ def error_stats(out: torch.Tensor, ref: torch.Tensor) -> ErrorStats:
     if n == 0:
         return ErrorStats(0.0, 0.0)
     max_abs, worst, diff_sq, ref_sq = -1.0, 0, 0.0, 0.0
-    for start in range(0, n, CHUNK):
-        x = a[start : start + CHUNK].to(torch.float64)
-        y = b[start : start + CHUNK].to(b.device, torch.float64)
+    step = chunk_elements(n)
+    for start in range(0, n, step):
+        x = a[start : start + step].to(torch.float64)
+        y = b[start : start + step].to(b.device, torch.float64)
         x, y = without_agreed_non_finite(x.to(y.device), y)
         d = (x - y).abs_()
         if d.isnan().any():
@@ -184,8 +194,9 @@ def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     c = ref64.detach().reshape(-1) if ref64 is not None and ref64.numel() == hi - lo else None
     non_finite = 0
     far_chunks: list[tuple[int, torch.Tensor]] = []
-    for start in range(0, a.numel(), CHUNK):
-        x, y = a[start : start + CHUNK], b[start : start + CHUNK]
+    step = chunk_elements(a.numel())
+    for start in range(0, a.numel(), step):
+        x, y = a[start : start + step], b[start : start + step]
         agreed = agreed_non_finite(x, y.to(x.device))
         if x.is_floating_point() or x.is_complex():
             non_finite += int((~torch.isfinite(x) & ~agreed).sum().item())
@@ -203,13 +214,13 @@ def count_not_close(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
     if c is None:
         bad = 0
         for start, far in far_chunks:
-            within = within_reference_noise(a[start : start + CHUNK], b[start : start + CHUNK], atol, rtol)
+            within = within_reference_noise(a[start : start + step], b[start : start + step], atol, rtol)
             bad += int((far & ~within).sum().item())
         return bad, non_finite
     ref_worst = reference_worst_error(b[lo:hi], c)
     bad = 0
     for start, far in far_chunks:
-        x = a[start : start + CHUNK].double()
+        x = a[start : start + step].double()
         end = start + x.numel()
         if lo <= start and end <= hi:
             as_accurate = _as_accurate(x, c[start - lo : end - lo], ref_worst, atol, rtol)
@@ -247,9 +258,10 @@ def reference_worst_error(ref: torch.Tensor, ref64: torch.Tensor) -> float:
     are finite (a reference that overflows somewhere grants no allowance elsewhere)."""
     worst = 0.0
     ref, ref64 = ref.detach().reshape(-1), ref64.detach().reshape(-1)  # 0-d outputs (a loss) included
-    for start in range(0, ref.numel(), CHUNK):
-        y = ref[start : start + CHUNK].double()
-        z = ref64[start : start + CHUNK].to(y.device, torch.float64)
+    step = chunk_elements(ref.numel())
+    for start in range(0, ref.numel(), step):
+        y = ref[start : start + step].double()
+        z = ref64[start : start + step].to(y.device, torch.float64)
         err = torch.where(torch.isfinite(y) & torch.isfinite(z), (y - z).abs(), 0.0)
         if err.numel():
             worst = max(worst, float(err.max().item()))
@@ -444,7 +456,7 @@ def far_rows(out: torch.Tensor, ref: torch.Tensor, atol: float) -> list[tuple[in
     out = out.to(ref.device)
     rows = ref.shape[0] if ref.dim() >= 1 else 1
     width = max(1, ref.numel() // max(1, rows))
-    step = max(1, CHUNK // width)
+    step = max(1, chunk_elements(ref.numel()) // width)
     far: list[tuple[int, float]] = []
     for start in range(0, rows, step):
         x = _rows(out, rows)[start:start + step].double()
@@ -486,7 +498,7 @@ def far_rows_are_rounding(out: torch.Tensor, ref: torch.Tensor, ref64: torch.Ten
     if any(math.isinf(e) or not lo <= r < hi for r, e in far):
         return False
     width = max(1, ref.numel() // max(1, rows))
-    step = max(1, CHUNK // width)
+    step = max(1, chunk_elements(ref.numel()) // width)
     ref_err, cand_err = [], {}
     wanted = {r for r, _ in far}
     total_err = total_size = 0.0

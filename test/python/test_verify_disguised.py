@@ -73,3 +73,46 @@ def test_the_environment_loses_kforges_keys_and_package_path_and_keeps_the_rest(
     assert not [k for k in env if "kforge" in k.lower() or k.startswith("npm_")]
     assert env["PYTHONPATH"] == "/opt/user/lib" and env["USER_SETTING"] == "kept"
     assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
+
+
+# Echoes its inputs back as they arrived (values, dtypes, shapes, strides) beside a 0-d and an empty output.
+_ECHO = """
+import torch
+from torch import nn
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+
+    def forward(self, a, b, c, d, scale):
+        return [a, b, c, torch.tensor(d.stride(), dtype=torch.int64), d.contiguous() * scale, a.sum(), a[:0]]
+"""
+
+
+def test_inputs_and_outputs_cross_as_raw_bytes_whatever_their_dtype_and_layout(tmp_path):
+    a = torch.randn(5, 3, dtype=torch.bfloat16)
+    b = torch.rand(4, 2) > 0.5
+    c = torch.randint(-(2**40), 2**40, (6,), dtype=torch.int64)
+    d = torch.randn(3, 4).t()  # not contiguous: pickled with its strides
+    outs, why = run_plain(_spec(tmp_path, _ECHO), {}, [a, b, c, d, 2.5], torch.device("cpu"))
+    assert outs is not None, why
+    assert torch.equal(outs[0], a) and outs[0].dtype == torch.bfloat16
+    assert torch.equal(outs[1], b) and outs[1].dtype == torch.bool
+    assert torch.equal(outs[2], c)
+    assert outs[3].tolist() == list(d.stride())
+    assert torch.equal(outs[4], d * 2.5)
+    assert outs[5].shape == () and torch.equal(outs[5], a.sum())
+    assert outs[6].shape == (0, 3)
+
+
+def test_an_output_file_that_disagrees_with_its_description_is_refused(tmp_path):
+    import json
+
+    from kforge_worker.checks.disguised import _read_outputs
+
+    (tmp_path / "out_0.bin").write_bytes(b"\0" * 12)
+    (tmp_path / "out.json").write_text(json.dumps([{"file": "out_0.bin", "shape": [4], "dtype": "float32"}]))
+    outs, why = _read_outputs(str(tmp_path), torch.device("cpu"))
+    assert outs is None and "12 bytes" in why
+    (tmp_path / "out.json").write_text(json.dumps([{"file": "../x", "shape": [4], "dtype": "float32"}]))
+    assert _read_outputs(str(tmp_path), torch.device("cpu"))[0] is None

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from .. import frame_hook
-from ..compare import CHUNK
+from ..compare import chunk_elements
 from ..interference import hook_change, hook_state
 from ..tensor_classes import HandedOver, classes_of, put_back
 from . import sealed
@@ -27,7 +27,6 @@ from .integrity import AuditMonitor, IntegritySnapshot, ThreadCount
 from .static_scan import ScanReport
 
 Inputs = list[Any]
-_CHUNK = CHUNK
 # Bound before any candidate is imported: a candidate that patches torch.isclose/equal cannot fool these.
 _isclose = torch.isclose
 _equal = torch.equal
@@ -239,9 +238,10 @@ def compare(out: Any, ref: Any, atol: float, rtol: float) -> Closeness:
             continue
         bad, nan, max_abs, diff_sq, ref_sq = 0, 0, 0.0, 0.0, 0.0
         flat_o, flat_r = o2.reshape(-1), r.detach().reshape(-1)
-        for start in range(0, flat_o.numel(), _CHUNK):
-            a, b = without_agreed_non_finite(flat_o[start : start + _CHUNK].double(),
-                                             flat_r[start : start + _CHUNK].double())
+        step = chunk_elements(flat_o.numel())
+        for start in range(0, flat_o.numel(), step):
+            a, b = without_agreed_non_finite(flat_o[start : start + step].double(),
+                                             flat_r[start : start + step].double())
             diff = (a - b).abs().nan_to_num_(nan=math.inf)
             nan += int(torch.isnan(a).sum())
             far = ~_isclose(a, b, rtol=rtol, atol=atol)
@@ -272,9 +272,10 @@ def bitwise_equal(a: Any, b: Any) -> bool:
         if x.shape != y.shape or x.dtype != y.dtype:
             return False
         xs, ys = x.detach().reshape(-1), y.detach().reshape(-1)
-        for start in range(0, ys.numel(), _CHUNK):
-            if not _equal(torch.nan_to_num(xs[start : start + _CHUNK].to(ys.device)),
-                          torch.nan_to_num(ys[start : start + _CHUNK])):
+        step = chunk_elements(ys.numel())
+        for start in range(0, ys.numel(), step):
+            if not _equal(torch.nan_to_num(xs[start : start + step].to(ys.device)),
+                          torch.nan_to_num(ys[start : start + step])):
                 return False
     return True
 
@@ -287,8 +288,9 @@ def fingerprint(value: Any) -> tuple[Any, ...] | None:
     for t in tensors(value):
         flat = t.detach().reshape(-1)
         total = 0
-        for start in range(0, flat.numel(), _CHUNK):
-            part = sealed._checksum(torch.nan_to_num(flat[start : start + _CHUNK]), start)
+        step = chunk_elements(flat.numel())
+        for start in range(0, flat.numel(), step):
+            part = sealed._checksum(torch.nan_to_num(flat[start : start + step]), start)
             if part is None:
                 return None
             total = (total + part) % (1 << 64)

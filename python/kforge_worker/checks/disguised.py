@@ -10,7 +10,8 @@ So the candidate is run once more as a user's script would run it: a fresh inter
 the worker has less kforge's own keys and its package path, the compiler caches in the scratch folder and the built
 extensions reached through a link there. It builds ModelNew from the same seed with the reference's weights, calls it
 once on inputs the worker drew, and saves the outputs; the worker compares them with its reference on the same
-inputs. An answer the trials' rule rejects there is a candidate that behaves differently when it is not watched:
+inputs. Inputs and outputs cross as raw bytes in files of their own (a pickled, checksummed copy of a 6 GB input took
+seconds each way); the outputs' shapes and dtypes as JSON, so nothing the candidate's process wrote is unpickled. An answer the trials' rule rejects there is a candidate that behaves differently when it is not watched:
 cheating. A run that cannot finish there (a crash, the time limit) is said, not charged: an environment difference
 may be the cause. What stays visible to a candidate is that some process started it — the parent's command line,
 the links' targets — which no plain script can hide.
@@ -18,6 +19,8 @@ the links' targets — which no plain script can hide.
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import shutil
 import signal
@@ -84,6 +87,47 @@ def plain_environment(scratch: str) -> dict[str, str]:
     return env
 
 
+def _raw_input(folder: str, k: int, x: Any) -> Any:
+    """A contiguous tensor input as its raw bytes in a file of its own (read back by disguised_main.read_raw); any
+    other input as it is, pickled in data.pt (its strides kept)."""
+    if not isinstance(x, torch.Tensor) or not x.is_contiguous() or x.is_sparse or x.is_quantized:
+        return x.detach().cpu() if isinstance(x, torch.Tensor) else x
+    name = f"in_{k}.bin"
+    with open(os.path.join(folder, name), "wb") as f:
+        if x.numel():
+            x.detach().reshape(-1).view(torch.uint8).cpu().numpy().tofile(f)
+    return {"raw": {"file": name, "shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}}
+
+
+def _read_outputs(folder: str, device: torch.device) -> tuple[list[torch.Tensor] | None, str]:
+    """The outputs the plain run wrote: out.json's shapes and dtypes, each output's bytes in its own file. Nothing is
+    unpickled: the candidate's process wrote these."""
+    try:
+        with open(os.path.join(folder, "out.json"), encoding="utf-8") as f:
+            manifest = json.load(f)
+        if not isinstance(manifest, list):
+            return None, "its outputs are not a list of tensors"
+        outs = []
+        for item in manifest:
+            dtype = getattr(torch, str(item["dtype"]), None)
+            shape = [int(d) for d in item["shape"]]
+            if not isinstance(dtype, torch.dtype) or any(d < 0 for d in shape) or "/" in str(item["file"]):
+                return None, "its outputs' description is not one of tensors"
+            path = os.path.join(folder, str(item["file"]))
+            size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+            if os.path.getsize(path) != size:
+                return None, f"output {len(outs)}'s file holds {os.path.getsize(path)} bytes, not the {size} its shape needs"
+            if size == 0:
+                outs.append(torch.empty(shape, dtype=dtype, device=device))
+                continue
+            raw = torch.from_file(path, shared=False, size=size, dtype=torch.uint8)
+            outs.append(raw.view(dtype).reshape(shape).to(device))
+            del raw
+        return outs, ""
+    except Exception as exc:  # noqa: BLE001
+        return None, f"its outputs could not be read: {type(exc).__name__}: {str(exc)[:160]}"
+
+
 def run_plain(spec: Disguise, state: dict[str, Any], inputs: list[Any], device: torch.device) -> tuple[list[Any] | None, str]:
     """(the outputs, "") or (None, why there are none)."""
     scratch = os.path.realpath(tempfile.mkdtemp())
@@ -93,7 +137,7 @@ def run_plain(spec: Disguise, state: dict[str, Any], inputs: list[Any], device: 
         with open(solution, "w", encoding="utf-8") as f:
             f.write(spec.candidate_source)
         torch.save({"seed": spec.build_seed, "init_inputs": spec.init_inputs, "state": state,
-                    "inputs": [x.detach().cpu() if isinstance(x, torch.Tensor) else x for x in inputs],
+                    "inputs": [_raw_input(scratch, k, x) for k, x in enumerate(inputs)],
                     "device": str(device), "dtype": str(spec.dtype).removeprefix("torch.") if spec.dtype else None,
                     "allow_tf32": spec.allow_tf32}, os.path.join(scratch, "data.pt"))
         env = plain_environment(scratch)
@@ -110,14 +154,7 @@ def run_plain(spec: Disguise, state: dict[str, Any], inputs: list[Any], device: 
                 _end(proc)  # whatever it started goes with it
         if code != 0:
             return None, f"it exited with code {code}: {_tail(log_path)}"
-        try:
-            # Written by the candidate's process: plain tensors only (no pickled code runs here)
-            out = torch.load(os.path.join(scratch, "out.pt"), weights_only=True, map_location=device)
-        except Exception as exc:  # noqa: BLE001
-            return None, f"its outputs could not be read: {type(exc).__name__}: {str(exc)[:160]}"
-        if not isinstance(out, list) or not all(isinstance(t, torch.Tensor) for t in out):
-            return None, "its outputs are not a list of tensors"
-        return out, ""
+        return _read_outputs(scratch, device)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

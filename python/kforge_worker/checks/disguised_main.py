@@ -2,12 +2,15 @@
 
     python main.py PROBLEM.py SOLUTION.py
 
-Reads model arguments, weights and inputs from data.pt beside this file and writes the outputs to out.pt.
+Reads model arguments, weights and inputs from data.pt beside this file (a contiguous input as raw bytes in a file
+of its own, named there), and writes each output's raw bytes to out_K.bin with their shapes and dtypes in out.json.
 This file is copied, as main.py, into a scratch folder and run there by checks/disguised.py: a plain script in a plain
 process, as a user's own would be. It imports nothing of kforge's and must stay that way.
 """
 
 import importlib.util
+import json
+import math
 import os
 import sys
 
@@ -43,6 +46,25 @@ def build(cls, args, seed, example):
     return model
 
 
+def read_raw(folder, item):
+    """A tensor stored as its raw bytes: {"file", "shape", "dtype"}."""
+    dtype = getattr(torch, item["dtype"])
+    numel = math.prod(item["shape"])
+    if numel == 0:
+        return torch.empty(item["shape"], dtype=dtype)
+    size = numel * torch.empty((), dtype=dtype).element_size()
+    raw = torch.from_file(os.path.join(folder, item["file"]), shared=False, size=size, dtype=torch.uint8)
+    return raw.view(dtype).reshape(item["shape"])
+
+
+def write_raw(folder, name, tensor):
+    tensor = tensor.detach().contiguous()
+    with open(os.path.join(folder, name), "wb") as f:
+        if tensor.numel():
+            tensor.reshape(-1).view(torch.uint8).cpu().numpy().tofile(f)
+    return {"file": name, "shape": list(tensor.shape), "dtype": str(tensor.dtype).removeprefix("torch.")}
+
+
 def flat(value):
     if isinstance(value, torch.Tensor):
         return [value.detach().cpu()]
@@ -72,12 +94,15 @@ def main():
     if set(state) == set(own) and all(not hasattr(v, "shape") or is_lazy(own[k]) or own[k].shape == v.shape
                                       for k, v in state.items()):
         model.load_state_dict(state, strict=True)
-    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in data["inputs"]]
+    inputs = [read_raw(here, x["raw"]) if isinstance(x, dict) and set(x) == {"raw"} else x for x in data["inputs"]]
+    inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
     with torch.no_grad():
         out = model(*inputs)
     if device.type == "cuda":
         torch.cuda.synchronize()
-    torch.save(flat(out), os.path.join(here, "out.pt"))
+    manifest = [write_raw(here, f"out_{k}.bin", t) for k, t in enumerate(flat(out))]
+    with open(os.path.join(here, "out.json"), "w") as f:
+        json.dump(manifest, f)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..compare import CHUNK
+from ..compare import chunk_elements
 from .budget import Budget, float64_model_bytes, nbytes, tensors_in, widened_bytes
 
 # A sampled window covers at least this many output elements (or the whole batch): the statistical power of
@@ -41,9 +41,6 @@ MIN_SAMPLE_ELEMENTS = 1 << 16
 # ... and no more rows than cover this many: the other process and the allocator hold copies of the whole problem
 # at the same time (a window sized to the budget, 2730 of 4096 rows of a 6.4 GB problem, took the GPU to 75 GB).
 SAMPLE_ELEMENTS = 1 << 18
-# Rows of this many elements are compared in float64 a chunk at a time (a float64 copy of a whole output, and the
-# temporaries of the comparison, would be the largest allocation of the check).
-_CHUNK_ELEMENTS = CHUNK
 # How far the reference's output on a window may be from the same rows of its output on the whole batch and
 # still count as the same computation: another batch size may pick another kernel (another summation order,
 # TF32 or not), which rounds differently by about the dtype's precision floor; batch dependence (batch
@@ -239,9 +236,10 @@ def _rel_l2(a: torch.Tensor, b: torch.Tensor) -> float:
     equal."""
     xs, ys = a.detach().reshape(-1), b.detach().reshape(-1)
     num2 = den2 = 0.0
-    for start in range(0, ys.numel(), _CHUNK_ELEMENTS):
-        x = xs[start : start + _CHUNK_ELEMENTS].to(ys.device).double()
-        y = ys[start : start + _CHUNK_ELEMENTS].double()
+    step = chunk_elements(ys.numel())
+    for start in range(0, ys.numel(), step):
+        x = xs[start : start + step].to(ys.device).double()
+        y = ys[start : start + step].double()
         same = (x == y) | (torch.isnan(x) & torch.isnan(y))
         num2 += float(torch.where(same, 0.0, x - y).square().sum())
         den2 += float(torch.where(torch.isfinite(y), y, 0.0).square().sum())

@@ -12,7 +12,6 @@ import torch
 from torch import nn
 
 from .context import (
-    _CHUNK,
     _equal,
     _isclose,
     _overlaps,
@@ -28,7 +27,7 @@ from .context import (
     tensors,
     VerifyContext,
 )
-from ..compare import precision_floor, timed_precision_bound, without_agreed_non_finite
+from ..compare import chunk_elements, precision_floor, timed_precision_bound, without_agreed_non_finite
 from .float64 import for_check, widen
 from .instrument import poisoned_allocations
 from .integrity import lingering_threads, native_threads
@@ -227,8 +226,9 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
     xs, ys = a.reshape(-1), b.reshape(-1)
-    for start in range(0, xs.numel(), _CHUNK):
-        x, y = xs[start : start + _CHUNK], ys[start : start + _CHUNK]
+    step = chunk_elements(xs.numel())
+    for start in range(0, xs.numel(), step):
+        x, y = xs[start : start + step], ys[start : start + step]
         if not _equal(torch.nan_to_num(x), torch.nan_to_num(y)):
             return False
     return True
@@ -356,16 +356,18 @@ def _rounding_noise(ctx: VerifyContext, inputs: list[Any], ref_out: Any, outputs
 
 def _chunked_sum(t: torch.Tensor, fn: Callable[[torch.Tensor], torch.Tensor]) -> float:
     flat = t.detach().reshape(-1)
-    return sum(float(fn(flat[i : i + _CHUNK].double()).sum()) for i in range(0, flat.numel(), _CHUNK))
+    step = chunk_elements(flat.numel())
+    return sum(float(fn(flat[i : i + step].double()).sum()) for i in range(0, flat.numel(), step))
 
 
 def _all_close_chunked(value: Any, r: torch.Tensor, atol: float, rtol: float) -> bool:
     """isclose(value, r).all() in float64 chunks; value is a scalar or a tensor of r's shape."""
     flat_r = r.detach().reshape(-1)
     flat_v = value.detach().reshape(-1) if isinstance(value, torch.Tensor) else None
-    for i in range(0, flat_r.numel(), _CHUNK):
-        rc = flat_r[i : i + _CHUNK].double()
-        vc = flat_v[i : i + _CHUNK].double().to(rc.device) if flat_v is not None else torch.full_like(rc, value)
+    step = chunk_elements(flat_r.numel())
+    for i in range(0, flat_r.numel(), step):
+        rc = flat_r[i : i + step].double()
+        vc = flat_v[i : i + step].double().to(rc.device) if flat_v is not None else torch.full_like(rc, value)
         if not bool(_isclose(vc, rc, rtol=rtol, atol=atol).all()):
             return False
     return True
@@ -376,8 +378,9 @@ def rel_err(a: torch.Tensor | list[torch.Tensor], b: torch.Tensor | list[torch.T
     num = den = 0.0
     for pa, pb in zip(a, b) if isinstance(a, list) else [(a, b)]:
         fa, fb = pa.detach().reshape(-1), pb.detach().reshape(-1)
-        for i in range(0, fb.numel(), _CHUNK):
-            x, y = without_agreed_non_finite(fa[i : i + _CHUNK].double().to(fb.device), fb[i : i + _CHUNK].double())
+        step = chunk_elements(fb.numel())
+        for i in range(0, fb.numel(), step):
+            x, y = without_agreed_non_finite(fa[i : i + step].double().to(fb.device), fb[i : i + step].double())
             num += float((x - y).square().sum())
             den += float(y.square().sum())
     return math.sqrt(num) / (math.sqrt(den) or 1.0)

@@ -21,9 +21,8 @@ from typing import Any
 
 import torch
 
-from ..compare import CHUNK
+from ..compare import chunk_elements
 
-_CHUNK = CHUNK  # int64 temporaries of 8 MB at most
 _KEY = (int.from_bytes(os.urandom(4), "little") | 1, int.from_bytes(os.urandom(4), "little"))
 _INTEGER_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 
@@ -99,8 +98,9 @@ def _checksum(t: torch.Tensor, offset: int = 0) -> int | None:
                 return None
         bits = flat.contiguous().view(view) if flat.dtype != torch.bool else flat.to(torch.uint8)
         total = torch.zeros((), dtype=torch.int64, device=bits.device)  # int64 arithmetic wraps: a hash, not a sum
-        for start in range(0, bits.numel(), _CHUNK):
-            chunk = bits[start:start + _CHUNK].to(torch.int64)
+        step = chunk_elements(bits.numel())
+        for start in range(0, bits.numel(), step):
+            chunk = bits[start:start + step].to(torch.int64)
             index = torch.arange(offset + start, offset + start + chunk.numel(), device=chunk.device,
                                  dtype=torch.int64)
             total += (chunk * (index * _KEY[0] + _KEY[1])).sum()
