@@ -116,3 +116,19 @@ def test_an_output_file_that_disagrees_with_its_description_is_refused(tmp_path)
     assert outs is None and "12 bytes" in why
     (tmp_path / "out.json").write_text(json.dumps([{"file": "../x", "shape": [4], "dtype": "float32"}]))
     assert _read_outputs(str(tmp_path), torch.device("cpu"))[0] is None
+
+
+def test_the_scratch_folder_is_in_memory_only_while_what_crosses_it_is_a_small_share_of_what_is_free(monkeypatch):
+    from kforge_worker.checks import budget, disguised
+
+    import pytest
+
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm on this host")
+    monkeypatch.setattr(budget, "host_available", lambda: 8 << 30)
+    room = __import__("shutil").disk_usage("/dev/shm").free
+    small = int(0.1 * min(8 << 30, room))
+    assert disguised.scratch_parent(small) == "/dev/shm"
+    assert disguised.scratch_parent(int(0.3 * min(8 << 30, room)) + 1) is None
+    monkeypatch.setattr(budget, "host_available", lambda: None)  # unknown: not in memory
+    assert disguised.scratch_parent(small) is None
