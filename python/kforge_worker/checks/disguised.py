@@ -20,7 +20,6 @@ the links' targets — which no plain script can hide.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import signal
@@ -34,6 +33,7 @@ import torch
 
 from .. import compiler_cache
 from . import budget
+from .disguised_main import raw_size, read_raw, write_raw
 from .context import clone_inputs, compare, has_dropout, preserved_state, run, tensors, VerifyContext
 from .judge import judged_compare
 from .result import CheckResult, failed, passed, warned
@@ -93,11 +93,7 @@ def _raw_input(folder: str, k: int, x: Any) -> Any:
     other input as it is, pickled in data.pt (its strides kept)."""
     if not isinstance(x, torch.Tensor) or not x.is_contiguous() or x.is_sparse or x.is_quantized:
         return x.detach().cpu() if isinstance(x, torch.Tensor) else x
-    name = f"in_{k}.bin"
-    with open(os.path.join(folder, name), "wb") as f:
-        if x.numel():
-            x.detach().reshape(-1).view(torch.uint8).cpu().numpy().tofile(f)
-    return {"raw": {"file": name, "shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}}
+    return {"raw": write_raw(folder, f"in_{k}.bin", x)}
 
 
 def _read_outputs(folder: str, device: torch.device) -> tuple[list[torch.Tensor] | None, str]:
@@ -110,20 +106,14 @@ def _read_outputs(folder: str, device: torch.device) -> tuple[list[torch.Tensor]
             return None, "its outputs are not a list of tensors"
         outs = []
         for item in manifest:
-            dtype = getattr(torch, str(item["dtype"]), None)
-            shape = [int(d) for d in item["shape"]]
-            if not isinstance(dtype, torch.dtype) or any(d < 0 for d in shape) or "/" in str(item["file"]):
+            item = {"file": str(item["file"]), "shape": [int(d) for d in item["shape"]], "dtype": str(item["dtype"])}
+            if (not isinstance(getattr(torch, item["dtype"], None), torch.dtype) or any(d < 0 for d in item["shape"])
+                    or "/" in item["file"]):
                 return None, "its outputs' description is not one of tensors"
-            path = os.path.join(folder, str(item["file"]))
-            size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-            if os.path.getsize(path) != size:
-                return None, f"output {len(outs)}'s file holds {os.path.getsize(path)} bytes, not the {size} its shape needs"
-            if size == 0:
-                outs.append(torch.empty(shape, dtype=dtype, device=device))
-                continue
-            raw = torch.from_file(path, shared=False, size=size, dtype=torch.uint8)
-            outs.append(raw.view(dtype).reshape(shape).to(device))
-            del raw
+            size, held = raw_size(item), os.path.getsize(os.path.join(folder, item["file"]))
+            if held != size:
+                return None, f"output {len(outs)}'s file holds {held} bytes, not the {size} its shape needs"
+            outs.append(read_raw(folder, item).to(device))
         return outs, ""
     except Exception as exc:  # noqa: BLE001
         return None, f"its outputs could not be read: {type(exc).__name__}: {str(exc)[:160]}"

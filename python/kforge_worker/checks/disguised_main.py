@@ -46,13 +46,17 @@ def build(cls, args, seed, example):
     return model
 
 
+def raw_size(item):
+    """Bytes of a tensor stored as its raw bytes: {"file", "shape", "dtype"}."""
+    return math.prod(item["shape"]) * torch.empty((), dtype=getattr(torch, item["dtype"])).element_size()
+
+
 def read_raw(folder, item):
-    """A tensor stored as its raw bytes: {"file", "shape", "dtype"}."""
+    """A tensor stored as its raw bytes: {"file", "shape", "dtype"} (written by write_raw)."""
     dtype = getattr(torch, item["dtype"])
-    numel = math.prod(item["shape"])
-    if numel == 0:
+    size = raw_size(item)
+    if size == 0:
         return torch.empty(item["shape"], dtype=dtype)
-    size = numel * torch.empty((), dtype=dtype).element_size()
     raw = torch.from_file(os.path.join(folder, item["file"]), shared=False, size=size, dtype=torch.uint8)
     return raw.view(dtype).reshape(item["shape"])
 
